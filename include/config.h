@@ -1,0 +1,74 @@
+/* config.h -- allocd's settings: built-in defaults, the libconfig file, and
+ * the command line, in that order of precedence (last wins).
+ *
+ * Every error names where it is: `file:line: message` for the file (libconfig
+ * syntax errors, unknown settings, wrong types, values out of range), and
+ * `command line: --flag: message` for arguments. The loaded config is one of
+ * the two pieces of process-wide state (with the loop); it is passed
+ * explicitly to the modules that need it.
+ */
+#ifndef ALLOCD_CONFIG_H
+#define ALLOCD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "redis_url.h"
+
+typedef struct allocd_config {
+    char *redis_url;          /* "redis"; default redis://127.0.0.1:6379 */
+    redis_target redis;       /* parsed redis_url */
+    char *prefix;             /* "prefix"; default "alloc"; [A-Za-z0-9_.:-]{1,64} */
+    char *instance;           /* "instance"; default: host name */
+    int chunk;                /* "chunk"; requests per atomic step; 512 (1..4096) */
+    int max_request_bytes;    /* "max_request_bytes"; 4096 (64..1048576) */
+    int log_level;            /* "log_level": error|warning|notice|info|debug */
+    int64_t log_maxlen;       /* "log_maxlen"; 0 = never trim the event log */
+    int redis_timeout_ms;     /* "redis_timeout_ms"; command deadline, 5000 */
+    int connect_timeout_ms;   /* "connect_timeout_ms"; 2000 */
+    int backoff_min_ms;       /* "backoff_min_ms"; 100 */
+    int backoff_max_ms;       /* "backoff_max_ms"; 5000 */
+    int registry_interval_ms; /* "registry_interval_ms"; batch list poll, 1000 */
+    int idle_wait_ms;         /* "idle_wait_ms"; server-side BLMOVE timeout, 1000 */
+    int drain_timeout_ms;     /* "drain_timeout_ms"; SIGTERM drain deadline, 10000 */
+    int max_attempts;         /* "max_attempts"; tries of a failing chunk before
+                                 its requests go to dead one by one, 5 */
+    char *source;             /* file the values came from, NULL = defaults */
+} allocd_config;
+
+/* What the command line asked for. */
+typedef enum {
+    CLI_RUN = 0, CLI_CHECK_CONFIG, CLI_VERSION, CLI_HELP
+} cli_action;
+
+typedef struct cli_args {
+    cli_action action;
+    const char *config_path;  /* -c FILE; NULL = default path */
+    const char *redis_url;    /* --redis */
+    const char *prefix;       /* --prefix */
+    const char *instance;     /* --instance */
+} cli_args;
+
+#define ALLOCD_VERSION "0.1.0"
+
+const char *config_default_path(void);
+
+void config_defaults(allocd_config *c);
+void config_free(allocd_config *c);
+
+/* Parses argv. Returns 0, or -1 with "command line: ..." in err. */
+int cli_parse(int argc, char **argv, cli_args *out, char *err, size_t errlen);
+void cli_usage(FILE *out, const char *argv0);
+
+/* Reads a config file over the current values. Returns 0 when loaded,
+ * 1 when the file does not exist and must_exist is 0 (values unchanged),
+ * -1 with "file:line: message" in err. */
+int config_load_file(allocd_config *c, const char *path, int must_exist,
+                     char *err, size_t errlen);
+
+/* Defaults, then the file (-c, or the default path if present), then the
+ * command-line overrides, then validation. Returns 0 or -1 with err. */
+int config_load(allocd_config *c, const cli_args *a, char *err, size_t errlen);
+
+#endif
