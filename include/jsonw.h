@@ -1,0 +1,55 @@
+/* jsonw.h -- a small, fast JSON writer into a growable byte buffer.
+ *
+ * allocd writes thousands of small JSON documents per chunk (results,
+ * holders, dead entries). jansson's encoder builds a tree and allocates per
+ * node; this writer appends straight into one buffer that is reused from
+ * chunk to chunk, so the hot path does no allocation once the buffer has
+ * grown to its working size. Several documents can share one buffer: note
+ * jsonw_len() before a document and slice it out afterwards.
+ *
+ * Strings are escaped per RFC 8259; bytes that are not valid UTF-8 are
+ * replaced by U+FFFD so the output is always valid JSON. Allocation failure
+ * is sticky (`failed`), checked once at the end instead of after each call.
+ */
+#ifndef ALLOCD_JSONW_H
+#define ALLOCD_JSONW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define JSONW_MAX_DEPTH 16
+
+typedef struct jsonw {
+    char *buf;
+    size_t len, cap;
+    int failed;
+    int depth;
+    unsigned char first[JSONW_MAX_DEPTH]; /* no element written yet at this depth */
+} jsonw;
+
+void jsonw_init(jsonw *w);
+void jsonw_free(jsonw *w);
+void jsonw_reset(jsonw *w);              /* empty, keeps the memory */
+static inline size_t jsonw_len(const jsonw *w) { return w->len; }
+
+void jsonw_obj_begin(jsonw *w);          /* as a value (top level or array element) */
+void jsonw_obj_end(jsonw *w);
+void jsonw_arr_begin(jsonw *w);
+void jsonw_arr_end(jsonw *w);
+void jsonw_key(jsonw *w, const char *key);  /* key must not need escaping */
+void jsonw_str(jsonw *w, const char *s);
+void jsonw_strn(jsonw *w, const char *s, size_t n);
+void jsonw_int(jsonw *w, int64_t v);
+void jsonw_u64_str(jsonw *w, uint64_t v);   /* as a JSON string of digits */
+
+/* key + value shorthands */
+void jsonw_kstr(jsonw *w, const char *key, const char *s);
+void jsonw_kint(jsonw *w, const char *key, int64_t v);
+
+/* Appends raw bytes with no separator handling (for argument buffers). */
+void jsonw_raw(jsonw *w, const char *s, size_t n);
+
+/* 1 when s[0..n) is valid UTF-8 (and has no NUL when no_nul). */
+int utf8_valid(const char *s, size_t n, int no_nul);
+
+#endif

@@ -1,0 +1,158 @@
+/* test_request.c -- the request parser against the table in
+ * tests/data/requests.txt, plus the cases a text file cannot hold
+ * (NUL bytes, invalid UTF-8, size limits, deep nesting). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "request.h"
+
+#define MAX_BYTES 4096
+
+static const char *outcome_name(request_outcome o)
+{
+    return o == REQUEST_OK ? "ok" : o == REQUEST_DEAD ? "dead" : "invalid";
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n')) s[--n] = '\0';
+    return s;
+}
+
+static void test_table(void **state)
+{
+    FILE *f = fopen("tests/data/requests.txt", "r");
+    assert_non_null(f);
+    char line[8192];
+    int cases = 0, lineno = 0, failures = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        char *fields[4], *p = line;
+        for (int i = 0; i < 3; i++) {
+            char *bar = strstr(p, " | ");
+            assert_non_null(bar);
+            *bar = '\0';
+            fields[i] = trim(p);
+            p = bar + 3;
+        }
+        size_t n = strlen(p);
+        if (n && p[n - 1] == '\n') p[--n] = '\0';
+        fields[3] = p;
+        request q;
+        request_parse(&q, p, n, MAX_BYTES, fields[1][0] == 'c');
+        int ok = !strcmp(outcome_name(q.outcome), fields[0]) &&
+                 (!strcmp(fields[2], "-") || strstr(q.error, fields[2]));
+        if (!ok) {
+            fprintf(stderr, "requests.txt:%d: expected %s '%s', got %s '%s'\n", lineno,
+                    fields[0], fields[2], outcome_name(q.outcome), q.error);
+            failures++;
+        }
+        if (q.outcome != REQUEST_DEAD) assert_non_null(q.r.id);
+        request_clear(&q);
+        cases++;
+    }
+    fclose(f);
+    assert_true(cases >= 60);
+    assert_int_equal(failures, 0);
+}
+
+static void test_fields_of_valid_requests(void **state)
+{
+    request q;
+    const char *raw = "{\"id\":\"g1\",\"user\":\"a\",\"op\":\"group\",\"members\":[\"a\",\"b\"],"
+                      "\"prefs\":[\"R1\",\"R2\"],\"filter\":{\"floor\":3,\"b\":{\"y\":1,\"x\":2}}}";
+    request_parse(&q, raw, strlen(raw), MAX_BYTES, 0);
+    assert_int_equal(q.outcome, REQUEST_OK);
+    assert_int_equal(q.r.op, OP_GROUP);
+    assert_int_equal(q.r.n_prefs, 2);
+    assert_string_equal(q.r.prefs[1], "R2");
+    assert_int_equal(q.r.n_members, 2);
+    assert_string_equal(q.r.members[1], "b");
+    assert_int_equal(q.r.n_filter, 2);
+    assert_true(q.r.has_filter);
+    for (size_t i = 0; i < q.r.n_filter; i++) {
+        if (!strcmp(q.r.filter[i].key, "floor")) assert_string_equal(q.r.filter[i].value, "3");
+        else assert_string_equal(q.r.filter[i].value, "{\"x\":2,\"y\":1}"); /* keys sorted */
+    }
+    request_clear(&q);
+
+    raw = "{\"id\":\"b1\",\"user\":\"a\",\"op\":\"buy\",\"item\":\"sku\"}";
+    request_parse(&q, raw, strlen(raw), MAX_BYTES, 0);
+    assert_int_equal(q.r.qty, 1); /* default */
+    request_clear(&q);
+
+    raw = "{\"id\":\"c1\",\"user\":\"a\",\"op\":\"confirm\",\"order\":\"18446744073709551615\"}";
+    request_parse(&q, raw, strlen(raw), MAX_BYTES, 0);
+    assert_int_equal(q.outcome, REQUEST_OK);
+    assert_true(q.r.order == UINT64_MAX);
+    request_clear(&q);
+}
+
+static void test_size_limit(void **state)
+{
+    size_t n = 1 << 20;
+    char *big = malloc(n + 64);
+    int k = snprintf(big, 64, "{\"id\":\"r1\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"");
+    memset(big + k, 'x', n);
+    strcpy(big + k + n - 2, "\"}");
+    request q;
+    request_parse(&q, big, n + (size_t)k, MAX_BYTES, 0);
+    assert_int_equal(q.outcome, REQUEST_DEAD);
+    assert_non_null(strstr(q.error, "max_request_bytes"));
+    request_clear(&q);
+    /* exactly at the limit is fine */
+    char exact[MAX_BYTES];
+    memset(exact, ' ', sizeof exact);
+    const char *body = "{\"id\":\"r1\",\"user\":\"u\",\"op\":\"release\"}";
+    memcpy(exact, body, strlen(body));
+    request_parse(&q, exact, sizeof exact, MAX_BYTES, 0);
+    assert_int_equal(q.outcome, REQUEST_OK);
+    request_clear(&q);
+    free(big);
+}
+
+static void test_binary_garbage(void **state)
+{
+    const char nul[] = "{\"id\":\"r1\",\0\"user\":\"u\",\"op\":\"release\"}";
+    request q;
+    request_parse(&q, nul, sizeof nul - 1, MAX_BYTES, 0);
+    assert_int_equal(q.outcome, REQUEST_DEAD);
+    request_clear(&q);
+    const char bad_utf8[] = "{\"id\":\"r1\",\"user\":\"\xff\xfe\",\"op\":\"release\"}";
+    request_parse(&q, bad_utf8, sizeof bad_utf8 - 1, MAX_BYTES, 0);
+    assert_int_equal(q.outcome, REQUEST_DEAD);
+    request_clear(&q);
+}
+
+static void test_deep_nesting(void **state)
+{
+    char buf[4000];
+    size_t n = 0;
+    n += (size_t)sprintf(buf, "{\"id\":\"r1\",\"user\":\"u\",\"op\":\"release\",\"x\":");
+    while (n < 3000) buf[n++] = '[';
+    request q;
+    request_parse(&q, buf, n, MAX_BYTES, 0);
+    assert_int_equal(q.outcome, REQUEST_DEAD);
+    request_clear(&q);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_fields_of_valid_requests),
+        cmocka_unit_test(test_size_limit),
+        cmocka_unit_test(test_binary_garbage),
+        cmocka_unit_test(test_deep_nesting),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
