@@ -1,0 +1,50 @@
+/* scripts.h -- the Lua scripts that make each step of a batch atomic.
+ *
+ * TAKE moves the next requests off the queue (or admin commands off ctl)
+ * into the batch's processing list and advances stats.dequeued in the same
+ * step, so the queue-position formula of the contract stays exact. It hands
+ * back a non-empty processing list untouched instead: that is how a
+ * restarted daemon finds the chunk it was deciding when it died.
+ *
+ * APPLY writes everything one chunk decided -- results, holders, free,
+ * capacity, stats, log entries, dead entries, participants -- and deletes
+ * the processing list, all in one script. Either the whole chunk is in
+ * Redis or none of it is. It checks key types and the processing list
+ * length before its first write, because a Lua script that fails half way
+ * does not roll back.
+ */
+#ifndef ALLOCD_SCRIPTS_H
+#define ALLOCD_SCRIPTS_H
+
+#include "redis_conn.h"
+
+/* KEYS: ctl, queue, ctlprocessing, processing, stats
+ * ARGV: max, take_queue (0|1)
+ * Reply: {kind, ctl_items, queue_items, dequeued}; kind "leftover" or "new". */
+extern const char script_take_src[];
+
+/* KEYS: results, holders, free, stats, log, dead, processing,
+ *       ctlprocessing, participants, capacity, orders_ended, internal
+ * ARGV: processing_len (-1 = keep), ctlprocessing_len (-1 = keep), log_maxlen,
+ *       then sections, each a count followed by its values:
+ *       results (pairs), holders set (pairs), holders del (list),
+ *       free (pairs), capacity (pairs), orders_ended (pairs), internal
+ *       (pairs), participants (list), dead (list), log (entries: field
+ *       count, then field/value pairs), stats (pairs). */
+extern const char script_apply_src[];
+
+enum {
+    APPLY_KEY_RESULTS = 0, APPLY_KEY_HOLDERS, APPLY_KEY_FREE, APPLY_KEY_STATS,
+    APPLY_KEY_LOG, APPLY_KEY_DEAD, APPLY_KEY_PROCESSING, APPLY_KEY_CTLPROCESSING,
+    APPLY_KEY_PARTICIPANTS, APPLY_KEY_CAPACITY, APPLY_KEY_ORDERS_ENDED,
+    APPLY_KEY_INTERNAL, APPLY_NKEYS
+};
+
+typedef struct allocd_scripts {
+    redis_script take;
+    redis_script apply;
+} allocd_scripts;
+
+void scripts_init(allocd_scripts *s);
+
+#endif
