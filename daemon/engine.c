@@ -1,0 +1,1409 @@
+/* engine.c -- the allocation engine: every decision allocd makes (engine.h).
+ *
+ * Pure C, no I/O and no clock, so any sequence of requests and times can be
+ * replayed in a test and gives the same answers. The rules themselves
+ * (order of checks, reasons, events) are those of the engine spec; this file
+ * is about keeping them cheap at a million participants:
+ *
+ * - Users and items live in arrays of structs, found through a seeded hash
+ *   map (strmap) from id to index. Growing an array is a realloc; nothing
+ *   else holds pointers into it. Ids are interned with one malloc each, so
+ *   the pointers handed out (result items, event users, views) stay put.
+ * - A user record is kept small (about 56 bytes): the room fields and the
+ *   stock fields share a union because a batch is one kind for its whole
+ *   life, and the orders array exists only once a user has an order.
+ * - Reservations wait in a min-heap on (expires_at, order id). Confirm and
+ *   cancel leave their heap entry behind (lazy deletion); an entry is live
+ *   only while its order is still HELD. The heap top is kept live so that
+ *   engine_next_expiry() is O(1) and const.
+ * - Every decision first reserves room in the output lists (events, dirty
+ *   users/items, ended orders) and allocates any strings it will keep, and
+ *   only then changes state. When memory runs out the result is ST_NONE,
+ *   nothing was half-applied, and engine_error() tells the shell to throw
+ *   this engine away and load a fresh one.
+ */
+#include "engine.h"
+#include "strmap.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NO_ROOM UINT32_MAX
+
+enum { USER_DIRTY = 1, USER_WINDOW = 2 };
+enum { ITEM_DIRTY = 1, ITEM_CAP_CHANGED = 2 };
+
+typedef struct attr {
+    char *key;
+    char *value;   /* canonical JSON, compared with strcmp */
+} attr;
+
+typedef struct item {
+    char *id;
+    int64_t capacity;
+    int64_t free;  /* may be < 0 after loading beyond capacity */
+    attr *attrs;
+    uint32_t n_attrs;
+    uint8_t flags;
+} item;
+
+typedef struct user {
+    char *id;
+    union {
+        struct {             /* rooms */
+            char *req;       /* request that gave the bed, NULL without one */
+            int64_t since;
+            uint32_t room;   /* item index or NO_ROOM */
+        } r;
+        struct {             /* stock */
+            /* Live orders (HELD, CONFIRMED) first in grant order, then
+             * tombstones. The capacity is implicit: the smallest power of
+             * two >= n_orders, which saves a field per user. */
+            engine_order *orders;
+            int64_t units;
+            uint32_t n_live;
+            uint32_t n_orders;
+        } s;
+    } u;
+    int64_t win_start;       /* throttle: fixed window start */
+    int64_t penalty_until;
+    uint32_t win_count;
+    uint8_t flags;
+} user;
+
+typedef struct expiry {
+    int64_t at;
+    uint64_t order;
+    uint32_t user;
+} expiry;
+
+typedef struct ended {
+    uint32_t user;
+    engine_order order;
+} ended;
+
+struct engine {
+    engine_meta meta;
+    engine_admin_state admin;
+    engine_counters counters;
+    int error;
+
+    item *items;
+    size_t n_items, cap_items;
+    strmap item_map;
+    user *users;
+    size_t n_users, cap_users;
+    strmap user_map;
+
+    expiry *heap;
+    size_t n_heap, cap_heap;
+
+    uint32_t *dirty_users;
+    size_t n_dirty_users, cap_dirty_users;
+    uint32_t *dirty_items;
+    size_t n_dirty_items, cap_dirty_items;
+    uint32_t *fresh;            /* new participants */
+    size_t n_fresh, cap_fresh;
+    ended *ended;
+    size_t n_ended, cap_ended;
+    engine_event *events;
+    size_t n_events, cap_events;
+
+    engine_order_fn order_fn;
+    void *order_ctx;
+    uint64_t next_order;        /* fallback order ids without a source */
+};
+
+/* ---------------------------------------------------------------- names */
+
+static const char *const op_names[] = {
+    [OP_BUY] = "buy", [OP_CONFIRM] = "confirm", [OP_CANCEL] = "cancel",
+    [OP_CHOOSE] = "choose", [OP_AUTO] = "auto", [OP_GROUP] = "group",
+    [OP_SWITCH] = "switch", [OP_RELEASE] = "release", [OP_PAUSE] = "pause",
+    [OP_RESUME] = "resume", [OP_CLOSE] = "close",
+    [OP_SET_CAPACITY] = "set_capacity",
+};
+
+static const char *const reason_names[] = {
+    [R_SOLD_OUT] = "sold_out", [R_ROOM_FULL] = "room_full",
+    [R_NO_ROOM] = "no_room", [R_LIMIT] = "limit",
+    [R_ALREADY_HOLDING] = "already_holding", [R_MEMBER_BUSY] = "member_busy",
+    [R_NOT_HOLDING] = "not_holding", [R_UNKNOWN_ITEM] = "unknown_item",
+    [R_UNKNOWN_ORDER] = "unknown_order", [R_EXPIRED] = "expired",
+    [R_NOT_OPEN] = "not_open", [R_CLOSED] = "closed", [R_PAUSED] = "paused",
+    [R_THROTTLED] = "throttled", [R_WRONG_KIND] = "wrong_kind",
+    [R_GROUP_TOO_LARGE] = "group_too_large",
+};
+
+static const char *const status_names[] = {
+    [ST_GRANTED] = "granted", [ST_DONE] = "done", [ST_REJECTED] = "rejected",
+    [ST_INVALID] = "invalid",
+};
+
+static const char *const event_names[] = {
+    [EV_GRANT] = "grant", [EV_RELEASE] = "release", [EV_EXPIRE] = "expire",
+    [EV_CONFIRM] = "confirm", [EV_CANCEL] = "cancel",
+    [EV_CAPACITY] = "capacity", [EV_STATE] = "state",
+};
+
+static const char *const phase_names[] = {
+    [PHASE_WAITING] = "waiting", [PHASE_OPEN] = "open",
+    [PHASE_PAUSED] = "paused", [PHASE_CLOSED] = "closed",
+};
+
+#define NAME_OF(table, i) \
+    ((size_t)(i) < sizeof(table) / sizeof(table[0]) ? table[(size_t)(i)] : NULL)
+
+const char *engine_op_name(engine_op op) { return NAME_OF(op_names, op); }
+const char *engine_reason_name(engine_reason r) { return NAME_OF(reason_names, r); }
+const char *engine_status_name(engine_status s) { return NAME_OF(status_names, s); }
+const char *engine_event_name(engine_event_type t) { return NAME_OF(event_names, t); }
+const char *engine_phase_name(engine_phase p) { return NAME_OF(phase_names, p); }
+
+engine_op engine_op_parse(const char *name)
+{
+    if (!name) return OP_NONE;
+    for (size_t i = 1; i < sizeof op_names / sizeof op_names[0]; i++)
+        if (op_names[i] && strcmp(op_names[i], name) == 0) return (engine_op)i;
+    return OP_NONE;
+}
+
+void engine_meta_defaults(engine_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->early = EARLY_REJECT;
+    m->per_user = 1;
+    m->max_group = 8;
+    m->rate_window_ms = 1000;
+    m->penalty_ms = 15000;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Times come from a clock but limits from an operator: never overflow. */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+    return a + b;
+}
+
+/* 1 to ENGINE_ID_MAX bytes; never reads past the limit. */
+static int id_ok(const char *s)
+{
+    if (!s || !*s) return 0;
+    for (size_t n = 0; n <= ENGINE_ID_MAX; n++)
+        if (!s[n]) return 1;
+    return 0;
+}
+
+static char *intern(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+/* Makes room for `need` elements in total; doubles so pushes are O(1). */
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap : 8;
+    while (n < need) n *= 2;
+    if (n > SIZE_MAX / elem) return -ENOMEM;
+    void *q = realloc(*p, n * elem);
+    if (!q) return -ENOMEM;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+#define GROW(e, name, extra) \
+    grow((void **)&(e)->name, &(e)->cap_##name, (e)->n_##name + (extra), \
+         sizeof *(e)->name)
+
+static const char *user_key(const void *ctx, uint32_t i)
+{
+    return ((const engine *)ctx)->users[i].id;
+}
+
+static const char *item_key(const void *ctx, uint32_t i)
+{
+    return ((const engine *)ctx)->items[i].id;
+}
+
+static int is_rooms(const engine *e) { return e->meta.kind == BATCH_ROOM; }
+
+/* Index of a user or item, STRMAP_NONE when unknown. */
+static uint32_t find_user(const engine *e, const char *id)
+{
+    return strmap_find(&e->user_map, id);
+}
+
+static uint32_t find_item(const engine *e, const char *id)
+{
+    return strmap_find(&e->item_map, id);
+}
+
+/* Records a failure that left the engine consistent but unable to go on;
+ * the shell sees it through engine_error(). */
+static void fail(engine *e, int err)
+{
+    if (!e->error) e->error = err;
+}
+
+/* ---------------------------------------------------------------- records */
+
+static uint32_t add_user(engine *e, const char *id)
+{
+    if (e->n_users >= STRMAP_NONE - 1 || GROW(e, users, 1) < 0) return STRMAP_NONE;
+    char *s = intern(id);
+    if (!s) return STRMAP_NONE;
+    uint32_t i = (uint32_t)e->n_users;
+    user *u = &e->users[i];
+    memset(u, 0, sizeof *u);
+    u->id = s;
+    if (is_rooms(e)) u->u.r.room = NO_ROOM;
+    if (strmap_insert(&e->user_map, s, i) < 0) {
+        free(s);
+        return STRMAP_NONE;
+    }
+    e->n_users++;
+    e->counters.participants = (int64_t)e->n_users;
+    return i;
+}
+
+/* Every user record is a participant: users enter the engine only by being
+ * seen (a request, an invalid, a group grant) or by being loaded. */
+static uint32_t get_or_load_user(engine *e, const char *id)
+{
+    uint32_t i = find_user(e, id);
+    return i != STRMAP_NONE ? i : add_user(e, id);
+}
+
+/* A user seen by a decision: new ones are listed for the writer once. */
+static uint32_t touch_user(engine *e, const char *id)
+{
+    uint32_t i = find_user(e, id);
+    if (i != STRMAP_NONE) return i;
+    if (GROW(e, fresh, 1) < 0) return STRMAP_NONE;
+    i = add_user(e, id);
+    if (i != STRMAP_NONE) e->fresh[e->n_fresh++] = i;
+    return i;
+}
+
+static uint32_t add_item(engine *e, const char *id, int64_t capacity)
+{
+    if (e->n_items >= STRMAP_NONE - 1 || GROW(e, items, 1) < 0) return STRMAP_NONE;
+    char *s = intern(id);
+    if (!s) return STRMAP_NONE;
+    uint32_t i = (uint32_t)e->n_items;
+    e->items[i] = (item){ .id = s, .capacity = capacity, .free = capacity };
+    if (strmap_insert(&e->item_map, s, i) < 0) {
+        free(s);
+        return STRMAP_NONE;
+    }
+    e->n_items++;
+    e->counters.free_units += capacity;
+    return i;
+}
+
+static void add_free(engine *e, uint32_t it, int64_t delta)
+{
+    e->items[it].free += delta;
+    e->counters.free_units += delta;
+}
+
+/* Grows a user's orders array by one slot when it is full; the capacity is
+ * the smallest power of two >= n_orders. */
+static int orders_reserve(user *u)
+{
+    uint32_t n = u->u.s.n_orders;
+    if (n != 0 && (n & (n - 1)) != 0) return 0;
+    if (n >= UINT32_MAX / 2) return -ENOMEM;
+    size_t cap = n ? (size_t)n * 2 : 1;
+    engine_order *p = realloc(u->u.s.orders, cap * sizeof *p);
+    if (!p) return -ENOMEM;
+    u->u.s.orders = p;
+    return 0;
+}
+
+/* Appends a live order after the other live ones (orders_reserve first). */
+static void orders_add_live(user *u, engine_order o)
+{
+    engine_order *v = u->u.s.orders;
+    uint32_t n = u->u.s.n_orders++;
+    if (u->u.s.n_live < n) v[n] = v[u->u.s.n_live]; /* first tombstone to the end */
+    v[u->u.s.n_live++] = o;
+    u->u.s.units += o.qty;
+}
+
+static void orders_add_tombstone(user *u, engine_order o)
+{
+    u->u.s.orders[u->u.s.n_orders++] = o;
+}
+
+static uint32_t orders_find(const user *u, uint64_t id)
+{
+    for (uint32_t i = 0; i < u->u.s.n_orders; i++)
+        if (u->u.s.orders[i].id == id) return i;
+    return STRMAP_NONE;
+}
+
+/* Moves live order i to the tombstones with `state`; live order stays in
+ * grant order. Returns the order as it is now. */
+static engine_order orders_end(user *u, uint32_t i, uint8_t state)
+{
+    engine_order *v = u->u.s.orders;
+    engine_order o = v[i];
+    uint32_t last = --u->u.s.n_live;
+    memmove(&v[i], &v[i + 1], (last - i) * sizeof *v);
+    o.state = state;
+    v[last] = o;
+    u->u.s.units -= o.qty;
+    return o;
+}
+
+/* ---------------------------------------------------------------- heap */
+
+static int expiry_less(const expiry *a, const expiry *b)
+{
+    return a->at < b->at || (a->at == b->at && a->order < b->order);
+}
+
+static void heap_push(engine *e, expiry x)
+{
+    assert(e->n_heap < e->cap_heap);
+    size_t i = e->n_heap++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!expiry_less(&x, &e->heap[p])) break;
+        e->heap[i] = e->heap[p];
+        i = p;
+    }
+    e->heap[i] = x;
+}
+
+static void heap_pop(engine *e)
+{
+    expiry x = e->heap[--e->n_heap];
+    size_t n = e->n_heap, i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && expiry_less(&e->heap[c + 1], &e->heap[c])) c++;
+        if (!expiry_less(&e->heap[c], &x)) break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    if (n) e->heap[i] = x;
+}
+
+/* An entry is live while its order is still HELD (confirm and cancel do
+ * not search the heap; they leave the entry to be dropped here). */
+static int expiry_live(const engine *e, const expiry *x)
+{
+    const user *u = &e->users[x->user];
+    uint32_t i = orders_find(u, x->order);
+    return i != STRMAP_NONE && u->u.s.orders[i].state == ORDER_HELD;
+}
+
+static void heap_settle(engine *e)
+{
+    while (e->n_heap && !expiry_live(e, &e->heap[0])) heap_pop(e);
+}
+
+/* ---------------------------------------------------------------- outputs */
+
+/* Reserves room in the output lists so that the pushes of one decision
+ * cannot fail halfway. */
+static int reserve(engine *e, size_t events, size_t users, size_t items,
+                   size_t ends)
+{
+    if (GROW(e, events, events) < 0 || GROW(e, dirty_users, users) < 0 ||
+        GROW(e, dirty_items, items) < 0 || GROW(e, ended, ends) < 0) {
+        fail(e, -ENOMEM);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void emit(engine *e, const engine_event *ev)
+{
+    assert(e->n_events < e->cap_events);
+    e->events[e->n_events++] = *ev;
+}
+
+static void dirty_user(engine *e, uint32_t u)
+{
+    if (e->users[u].flags & USER_DIRTY) return;
+    assert(e->n_dirty_users < e->cap_dirty_users);
+    e->users[u].flags |= USER_DIRTY;
+    e->dirty_users[e->n_dirty_users++] = u;
+}
+
+static void dirty_item(engine *e, uint32_t it, int capacity_changed)
+{
+    item *p = &e->items[it];
+    if (capacity_changed) p->flags |= ITEM_CAP_CHANGED;
+    if (p->flags & ITEM_DIRTY) return;
+    assert(e->n_dirty_items < e->cap_dirty_items);
+    p->flags |= ITEM_DIRTY;
+    e->dirty_items[e->n_dirty_items++] = it;
+}
+
+static void note_ended(engine *e, uint32_t u, engine_order o)
+{
+    assert(e->n_ended < e->cap_ended);
+    e->ended[e->n_ended++] = (ended){ u, o };
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+engine *engine_new(const engine_meta *meta, uint64_t hash_seed)
+{
+    if (!meta || (meta->kind != BATCH_STOCK && meta->kind != BATCH_ROOM))
+        return NULL;
+    engine *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->meta = *meta;
+    /* Users and items get different keys: knowing one map's layout tells
+     * nothing about the other's. */
+    strmap_init(&e->user_map, hash_seed, user_key, e);
+    strmap_init(&e->item_map, hash_seed ^ 0x5bd1e9955bd1e995ULL, item_key, e);
+    e->next_order = 1;
+    return e;
+}
+
+static void free_user(engine *e, user *u)
+{
+    if (is_rooms(e)) free(u->u.r.req);
+    else free(u->u.s.orders);
+    free(u->id);
+}
+
+static void free_item(item *it)
+{
+    for (uint32_t i = 0; i < it->n_attrs; i++) {
+        free(it->attrs[i].key);
+        free(it->attrs[i].value);
+    }
+    free(it->attrs);
+    free(it->id);
+}
+
+void engine_free(engine *e)
+{
+    if (!e) return;
+    for (size_t i = 0; i < e->n_users; i++) free_user(e, &e->users[i]);
+    for (size_t i = 0; i < e->n_items; i++) free_item(&e->items[i]);
+    free(e->users);
+    free(e->items);
+    strmap_free(&e->user_map);
+    strmap_free(&e->item_map);
+    free(e->heap);
+    free(e->dirty_users);
+    free(e->dirty_items);
+    free(e->fresh);
+    free(e->ended);
+    free(e->events);
+    free(e);
+}
+
+const engine_meta *engine_get_meta(const engine *e) { return &e->meta; }
+
+void engine_set_order_source(engine *e, engine_order_fn fn, void *ctx)
+{
+    e->order_fn = fn;
+    e->order_ctx = ctx;
+}
+
+int engine_error(const engine *e) { return e->error; }
+
+/* One call to the order source per granted buy. Without a source (tests,
+ * tools) ids count up from 1. */
+static uint64_t new_order_id(engine *e)
+{
+    if (e->order_fn) return e->order_fn(e->order_ctx);
+    return e->next_order++;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+int engine_load_item(engine *e, const char *id, int64_t capacity)
+{
+    if (!id_ok(id) || capacity < 0) return -EINVAL;
+    if (find_item(e, id) != STRMAP_NONE) return -EEXIST;
+    return add_item(e, id, capacity) == STRMAP_NONE ? -ENOMEM : 0;
+}
+
+int engine_load_attr(engine *e, const char *id, const char *key,
+                     const char *value)
+{
+    if (!id || !key || !value) return -EINVAL;
+    uint32_t i = find_item(e, id);
+    if (i == STRMAP_NONE) return -ENOENT;
+    item *it = &e->items[i];
+    char *k = intern(key), *v = intern(value);
+    attr *a = realloc(it->attrs, (it->n_attrs + 1) * sizeof *a);
+    if (!k || !v || !a) {
+        if (a) it->attrs = a;
+        free(k);
+        free(v);
+        return -ENOMEM;
+    }
+    it->attrs = a;
+    /* A key given twice keeps the last value, like a JSON object would. */
+    for (uint32_t j = 0; j < it->n_attrs; j++)
+        if (strcmp(a[j].key, key) == 0) {
+            free(k);
+            free(a[j].value);
+            a[j].value = v;
+            return 0;
+        }
+    a[it->n_attrs++] = (attr){ k, v };
+    return 0;
+}
+
+int engine_load_room_holder(engine *e, const char *uid, const char *room,
+                            int64_t since, const char *req)
+{
+    if (!is_rooms(e) || !id_ok(uid) || !room) return -EINVAL;
+    uint32_t it = find_item(e, room);
+    if (it == STRMAP_NONE) return -ENOENT;
+    uint32_t ui = find_user(e, uid);
+    if (ui != STRMAP_NONE && e->users[ui].u.r.room != NO_ROOM) return -EEXIST;
+    char *r = req ? intern(req) : NULL;
+    if (req && !r) return -ENOMEM;
+    if (ui == STRMAP_NONE) ui = get_or_load_user(e, uid);
+    if (ui == STRMAP_NONE) {
+        free(r);
+        return -ENOMEM;
+    }
+    user *u = &e->users[ui];
+    u->u.r.room = it;
+    u->u.r.since = since;
+    u->u.r.req = r;
+    add_free(e, it, -1);   /* may go below 0: no grant until it is back */
+    return 0;
+}
+
+static int order_state_ok(int state)
+{
+    return state >= ORDER_HELD && state <= ORDER_CANCELLED;
+}
+
+int engine_load_order(engine *e, const char *uid, uint64_t order,
+                      const char *item_id, int64_t qty, int state,
+                      int64_t expires_at)
+{
+    if (is_rooms(e) || !id_ok(uid) || !item_id || order == 0 || qty < 1 ||
+        qty > INT32_MAX || !order_state_ok(state))
+        return -EINVAL;
+    uint32_t it = find_item(e, item_id);
+    if (it == STRMAP_NONE) return -ENOENT;
+    uint32_t ui = get_or_load_user(e, uid);
+    if (ui == STRMAP_NONE) return -ENOMEM;
+    user *u = &e->users[ui];
+    if (orders_find(u, order) != STRMAP_NONE) return -EEXIST;
+    int held = state == ORDER_HELD;
+    if (orders_reserve(u) < 0 || (held && GROW(e, heap, 1) < 0)) return -ENOMEM;
+    engine_order o = { .id = order, .item = it, .qty = (int32_t)qty,
+                       .expires_at = expires_at, .state = (uint8_t)state };
+    if (state == ORDER_CONFIRMED) o.expires_at = 0;
+    if (state == ORDER_HELD || state == ORDER_CONFIRMED) {
+        orders_add_live(u, o);
+        add_free(e, it, -qty);
+    } else {
+        orders_add_tombstone(u, o);
+    }
+    if (held) heap_push(e, (expiry){ expires_at, order, ui });
+    return 0;
+}
+
+int engine_load_participant(engine *e, const char *uid)
+{
+    if (!id_ok(uid)) return -EINVAL;
+    return get_or_load_user(e, uid) == STRMAP_NONE ? -ENOMEM : 0;
+}
+
+void engine_load_counters(engine *e, const engine_counters *c)
+{
+    e->counters.processed = c->processed;
+    e->counters.granted = c->granted;
+    e->counters.done = c->done;
+    e->counters.rejected = c->rejected;
+    e->counters.invalid = c->invalid;
+    e->counters.dead = c->dead;
+    e->counters.duplicates = c->duplicates;
+    e->counters.ctl = c->ctl;
+}
+
+void engine_load_admin_state(engine *e, engine_admin_state s) { e->admin = s; }
+
+/* ---------------------------------------------------------------- expiry */
+
+/* Ends live order `oi` of user `ui` as EXPIRED: units return, EXPIRE event
+ * (req NULL), ended list. Caller reserved 1 event/user/item/ended. */
+static void expire_order(engine *e, uint32_t ui, uint32_t oi, int64_t now)
+{
+    user *u = &e->users[ui];
+    engine_order o = orders_end(u, oi, ORDER_EXPIRED);
+    add_free(e, o.item, o.qty);
+    emit(e, &(engine_event){ .type = EV_EXPIRE, .user = u->id,
+                             .item = e->items[o.item].id, .qty = o.qty,
+                             .order = o.id, .at = now });
+    dirty_user(e, ui);
+    dirty_item(e, o.item, 0);
+    note_ended(e, ui, o);
+}
+
+size_t engine_expire(engine *e, int64_t now)
+{
+    size_t n = 0;
+    heap_settle(e);
+    while (e->n_heap && e->heap[0].at <= now) {
+        if (reserve(e, 1, 1, 1, 1) < 0) break;
+        expiry x = e->heap[0];
+        heap_pop(e);
+        expire_order(e, x.user, orders_find(&e->users[x.user], x.order), now);
+        n++;
+        heap_settle(e);
+    }
+    return n;
+}
+
+int64_t engine_next_expiry(const engine *e)
+{
+    return e->n_heap ? e->heap[0].at : INT64_MAX;
+}
+
+/* ---------------------------------------------------------------- phase */
+
+engine_phase engine_phase_at(const engine *e, int64_t now)
+{
+    if (e->admin == ADMIN_CLOSED || (e->meta.closes_at != 0 && now >= e->meta.closes_at))
+        return PHASE_CLOSED;
+    if (e->admin == ADMIN_PAUSED) return PHASE_PAUSED;
+    if (now < e->meta.opens_at) return PHASE_WAITING;
+    return PHASE_OPEN;
+}
+
+engine_admin_state engine_get_admin_state(const engine *e) { return e->admin; }
+const engine_counters *engine_get_counters(const engine *e) { return &e->counters; }
+
+/* ---------------------------------------------------------------- results */
+
+static void reject(engine_result *out, engine_reason r)
+{
+    memset(out, 0, sizeof *out);
+    out->status = ST_REJECTED;
+    out->reason = r;
+}
+
+static void granted(engine *e, engine_result *out, const char *item_id)
+{
+    out->status = ST_GRANTED;
+    out->item = item_id;
+    out->rank = e->counters.granted + 1;   /* counted right after */
+}
+
+static void done(engine_result *out, const char *item_id)
+{
+    out->status = ST_DONE;
+    out->item = item_id;
+}
+
+static void count_result(engine *e, const engine_result *out)
+{
+    engine_counters *c = &e->counters;
+    switch (out->status) {
+    case ST_GRANTED: c->granted++; break;
+    case ST_DONE: c->done++; break;
+    case ST_REJECTED: c->rejected++; break;
+    case ST_INVALID: c->invalid++; break;
+    default: return;   /* ST_NONE: no decision was made */
+    }
+    c->processed++;
+}
+
+/* ---------------------------------------------------------------- throttle */
+
+/* Fixed window per user. A request refused during a penalty does not count
+ * in the window, so a penalty is not extended by knocking on the door. */
+static int throttled(engine *e, user *u, int64_t now)
+{
+    const engine_meta *m = &e->meta;
+    if (m->rate_max <= 0) return 0;
+    if (now < u->penalty_until) return 1;
+    if (!(u->flags & USER_WINDOW) || now - u->win_start >= m->rate_window_ms) {
+        u->flags |= USER_WINDOW;
+        u->win_start = now;
+        u->win_count = 0;
+    }
+    if (u->win_count < UINT32_MAX) u->win_count++;
+    if (u->win_count > m->rate_max) {
+        u->penalty_until = sat_add(now, m->penalty_ms);
+        return 1;
+    }
+    return 0;
+}
+
+static batch_kind op_kind(engine_op op)
+{
+    return op <= OP_CANCEL ? BATCH_STOCK : BATCH_ROOM;
+}
+
+/* Steps 2-6 of the spec: everything that is not about the op itself. */
+static engine_reason gate(engine *e, user *u, engine_op op, int64_t now)
+{
+    switch (engine_phase_at(e, now)) {
+    case PHASE_CLOSED: return R_CLOSED;
+    case PHASE_WAITING: return R_NOT_OPEN;
+    case PHASE_PAUSED: return R_PAUSED;
+    case PHASE_OPEN: break;
+    }
+    if (throttled(e, u, now)) return R_THROTTLED;
+    if (op_kind(op) != e->meta.kind) return R_WRONG_KIND;
+    return R_NONE;
+}
+
+/* ---------------------------------------------------------------- stock */
+
+/* The op handlers below return the reason of a refusal, or R_NONE when they
+ * filled *out themselves (granted/done, or ST_NONE when memory ran out). */
+
+static engine_reason decide_buy(engine *e, uint32_t ui, const engine_request *r,
+                                int64_t now, engine_result *out)
+{
+    uint32_t it = find_item(e, r->item);
+    if (it == STRMAP_NONE) return R_UNKNOWN_ITEM;
+    if (r->qty > e->items[it].free) return R_SOLD_OUT;
+    if (e->users[ui].u.s.units + r->qty > e->meta.per_user) return R_LIMIT;
+    int hold = e->meta.hold_ms > 0;
+    /* Everything that can fail happens before the order source is asked. */
+    if (reserve(e, 1, 1, 1, 0) < 0 || orders_reserve(&e->users[ui]) < 0 ||
+        (hold && GROW(e, heap, 1) < 0)) {
+        fail(e, -ENOMEM);
+        return R_NONE;
+    }
+    engine_order o = { .id = new_order_id(e), .item = it, .qty = (int32_t)r->qty,
+                       .state = hold ? ORDER_HELD : ORDER_CONFIRMED,
+                       .expires_at = hold ? sat_add(now, e->meta.hold_ms) : 0 };
+    user *u = &e->users[ui];
+    orders_add_live(u, o);
+    add_free(e, it, -o.qty);
+    if (hold) heap_push(e, (expiry){ o.expires_at, o.id, ui });
+    emit(e, &(engine_event){ .type = EV_GRANT, .user = u->id,
+                             .item = e->items[it].id, .qty = o.qty, .order = o.id,
+                             .req = r->id, .at = now, .expires_at = o.expires_at });
+    dirty_user(e, ui);
+    dirty_item(e, it, 0);
+    granted(e, out, e->items[it].id);
+    out->qty = o.qty;
+    out->order = o.id;
+    out->expires_at = o.expires_at;
+    return R_NONE;
+}
+
+/* The shared start of confirm and cancel: finds the order and answers for
+ * tombstones and for a reservation that ran out. Sets *oi to the live
+ * order's index, or to STRMAP_NONE when there is nothing left to do. */
+static engine_reason live_order(engine *e, uint32_t ui, const engine_request *r,
+                                int64_t now, uint32_t *oi)
+{
+    user *u = &e->users[ui];
+    *oi = STRMAP_NONE;
+    uint32_t i = orders_find(u, r->order);
+    if (i == STRMAP_NONE) return R_UNKNOWN_ORDER;
+    const engine_order *o = &u->u.s.orders[i];
+    if (o->state == ORDER_EXPIRED) return R_EXPIRED;
+    if (o->state == ORDER_CANCELLED) return R_UNKNOWN_ORDER;
+    if (o->state == ORDER_HELD && now >= o->expires_at) {
+        /* engine_decide expires due orders first, so this is a safety net
+         * for a caller that decides at an earlier `now` than it expired. */
+        if (reserve(e, 1, 1, 1, 1) < 0) return R_NONE;
+        expire_order(e, ui, i, now);
+        heap_settle(e);
+        return R_EXPIRED;
+    }
+    *oi = i;
+    return R_NONE;
+}
+
+static void order_done(engine *e, engine_result *out, const engine_order *o)
+{
+    done(out, e->items[o->item].id);
+    out->qty = o->qty;
+    out->order = o->id;
+}
+
+static engine_reason decide_confirm(engine *e, uint32_t ui,
+                                    const engine_request *r, int64_t now,
+                                    engine_result *out)
+{
+    uint32_t oi;
+    engine_reason why = live_order(e, ui, r, now, &oi);
+    if (oi == STRMAP_NONE) return why;
+    user *u = &e->users[ui];
+    engine_order *o = &u->u.s.orders[oi];
+    if (o->state == ORDER_HELD) {   /* a second confirm is done, silently */
+        if (reserve(e, 1, 1, 0, 0) < 0) return R_NONE;
+        o->state = ORDER_CONFIRMED;
+        o->expires_at = 0;
+        emit(e, &(engine_event){ .type = EV_CONFIRM, .user = u->id,
+                                 .item = e->items[o->item].id, .qty = o->qty,
+                                 .order = o->id, .req = r->id, .at = now });
+        dirty_user(e, ui);
+        heap_settle(e);
+    }
+    order_done(e, out, o);
+    return R_NONE;
+}
+
+static engine_reason decide_cancel(engine *e, uint32_t ui,
+                                   const engine_request *r, int64_t now,
+                                   engine_result *out)
+{
+    uint32_t oi;
+    engine_reason why = live_order(e, ui, r, now, &oi);
+    if (oi == STRMAP_NONE) return why;
+    if (reserve(e, 1, 1, 1, 1) < 0) return R_NONE;
+    user *u = &e->users[ui];
+    engine_order o = orders_end(u, oi, ORDER_CANCELLED);
+    add_free(e, o.item, o.qty);
+    emit(e, &(engine_event){ .type = EV_CANCEL, .user = u->id,
+                             .item = e->items[o.item].id, .qty = o.qty,
+                             .order = o.id, .req = r->id, .at = now });
+    dirty_user(e, ui);
+    dirty_item(e, o.item, 0);
+    note_ended(e, ui, o);
+    order_done(e, out, &o);
+    heap_settle(e);
+    return R_NONE;
+}
+
+/* ---------------------------------------------------------------- rooms */
+
+/* Gives user `ui` a bed in room `it`; `req` is their own copy of the request
+ * id. Caller reserved 1 event, 1 user, 1 item. */
+static void seat(engine *e, uint32_t ui, uint32_t it, char *req,
+                 const char *req_id, int64_t now)
+{
+    user *u = &e->users[ui];
+    u->u.r.room = it;
+    u->u.r.since = now;
+    free(u->u.r.req);
+    u->u.r.req = req;
+    add_free(e, it, -1);
+    emit(e, &(engine_event){ .type = EV_GRANT, .user = u->id,
+                             .item = e->items[it].id, .qty = 1, .req = req_id,
+                             .at = now });
+    dirty_user(e, ui);
+    dirty_item(e, it, 0);
+}
+
+/* Takes the bed away from user `ui` (who holds one). Caller reserved. */
+static uint32_t unseat(engine *e, uint32_t ui, const char *req_id, int64_t now)
+{
+    user *u = &e->users[ui];
+    uint32_t it = u->u.r.room;
+    u->u.r.room = NO_ROOM;
+    free(u->u.r.req);
+    u->u.r.req = NULL;
+    add_free(e, it, 1);
+    emit(e, &(engine_event){ .type = EV_RELEASE, .user = u->id,
+                             .item = e->items[it].id, .qty = 1, .req = req_id,
+                             .at = now });
+    dirty_user(e, ui);
+    dirty_item(e, it, 0);
+    return it;
+}
+
+static int holds_bed(const engine *e, uint32_t ui)
+{
+    return ui != STRMAP_NONE && e->users[ui].u.r.room != NO_ROOM;
+}
+
+/* Allocates what seating one user needs: their copy of the request id and
+ * room in the output lists. NULL (and the engine failed) without memory. */
+static char *prepare_seat(engine *e, const char *req_id, size_t events, size_t items)
+{
+    char *s = intern(req_id ? req_id : "");
+    if (!s) {
+        fail(e, -ENOMEM);
+        return NULL;
+    }
+    if (reserve(e, events, 1, items, 0) < 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static engine_reason decide_choose(engine *e, uint32_t ui,
+                                   const engine_request *r, int64_t now,
+                                   engine_result *out)
+{
+    uint32_t it = find_item(e, r->item);
+    if (it == STRMAP_NONE) return R_UNKNOWN_ITEM;
+    if (holds_bed(e, ui)) return R_ALREADY_HOLDING;
+    if (e->items[it].free <= 0) return R_ROOM_FULL;
+    char *req = prepare_seat(e, r->id, 1, 1);
+    if (!req) return R_NONE;
+    seat(e, ui, it, req, r->id, now);
+    granted(e, out, e->items[it].id);
+    return R_NONE;
+}
+
+static int attrs_match(const item *it, const engine_kv *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t j = 0;
+        while (j < it->n_attrs && strcmp(it->attrs[j].key, f[i].key) != 0) j++;
+        if (j == it->n_attrs || strcmp(it->attrs[j].value, f[i].value) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* The room for auto and group: the first of prefs with `need` free beds,
+ * else (with a filter) the matching room with the fewest free beds that
+ * still fits, ties by id -- filling rooms up keeps whole rooms free for
+ * groups. A linear scan: room batches have thousands of rooms, not more. */
+static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need)
+{
+    for (size_t i = 0; i < r->n_prefs; i++) {
+        uint32_t it = find_item(e, r->prefs[i]);
+        if (it != STRMAP_NONE && e->items[it].free >= need) return it;
+    }
+    if (!r->has_filter) return STRMAP_NONE;
+    uint32_t best = STRMAP_NONE;
+    for (uint32_t it = 0; it < e->n_items; it++) {
+        const item *p = &e->items[it];
+        if (p->free < need || !attrs_match(p, r->filter, r->n_filter)) continue;
+        if (best == STRMAP_NONE || p->free < e->items[best].free ||
+            (p->free == e->items[best].free && strcmp(p->id, e->items[best].id) < 0))
+            best = it;
+    }
+    return best;
+}
+
+static engine_reason decide_auto(engine *e, uint32_t ui, const engine_request *r,
+                                 int64_t now, engine_result *out)
+{
+    if (holds_bed(e, ui)) return R_ALREADY_HOLDING;
+    uint32_t it = pick_room(e, r, 1);
+    if (it == STRMAP_NONE) return R_NO_ROOM;
+    char *req = prepare_seat(e, r->id, 1, 1);
+    if (!req) return R_NONE;
+    seat(e, ui, it, req, r->id, now);
+    granted(e, out, e->items[it].id);
+    return R_NONE;
+}
+
+/* Seats every member in room `it`, or nobody: all allocations (member
+ * records, request id copies, output room) happen before the first seat. */
+static void seat_group(engine *e, const engine_request *r, uint32_t it,
+                       int64_t now, engine_result *out)
+{
+    size_t n = r->n_members;
+    char **reqs = calloc(n, sizeof *reqs);
+    uint32_t *ids = calloc(n, sizeof *ids);
+    int ok = reqs && ids && reserve(e, n, n, 1, 0) == 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        reqs[i] = intern(r->id ? r->id : "");
+        ids[i] = reqs[i] ? touch_user(e, r->members[i]) : STRMAP_NONE;
+        ok = ids[i] != STRMAP_NONE;
+    }
+    if (ok) {
+        for (size_t i = 0; i < n; i++) seat(e, ids[i], it, reqs[i], r->id, now);
+        granted(e, out, e->items[it].id);
+    } else {
+        fail(e, -ENOMEM);
+        for (size_t i = 0; reqs && i < n; i++) free(reqs[i]);
+    }
+    free(reqs);
+    free(ids);
+}
+
+static engine_reason decide_group(engine *e, const engine_request *r,
+                                  int64_t now, engine_result *out)
+{
+    size_t n = r->n_members;
+    if ((int64_t)n > e->meta.max_group) return R_GROUP_TOO_LARGE;
+    for (size_t i = 0; i < n; i++)
+        if (holds_bed(e, find_user(e, r->members[i]))) return R_MEMBER_BUSY;
+    uint32_t it = pick_room(e, r, (int64_t)n);
+    if (it == STRMAP_NONE) return R_NO_ROOM;
+    seat_group(e, r, it, now, out);
+    return R_NONE;
+}
+
+static engine_reason decide_switch(engine *e, uint32_t ui,
+                                   const engine_request *r, int64_t now,
+                                   engine_result *out)
+{
+    uint32_t it = find_item(e, r->item);
+    if (it == STRMAP_NONE) return R_UNKNOWN_ITEM;
+    if (!holds_bed(e, ui)) return R_NOT_HOLDING;
+    if (e->users[ui].u.r.room == it) return R_ALREADY_HOLDING;
+    if (e->items[it].free <= 0) return R_ROOM_FULL;   /* the old bed stays */
+    char *req = prepare_seat(e, r->id, 2, 2);
+    if (!req) return R_NONE;
+    unseat(e, ui, r->id, now);
+    seat(e, ui, it, req, r->id, now);
+    granted(e, out, e->items[it].id);
+    return R_NONE;
+}
+
+static engine_reason decide_release(engine *e, uint32_t ui,
+                                    const engine_request *r, int64_t now,
+                                    engine_result *out)
+{
+    if (!holds_bed(e, ui)) return R_NOT_HOLDING;
+    if (reserve(e, 1, 1, 1, 0) < 0) return R_NONE;
+    done(out, e->items[unseat(e, ui, r->id, now)].id);
+    return R_NONE;
+}
+
+/* ---------------------------------------------------------------- admin */
+
+static void set_state(engine *e, engine_admin_state s, const engine_request *r,
+                      int64_t now)
+{
+    e->admin = s;
+    emit(e, &(engine_event){ .type = EV_STATE, .req = r->id, .at = now,
+                             .state = engine_phase_name(engine_phase_at(e, now)) });
+}
+
+static engine_reason decide_set_capacity(engine *e, const engine_request *r,
+                                         int64_t now, engine_result *out)
+{
+    uint32_t it = find_item(e, r->item);
+    if (it != STRMAP_NONE && r->qty < e->items[it].capacity - e->items[it].free)
+        return R_LIMIT;
+    if (reserve(e, 1, 0, 1, 0) < 0) return R_NONE;
+    if (it == STRMAP_NONE) {
+        it = add_item(e, r->item, r->qty);
+        if (it == STRMAP_NONE) {
+            fail(e, -ENOMEM);
+            return R_NONE;
+        }
+    } else {
+        add_free(e, it, r->qty - e->items[it].capacity);
+        e->items[it].capacity = r->qty;
+    }
+    dirty_item(e, it, 1);
+    emit(e, &(engine_event){ .type = EV_CAPACITY, .item = e->items[it].id,
+                             .qty = r->qty, .req = r->id, .at = now });
+    done(out, e->items[it].id);
+    out->qty = r->qty;
+    return R_NONE;
+}
+
+/* pause/resume/close: no phase, throttle or kind gate, except that a
+ * closed batch stays closed. A state event only when the state changes. */
+static engine_reason decide_state(engine *e, const engine_request *r,
+                                  int64_t now, engine_result *out)
+{
+    if (r->op != OP_CLOSE && engine_phase_at(e, now) == PHASE_CLOSED)
+        return R_CLOSED;
+    if (reserve(e, 1, 0, 0, 0) < 0) return R_NONE;
+    if (r->op == OP_PAUSE && e->admin != ADMIN_PAUSED) set_state(e, ADMIN_PAUSED, r, now);
+    if (r->op == OP_RESUME && e->admin == ADMIN_PAUSED) set_state(e, ADMIN_NONE, r, now);
+    if (r->op == OP_CLOSE && e->admin != ADMIN_CLOSED) set_state(e, ADMIN_CLOSED, r, now);
+    done(out, NULL);
+    return R_NONE;
+}
+
+static engine_reason decide_admin(engine *e, const engine_request *r,
+                                  int64_t now, engine_result *out)
+{
+    if (r->op != OP_SET_CAPACITY) return decide_state(e, r, now, out);
+    if (!id_ok(r->item) || r->qty < 0) {
+        out->status = ST_INVALID;
+        return R_NONE;
+    }
+    return decide_set_capacity(e, r, now, out);
+}
+
+/* ---------------------------------------------------------------- decide */
+
+static int names_ok(const char *const *v, size_t n)
+{
+    if (n && !v) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!v[i]) return 0;
+    return 1;
+}
+
+/* Group members: valid ids, no one twice, and the sender among them. A
+ * member twice would get two beds, so this is checked here even though the
+ * parser should never let it through. */
+static int members_ok(const engine_request *r)
+{
+    int has_sender = 0;
+    if (r->n_members == 0 || !names_ok(r->members, r->n_members)) return 0;
+    for (size_t i = 0; i < r->n_members; i++) {
+        if (!id_ok(r->members[i])) return 0;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(r->members[i], r->members[j]) == 0) return 0;
+        has_sender |= strcmp(r->members[i], r->user) == 0;
+    }
+    return has_sender;
+}
+
+/* The shape the parser promises; the engine checks it again rather than
+ * trust it, because a slip there would break an invariant here. */
+static int request_ok(const engine_request *r)
+{
+    if (!names_ok(r->prefs, r->n_prefs)) return 0;
+    if (r->n_filter && !r->filter) return 0;
+    for (size_t i = 0; i < r->n_filter; i++)
+        if (!r->filter[i].key || !r->filter[i].value) return 0;
+    switch (r->op) {
+    case OP_BUY: return r->item && r->qty >= 1 && r->qty <= INT32_MAX;
+    case OP_CHOOSE: case OP_SWITCH: return r->item != NULL;
+    case OP_GROUP: return members_ok(r);
+    case OP_CONFIRM: case OP_CANCEL: case OP_AUTO: case OP_RELEASE: return 1;
+    default: return 0;
+    }
+}
+
+static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
+                               int64_t now, engine_result *out)
+{
+    switch (r->op) {
+    case OP_BUY: return decide_buy(e, ui, r, now, out);
+    case OP_CONFIRM: return decide_confirm(e, ui, r, now, out);
+    case OP_CANCEL: return decide_cancel(e, ui, r, now, out);
+    case OP_CHOOSE: return decide_choose(e, ui, r, now, out);
+    case OP_AUTO: return decide_auto(e, ui, r, now, out);
+    case OP_GROUP: return decide_group(e, r, now, out);
+    case OP_SWITCH: return decide_switch(e, ui, r, now, out);
+    case OP_RELEASE: return decide_release(e, ui, r, now, out);
+    default: return R_NONE;   /* request_ok() let no other op through */
+    }
+}
+
+static int is_admin(engine_op op)
+{
+    return op >= OP_PAUSE && op <= OP_SET_CAPACITY;
+}
+
+/* Steps 1-7 of the spec for a request from the queue. */
+static engine_reason decide_user(engine *e, const engine_request *r,
+                                 int64_t now, engine_result *out)
+{
+    if (!id_ok(r->user)) {
+        out->status = ST_INVALID;
+        return R_NONE;
+    }
+    uint32_t ui = touch_user(e, r->user);
+    if (ui == STRMAP_NONE) {
+        fail(e, -ENOMEM);
+        return R_NONE;
+    }
+    if (!request_ok(r)) {
+        out->status = ST_INVALID;
+        return R_NONE;
+    }
+    engine_reason why = gate(e, &e->users[ui], r->op, now);
+    if (why != R_NONE) return why;
+    return decide_op(e, ui, r, now, out);
+}
+
+void engine_decide(engine *e, const engine_request *r, int64_t now,
+                   engine_result *out)
+{
+    memset(out, 0, sizeof *out);
+    /* Reservations that ran out by `now` are gone before anything is
+     * decided at `now`, whether or not the shell called engine_expire: a
+     * buy must not be refused for units that are already free again. */
+    engine_expire(e, now);
+    if (e->error) return;   /* out of memory, now or before: no decision */
+    int admin = is_admin(r->op);
+    engine_reason why = admin ? decide_admin(e, r, now, out)
+                              : decide_user(e, r, now, out);
+    if (why != R_NONE) reject(out, why);
+    if (e->error) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    if (admin) e->counters.ctl++;
+    else count_result(e, out);
+}
+
+void engine_note_invalid(engine *e, const char *uid, int64_t now)
+{
+    if (id_ok(uid) && touch_user(e, uid) == STRMAP_NONE) fail(e, -ENOMEM);
+    e->counters.invalid++;
+    e->counters.processed++;
+}
+
+void engine_note_dead(engine *e) { e->counters.dead++; }
+void engine_note_duplicate(engine *e) { e->counters.duplicates++; }
+
+/* ---------------------------------------------------------------- views */
+
+static void user_view(const engine *e, uint32_t ui, engine_user_view *v)
+{
+    const user *u = &e->users[ui];
+    memset(v, 0, sizeof *v);
+    v->id = u->id;
+    if (is_rooms(e)) {
+        if (u->u.r.room != NO_ROOM) {
+            v->room = e->items[u->u.r.room].id;
+            v->since = u->u.r.since;
+            v->req = u->u.r.req;
+        }
+    } else {
+        v->units = u->u.s.units;
+        v->orders = u->u.s.orders;
+        v->n_orders = u->u.s.n_live;   /* tombstones are not holdings */
+    }
+}
+
+static void item_view(const engine *e, uint32_t it, engine_item_view *v)
+{
+    const item *p = &e->items[it];
+    v->id = p->id;
+    v->capacity = p->capacity;
+    v->free = p->free;
+}
+
+int engine_user_view_get(const engine *e, const char *uid, engine_user_view *v)
+{
+    uint32_t ui = find_user(e, uid);
+    if (ui == STRMAP_NONE) return -ENOENT;
+    user_view(e, ui, v);
+    return 0;
+}
+
+int engine_item_view_get(const engine *e, const char *id, engine_item_view *v)
+{
+    uint32_t it = find_item(e, id);
+    if (it == STRMAP_NONE) return -ENOENT;
+    item_view(e, it, v);
+    return 0;
+}
+
+size_t engine_item_count(const engine *e) { return e->n_items; }
+
+void engine_item_view_at(const engine *e, size_t i, engine_item_view *v)
+{
+    item_view(e, (uint32_t)i, v);
+}
+
+size_t engine_user_count(const engine *e) { return e->n_users; }
+
+void engine_user_view_at(const engine *e, size_t i, engine_user_view *v)
+{
+    user_view(e, (uint32_t)i, v);
+}
+
+/* ---------------------------------------------------------------- drain */
+
+size_t engine_dirty_user_count(const engine *e) { return e->n_dirty_users; }
+
+void engine_dirty_user_at(const engine *e, size_t i, engine_user_view *v)
+{
+    user_view(e, e->dirty_users[i], v);
+}
+
+size_t engine_dirty_item_count(const engine *e) { return e->n_dirty_items; }
+
+void engine_dirty_item_at(const engine *e, size_t i, engine_item_view *v,
+                          int *capacity_changed)
+{
+    uint32_t it = e->dirty_items[i];
+    item_view(e, it, v);
+    if (capacity_changed)
+        *capacity_changed = (e->items[it].flags & ITEM_CAP_CHANGED) != 0;
+}
+
+size_t engine_new_participant_count(const engine *e) { return e->n_fresh; }
+
+const char *engine_new_participant_at(const engine *e, size_t i)
+{
+    return e->users[e->fresh[i]].id;
+}
+
+size_t engine_ended_count(const engine *e) { return e->n_ended; }
+
+void engine_ended_at(const engine *e, size_t i, const char **uid,
+                     engine_order *order)
+{
+    if (uid) *uid = e->users[e->ended[i].user].id;
+    if (order) *order = e->ended[i].order;
+}
+
+size_t engine_event_count(const engine *e) { return e->n_events; }
+
+const engine_event *engine_event_at(const engine *e, size_t i)
+{
+    return &e->events[i];
+}
+
+void engine_drain_clear(engine *e)
+{
+    for (size_t i = 0; i < e->n_dirty_users; i++)
+        e->users[e->dirty_users[i]].flags &= (uint8_t)~USER_DIRTY;
+    for (size_t i = 0; i < e->n_dirty_items; i++)
+        e->items[e->dirty_items[i]].flags &= (uint8_t)~(ITEM_DIRTY | ITEM_CAP_CHANGED);
+    e->n_dirty_users = e->n_dirty_items = e->n_fresh = e->n_ended = e->n_events = 0;
+}
+
+/* ---------------------------------------------------------------- shuffle */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* xoshiro256** */
+static uint64_t xoshiro_next(uint64_t s[4])
+{
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, bound): draws below 2^64 mod bound are rejected, so every
+ * residue has the same number of draws behind it (plain % would favour the
+ * small ones). */
+static uint64_t below(uint64_t s[4], uint64_t bound)
+{
+    uint64_t threshold = (0 - bound) % bound;
+    for (;;) {
+        uint64_t x = xoshiro_next(s);
+        if (x >= threshold) return x % bound;
+    }
+}
+
+void engine_shuffle(uint32_t *perm, size_t n, uint64_t seed)
+{
+    uint64_t s[4];
+    for (int i = 0; i < 4; i++) s[i] = splitmix64(&seed);
+    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)below(s, i);
+        uint32_t t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+}

@@ -1,0 +1,276 @@
+/* engine.h -- the allocation engine: every decision allocd makes, and nothing else.
+ *
+ * The engine is the functional core of allocd. It holds one batch's state in
+ * memory (items with capacity and free units, users with what they hold,
+ * per-user throttle windows, counters) and decides one request at a time.
+ * It does no I/O, knows nothing of Redis or JSON, and has no clock: the
+ * caller passes `now` (ms since the Unix epoch) into every call that needs
+ * time, and supplies order ids through a callback. That makes every decision
+ * reproducible: a test can replay any sequence of requests and times and get
+ * the same results, byte for byte.
+ *
+ * The batch worker (batch_worker.c) is the imperative shell around it: it
+ * loads state from Redis with the engine_load_* calls, feeds parsed requests
+ * to engine_decide(), then drains what changed (dirty users and items, new
+ * participants, log events) and writes it back in one atomic step. If that
+ * write fails the worker throws the engine away and loads a fresh one, so
+ * the engine never needs to undo anything.
+ *
+ * Strings passed in are copied when the engine keeps them; pointers the engine
+ * hands out (item ids, user ids) stay valid until engine_free(). Event `req`
+ * pointers point at the caller's request id and are only valid until the
+ * caller frees that request: drain events before that.
+ */
+#ifndef ALLOCD_ENGINE_H
+#define ALLOCD_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ENGINE_ID_MAX 64 /* longest request, user, item id in bytes */
+
+typedef enum { BATCH_STOCK = 1, BATCH_ROOM = 2 } batch_kind;
+typedef enum { EARLY_REJECT = 0, EARLY_SHUFFLE = 1 } early_mode;
+
+/* Batch definition, from P:{B}:meta (section 2 of the contract). */
+typedef struct engine_meta {
+    batch_kind kind;
+    int64_t opens_at;       /* ms; 0 = open from the start */
+    int64_t closes_at;      /* ms; 0 = never */
+    early_mode early;
+    int64_t per_user;       /* stock: units one user may hold (held+confirmed) */
+    int64_t hold_ms;        /* stock: 0 = buys are final */
+    int64_t max_group;      /* rooms */
+    int64_t rate_max;       /* 0 = throttle off */
+    int64_t rate_window_ms;
+    int64_t penalty_ms;
+} engine_meta;
+
+void engine_meta_defaults(engine_meta *m); /* kind left 0: caller must set it */
+
+typedef enum {
+    OP_NONE = 0,
+    /* stock */
+    OP_BUY, OP_CONFIRM, OP_CANCEL,
+    /* rooms */
+    OP_CHOOSE, OP_AUTO, OP_GROUP, OP_SWITCH, OP_RELEASE,
+    /* admin (P:{B}:ctl) */
+    OP_PAUSE, OP_RESUME, OP_CLOSE, OP_SET_CAPACITY
+} engine_op;
+
+const char *engine_op_name(engine_op op);
+engine_op engine_op_parse(const char *name); /* OP_NONE when unknown */
+
+/* One filter pair of `auto`/`group`: attribute key and its value as canonical
+ * JSON text (compact, object keys sorted), so equality is strcmp. */
+typedef struct engine_kv {
+    const char *key;
+    const char *value;
+} engine_kv;
+
+/* A parsed, validated request. All strings NUL-terminated, owned by the caller. */
+typedef struct engine_request {
+    engine_op op;
+    const char *id;
+    const char *user;          /* NULL for admin commands */
+    int64_t seq;               /* dequeue ordinal, 1-based; 0 for admin commands */
+    const char *item;          /* buy: item; choose/switch: room; set_capacity: item */
+    int64_t qty;               /* buy: units (>= 1); set_capacity: new capacity */
+    uint64_t order;            /* confirm, cancel */
+    const char *const *prefs;  /* auto, group: room ids in preference order */
+    size_t n_prefs;
+    const char *const *members;/* group: user ids, including `user` */
+    size_t n_members;
+    const engine_kv *filter;   /* auto, group: NULL when absent */
+    size_t n_filter;
+    int has_filter;            /* a filter object was given (maybe empty) */
+} engine_request;
+
+typedef enum {
+    ST_NONE = 0, ST_GRANTED, ST_DONE, ST_REJECTED, ST_INVALID
+} engine_status;
+
+typedef enum {
+    R_NONE = 0,
+    R_SOLD_OUT, R_ROOM_FULL, R_NO_ROOM, R_LIMIT, R_ALREADY_HOLDING,
+    R_MEMBER_BUSY, R_NOT_HOLDING, R_UNKNOWN_ITEM, R_UNKNOWN_ORDER, R_EXPIRED,
+    R_NOT_OPEN, R_CLOSED, R_PAUSED, R_THROTTLED, R_WRONG_KIND,
+    R_GROUP_TOO_LARGE
+} engine_reason;
+
+const char *engine_status_name(engine_status s);
+const char *engine_reason_name(engine_reason r);
+
+/* What engine_decide() answers. Pointers stay valid until engine_free(). */
+typedef struct engine_result {
+    engine_status status;
+    engine_reason reason;   /* R_NONE unless ST_REJECTED */
+    const char *item;       /* granted/affected item or room, NULL if none */
+    int64_t qty;            /* stock: units of the order; set_capacity: capacity */
+    uint64_t order;         /* stock: order id, 0 if none */
+    int64_t expires_at;     /* stock reservation: ms, 0 if final */
+    int64_t rank;           /* granted: grants so far including this one */
+} engine_result;
+
+/* One state change, for P:{B}:log. Replaying all events of a batch in order
+ * rebuilds every user's holding and every item's free units. */
+typedef enum {
+    EV_GRANT = 1, EV_RELEASE, EV_EXPIRE, EV_CONFIRM, EV_CANCEL, EV_CAPACITY,
+    EV_STATE
+} engine_event_type;
+
+const char *engine_event_name(engine_event_type t);
+
+typedef struct engine_event {
+    engine_event_type type;
+    const char *user;       /* NULL for capacity/state */
+    const char *item;       /* NULL for state */
+    int64_t qty;            /* units (stock), 1 (rooms), new capacity (capacity) */
+    uint64_t order;         /* stock, 0 otherwise */
+    const char *req;        /* request or command id; NULL for expiry */
+    int64_t at;             /* ms */
+    int64_t expires_at;     /* grant of a reservation, else 0 */
+    const char *state;      /* EV_STATE: "open", "paused", "closed", ... */
+} engine_event;
+
+/* Order states. HELD and CONFIRMED orders are live (in holders); EXPIRED and
+ * CANCELLED are tombstones the engine keeps so that a later confirm or
+ * cancel of that order is answered `expired` / `unknown_order` correctly,
+ * also after a restart (the shell persists them, see engine_ended_*). */
+enum { ORDER_HELD = 1, ORDER_CONFIRMED = 2, ORDER_EXPIRED = 3, ORDER_CANCELLED = 4 };
+
+typedef struct engine_order {
+    uint64_t id;
+    uint32_t item;          /* index into the item table */
+    int32_t qty;
+    int64_t expires_at;     /* 0 when confirmed or final */
+    uint8_t state;          /* ORDER_HELD or ORDER_CONFIRMED */
+} engine_order;
+
+/* Read-only views for the writer of holders/free (the shell encodes them). */
+typedef struct engine_user_view {
+    const char *id;
+    /* rooms */
+    const char *room;       /* NULL when holding no bed */
+    int64_t since;
+    const char *req;
+    /* stock */
+    int64_t units;          /* held + confirmed */
+    const engine_order *orders; /* live orders only (HELD, CONFIRMED), oldest first */
+    size_t n_orders;
+} engine_user_view;
+
+typedef struct engine_item_view {
+    const char *id;
+    int64_t capacity;
+    int64_t free;
+} engine_item_view;
+
+/* Batch-wide counters, mirrored into P:{B}:stats. `processed` counts queue
+ * requests that got a result (granted + done + rejected + invalid); admin
+ * commands are counted in `ctl` only. */
+typedef struct engine_counters {
+    int64_t processed, granted, done, rejected, invalid, dead, duplicates, ctl;
+    int64_t participants;   /* distinct users seen (read-only: derived) */
+    int64_t free_units;     /* sum of free over items (read-only: derived) */
+} engine_counters;
+
+typedef enum {
+    ADMIN_NONE = 0, ADMIN_PAUSED = 1, ADMIN_CLOSED = 2
+} engine_admin_state;
+
+typedef enum {
+    PHASE_WAITING = 0, PHASE_OPEN, PHASE_PAUSED, PHASE_CLOSED
+} engine_phase;
+
+const char *engine_phase_name(engine_phase p); /* "waiting", "open", ... */
+
+typedef struct engine engine;
+
+/* Supplies a fresh order id (never 0) each call. */
+typedef uint64_t (*engine_order_fn)(void *ctx);
+
+engine *engine_new(const engine_meta *meta, uint64_t hash_seed);
+void engine_free(engine *e);
+const engine_meta *engine_get_meta(const engine *e);
+void engine_set_order_source(engine *e, engine_order_fn fn, void *ctx);
+/* Added: 0, or -ENOMEM once an allocation failed in engine_decide,
+ * engine_expire or engine_note_invalid. The engine is still consistent
+ * (nothing was half-applied; the failed decision's result is ST_NONE) but
+ * refuses further decisions: throw it away and load a fresh one. */
+int engine_error(const engine *e);
+
+/* ---- loading (before the first decision) ---- */
+/* Returns 0, or -EINVAL (bad arguments), -EEXIST (item twice),
+ * -ENOENT (unknown item), -ENOMEM. Loading does not mark anything dirty and
+ * emits no events. */
+int engine_load_item(engine *e, const char *item, int64_t capacity);
+int engine_load_attr(engine *e, const char *item, const char *key,
+                     const char *value_canonical);
+int engine_load_room_holder(engine *e, const char *user, const char *room,
+                            int64_t since, const char *req);
+/* state: ORDER_HELD, ORDER_CONFIRMED, or a tombstone (EXPIRED/CANCELLED,
+ * which holds no units). */
+int engine_load_order(engine *e, const char *user, uint64_t order,
+                      const char *item, int64_t qty, int state,
+                      int64_t expires_at);
+int engine_load_participant(engine *e, const char *user);
+void engine_load_counters(engine *e, const engine_counters *c);
+void engine_load_admin_state(engine *e, engine_admin_state s);
+
+/* ---- deciding ---- */
+/* Decides one request at time `now`. Always fills *out. A request that gets
+ * ST_GRANTED or ST_DONE may change state and emit events. */
+void engine_decide(engine *e, const engine_request *r, int64_t now,
+                   engine_result *out);
+/* Counts a result the shell decided without the engine (an `invalid` from the
+ * parser) or a request the shell dropped; `user` may be NULL. Marks the
+ * user as a participant when given. */
+void engine_note_invalid(engine *e, const char *user, int64_t now);
+void engine_note_dead(engine *e);
+void engine_note_duplicate(engine *e);
+
+/* Expires every held reservation with expires_at <= now: units return,
+ * EV_EXPIRE events are emitted. Returns how many orders expired. */
+size_t engine_expire(engine *e, int64_t now);
+/* Earliest pending expires_at, or INT64_MAX when none. */
+int64_t engine_next_expiry(const engine *e);
+
+/* ---- state ---- */
+engine_phase engine_phase_at(const engine *e, int64_t now);
+engine_admin_state engine_get_admin_state(const engine *e);
+const engine_counters *engine_get_counters(const engine *e);
+
+int engine_user_view_get(const engine *e, const char *user, engine_user_view *v);
+int engine_item_view_get(const engine *e, const char *item, engine_item_view *v);
+size_t engine_item_count(const engine *e);
+void engine_item_view_at(const engine *e, size_t i, engine_item_view *v);
+size_t engine_user_count(const engine *e);
+/* Added: user i (0 <= i < engine_user_count) in load/first-seen order. */
+void engine_user_view_at(const engine *e, size_t i, engine_user_view *v);
+
+/* ---- draining what changed since the last drain ---- */
+/* Users whose holding changed (their holders entry must be rewritten, or
+ * deleted when the view holds nothing), items whose free changed or whose
+ * capacity changed, users seen for the first time, and events in order.
+ * engine_drain_clear() forgets all of them (call after a successful write). */
+size_t engine_dirty_user_count(const engine *e);
+void engine_dirty_user_at(const engine *e, size_t i, engine_user_view *v);
+size_t engine_dirty_item_count(const engine *e);
+void engine_dirty_item_at(const engine *e, size_t i, engine_item_view *v,
+                          int *capacity_changed);
+size_t engine_new_participant_count(const engine *e);
+const char *engine_new_participant_at(const engine *e, size_t i);
+/* Orders that ended (expired or cancelled) since the last drain. */
+size_t engine_ended_count(const engine *e);
+void engine_ended_at(const engine *e, size_t i, const char **user,
+                     engine_order *order);
+size_t engine_event_count(const engine *e);
+const engine_event *engine_event_at(const engine *e, size_t i);
+void engine_drain_clear(engine *e);
+
+/* A uniformly random permutation of 0..n-1 from a 64-bit seed (Fisher-Yates
+ * over a seeded PRNG): the early=shuffle lottery, reproducible on restart. */
+void engine_shuffle(uint32_t *perm, size_t n, uint64_t seed);
+
+#endif
