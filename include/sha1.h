@@ -1,0 +1,7 @@
+/* sha1.h -- SHA-1, only to name Lua scripts for EVALSHA without a round trip. */
+#ifndef ALLOCD_SHA1_H
+#define ALLOCD_SHA1_H
+#include <stddef.h>
+/* Writes 40 lowercase hex digits and a NUL into hex. */
+void sha1_hex(const void *data, size_t len, char hex[41]);
+#endif
