@@ -1,0 +1,1157 @@
+/* batch_worker.c -- the single writer of one batch (see batch_worker.h).
+ *
+ * The worker is a small state machine driven by Redis replies and timers:
+ *
+ *   CONNECTING --ready--> LOADING --> IDLE <--> TAKING --> DEDUP --> APPLYING
+ *        ^                                                  (ORDERS)     |
+ *        +------ BACKOFF <---- any failure --------------------------------+
+ *
+ * TAKING runs the take script (scripts.h): requests move from the queue to
+ * the processing list and stats.dequeued advances in one step. DEDUP asks
+ * which ids already have a result (resubmissions are not applied again).
+ * The engine then decides the whole chunk in memory, and APPLYING writes
+ * every effect with the apply script, which also deletes the processing
+ * list. A crash anywhere before the apply leaves the chunk in the processing
+ * list, and the next take hands it back; a crash after it leaves nothing to
+ * redo. On any failure the engine is dropped and reloaded from Redis, which
+ * is the only source of truth, so the engine never has to undo a decision.
+ *
+ * When a take comes back empty the worker is IDLE: it parks one BLMOVE on
+ * the queue and one on ctl, each on its own connection. The BLMOVE moves the
+ * list's last element onto the end of the same list -- a rotation that
+ * leaves the list unchanged -- so waking up never takes a request off the
+ * queue outside the take script (that would make `dequeued` lag behind the
+ * queue and the position formula would be off by one).
+ */
+#include "batch_worker.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "batch_keys.h"
+#include "codec.h"
+#include "engine.h"
+#include "jsonw.h"
+#include "log.h"
+#include "order_id.h"
+#include "redis_conn.h"
+#include "request.h"
+
+typedef enum {
+    W_CONNECTING, W_LOADING, W_IDLE, W_TAKING, W_DEDUP, W_ORDERS, W_APPLYING,
+    W_BACKOFF, W_CLOSING
+} worker_state;
+
+enum {
+    LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED,
+    LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL, LOAD_ORDER_KEY_SET,
+    LOAD_ORDER_KEY_GET, LOAD_ORDER_BLOCK, LOAD_STEPS
+};
+
+typedef struct load_step {
+    batch_worker *w;
+    int tag;
+} load_step;
+
+/* Arguments of one apply call. Values are either pointers to memory that
+ * lives until the reply (request ids, engine strings) or slices of `data`,
+ * resolved to pointers only when the call is sent because `data` grows. */
+typedef struct arg_ref {
+    const char *ext;
+    size_t off, len;
+} arg_ref;
+
+typedef struct argbuf {
+    arg_ref *refs;
+    size_t n, cap;
+    jsonw data;
+    const char **argv;
+    size_t *lens;
+    size_t argv_cap;
+    int failed;
+} argbuf;
+
+/* One request of the chunk in flight. */
+typedef struct chunk_item {
+    request q;
+    int64_t seq;
+    int dup;
+    char *raw;                /* copy of the bytes, only for dead entries */
+    size_t raw_len;
+} chunk_item;
+
+struct batch_worker {
+    uv_loop_t *loop;
+    const allocd_config *cfg;
+    const allocd_scripts *scripts;
+    char batch[BATCH_ID_MAX + 1];
+    batch_keys keys;
+    char order_key_name[BATCH_KEY_MAX + 16], order_counter_name[BATCH_KEY_MAX + 16];
+    redis_conn *cmd, *wait_queue, *wait_ctl;
+    worker_state state;
+    int stopping;
+    int handles_open;
+    batch_worker_stopped_fn on_stopped;
+    void *data;
+    uv_timer_t timer;
+
+    /* loaded state */
+    engine *eng;
+    load_step steps[LOAD_STEPS];
+    int load_failed;
+    char load_err[256];
+    char order_key_hex[40];
+    order_block orders;
+    int first_apply;          /* rewrite all of free and stats on the next apply */
+    engine_phase written_phase;
+
+    /* the chunk in flight */
+    chunk_item *items;
+    size_t n_items, cap_items;
+    int chunk_is_ctl;
+    long chunk_len;
+    argbuf args;
+    int64_t chunk_at;
+
+    int wait_queue_pending, wait_ctl_pending;
+    int attempts;
+    batch_worker_stats stats;
+};
+
+static void take_start(batch_worker *w);
+static void go_idle(batch_worker *w);
+static void load_start(batch_worker *w);
+static void close_all(batch_worker *w);
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---------------------------------------------------------------- args -- */
+
+static void args_reset(argbuf *a)
+{
+    a->n = 0;
+    a->failed = 0;
+    jsonw_reset(&a->data);
+}
+
+static void args_free(argbuf *a)
+{
+    free(a->refs);
+    free(a->argv);
+    free(a->lens);
+    jsonw_free(&a->data);
+    memset(a, 0, sizeof *a);
+}
+
+static arg_ref *args_push(argbuf *a)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 256;
+        arg_ref *r = realloc(a->refs, cap * sizeof *r);
+        if (!r) { a->failed = 1; return NULL; }
+        a->refs = r;
+        a->cap = cap;
+    }
+    return &a->refs[a->n++];
+}
+
+static void arg_ext(argbuf *a, const char *s, size_t len)
+{
+    arg_ref *r = args_push(a);
+    if (r) { r->ext = s; r->len = len; }
+}
+
+static void arg_str(argbuf *a, const char *s) { arg_ext(a, s, strlen(s)); }
+
+/* Starts a value written into data; arg_end() closes it. */
+static size_t arg_begin(argbuf *a)
+{
+    a->data.depth = 0;
+    a->data.first[0] = 1;
+    return jsonw_len(&a->data);
+}
+
+static void arg_end(argbuf *a, size_t start)
+{
+    arg_ref *r = args_push(a);
+    if (r) { r->ext = NULL; r->off = start; r->len = jsonw_len(&a->data) - start; }
+}
+
+static void arg_int(argbuf *a, int64_t v)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%" PRId64, v);
+    size_t start = arg_begin(a);
+    jsonw_raw(&a->data, buf, (size_t)n);
+    arg_end(a, start);
+}
+
+static void arg_u64(argbuf *a, uint64_t v)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%" PRIu64, v);
+    size_t start = arg_begin(a);
+    jsonw_raw(&a->data, buf, (size_t)n);
+    arg_end(a, start);
+}
+
+/* A section count, patched when the section is complete. */
+static size_t arg_count_begin(argbuf *a)
+{
+    arg_ext(a, "0", 1);
+    return a->n - 1;
+}
+
+static void arg_count_end(argbuf *a, size_t at, size_t count)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%zu", count);
+    size_t start = arg_begin(a);
+    jsonw_raw(&a->data, buf, (size_t)n);
+    if (at < a->n) {
+        a->refs[at].ext = NULL;
+        a->refs[at].off = start;
+        a->refs[at].len = (size_t)n;
+    }
+}
+
+static int args_resolve(argbuf *a)
+{
+    if (a->failed || a->data.failed) return -ENOMEM;
+    if (a->argv_cap < a->n) {
+        const char **v = realloc(a->argv, a->n * sizeof *v);
+        if (v) a->argv = v;
+        size_t *l = realloc(a->lens, a->n * sizeof *l);
+        if (l) a->lens = l;
+        if (!v || !l) return -ENOMEM;
+        a->argv_cap = a->n;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        const arg_ref *r = &a->refs[i];
+        a->argv[i] = r->ext ? r->ext : a->data.buf + r->off;
+        a->lens[i] = r->len;
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------------- chunk -- */
+
+static void chunk_clear(batch_worker *w)
+{
+    for (size_t i = 0; i < w->n_items; i++) {
+        request_clear(&w->items[i].q);
+        free(w->items[i].raw);
+    }
+    w->n_items = 0;
+    w->chunk_len = 0;
+    w->chunk_is_ctl = 0;
+}
+
+static int chunk_reserve(batch_worker *w, size_t n)
+{
+    if (n <= w->cap_items) return 0;
+    chunk_item *it = realloc(w->items, n * sizeof *it);
+    if (!it) return -ENOMEM;
+    w->items = it;
+    w->cap_items = n;
+    return 0;
+}
+
+/* -------------------------------------------------------------- failure -- */
+
+static void drop_engine(batch_worker *w)
+{
+    if (w->eng) engine_free(w->eng);
+    w->eng = NULL;
+    w->stats.loaded = 0;
+}
+
+static void on_timer_backoff(uv_timer_t *t)
+{
+    batch_worker *w = t->data;
+    if (w->state != W_BACKOFF) return;
+    if (w->stopping) { close_all(w); return; }
+    w->state = W_CONNECTING;
+    if (redis_conn_is_ready(w->cmd)) load_start(w);
+}
+
+/* Something went wrong mid-step: forget everything held in memory and load
+ * again from Redis after a backoff (100 ms doubling up to 5 s). */
+static void fail(batch_worker *w, const char *what, const char *why)
+{
+    if (w->state == W_CLOSING) return;
+    log_warn("batch %s: %s failed: %s; reloading from Redis", w->batch, what, why);
+    chunk_clear(w);
+    drop_engine(w);
+    w->stats.failures++;
+    w->attempts++;
+    if (w->stopping) { close_all(w); return; }
+    int shift = w->attempts < 6 ? w->attempts : 6;
+    uint64_t delay = (uint64_t)w->cfg->backoff_min_ms << shift;
+    if (delay > (uint64_t)w->cfg->backoff_max_ms) delay = (uint64_t)w->cfg->backoff_max_ms;
+    w->state = W_BACKOFF;
+    uv_timer_start(&w->timer, on_timer_backoff, delay, 0);
+}
+
+static const char *reply_error(redisReply *r, const char *err)
+{
+    if (err) return err;
+    if (!r) return "no reply";
+    if (r->type == REDIS_REPLY_ERROR) return r->str;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- load -- */
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+static int meta_field(engine_meta *m, const char *k, const char *v, char *err, size_t errlen)
+{
+    struct { const char *name; int64_t *dst; int64_t min; } ints[] = {
+        { "opens_at", &m->opens_at, 0 }, { "closes_at", &m->closes_at, 0 },
+        { "per_user", &m->per_user, 1 }, { "hold_ms", &m->hold_ms, 0 },
+        { "max_group", &m->max_group, 1 }, { "rate_max", &m->rate_max, 0 },
+        { "rate_window_ms", &m->rate_window_ms, 1 }, { "penalty_ms", &m->penalty_ms, 0 },
+    };
+    if (!strcmp(k, "kind")) {
+        if (!strcmp(v, "stock")) m->kind = BATCH_STOCK;
+        else if (!strcmp(v, "room")) m->kind = BATCH_ROOM;
+        else { snprintf(err, errlen, "meta kind '%s' is neither stock nor room", v); return -1; }
+        return 0;
+    }
+    if (!strcmp(k, "early")) {
+        if (!strcmp(v, "reject")) m->early = EARLY_REJECT;
+        else if (!strcmp(v, "shuffle")) m->early = EARLY_SHUFFLE;
+        else { snprintf(err, errlen, "meta early '%s' is neither reject nor shuffle", v); return -1; }
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        if (strcmp(k, ints[i].name)) continue;
+        if (parse_i64(v, ints[i].dst) < 0 || *ints[i].dst < ints[i].min) {
+            snprintf(err, errlen, "meta %s '%s' must be an integer >= %" PRId64, k, v, ints[i].min);
+            return -1;
+        }
+        return 0;
+    }
+    return 0; /* unknown meta fields are the operator's own */
+}
+
+static void load_fail(batch_worker *w, const char *fmt, const char *a, const char *b)
+{
+    if (w->load_failed) return;
+    w->load_failed = 1;
+    snprintf(w->load_err, sizeof w->load_err, fmt, a, b);
+}
+
+static uint64_t random_u64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != sizeof v) v = (uint64_t)wall_ms() * 0x9e3779b97f4a7c15ULL;
+    return v;
+}
+
+static void load_meta(batch_worker *w, redisReply *r)
+{
+    engine_meta m;
+    engine_meta_defaults(&m);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        load_fail(w, "%s is missing: the batch is not defined%s", w->keys.meta, "");
+        return;
+    }
+    char err[200];
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        if (meta_field(&m, r->element[i]->str, r->element[i + 1]->str, err, sizeof err) < 0) {
+            load_fail(w, "%s%s", err, "");
+            return;
+        }
+    if (!m.kind) { load_fail(w, "%s has no kind (stock or room)%s", w->keys.meta, ""); return; }
+    w->eng = engine_new(&m, random_u64());
+    if (!w->eng) load_fail(w, "out of memory%s%s", "", "");
+}
+
+static void load_pairs(batch_worker *w, redisReply *r, int tag)
+{
+    if (r->type != REDIS_REPLY_ARRAY) { load_fail(w, "unexpected reply loading %s%s", w->batch, ""); return; }
+    char err[256];
+    for (size_t i = 0; i + 1 < r->elements && !w->load_failed; i += 2) {
+        const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
+        size_t vlen = r->element[i + 1]->len;
+        int64_t n;
+        switch (tag) {
+        case LOAD_CAPACITY:
+            if (parse_i64(v, &n) < 0 || n < 0) load_fail(w, "capacity of '%s' is not a count: '%s'", k, v);
+            else if (engine_load_item(w->eng, k, n) < 0) load_fail(w, "capacity item '%s' rejected%s", k, "");
+            break;
+        case LOAD_ATTRS:
+            if (codec_load_attrs(w->eng, k, v, vlen, err, sizeof err) < 0)
+                log_warn("batch %s: attrs: %s", w->batch, err);
+            break;
+        case LOAD_HOLDERS:
+            if (codec_load_holder(w->eng, k, v, vlen, err, sizeof err) < 0)
+                load_fail(w, "%s%s", err, "");
+            break;
+        case LOAD_ENDED:
+            if (codec_load_ended(w->eng, k, v, vlen, err, sizeof err) < 0)
+                log_warn("batch %s: %s", w->batch, err);
+            break;
+        }
+    }
+}
+
+static void load_stats(batch_worker *w, redisReply *r)
+{
+    engine_counters c;
+    memset(&c, 0, sizeof c);
+    struct { const char *name; int64_t *dst; } f[] = {
+        { "processed", &c.processed }, { "granted", &c.granted }, { "done", &c.done },
+        { "rejected", &c.rejected }, { "invalid", &c.invalid }, { "dead", &c.dead },
+        { "duplicates", &c.duplicates }, { "ctl", &c.ctl },
+    };
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
+            if (!strcmp(r->element[i]->str, f[j].name))
+                parse_i64(r->element[i + 1]->str, f[j].dst);
+    engine_load_counters(w->eng, &c);
+}
+
+static void load_internal(batch_worker *w, redisReply *r)
+{
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        if (strcmp(r->element[i]->str, "admin_state")) continue;
+        const char *v = r->element[i + 1]->str;
+        engine_load_admin_state(w->eng, !strcmp(v, "paused") ? ADMIN_PAUSED
+                                        : !strcmp(v, "closed") ? ADMIN_CLOSED : ADMIN_NONE);
+    }
+}
+
+static void load_finish(batch_worker *w)
+{
+    if (w->load_failed) {
+        w->state = W_LOADING; /* let fail() log and back off */
+        fail(w, "loading", w->load_err);
+        return;
+    }
+    engine_set_order_source(w->eng, order_block_mint, &w->orders);
+    w->first_apply = 1;
+    w->stats.loaded = 1;
+    const engine_counters *c = engine_get_counters(w->eng);
+    log_info("batch %s: loaded %zu items, %zu users, %" PRId64 " processed so far",
+             w->batch, engine_item_count(w->eng), engine_user_count(w->eng), c->processed);
+    take_start(w);
+}
+
+static void load_order_block(batch_worker *w, redisReply *r)
+{
+    if (r->type != REDIS_REPLY_INTEGER) { load_fail(w, "order counter is not a number%s%s", "", ""); return; }
+    w->orders.end = (uint64_t)r->integer + 1;
+    w->orders.next = w->orders.end - ORDER_ID_BLOCK;
+}
+
+static void load_order_key(batch_worker *w, redisReply *r)
+{
+    if (r->type != REDIS_REPLY_STRING) { load_fail(w, "%s is missing%s", w->order_key_name, ""); return; }
+    w->orders.key = strtoull(r->str, NULL, 16);
+}
+
+static void on_load_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    load_step *s = priv;
+    batch_worker *w = s->w;
+    if (w->state != W_LOADING) return;
+    const char *e = reply_error(r, err);
+    if (e) load_fail(w, "Redis: %s%s", e, "");
+    else if (s->tag == LOAD_META) load_meta(w, r);
+    else if (!w->load_failed) {
+        switch (s->tag) {
+        case LOAD_PARTICIPANTS:
+            for (size_t i = 0; i < r->elements; i++) engine_load_participant(w->eng, r->element[i]->str);
+            break;
+        case LOAD_STATS: load_stats(w, r); break;
+        case LOAD_INTERNAL: load_internal(w, r); break;
+        case LOAD_ORDER_KEY_SET: break;
+        case LOAD_ORDER_KEY_GET: load_order_key(w, r); break;
+        case LOAD_ORDER_BLOCK: load_order_block(w, r); break;
+        default: load_pairs(w, r, s->tag);
+        }
+    }
+    if (s->tag == LOAD_ORDER_BLOCK) load_finish(w);
+}
+
+static void load_start(batch_worker *w)
+{
+    drop_engine(w);
+    w->state = W_LOADING;
+    w->load_failed = 0;
+    w->load_err[0] = '\0';
+    snprintf(w->order_key_hex, sizeof w->order_key_hex, "%016" PRIx64, random_u64());
+    for (int i = 0; i < LOAD_STEPS; i++) { w->steps[i].w = w; w->steps[i].tag = i; }
+    int to = w->cfg->redis_timeout_ms;
+    int rc = 0;
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_META], to, "HGETALL %s", w->keys.meta);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_CAPACITY], to, "HGETALL %s", w->keys.capacity);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ATTRS], to, "HGETALL %s", w->keys.attrs);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_HOLDERS], to, "HGETALL %s", w->keys.holders);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ENDED], to, "HGETALL %s", w->keys.orders_ended);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_PARTICIPANTS], to, "SMEMBERS %s", w->keys.participants);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_STATS], to, "HGETALL %s", w->keys.stats);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_INTERNAL], to, "HGETALL %s", w->keys.internal);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ORDER_KEY_SET], to, "SET %s %s NX",
+                             w->order_key_name, w->order_key_hex);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ORDER_KEY_GET], to, "GET %s", w->order_key_name);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ORDER_BLOCK], to, "INCRBY %s %d",
+                             w->order_counter_name, ORDER_ID_BLOCK);
+    /* A send that failed means the connection is down; the commands already
+     * sent get their error callbacks, and on_ready starts a new load. */
+    if (rc) {
+        w->state = W_CONNECTING;
+        drop_engine(w);
+    }
+}
+
+/* ---------------------------------------------------------------- take -- */
+
+static int take_queue_now(const batch_worker *w, int64_t now)
+{
+    const engine_meta *m = engine_get_meta(w->eng);
+    switch (engine_phase_at(w->eng, now)) {
+    case PHASE_OPEN:
+    case PHASE_CLOSED:
+        return 1;
+    case PHASE_WAITING:
+        /* early=shuffle keeps early requests queued until opens_at */
+        return m->early == EARLY_REJECT;
+    case PHASE_PAUSED:
+        return 0;
+    }
+    return 0;
+}
+
+static int parse_items(batch_worker *w, redisReply *list, int is_ctl, int64_t dequeued)
+{
+    size_t n = list->elements;
+    if (chunk_reserve(w, n) < 0) return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        chunk_item *it = &w->items[i];
+        redisReply *e = list->element[i];
+        memset(it, 0, sizeof *it);
+        request_parse(&it->q, e->str, e->len, (size_t)w->cfg->max_request_bytes, is_ctl);
+        it->seq = is_ctl ? 0 : dequeued - (int64_t)n + (int64_t)i + 1;
+        if (it->q.outcome == REQUEST_DEAD) {
+            it->raw = malloc(e->len + 1);
+            if (!it->raw) return -ENOMEM;
+            memcpy(it->raw, e->str, e->len);
+            it->raw[e->len] = '\0';
+            it->raw_len = e->len;
+        }
+        w->n_items = i + 1;
+    }
+    return 0;
+}
+
+static void dedup_start(batch_worker *w);
+static void apply_start(batch_worker *w);
+
+static int needs_empty_apply(batch_worker *w, int64_t now)
+{
+    return w->first_apply || engine_next_expiry(w->eng) <= now ||
+           engine_phase_at(w->eng, now) != w->written_phase;
+}
+
+static void on_take_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    batch_worker *w = priv;
+    if (w->state != W_TAKING) return;
+    const char *e = reply_error(r, err);
+    if (e) { fail(w, "take", e); return; }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+        r->element[1]->type != REDIS_REPLY_ARRAY || r->element[2]->type != REDIS_REPLY_ARRAY) {
+        fail(w, "take", "unexpected reply shape");
+        return;
+    }
+    redisReply *ctl = r->element[1], *queue = r->element[2];
+    int64_t dequeued = r->element[3]->integer;
+    if (!strcmp(r->element[0]->str, "leftover") && (ctl->elements || queue->elements))
+        log_notice("batch %s: resuming %zu requests and %zu commands left in processing",
+                   w->batch, queue->elements, ctl->elements);
+    w->chunk_is_ctl = ctl->elements > 0;
+    redisReply *list = w->chunk_is_ctl ? ctl : queue;
+    w->chunk_len = (long)list->elements;
+    if (list->elements == 0) {
+        if (needs_empty_apply(w, wall_ms())) { apply_start(w); return; }
+        if (w->stopping) { close_all(w); return; }
+        go_idle(w);
+        return;
+    }
+    if (parse_items(w, list, w->chunk_is_ctl, dequeued) < 0) { fail(w, "take", "out of memory"); return; }
+    dedup_start(w);
+}
+
+static void take_start(batch_worker *w)
+{
+    int64_t now = wall_ms();
+    const char *argv[7] = {
+        w->keys.ctl, w->keys.queue, w->keys.ctlprocessing, w->keys.processing, w->keys.stats,
+    };
+    char chunk[16];
+    snprintf(chunk, sizeof chunk, "%d", w->cfg->chunk);
+    argv[5] = chunk;
+    argv[6] = take_queue_now(w, now) ? "1" : "0";
+    w->state = W_TAKING;
+    chunk_clear(w);
+    if (redis_conn_eval(w->cmd, &w->scripts->take, on_take_reply, w, w->cfg->redis_timeout_ms,
+                        5, 7, argv, NULL) < 0)
+        fail(w, "take", "Redis not connected");
+}
+
+/* --------------------------------------------------------------- dedup -- */
+
+static int readable(const chunk_item *it)
+{
+    return it->q.outcome != REQUEST_DEAD;
+}
+
+static int cmp_ids(const void *a, const void *b, void *ctx)
+{
+    const chunk_item *items = ctx;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(items[i].q.r.id, items[j].q.r.id);
+    return c ? c : (i < j ? -1 : i > j);
+}
+
+/* The same id twice in one chunk: only the first occurrence is decided. */
+static int mark_dups_within_chunk(batch_worker *w)
+{
+    size_t *idx = malloc((w->n_items ? w->n_items : 1) * sizeof *idx), n = 0;
+    if (!idx) return -ENOMEM;
+    for (size_t i = 0; i < w->n_items; i++)
+        if (readable(&w->items[i])) idx[n++] = i;
+    qsort_r(idx, n, sizeof *idx, cmp_ids, w->items);
+    for (size_t k = 1; k < n; k++)
+        if (!strcmp(w->items[idx[k]].q.r.id, w->items[idx[k - 1]].q.r.id))
+            w->items[idx[k]].dup = 1;
+    free(idx);
+    return 0;
+}
+
+static void orders_start(batch_worker *w);
+
+static size_t buys_in_chunk(const batch_worker *w)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < w->n_items; i++)
+        if (w->items[i].q.outcome == REQUEST_OK && !w->items[i].dup && w->items[i].q.r.op == OP_BUY) n++;
+    return n;
+}
+
+static void after_dedup(batch_worker *w)
+{
+    if (mark_dups_within_chunk(w) < 0) { fail(w, "dedup", "out of memory"); return; }
+    if (order_block_left(&w->orders) < buys_in_chunk(w)) orders_start(w);
+    else apply_start(w);
+}
+
+static void on_dedup_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    batch_worker *w = priv;
+    if (w->state != W_DEDUP) return;
+    const char *e = reply_error(r, err);
+    if (e) { fail(w, "dedup", e); return; }
+    size_t k = 0;
+    for (size_t i = 0; i < w->n_items; i++) {
+        if (!readable(&w->items[i])) continue;
+        if (k < r->elements && r->element[k]->type != REDIS_REPLY_NIL) w->items[i].dup = 1;
+        k++;
+    }
+    after_dedup(w);
+}
+
+static void dedup_start(batch_worker *w)
+{
+    argbuf *a = &w->args;
+    args_reset(a);
+    arg_str(a, "HMGET");
+    arg_str(a, w->keys.results);
+    for (size_t i = 0; i < w->n_items; i++)
+        if (readable(&w->items[i])) arg_str(a, w->items[i].q.r.id);
+    w->state = W_DEDUP;
+    if (a->n == 2) { after_dedup(w); return; }
+    if (args_resolve(a) < 0) { fail(w, "dedup", "out of memory"); return; }
+    if (redis_conn_commandargv(w->cmd, on_dedup_reply, w, w->cfg->redis_timeout_ms,
+                               (int)a->n, a->argv, a->lens) < 0)
+        fail(w, "dedup", "Redis not connected");
+}
+
+static void on_orders_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    batch_worker *w = priv;
+    if (w->state != W_ORDERS) return;
+    const char *e = reply_error(r, err);
+    if (e) { fail(w, "order id block", e); return; }
+    uint64_t need = buys_in_chunk(w);
+    w->orders.end = (uint64_t)r->integer + 1;
+    w->orders.next = w->orders.end - (need > ORDER_ID_BLOCK ? need : ORDER_ID_BLOCK);
+    apply_start(w);
+}
+
+static void orders_start(batch_worker *w)
+{
+    size_t need = buys_in_chunk(w);
+    w->state = W_ORDERS;
+    if (redis_conn_command(w->cmd, on_orders_reply, w, w->cfg->redis_timeout_ms, "INCRBY %s %zu",
+                           w->order_counter_name, need > ORDER_ID_BLOCK ? need : (size_t)ORDER_ID_BLOCK) < 0)
+        fail(w, "order id block", "Redis not connected");
+}
+
+/* --------------------------------------------------------------- apply -- */
+
+static void decide_items(batch_worker *w, int64_t now)
+{
+    argbuf *a = &w->args;
+    size_t count_at = arg_count_begin(a), count = 0;
+    for (size_t i = 0; i < w->n_items; i++) {
+        chunk_item *it = &w->items[i];
+        /* Counters describe the queue (dequeued = processed + dead +
+         * duplicates + in flight); admin commands are counted in `ctl`. */
+        int counts = !w->chunk_is_ctl;
+        if (it->q.outcome == REQUEST_DEAD) { if (counts) engine_note_dead(w->eng); continue; }
+        if (it->dup) { if (counts) engine_note_duplicate(w->eng); continue; }
+        arg_str(a, it->q.r.id);
+        size_t start = arg_begin(a);
+        if (it->q.outcome == REQUEST_INVALID) {
+            if (counts) engine_note_invalid(w->eng, it->q.r.user, now);
+            codec_invalid(&a->data, &it->q, it->seq, now);
+        } else {
+            engine_result res;
+            it->q.r.seq = it->seq;
+            engine_decide(w->eng, &it->q.r, now, &res);
+            codec_result(&a->data, &it->q, &res, it->seq, now);
+        }
+        arg_end(a, start);
+        count++;
+    }
+    arg_count_end(a, count_at, count);
+}
+
+static int user_holds_something(const engine_user_view *v)
+{
+    return v->room != NULL || v->units > 0;
+}
+
+static void add_holders(batch_worker *w)
+{
+    argbuf *a = &w->args;
+    size_t n = engine_dirty_user_count(w->eng), set = 0, del = 0;
+    engine_user_view v;
+    size_t at = arg_count_begin(a);
+    for (size_t i = 0; i < n; i++) {
+        engine_dirty_user_at(w->eng, i, &v);
+        if (!user_holds_something(&v)) continue;
+        arg_str(a, v.id);
+        size_t start = arg_begin(a);
+        codec_holder(&a->data, w->eng, &v);
+        arg_end(a, start);
+        set++;
+    }
+    arg_count_end(a, at, set);
+    at = arg_count_begin(a);
+    for (size_t i = 0; i < n; i++) {
+        engine_dirty_user_at(w->eng, i, &v);
+        if (user_holds_something(&v)) continue;
+        arg_str(a, v.id);
+        del++;
+    }
+    arg_count_end(a, at, del);
+}
+
+static void add_items(batch_worker *w)
+{
+    argbuf *a = &w->args;
+    engine_item_view v;
+    int cap_changed;
+    size_t at = arg_count_begin(a), n = 0;
+    if (w->first_apply) {
+        for (size_t i = 0; i < engine_item_count(w->eng); i++, n++) {
+            engine_item_view_at(w->eng, i, &v);
+            arg_str(a, v.id);
+            arg_int(a, v.free);
+        }
+    } else {
+        for (size_t i = 0; i < engine_dirty_item_count(w->eng); i++, n++) {
+            engine_dirty_item_at(w->eng, i, &v, &cap_changed);
+            arg_str(a, v.id);
+            arg_int(a, v.free);
+        }
+    }
+    arg_count_end(a, at, n);
+    at = arg_count_begin(a);
+    n = 0;
+    for (size_t i = 0; i < engine_dirty_item_count(w->eng); i++) {
+        engine_dirty_item_at(w->eng, i, &v, &cap_changed);
+        if (!cap_changed) continue;
+        arg_str(a, v.id);
+        arg_int(a, v.capacity);
+        n++;
+    }
+    arg_count_end(a, at, n);
+}
+
+static void add_ended(batch_worker *w)
+{
+    argbuf *a = &w->args;
+    size_t n = engine_ended_count(w->eng);
+    size_t at = arg_count_begin(a);
+    for (size_t i = 0; i < n; i++) {
+        const char *user;
+        engine_order o;
+        engine_ended_at(w->eng, i, &user, &o);
+        arg_u64(a, o.id);
+        size_t start = arg_begin(a);
+        codec_ended(&a->data, w->eng, user, &o);
+        arg_end(a, start);
+    }
+    arg_count_end(a, at, n);
+}
+
+static const char *admin_state_name(engine_admin_state s)
+{
+    return s == ADMIN_PAUSED ? "paused" : s == ADMIN_CLOSED ? "closed" : "none";
+}
+
+static void add_internal_and_participants(batch_worker *w)
+{
+    argbuf *a = &w->args;
+    size_t at = arg_count_begin(a);
+    int write_admin = w->chunk_is_ctl || w->first_apply;
+    if (write_admin) {
+        arg_str(a, "admin_state");
+        arg_str(a, admin_state_name(engine_get_admin_state(w->eng)));
+    }
+    arg_count_end(a, at, write_admin ? 1 : 0);
+    size_t n = engine_new_participant_count(w->eng);
+    at = arg_count_begin(a);
+    for (size_t i = 0; i < n; i++) arg_str(a, engine_new_participant_at(w->eng, i));
+    arg_count_end(a, at, n);
+}
+
+static void add_dead(batch_worker *w, int64_t now)
+{
+    argbuf *a = &w->args;
+    size_t at = arg_count_begin(a), n = 0;
+    for (size_t i = 0; i < w->n_items; i++) {
+        chunk_item *it = &w->items[i];
+        if (it->q.outcome != REQUEST_DEAD) continue;
+        size_t start = arg_begin(a);
+        codec_dead(&a->data, it->raw, it->raw_len, it->q.error, now);
+        arg_end(a, start);
+        n++;
+    }
+    arg_count_end(a, at, n);
+}
+
+static void add_event(argbuf *a, const engine_event *ev)
+{
+    size_t at = arg_count_begin(a), fields = 7;
+    arg_str(a, "type");  arg_str(a, engine_event_name(ev->type));
+    arg_str(a, "user");  arg_str(a, ev->user ? ev->user : "");
+    arg_str(a, "item");  arg_str(a, ev->item ? ev->item : "");
+    arg_str(a, "qty");   arg_int(a, ev->qty);
+    arg_str(a, "order");
+    if (ev->order) arg_u64(a, ev->order); else arg_str(a, "");
+    arg_str(a, "req");   arg_str(a, ev->req ? ev->req : "");
+    arg_str(a, "at");    arg_int(a, ev->at);
+    if (ev->expires_at) { arg_str(a, "expires_at"); arg_int(a, ev->expires_at); fields++; }
+    if (ev->state) { arg_str(a, "state"); arg_str(a, ev->state); fields++; }
+    arg_count_end(a, at, fields);
+}
+
+static void add_log(batch_worker *w)
+{
+    argbuf *a = &w->args;
+    size_t n = engine_event_count(w->eng);
+    size_t at = arg_count_begin(a);
+    for (size_t i = 0; i < n; i++) add_event(a, engine_event_at(w->eng, i));
+    arg_count_end(a, at, n);
+}
+
+static void add_stats(batch_worker *w, int64_t now)
+{
+    argbuf *a = &w->args;
+    const engine_counters *c = engine_get_counters(w->eng);
+    engine_phase ph = engine_phase_at(w->eng, now);
+    struct { const char *name; int64_t v; } f[] = {
+        { "processed", c->processed }, { "granted", c->granted }, { "done", c->done },
+        { "rejected", c->rejected }, { "invalid", c->invalid }, { "dead", c->dead },
+        { "duplicates", c->duplicates }, { "ctl", c->ctl },
+        { "participants", c->participants }, { "free_units", c->free_units },
+        { "updated_at", now },
+    };
+    size_t n = sizeof f / sizeof f[0];
+    size_t at = arg_count_begin(a);
+    for (size_t i = 0; i < n; i++) { arg_str(a, f[i].name); arg_int(a, f[i].v); }
+    arg_str(a, "state"); arg_str(a, engine_phase_name(ph));
+    arg_str(a, "owner"); arg_str(a, w->cfg->instance);
+    arg_count_end(a, at, n + 2);
+    w->written_phase = ph;
+}
+
+static void on_apply_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    batch_worker *w = priv;
+    if (w->state != W_APPLYING) return;
+    const char *e = reply_error(r, err);
+    if (e) { fail(w, "apply", e); return; }
+    w->stats.chunks++;
+    w->stats.requests += w->n_items;
+    engine_drain_clear(w->eng);
+    chunk_clear(w);
+    w->first_apply = 0;
+    w->attempts = 0;
+    if (w->stopping) { close_all(w); return; }
+    take_start(w);
+}
+
+static void apply_start(batch_worker *w)
+{
+    int64_t now = wall_ms();
+    argbuf *a = &w->args;
+    args_reset(a);
+    w->orders.now_ms = now;
+    const char *keys[APPLY_NKEYS] = {
+        w->keys.results, w->keys.holders, w->keys.free, w->keys.stats, w->keys.log,
+        w->keys.dead, w->keys.processing, w->keys.ctlprocessing, w->keys.participants,
+        w->keys.capacity, w->keys.orders_ended, w->keys.internal,
+    };
+    for (int i = 0; i < APPLY_NKEYS; i++) arg_str(a, keys[i]);
+    arg_int(a, w->chunk_is_ctl || w->n_items == 0 ? -1 : w->chunk_len);
+    arg_int(a, w->chunk_is_ctl ? w->chunk_len : -1);
+    arg_int(a, w->cfg->log_maxlen);
+    engine_expire(w->eng, now);
+    decide_items(w, now);
+    add_holders(w);
+    add_items(w);
+    add_ended(w);
+    add_internal_and_participants(w);
+    add_dead(w, now);
+    add_log(w);
+    add_stats(w, now);
+    w->state = W_APPLYING;
+    if (args_resolve(a) < 0) { fail(w, "apply", "out of memory"); return; }
+    if (redis_conn_eval(w->cmd, &w->scripts->apply, on_apply_reply, w, w->cfg->redis_timeout_ms,
+                        APPLY_NKEYS, (int)a->n, a->argv, a->lens) < 0)
+        fail(w, "apply", "Redis not connected");
+}
+
+/* ---------------------------------------------------------------- idle -- */
+
+static void kick(batch_worker *w)
+{
+    if (w->state != W_IDLE) return;
+    uv_timer_stop(&w->timer);
+    take_start(w);
+}
+
+static void on_timer_idle(uv_timer_t *t)
+{
+    kick(t->data);
+}
+
+static void issue_waits(batch_worker *w);
+
+static void on_wait_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    batch_worker *w = priv;
+    if (c == w->wait_queue) w->wait_queue_pending = 0;
+    else w->wait_ctl_pending = 0;
+    if (w->state == W_CLOSING) return;
+    if (err || !r || r->type == REDIS_REPLY_ERROR) {
+        if (r && r->type == REDIS_REPLY_ERROR)
+            log_warn("batch %s: wait on %s: %s", w->batch, redis_conn_name(c), r->str);
+        return; /* the connection's on_ready re-issues the wait */
+    }
+    if (r->type == REDIS_REPLY_NIL) { if (w->state == W_IDLE) issue_waits(w); return; }
+    kick(w);
+}
+
+static void issue_wait(batch_worker *w, redis_conn *c, const char *key, int *pending)
+{
+    if (*pending || !redis_conn_is_ready(c)) return;
+    char secs[32];
+    snprintf(secs, sizeof secs, "%.3f", w->cfg->idle_wait_ms / 1000.0);
+    const char *argv[] = { "BLMOVE", key, key, "RIGHT", "RIGHT", secs };
+    if (redis_conn_commandargv(c, on_wait_reply, w, w->cfg->idle_wait_ms + w->cfg->redis_timeout_ms,
+                               6, argv, NULL) == 0)
+        *pending = 1;
+}
+
+static void issue_waits(batch_worker *w)
+{
+    issue_wait(w, w->wait_ctl, w->keys.ctl, &w->wait_ctl_pending);
+    if (take_queue_now(w, wall_ms()))
+        issue_wait(w, w->wait_queue, w->keys.queue, &w->wait_queue_pending);
+}
+
+/* Nothing to do: wait for a request, a command, an expiry or a phase change
+ * (opens_at, closes_at), whichever comes first. */
+static void go_idle(batch_worker *w)
+{
+    int64_t now = wall_ms();
+    const engine_meta *m = engine_get_meta(w->eng);
+    int64_t next = engine_next_expiry(w->eng);
+    if (m->opens_at > now && m->opens_at < next) next = m->opens_at;
+    if (m->closes_at > now && m->closes_at < next) next = m->closes_at;
+    w->state = W_IDLE;
+    uv_timer_stop(&w->timer);
+    if (next != INT64_MAX) {
+        /* +1: the uv clock and the wall clock may disagree by a millisecond */
+        uint64_t delay = next > now ? (uint64_t)(next - now) + 1 : 1;
+        uv_timer_start(&w->timer, on_timer_idle, delay, 0);
+    }
+    issue_waits(w);
+}
+
+/* ---------------------------------------------------------- lifecycle -- */
+
+static void on_cmd_ready(redis_conn *c, void *data)
+{
+    batch_worker *w = data;
+    if (w->state == W_CONNECTING && !w->stopping) load_start(w);
+}
+
+static void on_cmd_down(redis_conn *c, const char *why, void *data)
+{
+    batch_worker *w = data;
+    /* Redis may come back empty (restart without persistence): what is in
+     * memory can no longer be trusted, so reload once it is back. */
+    if (w->state == W_IDLE) {
+        uv_timer_stop(&w->timer);
+        drop_engine(w);
+        w->state = W_CONNECTING;
+    }
+}
+
+static void on_wait_ready(redis_conn *c, void *data)
+{
+    batch_worker *w = data;
+    if (w->state == W_IDLE) issue_waits(w);
+}
+
+static void on_handle_closed(batch_worker *w)
+{
+    if (--w->handles_open > 0) return;
+    chunk_clear(w);
+    drop_engine(w);
+    args_free(&w->args);
+    free(w->items);
+    /* The owner forgets w in the callback; nothing touches it afterwards. */
+    if (w->on_stopped) w->on_stopped(w, w->data);
+    free(w);
+}
+
+static void on_conn_closed(redis_conn *c, void *data) { on_handle_closed(data); }
+static void on_timer_closed(uv_handle_t *h) { on_handle_closed(h->data); }
+
+static void close_all(batch_worker *w)
+{
+    if (w->state == W_CLOSING) return;
+    w->state = W_CLOSING;
+    log_info("batch %s: stopped after %" PRIu64 " chunks", w->batch, w->stats.chunks);
+    uv_timer_stop(&w->timer);
+    w->handles_open = 4;
+    redis_conn_close(w->cmd, on_conn_closed, w);
+    redis_conn_close(w->wait_queue, on_conn_closed, w);
+    redis_conn_close(w->wait_ctl, on_conn_closed, w);
+    uv_close((uv_handle_t *)&w->timer, on_timer_closed);
+}
+
+void batch_worker_stop(batch_worker *w)
+{
+    w->stopping = 1;
+    switch (w->state) {
+    case W_CONNECTING: case W_LOADING: case W_IDLE: case W_BACKOFF:
+        close_all(w);
+        break;
+    default:
+        break; /* the step in flight finishes, then close_all() */
+    }
+}
+
+void batch_worker_abort(batch_worker *w)
+{
+    w->stopping = 1;
+    close_all(w);
+}
+
+const char *batch_worker_batch(const batch_worker *w) { return w->batch; }
+const batch_worker_stats *batch_worker_get_stats(const batch_worker *w) { return &w->stats; }
+
+static int open_conn(batch_worker *w, redis_conn **out, const char *role,
+                     const redis_conn_callbacks *cb)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s/%s/%s", w->cfg->instance, w->batch, role);
+    redis_conn_options opt = {
+        .name = name,
+        .connect_timeout_ms = w->cfg->connect_timeout_ms,
+        .backoff_min_ms = w->cfg->backoff_min_ms,
+        .backoff_max_ms = w->cfg->backoff_max_ms,
+    };
+    return redis_conn_init(out, w->loop, &w->cfg->redis, &opt, cb, w);
+}
+
+int batch_worker_start(batch_worker **out, uv_loop_t *loop,
+                       const allocd_config *cfg, const allocd_scripts *scripts,
+                       const char *batch, batch_worker_stopped_fn on_stopped,
+                       void *data)
+{
+    batch_worker *w = calloc(1, sizeof *w);
+    if (!w) return -ENOMEM;
+    if (batch_keys_init(&w->keys, cfg->prefix, batch) < 0) { free(w); return -EINVAL; }
+    w->loop = loop;
+    w->cfg = cfg;
+    w->scripts = scripts;
+    w->on_stopped = on_stopped;
+    w->data = data;
+    snprintf(w->batch, sizeof w->batch, "%s", batch);
+    snprintf(w->order_key_name, sizeof w->order_key_name, "%s:order_key", cfg->prefix);
+    snprintf(w->order_counter_name, sizeof w->order_counter_name, "%s:order_counter", cfg->prefix);
+    jsonw_init(&w->args.data);
+    w->written_phase = (engine_phase)-1;
+    w->state = W_CONNECTING;
+    uv_timer_init(loop, &w->timer);
+    w->timer.data = w;
+    static const redis_conn_callbacks cmd_cb = { on_cmd_ready, on_cmd_down };
+    static const redis_conn_callbacks wait_cb = { on_wait_ready, NULL };
+    if (open_conn(w, &w->cmd, "cmd", &cmd_cb) < 0 ||
+        open_conn(w, &w->wait_queue, "wait-queue", &wait_cb) < 0 ||
+        open_conn(w, &w->wait_ctl, "wait-ctl", &wait_cb) < 0) {
+        /* Unwind what was opened; the caller gets an error and no callback. */
+        w->on_stopped = NULL;
+        w->handles_open = 1;
+        if (w->cmd) { w->handles_open++; redis_conn_close(w->cmd, on_conn_closed, w); }
+        if (w->wait_queue) { w->handles_open++; redis_conn_close(w->wait_queue, on_conn_closed, w); }
+        w->state = W_CLOSING;
+        uv_close((uv_handle_t *)&w->timer, on_timer_closed);
+        return -ENOMEM;
+    }
+    *out = w;
+    log_info("batch %s: worker started", batch);
+    return 0;
+}

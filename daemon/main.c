@@ -1,0 +1,156 @@
+/* main.c -- allocd's entry point: command line, config, signals, the loop.
+ *
+ * Everything that decides lives in the modules; this file only wires them
+ * to the process: SIGTERM/SIGINT drain every batch (finish and apply the
+ * chunk in flight, then exit 0; after drain_timeout_ms the rest is left in
+ * the processing lists for the next start), SIGHUP reloads the settings
+ * that can change while running.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "config.h"
+#include "log.h"
+#include "registry.h"
+#include "scripts.h"
+
+typedef struct allocd {
+    uv_loop_t *loop;
+    allocd_config cfg;
+    const char *config_path;  /* -c, for SIGHUP */
+    cli_args args;
+    allocd_scripts scripts;
+    registry *reg;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_timer_t drain_timer;
+    int draining;
+} allocd;
+
+static void close_handle(uv_handle_t *h)
+{
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void on_registry_stopped(registry *r, void *data)
+{
+    allocd *d = data;
+    d->reg = NULL;
+    log_notice("all batches drained; exiting");
+    close_handle((uv_handle_t *)&d->drain_timer);
+    close_handle((uv_handle_t *)&d->sig_term);
+    close_handle((uv_handle_t *)&d->sig_int);
+    close_handle((uv_handle_t *)&d->sig_hup);
+}
+
+static void on_drain_deadline(uv_timer_t *t)
+{
+    allocd *d = t->data;
+    log_warn("drain deadline (%d ms) passed: stopping now; chunks in flight stay "
+             "in their processing lists for the next start", d->cfg.drain_timeout_ms);
+    if (d->reg) registry_abort(d->reg);
+}
+
+static void on_stop_signal(uv_signal_t *s, int signum)
+{
+    allocd *d = s->data;
+    if (d->draining) {
+        log_notice("second %s: stopping now", strsignal(signum));
+        if (d->reg) registry_abort(d->reg);
+        return;
+    }
+    d->draining = 1;
+    log_notice("%s: draining", strsignal(signum));
+    uv_timer_start(&d->drain_timer, on_drain_deadline, (uint64_t)d->cfg.drain_timeout_ms, 0);
+    registry_stop(d->reg, on_registry_stopped, d);
+}
+
+/* Applies what can change without a restart; the rest is reported. */
+static void reload(allocd *d)
+{
+    allocd_config fresh;
+    char err[512];
+    if (config_load(&fresh, &d->args, err, sizeof err) < 0) {
+        log_err("SIGHUP: config not reloaded: %s", err);
+        config_free(&fresh);
+        return;
+    }
+    allocd_config *c = &d->cfg;
+    if (strcmp(fresh.redis_url, c->redis_url) || strcmp(fresh.prefix, c->prefix) ||
+        strcmp(fresh.instance, c->instance))
+        log_warn("SIGHUP: redis, prefix and instance take effect at the next restart");
+    c->chunk = fresh.chunk;
+    c->max_request_bytes = fresh.max_request_bytes;
+    c->log_level = fresh.log_level;
+    c->log_maxlen = fresh.log_maxlen;
+    c->redis_timeout_ms = fresh.redis_timeout_ms;
+    c->idle_wait_ms = fresh.idle_wait_ms;
+    c->drain_timeout_ms = fresh.drain_timeout_ms;
+    c->max_attempts = fresh.max_attempts;
+    log_set_level(c->log_level);
+    log_notice("SIGHUP: configuration reloaded from %s", fresh.source ? fresh.source : "built-in defaults");
+    config_free(&fresh);
+}
+
+static void on_hup(uv_signal_t *s, int signum)
+{
+    reload(s->data);
+}
+
+static int run(allocd *d)
+{
+    d->loop = uv_default_loop();
+    scripts_init(&d->scripts);
+    signal(SIGPIPE, SIG_IGN);
+    uv_signal_init(d->loop, &d->sig_term);
+    uv_signal_init(d->loop, &d->sig_int);
+    uv_signal_init(d->loop, &d->sig_hup);
+    uv_timer_init(d->loop, &d->drain_timer);
+    d->sig_term.data = d->sig_int.data = d->sig_hup.data = d->drain_timer.data = d;
+    uv_signal_start(&d->sig_term, on_stop_signal, SIGTERM);
+    uv_signal_start(&d->sig_int, on_stop_signal, SIGINT);
+    uv_signal_start(&d->sig_hup, on_hup, SIGHUP);
+    char where[400];
+    if (registry_start(&d->reg, d->loop, &d->cfg, &d->scripts) < 0) {
+        log_err("cannot start: out of memory");
+        return 1;
+    }
+    log_notice("allocd %s started: instance %s, redis %s, prefix %s, config %s",
+               ALLOCD_VERSION, d->cfg.instance, redis_target_describe(&d->cfg.redis, where, sizeof where),
+               d->cfg.prefix, d->cfg.source ? d->cfg.source : "built-in defaults");
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    int rc = uv_loop_close(d->loop);
+    if (rc != 0) log_warn("event loop closed with handles still open: %s", uv_strerror(rc));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    allocd d;
+    char err[512];
+    memset(&d, 0, sizeof d);
+    if (cli_parse(argc, argv, &d.args, err, sizeof err) < 0) {
+        fprintf(stderr, "allocd: %s\n", err);
+        cli_usage(stderr, argv[0]);
+        return 2;
+    }
+    if (d.args.action == CLI_HELP) { cli_usage(stdout, argv[0]); return 0; }
+    if (d.args.action == CLI_VERSION) { printf("allocd %s\n", ALLOCD_VERSION); return 0; }
+    if (config_load(&d.cfg, &d.args, err, sizeof err) < 0) {
+        fprintf(stderr, "%s\n", err);
+        config_free(&d.cfg);
+        return 1;
+    }
+    if (d.args.action == CLI_CHECK_CONFIG) {
+        printf("%s: OK\n", d.cfg.source ? d.cfg.source : "built-in defaults");
+        config_free(&d.cfg);
+        return 0;
+    }
+    log_init(d.cfg.log_level, -1);
+    int rc = run(&d);
+    log_flush();
+    config_free(&d.cfg);
+    return rc;
+}

@@ -1,0 +1,194 @@
+/* registry.c -- see registry.h. */
+#include "registry.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch_keys.h"
+#include "batch_worker.h"
+#include "log.h"
+#include "redis_conn.h"
+
+typedef struct registry_entry {
+    char batch[BATCH_ID_MAX + 1];
+    batch_worker *worker;
+    int stopping;
+    int seen;                 /* in the latest SMEMBERS reply */
+} registry_entry;
+
+struct registry {
+    uv_loop_t *loop;
+    const allocd_config *cfg;
+    const allocd_scripts *scripts;
+    redis_conn *conn;
+    uv_timer_t timer;
+    registry_entry *entries;
+    size_t n, cap;
+    char key[BATCH_KEY_MAX];
+    int poll_pending;
+    int stopping;
+    int handles_open;
+    registry_stopped_fn done;
+    void *done_data;
+};
+
+static void maybe_finish(registry *r);
+
+static registry_entry *find(registry *r, const char *batch)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (!strcmp(r->entries[i].batch, batch)) return &r->entries[i];
+    return NULL;
+}
+
+static void on_worker_stopped(batch_worker *w, void *data)
+{
+    registry *r = data;
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->entries[i].worker != w) continue;
+        r->entries[i] = r->entries[--r->n];
+        break;
+    }
+    maybe_finish(r);
+}
+
+static void start_worker(registry *r, const char *batch)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        registry_entry *e = realloc(r->entries, cap * sizeof *e);
+        if (!e) { log_err("registry: out of memory"); return; }
+        r->entries = e;
+        r->cap = cap;
+    }
+    registry_entry *e = &r->entries[r->n];
+    memset(e, 0, sizeof *e);
+    snprintf(e->batch, sizeof e->batch, "%s", batch);
+    if (batch_worker_start(&e->worker, r->loop, r->cfg, r->scripts, batch,
+                           on_worker_stopped, r) < 0) {
+        log_err("registry: cannot start a worker for batch %s", batch);
+        return;
+    }
+    e->seen = 1;
+    r->n++;
+    log_notice("registry: serving batch %s", batch);
+}
+
+static void sync_batches(registry *r, redisReply *rep)
+{
+    for (size_t i = 0; i < r->n; i++) r->entries[i].seen = 0;
+    for (size_t i = 0; i < rep->elements; i++) {
+        const char *b = rep->element[i]->str;
+        if (!batch_id_valid(b)) {
+            log_warn("registry: ignoring batch id '%.80s' in %s: use 1 to 64 of [A-Za-z0-9_.-]", b, r->key);
+            continue;
+        }
+        registry_entry *e = find(r, b);
+        if (e) { e->seen = 1; continue; }   /* serving, or still draining */
+        start_worker(r, b);
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        registry_entry *e = &r->entries[i];
+        if (e->seen || e->stopping) continue;
+        log_notice("registry: batch %s left %s, stopping its worker", e->batch, r->key);
+        e->stopping = 1;
+        batch_worker_stop(e->worker); /* may call on_worker_stopped at once */
+    }
+}
+
+static void on_members(redis_conn *c, redisReply *rep, const char *err, void *data)
+{
+    registry *r = data;
+    r->poll_pending = 0;
+    if (r->stopping) return;
+    if (err) return; /* logged by redis_conn; the next tick tries again */
+    if (rep->type != REDIS_REPLY_ARRAY) {
+        log_warn("registry: %s: %s", r->key, rep->type == REDIS_REPLY_ERROR ? rep->str : "not a set");
+        return;
+    }
+    sync_batches(r, rep);
+}
+
+static void poll_now(registry *r)
+{
+    if (r->poll_pending || r->stopping || !redis_conn_is_ready(r->conn)) return;
+    if (redis_conn_command(r->conn, on_members, r, r->cfg->redis_timeout_ms,
+                           "SMEMBERS %s", r->key) == 0)
+        r->poll_pending = 1;
+}
+
+static void on_tick(uv_timer_t *t) { poll_now(t->data); }
+static void on_ready(redis_conn *c, void *data) { poll_now(data); }
+
+int registry_start(registry **out, uv_loop_t *loop, const allocd_config *cfg,
+                   const allocd_scripts *scripts)
+{
+    registry *r = calloc(1, sizeof *r);
+    if (!r) return -ENOMEM;
+    r->loop = loop;
+    r->cfg = cfg;
+    r->scripts = scripts;
+    snprintf(r->key, sizeof r->key, "%s:batches", cfg->prefix);
+    static const redis_conn_callbacks cb = { on_ready, NULL };
+    char name[128];
+    snprintf(name, sizeof name, "%s/registry", cfg->instance);
+    redis_conn_options opt = {
+        .name = name, .connect_timeout_ms = cfg->connect_timeout_ms,
+        .backoff_min_ms = cfg->backoff_min_ms, .backoff_max_ms = cfg->backoff_max_ms,
+    };
+    int rc = redis_conn_init(&r->conn, loop, &cfg->redis, &opt, &cb, r);
+    if (rc < 0) { free(r); return rc; }
+    uv_timer_init(loop, &r->timer);
+    r->timer.data = r;
+    uv_timer_start(&r->timer, on_tick, (uint64_t)cfg->registry_interval_ms,
+                   (uint64_t)cfg->registry_interval_ms);
+    *out = r;
+    return 0;
+}
+
+/* Everything is gone once every worker has stopped and the registry's own
+ * timer and connection are closed; only then is r freed. */
+static void maybe_finish(registry *r)
+{
+    if (!r->stopping || r->n > 0 || r->handles_open > 0) return;
+    registry_stopped_fn done = r->done;
+    void *data = r->done_data;
+    free(r->entries);
+    free(r);
+    if (done) done(NULL, data);
+}
+
+static void on_handle_closed(registry *r)
+{
+    r->handles_open--;
+    maybe_finish(r);
+}
+
+static void on_conn_closed(redis_conn *c, void *data) { on_handle_closed(data); }
+static void on_timer_closed(uv_handle_t *h) { on_handle_closed(h->data); }
+
+void registry_stop(registry *r, registry_stopped_fn done, void *data)
+{
+    if (r->stopping) return;
+    r->stopping = 1;
+    r->done = done;
+    r->done_data = data;
+    r->handles_open = 2;
+    uv_close((uv_handle_t *)&r->timer, on_timer_closed);
+    redis_conn_close(r->conn, on_conn_closed, r);
+    r->conn = NULL;
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->entries[i].stopping) continue;
+        r->entries[i].stopping = 1;
+        batch_worker_stop(r->entries[i].worker);
+    }
+}
+
+void registry_abort(registry *r)
+{
+    for (size_t i = 0; i < r->n; i++) batch_worker_abort(r->entries[i].worker);
+}
+
+size_t registry_batch_count(const registry *r) { return r->n; }
+int registry_redis_ready(const registry *r) { return r->conn && redis_conn_is_ready(r->conn); }

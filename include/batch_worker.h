@@ -1,0 +1,47 @@
+/* batch_worker.h -- the one writer of one batch.
+ *
+ * A batch worker owns a batch while allocd serves it: it loads the batch's
+ * state from Redis into an engine, then loops take -> decide -> apply, one
+ * chunk per atomic step, and waits on the queue and ctl lists (one blocking
+ * connection each) when there is nothing to do. Any failure (Redis down, a
+ * timeout, a script error) throws the engine away and starts again from
+ * Redis after a backoff; the processing list in Redis guarantees the chunk
+ * in flight is neither lost nor applied twice. See docs/DESIGN.md.
+ */
+#ifndef ALLOCD_BATCH_WORKER_H
+#define ALLOCD_BATCH_WORKER_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "scripts.h"
+
+typedef struct batch_worker batch_worker;
+typedef void (*batch_worker_stopped_fn)(batch_worker *w, void *data);
+
+typedef struct batch_worker_stats {
+    uint64_t chunks;          /* applied chunks */
+    uint64_t requests;        /* queue requests and admin commands applied */
+    uint64_t failures;        /* steps that failed and caused a reload */
+    int loaded;               /* state is loaded and being served */
+} batch_worker_stats;
+
+/* Starts serving `batch` (connects, loads, serves). Returns 0 or -EINVAL
+ * (bad batch id) / -ENOMEM; on error nothing was started and on_stopped is
+ * never called. cfg and scripts must outlive the worker. */
+int batch_worker_start(batch_worker **out, uv_loop_t *loop,
+                       const allocd_config *cfg, const allocd_scripts *scripts,
+                       const char *batch, batch_worker_stopped_fn on_stopped,
+                       void *data);
+/* Drains: the step in flight (a taken chunk included) is finished and
+ * applied, then the worker closes and on_stopped is called. */
+void batch_worker_stop(batch_worker *w);
+/* Stops at once: the chunk in flight stays in the processing list for the
+ * next start. on_stopped is still called. */
+void batch_worker_abort(batch_worker *w);
+
+const char *batch_worker_batch(const batch_worker *w);
+const batch_worker_stats *batch_worker_get_stats(const batch_worker *w);
+
+#endif
