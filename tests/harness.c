@@ -1,0 +1,246 @@
+/* harness.c -- see harness.h. */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t harness_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void harness_sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
+}
+
+static pid_t spawn(char *const argv[], const char *log_path)
+{
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+    execvp(argv[0], argv);
+    _exit(127);
+}
+
+static int wait_socket(const char *sock, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        redisContext *c = redisConnectUnix(sock);
+        if (c && !c->err) {
+            redisReply *r = redisCommand(c, "PING");
+            int ok = r && r->type == REDIS_REPLY_STATUS;
+            if (r) freeReplyObject(r);
+            redisFree(c);
+            if (ok) return 0;
+        } else if (c) redisFree(c);
+        harness_sleep_ms(20);
+    }
+    return -1;
+}
+
+static int redis_spawn(harness_redis *r)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "exec redis-server --port 0 --unixsocket %s --unixsocketperm 700 "
+             "--dir %s --save '' --daemonize no --logfile %s/redis.log %s",
+             r->sock, r->dir, r->dir, r->extra);
+    char *argv[] = { "sh", "-c", cmd, NULL };
+    r->pid = spawn(argv, NULL);
+    if (r->pid < 0) return -1;
+    if (wait_socket(r->sock, 10000) < 0) {
+        fprintf(stderr, "harness: redis-server did not start (see %s/redis.log)\n", r->dir);
+        return -1;
+    }
+    return 0;
+}
+
+int harness_redis_start(harness_redis *r, const char *extra_args)
+{
+    memset(r, 0, sizeof *r);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(r->dir, sizeof r->dir, "%s/allocd-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(r->dir)) return -1;
+    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
+    snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+    snprintf(r->extra, sizeof r->extra, "%s", extra_args ? extra_args : "");
+    return redis_spawn(r);
+}
+
+static void reap(pid_t pid, int sig)
+{
+    if (pid <= 0) return;
+    kill(pid, sig);
+    waitpid(pid, NULL, 0);
+}
+
+int harness_redis_restart(harness_redis *r)
+{
+    reap(r->pid, SIGTERM);
+    r->pid = 0;
+    return redis_spawn(r);
+}
+
+void harness_redis_kill(harness_redis *r)
+{
+    reap(r->pid, SIGKILL);
+    r->pid = 0;
+    unlink(r->sock);
+}
+
+void harness_redis_stop(harness_redis *r)
+{
+    reap(r->pid, SIGTERM);
+    r->pid = 0;
+    if (r->dir[0] && !getenv("HARNESS_KEEP")) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
+        if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", r->dir);
+    }
+}
+
+redisContext *harness_redis_connect(const harness_redis *r)
+{
+    redisContext *c = redisConnectUnix(r->sock);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+static const char *allocd_bin(void)
+{
+    static char path[512];
+    const char *bin = getenv("ALLOCD_BIN");
+    if (bin && *bin) return bin;
+    const char *build = getenv("BUILD");
+    snprintf(path, sizeof path, "%s/allocd", build && *build ? build : "build");
+    return path;
+}
+
+int harness_allocd_start(harness_allocd *d, const harness_redis *r,
+                         const char *extra_conf)
+{
+    static int counter;
+    memset(d, 0, sizeof *d);
+    counter++;
+    snprintf(d->conf, sizeof d->conf, "%s/allocd-%d.conf", r->dir, counter);
+    snprintf(d->log, sizeof d->log, "%s/allocd-%d.log", r->dir, counter);
+    FILE *f = fopen(d->conf, "w");
+    if (!f) return -1;
+    fprintf(f, "redis = \"%s\";\nprefix = \"alloc\";\ninstance = \"test-%d\";\n"
+               "log_level = \"debug\";\n%s\n",
+            r->url, counter, extra_conf ? extra_conf : "");
+    fclose(f);
+    char *argv[] = { (char *)allocd_bin(), "-c", d->conf, NULL };
+    d->pid = spawn(argv, d->log);
+    return d->pid > 0 ? 0 : -1;
+}
+
+int harness_allocd_alive(harness_allocd *d)
+{
+    if (d->pid <= 0) return 0;
+    int st;
+    pid_t p = waitpid(d->pid, &st, WNOHANG);
+    if (p == d->pid) { d->pid = 0; return 0; }
+    return 1;
+}
+
+int harness_allocd_stop(harness_allocd *d)
+{
+    if (d->pid <= 0) return -1;
+    kill(d->pid, SIGTERM);
+    for (int waited = 0; waited < 20000; waited += 10) {
+        int st;
+        pid_t p = waitpid(d->pid, &st, WNOHANG);
+        if (p == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        harness_sleep_ms(10);
+    }
+    reap(d->pid, SIGKILL);
+    d->pid = 0;
+    return -1;
+}
+
+void harness_allocd_kill(harness_allocd *d)
+{
+    reap(d->pid, SIGKILL);
+    d->pid = 0;
+}
+
+void harness_allocd_dump_log(const harness_allocd *d)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f) return;
+    char line[1024];
+    fprintf(stderr, "---- %s\n", d->log);
+    while (fgets(line, sizeof line, f)) fputs(line, stderr);
+    fclose(f);
+}
+
+long long harness_int(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_INTEGER) v = r->integer;
+    else if (r && r->type == REDIS_REPLY_STRING) v = strtoll(r->str, NULL, 10);
+    else if (r && r->type == REDIS_REPLY_NIL) v = 0;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+char *harness_str(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    char *s = NULL;
+    if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS))
+        s = strndup(r->str, r->len);
+    if (r) freeReplyObject(r);
+    return s;
+}
+
+long long harness_wait_hlen(redisContext *c, const char *key, long long n,
+                            int timeout_ms)
+{
+    long long len = -1;
+    for (int waited = 0; waited <= timeout_ms; waited += 10) {
+        len = harness_int(c, "HLEN %s", key);
+        if (len >= n) break;
+        harness_sleep_ms(10);
+    }
+    return len;
+}
+
+char *harness_wait_hget(redisContext *c, const char *key, const char *field,
+                        int timeout_ms)
+{
+    for (int waited = 0; waited <= timeout_ms; waited += 10) {
+        char *v = harness_str(c, "HGET %s %s", key, field);
+        if (v) return v;
+        harness_sleep_ms(10);
+    }
+    return NULL;
+}

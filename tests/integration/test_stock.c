@@ -1,0 +1,463 @@
+/* test_stock.c -- stock batches end to end: the real allocd against a real
+ * redis-server. Requests are pushed exactly as a producer would (RPUSH, or
+ * the MULTI position transaction of the contract), results are read from
+ * P:{B}:results, and the final free/holders/stats are checked against what
+ * the pushed requests must have produced -- including after kill -9. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "harness.h"
+
+typedef struct fixture {
+    harness_redis redis;
+    harness_allocd allocd;
+    redisContext *c;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (harness_redis_start(&f->redis, NULL) < 0) return -1;
+    f->c = harness_redis_connect(&f->redis);
+    *state = f;
+    return f->c ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->allocd.pid > 0) {
+        int rc = harness_allocd_stop(&f->allocd);
+        if (rc != 0) harness_allocd_dump_log(&f->allocd);
+    }
+    redisFree(f->c);
+    harness_redis_stop(&f->redis);
+    free(f);
+    return 0;
+}
+
+static void cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
+    freeReplyObject(r);
+}
+
+/* meta: "field value field value ..." */
+static void create_batch(redisContext *c, const char *b, const char *meta,
+                         const char *items[], const int caps[], size_t n)
+{
+    char key[128];
+    snprintf(key, sizeof key, "alloc:{%s}:meta", b);
+    redisReply *r = redisCommand(c, "DEL %s", key);
+    freeReplyObject(r);
+    char line[512];
+    snprintf(line, sizeof line, "HSET %s %s", key, meta);
+    cmd(c, line);
+    for (size_t i = 0; i < n; i++) cmd(c, "HSET alloc:{%s}:capacity %s %d", b, items[i], caps[i]);
+    cmd(c, "SADD alloc:batches %s", b);
+}
+
+static void push(redisContext *c, const char *b, const char *json)
+{
+    cmd(c, "RPUSH alloc:{%s}:queue %s", b, json);
+}
+
+static void push_buy(redisContext *c, const char *b, const char *id, const char *user,
+                     const char *item, int qty)
+{
+    char json[256];
+    snprintf(json, sizeof json, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\",\"qty\":%d}",
+             id, user, item, qty);
+    push(c, b, json);
+}
+
+static json_t *result(fixture *f, const char *b, const char *id)
+{
+    char key[128];
+    snprintf(key, sizeof key, "alloc:{%s}:results", b);
+    char *v = harness_wait_hget(f->c, key, id, 10000);
+    if (!v) {
+        harness_allocd_dump_log(&f->allocd);
+        fail_msg("no result for %s within 10 s", id);
+    }
+    json_error_t e;
+    json_t *doc = json_loads(v, 0, &e);
+    free(v);
+    assert_non_null(doc);
+    return doc;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static long long jint(json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+static void expect(fixture *f, const char *b, const char *id, const char *status, const char *reason)
+{
+    json_t *r = result(f, b, id);
+    if (strcmp(jstr(r, "status"), status) || (reason && strcmp(jstr(r, "reason"), reason))) {
+        char *s = json_dumps(r, 0);
+        fail_msg("%s: expected %s/%s, got %s", id, status, reason ? reason : "-", s);
+    }
+    json_decref(r);
+}
+
+static long long hget_int(fixture *f, const char *b, const char *name, const char *field)
+{
+    return harness_int(f->c, "HGET alloc:{%s}:%s %s", b, name, field);
+}
+
+static void start_allocd(fixture *f, const char *extra)
+{
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, extra), 0);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_buy_and_every_rejection(void **state)
+{
+    fixture *f = *state;
+    const char *items[] = { "sku1", "sku2" };
+    int caps[] = { 3, 1 };
+    create_batch(f->c, "s1", "kind stock per_user 2", items, caps, 2);
+    start_allocd(f, NULL);
+    push_buy(f->c, "s1", "r1", "alice", "sku1", 2);
+    push_buy(f->c, "s1", "r2", "alice", "sku1", 1);      /* over per_user */
+    push_buy(f->c, "s1", "r3", "bob", "sku1", 2);        /* only 1 left */
+    push_buy(f->c, "s1", "r4", "bob", "sku1", 1);        /* exactly the last */
+    push_buy(f->c, "s1", "r5", "carol", "sku1", 1);      /* none left */
+    push_buy(f->c, "s1", "r6", "carol", "nope", 1);
+    push(f->c, "s1", "{\"id\":\"r7\",\"user\":\"carol\",\"op\":\"choose\",\"room\":\"R1\"}");
+    push_buy(f->c, "s1", "r8", "carol", "sku2", 1);
+    expect(f, "s1", "r1", "granted", NULL);
+    expect(f, "s1", "r2", "rejected", "limit");
+    expect(f, "s1", "r3", "rejected", "sold_out");
+    expect(f, "s1", "r4", "granted", NULL);
+    expect(f, "s1", "r5", "rejected", "sold_out");
+    expect(f, "s1", "r6", "rejected", "unknown_item");
+    expect(f, "s1", "r7", "rejected", "wrong_kind");
+    expect(f, "s1", "r8", "granted", NULL);
+
+    json_t *r = result(f, "s1", "r1");
+    assert_string_equal(jstr(r, "user"), "alice");
+    assert_string_equal(jstr(r, "op"), "buy");
+    assert_string_equal(jstr(r, "item"), "sku1");
+    assert_int_equal(jint(r, "qty"), 2);
+    assert_int_equal(jint(r, "seq"), 1);
+    assert_int_equal(jint(r, "rank"), 1);
+    assert_true(strlen(jstr(r, "order")) >= 10);
+    assert_true(jint(r, "at") > 1700000000000LL);
+    json_decref(r);
+    r = result(f, "s1", "r8");
+    assert_int_equal(jint(r, "rank"), 3);
+    assert_int_equal(jint(r, "seq"), 8);
+    json_decref(r);
+
+    assert_int_equal(hget_int(f, "s1", "free", "sku1"), 0);
+    assert_int_equal(hget_int(f, "s1", "free", "sku2"), 0);
+    char *h = harness_str(f->c, "HGET alloc:{s1}:holders alice");
+    json_error_t e;
+    json_t *hold = json_loads(h, 0, &e);
+    assert_int_equal(jint(hold, "units"), 2);
+    json_t *orders = json_object_get(hold, "orders");
+    assert_int_equal(json_array_size(orders), 1);
+    assert_string_equal(jstr(json_array_get(orders, 0), "state"), "confirmed");
+    json_decref(hold);
+    free(h);
+    assert_int_equal(hget_int(f, "s1", "stats", "dequeued"), 8);
+    assert_int_equal(hget_int(f, "s1", "stats", "processed"), 8);
+    assert_int_equal(hget_int(f, "s1", "stats", "granted"), 3);
+    assert_int_equal(hget_int(f, "s1", "stats", "rejected"), 5);
+    assert_int_equal(hget_int(f, "s1", "stats", "participants"), 3);
+    assert_int_equal(hget_int(f, "s1", "stats", "free_units"), 0);
+    char *st = harness_str(f->c, "HGET alloc:{s1}:stats state");
+    assert_string_equal(st, "open");
+    free(st);
+    assert_int_equal(harness_int(f->c, "XLEN alloc:{s1}:log"), 3);
+    assert_int_equal(harness_int(f->c, "LLEN alloc:{s1}:processing"), 0);
+}
+
+static void test_garbage_between_valid_requests(void **state)
+{
+    fixture *f = *state;
+    const char *items[] = { "sku1" };
+    int caps[] = { 100 };
+    create_batch(f->c, "g1", "kind stock per_user 5", items, caps, 1);
+    start_allocd(f, NULL);
+    push_buy(f->c, "g1", "v1", "u1", "sku1", 1);
+    push(f->c, "g1", "{\"id\":\"broken\"");
+    push(f->c, "g1", "not json at all");
+    push(f->c, "g1", "{\"user\":\"u2\",\"op\":\"buy\"}");
+    push(f->c, "g1", "{\"id\":\"i1\",\"user\":\"u2\",\"op\":\"buy\",\"item\":\"sku1\",\"qty\":\"x\"}");
+    push(f->c, "g1", "{\"id\":\"i2\",\"user\":\"u2\",\"op\":\"fly\"}");
+    cmd(f->c, "RPUSH alloc:{g1}:queue %b", "\xff\xfe\x00garbage", (size_t)10);
+    push_buy(f->c, "g1", "v2", "u3", "sku1", 2);
+    expect(f, "g1", "v1", "granted", NULL);
+    expect(f, "g1", "i1", "invalid", "bad_request");
+    expect(f, "g1", "v2", "granted", NULL);
+    json_t *r = result(f, "g1", "i2");
+    assert_string_equal(jstr(r, "status"), "invalid");
+    assert_non_null(strstr(jstr(r, "detail"), "unknown op"));
+    json_decref(r);
+    assert_int_equal(harness_int(f->c, "LLEN alloc:{g1}:dead"), 4);
+    char *d = harness_str(f->c, "LINDEX alloc:{g1}:dead 0");
+    json_error_t e;
+    json_t *dead = json_loads(d, 0, &e);
+    assert_non_null(dead);
+    assert_string_equal(jstr(dead, "raw"), "{\"id\":\"broken\"");
+    assert_non_null(strstr(jstr(dead, "error"), "invalid JSON"));
+    assert_true(jint(dead, "at") > 0);
+    json_decref(dead);
+    free(d);
+    d = harness_str(f->c, "LINDEX alloc:{g1}:dead 3");
+    dead = json_loads(d, JSON_ALLOW_NUL, &e); /* the raw had a NUL byte */
+    assert_non_null(dead);
+    assert_string_equal(jstr(dead, "raw_base64"), "//4AZ2FyYmFnZQ==");
+    json_decref(dead);
+    free(d);
+    assert_int_equal(hget_int(f, "g1", "stats", "dead"), 4);
+    assert_int_equal(hget_int(f, "g1", "stats", "invalid"), 2);
+    assert_int_equal(hget_int(f, "g1", "free", "sku1"), 97);
+}
+
+static void test_resubmitted_ids_are_not_applied_again(void **state)
+{
+    fixture *f = *state;
+    const char *items[] = { "sku1" };
+    int caps[] = { 10 };
+    create_batch(f->c, "d1", "kind stock per_user 10", items, caps, 1);
+    push_buy(f->c, "d1", "same", "u1", "sku1", 1);
+    push_buy(f->c, "d1", "same", "u1", "sku1", 1);   /* same chunk */
+    start_allocd(f, NULL);
+    expect(f, "d1", "same", "granted", NULL);
+    json_t *first = result(f, "d1", "same");
+    push_buy(f->c, "d1", "same", "u1", "sku1", 5);   /* a later chunk */
+    push_buy(f->c, "d1", "marker", "u2", "sku1", 1);
+    expect(f, "d1", "marker", "granted", NULL);
+    json_t *again = result(f, "d1", "same");
+    assert_true(json_equal(first, again));
+    json_decref(first);
+    json_decref(again);
+    assert_int_equal(hget_int(f, "d1", "free", "sku1"), 8);
+    assert_int_equal(hget_int(f, "d1", "stats", "duplicates"), 2);
+    assert_int_equal(hget_int(f, "d1", "stats", "dequeued"), 4);
+}
+
+static void test_queue_position_is_exact(void **state)
+{
+    fixture *f = *state;
+    const char *items[] = { "sku1" };
+    int caps[] = { 1000 };
+    create_batch(f->c, "p1", "kind stock per_user 1", items, caps, 1);
+    start_allocd(f, NULL);
+    /* push in waves while allocd drains; every ordinal must equal the seq
+     * the daemon later reports for that request */
+    char id[32], json[256];
+    long long ordinals[600];
+    for (int i = 0; i < 600; i++) {
+        snprintf(id, sizeof id, "q%d", i);
+        snprintf(json, sizeof json, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku1\"}", id, i);
+        redisAppendCommand(f->c, "MULTI");
+        redisAppendCommand(f->c, "RPUSH alloc:{p1}:queue %s", json);
+        redisAppendCommand(f->c, "HGET alloc:{p1}:stats dequeued");
+        redisAppendCommand(f->c, "EXEC");
+        redisReply *r;
+        for (int k = 0; k < 3; k++) { assert_int_equal(redisGetReply(f->c, (void **)&r), REDIS_OK); freeReplyObject(r); }
+        assert_int_equal(redisGetReply(f->c, (void **)&r), REDIS_OK);
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        long long l = r->element[0]->integer;
+        long long d = r->element[1]->type == REDIS_REPLY_STRING ? atoll(r->element[1]->str) : 0;
+        ordinals[i] = l + d;
+        freeReplyObject(r);
+        if (i % 97 == 0) harness_sleep_ms(5);
+    }
+    for (int i = 0; i < 600; i++) {
+        snprintf(id, sizeof id, "q%d", i);
+        json_t *r = result(f, "p1", id);
+        if (jint(r, "seq") != ordinals[i]) fail_msg("%s: ordinal %lld, seq %lld", id, ordinals[i], jint(r, "seq"));
+        json_decref(r);
+    }
+}
+
+static void test_not_open_and_closed(void **state)
+{
+    fixture *f = *state;
+    const char *items[] = { "sku1" };
+    int caps[] = { 10 };
+    char meta[128];
+    long long now = harness_now_ms();
+    snprintf(meta, sizeof meta, "kind stock opens_at %lld", now + 3600 * 1000);
+    create_batch(f->c, "w1", meta, items, caps, 1);
+    snprintf(meta, sizeof meta, "kind stock closes_at %lld", now - 1000);
+    create_batch(f->c, "c1", meta, items, caps, 1);
+    start_allocd(f, NULL);
+    push_buy(f->c, "w1", "early", "u1", "sku1", 1);
+    push_buy(f->c, "c1", "late", "u1", "sku1", 1);
+    expect(f, "w1", "early", "rejected", "not_open");
+    expect(f, "c1", "late", "rejected", "closed");
+    char *st = harness_str(f->c, "HGET alloc:{w1}:stats state");
+    assert_string_equal(st, "waiting");
+    free(st);
+    st = harness_str(f->c, "HGET alloc:{c1}:stats state");
+    assert_string_equal(st, "closed");
+    free(st);
+}
+
+static void test_batches_come_and_go_without_restart(void **state)
+{
+    fixture *f = *state;
+    start_allocd(f, "registry_interval_ms = 200;");
+    harness_sleep_ms(300);
+    const char *items[] = { "sku1" };
+    int caps[] = { 2 };
+    create_batch(f->c, "late1", "kind stock", items, caps, 1);
+    push_buy(f->c, "late1", "x1", "u1", "sku1", 1);
+    int64_t t0 = harness_now_ms();
+    expect(f, "late1", "x1", "granted", NULL);
+    assert_true(harness_now_ms() - t0 < 1500);
+    cmd(f->c, "SREM alloc:batches late1");
+    harness_sleep_ms(800);
+    push_buy(f->c, "late1", "x2", "u2", "sku1", 1);
+    harness_sleep_ms(800);
+    assert_int_equal(harness_int(f->c, "HEXISTS alloc:{late1}:results x2"), 0);
+    assert_int_equal(harness_int(f->c, "LLEN alloc:{late1}:queue"), 1);
+    cmd(f->c, "SADD alloc:batches late1");
+    expect(f, "late1", "x2", "granted", NULL);
+}
+
+/* The promise of the product: kill -9 at any moment loses nothing and
+ * applies nothing twice. */
+static void test_kill9_loses_nothing(void **state)
+{
+    fixture *f = *state;
+    enum { N = 30000, USERS = 5000, ITEMS = 20 };
+    const char *items[ITEMS];
+    int caps[ITEMS];
+    char names[ITEMS][16];
+    for (int i = 0; i < ITEMS; i++) {
+        snprintf(names[i], sizeof names[i], "sku%d", i);
+        items[i] = names[i];
+        caps[i] = 300;
+    }
+    create_batch(f->c, "k1", "kind stock per_user 3", items, caps, ITEMS);
+    char json[256];
+    for (int i = 0; i < N; i++) {
+        snprintf(json, sizeof json, "{\"id\":\"k%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku%d\",\"qty\":%d}",
+                 i % (N - 500), (i * 7919) % USERS, (i * 31) % ITEMS, 1 + i % 2);
+        redisAppendCommand(f->c, "RPUSH alloc:{k1}:queue %s", json);
+    }
+    for (int i = 0; i < N; i++) {
+        redisReply *r;
+        assert_int_equal(redisGetReply(f->c, (void **)&r), REDIS_OK);
+        freeReplyObject(r);
+    }
+    int kills = 0;
+    srand(12345);
+    for (int round = 0; round < 8; round++) {
+        start_allocd(f, "chunk = 256;");
+        harness_sleep_ms(40 + rand() % 120);
+        harness_allocd_kill(&f->allocd);
+        kills++;
+    }
+    start_allocd(f, "chunk = 256;");
+    long long distinct = N - 500;
+    long long got = harness_wait_hlen(f->c, "alloc:{k1}:results", distinct, 60000);
+    assert_int_equal(got, distinct);
+    for (int w = 0; w < 500 && harness_int(f->c, "HGET alloc:{k1}:stats dequeued") < N; w++) harness_sleep_ms(10);
+    harness_sleep_ms(200);
+    assert_int_equal(harness_allocd_stop(&f->allocd), 0);
+
+    /* units: free + what holders hold == capacity, per item */
+    long long held[ITEMS] = { 0 }, granted_units = 0;
+    redisReply *h = redisCommand(f->c, "HGETALL alloc:{k1}:holders");
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        json_error_t e;
+        json_t *doc = json_loads(h->element[i + 1]->str, 0, &e);
+        long long units = jint(doc, "units"), sum = 0;
+        assert_true(units <= 3);
+        size_t k;
+        json_t *o;
+        json_array_foreach(json_object_get(doc, "orders"), k, o) {
+            int item = atoi(jstr(o, "item") + 3);
+            held[item] += jint(o, "qty");
+            sum += jint(o, "qty");
+        }
+        assert_int_equal(sum, units);
+        json_decref(doc);
+    }
+    freeReplyObject(h);
+    for (int i = 0; i < ITEMS; i++) {
+        long long fr = hget_int(f, "k1", "free", names[i]);
+        assert_int_equal(fr + held[i], 300);
+        granted_units += held[i];
+    }
+    /* every granted result is in the holders, and nothing else is */
+    long long granted = 0, rank_max = 0;
+    redisReply *res = redisCommand(f->c, "HGETALL alloc:{k1}:results");
+    for (size_t i = 0; i + 1 < res->elements; i += 2) {
+        json_error_t e;
+        json_t *doc = json_loads(res->element[i + 1]->str, 0, &e);
+        if (!strcmp(jstr(doc, "status"), "granted")) {
+            granted += jint(doc, "qty");
+            if (jint(doc, "rank") > rank_max) rank_max = jint(doc, "rank");
+        }
+        json_decref(doc);
+    }
+    freeReplyObject(res);
+    assert_int_equal(granted, granted_units);
+    assert_int_equal(hget_int(f, "k1", "stats", "dequeued"), N);
+    long long processed = hget_int(f, "k1", "stats", "processed");
+    long long dups = hget_int(f, "k1", "stats", "duplicates");
+    assert_int_equal(processed, distinct);
+    assert_int_equal(processed + dups, N);
+    assert_int_equal(hget_int(f, "k1", "stats", "granted"), rank_max);
+    assert_int_equal(harness_int(f->c, "XLEN alloc:{k1}:log"), rank_max);
+    print_message("kill -9: %d requests, %d kills, %lld results, %lld units granted, lost 0, doubled 0\n",
+                  N, kills, got, granted_units);
+}
+
+static void test_sigterm_drains_and_exits_zero(void **state)
+{
+    fixture *f = *state;
+    const char *items[] = { "sku1" };
+    int caps[] = { 100000 };
+    create_batch(f->c, "t1", "kind stock per_user 100000", items, caps, 1);
+    start_allocd(f, NULL);
+    push_buy(f->c, "t1", "first", "u1", "sku1", 1);
+    expect(f, "t1", "first", "granted", NULL);
+    assert_int_equal(harness_allocd_stop(&f->allocd), 0);
+    assert_int_equal(harness_int(f->c, "LLEN alloc:{t1}:processing"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_buy_and_every_rejection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_garbage_between_valid_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resubmitted_ids_are_not_applied_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_position_is_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_open_and_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batches_come_and_go_without_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_loses_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_drains_and_exits_zero, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
