@@ -1,0 +1,66 @@
+#!/bin/sh
+# make run: a private Redis (unless conf/allocd.conf names one), allocd in the
+# foreground, a demo flash sale, and a line of progress per second.
+# Ctrl-C stops everything this script started. DEMO_SECONDS=N stops by itself.
+set -u
+BUILD=${BUILD:-build}
+CONF=${CONF:-conf/allocd.conf}
+RUN=$(pwd)/run
+BATCH=demo
+mkdir -p "$RUN"
+pids=""
+cleanup() {
+    trap - INT TERM EXIT
+    for p in $pids; do kill "$p" 2>/dev/null; done
+    for p in $pids; do wait "$p" 2>/dev/null; done
+    echo "demo: stopped"
+    exit 0
+}
+trap cleanup INT TERM EXIT
+
+if grep -Eq '^[[:space:]]*redis[[:space:]]*=' "$CONF"; then
+    url=$(sed -n 's/^[[:space:]]*redis[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$CONF" | head -n1)
+    echo "demo: using the Redis named in $CONF: $url"
+    case "$url" in
+        unix://*) CLI="redis-cli -s ${url#unix://}" ;;
+        *) hp=${url#redis://}; hp=${hp#*@}; CLI="redis-cli -h ${hp%:*} -p ${hp##*:}" ;;
+    esac
+    REDIS_ARG=""
+else
+    SOCK=$RUN/redis.sock
+    redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --dir "$RUN" \
+        --save '' --appendonly no --logfile "$RUN/redis.log" --daemonize no &
+    pids="$pids $!"
+    CLI="redis-cli -s $SOCK"
+    for i in $(seq 50); do $CLI ping >/dev/null 2>&1 && break; sleep 0.1; done
+    echo "demo: private Redis on $SOCK (log: run/redis.log)"
+    REDIS_ARG="--redis unix://$SOCK"
+fi
+
+# A flash sale: 10 items of 100 units, at most 2 units per buyer.
+$CLI del "alloc:{$BATCH}:meta" "alloc:{$BATCH}:capacity" "alloc:{$BATCH}:queue" \
+    "alloc:{$BATCH}:results" "alloc:{$BATCH}:holders" "alloc:{$BATCH}:free" \
+    "alloc:{$BATCH}:stats" "alloc:{$BATCH}:log" "alloc:{$BATCH}:dead" \
+    "alloc:{$BATCH}:participants" "alloc:{$BATCH}:processing" >/dev/null
+$CLI hset "alloc:{$BATCH}:meta" kind stock per_user 2 >/dev/null
+for i in 0 1 2 3 4 5 6 7 8 9; do $CLI hset "alloc:{$BATCH}:capacity" "sku$i" 100 >/dev/null; done
+$CLI sadd alloc:batches "$BATCH" >/dev/null
+
+"$BUILD/allocd" -c "$CONF" $REDIS_ARG &
+pids="$pids $!"
+
+echo "demo: pushing 5000 buy requests from 3000 buyers onto alloc:{$BATCH}:queue"
+awk 'BEGIN { for (i = 0; i < 5000; i++)
+    printf "RPUSH alloc:{demo}:queue \"{\\\"id\\\":\\\"d%d\\\",\\\"user\\\":\\\"u%d\\\",\\\"op\\\":\\\"buy\\\",\\\"item\\\":\\\"sku%d\\\",\\\"qty\\\":%d}\"\n",
+        i, (i * 7) % 3000, i % 10, 1 + i % 2 }' | $CLI >/dev/null
+
+echo "demo: one result:   HGET alloc:{demo}:results d0"
+$CLI hget "alloc:{$BATCH}:results" d0
+start=$(date +%s)
+while :; do
+    s=$($CLI hmget "alloc:{$BATCH}:stats" dequeued processed granted rejected free_units participants state | tr '\n' ' ')
+    set -- $s
+    echo "demo: dequeued=${1:-0} processed=${2:-0} granted=${3:-0} rejected=${4:-0} free_units=${5:-?} participants=${6:-0} state=${7:-?}  (Ctrl-C stops)"
+    [ -n "${DEMO_SECONDS:-}" ] && [ $(( $(date +%s) - start )) -ge "$DEMO_SECONDS" ] && break
+    sleep 1
+done
