@@ -1,0 +1,217 @@
+/* test_daemon.c -- allocd as a process: its command line, and Redis being
+ * absent, restarted or slow while it serves. Real binaries only. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+static const char *bin(void)
+{
+    static char path[512];
+    const char *b = getenv("BUILD");
+    snprintf(path, sizeof path, "%s/allocd", b && *b ? b : "build");
+    return path;
+}
+
+/* Runs allocd with args; returns the exit status and the combined output. */
+static int run_allocd(const char *args, char *out, size_t outlen)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin(), args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_command_line(void **state)
+{
+    char out[4096];
+    assert_int_equal(run_allocd("--version", out, sizeof out), 0);
+    assert_non_null(strstr(out, "allocd "));
+    assert_int_equal(run_allocd("--help", out, sizeof out), 0);
+    assert_non_null(strstr(out, "--check-config"));
+    assert_int_equal(run_allocd("--no-such-flag", out, sizeof out), 2);
+    assert_non_null(strstr(out, "command line"));
+    assert_int_equal(run_allocd("-c conf/allocd.conf --check-config", out, sizeof out), 0);
+    assert_non_null(strstr(out, "OK"));
+
+    char path[] = "/tmp/allocd-bad-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    write_file(path, "prefix = \"alloc\";\n\nchunck = 5;\n");
+    char args[600];
+    snprintf(args, sizeof args, "-c %s --check-config", path);
+    assert_int_equal(run_allocd(args, out, sizeof out), 1);
+    char want[600];
+    snprintf(want, sizeof want, "%s:3:", path);
+    assert_non_null(strstr(out, want));
+    write_file(path, "redis = \"http://x\";\n");
+    assert_int_equal(run_allocd(args, out, sizeof out), 1);
+    snprintf(want, sizeof want, "%s:1:", path);
+    assert_non_null(strstr(out, want));
+    snprintf(args, sizeof args, "-c %s --redis unix:///tmp/x.sock --check-config", path);
+    assert_int_equal(run_allocd(args, out, sizeof out), 1); /* the file is still bad */
+    unlink(path);
+    assert_int_equal(run_allocd("-c /nonexistent/allocd.conf --check-config", out, sizeof out), 1);
+    assert_int_equal(run_allocd("-c conf/allocd.conf --redis nope://x --check-config", out, sizeof out), 1);
+    assert_non_null(strstr(out, "--redis"));
+}
+
+static void setup_batch(redisContext *c, const char *b, int units)
+{
+    redisReply *r = redisCommand(c, "HSET alloc:{%s}:meta kind stock per_user 1000000", b);
+    freeReplyObject(r);
+    r = redisCommand(c, "HSET alloc:{%s}:capacity sku %d", b, units);
+    freeReplyObject(r);
+    r = redisCommand(c, "SADD alloc:batches %s", b);
+    freeReplyObject(r);
+}
+
+static void push_n(redisContext *c, const char *b, const char *tag, int n)
+{
+    for (int i = 0; i < n; i++)
+        redisAppendCommand(c, "RPUSH alloc:{%s}:queue {\"id\":\"%s%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}",
+                           b, tag, i, i % 50);
+    for (int i = 0; i < n; i++) {
+        redisReply *r;
+        assert_int_equal(redisGetReply(c, (void **)&r), REDIS_OK);
+        freeReplyObject(r);
+    }
+}
+
+static int count_in_log(const harness_allocd *d, const char *needle)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f) return 0;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) if (strstr(line, needle)) n++;
+    fclose(f);
+    return n;
+}
+
+/* allocd started before Redis exists: it waits (no crash, no busy loop),
+ * then serves once Redis appears. */
+static void test_redis_absent_at_start(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    harness_redis_kill(&redis);                 /* keep the dir, no server */
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis, "backoff_max_ms = 300;"), 0);
+    harness_sleep_ms(1500);
+    assert_true(harness_allocd_alive(&d));
+    assert_int_equal(harness_redis_restart(&redis), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    setup_batch(c, "a1", 100);
+    push_n(c, "a1", "x", 10);
+    assert_int_equal(harness_wait_hlen(c, "alloc:{a1}:results", 10, 10000), 10);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
+/* Redis restarts (with AOF) while allocd serves: allocd reconnects, reloads
+ * and finishes; every request gets one result and stock adds up. */
+static void test_redis_restart_while_serving(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, "--appendonly yes --appendfsync always"), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    setup_batch(c, "r1", 100000);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis, "backoff_max_ms = 300; chunk = 64;"), 0);
+    push_n(c, "r1", "a", 3000);
+    harness_sleep_ms(50);
+    redisFree(c);
+    assert_int_equal(harness_redis_restart(&redis), 0);
+    c = harness_redis_connect(&redis);
+    push_n(c, "r1", "b", 3000);
+    long long n = harness_wait_hlen(c, "alloc:{r1}:results", 6000, 30000);
+    if (n != 6000) harness_allocd_dump_log(&d);
+    assert_int_equal(n, 6000);
+    harness_sleep_ms(300);
+    assert_int_equal(harness_int(c, "HGET alloc:{r1}:free sku"), 100000 - 6000);
+    assert_int_equal(harness_int(c, "HGET alloc:{r1}:stats granted"), 6000);
+    assert_int_equal(harness_int(c, "XLEN alloc:{r1}:log"), 6000);
+    assert_true(harness_allocd_alive(&d));
+    assert_true(count_in_log(&d, "connection lost") >= 1);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
+/* A Redis that blocks for longer than the command deadline: allocd gives
+ * up on that connection, reconnects, and applies nothing twice. */
+static void test_slow_redis(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, "--enable-debug-command yes"), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    setup_batch(c, "s1", 100000);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis,
+                     "redis_timeout_ms = 300; backoff_max_ms = 200; chunk = 32;"), 0);
+    push_n(c, "s1", "a", 2000);
+    harness_sleep_ms(30);
+    redisReply *r = redisCommand(c, "DEBUG SLEEP 1");
+    freeReplyObject(r);
+    push_n(c, "s1", "b", 2000);
+    long long n = harness_wait_hlen(c, "alloc:{s1}:results", 4000, 30000);
+    if (n != 4000) harness_allocd_dump_log(&d);
+    assert_int_equal(n, 4000);
+    harness_sleep_ms(300);
+    assert_int_equal(harness_int(c, "HGET alloc:{s1}:free sku"), 100000 - 4000);
+    assert_int_equal(harness_int(c, "XLEN alloc:{s1}:log"), 4000);
+    assert_true(count_in_log(&d, "timeout") >= 1); /* the deadline did fire */
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
+static void test_sighup_reloads(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis, NULL), 0);
+    harness_sleep_ms(300);
+    kill(d.pid, SIGHUP);
+    harness_sleep_ms(300);
+    assert_true(harness_allocd_alive(&d));
+    assert_int_equal(count_in_log(&d, "configuration reloaded"), 1);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    harness_redis_stop(&redis);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_command_line),
+        cmocka_unit_test(test_redis_absent_at_start),
+        cmocka_unit_test(test_redis_restart_while_serving),
+        cmocka_unit_test(test_slow_redis),
+        cmocka_unit_test(test_sighup_reloads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
