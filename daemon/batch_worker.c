@@ -76,6 +76,25 @@ typedef struct argbuf {
     int failed;
 } argbuf;
 
+typedef enum {
+    CHUNK_NONE = 0,      /* no requests: expiries, phase change, first write */
+    CHUNK_QUEUE,         /* from P:{B}:processing */
+    CHUNK_CTL,           /* from P:{B}:ctlprocessing */
+    CHUNK_POOL           /* from the early=shuffle lottery pool */
+} chunk_kind;
+
+/* The early=shuffle lottery pool: every request queued before the opening,
+ * served in the order of a permutation drawn from a seed kept in Redis, so a
+ * restarted worker continues the same lottery where it stopped. */
+typedef struct lottery_pool {
+    int active;
+    char **raw;
+    size_t *len;
+    uint32_t *perm;
+    size_t n, served;
+    int64_t base;             /* dequeued before the pool: seq = base + index + 1 */
+} lottery_pool;
+
 /* One request of the chunk in flight. */
 typedef struct chunk_item {
     request q;
@@ -110,10 +129,13 @@ struct batch_worker {
     int first_apply;          /* rewrite all of free and stats on the next apply */
     engine_phase written_phase;
 
+    int lottery_done;
+    lottery_pool pool;
+
     /* the chunk in flight */
     chunk_item *items;
     size_t n_items, cap_items;
-    int chunk_is_ctl;
+    chunk_kind kind;
     long chunk_len;
     argbuf args;
     int64_t chunk_at;
@@ -254,7 +276,16 @@ static void chunk_clear(batch_worker *w)
     }
     w->n_items = 0;
     w->chunk_len = 0;
-    w->chunk_is_ctl = 0;
+    w->kind = CHUNK_NONE;
+}
+
+static void pool_free(lottery_pool *p)
+{
+    for (size_t i = 0; i < p->n; i++) free(p->raw[i]);
+    free(p->raw);
+    free(p->len);
+    free(p->perm);
+    memset(p, 0, sizeof *p);
 }
 
 static int chunk_reserve(batch_worker *w, size_t n)
@@ -274,6 +305,7 @@ static void drop_engine(batch_worker *w)
     if (w->eng) engine_free(w->eng);
     w->eng = NULL;
     w->stats.loaded = 0;
+    pool_free(&w->pool);
 }
 
 static void on_timer_backoff(uv_timer_t *t)
@@ -434,7 +466,10 @@ static void load_stats(batch_worker *w, redisReply *r)
 
 static void load_internal(batch_worker *w, redisReply *r)
 {
+    w->lottery_done = 0;
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        if (!strcmp(r->element[i]->str, "lottery_done"))
+            w->lottery_done = !strcmp(r->element[i + 1]->str, "1");
         if (strcmp(r->element[i]->str, "admin_state")) continue;
         const char *v = r->element[i + 1]->str;
         engine_load_admin_state(w->eng, !strcmp(v, "paused") ? ADMIN_PAUSED
@@ -544,30 +579,37 @@ static int take_queue_now(const batch_worker *w, int64_t now)
     return 0;
 }
 
-static int parse_items(batch_worker *w, redisReply *list, int is_ctl, int64_t dequeued)
+static int parse_one(batch_worker *w, size_t i, const char *raw, size_t len, int64_t seq)
+{
+    chunk_item *it = &w->items[i];
+    memset(it, 0, sizeof *it);
+    request_parse(&it->q, raw, len, (size_t)w->cfg->max_request_bytes, w->kind == CHUNK_CTL);
+    it->seq = seq;
+    w->n_items = i + 1;
+    if (it->q.outcome == REQUEST_DEAD) {
+        it->raw = malloc(len + 1);
+        if (!it->raw) return -ENOMEM;
+        memcpy(it->raw, raw, len);
+        it->raw[len] = '\0';
+        it->raw_len = len;
+    }
+    return 0;
+}
+
+static int parse_items(batch_worker *w, redisReply *list, int64_t dequeued)
 {
     size_t n = list->elements;
     if (chunk_reserve(w, n) < 0) return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        chunk_item *it = &w->items[i];
-        redisReply *e = list->element[i];
-        memset(it, 0, sizeof *it);
-        request_parse(&it->q, e->str, e->len, (size_t)w->cfg->max_request_bytes, is_ctl);
-        it->seq = is_ctl ? 0 : dequeued - (int64_t)n + (int64_t)i + 1;
-        if (it->q.outcome == REQUEST_DEAD) {
-            it->raw = malloc(e->len + 1);
-            if (!it->raw) return -ENOMEM;
-            memcpy(it->raw, e->str, e->len);
-            it->raw[e->len] = '\0';
-            it->raw_len = e->len;
-        }
-        w->n_items = i + 1;
+        int64_t seq = w->kind == CHUNK_CTL ? 0 : dequeued - (int64_t)n + (int64_t)i + 1;
+        if (parse_one(w, i, list->element[i]->str, list->element[i]->len, seq) < 0) return -ENOMEM;
     }
     return 0;
 }
 
 static void dedup_start(batch_worker *w);
 static void apply_start(batch_worker *w);
+static void pool_chunk(batch_worker *w);
 
 static int needs_empty_apply(batch_worker *w, int64_t now)
 {
@@ -591,34 +633,124 @@ static void on_take_reply(redis_conn *c, redisReply *r, const char *err, void *p
     if (!strcmp(r->element[0]->str, "leftover") && (ctl->elements || queue->elements))
         log_notice("batch %s: resuming %zu requests and %zu commands left in processing",
                    w->batch, queue->elements, ctl->elements);
-    w->chunk_is_ctl = ctl->elements > 0;
-    redisReply *list = w->chunk_is_ctl ? ctl : queue;
+    w->kind = ctl->elements ? CHUNK_CTL : queue->elements ? CHUNK_QUEUE : CHUNK_NONE;
+    redisReply *list = w->kind == CHUNK_CTL ? ctl : queue;
     w->chunk_len = (long)list->elements;
     if (list->elements == 0) {
+        if (w->pool.active) { pool_chunk(w); return; }
         if (needs_empty_apply(w, wall_ms())) { apply_start(w); return; }
         if (w->stopping) { close_all(w); return; }
         go_idle(w);
         return;
     }
-    if (parse_items(w, list, w->chunk_is_ctl, dequeued) < 0) { fail(w, "take", "out of memory"); return; }
+    if (parse_items(w, list, dequeued) < 0) { fail(w, "take", "out of memory"); return; }
     dedup_start(w);
 }
+
+static int lottery_due(const batch_worker *w, int64_t now)
+{
+    engine_phase ph = engine_phase_at(w->eng, now);
+    return engine_get_meta(w->eng)->early == EARLY_SHUFFLE && !w->lottery_done &&
+           !w->pool.active && (ph == PHASE_OPEN || ph == PHASE_CLOSED);
+}
+
+static void lottery_start(batch_worker *w);
 
 static void take_start(batch_worker *w)
 {
     int64_t now = wall_ms();
+    if (lottery_due(w, now)) { lottery_start(w); return; }
     const char *argv[7] = {
         w->keys.ctl, w->keys.queue, w->keys.ctlprocessing, w->keys.processing, w->keys.stats,
     };
     char chunk[16];
     snprintf(chunk, sizeof chunk, "%d", w->cfg->chunk);
     argv[5] = chunk;
-    argv[6] = take_queue_now(w, now) ? "1" : "0";
+    /* while the lottery pool is served, new requests wait behind it */
+    argv[6] = !w->pool.active && take_queue_now(w, now) ? "1" : "0";
     w->state = W_TAKING;
     chunk_clear(w);
     if (redis_conn_eval(w->cmd, &w->scripts->take, on_take_reply, w, w->cfg->redis_timeout_ms,
                         5, 7, argv, NULL) < 0)
         fail(w, "take", "Redis not connected");
+}
+
+/* ------------------------------------------------------------- lottery -- */
+
+static int pool_load(lottery_pool *p, redisReply *items, int64_t base, size_t served, uint64_t seed)
+{
+    size_t n = items->elements;
+    p->raw = calloc(n ? n : 1, sizeof *p->raw);
+    p->len = calloc(n ? n : 1, sizeof *p->len);
+    p->perm = calloc(n ? n : 1, sizeof *p->perm);
+    if (!p->raw || !p->len || !p->perm) return -ENOMEM;
+    p->n = n;
+    for (size_t i = 0; i < n; i++) {
+        p->raw[i] = malloc(items->element[i]->len + 1);
+        if (!p->raw[i]) return -ENOMEM;
+        memcpy(p->raw[i], items->element[i]->str, items->element[i]->len);
+        p->len[i] = items->element[i]->len;
+    }
+    engine_shuffle(p->perm, n, seed);
+    p->base = base;
+    p->served = served > n ? n : served;
+    p->active = 1;
+    return 0;
+}
+
+static void on_lottery_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    batch_worker *w = priv;
+    if (w->state != W_TAKING) return;
+    const char *e = reply_error(r, err);
+    if (e) { fail(w, "lottery", e); return; }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) { fail(w, "lottery", "unexpected reply"); return; }
+    if (!strcmp(r->element[0]->str, "done")) {
+        w->lottery_done = 1;
+        take_start(w);
+        return;
+    }
+    if (r->elements != 5 || r->element[4]->type != REDIS_REPLY_ARRAY) { fail(w, "lottery", "unexpected reply"); return; }
+    uint64_t seed = strtoull(r->element[3]->str, NULL, 10);
+    if (pool_load(&w->pool, r->element[4], r->element[1]->integer, (size_t)r->element[2]->integer, seed) < 0) {
+        fail(w, "lottery", "out of memory");
+        return;
+    }
+    log_notice("batch %s: opening lottery: %zu early requests, %zu already served",
+               w->batch, w->pool.n, w->pool.served);
+    take_start(w); /* admin commands first, then the pool */
+}
+
+static void lottery_start(batch_worker *w)
+{
+    char seed[24];
+    snprintf(seed, sizeof seed, "%" PRIu64, random_u64());
+    const char *argv[] = { w->keys.queue, w->keys.early, w->keys.stats, w->keys.internal, seed };
+    w->state = W_TAKING;
+    chunk_clear(w);
+    if (redis_conn_eval(w->cmd, &w->scripts->lottery, on_lottery_reply, w, w->cfg->redis_timeout_ms,
+                        4, 5, argv, NULL) < 0)
+        fail(w, "lottery", "Redis not connected");
+}
+
+/* The next `chunk` requests of the pool, in lottery order. */
+static void pool_chunk(batch_worker *w)
+{
+    lottery_pool *p = &w->pool;
+    size_t k = p->n - p->served;
+    if (k > (size_t)w->cfg->chunk) k = (size_t)w->cfg->chunk;
+    w->kind = CHUNK_POOL;
+    w->chunk_len = (long)k;
+    if (chunk_reserve(w, k ? k : 1) < 0) { fail(w, "lottery", "out of memory"); return; }
+    for (size_t j = 0; j < k; j++) {
+        uint32_t idx = p->perm[p->served + j];
+        if (parse_one(w, j, p->raw[idx], p->len[idx], p->base + idx + 1) < 0) {
+            fail(w, "lottery", "out of memory");
+            return;
+        }
+    }
+    if (k == 0) apply_start(w); /* an empty pool: just record the end */
+    else dedup_start(w);
 }
 
 /* --------------------------------------------------------------- dedup -- */
@@ -730,7 +862,7 @@ static void decide_items(batch_worker *w, int64_t now)
         chunk_item *it = &w->items[i];
         /* Counters describe the queue (dequeued = processed + dead +
          * duplicates + in flight); admin commands are counted in `ctl`. */
-        int counts = !w->chunk_is_ctl;
+        int counts = w->kind != CHUNK_CTL;
         if (it->q.outcome == REQUEST_DEAD) { if (counts) engine_note_dead(w->eng); continue; }
         if (it->dup) { if (counts) engine_note_duplicate(w->eng); continue; }
         arg_str(a, it->q.r.id);
@@ -838,13 +970,20 @@ static const char *admin_state_name(engine_admin_state s)
 static void add_internal_and_participants(batch_worker *w)
 {
     argbuf *a = &w->args;
-    size_t at = arg_count_begin(a);
-    int write_admin = w->chunk_is_ctl || w->first_apply;
-    if (write_admin) {
+    size_t at = arg_count_begin(a), pairs = 0;
+    if (w->kind == CHUNK_CTL || w->first_apply) {
         arg_str(a, "admin_state");
         arg_str(a, admin_state_name(engine_get_admin_state(w->eng)));
+        pairs++;
     }
-    arg_count_end(a, at, write_admin ? 1 : 0);
+    if (w->kind == CHUNK_POOL) {
+        size_t served = w->pool.served + (size_t)w->chunk_len;
+        arg_str(a, "early_served");
+        arg_int(a, (int64_t)served);
+        pairs++;
+        if (served == w->pool.n) { arg_str(a, "lottery_done"); arg_str(a, "1"); pairs++; }
+    }
+    arg_count_end(a, at, pairs);
     size_t n = engine_new_participant_count(w->eng);
     at = arg_count_begin(a);
     for (size_t i = 0; i < n; i++) arg_str(a, engine_new_participant_at(w->eng, i));
@@ -920,6 +1059,14 @@ static void on_apply_reply(redis_conn *c, redisReply *r, const char *err, void *
     if (e) { fail(w, "apply", e); return; }
     w->stats.chunks++;
     w->stats.requests += w->n_items;
+    if (w->kind == CHUNK_POOL) {
+        w->pool.served += (size_t)w->chunk_len;
+        if (w->pool.served == w->pool.n) {
+            log_notice("batch %s: lottery served: %zu requests", w->batch, w->pool.n);
+            pool_free(&w->pool);
+            w->lottery_done = 1;
+        }
+    }
     engine_drain_clear(w->eng);
     chunk_clear(w);
     w->first_apply = 0;
@@ -937,12 +1084,15 @@ static void apply_start(batch_worker *w)
     const char *keys[APPLY_NKEYS] = {
         w->keys.results, w->keys.holders, w->keys.free, w->keys.stats, w->keys.log,
         w->keys.dead, w->keys.processing, w->keys.ctlprocessing, w->keys.participants,
-        w->keys.capacity, w->keys.orders_ended, w->keys.internal,
+        w->keys.capacity, w->keys.orders_ended, w->keys.internal, w->keys.early,
     };
     for (int i = 0; i < APPLY_NKEYS; i++) arg_str(a, keys[i]);
-    arg_int(a, w->chunk_is_ctl || w->n_items == 0 ? -1 : w->chunk_len);
-    arg_int(a, w->chunk_is_ctl ? w->chunk_len : -1);
+    arg_int(a, w->kind == CHUNK_QUEUE ? w->chunk_len : -1);
+    arg_int(a, w->kind == CHUNK_CTL ? w->chunk_len : -1);
     arg_int(a, w->cfg->log_maxlen);
+    int pool = w->kind == CHUNK_POOL;
+    arg_int(a, pool ? (int64_t)w->pool.served : -1);
+    arg_str(a, pool && w->pool.served + (size_t)w->chunk_len == w->pool.n ? "1" : "0");
     engine_expire(w->eng, now);
     decide_items(w, now);
     add_holders(w);

@@ -42,7 +42,7 @@ const char script_take_src[] =
 "return {'new', {}, {}, dequeued}\n";
 
 const char script_apply_src[] =
-"local types = {'hash','hash','hash','hash','stream','list','list','list','set','hash','hash','hash'}\n"
+"local types = {'hash','hash','hash','hash','stream','list','list','list','set','hash','hash','hash','list'}\n"
 "for k = 1, #types do\n"
 "  local t = redis.call('TYPE', KEYS[k]).ok\n"
 "  if t ~= 'none' and t ~= types[k] then\n"
@@ -56,7 +56,11 @@ const char script_apply_src[] =
 "if cl >= 0 and redis.call('LLEN', KEYS[8]) ~= cl then\n"
 "  return redis.error_reply('STALE ctl processing list changed under the worker')\n"
 "end\n"
-"local i = 4\n"
+"local es = tonumber(ARGV[4])\n"
+"if es >= 0 and tonumber(redis.call('HGET', KEYS[12], 'early_served') or '-1') ~= es then\n"
+"  return redis.error_reply('STALE lottery progress changed under the worker')\n"
+"end\n"
+"local i = 6\n"
 "local function bulk(cmd, key, width)\n"
 "  local n = tonumber(ARGV[i]) * width\n"
 "  i = i + 1\n"
@@ -92,10 +96,28 @@ const char script_apply_src[] =
 "bulk('HSET', KEYS[4], 2)\n"
 "if pl >= 0 then redis.call('DEL', KEYS[7]) end\n"
 "if cl >= 0 then redis.call('DEL', KEYS[8]) end\n"
+"if ARGV[5] == '1' then redis.call('DEL', KEYS[13]) end\n"
 "return 'OK'\n";
+
+const char script_lottery_src[] =
+"local st = redis.call('HMGET', KEYS[4], 'lottery_done', 'early_base', 'early_served', 'shuffle_seed')\n"
+"if st[1] == '1' then return {'done'} end\n"
+"if st[2] then\n"
+"  return {'pool', tonumber(st[2]), tonumber(st[3] or '0'), st[4], redis.call('LRANGE', KEYS[2], 0, -1)}\n"
+"end\n"
+"local t = redis.call('TYPE', KEYS[2]).ok\n"
+"if t ~= 'none' then return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' exists before the lottery') end\n"
+"local d = tonumber(redis.call('HGET', KEYS[3], 'dequeued') or '0')\n"
+"if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+"  redis.call('RENAME', KEYS[1], KEYS[2])\n"
+"  redis.call('HINCRBY', KEYS[3], 'dequeued', redis.call('LLEN', KEYS[2]))\n"
+"end\n"
+"redis.call('HSET', KEYS[4], 'early_base', d, 'early_served', 0, 'shuffle_seed', ARGV[1])\n"
+"return {'pool', d, 0, ARGV[1], redis.call('LRANGE', KEYS[2], 0, -1)}\n";
 
 void scripts_init(allocd_scripts *s)
 {
     redis_script_init(&s->take, script_take_src);
     redis_script_init(&s->apply, script_apply_src);
+    redis_script_init(&s->lottery, script_lottery_src);
 }

@@ -22,7 +22,8 @@ typedef struct batch_keys {
     char ctlprocessing[BATCH_KEY_MAX]; /* admin commands taken, not yet applied */
     char participants[BATCH_KEY_MAX];  /* set of users seen */
     char orders_ended[BATCH_KEY_MAX];  /* order id -> tombstone JSON */
-    char internal[BATCH_KEY_MAX];      /* hash: admin_state, ... */
+    char internal[BATCH_KEY_MAX];      /* hash: admin_state, lottery state */
+    char early[BATCH_KEY_MAX];         /* early=shuffle: the lottery pool */
 } batch_keys;
 
 /* 1 when b is 1 to 64 characters of [A-Za-z0-9_.-]. */

@@ -24,8 +24,9 @@
 extern const char script_take_src[];
 
 /* KEYS: results, holders, free, stats, log, dead, processing,
- *       ctlprocessing, participants, capacity, orders_ended, internal
+ *       ctlprocessing, participants, capacity, orders_ended, internal, early
  * ARGV: processing_len (-1 = keep), ctlprocessing_len (-1 = keep), log_maxlen,
+ *       early_served_before (-1 = not a lottery chunk), delete_early (0|1),
  *       then sections, each a count followed by its values:
  *       results (pairs), holders set (pairs), holders del (list),
  *       free (pairs), capacity (pairs), orders_ended (pairs), internal
@@ -37,12 +38,24 @@ enum {
     APPLY_KEY_RESULTS = 0, APPLY_KEY_HOLDERS, APPLY_KEY_FREE, APPLY_KEY_STATS,
     APPLY_KEY_LOG, APPLY_KEY_DEAD, APPLY_KEY_PROCESSING, APPLY_KEY_CTLPROCESSING,
     APPLY_KEY_PARTICIPANTS, APPLY_KEY_CAPACITY, APPLY_KEY_ORDERS_ENDED,
-    APPLY_KEY_INTERNAL, APPLY_NKEYS
+    APPLY_KEY_INTERNAL, APPLY_KEY_EARLY, APPLY_NKEYS
 };
+
+/* The early=shuffle lottery, run once the batch opens.
+ * KEYS: queue, early, stats, internal
+ * ARGV: seed (decimal)
+ * The first run renames the whole queue to `early` (O(1): everything queued
+ * before the opening, in push order) and advances dequeued by its length;
+ * it records early_base (dequeued before), early_served = 0 and the seed in
+ * internal. Later runs (after a restart) find that record.
+ * Reply: {"done"} when the lottery is over, else
+ *        {"pool", early_base, early_served, seed, items}. */
+extern const char script_lottery_src[];
 
 typedef struct allocd_scripts {
     redis_script take;
     redis_script apply;
+    redis_script lottery;
 } allocd_scripts;
 
 void scripts_init(allocd_scripts *s);
