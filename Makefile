@@ -117,4 +117,7 @@ uninstall:
 clean:
 	rm -rf build
 
+# Test and tool areas add their own targets (chaos, fuzz, bench) in mk/*.mk.
+-include $(wildcard mk/*.mk)
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
