@@ -320,6 +320,7 @@ static void hook_cleanup(void *p)
 {
     redis_link *l = p;
     l->ac_gone = 1;
+    if (l->poll_closing) return;   /* 0.14 calls it once; newer may repeat */
     l->poll_closing = 1;
     uv_close((uv_handle_t *)&l->poll, on_poll_close);
 }
@@ -368,7 +369,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
         if (ac->c.flags & REDIS_CONNECTED) redisAsyncHandleRead(ac);
         else redisAsyncHandleWrite(ac);
     } else {
-        if (events & (UV_READABLE | UV_DISCONNECT)) redisAsyncHandleRead(ac);
+        if (events & UV_READABLE) redisAsyncHandleRead(ac);
         if ((events & UV_WRITABLE) && !l->detached && !l->ac_gone)
             redisAsyncHandleWrite(ac);
     }
