@@ -136,9 +136,14 @@ struct batch_worker {
     chunk_item *items;
     size_t n_items, cap_items;
     chunk_kind kind;
-    long chunk_len;
+    long chunk_len;           /* requests decided (and consumed) in this step */
+    long chunk_expected;      /* length of the processing list taken */
+    int apply_failures;       /* consecutive failed applies (poison detection) */
+    char apply_error[160];
     argbuf args;
     int64_t chunk_at;
+
+    const char *fault_apply_id; /* ALLOCD_FAULT_APPLY_ID, for tests */
 
     int wait_queue_pending, wait_ctl_pending;
     int attempts;
@@ -276,6 +281,7 @@ static void chunk_clear(batch_worker *w)
     }
     w->n_items = 0;
     w->chunk_len = 0;
+    w->chunk_expected = 0;
     w->kind = CHUNK_NONE;
 }
 
@@ -323,6 +329,10 @@ static void fail(batch_worker *w, const char *what, const char *why)
 {
     if (w->state == W_CLOSING) return;
     log_warn("batch %s: %s failed: %s; reloading from Redis", w->batch, what, why);
+    if (!strcmp(what, "apply")) {
+        w->apply_failures++;
+        snprintf(w->apply_error, sizeof w->apply_error, "%s", why);
+    }
     chunk_clear(w);
     drop_engine(w);
     w->stats.failures++;
@@ -579,12 +589,34 @@ static int take_queue_now(const batch_worker *w, int64_t now)
     return 0;
 }
 
+/* Poison handling: a chunk whose apply keeps failing is retried one request
+ * at a time once max_attempts applies failed in a row, and the request at
+ * its head goes to dead after twice as many, so one bad request cannot
+ * stall a batch. Failures while Redis is unreachable do not count (they
+ * fail while loading, before any apply). */
+static int isolating(const batch_worker *w)
+{
+    return w->apply_failures >= w->cfg->max_attempts;
+}
+
+static int dead_lettering(const batch_worker *w)
+{
+    return w->apply_failures >= 2 * w->cfg->max_attempts;
+}
+
 static int parse_one(batch_worker *w, size_t i, const char *raw, size_t len, int64_t seq)
 {
     chunk_item *it = &w->items[i];
     memset(it, 0, sizeof *it);
     request_parse(&it->q, raw, len, (size_t)w->cfg->max_request_bytes, w->kind == CHUNK_CTL);
     it->seq = seq;
+    if (i == 0 && dead_lettering(w)) {
+        request_clear(&it->q);
+        it->q.outcome = REQUEST_DEAD;
+        snprintf(it->q.error, sizeof it->q.error, "could not be applied after %d attempts: %s",
+                 w->apply_failures, w->apply_error);
+        log_err("batch %s: moving a request to %s: %s", w->batch, w->keys.dead, it->q.error);
+    }
     w->n_items = i + 1;
     if (it->q.outcome == REQUEST_DEAD) {
         it->raw = malloc(len + 1);
@@ -596,12 +628,11 @@ static int parse_one(batch_worker *w, size_t i, const char *raw, size_t len, int
     return 0;
 }
 
-static int parse_items(batch_worker *w, redisReply *list, int64_t dequeued)
+static int parse_items(batch_worker *w, redisReply *list, size_t n, int64_t dequeued)
 {
-    size_t n = list->elements;
     if (chunk_reserve(w, n) < 0) return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        int64_t seq = w->kind == CHUNK_CTL ? 0 : dequeued - (int64_t)n + (int64_t)i + 1;
+        int64_t seq = w->kind == CHUNK_CTL ? 0 : dequeued - (int64_t)list->elements + (int64_t)i + 1;
         if (parse_one(w, i, list->element[i]->str, list->element[i]->len, seq) < 0) return -ENOMEM;
     }
     return 0;
@@ -635,7 +666,11 @@ static void on_take_reply(redis_conn *c, redisReply *r, const char *err, void *p
                    w->batch, queue->elements, ctl->elements);
     w->kind = ctl->elements ? CHUNK_CTL : queue->elements ? CHUNK_QUEUE : CHUNK_NONE;
     redisReply *list = w->kind == CHUNK_CTL ? ctl : queue;
-    w->chunk_len = (long)list->elements;
+    w->chunk_expected = (long)list->elements;
+    w->chunk_len = isolating(w) && list->elements > 1 ? 1 : (long)list->elements;
+    if (isolating(w) && list->elements)
+        log_warn("batch %s: %d applies failed in a row (%s): deciding one request at a time",
+                 w->batch, w->apply_failures, w->apply_error);
     if (list->elements == 0) {
         if (w->pool.active) { pool_chunk(w); return; }
         if (needs_empty_apply(w, wall_ms())) { apply_start(w); return; }
@@ -643,7 +678,7 @@ static void on_take_reply(redis_conn *c, redisReply *r, const char *err, void *p
         go_idle(w);
         return;
     }
-    if (parse_items(w, list, dequeued) < 0) { fail(w, "take", "out of memory"); return; }
+    if (parse_items(w, list, (size_t)w->chunk_len, dequeued) < 0) { fail(w, "take", "out of memory"); return; }
     dedup_start(w);
 }
 
@@ -739,6 +774,7 @@ static void pool_chunk(batch_worker *w)
     lottery_pool *p = &w->pool;
     size_t k = p->n - p->served;
     if (k > (size_t)w->cfg->chunk) k = (size_t)w->cfg->chunk;
+    if (isolating(w) && k > 1) k = 1;
     w->kind = CHUNK_POOL;
     w->chunk_len = (long)k;
     if (chunk_reserve(w, k ? k : 1) < 0) { fail(w, "lottery", "out of memory"); return; }
@@ -1071,8 +1107,21 @@ static void on_apply_reply(redis_conn *c, redisReply *r, const char *err, void *
     chunk_clear(w);
     w->first_apply = 0;
     w->attempts = 0;
+    /* while isolating, keep going one at a time through what is left */
+    if (!(isolating(w) && w->chunk_expected > w->chunk_len)) w->apply_failures = 0;
     if (w->stopping) { close_all(w); return; }
     take_start(w);
+}
+
+/* Fault injection for tests (as SQLite does it): with ALLOCD_FAULT_APPLY_ID
+ * set, an apply containing that request id is sent with a malformed
+ * argument, which the script rejects before its first write. */
+static int chunk_has_fault(const batch_worker *w)
+{
+    if (!w->fault_apply_id) return 0;
+    for (size_t i = 0; i < w->n_items; i++)
+        if (w->items[i].q.r.id && !strcmp(w->items[i].q.r.id, w->fault_apply_id)) return 1;
+    return 0;
 }
 
 static void apply_start(batch_worker *w)
@@ -1087,12 +1136,14 @@ static void apply_start(batch_worker *w)
         w->keys.capacity, w->keys.orders_ended, w->keys.internal, w->keys.early,
     };
     for (int i = 0; i < APPLY_NKEYS; i++) arg_str(a, keys[i]);
-    arg_int(a, w->kind == CHUNK_QUEUE ? w->chunk_len : -1);
-    arg_int(a, w->kind == CHUNK_CTL ? w->chunk_len : -1);
+    arg_int(a, w->kind == CHUNK_QUEUE ? w->chunk_expected : -1);
+    arg_int(a, w->kind == CHUNK_CTL ? w->chunk_expected : -1);
     arg_int(a, w->cfg->log_maxlen);
     int pool = w->kind == CHUNK_POOL;
     arg_int(a, pool ? (int64_t)w->pool.served : -1);
     arg_str(a, pool && w->pool.served + (size_t)w->chunk_len == w->pool.n ? "1" : "0");
+    if (chunk_has_fault(w)) arg_str(a, "fault-injected");
+    else arg_int(a, w->chunk_len);
     engine_expire(w->eng, now);
     decide_items(w, now);
     add_holders(w);
@@ -1284,6 +1335,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     snprintf(w->order_counter_name, sizeof w->order_counter_name, "%s:order_counter", cfg->prefix);
     jsonw_init(&w->args.data);
     w->written_phase = (engine_phase)-1;
+    w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");
     w->state = W_CONNECTING;
     uv_timer_init(loop, &w->timer);
     w->timer.data = w;

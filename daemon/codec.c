@@ -127,12 +127,18 @@ static void base64(jsonw *w, const unsigned char *s, size_t n)
 void codec_dead(jsonw *w, const char *raw, size_t len, const char *error,
                 int64_t at)
 {
+    size_t keep = len > CODEC_DEAD_RAW_MAX ? CODEC_DEAD_RAW_MAX : len;
     jsonw_obj_begin(w);
     jsonw_key(w, "raw");
-    jsonw_strn(w, raw, len);
+    jsonw_strn(w, raw, keep);
     jsonw_kstr(w, "error", error);
     jsonw_kint(w, "at", at);
-    if (!utf8_valid(raw, len, 1)) base64(w, (const unsigned char *)raw, len);
+    if (keep < len) {
+        jsonw_kint(w, "raw_bytes", (int64_t)len);
+        jsonw_key(w, "truncated");
+        jsonw_raw(w, "true", 4);
+    }
+    if (!utf8_valid(raw, keep, 1)) base64(w, (const unsigned char *)raw, keep);
     jsonw_obj_end(w);
 }
 

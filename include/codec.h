@@ -23,7 +23,11 @@ void codec_invalid(jsonw *w, const request *q, int64_t seq, int64_t at);
 /* The P:{B}:holders value of a user (rooms or stock form). */
 void codec_holder(jsonw *w, const engine *e, const engine_user_view *v);
 /* A P:{B}:dead entry: {"raw":..., "error":..., "at":ms}, plus "raw_base64"
- * when raw is not valid UTF-8 (so nothing is lost). */
+ * when raw is not valid UTF-8 (so nothing is lost). Raw bytes beyond
+ * CODEC_DEAD_RAW_MAX are cut (then "raw_bytes" gives the full length and
+ * "truncated" is true): an entry must stay far below Redis's 1 MB bulk
+ * limit, or one oversized request would make every apply fail. */
+#define CODEC_DEAD_RAW_MAX 65536
 void codec_dead(jsonw *w, const char *raw, size_t len, const char *error,
                 int64_t at);
 /* A P:{B}:orders_ended value. */

@@ -25,9 +25,11 @@ extern const char script_take_src[];
 
 /* KEYS: results, holders, free, stats, log, dead, processing,
  *       ctlprocessing, participants, capacity, orders_ended, internal, early
- * ARGV: processing_len (-1 = keep), ctlprocessing_len (-1 = keep), log_maxlen,
- *       early_served_before (-1 = not a lottery chunk), delete_early (0|1),
- *       then sections, each a count followed by its values:
+ * ARGV: processing_len (-1 = not a queue chunk), ctlprocessing_len (-1 =
+ *       not a ctl chunk), log_maxlen, early_served_before (-1 = not a
+ *       lottery chunk), delete_early (0|1), consume (requests removed from
+ *       the head of the processing list: all of them, or 1 while a poison
+ *       request is being isolated), then sections, each a count followed by its values:
  *       results (pairs), holders set (pairs), holders del (list),
  *       free (pairs), capacity (pairs), orders_ended (pairs), internal
  *       (pairs), participants (list), dead (list), log (entries: field

@@ -189,6 +189,74 @@ static void test_slow_redis(void **state)
     harness_redis_stop(&redis);
 }
 
+/* A request whose apply always fails is isolated, then moved to dead after
+ * 2 * max_attempts failed applies; the requests around it are served. */
+static void test_poison_request_goes_to_dead(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    setup_batch(c, "p1", 1000);
+    for (int i = 0; i < 20; i++) {
+        redisReply *r = redisCommand(c, "RPUSH alloc:{p1}:queue {\"id\":\"%s%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}",
+                                     i == 5 ? "poison" : "ok", i, i);
+        freeReplyObject(r);
+    }
+    setenv("ALLOCD_FAULT_APPLY_ID", "poison5", 1);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis, "max_attempts = 2; backoff_min_ms = 10; backoff_max_ms = 50;"), 0);
+    unsetenv("ALLOCD_FAULT_APPLY_ID");
+    long long n = harness_wait_hlen(c, "alloc:{p1}:results", 19, 15000);
+    if (n != 19) harness_allocd_dump_log(&d);
+    assert_int_equal(n, 19);
+    for (int w = 0; w < 300 && harness_int(c, "LLEN alloc:{p1}:dead") < 1; w++) harness_sleep_ms(10);
+    assert_int_equal(harness_int(c, "LLEN alloc:{p1}:dead"), 1);
+    char *dead = harness_str(c, "LINDEX alloc:{p1}:dead 0");
+    assert_non_null(strstr(dead, "could not be applied after 4 attempts"));
+    assert_non_null(strstr(dead, "poison5"));
+    free(dead);
+    assert_int_equal(harness_int(c, "HEXISTS alloc:{p1}:results poison5"), 0);
+    assert_int_equal(harness_int(c, "HGET alloc:{p1}:stats dead"), 1);
+    assert_int_equal(harness_int(c, "HGET alloc:{p1}:stats processed"), 19);
+    assert_int_equal(harness_int(c, "HGET alloc:{p1}:free sku"), 1000 - 19);
+    assert_true(count_in_log(&d, "one request at a time") >= 1);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
+/* A 1 MB payload goes to dead, cut to 64 KB so the entry stays far below
+ * Redis's bulk limit, and the requests around it are served. */
+static void test_megabyte_payload(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    setup_batch(c, "m1", 1000);
+    size_t n = 1 << 20;
+    char *big = malloc(n);
+    memset(big, 0xfe, n);                       /* not UTF-8: base64 too */
+    redisReply *r = redisCommand(c, "RPUSH alloc:{m1}:queue {\"id\":\"a\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku\"}");
+    freeReplyObject(r);
+    r = redisCommand(c, "RPUSH alloc:{m1}:queue %b", big, n);
+    freeReplyObject(r);
+    r = redisCommand(c, "RPUSH alloc:{m1}:queue {\"id\":\"b\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku\"}");
+    freeReplyObject(r);
+    free(big);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis, NULL), 0);
+    assert_int_equal(harness_wait_hlen(c, "alloc:{m1}:results", 2, 10000), 2);
+    char *dead = harness_str(c, "LINDEX alloc:{m1}:dead 0");
+    assert_non_null(dead);
+    assert_true(strlen(dead) < 300000);
+    assert_non_null(strstr(dead, "\"raw_bytes\":1048576"));
+    assert_non_null(strstr(dead, "\"truncated\":true"));
+    free(dead);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
 static void test_sighup_reloads(void **state)
 {
     harness_redis redis;
@@ -211,6 +279,8 @@ int main(void)
         cmocka_unit_test(test_redis_absent_at_start),
         cmocka_unit_test(test_redis_restart_while_serving),
         cmocka_unit_test(test_slow_redis),
+        cmocka_unit_test(test_poison_request_goes_to_dead),
+        cmocka_unit_test(test_megabyte_payload),
         cmocka_unit_test(test_sighup_reloads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
