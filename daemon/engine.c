@@ -73,6 +73,10 @@ typedef struct user {
     uint8_t flags;
 } user;
 
+/* The per-participant memory budget (256 bytes at a million users) rests
+ * on this record staying small; see the note at the top. */
+_Static_assert(sizeof(user) <= 56, "user record grew past its memory budget");
+
 typedef struct expiry {
     int64_t at;
     uint64_t order;
@@ -207,12 +211,13 @@ static char *intern(const char *s)
     return p;
 }
 
-/* Makes room for `need` elements in total; doubles so pushes are O(1). */
+/* Makes room for `need` elements in total. Grows by half so pushes stay
+ * amortised O(1) while a million-user array wastes at most a third. */
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return 0;
     size_t n = *cap ? *cap : 8;
-    while (n < need) n *= 2;
+    while (n < need) n += n / 2;
     if (n > SIZE_MAX / elem) return -ENOMEM;
     void *q = realloc(*p, n * elem);
     if (!q) return -ENOMEM;
@@ -420,11 +425,11 @@ static void heap_settle(engine *e)
 
 /* Reserves room in the output lists so that the pushes of one decision
  * cannot fail halfway. */
-static int reserve(engine *e, size_t events, size_t users, size_t items,
-                   size_t ends)
+static int reserve(engine *e, size_t n_ev, size_t n_users, size_t n_items,
+                   size_t n_ends)
 {
-    if (GROW(e, events, events) < 0 || GROW(e, dirty_users, users) < 0 ||
-        GROW(e, dirty_items, items) < 0 || GROW(e, ended, ends) < 0) {
+    if (GROW(e, events, n_ev) < 0 || GROW(e, dirty_users, n_users) < 0 ||
+        GROW(e, dirty_items, n_items) < 0 || GROW(e, ended, n_ends) < 0) {
         fail(e, -ENOMEM);
         return -ENOMEM;
     }
@@ -1250,6 +1255,8 @@ void engine_note_duplicate(engine *e) { e->counters.duplicates++; }
 
 /* ---------------------------------------------------------------- views */
 
+/* The orders pointer of a view is into the user's own array: valid until
+ * the next call that changes state, which is all the writer needs. */
 static void user_view(const engine *e, uint32_t ui, engine_user_view *v)
 {
     const user *u = &e->users[ui];

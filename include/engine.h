@@ -220,7 +220,9 @@ void engine_load_admin_state(engine *e, engine_admin_state s);
 
 /* ---- deciding ---- */
 /* Decides one request at time `now`. Always fills *out. A request that gets
- * ST_GRANTED or ST_DONE may change state and emit events. */
+ * ST_GRANTED or ST_DONE may change state and emit events. Reservations due
+ * by `now` are expired first, exactly as engine_expire(now) would (EXPIRE
+ * events, ended orders), so any call may emit those. */
 void engine_decide(engine *e, const engine_request *r, int64_t now,
                    engine_result *out);
 /* Counts a result the shell decided without the engine (an `invalid` from the

@@ -1299,7 +1299,8 @@ static void test_load_orders_and_tombstones(void **state)
     assert_int_equal(engine_load_order(e, "u1", 11, "sku1", 1, ORDER_EXPIRED, T0 - 10), 0);
     assert_int_equal(engine_load_order(e, "u1", 12, "sku1", 2, ORDER_HELD, T0 + 100), 0);
     assert_int_equal(engine_load_order(e, "u1", 13, "sku2", 1, ORDER_CANCELLED, 0), 0);
-    assert_int_equal(engine_load_order(e, "u1", 14, "sku2", 1, ORDER_CONFIRMED, 0), 0);
+    /* A confirmed order has no expiry, whatever the store said. */
+    assert_int_equal(engine_load_order(e, "u1", 14, "sku2", 1, ORDER_CONFIRMED, T0), 0);
     assert_int_equal(engine_load_order(e, "u2", 15, "sku1", 1, ORDER_HELD, T0 + 50), 0);
     assert_int_equal(free_of(e, "sku1"), 7);
     assert_int_equal(free_of(e, "sku2"), 2);
@@ -1312,6 +1313,7 @@ static void test_load_orders_and_tombstones(void **state)
     assert_int_equal(v.n_orders, 2);   /* only the live ones, in load order */
     assert_int_equal(v.orders[0].id, 12);
     assert_int_equal(v.orders[1].id, 14);
+    assert_int_equal(v.orders[1].expires_at, 0);
     assert_int_equal(engine_next_expiry(e), T0 + 50);
 
     expect_rejected(confirm(e, "u1", 11, T0), R_EXPIRED);

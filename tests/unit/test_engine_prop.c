@@ -1,0 +1,1212 @@
+/* test_engine_prop.c -- the engine against a reference model, on random
+ * request sequences.
+ *
+ * Each run draws a batch (kind, times, limits, throttle), a few items and
+ * users, and some tens of steps of random requests at random times (ties
+ * included, so expiries, opens_at and closes_at are hit exactly as often as
+ * they are passed). Every step goes through the engine and through `model`,
+ * a slow and obvious re-statement of the engine spec with arrays and linear
+ * scans, and the two must agree on every field of the result and on every
+ * event. After each step the invariants of the spec are checked on the
+ * engine's own views, and a tiny replayer that knows nothing but the event
+ * log must have rebuilt every holding and every free count exactly.
+ *
+ * The runs also play the shell: at random points they drain the engine
+ * into a `store` (what Redis would hold), and sometimes throw the engine
+ * away and load a fresh one from that store, so a missed dirty user or
+ * ended order shows up as a difference after the restart.
+ *
+ * Reproducible: run seeds are ENGINE_PROP_SEED (default below) + run index;
+ * a failure prints the run seed, and ENGINE_PROP_SEED=<it> ENGINE_PROP_RUNS=1
+ * replays just that run.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+#define DEFAULT_SEED 20250601ULL
+#define DEFAULT_RUNS 2500
+#define T0 1000000LL
+
+#define MAX_ITEMS 8        /* i0..i3 loaded; i4, i5, zz may come by set_capacity */
+#define N_USERS 10         /* u0..u9 */
+#define MAX_STEPS 80
+#define MAX_ORDERS (MAX_STEPS + 1)
+#define MAX_EV 1024
+#define MAX_LIVE 8         /* per_user <= 4 and qty >= 1 */
+
+/* ------------------------------------------------------------ random */
+
+static uint64_t rnd_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Slightly biased for large n; irrelevant for picking test cases. */
+static int64_t rnd(uint64_t *s, int64_t n) { return (int64_t)(rnd_next(s) % (uint64_t)n); }
+static int chance(uint64_t *s, int percent) { return rnd(s, 100) < percent; }
+
+/* ------------------------------------------------------------ failures */
+
+typedef struct ctx {
+    uint64_t seed;
+    int step;
+} ctx;
+
+#define CHECK(t, cond) do { \
+        if (!(cond)) { \
+            print_error("property failed: run seed %llu, step %d: %s (%s:%d)\n" \
+                        "reproduce: ENGINE_PROP_SEED=%llu ENGINE_PROP_RUNS=1\n", \
+                        (unsigned long long)(t)->seed, (t)->step, #cond, \
+                        __FILE__, __LINE__, (unsigned long long)(t)->seed); \
+            fail(); \
+        } \
+    } while (0)
+
+static int str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* ------------------------------------------------------------ model */
+
+typedef struct m_item {
+    char id[8];
+    int64_t cap, free;
+    const char *floor, *gender;   /* canonical JSON, NULL = no such attr */
+} m_item;
+
+typedef struct m_order {
+    uint64_t id;
+    int user, item;
+    int64_t qty, exp;
+    int state;
+} m_order;
+
+typedef struct m_user {
+    char id[8];
+    int seen;
+    int room;                     /* item index, -1 none */
+    int64_t since;
+    const char *req;
+    int has_win;
+    int64_t win_start, pen, cnt;
+} m_user;
+
+typedef struct m_event {
+    engine_event_type type;
+    int user, item;               /* -1 when none */
+    int64_t qty;
+    uint64_t order;
+    const char *req;
+    int64_t at, exp;
+    const char *state;
+} m_event;
+
+typedef struct model {
+    engine_meta meta;
+    engine_admin_state admin;
+    m_item items[MAX_ITEMS];
+    int n_items;
+    m_user users[N_USERS];
+    m_order orders[MAX_ORDERS];
+    int n_orders;
+    /* since the last drain */
+    m_event ev[MAX_EV];
+    int n_ev;
+    int fresh[N_USERS];
+    int n_fresh;
+    int ended[MAX_ORDERS];
+    int n_ended;
+    int64_t processed, granted, done, rejected, invalid, ctl;
+    uint64_t order_calls;         /* how often an order id was taken */
+} model;
+
+/* Order ids: a bijection of the call count, so unique and non-zero, but
+ * not increasing -- "ties by order id" must not be "ties by grant order". */
+static uint64_t order_id(uint64_t n) { return n * 0x9e3779b97f4a7c15ULL; }
+
+typedef struct source {
+    uint64_t calls;
+} source;
+
+static uint64_t next_order(void *p)
+{
+    source *s = p;
+    return order_id(++s->calls);
+}
+
+static int m_item_find(const model *m, const char *id)
+{
+    for (int i = 0; id && i < m->n_items; i++)
+        if (strcmp(m->items[i].id, id) == 0) return i;
+    return -1;
+}
+
+static int m_user_find(const model *m, const char *id)
+{
+    for (int i = 0; id && i < N_USERS; i++)
+        if (strcmp(m->users[i].id, id) == 0) return i;
+    return -1;
+}
+
+static const char *m_phase_name(int p)
+{
+    static const char *const n[] = { "waiting", "open", "paused", "closed" };
+    return n[p];
+}
+
+static int m_phase(const model *m, int64_t now)
+{
+    if (m->admin == ADMIN_CLOSED || (m->meta.closes_at && now >= m->meta.closes_at))
+        return 3;
+    if (m->admin == ADMIN_PAUSED) return 2;
+    if (now < m->meta.opens_at) return 0;
+    return 1;
+}
+
+static void m_emit(model *m, m_event ev)
+{
+    assert_true(m->n_ev < MAX_EV);
+    m->ev[m->n_ev++] = ev;
+}
+
+static void m_see(model *m, int u)
+{
+    if (m->users[u].seen) return;
+    m->users[u].seen = 1;
+    m->fresh[m->n_fresh++] = u;
+}
+
+static int64_t m_units(const model *m, int u)
+{
+    int64_t n = 0;
+    for (int i = 0; i < m->n_orders; i++) {
+        const m_order *o = &m->orders[i];
+        if (o->user == u && (o->state == ORDER_HELD || o->state == ORDER_CONFIRMED))
+            n += o->qty;
+    }
+    return n;
+}
+
+static void m_expire_one(model *m, int i, int64_t now)
+{
+    m_order *o = &m->orders[i];
+    o->state = ORDER_EXPIRED;
+    m->items[o->item].free += o->qty;
+    m_emit(m, (m_event){ EV_EXPIRE, o->user, o->item, o->qty, o->id, NULL, now, 0, NULL });
+    m->ended[m->n_ended++] = i;
+}
+
+static size_t m_expire(model *m, int64_t now)
+{
+    size_t n = 0;
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < m->n_orders; i++) {
+            const m_order *o = &m->orders[i];
+            if (o->state != ORDER_HELD || o->exp > now) continue;
+            if (best < 0 || o->exp < m->orders[best].exp ||
+                (o->exp == m->orders[best].exp && o->id < m->orders[best].id))
+                best = i;
+        }
+        if (best < 0) return n;
+        m_expire_one(m, best, now);
+        n++;
+    }
+}
+
+static void m_reject(engine_result *out, engine_reason r)
+{
+    memset(out, 0, sizeof *out);
+    out->status = ST_REJECTED;
+    out->reason = r;
+}
+
+#define REJECT(r) do { m_reject(out, (r)); return; } while (0)
+
+static void m_grant(model *m, engine_result *out, int item)
+{
+    out->status = ST_GRANTED;
+    out->item = m->items[item].id;
+    out->rank = m->granted + 1;
+}
+
+static void m_buy(model *m, int u, const engine_request *r, int64_t now,
+                  engine_result *out)
+{
+    int it = m_item_find(m, r->item);
+    if (it < 0) REJECT(R_UNKNOWN_ITEM);
+    if (r->qty > m->items[it].free) REJECT(R_SOLD_OUT);
+    if (m_units(m, u) + r->qty > m->meta.per_user) REJECT(R_LIMIT);
+    int hold = m->meta.hold_ms > 0;
+    m_order o = { order_id(++m->order_calls), u, it, r->qty,
+                  hold ? now + m->meta.hold_ms : 0,
+                  hold ? ORDER_HELD : ORDER_CONFIRMED };
+    m->orders[m->n_orders++] = o;
+    m->items[it].free -= r->qty;
+    m_emit(m, (m_event){ EV_GRANT, u, it, o.qty, o.id, r->id, now, o.exp, NULL });
+    m_grant(m, out, it);
+    out->qty = o.qty;
+    out->order = o.id;
+    out->expires_at = o.exp;
+}
+
+static int m_order_find(const model *m, int u, uint64_t id)
+{
+    for (int i = 0; i < m->n_orders; i++)
+        if (m->orders[i].id == id && m->orders[i].user == u) return i;
+    return -1;
+}
+
+static void m_order_done(const model *m, engine_result *out, const m_order *o)
+{
+    out->status = ST_DONE;
+    out->item = m->items[o->item].id;
+    out->qty = o->qty;
+    out->order = o->id;
+}
+
+/* confirm and cancel share their refusals. */
+static int m_order_usable(model *m, int u, const engine_request *r, int64_t now,
+                          engine_result *out)
+{
+    int i = m_order_find(m, u, r->order);
+    if (i < 0) {
+        m_reject(out, R_UNKNOWN_ORDER);
+        return -1;
+    }
+    m_order *o = &m->orders[i];
+    if (o->state == ORDER_HELD && now >= o->exp) {
+        m_expire_one(m, i, now);
+        m_reject(out, R_EXPIRED);
+        return -1;
+    }
+    if (o->state == ORDER_EXPIRED) m_reject(out, R_EXPIRED);
+    if (o->state == ORDER_CANCELLED) m_reject(out, R_UNKNOWN_ORDER);
+    return out->status ? -1 : i;
+}
+
+static void m_confirm(model *m, int u, const engine_request *r, int64_t now,
+                      engine_result *out)
+{
+    int i = m_order_usable(m, u, r, now, out);
+    if (i < 0) return;
+    m_order *o = &m->orders[i];
+    if (o->state == ORDER_HELD) {
+        o->state = ORDER_CONFIRMED;
+        o->exp = 0;
+        m_emit(m, (m_event){ EV_CONFIRM, u, o->item, o->qty, o->id, r->id, now, 0, NULL });
+    }
+    m_order_done(m, out, o);
+}
+
+static void m_cancel(model *m, int u, const engine_request *r, int64_t now,
+                     engine_result *out)
+{
+    int i = m_order_usable(m, u, r, now, out);
+    if (i < 0) return;
+    m_order *o = &m->orders[i];
+    o->state = ORDER_CANCELLED;
+    m->items[o->item].free += o->qty;
+    m_emit(m, (m_event){ EV_CANCEL, u, o->item, o->qty, o->id, r->id, now, 0, NULL });
+    m->ended[m->n_ended++] = i;
+    m_order_done(m, out, o);
+}
+
+static void m_seat(model *m, int u, int it, const engine_request *r, int64_t now)
+{
+    m->users[u].room = it;
+    m->users[u].since = now;
+    m->users[u].req = r->id;
+    m->items[it].free--;
+    m_emit(m, (m_event){ EV_GRANT, u, it, 1, 0, r->id, now, 0, NULL });
+}
+
+static int m_unseat(model *m, int u, const engine_request *r, int64_t now)
+{
+    int it = m->users[u].room;
+    m->users[u].room = -1;
+    m->users[u].req = NULL;
+    m->items[it].free++;
+    m_emit(m, (m_event){ EV_RELEASE, u, it, 1, 0, r->id, now, 0, NULL });
+    return it;
+}
+
+static const char *m_attr(const m_item *it, const char *key)
+{
+    if (strcmp(key, "floor") == 0) return it->floor;
+    if (strcmp(key, "gender") == 0) return it->gender;
+    return NULL;
+}
+
+static int m_matches(const m_item *it, const engine_request *r)
+{
+    for (size_t i = 0; i < r->n_filter; i++)
+        if (!str_eq(m_attr(it, r->filter[i].key), r->filter[i].value)) return 0;
+    return 1;
+}
+
+static int m_pick(const model *m, const engine_request *r, int64_t need)
+{
+    for (size_t i = 0; i < r->n_prefs; i++) {
+        int it = m_item_find(m, r->prefs[i]);
+        if (it >= 0 && m->items[it].free >= need) return it;
+    }
+    if (!r->has_filter) return -1;
+    int best = -1;
+    for (int it = 0; it < m->n_items; it++) {
+        const m_item *p = &m->items[it];
+        if (p->free < need || !m_matches(p, r)) continue;
+        if (best < 0 || p->free < m->items[best].free ||
+            (p->free == m->items[best].free && strcmp(p->id, m->items[best].id) < 0))
+            best = it;
+    }
+    return best;
+}
+
+static void m_rooms(model *m, int u, const engine_request *r, int64_t now,
+                    engine_result *out)
+{
+    int it = -1;
+    switch (r->op) {
+    case OP_CHOOSE:
+        it = m_item_find(m, r->item);
+        if (it < 0) REJECT(R_UNKNOWN_ITEM);
+        if (m->users[u].room >= 0) REJECT(R_ALREADY_HOLDING);
+        if (m->items[it].free <= 0) REJECT(R_ROOM_FULL);
+        m_seat(m, u, it, r, now);
+        m_grant(m, out, it);
+        return;
+    case OP_AUTO:
+        if (m->users[u].room >= 0) REJECT(R_ALREADY_HOLDING);
+        it = m_pick(m, r, 1);
+        if (it < 0) REJECT(R_NO_ROOM);
+        m_seat(m, u, it, r, now);
+        m_grant(m, out, it);
+        return;
+    case OP_GROUP:
+        if ((int64_t)r->n_members > m->meta.max_group)
+            REJECT(R_GROUP_TOO_LARGE);
+        for (size_t i = 0; i < r->n_members; i++)
+            if (m->users[m_user_find(m, r->members[i])].room >= 0)
+                REJECT(R_MEMBER_BUSY);
+        it = m_pick(m, r, (int64_t)r->n_members);
+        if (it < 0) REJECT(R_NO_ROOM);
+        for (size_t i = 0; i < r->n_members; i++) m_see(m, m_user_find(m, r->members[i]));
+        for (size_t i = 0; i < r->n_members; i++)
+            m_seat(m, m_user_find(m, r->members[i]), it, r, now);
+        m_grant(m, out, it);
+        return;
+    case OP_SWITCH:
+        it = m_item_find(m, r->item);
+        if (it < 0) REJECT(R_UNKNOWN_ITEM);
+        if (m->users[u].room < 0) REJECT(R_NOT_HOLDING);
+        if (m->users[u].room == it) REJECT(R_ALREADY_HOLDING);
+        if (m->items[it].free <= 0) REJECT(R_ROOM_FULL);
+        m_unseat(m, u, r, now);
+        m_seat(m, u, it, r, now);
+        m_grant(m, out, it);
+        return;
+    case OP_RELEASE:
+        if (m->users[u].room < 0) REJECT(R_NOT_HOLDING);
+        it = m_unseat(m, u, r, now);
+        out->status = ST_DONE;
+        out->item = m->items[it].id;
+        return;
+    default:
+        fail();
+    }
+}
+
+static int m_shape_ok(const engine_request *r)
+{
+    if (r->op == OP_BUY) return r->item && r->qty >= 1;
+    if (r->op != OP_GROUP) return 1;
+    int sender = 0;
+    if (r->n_members == 0) return 0;
+    for (size_t i = 0; i < r->n_members; i++) {
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(r->members[i], r->members[j]) == 0) return 0;
+        sender |= strcmp(r->members[i], r->user) == 0;
+    }
+    return sender;
+}
+
+static int m_throttled(model *m, m_user *u, int64_t now)
+{
+    if (m->meta.rate_max <= 0) return 0;
+    if (now < u->pen) return 1;
+    if (!u->has_win || now - u->win_start >= m->meta.rate_window_ms) {
+        u->has_win = 1;
+        u->win_start = now;
+        u->cnt = 0;
+    }
+    if (++u->cnt > m->meta.rate_max) {
+        u->pen = now + m->meta.penalty_ms;
+        return 1;
+    }
+    return 0;
+}
+
+static int is_stock_op(engine_op op) { return op == OP_BUY || op == OP_CONFIRM || op == OP_CANCEL; }
+
+static void m_user_request(model *m, const engine_request *r, int64_t now,
+                           engine_result *out)
+{
+    int u = m_user_find(m, r->user);
+    m_see(m, u);
+    if (!m_shape_ok(r)) {
+        out->status = ST_INVALID;
+        return;
+    }
+    int phase = m_phase(m, now);
+    if (phase == 3) REJECT(R_CLOSED);
+    if (phase == 0) REJECT(R_NOT_OPEN);
+    if (phase == 2) REJECT(R_PAUSED);
+    if (m_throttled(m, &m->users[u], now)) REJECT(R_THROTTLED);
+    if (is_stock_op(r->op) != (m->meta.kind == BATCH_STOCK))
+        REJECT(R_WRONG_KIND);
+    if (r->op == OP_BUY) m_buy(m, u, r, now, out);
+    else if (r->op == OP_CONFIRM) m_confirm(m, u, r, now, out);
+    else if (r->op == OP_CANCEL) m_cancel(m, u, r, now, out);
+    else m_rooms(m, u, r, now, out);
+}
+
+static void m_set_state(model *m, engine_admin_state s, const engine_request *r,
+                        int64_t now)
+{
+    m->admin = s;
+    m_emit(m, (m_event){ EV_STATE, -1, -1, 0, 0, r->id, now, 0,
+                         m_phase_name(m_phase(m, now)) });
+}
+
+static void m_admin(model *m, const engine_request *r, int64_t now,
+                    engine_result *out)
+{
+    m->ctl++;
+    if (r->op == OP_SET_CAPACITY) {
+        if (!r->item || r->qty < 0) {
+            out->status = ST_INVALID;
+            return;
+        }
+        int it = m_item_find(m, r->item);
+        if (it >= 0 && r->qty < m->items[it].cap - m->items[it].free)
+            REJECT(R_LIMIT);
+        if (it < 0) {
+            it = m->n_items++;
+            memset(&m->items[it], 0, sizeof m->items[it]);
+            snprintf(m->items[it].id, sizeof m->items[it].id, "%s", r->item);
+            m->items[it].cap = m->items[it].free = r->qty;
+        } else {
+            m->items[it].free += r->qty - m->items[it].cap;
+            m->items[it].cap = r->qty;
+        }
+        m_emit(m, (m_event){ EV_CAPACITY, -1, it, r->qty, 0, r->id, now, 0, NULL });
+        out->status = ST_DONE;
+        out->item = m->items[it].id;
+        out->qty = r->qty;
+        return;
+    }
+    if (r->op != OP_CLOSE && m_phase(m, now) == 3) REJECT(R_CLOSED);
+    if (r->op == OP_PAUSE && m->admin != ADMIN_PAUSED) m_set_state(m, ADMIN_PAUSED, r, now);
+    if (r->op == OP_RESUME && m->admin == ADMIN_PAUSED) m_set_state(m, ADMIN_NONE, r, now);
+    if (r->op == OP_CLOSE && m->admin != ADMIN_CLOSED) m_set_state(m, ADMIN_CLOSED, r, now);
+    out->status = ST_DONE;
+}
+
+static void m_decide(model *m, const engine_request *r, int64_t now,
+                     engine_result *out)
+{
+    memset(out, 0, sizeof *out);
+    m_expire(m, now);
+    if (r->op >= OP_PAUSE) {
+        m_admin(m, r, now, out);
+        return;
+    }
+    m_user_request(m, r, now, out);
+    m->processed++;
+    switch (out->status) {
+    case ST_GRANTED: m->granted++; break;
+    case ST_DONE: m->done++; break;
+    case ST_REJECTED: m->rejected++; break;
+    default: m->invalid++; break;
+    }
+}
+
+/* ------------------------------------------------------------ replayer */
+
+/* Knows only the event log: what it rebuilds must equal the engine. */
+typedef struct r_order {
+    uint64_t id;
+    char item[8];
+    int64_t qty, exp;
+    int state;
+} r_order;
+
+typedef struct replay {
+    struct { char id[8]; int64_t cap, free; } items[MAX_ITEMS];
+    int n_items;
+    struct {
+        char room[8];             /* "" = none */
+        int64_t since;
+        const char *req;
+        r_order orders[MAX_LIVE];
+        int n;
+    } users[N_USERS];
+} replay;
+
+static int rp_item(replay *p, const char *id)
+{
+    for (int i = 0; i < p->n_items; i++)
+        if (strcmp(p->items[i].id, id) == 0) return i;
+    return -1;
+}
+
+static int rp_order(replay *p, int u, uint64_t id)
+{
+    for (int i = 0; i < p->users[u].n; i++)
+        if (p->users[u].orders[i].id == id) return i;
+    return -1;
+}
+
+static void rp_drop(replay *p, int u, int i)
+{
+    memmove(&p->users[u].orders[i], &p->users[u].orders[i + 1],
+            (size_t)(p->users[u].n - i - 1) * sizeof(r_order));
+    p->users[u].n--;
+}
+
+static void rp_apply(ctx *t, replay *p, const model *m, const engine_event *ev)
+{
+    int u = ev->user ? m_user_find(m, ev->user) : -1;
+    int it = ev->item ? rp_item(p, ev->item) : -1;
+    int oi = u >= 0 ? rp_order(p, u, ev->order) : -1;
+    switch (ev->type) {
+    case EV_GRANT:
+        CHECK(t, u >= 0 && it >= 0);
+        p->items[it].free -= ev->qty;
+        if (m->meta.kind == BATCH_ROOM) {
+            snprintf(p->users[u].room, 8, "%s", ev->item);
+            p->users[u].since = ev->at;
+            p->users[u].req = ev->req;
+        } else {
+            CHECK(t, p->users[u].n < MAX_LIVE);
+            r_order o = { ev->order, "", ev->qty, ev->expires_at,
+                          ev->expires_at ? ORDER_HELD : ORDER_CONFIRMED };
+            snprintf(o.item, 8, "%s", ev->item);
+            p->users[u].orders[p->users[u].n++] = o;
+        }
+        break;
+    case EV_RELEASE:
+        CHECK(t, u >= 0 && it >= 0 && strcmp(p->users[u].room, ev->item) == 0);
+        p->items[it].free += 1;
+        p->users[u].room[0] = '\0';
+        p->users[u].req = NULL;
+        break;
+    case EV_EXPIRE: case EV_CANCEL:
+        CHECK(t, oi >= 0 && it >= 0);
+        p->items[it].free += ev->qty;
+        rp_drop(p, u, oi);
+        break;
+    case EV_CONFIRM:
+        CHECK(t, oi >= 0);
+        p->users[u].orders[oi].state = ORDER_CONFIRMED;
+        p->users[u].orders[oi].exp = 0;
+        break;
+    case EV_CAPACITY:
+        if (it < 0) {
+            it = p->n_items++;
+            snprintf(p->items[it].id, 8, "%s", ev->item);
+            p->items[it].cap = p->items[it].free = ev->qty;
+        } else {
+            p->items[it].free += ev->qty - p->items[it].cap;
+            p->items[it].cap = ev->qty;
+        }
+        break;
+    case EV_STATE:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------ store */
+
+/* What the shell would have written to Redis from the drains. */
+typedef struct store {
+    struct { char id[8]; int64_t cap, free; } items[MAX_ITEMS];
+    int n_items;
+    struct {
+        char room[8];
+        int64_t since;
+        char req[16];
+        int64_t units;
+        engine_order orders[MAX_LIVE];   /* item as an index of `items` */
+        int n;
+    } users[N_USERS];
+    struct { int user; engine_order o; } tombs[MAX_ORDERS];
+    int n_tombs;
+    int participant[N_USERS];
+    engine_counters counters;
+    engine_admin_state admin;
+} store;
+
+/* ------------------------------------------------------------ one run */
+
+typedef struct run {
+    ctx t;
+    uint64_t rng;
+    model m;
+    replay rp;
+    store st;
+    source src;
+    engine *e;
+    size_t applied;               /* engine events already replayed */
+    int64_t now;
+    char ids[MAX_STEPS][16];      /* request ids: events point at them */
+} run;
+
+#define N_NAMES 6
+static const char *const item_names[N_NAMES] = { "i0", "i1", "i2", "i3", "i4", "i5" };
+
+static void check_event(run *x, const engine_event *ev, const m_event *me)
+{
+    ctx *t = &x->t;
+    const model *m = &x->m;
+    CHECK(t, ev->type == me->type);
+    CHECK(t, str_eq(ev->user, me->user >= 0 ? m->users[me->user].id : NULL));
+    CHECK(t, str_eq(ev->item, me->item >= 0 ? m->items[me->item].id : NULL));
+    CHECK(t, ev->qty == me->qty);
+    CHECK(t, ev->order == me->order);
+    CHECK(t, str_eq(ev->req, me->req));
+    CHECK(t, ev->at == me->at);
+    CHECK(t, ev->expires_at == me->exp);
+    CHECK(t, str_eq(ev->state, me->state));
+}
+
+static void check_result(run *x, const engine_result *a, const engine_result *b)
+{
+    ctx *t = &x->t;
+    if (a->status != b->status || a->reason != b->reason)
+        print_error("engine %s/%s, model %s/%s\n", engine_status_name(a->status),
+                    engine_reason_name(a->reason), engine_status_name(b->status),
+                    engine_reason_name(b->reason));
+    CHECK(t, a->status == b->status);
+    CHECK(t, a->reason == b->reason);
+    CHECK(t, str_eq(a->item, b->item));
+    CHECK(t, a->qty == b->qty);
+    CHECK(t, a->order == b->order);
+    CHECK(t, a->expires_at == b->expires_at);
+    CHECK(t, a->rank == b->rank);
+}
+
+/* Events, counters, replay and invariants after every step. */
+static void check_state(run *x)
+{
+    int64_t now = x->now;
+    ctx *t = &x->t;
+    model *m = &x->m;
+    engine *e = x->e;
+
+    CHECK(t, engine_event_count(e) == (size_t)m->n_ev);
+    for (int i = 0; i < m->n_ev; i++) check_event(x, engine_event_at(e, (size_t)i), &m->ev[i]);
+    for (; x->applied < engine_event_count(e); x->applied++)
+        rp_apply(t, &x->rp, m, engine_event_at(e, x->applied));
+    CHECK(t, x->src.calls == m->order_calls);
+
+    const engine_counters *c = engine_get_counters(e);
+    CHECK(t, c->processed == m->processed && c->granted == m->granted);
+    CHECK(t, c->done == m->done && c->rejected == m->rejected);
+    CHECK(t, c->invalid == m->invalid && c->ctl == m->ctl);
+    CHECK(t, c->processed == c->granted + c->done + c->rejected + c->invalid);
+    int seen = 0;
+    for (int u = 0; u < N_USERS; u++) seen += m->users[u].seen;
+    CHECK(t, c->participants == seen);
+    CHECK(t, (int64_t)engine_user_count(e) == seen);
+    CHECK(t, engine_phase_at(e, now) == (engine_phase)m_phase(m, now));
+
+    /* Items: model, replay and engine agree; held == capacity - free. */
+    CHECK(t, engine_item_count(e) == (size_t)m->n_items);
+    CHECK(t, x->rp.n_items == m->n_items);
+    int64_t held[MAX_ITEMS] = { 0 }, free_sum = 0;
+    for (int u = 0; u < N_USERS; u++) {
+        engine_user_view v;
+        if (engine_user_view_get(e, m->users[u].id, &v) < 0) {
+            CHECK(t, !m->users[u].seen);
+            continue;
+        }
+        if (m->meta.kind == BATCH_ROOM) {
+            int r = m->users[u].room;
+            CHECK(t, str_eq(v.room, r >= 0 ? m->items[r].id : NULL));
+            CHECK(t, str_eq(v.room, x->rp.users[u].room[0] ? x->rp.users[u].room : NULL));
+            if (r >= 0) {
+                held[r]++;
+                CHECK(t, v.since == m->users[u].since && v.since == x->rp.users[u].since);
+                CHECK(t, str_eq(v.req, m->users[u].req) && str_eq(v.req, x->rp.users[u].req));
+            }
+            CHECK(t, v.n_orders == 0 && v.units == 0);
+        } else {
+            int64_t sum = 0;
+            CHECK(t, v.n_orders == (size_t)x->rp.users[u].n);
+            for (size_t i = 0; i < v.n_orders; i++) {
+                const engine_order *o = &v.orders[i];
+                const r_order *ro = &x->rp.users[u].orders[i];
+                engine_item_view iv;
+                engine_item_view_at(e, o->item, &iv);
+                CHECK(t, o->id == ro->id && strcmp(iv.id, ro->item) == 0);
+                CHECK(t, o->qty == ro->qty && o->state == ro->state);
+                CHECK(t, o->expires_at == ro->exp);
+                int mi = m_order_find(m, u, o->id);
+                CHECK(t, mi >= 0 && m->orders[mi].state == o->state);
+                held[m_item_find(m, iv.id)] += o->qty;
+                sum += o->qty;
+            }
+            CHECK(t, v.units == sum && sum == m_units(m, u));
+            CHECK(t, v.units <= m->meta.per_user);
+            CHECK(t, v.room == NULL);
+        }
+    }
+    for (int i = 0; i < m->n_items; i++) {
+        engine_item_view iv;
+        CHECK(t, engine_item_view_get(e, m->items[i].id, &iv) == 0);
+        CHECK(t, iv.capacity == m->items[i].cap && iv.free == m->items[i].free);
+        int ri = rp_item(&x->rp, iv.id);
+        CHECK(t, ri >= 0 && x->rp.items[ri].cap == iv.capacity);
+        CHECK(t, x->rp.items[ri].free == iv.free);
+        CHECK(t, 0 <= iv.free && iv.free <= iv.capacity);
+        CHECK(t, iv.capacity - iv.free == held[i]);
+        free_sum += iv.free;
+    }
+    CHECK(t, c->free_units == free_sum);
+    int64_t next = INT64_MAX;
+    for (int i = 0; i < m->n_orders; i++)
+        if (m->orders[i].state == ORDER_HELD && m->orders[i].exp < next) next = m->orders[i].exp;
+    CHECK(t, engine_next_expiry(e) == next);
+}
+
+/* ------------------------------------------------------------ drain */
+
+static void store_user(run *x, int u, const engine_user_view *v)
+{
+    store *s = &x->st;
+    memset(&s->users[u], 0, sizeof s->users[u]);
+    if (v->room) {
+        snprintf(s->users[u].room, 8, "%s", v->room);
+        s->users[u].since = v->since;
+        snprintf(s->users[u].req, 16, "%s", v->req ? v->req : "");
+    }
+    s->users[u].units = v->units;
+    s->users[u].n = (int)v->n_orders;
+    CHECK(&x->t, v->n_orders <= MAX_LIVE);
+    for (size_t i = 0; i < v->n_orders; i++) s->users[u].orders[i] = v->orders[i];
+}
+
+static int order_equal(const engine_order *a, const engine_order *b)
+{
+    return a->id == b->id && a->item == b->item && a->qty == b->qty &&
+           a->expires_at == b->expires_at && a->state == b->state;
+}
+
+static int store_user_equal(const store *s, int u, const engine_user_view *v)
+{
+    if (!str_eq(s->users[u].room[0] ? s->users[u].room : NULL, v->room)) return 0;
+    if (v->room && (s->users[u].since != v->since ||
+                    strcmp(s->users[u].req, v->req ? v->req : "") != 0))
+        return 0;
+    if (s->users[u].units != v->units || s->users[u].n != (int)v->n_orders) return 0;
+    for (size_t i = 0; i < v->n_orders; i++)
+        if (!order_equal(&s->users[u].orders[i], &v->orders[i])) return 0;
+    return 1;
+}
+
+static int store_item(store *s, const char *id)
+{
+    for (int i = 0; i < s->n_items; i++)
+        if (strcmp(s->items[i].id, id) == 0) return i;
+    return -1;
+}
+
+/* Plays the writer: takes the dirty lists into the store and checks that
+ * nothing that changed was left out. */
+static void drain(run *x)
+{
+    ctx *t = &x->t;
+    model *m = &x->m;
+    store *s = &x->st;
+    engine *e = x->e;
+    int dirty[N_USERS] = { 0 };
+    for (size_t i = 0; i < engine_dirty_user_count(e); i++) {
+        engine_user_view v;
+        engine_dirty_user_at(e, i, &v);
+        int u = m_user_find(m, v.id);
+        CHECK(t, u >= 0 && !dirty[u]);
+        dirty[u] = 1;
+        store_user(x, u, &v);
+    }
+    for (int u = 0; u < N_USERS; u++) {
+        engine_user_view v;
+        if (engine_user_view_get(e, m->users[u].id, &v) == 0)
+            CHECK(t, store_user_equal(s, u, &v));
+    }
+    for (size_t i = 0; i < engine_dirty_item_count(e); i++) {
+        engine_item_view v;
+        int cap_changed;
+        engine_dirty_item_at(e, i, &v, &cap_changed);
+        int k = store_item(s, v.id);
+        if (k < 0) {
+            CHECK(t, cap_changed);
+            k = s->n_items++;
+            snprintf(s->items[k].id, 8, "%s", v.id);
+        }
+        CHECK(t, cap_changed || s->items[k].cap == v.capacity);
+        s->items[k].cap = v.capacity;
+        s->items[k].free = v.free;
+    }
+    CHECK(t, s->n_items == m->n_items);
+    for (int i = 0; i < s->n_items; i++) {
+        engine_item_view v;
+        CHECK(t, engine_item_view_get(e, s->items[i].id, &v) == 0);
+        CHECK(t, v.capacity == s->items[i].cap && v.free == s->items[i].free);
+    }
+    CHECK(t, engine_new_participant_count(e) == (size_t)m->n_fresh);
+    for (int i = 0; i < m->n_fresh; i++) {
+        CHECK(t, strcmp(engine_new_participant_at(e, (size_t)i), m->users[m->fresh[i]].id) == 0);
+        s->participant[m->fresh[i]] = 1;
+    }
+    CHECK(t, engine_ended_count(e) == (size_t)m->n_ended);
+    for (int i = 0; i < m->n_ended; i++) {
+        const char *who;
+        engine_order o;
+        engine_ended_at(e, (size_t)i, &who, &o);
+        const m_order *mo = &m->orders[m->ended[i]];
+        CHECK(t, strcmp(who, m->users[mo->user].id) == 0 && o.id == mo->id);
+        CHECK(t, o.state == mo->state && o.qty == mo->qty);
+        s->tombs[s->n_tombs].user = mo->user;
+        s->tombs[s->n_tombs++].o = o;
+    }
+    s->counters = *engine_get_counters(e);
+    s->admin = engine_get_admin_state(e);
+    engine_drain_clear(e);
+    m->n_ev = m->n_fresh = m->n_ended = 0;
+    x->applied = 0;
+}
+
+/* ------------------------------------------------------------ restart */
+
+static void load_attrs(run *x, int i)
+{
+    const m_item *it = &x->m.items[i];
+    if (it->floor) assert_int_equal(engine_load_attr(x->e, it->id, "floor", it->floor), 0);
+    if (it->gender) assert_int_equal(engine_load_attr(x->e, it->id, "gender", it->gender), 0);
+}
+
+static engine *new_engine(run *x)
+{
+    engine *e = engine_new(&x->m.meta, rnd_next(&x->rng));
+    assert_non_null(e);
+    engine_set_order_source(e, next_order, &x->src);
+    return e;
+}
+
+static void load_tombstones(run *x)
+{
+    store *s = &x->st;
+    for (int i = 0; i < s->n_tombs; i++) {
+        engine_order o = s->tombs[i].o;
+        CHECK(&x->t, engine_load_order(x->e, x->m.users[s->tombs[i].user].id, o.id,
+                                       s->items[o.item].id, o.qty, o.state,
+                                       o.expires_at) == 0);
+    }
+}
+
+/* Throws the engine away and loads a new one from the store, as the shell
+ * does after a failed write or a restart. Throttle windows are not stored,
+ * so the model forgets them too. */
+static void restart(run *x)
+{
+    store *s = &x->st;
+    model *m = &x->m;
+    ctx *t = &x->t;
+    engine_free(x->e);
+    x->e = new_engine(x);
+    for (int i = 0; i < s->n_items; i++) {
+        CHECK(t, engine_load_item(x->e, s->items[i].id, s->items[i].cap) == 0);
+        load_attrs(x, m_item_find(m, s->items[i].id));
+    }
+    int tombs_first = chance(&x->rng, 50);
+    if (tombs_first) load_tombstones(x);
+    for (int u = 0; u < N_USERS; u++) {
+        if (s->users[u].room[0])
+            CHECK(t, engine_load_room_holder(x->e, m->users[u].id, s->users[u].room,
+                                             s->users[u].since, s->users[u].req) == 0);
+        for (int i = 0; i < s->users[u].n; i++) {
+            engine_order o = s->users[u].orders[i];
+            CHECK(t, engine_load_order(x->e, m->users[u].id, o.id, s->items[o.item].id,
+                                       o.qty, o.state, o.expires_at) == 0);
+        }
+        if (s->participant[u])
+            CHECK(t, engine_load_participant(x->e, m->users[u].id) == 0);
+        m->users[u].has_win = 0;
+        m->users[u].cnt = m->users[u].pen = m->users[u].win_start = 0;
+    }
+    if (!tombs_first) load_tombstones(x);
+    engine_load_counters(x->e, &s->counters);
+    engine_load_admin_state(x->e, s->admin);
+    CHECK(t, engine_new_participant_count(x->e) == 0);
+    CHECK(t, engine_dirty_user_count(x->e) == 0 && engine_event_count(x->e) == 0);
+    check_state(x);
+}
+
+/* ------------------------------------------------------------ generator */
+
+static void setup_run(run *x, uint64_t seed)
+{
+    memset(x, 0, sizeof *x);
+    x->t.seed = seed;
+    x->rng = seed;
+    uint64_t *g = &x->rng;
+    model *m = &x->m;
+    engine_meta_defaults(&m->meta);
+    m->meta.kind = seed & 1 ? BATCH_ROOM : BATCH_STOCK;
+    m->meta.opens_at = chance(g, 50) ? 0 : T0 + rnd(g, 300);
+    m->meta.closes_at = chance(g, 70) ? 0 : T0 + 200 + rnd(g, 3000);
+    m->meta.hold_ms = chance(g, 40) ? 0 : 5 + rnd(g, 300);
+    m->meta.per_user = 1 + rnd(g, 4);
+    m->meta.max_group = 1 + rnd(g, 4);
+    if (chance(g, 40)) {
+        m->meta.rate_max = 1 + rnd(g, 3);
+        m->meta.rate_window_ms = 10 + rnd(g, 100);
+        m->meta.penalty_ms = rnd(g, 200);
+    }
+    m->n_items = 2 + (int)rnd(g, 3);
+    for (int i = 0; i < m->n_items; i++) {
+        m_item *it = &m->items[i];
+        snprintf(it->id, sizeof it->id, "%s", item_names[i]);
+        it->cap = it->free = rnd(g, 6);
+        it->floor = chance(g, 80) ? (chance(g, 50) ? "1" : "2") : NULL;
+        it->gender = chance(g, 80) ? (chance(g, 50) ? "\"F\"" : "\"M\"") : NULL;
+    }
+    for (int u = 0; u < N_USERS; u++) {
+        m->users[u].id[0] = 'u';                 /* u0..u9 */
+        m->users[u].id[1] = (char)('0' + u);
+        m->users[u].room = -1;
+    }
+    x->e = new_engine(x);
+    for (int i = 0; i < m->n_items; i++) {
+        CHECK(&x->t, engine_load_item(x->e, m->items[i].id, m->items[i].cap) == 0);
+        load_attrs(x, i);
+        x->rp.items[i].cap = x->rp.items[i].free = m->items[i].cap;
+        snprintf(x->rp.items[i].id, 8, "%s", m->items[i].id);
+        x->st.items[i].cap = x->st.items[i].free = m->items[i].cap;
+        snprintf(x->st.items[i].id, 8, "%s", m->items[i].id);
+    }
+    x->rp.n_items = x->st.n_items = m->n_items;
+}
+
+/* An item id: mostly a known one, sometimes unknown or one set_capacity
+ * may create. */
+static const char *pick_item(run *x)
+{
+    if (chance(&x->rng, 10)) return "zz";
+    if (chance(&x->rng, 10)) return item_names[rnd(&x->rng, N_NAMES)];
+    return x->m.items[rnd(&x->rng, x->m.n_items)].id;
+}
+
+static uint64_t pick_order(run *x)
+{
+    if (x->m.n_orders == 0 || chance(&x->rng, 15)) return order_id((uint64_t)rnd(&x->rng, 100) + 1);
+    return x->m.orders[rnd(&x->rng, x->m.n_orders)].id;
+}
+
+/* Scratch space for one request's arrays. */
+typedef struct req_buf {
+    const char *prefs[4];
+    const char *members[6];
+    engine_kv filter[3];
+} req_buf;
+
+static void gen_filter(run *x, engine_request *r, req_buf *b)
+{
+    static const engine_kv pairs[] = {
+        { "floor", "1" }, { "floor", "2" }, { "gender", "\"F\"" },
+        { "gender", "\"M\"" }, { "wing", "\"x\"" }, { "floor", "\"1\"" },
+    };
+    r->has_filter = chance(&x->rng, 50);
+    if (!r->has_filter) return;
+    r->n_filter = (size_t)rnd(&x->rng, 3);
+    for (size_t i = 0; i < r->n_filter; i++)
+        b->filter[i] = pairs[rnd(&x->rng, chance(&x->rng, 90) ? 4 : 6)];
+    r->filter = b->filter;
+}
+
+static void gen_prefs(run *x, engine_request *r, req_buf *b)
+{
+    r->n_prefs = (size_t)rnd(&x->rng, 4);
+    for (size_t i = 0; i < r->n_prefs; i++) b->prefs[i] = pick_item(x);
+    r->prefs = b->prefs;
+    gen_filter(x, r, b);
+}
+
+static void gen_group(run *x, engine_request *r, req_buf *b)
+{
+    uint64_t *g = &x->rng;
+    int n = 1 + (int)rnd(g, x->m.meta.max_group + 1);   /* up to max_group + 1 */
+    int used[N_USERS] = { 0 };
+    for (int i = 0; i < n; i++) {
+        int u;
+        do u = (int)rnd(g, N_USERS); while (used[u]);
+        used[u] = 1;
+        b->members[i] = x->m.users[u].id;
+    }
+    r->members = b->members;
+    r->n_members = (size_t)n;
+    r->user = b->members[rnd(g, n)];
+    if (chance(g, 3) && n > 1) b->members[1] = b->members[0];   /* invalid */
+    if (chance(g, 3)) {                                           /* sender missing */
+        for (int u = 0; u < N_USERS; u++)
+            if (!used[u]) r->user = x->m.users[u].id;
+    }
+    gen_prefs(x, r, b);
+}
+
+static engine_op gen_op(run *x)
+{
+    static const engine_op stock[] = { OP_BUY, OP_BUY, OP_BUY, OP_BUY, OP_BUY,
+        OP_CONFIRM, OP_CONFIRM, OP_CONFIRM, OP_CANCEL, OP_CANCEL };
+    static const engine_op rooms[] = { OP_CHOOSE, OP_CHOOSE, OP_CHOOSE, OP_AUTO,
+        OP_AUTO, OP_AUTO, OP_GROUP, OP_GROUP, OP_SWITCH, OP_SWITCH, OP_RELEASE };
+    int as_stock = (x->m.meta.kind == BATCH_STOCK) != chance(&x->rng, 8);
+    if (chance(&x->rng, 7)) {
+        static const engine_op admin[] = { OP_PAUSE, OP_RESUME, OP_RESUME,
+            OP_SET_CAPACITY, OP_SET_CAPACITY, OP_SET_CAPACITY, OP_CLOSE };
+        engine_op op = admin[rnd(&x->rng, 7)];
+        if (op == OP_CLOSE && chance(&x->rng, 70)) op = OP_RESUME;
+        return op;
+    }
+    return as_stock ? stock[rnd(&x->rng, 10)] : rooms[rnd(&x->rng, 11)];
+}
+
+static void gen_request(run *x, engine_request *r, req_buf *b)
+{
+    uint64_t *g = &x->rng;
+    memset(r, 0, sizeof *r);
+    snprintf(x->ids[x->t.step], 16, "r%d", x->t.step);
+    r->id = x->ids[x->t.step];
+    r->op = gen_op(x);
+    r->seq = x->t.step + 1;
+    if (r->op < OP_PAUSE) r->user = x->m.users[rnd(g, N_USERS)].id;
+    switch (r->op) {
+    case OP_BUY:
+        r->item = pick_item(x);
+        r->qty = chance(g, 4) ? 0 : 1 + rnd(g, 3);
+        break;
+    case OP_CONFIRM: case OP_CANCEL: r->order = pick_order(x); break;
+    case OP_CHOOSE: case OP_SWITCH: r->item = pick_item(x); break;
+    case OP_AUTO: gen_prefs(x, r, b); break;
+    case OP_GROUP: gen_group(x, r, b); break;
+    case OP_SET_CAPACITY:
+        r->item = pick_item(x);
+        r->qty = chance(g, 3) ? -1 : rnd(g, 7);
+        break;
+    default: break;
+    }
+}
+
+static int64_t advance(run *x, int64_t now)
+{
+    uint64_t *g = &x->rng;
+    switch (rnd(g, 10)) {
+    case 0: case 1: return now;
+    case 2: case 3: return now + 1;
+    case 4: case 5: case 6: return now + rnd(g, 30);
+    default: return now + rnd(g, 2 * x->m.meta.hold_ms + 60);
+    }
+}
+
+static const char *room_of_view(const engine *e, const char *u)
+{
+    engine_user_view v;
+    return engine_user_view_get(e, u, &v) == 0 ? v.room : NULL;
+}
+
+static void one_step(run *x, int64_t now)
+{
+    if (chance(&x->rng, 10)) {
+        size_t a = engine_expire(x->e, now), b = m_expire(&x->m, now);
+        CHECK(&x->t, a == b);
+        return;
+    }
+    engine_request r;
+    req_buf b;
+    engine_result got, want;
+    gen_request(x, &r, &b);
+    engine_decide(x->e, &r, now, &got);
+    m_decide(&x->m, &r, now, &want);
+    check_result(x, &got, &want);
+    if (got.status == ST_GRANTED && r.op == OP_GROUP)   /* members share a room */
+        for (size_t i = 0; i < r.n_members; i++)
+            CHECK(&x->t, str_eq(room_of_view(x->e, r.members[i]), got.item));
+}
+
+static void one_run(uint64_t seed)
+{
+    run *x = calloc(1, sizeof *x);
+    assert_non_null(x);
+    setup_run(x, seed);
+    int steps = 20 + (int)rnd(&x->rng, MAX_STEPS - 20);
+    int64_t now = T0 - 50 + rnd(&x->rng, 100);
+    for (x->t.step = 0; x->t.step < steps; x->t.step++) {
+        now = advance(x, now);
+        x->now = now;
+        one_step(x, now);
+        CHECK(&x->t, engine_error(x->e) == 0);
+        check_state(x);
+        if (chance(&x->rng, 30)) {
+            drain(x);
+            if (chance(&x->rng, 10)) restart(x);
+        }
+    }
+    drain(x);
+    engine_free(x->e);
+    free(x);
+}
+
+/* ------------------------------------------------------------ main */
+
+static uint64_t env_u64(const char *name, uint64_t def)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtoull(v, NULL, 10) : def;
+}
+
+/* The kind of a run is the low bit of its seed, so one printed seed is
+ * enough to replay a failure. */
+static void run_many(int rooms)
+{
+    uint64_t base = env_u64("ENGINE_PROP_SEED", DEFAULT_SEED);
+    uint64_t runs = env_u64("ENGINE_PROP_RUNS", DEFAULT_RUNS);
+    for (uint64_t i = 0; i < runs; i++)
+        one_run(((base & ~1ULL) + 2 * i) | (uint64_t)rooms);
+}
+
+static void test_prop_stock(void **state) { run_many(0); }
+static void test_prop_rooms(void **state) { run_many(1); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prop_stock),
+        cmocka_unit_test(test_prop_rooms),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
