@@ -1146,6 +1146,7 @@ static void apply_start(batch_worker *w)
     else arg_int(a, w->chunk_len);
     engine_expire(w->eng, now);
     decide_items(w, now);
+    if (engine_error(w->eng)) { fail(w, "decide", "out of memory in the engine"); return; }
     add_holders(w);
     add_items(w);
     add_ended(w);

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "notify.h"
 #include "registry.h"
 #include "scripts.h"
 
@@ -26,6 +27,9 @@ typedef struct allocd {
     registry *reg;
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t drain_timer;
+    uv_timer_t status_timer;   /* READY once the loop runs, then STATUS each second */
+    notifier notify;
+    int ready_sent;
     int draining;
 } allocd;
 
@@ -40,6 +44,8 @@ static void on_registry_stopped(registry *r, void *data)
     d->reg = NULL;
     log_notice("all batches drained; exiting");
     close_handle((uv_handle_t *)&d->drain_timer);
+    close_handle((uv_handle_t *)&d->status_timer);
+    notifier_close(&d->notify);
     close_handle((uv_handle_t *)&d->sig_term);
     close_handle((uv_handle_t *)&d->sig_int);
     close_handle((uv_handle_t *)&d->sig_hup);
@@ -63,6 +69,7 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     }
     d->draining = 1;
     log_notice("%s: draining", strsignal(signum));
+    notifier_send(&d->notify, "STOPPING=1\nSTATUS=draining");
     uv_timer_start(&d->drain_timer, on_drain_deadline, (uint64_t)d->cfg.drain_timeout_ms, 0);
     registry_stop(d->reg, on_registry_stopped, d);
 }
@@ -96,7 +103,28 @@ static void reload(allocd *d)
 
 static void on_hup(uv_signal_t *s, int signum)
 {
-    reload(s->data);
+    allocd *d = s->data;
+    notifier_send(&d->notify, "RELOADING=1");
+    reload(d);
+    notifier_send(&d->notify, "READY=1");
+}
+
+/* The first tick runs once the loop is running: that is READY. */
+static void on_status(uv_timer_t *t)
+{
+    allocd *d = t->data;
+    if (!d->reg) return;
+    if (!notifier_active(&d->notify)) return;
+    if (!d->ready_sent) {
+        d->ready_sent = 1;
+        notifier_send(&d->notify, "READY=1");
+        notifier_watchdog_start(&d->notify);
+    }
+    char status[200];
+    snprintf(status, sizeof status, "redis %s; serving %zu batches%s",
+             registry_redis_ready(d->reg) ? "connected" : "unreachable",
+             registry_batch_count(d->reg), d->draining ? "; draining" : "");
+    notifier_status(&d->notify, status);
 }
 
 static int run(allocd *d)
@@ -108,7 +136,11 @@ static int run(allocd *d)
     uv_signal_init(d->loop, &d->sig_int);
     uv_signal_init(d->loop, &d->sig_hup);
     uv_timer_init(d->loop, &d->drain_timer);
+    uv_timer_init(d->loop, &d->status_timer);
     d->sig_term.data = d->sig_int.data = d->sig_hup.data = d->drain_timer.data = d;
+    d->status_timer.data = d;
+    int nrc = notifier_init(&d->notify, d->loop);
+    if (nrc < 0) log_warn("NOTIFY_SOCKET is set but unusable: %s", strerror(-nrc));
     uv_signal_start(&d->sig_term, on_stop_signal, SIGTERM);
     uv_signal_start(&d->sig_int, on_stop_signal, SIGINT);
     uv_signal_start(&d->sig_hup, on_hup, SIGHUP);
@@ -120,6 +152,7 @@ static int run(allocd *d)
     log_notice("allocd %s started: instance %s, redis %s, prefix %s, config %s",
                ALLOCD_VERSION, d->cfg.instance, redis_target_describe(&d->cfg.redis, where, sizeof where),
                d->cfg.prefix, d->cfg.source ? d->cfg.source : "built-in defaults");
+    uv_timer_start(&d->status_timer, on_status, 0, 1000);
     uv_run(d->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(d->loop);
     if (rc != 0) log_warn("event loop closed with handles still open: %s", uv_strerror(rc));

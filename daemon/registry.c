@@ -2,11 +2,15 @@
 #include "registry.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "batch_keys.h"
 #include "batch_worker.h"
+#include "jsonw.h"
 #include "log.h"
 #include "redis_conn.h"
 
@@ -26,7 +30,11 @@ struct registry {
     registry_entry *entries;
     size_t n, cap;
     char key[BATCH_KEY_MAX];
+    char instances_key[BATCH_KEY_MAX], instance_key[BATCH_KEY_MAX + 80];
+    int64_t started_at;
     int poll_pending;
+    int beat_pending;
+    int farewell_sent;
     int stopping;
     int handles_open;
     registry_stopped_fn done;
@@ -34,6 +42,7 @@ struct registry {
 };
 
 static void maybe_finish(registry *r);
+static void on_conn_closed_fwd(redis_conn *c, void *data);
 
 static registry_entry *find(registry *r, const char *batch)
 {
@@ -118,8 +127,80 @@ static void poll_now(registry *r)
         r->poll_pending = 1;
 }
 
-static void on_tick(uv_timer_t *t) { poll_now(t->data); }
-static void on_ready(redis_conn *c, void *data) { poll_now(data); }
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The instance's heartbeat: P:instances (hash, instance -> JSON, kept for
+ * inspection) and P:instance:<name> (same JSON, expiring after three missed
+ * beats), so a daemon that died is visible as a stale heartbeat_at or a
+ * missing key. */
+static void heartbeat_json(registry *r, jsonw *w, const char *state)
+{
+    size_t serving = 0;
+    for (size_t i = 0; i < r->n; i++) serving += !r->entries[i].stopping;
+    jsonw_obj_begin(w);
+    jsonw_kstr(w, "instance", r->cfg->instance);
+    jsonw_kint(w, "pid", (int64_t)getpid());
+    jsonw_kstr(w, "version", ALLOCD_VERSION);
+    jsonw_kstr(w, "state", state);
+    jsonw_kint(w, "started_at", r->started_at);
+    jsonw_kint(w, "heartbeat_at", wall_ms());
+    jsonw_kint(w, "batches", (int64_t)serving);
+    jsonw_key(w, "serving");
+    jsonw_arr_begin(w);
+    for (size_t i = 0; i < r->n; i++)
+        if (!r->entries[i].stopping) jsonw_str(w, r->entries[i].batch);
+    jsonw_arr_end(w);
+    jsonw_obj_end(w);
+}
+
+static void on_beat(redis_conn *c, redisReply *rep, const char *err, void *data)
+{
+    registry *r = data;
+    r->beat_pending = 0;
+    if (r->farewell_sent) maybe_finish(r);
+}
+
+static void beat(registry *r, const char *state)
+{
+    if (r->beat_pending || !r->conn || !redis_conn_is_ready(r->conn)) return;
+    jsonw w;
+    jsonw_init(&w);
+    heartbeat_json(r, &w, state);
+    if (w.failed) { jsonw_free(&w); return; }
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%d", 3 * r->cfg->registry_interval_ms);
+    const char *hset[] = { "HSET", r->instances_key, r->cfg->instance, w.buf };
+    size_t hlen[] = { 4, strlen(r->instances_key), strlen(r->cfg->instance), w.len };
+    const char *set[] = { "SET", r->instance_key, w.buf, "PX", ttl };
+    const char *del[] = { "DEL", r->instance_key };
+    size_t slen[] = { 3, strlen(r->instance_key), w.len, 2, strlen(ttl) };
+    int to = r->cfg->redis_timeout_ms;
+    redis_conn_commandargv(r->conn, NULL, NULL, to, 4, hset, hlen);
+    int rc = strcmp(state, "stopped")
+        ? redis_conn_commandargv(r->conn, on_beat, r, to, 5, set, slen)
+        : redis_conn_commandargv(r->conn, on_beat, r, to, 2, del, NULL);
+    if (rc == 0) r->beat_pending = 1;
+    jsonw_free(&w);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    registry *r = t->data;
+    poll_now(r);
+    beat(r, "running");
+}
+static void on_ready(redis_conn *c, void *data)
+{
+    registry *r = data;
+    if (r->stopping) { maybe_finish(r); return; }
+    poll_now(r);
+    beat(r, "running");
+}
 
 int registry_start(registry **out, uv_loop_t *loop, const allocd_config *cfg,
                    const allocd_scripts *scripts)
@@ -130,6 +211,9 @@ int registry_start(registry **out, uv_loop_t *loop, const allocd_config *cfg,
     r->cfg = cfg;
     r->scripts = scripts;
     snprintf(r->key, sizeof r->key, "%s:batches", cfg->prefix);
+    snprintf(r->instances_key, sizeof r->instances_key, "%s:instances", cfg->prefix);
+    snprintf(r->instance_key, sizeof r->instance_key, "%s:instance:%s", cfg->prefix, cfg->instance);
+    r->started_at = wall_ms();
     static const redis_conn_callbacks cb = { on_ready, NULL };
     char name[128];
     snprintf(name, sizeof name, "%s/registry", cfg->instance);
@@ -147,11 +231,25 @@ int registry_start(registry **out, uv_loop_t *loop, const allocd_config *cfg,
     return 0;
 }
 
-/* Everything is gone once every worker has stopped and the registry's own
- * timer and connection are closed; only then is r freed. */
+/* Once every worker has stopped: say goodbye in the heartbeat (state
+ * "stopped", instance key deleted), then close the connection; r is freed
+ * when the timer and the connection are closed. */
 static void maybe_finish(registry *r)
 {
-    if (!r->stopping || r->n > 0 || r->handles_open > 0) return;
+    if (!r->stopping || r->n > 0) return;
+    if (r->conn) {
+        if (!r->farewell_sent && redis_conn_is_ready(r->conn) && !r->beat_pending) {
+            r->farewell_sent = 1;
+            beat(r, "stopped");
+            if (r->beat_pending) return;        /* on_beat comes back here */
+        }
+        if (r->beat_pending) return;
+        redis_conn *c = r->conn;
+        r->conn = NULL;
+        redis_conn_close(c, on_conn_closed_fwd, r);
+        return;
+    }
+    if (r->handles_open > 0) return;
     registry_stopped_fn done = r->done;
     void *data = r->done_data;
     free(r->entries);
@@ -165,7 +263,7 @@ static void on_handle_closed(registry *r)
     maybe_finish(r);
 }
 
-static void on_conn_closed(redis_conn *c, void *data) { on_handle_closed(data); }
+static void on_conn_closed_fwd(redis_conn *c, void *data) { on_handle_closed(data); }
 static void on_timer_closed(uv_handle_t *h) { on_handle_closed(h->data); }
 
 void registry_stop(registry *r, registry_stopped_fn done, void *data)
@@ -176,18 +274,28 @@ void registry_stop(registry *r, registry_stopped_fn done, void *data)
     r->done_data = data;
     r->handles_open = 2;
     uv_close((uv_handle_t *)&r->timer, on_timer_closed);
-    redis_conn_close(r->conn, on_conn_closed, r);
-    r->conn = NULL;
     for (size_t i = 0; i < r->n; i++) {
         if (r->entries[i].stopping) continue;
         r->entries[i].stopping = 1;
         batch_worker_stop(r->entries[i].worker);
     }
+    maybe_finish(r);
+}
+
+/* After the drain deadline: do not wait for the farewell either. */
+static void force_close_conn(registry *r)
+{
+    if (!r->conn) return;
+    redis_conn *c = r->conn;
+    r->conn = NULL;
+    r->beat_pending = 0;
+    redis_conn_close(c, on_conn_closed_fwd, r);
 }
 
 void registry_abort(registry *r)
 {
     for (size_t i = 0; i < r->n; i++) batch_worker_abort(r->entries[i].worker);
+    force_close_conn(r);
 }
 
 size_t registry_batch_count(const registry *r) { return r->n; }
