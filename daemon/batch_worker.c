@@ -139,6 +139,11 @@ struct batch_worker {
     long chunk_len;           /* requests decided (and consumed) in this step */
     long chunk_expected;      /* length of the processing list taken */
     int apply_failures;       /* consecutive failed applies (poison detection) */
+    uint64_t taken_at, apply_sent_at;      /* uv_hrtime() of this chunk's steps */
+    uint64_t chunk_status[ST_INVALID + 1]; /* counted into stats once applied */
+    uint64_t chunk_rejects[R_GROUP_TOO_LARGE + 1];
+    metrics_hist recent, recent_prev;      /* latency of the last ~10 s, for stats */
+    uint64_t recent_started;
     char apply_error[160];
     argbuf args;
     int64_t chunk_at;
@@ -654,13 +659,15 @@ static void on_take_reply(redis_conn *c, redisReply *r, const char *err, void *p
     if (w->state != W_TAKING) return;
     const char *e = reply_error(r, err);
     if (e) { fail(w, "take", e); return; }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
         r->element[1]->type != REDIS_REPLY_ARRAY || r->element[2]->type != REDIS_REPLY_ARRAY) {
         fail(w, "take", "unexpected reply shape");
         return;
     }
     redisReply *ctl = r->element[1], *queue = r->element[2];
     int64_t dequeued = r->element[3]->integer;
+    w->stats.queue_len = r->element[4]->integer;
+    w->taken_at = uv_hrtime();
     if (!strcmp(r->element[0]->str, "leftover") && (ctl->elements || queue->elements))
         log_notice("batch %s: resuming %zu requests and %zu commands left in processing",
                    w->batch, queue->elements, ctl->elements);
@@ -890,9 +897,17 @@ static void orders_start(batch_worker *w)
 
 /* --------------------------------------------------------------- apply -- */
 
+static void count_result(batch_worker *w, engine_status st, engine_reason reason)
+{
+    if (st <= ST_INVALID) w->chunk_status[st]++;
+    if (st == ST_REJECTED && reason <= R_GROUP_TOO_LARGE) w->chunk_rejects[reason]++;
+}
+
 static void decide_items(batch_worker *w, int64_t now)
 {
     argbuf *a = &w->args;
+    memset(w->chunk_status, 0, sizeof w->chunk_status);
+    memset(w->chunk_rejects, 0, sizeof w->chunk_rejects);
     size_t count_at = arg_count_begin(a), count = 0;
     for (size_t i = 0; i < w->n_items; i++) {
         chunk_item *it = &w->items[i];
@@ -906,11 +921,13 @@ static void decide_items(batch_worker *w, int64_t now)
         if (it->q.outcome == REQUEST_INVALID) {
             if (counts) engine_note_invalid(w->eng, it->q.r.user, now);
             codec_invalid(&a->data, &it->q, it->seq, now);
+            count_result(w, ST_INVALID, R_NONE);
         } else {
             engine_result res;
             it->q.r.seq = it->seq;
             engine_decide(w->eng, &it->q.r, now, &res);
             codec_result(&a->data, &it->q, &res, it->seq, now);
+            count_result(w, res.status, res.reason);
         }
         arg_end(a, start);
         count++;
@@ -1066,6 +1083,15 @@ static void add_log(batch_worker *w)
     arg_count_end(a, at, n);
 }
 
+/* Over the current and the previous 10 s window. */
+static int64_t recent_quantile_us(const batch_worker *w, double q)
+{
+    metrics_hist h = w->recent;
+    for (size_t i = 0; i <= METRICS_BUCKETS; i++) h.buckets[i] += w->recent_prev.buckets[i];
+    h.count += w->recent_prev.count;
+    return (int64_t)(metrics_hist_quantile(&h, q) * 1e6);
+}
+
 static void add_stats(batch_worker *w, int64_t now)
 {
     argbuf *a = &w->args;
@@ -1077,6 +1103,8 @@ static void add_stats(batch_worker *w, int64_t now)
         { "duplicates", c->duplicates }, { "ctl", c->ctl },
         { "participants", c->participants }, { "free_units", c->free_units },
         { "updated_at", now },
+        { "decision_p50_us", recent_quantile_us(w, 0.50) },
+        { "decision_p99_us", recent_quantile_us(w, 0.99) },
     };
     size_t n = sizeof f / sizeof f[0];
     size_t at = arg_count_begin(a);
@@ -1087,14 +1115,41 @@ static void add_stats(batch_worker *w, int64_t now)
     w->written_phase = ph;
 }
 
+/* A chunk is in Redis: its counts and latencies become real. The recent
+ * latency window (for stats.decision_p50_us/p99_us) rotates every 10 s. */
+static void note_applied(batch_worker *w)
+{
+    batch_worker_stats *st = &w->stats;
+    uint64_t now = uv_hrtime();
+    st->chunks++;
+    st->requests += w->n_items;
+    st->last_chunk = w->n_items;
+    for (size_t i = 0; i <= ST_INVALID; i++) st->by_status[i] += w->chunk_status[i];
+    for (size_t i = 0; i <= R_GROUP_TOO_LARGE; i++) st->rejects[i] += w->chunk_rejects[i];
+    for (size_t i = 0; i < w->n_items; i++) {
+        if (w->items[i].q.outcome == REQUEST_DEAD) st->dead++;
+        else if (w->items[i].dup) st->duplicates++;
+    }
+    metrics_hist_observe(&st->apply, (double)(now - w->apply_sent_at) / 1e9);
+    if (w->n_items && w->taken_at) {
+        double lat = (double)(now - w->taken_at) / 1e9;
+        metrics_hist_observe(&st->latency, lat);
+        if (now - w->recent_started > 10ULL * 1000000000ULL) {
+            w->recent_prev = w->recent;
+            memset(&w->recent, 0, sizeof w->recent);
+            w->recent_started = now;
+        }
+        metrics_hist_observe(&w->recent, lat);
+    }
+}
+
 static void on_apply_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
     batch_worker *w = priv;
     if (w->state != W_APPLYING) return;
     const char *e = reply_error(r, err);
     if (e) { fail(w, "apply", e); return; }
-    w->stats.chunks++;
-    w->stats.requests += w->n_items;
+    note_applied(w);
     if (w->kind == CHUNK_POOL) {
         w->pool.served += (size_t)w->chunk_len;
         if (w->pool.served == w->pool.n) {
@@ -1144,8 +1199,10 @@ static void apply_start(batch_worker *w)
     arg_str(a, pool && w->pool.served + (size_t)w->chunk_len == w->pool.n ? "1" : "0");
     if (chunk_has_fault(w)) arg_str(a, "fault-injected");
     else arg_int(a, w->chunk_len);
+    uint64_t t0 = uv_hrtime();
     engine_expire(w->eng, now);
     decide_items(w, now);
+    metrics_hist_observe(&w->stats.decide, (double)(uv_hrtime() - t0) / 1e9);
     if (engine_error(w->eng)) { fail(w, "decide", "out of memory in the engine"); return; }
     add_holders(w);
     add_items(w);
@@ -1155,6 +1212,7 @@ static void apply_start(batch_worker *w)
     add_log(w);
     add_stats(w, now);
     w->state = W_APPLYING;
+    w->apply_sent_at = uv_hrtime();
     if (args_resolve(a) < 0) { fail(w, "apply", "out of memory"); return; }
     if (redis_conn_eval(w->cmd, &w->scripts->apply, on_apply_reply, w, w->cfg->redis_timeout_ms,
                         APPLY_NKEYS, (int)a->n, a->argv, a->lens) < 0)
@@ -1302,7 +1360,14 @@ void batch_worker_abort(batch_worker *w)
 }
 
 const char *batch_worker_batch(const batch_worker *w) { return w->batch; }
-const batch_worker_stats *batch_worker_get_stats(const batch_worker *w) { return &w->stats; }
+const batch_worker_stats *batch_worker_get_stats(batch_worker *w)
+{
+    const redis_conn *conns[] = { w->cmd, w->wait_queue, w->wait_ctl };
+    w->stats.reconnects = 0;
+    for (size_t i = 0; i < 3; i++)
+        if (conns[i]) w->stats.reconnects += redis_conn_get_stats(conns[i])->failures;
+    return &w->stats;
+}
 
 static int open_conn(batch_worker *w, redis_conn **out, const char *role,
                      const redis_conn_callbacks *cb)

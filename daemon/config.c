@@ -133,6 +133,41 @@ static int set_log_level(allocd_config *c, const char *v, char *msg, size_t len)
     return 0;
 }
 
+/* The metrics endpoint has no authentication, so it may only listen on a
+ * loopback address: 127.0.0.0/8, ::1 or localhost. */
+static int set_metrics_listen(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    char host[64] = "";
+    int port = 0;
+    if (*v) {
+        const char *colon = strrchr(v, ':');
+        size_t hl = colon ? (size_t)(colon - v) : 0;
+        char *end = NULL;
+        long p = colon ? strtol(colon + 1, &end, 10) : 0;
+        if (!colon || hl == 0 || hl >= sizeof host || *end || p < 1 || p > 65535) {
+            seterr(msg, len, "metrics_listen must be host:port, e.g. 127.0.0.1:9464 (got '%s')", v);
+            return -1;
+        }
+        memcpy(host, v, hl);
+        host[hl] = '\0';
+        if (host[0] == '[' && host[hl - 1] == ']') {
+            memmove(host, host + 1, hl - 2);
+            host[hl - 2] = '\0';
+        }
+        if (strncmp(host, "127.", 4) && strcmp(host, "::1") && strcmp(host, "localhost")) {
+            seterr(msg, len, "metrics_listen must be a loopback address (127.x.x.x, ::1, localhost): "
+                   "the endpoint has no authentication (got '%s')", v);
+            return -1;
+        }
+        if (!strcmp(host, "localhost")) strcpy(host, "127.0.0.1");
+        port = (int)p;
+    }
+    if (replace_string(&c->metrics_listen, v, msg, len) < 0) return -1;
+    snprintf(c->metrics_host, sizeof c->metrics_host, "%s", host);
+    c->metrics_port = port;
+    return 0;
+}
+
 /* ---- the settings table ---------------------------------------------- */
 
 typedef enum { SET_STRING, SET_INT, SET_INT64 } setting_kind;
@@ -170,6 +205,7 @@ static const setting_spec SPECS[] = {
     INT("idle_wait_ms", idle_wait_ms, 10, 60000),
     INT("drain_timeout_ms", drain_timeout_ms, 0, 3600000),
     INT("max_attempts", max_attempts, 1, 100),
+    STR("metrics_listen", set_metrics_listen),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -223,6 +259,7 @@ void config_defaults(allocd_config *c)
     c->idle_wait_ms = 1000;
     c->drain_timeout_ms = 10000;
     c->max_attempts = 5;
+    c->metrics_listen = strdup("");
     c->source = NULL;
 }
 
@@ -233,7 +270,8 @@ void config_free(allocd_config *c)
     free(c->prefix);
     free(c->instance);
     free(c->source);
-    c->redis_url = c->prefix = c->instance = c->source = NULL;
+    free(c->metrics_listen);
+    c->redis_url = c->prefix = c->instance = c->source = c->metrics_listen = NULL;
 }
 
 static int dup_field(char **dst, const char *src)
@@ -246,8 +284,9 @@ static int dup_field(char **dst, const char *src)
 static int config_copy(allocd_config *dst, const allocd_config *src)
 {
     *dst = *src;
-    dst->redis_url = dst->prefix = dst->instance = dst->source = NULL;
-    if (dup_field(&dst->redis_url, src->redis_url) < 0 ||
+    dst->redis_url = dst->prefix = dst->instance = dst->source = dst->metrics_listen = NULL;
+    if (dup_field(&dst->metrics_listen, src->metrics_listen) < 0 ||
+        dup_field(&dst->redis_url, src->redis_url) < 0 ||
         dup_field(&dst->prefix, src->prefix) < 0 ||
         dup_field(&dst->instance, src->instance) < 0 ||
         dup_field(&dst->source, src->source) < 0) {

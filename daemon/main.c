@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "notify.h"
 #include "registry.h"
 #include "scripts.h"
@@ -29,6 +30,8 @@ typedef struct allocd {
     uv_timer_t drain_timer;
     uv_timer_t status_timer;   /* READY once the loop runs, then STATUS each second */
     notifier notify;
+    metrics_server *metrics;
+    uint64_t started_ns;
     int ready_sent;
     int draining;
 } allocd;
@@ -46,6 +49,8 @@ static void on_registry_stopped(registry *r, void *data)
     close_handle((uv_handle_t *)&d->drain_timer);
     close_handle((uv_handle_t *)&d->status_timer);
     notifier_close(&d->notify);
+    if (d->metrics) metrics_server_close(d->metrics);
+    d->metrics = NULL;
     close_handle((uv_handle_t *)&d->sig_term);
     close_handle((uv_handle_t *)&d->sig_int);
     close_handle((uv_handle_t *)&d->sig_hup);
@@ -127,9 +132,38 @@ static void on_status(uv_timer_t *t)
     notifier_status(&d->notify, status);
 }
 
+static void render_metrics(jsonw *out, void *data)
+{
+    allocd *d = data;
+    char labels[256];
+    snprintf(labels, sizeof labels, "version=\"%s\",instance=\"%s\"", ALLOCD_VERSION, d->cfg.instance);
+    metrics_header(out, "allocd_info", "gauge", "Version and instance of this daemon.");
+    metrics_value(out, "allocd_info", labels, 1);
+    metrics_header(out, "allocd_uptime_seconds", "gauge", "Seconds since start.");
+    metrics_value(out, "allocd_uptime_seconds", "", (double)(uv_hrtime() - d->started_ns) / 1e9);
+    metrics_header(out, "allocd_loop_idle_seconds_total", "counter", "Time the event loop spent waiting for events.");
+    metrics_value(out, "allocd_loop_idle_seconds_total", "", (double)uv_metrics_idle_time(d->loop) / 1e9);
+    metrics_header(out, "allocd_batches", "gauge", "Batches served.");
+    metrics_value(out, "allocd_batches", "", d->reg ? (double)registry_batch_count(d->reg) : 0);
+    metrics_header(out, "allocd_redis_up", "gauge", "1 when the registry's Redis connection is ready.");
+    metrics_value(out, "allocd_redis_up", "", d->reg && registry_redis_ready(d->reg) ? 1 : 0);
+    if (d->reg) registry_render_metrics(d->reg, out);
+}
+
+static void start_metrics(allocd *d)
+{
+    if (!d->cfg.metrics_port) return;
+    int rc = metrics_server_start(&d->metrics, d->loop, d->cfg.metrics_host, d->cfg.metrics_port,
+                                  render_metrics, d);
+    if (rc < 0) log_err("metrics: cannot listen on %s: %s (metrics are off)", d->cfg.metrics_listen, uv_strerror(rc));
+    else log_notice("metrics: GET http://%s/metrics", d->cfg.metrics_listen);
+}
+
 static int run(allocd *d)
 {
     d->loop = uv_default_loop();
+    uv_loop_configure(d->loop, UV_METRICS_IDLE_TIME);
+    d->started_ns = uv_hrtime();
     scripts_init(&d->scripts);
     signal(SIGPIPE, SIG_IGN);
     uv_signal_init(d->loop, &d->sig_term);
@@ -152,6 +186,7 @@ static int run(allocd *d)
     log_notice("allocd %s started: instance %s, redis %s, prefix %s, config %s",
                ALLOCD_VERSION, d->cfg.instance, redis_target_describe(&d->cfg.redis, where, sizeof where),
                d->cfg.prefix, d->cfg.source ? d->cfg.source : "built-in defaults");
+    start_metrics(d);
     uv_timer_start(&d->status_timer, on_status, 0, 1000);
     uv_run(d->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(d->loop);

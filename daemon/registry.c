@@ -12,6 +12,7 @@
 #include "batch_worker.h"
 #include "jsonw.h"
 #include "log.h"
+#include "metrics.h"
 #include "redis_conn.h"
 
 typedef struct registry_entry {
@@ -300,3 +301,80 @@ void registry_abort(registry *r)
 
 size_t registry_batch_count(const registry *r) { return r->n; }
 int registry_redis_ready(const registry *r) { return r->conn && redis_conn_is_ready(r->conn); }
+
+/* ---- metrics ---- */
+
+typedef double (*stat_fn)(const batch_worker_stats *st, size_t arg);
+
+static double st_status(const batch_worker_stats *st, size_t i) { return (double)st->by_status[i]; }
+static double st_reject(const batch_worker_stats *st, size_t i) { return (double)st->rejects[i]; }
+
+static void labels_of(char *buf, size_t len, const char *batch, const char *extra)
+{
+    snprintf(buf, len, "batch=\"%s\"%s%s", batch, extra ? "," : "", extra ? extra : "");
+}
+
+static void render_simple(registry *r, jsonw *out, const char *name, const char *type,
+                          const char *help, size_t field_off, int is_int64)
+{
+    char labels[200];
+    metrics_header(out, name, type, help);
+    for (size_t i = 0; i < r->n; i++) {
+        const batch_worker_stats *st = batch_worker_get_stats(r->entries[i].worker);
+        const char *p = (const char *)st + field_off;
+        double v = is_int64 ? (double)*(const int64_t *)p : (double)*(const uint64_t *)p;
+        labels_of(labels, sizeof labels, r->entries[i].batch, NULL);
+        metrics_value(out, name, labels, v);
+    }
+}
+
+static void render_labeled(registry *r, jsonw *out, const char *name, const char *help,
+                           const char *label, size_t first, size_t last,
+                           const char *(*label_name)(size_t), stat_fn fn)
+{
+    char labels[200], extra[80];
+    metrics_header(out, name, "counter", help);
+    for (size_t i = 0; i < r->n; i++) {
+        const batch_worker_stats *st = batch_worker_get_stats(r->entries[i].worker);
+        for (size_t k = first; k <= last; k++) {
+            snprintf(extra, sizeof extra, "%s=\"%s\"", label, label_name(k));
+            labels_of(labels, sizeof labels, r->entries[i].batch, extra);
+            metrics_value(out, name, labels, fn(st, k));
+        }
+    }
+}
+
+static const char *status_label(size_t i) { return engine_status_name((engine_status)i); }
+static const char *reason_label(size_t i) { return engine_reason_name((engine_reason)i); }
+
+static void render_hist(registry *r, jsonw *out, const char *name, const char *help, size_t off)
+{
+    char labels[200];
+    metrics_header(out, name, "histogram", help);
+    for (size_t i = 0; i < r->n; i++) {
+        const batch_worker_stats *st = batch_worker_get_stats(r->entries[i].worker);
+        labels_of(labels, sizeof labels, r->entries[i].batch, NULL);
+        metrics_hist_render(out, name, labels, (const metrics_hist *)((const char *)st + off));
+    }
+}
+
+void registry_render_metrics(registry *r, jsonw *out)
+{
+#define OFF(f) offsetof(batch_worker_stats, f)
+    render_labeled(r, out, "allocd_results_total", "Results written, by status.", "status",
+                   ST_GRANTED, ST_INVALID, status_label, st_status);
+    render_labeled(r, out, "allocd_rejects_total", "Rejected requests, by reason.", "reason",
+                   R_SOLD_OUT, R_GROUP_TOO_LARGE, reason_label, st_reject);
+    render_simple(r, out, "allocd_requests_total", "counter", "Requests and admin commands applied.", OFF(requests), 0);
+    render_simple(r, out, "allocd_dead_total", "counter", "Requests moved to the dead list.", OFF(dead), 0);
+    render_simple(r, out, "allocd_duplicates_total", "counter", "Requests whose id already had a result.", OFF(duplicates), 0);
+    render_simple(r, out, "allocd_chunks_total", "counter", "Chunks applied.", OFF(chunks), 0);
+    render_simple(r, out, "allocd_step_failures_total", "counter", "Steps that failed and made the batch reload.", OFF(failures), 0);
+    render_simple(r, out, "allocd_redis_reconnects_total", "counter", "Lost or failed connections of the batch worker.", OFF(reconnects), 0);
+    render_simple(r, out, "allocd_queue_length", "gauge", "Queue length after the last take.", OFF(queue_len), 1);
+    render_simple(r, out, "allocd_chunk_size", "gauge", "Requests in the last applied chunk.", OFF(last_chunk), 0);
+    render_hist(r, out, "allocd_decide_seconds", "Engine time per chunk.", OFF(decide));
+    render_hist(r, out, "allocd_apply_seconds", "Apply script round trip per chunk.", OFF(apply));
+    render_hist(r, out, "allocd_chunk_latency_seconds", "From taking a chunk to its results being written.", OFF(latency));
+#undef OFF
+}

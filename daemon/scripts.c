@@ -24,22 +24,23 @@ const char script_take_src[] =
 "local dequeued = tonumber(redis.call('HGET', KEYS[5], 'dequeued') or '0')\n"
 "local cp = redis.call('LRANGE', KEYS[3], 0, -1)\n"
 "local pp = redis.call('LRANGE', KEYS[4], 0, -1)\n"
-"if #cp > 0 or #pp > 0 then return {'leftover', cp, pp, dequeued} end\n"
+"local function qlen() return redis.call('LLEN', KEYS[2]) end\n"
+"if #cp > 0 or #pp > 0 then return {'leftover', cp, pp, dequeued, qlen()} end\n"
 "local n = tonumber(ARGV[1])\n"
 "local ctl = redis.call('LPOP', KEYS[1], n)\n"
 "if ctl then\n"
 "  push_all(KEYS[3], ctl)\n"
-"  return {'new', ctl, {}, dequeued}\n"
+"  return {'new', ctl, {}, dequeued, qlen()}\n"
 "end\n"
 "if ARGV[2] == '1' then\n"
 "  local q = redis.call('LPOP', KEYS[2], n)\n"
 "  if q then\n"
 "    push_all(KEYS[4], q)\n"
 "    dequeued = redis.call('HINCRBY', KEYS[5], 'dequeued', #q)\n"
-"    return {'new', {}, q, dequeued}\n"
+"    return {'new', {}, q, dequeued, qlen()}\n"
 "  end\n"
 "end\n"
-"return {'new', {}, {}, dequeued}\n";
+"return {'new', {}, {}, dequeued, qlen()}\n";
 
 const char script_apply_src[] =
 "local types = {'hash','hash','hash','hash','stream','list','list','list','set','hash','hash','hash','list'}\n"

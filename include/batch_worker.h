@@ -15,16 +15,29 @@
 #include <uv.h>
 
 #include "config.h"
+#include "engine.h"
+#include "metrics.h"
 #include "scripts.h"
 
 typedef struct batch_worker batch_worker;
 typedef void (*batch_worker_stopped_fn)(batch_worker *w, void *data);
 
+/* What the worker has done, for metrics. Counters only grow with applied
+ * chunks, so a chunk that failed and was decided again counts once. */
 typedef struct batch_worker_stats {
     uint64_t chunks;          /* applied chunks */
     uint64_t requests;        /* queue requests and admin commands applied */
     uint64_t failures;        /* steps that failed and caused a reload */
     int loaded;               /* state is loaded and being served */
+    int64_t queue_len;        /* P:{B}:queue length after the last take */
+    uint64_t last_chunk;      /* requests in the last applied chunk */
+    uint64_t by_status[ST_INVALID + 1];
+    uint64_t rejects[R_GROUP_TOO_LARGE + 1];
+    uint64_t dead, duplicates;
+    metrics_hist decide;      /* seconds the engine spent on a chunk */
+    metrics_hist apply;       /* seconds from sending the apply to its reply */
+    metrics_hist latency;     /* seconds from take reply to apply reply */
+    uint64_t reconnects;      /* failures of the worker's three connections */
 } batch_worker_stats;
 
 /* Starts serving `batch` (connects, loads, serves). Returns 0 or -EINVAL
@@ -42,6 +55,7 @@ void batch_worker_stop(batch_worker *w);
 void batch_worker_abort(batch_worker *w);
 
 const char *batch_worker_batch(const batch_worker *w);
-const batch_worker_stats *batch_worker_get_stats(const batch_worker *w);
+/* Refreshes the connection counters, then returns the stats. */
+const batch_worker_stats *batch_worker_get_stats(batch_worker *w);
 
 #endif

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "jsonw.h"
 #include "scripts.h"
 
 typedef struct registry registry;
@@ -26,6 +27,8 @@ void registry_stop(registry *r, registry_stopped_fn done, void *data);
 void registry_abort(registry *r);
 
 size_t registry_batch_count(const registry *r);
+/* Appends the per-batch Prometheus metrics of every worker. */
+void registry_render_metrics(registry *r, jsonw *out);
 int registry_redis_ready(const registry *r);
 
 #endif

@@ -20,7 +20,8 @@
 
 /* KEYS: ctl, queue, ctlprocessing, processing, stats
  * ARGV: max, take_queue (0|1)
- * Reply: {kind, ctl_items, queue_items, dequeued}; kind "leftover" or "new". */
+ * Reply: {kind, ctl_items, queue_items, dequeued, queue_length_after};
+ * kind "leftover" or "new". */
 extern const char script_take_src[];
 
 /* KEYS: results, holders, free, stats, log, dead, processing,

@@ -1,0 +1,125 @@
+/* test_metrics.c -- the Prometheus endpoint of a real allocd: counters by
+ * status and reason, histograms, process gauges, 404 for other paths, and
+ * the latency percentiles published in P:{B}:stats for dashboards. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* GET path; returns malloc'd response (headers and body) or NULL. */
+static char *http_get(int port, const char *path)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) { close(fd); return NULL; }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    if (write(fd, req, (size_t)n) != n) { close(fd); return NULL; }
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    ssize_t r;
+    while ((r = read(fd, buf + len, cap - 1 - len)) > 0) len += (size_t)r;
+    buf[len] = '\0';
+    close(fd);
+    return buf;
+}
+
+/* The value of the sample line "SERIES VALUE". */
+static double metric(const char *text, const char *series)
+{
+    char needle[300];
+    snprintf(needle, sizeof needle, "\n%s ", series);
+    const char *p = strstr(text, needle);
+    if (!p) return -1;
+    return atof(p + strlen(needle));
+}
+
+static void test_metrics_endpoint(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    redisReply *r = redisCommand(c, "HSET alloc:{m1}:meta kind stock per_user 1");
+    freeReplyObject(r);
+    r = redisCommand(c, "HSET alloc:{m1}:capacity sku 3");
+    freeReplyObject(r);
+    r = redisCommand(c, "SADD alloc:batches m1");
+    freeReplyObject(r);
+    int port = free_port();
+    char conf[128];
+    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis, conf), 0);
+    for (int i = 0; i < 10; i++) {
+        r = redisCommand(c, "RPUSH alloc:{m1}:queue {\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}", i, i % 4);
+        freeReplyObject(r);
+    }
+    r = redisCommand(c, "RPUSH alloc:{m1}:queue garbage");
+    freeReplyObject(r);
+    assert_int_equal(harness_wait_hlen(c, "alloc:{m1}:results", 10, 10000), 10);
+    harness_sleep_ms(200);
+
+    char *text = NULL;
+    for (int i = 0; i < 50 && !text; i++) { text = http_get(port, "/metrics"); if (!text) harness_sleep_ms(50); }
+    assert_non_null(text);
+    assert_non_null(strstr(text, "HTTP/1.1 200 OK"));
+    assert_non_null(strstr(text, "text/plain; version=0.0.4"));
+    assert_true(metric(text, "allocd_results_total{batch=\"m1\",status=\"granted\"}") == 3);
+    /* u0..u3 buy once each: 3 granted, the 4th user sold out; repeats of u0..u2 hit the limit
+     * or sold_out: every rejected request is counted by its reason */
+    double sold = metric(text, "allocd_rejects_total{batch=\"m1\",reason=\"sold_out\"}");
+    double limit = metric(text, "allocd_rejects_total{batch=\"m1\",reason=\"limit\"}");
+    assert_true(sold + limit == 7);
+    assert_true(metric(text, "allocd_dead_total{batch=\"m1\"}") == 1);
+    assert_true(metric(text, "allocd_batches") == 1);
+    assert_true(metric(text, "allocd_redis_up") == 1);
+    assert_true(metric(text, "allocd_loop_idle_seconds_total") > 0);
+    assert_non_null(strstr(text, "allocd_chunk_latency_seconds_bucket{batch=\"m1\",le=\"+Inf\"}"));
+    assert_non_null(strstr(text, "# TYPE allocd_apply_seconds histogram"));
+    assert_non_null(strstr(text, "allocd_info{version=\""));
+    free(text);
+    text = http_get(port, "/nope");
+    assert_non_null(text);
+    assert_non_null(strstr(text, "404"));
+    free(text);
+
+    /* stats carry the latency of earlier chunks: one more chunk publishes it */
+    r = redisCommand(c, "RPUSH alloc:{m1}:queue {\"id\":\"late\",\"user\":\"u9\",\"op\":\"buy\",\"item\":\"sku\"}");
+    freeReplyObject(r);
+    assert_int_equal(harness_wait_hlen(c, "alloc:{m1}:results", 11, 10000), 11);
+    long long p99 = harness_int(c, "HGET alloc:{m1}:stats decision_p99_us");
+    assert_true(p99 > 0);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metrics_endpoint),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
