@@ -99,20 +99,33 @@ run: deps
 	$(MAKE) --no-print-directory all
 	sh tools/run-demo.sh
 
+MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/allocd
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+MANS    := $(wildcard man/*.[0-9])
+DOCS    := README.md $(wildcard docs/*.md)
+
+# The unit names /usr/local paths; install rewrites them for PREFIX and
+# SYSCONFDIR. An existing config is kept (installed as allocd.conf.new).
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SYSCONFDIR)/allocd
-	install -m 0755 $(ALLOCD) $(DESTDIR)$(PREFIX)/bin/allocd
-	for t in $(TOOL_BIN); do install -m 0755 $$t $(DESTDIR)$(PREFIX)/bin/; done
-	install -m 0644 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf
-	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
-	install -m 0644 systemd/allocd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/allocd.service
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SYSCONFDIR)/allocd $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	install -m 0755 $(ALLOCD) $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	if [ -e $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf ]; then \
+	  install -m 0644 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new; \
+	else install -m 0644 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf; fi
+	sed -e 's#/usr/local/etc#$(SYSCONFDIR)#g' -e 's#/usr/local/bin#$(PREFIX)/bin#g' \
+	  systemd/allocd.service > $(DESTDIR)$(UNITDIR)/allocd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/allocd.service
+	for m in $(MANS); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
+	  install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/allocd
-	for t in $(TOOL_BIN); do rm -f $(DESTDIR)$(PREFIX)/bin/$$(basename $$t); done
-	rm -f $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf
-	-rmdir $(DESTDIR)$(SYSCONFDIR)/allocd 2>/dev/null
-	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/system/allocd.service
+	rm -f $(DESTDIR)$(PREFIX)/bin/allocd $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOL_BIN)))
+	rm -f $(DESTDIR)$(UNITDIR)/allocd.service $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new
+	for m in $(MANS); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
+	rm -rf $(DESTDIR)$(DOCDIR)
+	@echo "kept $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf (remove it by hand if unwanted)"
 
 clean:
 	rm -rf build

@@ -1,0 +1,101 @@
+/* test_install.c -- `make install` puts every file where it belongs,
+ * `make uninstall` takes them away again (keeping the edited config), and
+ * the installed systemd unit passes `systemd-analyze verify` and rates at
+ * most 2.0 in `systemd-analyze security`. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+static int sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *build(void)
+{
+    const char *b = getenv("BUILD");
+    return b && *b ? b : "build";
+}
+
+static int exists(const char *dir, const char *rel)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s%s", dir, rel);
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static void test_install_and_uninstall(void **state)
+{
+    char dir[] = "/tmp/allocd-install-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
+    const char *files[] = {
+        "/usr/local/bin/allocd", "/usr/local/etc/allocd/allocd.conf",
+        "/usr/local/lib/systemd/system/allocd.service",
+        "/usr/local/share/man/man8/allocd.8", "/usr/local/share/man/man5/allocd.conf.5",
+        "/usr/local/share/doc/allocd/README.md", "/usr/local/share/doc/allocd/PROTOCOL.md",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (!exists(dir, files[i])) fail_msg("not installed: %s", files[i]);
+    if (access("tools/allocctl.c", F_OK) == 0) {
+        assert_true(exists(dir, "/usr/local/bin/allocctl"));
+        if (access("man/allocctl.1", F_OK) == 0) assert_true(exists(dir, "/usr/local/share/man/man1/allocctl.1"));
+    }
+    /* a second install keeps the operator's config */
+    assert_int_equal(sh("echo '# edited' >> %s/usr/local/etc/allocd/allocd.conf", dir), 0);
+    assert_int_equal(sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
+    assert_int_equal(sh("grep -q edited %s/usr/local/etc/allocd/allocd.conf", dir), 0);
+    assert_true(exists(dir, "/usr/local/etc/allocd/allocd.conf.new"));
+    assert_int_equal(sh("make -s uninstall BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (i != 1 && exists(dir, files[i])) fail_msg("not uninstalled: %s", files[i]);
+    assert_true(exists(dir, "/usr/local/etc/allocd/allocd.conf"));
+    sh("rm -rf %s", dir);
+}
+
+static void test_installed_unit_and_config(void **state)
+{
+    char dir[] = "/tmp/allocd-unit-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(sh("make -s install BUILD=%s PREFIX=%s/usr SYSCONFDIR=%s/etc >/dev/null", build(), dir, dir), 0);
+    assert_int_equal(sh("%s/usr/bin/allocd -c %s/etc/allocd/allocd.conf --check-config >/dev/null", dir, dir), 0);
+    assert_int_equal(sh("grep -q 'ExecStart=%s/usr/bin/allocd -c %s/etc/allocd/allocd.conf' %s/usr/lib/systemd/system/allocd.service",
+                        dir, dir, dir), 0);
+    if (sh("command -v systemd-analyze >/dev/null") != 0) {
+        sh("rm -rf %s", dir);
+        skip();
+    }
+    /* verify prints nothing and exits 0 for a clean unit */
+    assert_int_equal(sh("test -z \"$(systemd-analyze verify --man=no %s/usr/lib/systemd/system/allocd.service 2>&1)\"", dir), 0);
+    /* --threshold=20: exit non-zero when the exposure is above 2.0 */
+    int rc = sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
+                "| tail -n1", dir);
+    assert_int_equal(rc, 0);
+    assert_int_equal(sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
+                        ">/dev/null 2>&1", dir), 0);
+    sh("rm -rf %s", dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_install_and_uninstall),
+        cmocka_unit_test(test_installed_unit_and_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
