@@ -2,9 +2,12 @@
  *
  * The worker is a small state machine driven by Redis replies and timers:
  *
- *   CONNECTING --ready--> LOADING --> IDLE <--> TAKING --> DEDUP --> APPLYING
- *        ^                                                  (ORDERS)     |
- *        +------ BACKOFF <---- any failure --------------------------------+
+ *   CONNECTING --ready--> ACQUIRING --lease--> LOADING --> IDLE <--> TAKING
+ *        ^                  | busy                           --> DEDUP (ORDERS) --> APPLYING
+ *        +---- BACKOFF <----+---------- any failure, lease lost ---------------------+
+ *
+ * The worker serves only while it holds the batch lease (batch_lease.h);
+ * every script it runs checks the lease token and epoch before writing.
  *
  * TAKING runs the take script (scripts.h): requests move from the queue to
  * the processing list and stats.dequeued advances in one step. DEDUP asks
@@ -34,6 +37,7 @@
 #include <time.h>
 
 #include "batch_keys.h"
+#include "batch_lease.h"
 #include "codec.h"
 #include "engine.h"
 #include "jsonw.h"
@@ -43,8 +47,8 @@
 #include "request.h"
 
 typedef enum {
-    W_CONNECTING, W_LOADING, W_IDLE, W_TAKING, W_DEDUP, W_ORDERS, W_APPLYING,
-    W_BACKOFF, W_CLOSING
+    W_CONNECTING, W_ACQUIRING, W_LOADING, W_IDLE, W_TAKING, W_DEDUP, W_ORDERS,
+    W_APPLYING, W_BACKOFF, W_RELEASING, W_CLOSING
 } worker_state;
 
 enum {
@@ -112,6 +116,8 @@ struct batch_worker {
     batch_keys keys;
     char order_key_name[BATCH_KEY_MAX + 16], order_counter_name[BATCH_KEY_MAX + 16];
     redis_conn *cmd, *wait_queue, *wait_ctl;
+    batch_lease lease;
+    char lease_holder_seen[128]; /* logged once per holder while waiting */
     worker_state state;
     int stopping;
     int handles_open;
@@ -158,7 +164,10 @@ struct batch_worker {
 static void take_start(batch_worker *w);
 static void go_idle(batch_worker *w);
 static void load_start(batch_worker *w);
+static void acquire_start(batch_worker *w);
+static void finish(batch_worker *w);
 static void close_all(batch_worker *w);
+static int lease_check(batch_worker *w, const char *step);
 
 static int64_t wall_ms(void)
 {
@@ -323,9 +332,9 @@ static void on_timer_backoff(uv_timer_t *t)
 {
     batch_worker *w = t->data;
     if (w->state != W_BACKOFF) return;
-    if (w->stopping) { close_all(w); return; }
+    if (w->stopping) { finish(w); return; }
     w->state = W_CONNECTING;
-    if (redis_conn_is_ready(w->cmd)) load_start(w);
+    if (redis_conn_is_ready(w->cmd)) acquire_start(w);
 }
 
 /* Something went wrong mid-step: forget everything held in memory and load
@@ -334,7 +343,8 @@ static void fail(batch_worker *w, const char *what, const char *why)
 {
     if (w->state == W_CLOSING) return;
     log_warn("batch %s: %s failed: %s; reloading from Redis", w->batch, what, why);
-    if (!strcmp(what, "apply")) {
+    if (!strncmp(why, "FENCED", 6)) batch_lease_drop(&w->lease);
+    else if (!strcmp(what, "apply")) {
         w->apply_failures++;
         snprintf(w->apply_error, sizeof w->apply_error, "%s", why);
     }
@@ -342,7 +352,7 @@ static void fail(batch_worker *w, const char *what, const char *why)
     drop_engine(w);
     w->stats.failures++;
     w->attempts++;
-    if (w->stopping) { close_all(w); return; }
+    if (w->stopping) { finish(w); return; }
     int shift = w->attempts < 6 ? w->attempts : 6;
     uint64_t delay = (uint64_t)w->cfg->backoff_min_ms << shift;
     if (delay > (uint64_t)w->cfg->backoff_max_ms) delay = (uint64_t)w->cfg->backoff_max_ms;
@@ -681,7 +691,7 @@ static void on_take_reply(redis_conn *c, redisReply *r, const char *err, void *p
     if (list->elements == 0) {
         if (w->pool.active) { pool_chunk(w); return; }
         if (needs_empty_apply(w, wall_ms())) { apply_start(w); return; }
-        if (w->stopping) { close_all(w); return; }
+        if (w->stopping) { finish(w); return; }
         go_idle(w);
         return;
     }
@@ -702,18 +712,20 @@ static void take_start(batch_worker *w)
 {
     int64_t now = wall_ms();
     if (lottery_due(w, now)) { lottery_start(w); return; }
-    const char *argv[7] = {
-        w->keys.ctl, w->keys.queue, w->keys.ctlprocessing, w->keys.processing, w->keys.stats,
-    };
+    if (lease_check(w, "take") < 0) return;
     char chunk[16];
     snprintf(chunk, sizeof chunk, "%d", w->cfg->chunk);
-    argv[5] = chunk;
-    /* while the lottery pool is served, new requests wait behind it */
-    argv[6] = !w->pool.active && take_queue_now(w, now) ? "1" : "0";
+    const char *argv[11] = {
+        w->keys.ctl, w->keys.queue, w->keys.ctlprocessing, w->keys.processing, w->keys.stats,
+        w->keys.lease, w->keys.internal, chunk,
+        /* while the lottery pool is served, new requests wait behind it */
+        !w->pool.active && take_queue_now(w, now) ? "1" : "0",
+        w->lease.token, w->lease.epoch,
+    };
     w->state = W_TAKING;
     chunk_clear(w);
     if (redis_conn_eval(w->cmd, &w->scripts->take, on_take_reply, w, w->cfg->redis_timeout_ms,
-                        5, 7, argv, NULL) < 0)
+                        7, 11, argv, NULL) < 0)
         fail(w, "take", "Redis not connected");
 }
 
@@ -765,13 +777,15 @@ static void on_lottery_reply(redis_conn *c, redisReply *r, const char *err, void
 
 static void lottery_start(batch_worker *w)
 {
+    if (lease_check(w, "lottery") < 0) return;
     char seed[24];
     snprintf(seed, sizeof seed, "%" PRIu64, random_u64());
-    const char *argv[] = { w->keys.queue, w->keys.early, w->keys.stats, w->keys.internal, seed };
+    const char *argv[] = { w->keys.queue, w->keys.early, w->keys.stats, w->keys.internal,
+                           w->keys.lease, seed, w->lease.token, w->lease.epoch };
     w->state = W_TAKING;
     chunk_clear(w);
     if (redis_conn_eval(w->cmd, &w->scripts->lottery, on_lottery_reply, w, w->cfg->redis_timeout_ms,
-                        4, 5, argv, NULL) < 0)
+                        5, 8, argv, NULL) < 0)
         fail(w, "lottery", "Redis not connected");
 }
 
@@ -1164,7 +1178,7 @@ static void on_apply_reply(redis_conn *c, redisReply *r, const char *err, void *
     w->attempts = 0;
     /* while isolating, keep going one at a time through what is left */
     if (!(isolating(w) && w->chunk_expected > w->chunk_len)) w->apply_failures = 0;
-    if (w->stopping) { close_all(w); return; }
+    if (w->stopping) { finish(w); return; }
     take_start(w);
 }
 
@@ -1189,6 +1203,7 @@ static void apply_start(batch_worker *w)
         w->keys.results, w->keys.holders, w->keys.free, w->keys.stats, w->keys.log,
         w->keys.dead, w->keys.processing, w->keys.ctlprocessing, w->keys.participants,
         w->keys.capacity, w->keys.orders_ended, w->keys.internal, w->keys.early,
+        w->keys.lease,
     };
     for (int i = 0; i < APPLY_NKEYS; i++) arg_str(a, keys[i]);
     arg_int(a, w->kind == CHUNK_QUEUE ? w->chunk_expected : -1);
@@ -1199,6 +1214,8 @@ static void apply_start(batch_worker *w)
     arg_str(a, pool && w->pool.served + (size_t)w->chunk_len == w->pool.n ? "1" : "0");
     if (chunk_has_fault(w)) arg_str(a, "fault-injected");
     else arg_int(a, w->chunk_len);
+    arg_str(a, w->lease.token);
+    arg_str(a, w->lease.epoch);
     uint64_t t0 = uv_hrtime();
     engine_expire(w->eng, now);
     decide_items(w, now);
@@ -1211,6 +1228,7 @@ static void apply_start(batch_worker *w)
     add_dead(w, now);
     add_log(w);
     add_stats(w, now);
+    if (lease_check(w, "apply") < 0) return;
     w->state = W_APPLYING;
     w->apply_sent_at = uv_hrtime();
     if (args_resolve(a) < 0) { fail(w, "apply", "out of memory"); return; }
@@ -1289,10 +1307,83 @@ static void go_idle(batch_worker *w)
 
 /* ---------------------------------------------------------- lifecycle -- */
 
+/* ---------------------------------------------------------------- lease -- */
+
+/* Before every step that writes: our own clock must still vouch for the
+ * lease (the scripts check it again in Redis). */
+static int lease_check(batch_worker *w, const char *step)
+{
+    if (batch_lease_valid(&w->lease)) return 0;
+    batch_lease_drop(&w->lease);
+    fail(w, step, "the lease is not valid any more");
+    return -1;
+}
+
+static void acquire_start(batch_worker *w)
+{
+    if (batch_lease_valid(&w->lease)) { load_start(w); return; }
+    w->state = W_ACQUIRING;
+    if (batch_lease_acquire(&w->lease) < 0) w->state = W_CONNECTING; /* on_ready retries */
+}
+
+static void on_lease_acquired(batch_lease *l, void *data)
+{
+    batch_worker *w = data;
+    if (w->state != W_ACQUIRING) return;
+    log_notice("batch %s: lease acquired (epoch %s)", w->batch, l->epoch);
+    w->lease_holder_seen[0] = '\0';
+    if (w->stopping) { finish(w); return; }
+    load_start(w);
+}
+
+static void on_lease_busy(batch_lease *l, int64_t pttl, const char *holder, void *data)
+{
+    batch_worker *w = data;
+    if (w->state != W_ACQUIRING) return;
+    if (w->stopping) { close_all(w); return; }
+    if (strcmp(w->lease_holder_seen, holder)) {
+        snprintf(w->lease_holder_seen, sizeof w->lease_holder_seen, "%s", holder);
+        log_notice("batch %s: waiting for the lease held by %s (expires in %" PRId64 " ms)",
+                   w->batch, holder, pttl);
+    }
+    /* try again right after it would expire, and at least every fifth of
+     * the TTL, since a holder handing the batch over releases it early */
+    uint64_t cap = (uint64_t)w->cfg->lease_ttl_ms / 5;
+    uint64_t delay = pttl >= 0 && (uint64_t)pttl + 20 < cap ? (uint64_t)pttl + 20 : cap;
+    w->state = W_BACKOFF;
+    uv_timer_start(&w->timer, on_timer_backoff, delay, 0);
+}
+
+static void on_lease_lost(batch_lease *l, const char *why, void *data)
+{
+    batch_worker *w = data;
+    if (w->state == W_ACQUIRING) w->state = W_LOADING; /* let fail() back off */
+    fail(w, "lease", why);
+}
+
+static void on_lease_released(batch_lease *l, void *data)
+{
+    close_all(data);
+}
+
+static const batch_lease_callbacks lease_cb = {
+    on_lease_acquired, on_lease_busy, on_lease_lost, on_lease_released,
+};
+
+/* Stopping cleanly: hand the lease back so another instance can take the
+ * batch at once instead of after the TTL. */
+static void finish(batch_worker *w)
+{
+    if (w->state == W_RELEASING || w->state == W_CLOSING) return;
+    uv_timer_stop(&w->timer);
+    w->state = W_RELEASING;
+    batch_lease_release(&w->lease);
+}
+
 static void on_cmd_ready(redis_conn *c, void *data)
 {
     batch_worker *w = data;
-    if (w->state == W_CONNECTING && !w->stopping) load_start(w);
+    if (w->state == W_CONNECTING && !w->stopping) acquire_start(w);
 }
 
 static void on_cmd_down(redis_conn *c, const char *why, void *data)
@@ -1327,6 +1418,7 @@ static void on_handle_closed(batch_worker *w)
 
 static void on_conn_closed(redis_conn *c, void *data) { on_handle_closed(data); }
 static void on_timer_closed(uv_handle_t *h) { on_handle_closed(h->data); }
+static void on_lease_closed(uv_handle_t *h) { on_handle_closed(((batch_lease *)h->data)->data); }
 
 static void close_all(batch_worker *w)
 {
@@ -1334,7 +1426,8 @@ static void close_all(batch_worker *w)
     w->state = W_CLOSING;
     log_info("batch %s: stopped after %" PRIu64 " chunks", w->batch, w->stats.chunks);
     uv_timer_stop(&w->timer);
-    w->handles_open = 4;
+    w->handles_open = 5;
+    batch_lease_close(&w->lease, on_lease_closed);
     redis_conn_close(w->cmd, on_conn_closed, w);
     redis_conn_close(w->wait_queue, on_conn_closed, w);
     redis_conn_close(w->wait_ctl, on_conn_closed, w);
@@ -1345,8 +1438,8 @@ void batch_worker_stop(batch_worker *w)
 {
     w->stopping = 1;
     switch (w->state) {
-    case W_CONNECTING: case W_LOADING: case W_IDLE: case W_BACKOFF:
-        close_all(w);
+    case W_CONNECTING: case W_ACQUIRING: case W_LOADING: case W_IDLE: case W_BACKOFF:
+        finish(w);
         break;
     default:
         break; /* the step in flight finishes, then close_all() */
@@ -1419,6 +1512,8 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
         uv_close((uv_handle_t *)&w->timer, on_timer_closed);
         return -ENOMEM;
     }
+    batch_lease_init(&w->lease, loop, w->cmd, scripts, &w->keys, cfg->lease_ttl_ms,
+                     cfg->instance, &lease_cb, w);
     *out = w;
     log_info("batch %s: worker started", batch);
     return 0;

@@ -206,6 +206,7 @@ static const setting_spec SPECS[] = {
     INT("drain_timeout_ms", drain_timeout_ms, 0, 3600000),
     INT("max_attempts", max_attempts, 1, 100),
     STR("metrics_listen", set_metrics_listen),
+    INT("lease_ttl_ms", lease_ttl_ms, 1000, 600000),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -260,6 +261,7 @@ void config_defaults(allocd_config *c)
     c->drain_timeout_ms = 10000;
     c->max_attempts = 5;
     c->metrics_listen = strdup("");
+    c->lease_ttl_ms = 5000;
     c->source = NULL;
 }
 

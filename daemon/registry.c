@@ -11,6 +11,8 @@
 #include "batch_keys.h"
 #include "batch_worker.h"
 #include "jsonw.h"
+#include <jansson.h>
+
 #include "log.h"
 #include "metrics.h"
 #include "redis_conn.h"
@@ -34,6 +36,8 @@ struct registry {
     char instances_key[BATCH_KEY_MAX], instance_key[BATCH_KEY_MAX + 80];
     int64_t started_at;
     int poll_pending;
+    char **live;              /* instances with a fresh heartbeat (self included) */
+    size_t n_live;
     int beat_pending;
     int farewell_sent;
     int stopping;
@@ -43,6 +47,13 @@ struct registry {
 };
 
 static void maybe_finish(registry *r);
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 static void on_conn_closed_fwd(redis_conn *c, void *data);
 
 static registry_entry *find(registry *r, const char *batch)
@@ -85,6 +96,77 @@ static void start_worker(registry *r, const char *batch)
     log_notice("registry: serving batch %s", batch);
 }
 
+/* ---- placement ---- */
+
+/* Rendezvous hashing: each batch goes to the live instance with the highest
+ * score(instance, batch). Every instance computes the same answer from the
+ * same membership, an instance joining or leaving moves only the batches it
+ * wins or held, and no coordination is needed beyond the heartbeats. The
+ * lease keeps it safe while views of the membership disagree. */
+static uint64_t score(const char *instance, const char *batch)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *p = instance; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    h = (h ^ 0xff) * 0x100000001b3ULL;
+    for (const char *p = batch; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static const char *owner_of(const registry *r, const char *batch)
+{
+    const char *best = r->cfg->instance;
+    uint64_t best_score = score(best, batch);
+    for (size_t i = 0; i < r->n_live; i++) {
+        uint64_t sc = score(r->live[i], batch);
+        if (sc > best_score || (sc == best_score && strcmp(r->live[i], best) < 0)) {
+            best = r->live[i];
+            best_score = sc;
+        }
+    }
+    return best;
+}
+
+static void live_clear(registry *r)
+{
+    for (size_t i = 0; i < r->n_live; i++) free(r->live[i]);
+    free(r->live);
+    r->live = NULL;
+    r->n_live = 0;
+}
+
+/* P:instances: a heartbeat is fresh when it is "running" and younger than
+ * three of its own intervals (clocks of the hosts are assumed to agree
+ * within a fraction of that, as NTP keeps them). */
+static void read_membership(registry *r, redisReply *rep)
+{
+    live_clear(r);
+    if (rep->type != REDIS_REPLY_ARRAY) return;
+    r->live = calloc(rep->elements / 2 + 1, sizeof *r->live);
+    if (!r->live) return;
+    int64_t now = wall_ms();
+    for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+        json_error_t e;
+        json_t *hb = json_loadb(rep->element[i + 1]->str, rep->element[i + 1]->len, 0, &e);
+        const char *state = json_string_value(json_object_get(hb, "state"));
+        json_int_t at = json_integer_value(json_object_get(hb, "heartbeat_at"));
+        json_int_t every = json_integer_value(json_object_get(hb, "interval_ms"));
+        if (every <= 0) every = r->cfg->registry_interval_ms;
+        if (state && !strcmp(state, "running") && now - at <= 3 * every)
+            r->live[r->n_live++] = strdup(rep->element[i]->str);
+        json_decref(hb);
+    }
+}
+
+static void stop_entry(registry_entry *e, const char *why)
+{
+    log_notice("registry: batch %s: %s, stopping its worker", e->batch, why);
+    e->stopping = 1;
+    batch_worker_stop(e->worker); /* on_worker_stopped comes later */
+}
+
 static void sync_batches(registry *r, redisReply *rep)
 {
     for (size_t i = 0; i < r->n; i++) r->entries[i].seen = 0;
@@ -95,19 +177,22 @@ static void sync_batches(registry *r, redisReply *rep)
             continue;
         }
         registry_entry *e = find(r, b);
-        if (e) { e->seen = 1; continue; }   /* serving, or still draining */
-        start_worker(r, b);
+        const char *owner = owner_of(r, b);
+        int mine = !strcmp(owner, r->cfg->instance);
+        if (e) {
+            e->seen = mine;
+            if (!mine && !e->stopping) stop_entry(e, "handed over to its placement owner");
+            continue;                         /* serving, or still draining */
+        }
+        if (mine) start_worker(r, b);
     }
     for (size_t i = 0; i < r->n; i++) {
         registry_entry *e = &r->entries[i];
-        if (e->seen || e->stopping) continue;
-        log_notice("registry: batch %s left %s, stopping its worker", e->batch, r->key);
-        e->stopping = 1;
-        batch_worker_stop(e->worker); /* may call on_worker_stopped at once */
+        if (!e->seen && !e->stopping) stop_entry(e, "no longer listed");
     }
 }
 
-static void on_members(redis_conn *c, redisReply *rep, const char *err, void *data)
+static void on_batches(redis_conn *c, redisReply *rep, const char *err, void *data)
 {
     registry *r = data;
     r->poll_pending = 0;
@@ -120,20 +205,25 @@ static void on_members(redis_conn *c, redisReply *rep, const char *err, void *da
     sync_batches(r, rep);
 }
 
+/* Membership comes first on the same connection, so on_batches sees it. */
+static void on_instances(redis_conn *c, redisReply *rep, const char *err, void *data)
+{
+    registry *r = data;
+    if (r->stopping || err) return;
+    read_membership(r, rep);
+}
+
 static void poll_now(registry *r)
 {
     if (r->poll_pending || r->stopping || !redis_conn_is_ready(r->conn)) return;
-    if (redis_conn_command(r->conn, on_members, r, r->cfg->redis_timeout_ms,
+    if (redis_conn_command(r->conn, on_instances, r, r->cfg->redis_timeout_ms,
+                           "HGETALL %s", r->instances_key) < 0)
+        return;
+    if (redis_conn_command(r->conn, on_batches, r, r->cfg->redis_timeout_ms,
                            "SMEMBERS %s", r->key) == 0)
         r->poll_pending = 1;
 }
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The instance's heartbeat: P:instances (hash, instance -> JSON, kept for
  * inspection) and P:instance:<name> (same JSON, expiring after three missed
@@ -150,6 +240,7 @@ static void heartbeat_json(registry *r, jsonw *w, const char *state)
     jsonw_kstr(w, "state", state);
     jsonw_kint(w, "started_at", r->started_at);
     jsonw_kint(w, "heartbeat_at", wall_ms());
+    jsonw_kint(w, "interval_ms", r->cfg->registry_interval_ms);
     jsonw_kint(w, "batches", (int64_t)serving);
     jsonw_key(w, "serving");
     jsonw_arr_begin(w);
@@ -163,7 +254,7 @@ static void on_beat(redis_conn *c, redisReply *rep, const char *err, void *data)
 {
     registry *r = data;
     r->beat_pending = 0;
-    if (r->farewell_sent) maybe_finish(r);
+    if (r->stopping) maybe_finish(r); /* sends the farewell, or closes after it */
 }
 
 static void beat(registry *r, const char *state)
@@ -253,6 +344,7 @@ static void maybe_finish(registry *r)
     if (r->handles_open > 0) return;
     registry_stopped_fn done = r->done;
     void *data = r->done_data;
+    live_clear(r);
     free(r->entries);
     free(r);
     if (done) done(NULL, data);

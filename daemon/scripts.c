@@ -5,7 +5,17 @@
  */
 #include "scripts.h"
 
+/* Fencing: the caller's lease token must still be the lease's value and
+ * its epoch the batch's epoch, or the script writes nothing. %s = the
+ * lease key index, %s = the internal key index, then ARGV indexes. */
+#define FENCE(LEASE, INTERNAL, TOKEN, EPOCH) \
+"if redis.call('GET', KEYS[" LEASE "]) ~= ARGV[" TOKEN "] or\n" \
+"   redis.call('HGET', KEYS[" INTERNAL "], 'epoch') ~= ARGV[" EPOCH "] then\n" \
+"  return redis.error_reply('FENCED this instance no longer holds the batch lease')\n" \
+"end\n"
+
 const char script_take_src[] =
+FENCE("6", "7", "3", "4")
 "local function want(key, typ)\n"
 "  local t = redis.call('TYPE', key).ok\n"
 "  if t ~= 'none' and t ~= typ then\n"
@@ -43,6 +53,7 @@ const char script_take_src[] =
 "return {'new', {}, {}, dequeued, qlen()}\n";
 
 const char script_apply_src[] =
+FENCE("14", "12", "7", "8")
 "local types = {'hash','hash','hash','hash','stream','list','list','list','set','hash','hash','hash','list'}\n"
 "for k = 1, #types do\n"
 "  local t = redis.call('TYPE', KEYS[k]).ok\n"
@@ -63,7 +74,7 @@ const char script_apply_src[] =
 "end\n"
 "local consume = tonumber(ARGV[6])\n"
 "if not consume then return redis.error_reply('ARGS consume must be a number') end\n"
-"local i = 7\n"
+"local i = 9\n"
 "local function bulk(cmd, key, width)\n"
 "  local n = tonumber(ARGV[i]) * width\n"
 "  i = i + 1\n"
@@ -106,6 +117,7 @@ const char script_apply_src[] =
 "return 'OK'\n";
 
 const char script_lottery_src[] =
+FENCE("5", "4", "2", "3")
 "local st = redis.call('HMGET', KEYS[4], 'lottery_done', 'early_base', 'early_served', 'shuffle_seed')\n"
 "if st[1] == '1' then return {'done'} end\n"
 "if st[2] then\n"
@@ -121,9 +133,32 @@ const char script_lottery_src[] =
 "redis.call('HSET', KEYS[4], 'early_base', d, 'early_served', 0, 'shuffle_seed', ARGV[1])\n"
 "return {'pool', d, 0, ARGV[1], redis.call('LRANGE', KEYS[2], 0, -1)}\n";
 
+const char script_lease_acquire_src[] =
+"local cur = redis.call('GET', KEYS[1])\n"
+"if cur == ARGV[1] then\n"
+"  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+"  return {1, redis.call('HGET', KEYS[2], 'epoch') or '0'}\n"
+"end\n"
+"if cur then return {0, redis.call('PTTL', KEYS[1]), cur} end\n"
+"redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+"return {1, tostring(redis.call('HINCRBY', KEYS[2], 'epoch', 1))}\n";
+
+const char script_lease_renew_src[] =
+"if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+"  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+"end\n"
+"return 0\n";
+
+const char script_lease_release_src[] =
+"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n"
+"return 0\n";
+
 void scripts_init(allocd_scripts *s)
 {
     redis_script_init(&s->take, script_take_src);
     redis_script_init(&s->apply, script_apply_src);
     redis_script_init(&s->lottery, script_lottery_src);
+    redis_script_init(&s->lease_acquire, script_lease_acquire_src);
+    redis_script_init(&s->lease_renew, script_lease_renew_src);
+    redis_script_init(&s->lease_release, script_lease_release_src);
 }

@@ -24,6 +24,7 @@ typedef struct batch_keys {
     char orders_ended[BATCH_KEY_MAX];  /* order id -> tombstone JSON */
     char internal[BATCH_KEY_MAX];      /* hash: admin_state, lottery state */
     char early[BATCH_KEY_MAX];         /* early=shuffle: the lottery pool */
+    char lease[BATCH_KEY_MAX];         /* owner token of the instance serving it */
 } batch_keys;
 
 /* 1 when b is 1 to 64 characters of [A-Za-z0-9_.-]. */

@@ -1,0 +1,188 @@
+/* test_multi.c -- several allocd instances on one Redis: batches spread
+ * over the instances (each served by exactly one), takeover after a
+ * SIGKILL within the lease TTL + 1 s, and an instance paused past its lease
+ * (SIGSTOP) that, once resumed, writes nothing for the batch it lost. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "harness.h"
+
+#define TTL_MS 2000
+#define CONF "registry_interval_ms = 200; lease_ttl_ms = 2000; backoff_max_ms = 200;"
+
+static void cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    freeReplyObject(r);
+}
+
+static void create(redisContext *c, const char *b, int units)
+{
+    cmd(c, "HSET alloc:{%s}:meta kind stock per_user 1000", b);
+    cmd(c, "HSET alloc:{%s}:capacity sku %d", b, units);
+    cmd(c, "SADD alloc:batches %s", b);
+}
+
+static void push(redisContext *c, const char *b, const char *id)
+{
+    cmd(c, "RPUSH alloc:{%s}:queue {\"id\":\"%s\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku\"}", b, id);
+}
+
+/* The instance name in the batch's lease ("test-N/pid/rand" -> "test-N"). */
+static char *lease_owner(redisContext *c, const char *b)
+{
+    char *v = harness_str(c, "GET alloc:{%s}:lease", b);
+    if (v) { char *slash = strchr(v, '/'); if (slash) *slash = '\0'; }
+    return v;
+}
+
+static int wait_served(redisContext *c, const char *b, const char *id, int timeout_ms)
+{
+    char key[128];
+    snprintf(key, sizeof key, "alloc:{%s}:results", b);
+    char *v = harness_wait_hget(c, key, id, timeout_ms);
+    free(v);
+    return v != NULL;
+}
+
+static const char *batches[] = { "m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7" };
+#define NB (sizeof batches / sizeof batches[0])
+
+static void test_spread_and_takeover(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    harness_allocd a, b;
+    assert_int_equal(harness_allocd_start(&a, &redis, CONF), 0);
+    assert_int_equal(harness_allocd_start(&b, &redis, CONF), 0);
+    harness_sleep_ms(800);                      /* both heartbeats seen */
+    for (size_t i = 0; i < NB; i++) create(c, batches[i], 100000);
+    for (size_t i = 0; i < NB; i++) push(c, batches[i], "first");
+    for (size_t i = 0; i < NB; i++) assert_true(wait_served(c, batches[i], "first", 10000));
+    harness_sleep_ms(1500);                     /* let hand-overs settle */
+
+    int on_a = 0, on_b = 0;
+    char name_a[32], name_b[32];
+    for (size_t i = 0; i < NB; i++) {
+        char *o = lease_owner(c, batches[i]);
+        assert_non_null(o);
+        char *st = harness_str(c, "HGET alloc:{%s}:stats owner", batches[i]);
+        if (st) assert_string_equal(st, o);     /* stats.owner names the server */
+        free(st);
+        if (!on_a || !strcmp(o, name_a)) { snprintf(name_a, sizeof name_a, "%s", o); on_a++; }
+        else { snprintf(name_b, sizeof name_b, "%s", o); on_b++; }
+        free(o);
+    }
+    print_message("spread: %d batches on %s, %d on %s\n", on_a, name_a, on_b, name_b);
+    assert_true(on_a >= 1 && on_b >= 1);
+
+    /* kill the instance that serves m0 and time how long until m0 is served again */
+    char *victim = lease_owner(c, "m0");
+    harness_allocd *dead = strcmp(victim, "test-1") == 0 ? &a : &b;
+    harness_allocd *alive = dead == &a ? &b : &a;
+    free(victim);
+    int64_t t0 = harness_now_ms();
+    harness_allocd_kill(dead);
+    push(c, "m0", "after-kill");
+    assert_true(wait_served(c, "m0", "after-kill", 15000));
+    int64_t takeover = harness_now_ms() - t0;
+    print_message("takeover after SIGKILL: %lld ms (lease TTL %d ms)\n", (long long)takeover, TTL_MS);
+    assert_true(takeover <= TTL_MS + 1000 + 600);   /* + heartbeat staleness margin */
+    assert_int_equal(harness_int(c, "HGET alloc:{m0}:internal epoch"), 2);
+    for (size_t i = 0; i < NB; i++) push(c, batches[i], "second");
+    for (size_t i = 0; i < NB; i++) assert_true(wait_served(c, batches[i], "second", 15000));
+    assert_int_equal(harness_allocd_stop(alive), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
+static int count_in_log(const harness_allocd *d, const char *needle)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f) return 0;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) if (strstr(line, needle)) n++;
+    fclose(f);
+    return n;
+}
+
+/* A paused owner loses its lease; the other instance takes over; the
+ * paused one, resumed, must not write: every request is applied once. */
+static void test_paused_owner_is_fenced(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    create(c, "f1", 1000000);
+    harness_allocd a, b;
+    assert_int_equal(harness_allocd_start(&a, &redis, CONF), 0);
+    push(c, "f1", "r0");
+    assert_true(wait_served(c, "f1", "r0", 10000));
+    char *o = lease_owner(c, "f1");
+    harness_allocd *first = &a;
+    assert_non_null(o);
+    free(o);
+    assert_int_equal(harness_allocd_start(&b, &redis, CONF), 0);
+    harness_sleep_ms(1500);
+    /* whoever serves f1 now gets paused */
+    o = lease_owner(c, "f1");
+    harness_allocd *owner = strcmp(o, "test-1") == 0 ? &a : &b;
+    harness_allocd *other = owner == &a ? &b : &a;
+    (void)first;
+    free(o);
+    kill(owner->pid, SIGSTOP);
+    int64_t t0 = harness_now_ms();
+    char id[16];
+    for (int i = 1; i <= 200; i++) {
+        snprintf(id, sizeof id, "r%d", i);
+        push(c, "f1", id);
+    }
+    assert_true(wait_served(c, "f1", "r200", 15000));
+    print_message("served by the other instance %lld ms after SIGSTOP\n", (long long)(harness_now_ms() - t0));
+    long long epoch = harness_int(c, "HGET alloc:{f1}:internal epoch");
+    kill(owner->pid, SIGCONT);
+    harness_sleep_ms(TTL_MS);
+    for (int i = 201; i <= 300; i++) {
+        snprintf(id, sizeof id, "r%d", i);
+        push(c, "f1", id);
+    }
+    assert_true(wait_served(c, "f1", "r300", 15000));
+    harness_sleep_ms(500);
+    /* every request applied exactly once: 301 grants, 301 log entries */
+    assert_int_equal(harness_int(c, "HLEN alloc:{f1}:results"), 301);
+    assert_int_equal(harness_int(c, "HGET alloc:{f1}:stats granted"), 301);
+    assert_int_equal(harness_int(c, "XLEN alloc:{f1}:log"), 301);
+    assert_int_equal(harness_int(c, "HGET alloc:{f1}:free sku"), 1000000 - 301);
+    /* the resumed instance may get the batch back by placement, but only
+     * through a new lease (a new epoch), never with its old one */
+    assert_true(harness_int(c, "HGET alloc:{f1}:internal epoch") >= epoch);
+    /* the resumed instance noticed it had lost the lease */
+    assert_true(count_in_log(owner, "lease") >= 2);
+    assert_int_equal(harness_allocd_stop(owner), 0);
+    assert_int_equal(harness_allocd_stop(other), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spread_and_takeover),
+        cmocka_unit_test(test_paused_owner_is_fenced),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
