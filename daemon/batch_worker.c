@@ -53,8 +53,7 @@ typedef enum {
 
 enum {
     LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED,
-    LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL, LOAD_ORDER_KEY_SET,
-    LOAD_ORDER_KEY_GET, LOAD_ORDER_BLOCK, LOAD_STEPS
+    LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL, LOAD_STEPS
 };
 
 typedef struct load_step {
@@ -112,6 +111,8 @@ struct batch_worker {
     uv_loop_t *loop;
     const allocd_config *cfg;
     const allocd_scripts *scripts;
+    redis_router *router;
+    redis_target target;      /* the node serving the batch's slot */
     char batch[BATCH_ID_MAX + 1];
     batch_keys keys;
     char order_key_name[BATCH_KEY_MAX + 16], order_counter_name[BATCH_KEY_MAX + 16];
@@ -328,12 +329,29 @@ static void drop_engine(batch_worker *w)
     pool_free(&w->pool);
 }
 
+/* Redis Cluster: when the batch's slot now lives on another node, point
+ * all three connections there. Returns 1 when they were moved. */
+static int follow_slot(batch_worker *w)
+{
+    redis_target t;
+    if (redis_router_target(w->router, w->keys.meta, &t) < 0 || !memcmp(&t, &w->target, sizeof t))
+        return 0;
+    char where[300];
+    log_notice("batch %s: slot moved to %s", w->batch, redis_target_describe(&t, where, sizeof where));
+    w->target = t;
+    redis_conn_retarget(w->cmd, &t);
+    redis_conn_retarget(w->wait_queue, &t);
+    redis_conn_retarget(w->wait_ctl, &t);
+    return 1;
+}
+
 static void on_timer_backoff(uv_timer_t *t)
 {
     batch_worker *w = t->data;
     if (w->state != W_BACKOFF) return;
     if (w->stopping) { finish(w); return; }
     w->state = W_CONNECTING;
+    if (follow_slot(w)) return;          /* on_ready continues on the new node */
     if (redis_conn_is_ready(w->cmd)) acquire_start(w);
 }
 
@@ -343,6 +361,9 @@ static void fail(batch_worker *w, const char *what, const char *why)
 {
     if (w->state == W_CLOSING) return;
     log_warn("batch %s: %s failed: %s; reloading from Redis", w->batch, what, why);
+    if (!strncmp(why, "MOVED", 5) || !strncmp(why, "ASK ", 4) || !strncmp(why, "CLUSTERDOWN", 11) ||
+        !strncmp(why, "TRYAGAIN", 8))
+        redis_router_refresh(w->router); /* the backoff then follows the slot */
     if (!strncmp(why, "FENCED", 6)) batch_lease_drop(&w->lease);
     else if (!strcmp(what, "apply")) {
         w->apply_failures++;
@@ -518,17 +539,47 @@ static void load_finish(batch_worker *w)
     take_start(w);
 }
 
-static void load_order_block(batch_worker *w, redisReply *r)
+/* An order-id block: {key_hex, counter_after} from the order script, on
+ * the global keys' own node. `need` values end at counter_after. */
+static int take_order_block(batch_worker *w, redisReply *r, uint64_t need)
 {
-    if (r->type != REDIS_REPLY_INTEGER) { load_fail(w, "order counter is not a number%s%s", "", ""); return; }
-    w->orders.end = (uint64_t)r->integer + 1;
-    w->orders.next = w->orders.end - ORDER_ID_BLOCK;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_INTEGER)
+        return -1;
+    w->orders.key = strtoull(r->element[0]->str, NULL, 16);
+    w->orders.end = (uint64_t)r->element[1]->integer + 1;
+    w->orders.next = w->orders.end - need;
+    return 0;
 }
 
-static void load_order_key(batch_worker *w, redisReply *r)
+static int order_block_send(batch_worker *w, redis_reply_fn fn, uint64_t need)
 {
-    if (r->type != REDIS_REPLY_STRING) { load_fail(w, "%s is missing%s", w->order_key_name, ""); return; }
-    w->orders.key = strtoull(r->str, NULL, 16);
+    char block[24];
+    snprintf(block, sizeof block, "%" PRIu64, need);
+    const char *argv[] = { w->order_counter_name, w->order_key_name, w->order_key_hex, block };
+    return redis_router_eval(w->router, w->order_counter_name, &w->scripts->order_block, fn, w,
+                             w->cfg->redis_timeout_ms, 2, 4, argv, NULL);
+}
+
+static void load_finish(batch_worker *w);
+
+static void on_load_orders(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    batch_worker *w = priv;
+    if (w->state != W_LOADING) return;
+    const char *e = reply_error(r, err);
+    if (e) load_fail(w, "order ids: %s%s", e, "");
+    else if (take_order_block(w, r, ORDER_ID_BLOCK) < 0) load_fail(w, "order ids: unexpected reply%s%s", "", "");
+    load_finish(w);
+}
+
+static void load_orders(batch_worker *w)
+{
+    if (w->load_failed) { load_finish(w); return; }
+    if (order_block_send(w, on_load_orders, ORDER_ID_BLOCK) < 0) {
+        load_fail(w, "order ids: Redis not connected%s%s", "", "");
+        load_finish(w);
+    }
 }
 
 static void on_load_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
@@ -546,13 +597,10 @@ static void on_load_reply(redis_conn *c, redisReply *r, const char *err, void *p
             break;
         case LOAD_STATS: load_stats(w, r); break;
         case LOAD_INTERNAL: load_internal(w, r); break;
-        case LOAD_ORDER_KEY_SET: break;
-        case LOAD_ORDER_KEY_GET: load_order_key(w, r); break;
-        case LOAD_ORDER_BLOCK: load_order_block(w, r); break;
         default: load_pairs(w, r, s->tag);
         }
     }
-    if (s->tag == LOAD_ORDER_BLOCK) load_finish(w);
+    if (s->tag == LOAD_INTERNAL) load_orders(w);
 }
 
 static void load_start(batch_worker *w)
@@ -561,7 +609,6 @@ static void load_start(batch_worker *w)
     w->state = W_LOADING;
     w->load_failed = 0;
     w->load_err[0] = '\0';
-    snprintf(w->order_key_hex, sizeof w->order_key_hex, "%016" PRIx64, random_u64());
     for (int i = 0; i < LOAD_STEPS; i++) { w->steps[i].w = w; w->steps[i].tag = i; }
     int to = w->cfg->redis_timeout_ms;
     int rc = 0;
@@ -573,11 +620,6 @@ static void load_start(batch_worker *w)
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_PARTICIPANTS], to, "SMEMBERS %s", w->keys.participants);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_STATS], to, "HGETALL %s", w->keys.stats);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_INTERNAL], to, "HGETALL %s", w->keys.internal);
-    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ORDER_KEY_SET], to, "SET %s %s NX",
-                             w->order_key_name, w->order_key_hex);
-    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ORDER_KEY_GET], to, "GET %s", w->order_key_name);
-    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ORDER_BLOCK], to, "INCRBY %s %d",
-                             w->order_counter_name, ORDER_ID_BLOCK);
     /* A send that failed means the connection is down; the commands already
      * sent get their error callbacks, and on_ready starts a new load. */
     if (rc) {
@@ -895,17 +937,18 @@ static void on_orders_reply(redis_conn *c, redisReply *r, const char *err, void 
     const char *e = reply_error(r, err);
     if (e) { fail(w, "order id block", e); return; }
     uint64_t need = buys_in_chunk(w);
-    w->orders.end = (uint64_t)r->integer + 1;
-    w->orders.next = w->orders.end - (need > ORDER_ID_BLOCK ? need : ORDER_ID_BLOCK);
+    if (take_order_block(w, r, need > ORDER_ID_BLOCK ? need : ORDER_ID_BLOCK) < 0) {
+        fail(w, "order id block", "unexpected reply");
+        return;
+    }
     apply_start(w);
 }
 
 static void orders_start(batch_worker *w)
 {
-    size_t need = buys_in_chunk(w);
+    uint64_t need = buys_in_chunk(w);
     w->state = W_ORDERS;
-    if (redis_conn_command(w->cmd, on_orders_reply, w, w->cfg->redis_timeout_ms, "INCRBY %s %zu",
-                           w->order_counter_name, need > ORDER_ID_BLOCK ? need : (size_t)ORDER_ID_BLOCK) < 0)
+    if (order_block_send(w, on_orders_reply, need > ORDER_ID_BLOCK ? need : ORDER_ID_BLOCK) < 0)
         fail(w, "order id block", "Redis not connected");
 }
 
@@ -1473,25 +1516,29 @@ static int open_conn(batch_worker *w, redis_conn **out, const char *role,
         .backoff_min_ms = w->cfg->backoff_min_ms,
         .backoff_max_ms = w->cfg->backoff_max_ms,
     };
-    return redis_conn_init(out, w->loop, &w->cfg->redis, &opt, cb, w);
+    return redis_conn_init(out, w->loop, &w->target, &opt, cb, w);
 }
 
 int batch_worker_start(batch_worker **out, uv_loop_t *loop,
                        const allocd_config *cfg, const allocd_scripts *scripts,
-                       const char *batch, batch_worker_stopped_fn on_stopped,
-                       void *data)
+                       redis_router *router, const char *batch,
+                       batch_worker_stopped_fn on_stopped, void *data)
 {
     batch_worker *w = calloc(1, sizeof *w);
     if (!w) return -ENOMEM;
     if (batch_keys_init(&w->keys, cfg->prefix, batch) < 0) { free(w); return -EINVAL; }
+    if (redis_router_target(router, w->keys.meta, &w->target) < 0) { free(w); return -EAGAIN; }
+    w->router = router;
     w->loop = loop;
     w->cfg = cfg;
     w->scripts = scripts;
     w->on_stopped = on_stopped;
     w->data = data;
     snprintf(w->batch, sizeof w->batch, "%s", batch);
-    snprintf(w->order_key_name, sizeof w->order_key_name, "%s:order_key", cfg->prefix);
-    snprintf(w->order_counter_name, sizeof w->order_counter_name, "%s:order_counter", cfg->prefix);
+    /* one hash tag that no batch id can have (':' is not allowed in them) */
+    snprintf(w->order_key_name, sizeof w->order_key_name, "%s:{allocd:orders}:key", cfg->prefix);
+    snprintf(w->order_counter_name, sizeof w->order_counter_name, "%s:{allocd:orders}:counter", cfg->prefix);
+    snprintf(w->order_key_hex, sizeof w->order_key_hex, "%016" PRIx64, random_u64());
     jsonw_init(&w->args.data);
     w->written_phase = (engine_phase)-1;
     w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");

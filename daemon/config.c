@@ -168,6 +168,15 @@ static int set_metrics_listen(allocd_config *c, const char *v, char *msg, size_t
     return 0;
 }
 
+static int set_cluster(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    if (strcmp(v, "auto") && strcmp(v, "yes") && strcmp(v, "no")) {
+        seterr(msg, len, "cluster must be auto, yes or no (got '%s')", v);
+        return -1;
+    }
+    return replace_string(&c->cluster, v, msg, len);
+}
+
 /* ---- the settings table ---------------------------------------------- */
 
 typedef enum { SET_STRING, SET_INT, SET_INT64 } setting_kind;
@@ -207,6 +216,7 @@ static const setting_spec SPECS[] = {
     INT("max_attempts", max_attempts, 1, 100),
     STR("metrics_listen", set_metrics_listen),
     INT("lease_ttl_ms", lease_ttl_ms, 1000, 600000),
+    STR("cluster", set_cluster),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -262,6 +272,7 @@ void config_defaults(allocd_config *c)
     c->max_attempts = 5;
     c->metrics_listen = strdup("");
     c->lease_ttl_ms = 5000;
+    c->cluster = strdup("auto");
     c->source = NULL;
 }
 
@@ -273,7 +284,8 @@ void config_free(allocd_config *c)
     free(c->instance);
     free(c->source);
     free(c->metrics_listen);
-    c->redis_url = c->prefix = c->instance = c->source = c->metrics_listen = NULL;
+    free(c->cluster);
+    c->redis_url = c->prefix = c->instance = c->source = c->metrics_listen = c->cluster = NULL;
 }
 
 static int dup_field(char **dst, const char *src)
@@ -287,7 +299,9 @@ static int config_copy(allocd_config *dst, const allocd_config *src)
 {
     *dst = *src;
     dst->redis_url = dst->prefix = dst->instance = dst->source = dst->metrics_listen = NULL;
+    dst->cluster = NULL;
     if (dup_field(&dst->metrics_listen, src->metrics_listen) < 0 ||
+        dup_field(&dst->cluster, src->cluster) < 0 ||
         dup_field(&dst->redis_url, src->redis_url) < 0 ||
         dup_field(&dst->prefix, src->prefix) < 0 ||
         dup_field(&dst->instance, src->instance) < 0 ||
@@ -829,7 +843,7 @@ static int apply_cli(allocd_config *c, const cli_args *a, char *err, size_t errl
 static int validate(const allocd_config *c, char *err, size_t errlen)
 {
     char msg[MSG_MAX];
-    if (!c->redis_url || !c->prefix || !c->instance) {
+    if (!c->redis_url || !c->prefix || !c->instance || !c->cluster || !c->metrics_listen) {
         seterr(err, errlen, "config: out of memory");
         return -1;
     }

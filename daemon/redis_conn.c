@@ -706,6 +706,18 @@ int redis_conn_init(redis_conn **out, uv_loop_t *loop, const redis_target *t,
     return 0;
 }
 
+int redis_conn_retarget(redis_conn *c, const redis_target *t)
+{
+    if (!c || !t || !target_valid(t)) return -EINVAL;
+    if (!memcmp(&c->target, t, sizeof *t)) return 0;
+    c->target = *t;
+    redis_target_describe(&c->target, c->where, sizeof c->where);
+    /* A live link points at the old node: drop it (pending commands get
+     * their error); the reconnect goes to the new one. */
+    if (c->state != ST_WAITING) conn_down(c, "moving to another node");
+    return 0;
+}
+
 int redis_conn_is_ready(const redis_conn *c)
 {
     return c && c->state == ST_READY;

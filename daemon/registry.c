@@ -16,6 +16,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "redis_conn.h"
+#include "redis_router.h"
 
 typedef struct registry_entry {
     char batch[BATCH_ID_MAX + 1];
@@ -28,7 +29,7 @@ struct registry {
     uv_loop_t *loop;
     const allocd_config *cfg;
     const allocd_scripts *scripts;
-    redis_conn *conn;
+    redis_router *conn;       /* routes each global key to its node */
     uv_timer_t timer;
     registry_entry *entries;
     size_t n, cap;
@@ -54,7 +55,7 @@ static int64_t wall_ms(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
-static void on_conn_closed_fwd(redis_conn *c, void *data);
+static void on_conn_closed_fwd(void *data);
 
 static registry_entry *find(registry *r, const char *batch)
 {
@@ -86,7 +87,7 @@ static void start_worker(registry *r, const char *batch)
     registry_entry *e = &r->entries[r->n];
     memset(e, 0, sizeof *e);
     snprintf(e->batch, sizeof e->batch, "%s", batch);
-    if (batch_worker_start(&e->worker, r->loop, r->cfg, r->scripts, batch,
+    if (batch_worker_start(&e->worker, r->loop, r->cfg, r->scripts, r->conn, batch,
                            on_worker_stopped, r) < 0) {
         log_err("registry: cannot start a worker for batch %s", batch);
         return;
@@ -215,12 +216,14 @@ static void on_instances(redis_conn *c, redisReply *rep, const char *err, void *
 
 static void poll_now(registry *r)
 {
-    if (r->poll_pending || r->stopping || !redis_conn_is_ready(r->conn)) return;
-    if (redis_conn_command(r->conn, on_instances, r, r->cfg->redis_timeout_ms,
-                           "HGETALL %s", r->instances_key) < 0)
+    if (r->poll_pending || r->stopping || !r->conn || !redis_router_ready(r->conn)) return;
+    const char *hgetall[] = { "HGETALL", r->instances_key };
+    const char *smembers[] = { "SMEMBERS", r->key };
+    if (redis_router_command(r->conn, r->instances_key, on_instances, r, r->cfg->redis_timeout_ms,
+                             2, hgetall, NULL) < 0)
         return;
-    if (redis_conn_command(r->conn, on_batches, r, r->cfg->redis_timeout_ms,
-                           "SMEMBERS %s", r->key) == 0)
+    if (redis_router_command(r->conn, r->key, on_batches, r, r->cfg->redis_timeout_ms,
+                             2, smembers, NULL) == 0)
         r->poll_pending = 1;
 }
 
@@ -259,7 +262,7 @@ static void on_beat(redis_conn *c, redisReply *rep, const char *err, void *data)
 
 static void beat(registry *r, const char *state)
 {
-    if (r->beat_pending || !r->conn || !redis_conn_is_ready(r->conn)) return;
+    if (r->beat_pending || !r->conn || !redis_router_ready(r->conn)) return;
     jsonw w;
     jsonw_init(&w);
     heartbeat_json(r, &w, state);
@@ -272,10 +275,10 @@ static void beat(registry *r, const char *state)
     const char *del[] = { "DEL", r->instance_key };
     size_t slen[] = { 3, strlen(r->instance_key), w.len, 2, strlen(ttl) };
     int to = r->cfg->redis_timeout_ms;
-    redis_conn_commandargv(r->conn, NULL, NULL, to, 4, hset, hlen);
+    redis_router_command(r->conn, r->instances_key, NULL, NULL, to, 4, hset, hlen);
     int rc = strcmp(state, "stopped")
-        ? redis_conn_commandargv(r->conn, on_beat, r, to, 5, set, slen)
-        : redis_conn_commandargv(r->conn, on_beat, r, to, 2, del, NULL);
+        ? redis_router_command(r->conn, r->instance_key, on_beat, r, to, 5, set, slen)
+        : redis_router_command(r->conn, r->instance_key, on_beat, r, to, 2, del, NULL);
     if (rc == 0) r->beat_pending = 1;
     jsonw_free(&w);
 }
@@ -286,7 +289,7 @@ static void on_tick(uv_timer_t *t)
     poll_now(r);
     beat(r, "running");
 }
-static void on_ready(redis_conn *c, void *data)
+static void on_ready(redis_router *c, void *data)
 {
     registry *r = data;
     if (r->stopping) { maybe_finish(r); return; }
@@ -306,14 +309,9 @@ int registry_start(registry **out, uv_loop_t *loop, const allocd_config *cfg,
     snprintf(r->instances_key, sizeof r->instances_key, "%s:instances", cfg->prefix);
     snprintf(r->instance_key, sizeof r->instance_key, "%s:instance:%s", cfg->prefix, cfg->instance);
     r->started_at = wall_ms();
-    static const redis_conn_callbacks cb = { on_ready, NULL };
     char name[128];
     snprintf(name, sizeof name, "%s/registry", cfg->instance);
-    redis_conn_options opt = {
-        .name = name, .connect_timeout_ms = cfg->connect_timeout_ms,
-        .backoff_min_ms = cfg->backoff_min_ms, .backoff_max_ms = cfg->backoff_max_ms,
-    };
-    int rc = redis_conn_init(&r->conn, loop, &cfg->redis, &opt, &cb, r);
+    int rc = redis_router_init(&r->conn, loop, cfg, name, on_ready, r);
     if (rc < 0) { free(r); return rc; }
     uv_timer_init(loop, &r->timer);
     r->timer.data = r;
@@ -330,15 +328,15 @@ static void maybe_finish(registry *r)
 {
     if (!r->stopping || r->n > 0) return;
     if (r->conn) {
-        if (!r->farewell_sent && redis_conn_is_ready(r->conn) && !r->beat_pending) {
+        if (!r->farewell_sent && redis_router_ready(r->conn) && !r->beat_pending) {
             r->farewell_sent = 1;
             beat(r, "stopped");
             if (r->beat_pending) return;        /* on_beat comes back here */
         }
         if (r->beat_pending) return;
-        redis_conn *c = r->conn;
+        redis_router *c = r->conn;
         r->conn = NULL;
-        redis_conn_close(c, on_conn_closed_fwd, r);
+        redis_router_close(c, on_conn_closed_fwd, r);
         return;
     }
     if (r->handles_open > 0) return;
@@ -356,7 +354,7 @@ static void on_handle_closed(registry *r)
     maybe_finish(r);
 }
 
-static void on_conn_closed_fwd(redis_conn *c, void *data) { on_handle_closed(data); }
+static void on_conn_closed_fwd(void *data) { on_handle_closed(data); }
 static void on_timer_closed(uv_handle_t *h) { on_handle_closed(h->data); }
 
 void registry_stop(registry *r, registry_stopped_fn done, void *data)
@@ -379,10 +377,10 @@ void registry_stop(registry *r, registry_stopped_fn done, void *data)
 static void force_close_conn(registry *r)
 {
     if (!r->conn) return;
-    redis_conn *c = r->conn;
+    redis_router *c = r->conn;
     r->conn = NULL;
     r->beat_pending = 0;
-    redis_conn_close(c, on_conn_closed_fwd, r);
+    redis_router_close(c, on_conn_closed_fwd, r);
 }
 
 void registry_abort(registry *r)
@@ -392,7 +390,7 @@ void registry_abort(registry *r)
 }
 
 size_t registry_batch_count(const registry *r) { return r->n; }
-int registry_redis_ready(const registry *r) { return r->conn && redis_conn_is_ready(r->conn); }
+int registry_redis_ready(const registry *r) { return r->conn && redis_router_ready(r->conn); }
 
 /* ---- metrics ---- */
 

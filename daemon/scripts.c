@@ -153,6 +153,10 @@ const char script_lease_release_src[] =
 "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n"
 "return 0\n";
 
+const char script_order_block_src[] =
+"redis.call('SET', KEYS[2], ARGV[1], 'NX')\n"
+"return {redis.call('GET', KEYS[2]), redis.call('INCRBY', KEYS[1], ARGV[2])}\n";
+
 void scripts_init(allocd_scripts *s)
 {
     redis_script_init(&s->take, script_take_src);
@@ -161,4 +165,5 @@ void scripts_init(allocd_scripts *s)
     redis_script_init(&s->lease_acquire, script_lease_acquire_src);
     redis_script_init(&s->lease_renew, script_lease_renew_src);
     redis_script_init(&s->lease_release, script_lease_release_src);
+    redis_script_init(&s->order_block, script_order_block_src);
 }

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "engine.h"
 #include "metrics.h"
+#include "redis_router.h"
 #include "scripts.h"
 
 typedef struct batch_worker batch_worker;
@@ -41,12 +42,14 @@ typedef struct batch_worker_stats {
 } batch_worker_stats;
 
 /* Starts serving `batch` (connects, loads, serves). Returns 0 or -EINVAL
- * (bad batch id) / -ENOMEM; on error nothing was started and on_stopped is
- * never called. cfg and scripts must outlive the worker. */
+ * (bad batch id) / -EAGAIN (the router does not know the batch's node yet)
+ * / -ENOMEM; on error nothing was started and on_stopped is never called.
+ * cfg, scripts and router must outlive the worker. The router finds the
+ * node of the batch's slot and carries the global order-id commands. */
 int batch_worker_start(batch_worker **out, uv_loop_t *loop,
                        const allocd_config *cfg, const allocd_scripts *scripts,
-                       const char *batch, batch_worker_stopped_fn on_stopped,
-                       void *data);
+                       redis_router *router, const char *batch,
+                       batch_worker_stopped_fn on_stopped, void *data);
 /* Drains: the step in flight (a taken chunk included) is finished and
  * applied, then the worker closes and on_stopped is called. */
 void batch_worker_stop(batch_worker *w);

@@ -34,6 +34,7 @@ typedef struct allocd_config {
     int drain_timeout_ms;     /* "drain_timeout_ms"; SIGTERM drain deadline, 10000 */
     int max_attempts;         /* "max_attempts"; tries of a failing chunk before
                                  its requests go to dead one by one, 5 */
+    char *cluster;            /* "cluster": "auto" (CLUSTER SLOTS decides), "yes", "no" */
     int lease_ttl_ms;         /* "lease_ttl_ms"; batch lease lifetime, 5000 (1000..600000) */
     char *metrics_listen;     /* "metrics_listen"; "" = off, else host:port on loopback */
     char metrics_host[64];    /* parsed metrics_listen */

@@ -60,6 +60,10 @@ int redis_conn_init(redis_conn **out, uv_loop_t *loop, const redis_target *t,
                     const redis_conn_options *opt,
                     const redis_conn_callbacks *cb, void *data);
 int redis_conn_is_ready(const redis_conn *c);
+/* Points the connection at another server (a Redis Cluster node after a
+ * MOVED). A live link is dropped like a lost connection: pending commands
+ * get their error callback, on_down runs, and it reconnects to t. */
+int redis_conn_retarget(redis_conn *c, const redis_target *t);
 const redis_conn_stats *redis_conn_get_stats(const redis_conn *c);
 const char *redis_conn_name(const redis_conn *c);
 

@@ -70,11 +70,18 @@ extern const char script_lease_acquire_src[];
 extern const char script_lease_renew_src[];
 extern const char script_lease_release_src[];
 
+/* A block of order-id counter values, and the deployment's permutation key.
+ * KEYS: P:{allocd:orders}:counter, P:{allocd:orders}:key (one slot)
+ * ARGV: a random key (hex; kept only if none exists yet), block size
+ * Reply: {key_hex, counter_after_incr} */
+extern const char script_order_block_src[];
+
 typedef struct allocd_scripts {
     redis_script take;
     redis_script apply;
     redis_script lottery;
     redis_script lease_acquire, lease_renew, lease_release;
+    redis_script order_block;
 } allocd_scripts;
 
 void scripts_init(allocd_scripts *s);
