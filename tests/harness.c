@@ -143,9 +143,12 @@ int harness_allocd_start(harness_allocd *d, const harness_redis *r,
     snprintf(d->log, sizeof d->log, "%s/allocd-%d.log", r->dir, counter);
     FILE *f = fopen(d->conf, "w");
     if (!f) return -1;
-    fprintf(f, "redis = \"%s\";\nprefix = \"alloc\";\ninstance = \"test-%d\";\n"
+    /* an explicit redis setting in extra_conf (a cluster seed) wins */
+    if (!extra_conf || !strstr(extra_conf, "redis ="))
+        fprintf(f, "redis = \"%s\";\n", r->url);
+    fprintf(f, "prefix = \"alloc\";\ninstance = \"test-%d\";\n"
                "log_level = \"debug\";\n%s\n",
-            r->url, counter, extra_conf ? extra_conf : "");
+            counter, extra_conf ? extra_conf : "");
     fclose(f);
     char *argv[] = { (char *)allocd_bin(), "-c", d->conf, NULL };
     d->pid = spawn(argv, d->log);
