@@ -6,10 +6,10 @@
  *   bits 62..32 seconds since 2025-01-01T00:00:00Z (31 bits: until 2093)
  *   bits 31..0  perm(counter mod 2^32), a keyed 32-bit permutation
  *
- * The counter is one global Redis counter (P:order_counter) that daemons
+ * The counter is one global Redis counter (P:{allocd:orders}:counter) that daemons
  * draw from in blocks with INCRBY, so minting an id costs no round trip and
  * no two daemons ever use the same counter value. perm is a 4-round Feistel
- * network over 16-bit halves keyed by P:order_key (one random key per
+ * network over 16-bit halves keyed by P:{allocd:orders}:key (one random key per
  * deployment, created on first start), so consecutive counter values give
  * unrelated-looking low bits and an observer cannot tell how many orders
  * were made between two ids. Two ids can only collide if counter values
