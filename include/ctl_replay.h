@@ -1,0 +1,63 @@
+/* ctl_replay.h -- rebuilding a batch's holders and free units from its
+ * event log, and comparing them with what Redis holds (`allocctl verify`).
+ *
+ * The contract promises that the log (P:{B}:log) is written in the same
+ * atomic step as every change of holders and free, so replaying it from
+ * the start must give exactly P:{B}:holders and P:{B}:free. That is how an
+ * operator proves nothing was lost or given twice before archiving a
+ * batch. The replay rules are listed in docs/ALLOCCTL.md.
+ *
+ * Pure: no Redis, no I/O. The caller feeds log entries in order, then a
+ * snapshot of the hashes (taken atomically with the log's end), and gets
+ * one finding (a human-readable line) per difference or broken invariant.
+ */
+#ifndef ALLOCD_CTL_REPLAY_H
+#define ALLOCD_CTL_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ctl_kv {
+    const char *key;
+    const char *val;
+    size_t vlen;
+} ctl_kv;
+
+/* P:{B}:capacity, holders and free as field/value pairs, and stats. */
+typedef struct ctl_snapshot {
+    const ctl_kv *capacity; size_t n_capacity;
+    const ctl_kv *holders;  size_t n_holders;
+    const ctl_kv *free;     size_t n_free;
+    int has_free_units;     /* stats.free_units present */
+    int64_t free_units;
+} ctl_snapshot;
+
+enum { CTL_EV_GRANT, CTL_EV_RELEASE, CTL_EV_CONFIRM, CTL_EV_CANCEL,
+       CTL_EV_EXPIRE, CTL_EV_CAPACITY, CTL_EV_STATE, CTL_EV_OTHER, CTL_EV_N };
+
+typedef struct ctl_replay_counts {
+    size_t entries;
+    size_t by_type[CTL_EV_N];
+    size_t users;       /* users holding something after the replay */
+    size_t holders;     /* fields of P:{B}:holders */
+    size_t items;       /* items seen anywhere */
+    size_t findings;
+} ctl_replay_counts;
+
+const char *ctl_event_name(int type);
+
+typedef void (*ctl_finding_fn)(void *ud, const char *msg);
+typedef struct ctl_replay ctl_replay;
+
+/* room: 1 for a room batch, 0 for stock. per_user: the meta value, checked
+ * against stock holdings. NULL without memory. */
+ctl_replay *ctl_replay_new(int room, int64_t per_user, ctl_finding_fn fn, void *ud);
+void ctl_replay_free(ctl_replay *r);
+
+/* One log entry (its stream id and field/value pairs), in log order. */
+void ctl_replay_entry(ctl_replay *r, const char *id, const ctl_kv *fields, size_t n);
+/* Compares the rebuilt state with the snapshot and checks the invariants. */
+void ctl_replay_finish(ctl_replay *r, const ctl_snapshot *s);
+const ctl_replay_counts *ctl_replay_counts_get(const ctl_replay *r);
+
+#endif

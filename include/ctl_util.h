@@ -1,0 +1,40 @@
+/* ctl_util.h -- small pieces the command-line tools share: times as
+ * operators write them, base64, and argument vectors for hiredis.
+ *
+ * Kept out of the tools so that each tool (allocctl, benches, future admin
+ * tools) parses an ISO 8601 time or builds a long HSET the same way.
+ */
+#ifndef ALLOCD_CTL_UTIL_H
+#define ALLOCD_CTL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "1767261600000" (ms since the epoch) or ISO 8601 with a zone:
+ * "2026-01-01T10:00:00[.123](Z|+02:00|+0200)" (a space may replace the T).
+ * A time without a zone is refused: it would mean different instants on
+ * different machines. Returns 0 or -1. */
+int ctl_parse_time_ms(const char *s, int64_t *out);
+/* ms -> "2025-11-22T08:26:40.123Z" in buf. */
+const char *ctl_iso_ms(int64_t ms, char *buf, size_t len);
+
+/* Standard base64 (padding optional) -> bytes, malloc'd, *n set; NULL
+ * when malformed or without memory. */
+char *ctl_b64_decode(const char *s, size_t *n);
+
+/* An argument vector for redisCommandArgv / redisAppendCommandArgv. Each
+ * argument is copied; allocation failure is sticky in `failed`. */
+typedef struct ctl_args {
+    char **v;
+    size_t *len;
+    size_t n, cap;
+    int failed;
+} ctl_args;
+
+void ctl_args_addn(ctl_args *a, const char *s, size_t n);
+void ctl_args_add(ctl_args *a, const char *s);
+void ctl_args_addi(ctl_args *a, int64_t v);
+void ctl_args_reset(ctl_args *a);      /* empty, keeps the vector */
+void ctl_args_free(ctl_args *a);
+
+#endif

@@ -1,0 +1,1759 @@
+/* allocctl.c -- the operator's and integrator's command line for allocd.
+ *
+ * Everything allocd does is observable in Redis (docs/PROTOCOL.md); this
+ * tool is the one place that knows the key layout, the request grammar and
+ * the queue-position formula so operators and scripts do not have to
+ * re-derive them with redis-cli: create batches from CSV/JSON files, push
+ * requests the way a producer must (with the position transaction), look at
+ * results, positions and holdings, requeue dead requests safely, prove a
+ * batch consistent by replaying its event log, and watch all batches live.
+ *
+ * Plain synchronous hiredis (ctl_sync.h) with connect and command
+ * deadlines; Redis location and prefix come from the allocd config loader,
+ * so allocctl finds the same Redis as the daemon. Exit codes are part of
+ * the interface (see usage() and docs/ALLOCCTL.md).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+
+#include "batch_keys.h"
+#include "config.h"
+#include "ctl_items.h"
+#include "ctl_queue.h"
+#include "ctl_replay.h"
+#include "ctl_sync.h"
+#include "ctl_util.h"
+#include "request.h"
+
+enum { EX_OK = 0, EX_NOT = 1, EX_USAGE = 2, EX_REDIS = 3, EX_INPUT = 4 };
+
+#define PAGE CTL_QUEUE_PAGE    /* list/stream page size */
+#define MAX_POS 4              /* positional arguments of any command */
+#define MAX_FINDINGS_SHOWN 200 /* verify prints at most this many */
+
+typedef struct ctx {
+    const char *cmd;                /* "push", "batch create", ... for messages */
+    cli_args cli;                   /* -c, --redis, --prefix */
+    allocd_config cfg;
+    int cfg_loaded;
+    redisContext *c;
+    const char *batch;
+    batch_keys k;
+    char batches_key[160];          /* P:batches */
+    char *quiet;                    /* top: messages go here, not to stderr */
+} ctx;
+
+static void errmsg(const ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void errmsg(const ctx *x, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (x && x->quiet) {            /* a full-screen dashboard owns the tty */
+        vsnprintf(x->quiet, 256, fmt, ap);
+        va_end(ap);
+        return;
+    }
+    fprintf(stderr, "allocctl%s%s: ", x && x->cmd ? " " : "", x && x->cmd ? x->cmd : "");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- small utilities ---------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
+}
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+static void random_id(char *buf, size_t len, const char *prefix)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != sizeof v)
+        v = (uint64_t)now_ms() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+    snprintf(buf, len, "%s%016" PRIx64, prefix, v);
+}
+
+/* ---- command-line options ------------------------------------------------ */
+
+typedef struct opt {
+    const char *name;      /* long name without "--" */
+    char short_name;
+    const char **value;    /* option with a value */
+    int *flag;             /* option without one */
+} opt;
+
+#define GLOBAL_OPTS(x) \
+    { "config", 'c', &(x)->cli.config_path, NULL }, \
+    { "redis", 0, &(x)->cli.redis_url, NULL }, \
+    { "prefix", 0, &(x)->cli.prefix, NULL }
+
+static const opt *find_opt(const opt *spec, size_t n, const char *arg, const char **inline_value)
+{
+    *inline_value = NULL;
+    if (arg[1] != '-') {
+        for (size_t i = 0; i < n; i++)
+            if (spec[i].short_name && spec[i].short_name == arg[1] && arg[2] == '\0') return &spec[i];
+        return NULL;
+    }
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+    for (size_t i = 0; i < n; i++)
+        if (strlen(spec[i].name) == len && strncmp(spec[i].name, arg + 2, len) == 0) {
+            if (eq) *inline_value = eq + 1;
+            return &spec[i];
+        }
+    return NULL;
+}
+
+/* Parses argv[from..] against spec; positional arguments go to pos.
+ * Returns EX_OK, EX_USAGE (message printed), or -1 for --help. */
+static int parse_opts(ctx *x, int argc, char **argv, int from, const opt *spec,
+                      size_t n, const char **pos, size_t *npos)
+{
+    *npos = 0;
+    for (int i = from; i < argc; i++) {
+        const char *arg = argv[i], *val;
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return -1;
+        if (arg[0] != '-' || arg[1] == '\0') {
+            if (*npos == MAX_POS) { errmsg(x, "unexpected argument '%s'", arg); return EX_USAGE; }
+            pos[(*npos)++] = arg;
+            continue;
+        }
+        const opt *o = find_opt(spec, n, arg, &val);
+        if (!o) { errmsg(x, "unknown option '%s' (try --help)", arg); return EX_USAGE; }
+        if (o->flag) {
+            if (val) { errmsg(x, "option '%s' takes no value", arg); return EX_USAGE; }
+            *o->flag = 1;
+            continue;
+        }
+        if (!val) {
+            if (i + 1 >= argc) { errmsg(x, "option '%s' needs a value", arg); return EX_USAGE; }
+            val = argv[++i];
+        }
+        *o->value = val;
+    }
+    return EX_OK;
+}
+
+/* An integer option within [min, max]; absent options keep *out. */
+static int opt_int(const ctx *x, const char *name, const char *v, int64_t min,
+                   int64_t max, int64_t *out)
+{
+    if (!v) return 0;
+    if (parse_i64(v, out) < 0 || *out < min || *out > max) {
+        errmsg(x, "--%s must be an integer from %" PRId64 " to %" PRId64 " (got '%s')",
+               name, min, max, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- config and Redis ------------------------------------------------------ */
+
+static int ctx_config(ctx *x)
+{
+    if (x->cfg_loaded) return EX_OK;
+    char err[600];
+    x->cli.action = CLI_RUN;
+    if (config_load(&x->cfg, &x->cli, err, sizeof err) < 0) {
+        errmsg(x, "%s", err);
+        return strncmp(err, "command line", 12) == 0 ? EX_USAGE : EX_INPUT;
+    }
+    x->cfg_loaded = 1;
+    snprintf(x->batches_key, sizeof x->batches_key, "%s:batches", x->cfg.prefix);
+    return EX_OK;
+}
+
+static int ctx_connect(ctx *x)
+{
+    int rc = ctx_config(x);
+    if (rc != EX_OK || x->c) return rc;
+    char err[600];
+    x->c = ctl_connect(&x->cfg.redis, x->cfg.connect_timeout_ms, x->cfg.redis_timeout_ms,
+                       err, sizeof err);
+    if (!x->c) { errmsg(x, "%s", err); return EX_REDIS; }
+    return EX_OK;
+}
+
+/* Sets the batch (validated) and its key names. */
+static int ctx_batch(ctx *x, const char *b)
+{
+    if (!b) { errmsg(x, "which batch? (try --help)"); return EX_USAGE; }
+    if (!batch_id_valid(b)) {
+        errmsg(x, "batch id '%s' must be 1 to 64 characters from [A-Za-z0-9_.-]", b);
+        return EX_USAGE;
+    }
+    int rc = ctx_config(x);
+    if (rc != EX_OK) return rc;
+    if (batch_keys_init(&x->k, x->cfg.prefix, b) < 0) {
+        errmsg(x, "prefix and batch id are too long together");
+        return EX_USAGE;
+    }
+    x->batch = b;
+    return EX_OK;
+}
+
+static void ctx_free(ctx *x)
+{
+    if (x->c) redisFree(x->c);
+    if (x->cfg_loaded) config_free(&x->cfg);
+}
+
+/* A reply, or NULL after printing the Redis error (transport or -ERR). */
+static redisReply *checked(ctx *x, redisReply *r)
+{
+    const char *e = ctl_reply_error(x->c, r);
+    if (!e) return r;
+    errmsg(x, "redis: %s", e);
+    if (r) freeReplyObject(r);
+    return NULL;
+}
+
+static redisReply *rcmd(ctx *x, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(x->c, fmt, ap);
+    va_end(ap);
+    return checked(x, r);
+}
+
+static redisReply *rargv(ctx *x, const ctl_args *a)
+{
+    if (a->failed) { errmsg(x, "out of memory"); return NULL; }
+    return checked(x, redisCommandArgv(x->c, (int)a->n, (const char **)a->v, a->len));
+}
+
+static void free_replies(redisReply **r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (r[i]) freeReplyObject(r[i]);
+        r[i] = NULL;
+    }
+}
+
+/* Reads n pipelined replies into out[]; on any failure (all replies are
+ * still read, to keep the connection in step) frees them all and returns
+ * -1 with the message printed. */
+static int replies(ctx *x, size_t n, redisReply **out)
+{
+    int rc = 0;
+    memset(out, 0, n * sizeof *out);
+    for (size_t i = 0; i < n && !x->c->err; i++) {
+        void *r = NULL;
+        if (redisGetReply(x->c, &r) != REDIS_OK) r = NULL;
+        out[i] = checked(x, r);
+        if (!out[i]) rc = -1;
+    }
+    if (rc < 0 || x->c->err) {
+        free_replies(out, n);
+        return -1;
+    }
+    return 0;
+}
+
+/* The value of field name in an HGETALL reply, or NULL. */
+static const char *hfield(const redisReply *h, const char *name)
+{
+    if (!h || h->type != REDIS_REPLY_ARRAY) return NULL;
+    for (size_t i = 0; i + 1 < h->elements; i += 2)
+        if (!strcmp(h->element[i]->str, name)) return h->element[i + 1]->str;
+    return NULL;
+}
+
+static int64_t hfield_int(const redisReply *h, const char *name, int64_t dflt)
+{
+    const char *s = hfield(h, name);
+    int64_t v;
+    return s && parse_i64(s, &v) == 0 ? v : dflt;
+}
+
+static int64_t reply_int(const redisReply *r)
+{
+    int64_t v = 0;
+    if (r && r->type == REDIS_REPLY_INTEGER) return r->integer;
+    if (r && r->type == REDIS_REPLY_STRING && parse_i64(r->str, &v) == 0) return v;
+    return 0;
+}
+
+/* ---- batch create ---------------------------------------------------------- */
+
+typedef struct create_opts {
+    const char *kind, *from, *opens_at, *closes_at, *early;
+    const char *per_user, *hold_ms, *max_group, *rate_max, *rate_window_ms, *penalty_ms;
+    int replace;
+} create_opts;
+
+/* All of a batch's keys, contract and internal: batch_keys is a struct of
+ * char[BATCH_KEY_MAX] names only, so walking it as an array picks up any
+ * key the daemon adds later without a change here. */
+_Static_assert(sizeof(batch_keys) % BATCH_KEY_MAX == 0, "batch_keys holds only key names");
+#define BATCH_NKEYS (sizeof(batch_keys) / BATCH_KEY_MAX)
+
+static size_t batch_key_list(const batch_keys *k, const char **out)
+{
+    const char (*names)[BATCH_KEY_MAX] = (const char (*)[BATCH_KEY_MAX])(const void *)k;
+    size_t n = 0;
+    for (size_t i = 0; i < BATCH_NKEYS; i++)
+        if (names[i][0]) out[n++] = names[i];
+    return n;
+}
+
+/* Checks the meta options and appends field/value pairs to a. */
+static int meta_args(const ctx *x, const create_opts *o, ctl_args *a)
+{
+    int room = !strcmp(o->kind, "room");
+    if (!room && strcmp(o->kind, "stock")) {
+        errmsg(x, "--kind must be stock or room (got '%s')", o->kind);
+        return -1;
+    }
+    if ((room && (o->per_user || o->hold_ms)) || (!room && o->max_group)) {
+        errmsg(x, "%s does not apply to a %s batch", room ? (o->per_user ? "--per-user" : "--hold-ms")
+               : "--max-group", o->kind);
+        return -1;
+    }
+    if (o->early && strcmp(o->early, "reject") && strcmp(o->early, "shuffle")) {
+        errmsg(x, "--early must be reject or shuffle (got '%s')", o->early);
+        return -1;
+    }
+    ctl_args_add(a, "kind");
+    ctl_args_add(a, o->kind);
+    if (o->early) { ctl_args_add(a, "early"); ctl_args_add(a, o->early); }
+    const char *times[][2] = { { "opens_at", o->opens_at }, { "closes_at", o->closes_at } };
+    for (size_t i = 0; i < 2; i++) {
+        int64_t t;
+        if (!times[i][1]) continue;
+        if (ctl_parse_time_ms(times[i][1], &t) < 0) {
+            errmsg(x, "--%s: '%s' is neither ms since the epoch nor an ISO 8601 time "
+                   "with a zone (2026-01-01T10:00:00Z, ...+02:00)", times[i][0], times[i][1]);
+            return -1;
+        }
+        ctl_args_add(a, times[i][0]);
+        ctl_args_addi(a, t);
+    }
+    struct { const char *field, *opt, *v; int64_t min; } ints[] = {
+        { "per_user", "per-user", o->per_user, 1 }, { "hold_ms", "hold-ms", o->hold_ms, 0 },
+        { "max_group", "max-group", o->max_group, 1 }, { "rate_max", "rate-max", o->rate_max, 0 },
+        { "rate_window_ms", "rate-window-ms", o->rate_window_ms, 1 },
+        { "penalty_ms", "penalty-ms", o->penalty_ms, 0 },
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        int64_t v;
+        if (!ints[i].v) continue;
+        if (opt_int(x, ints[i].opt, ints[i].v, ints[i].min, INT64_MAX / 2, &v) < 0) return -1;
+        ctl_args_add(a, ints[i].field);
+        ctl_args_addi(a, v);
+    }
+    return 0;
+}
+
+/* How many of the batch's keys exist, and whether it is in P:batches.
+ * Leaves the keys WATCHed. Returns 0 or -1 (Redis error printed). */
+static int batch_exists(ctx *x, long long *keys, int *live)
+{
+    const char *names[BATCH_NKEYS];
+    size_t n = batch_key_list(&x->k, names);
+    ctl_args a = { 0 };
+    ctl_args_add(&a, "WATCH");
+    for (size_t i = 0; i < n; i++) ctl_args_add(&a, names[i]);
+    redisReply *r = rargv(x, &a);
+    ctl_args_reset(&a);
+    if (r) freeReplyObject(r);
+    ctl_args_add(&a, "EXISTS");
+    for (size_t i = 0; i < n; i++) ctl_args_add(&a, names[i]);
+    redisReply *e = r ? rargv(x, &a) : NULL;
+    ctl_args_free(&a);
+    redisReply *m = e ? rcmd(x, "SISMEMBER %s %s", x->batches_key, x->batch) : NULL;
+    *keys = e ? e->integer : 0;
+    *live = m ? (int)m->integer : 0;
+    if (e) freeReplyObject(e);
+    if (m) freeReplyObject(m);
+    return m ? 0 : -1;
+}
+
+/* --replace of a live batch: take it out of P:batches and give the daemon
+ * time to stop serving it before its keys are deleted. */
+static int unlist_and_wait(ctx *x)
+{
+    redisReply *r = rcmd(x, "UNWATCH");
+    if (r) freeReplyObject(r);
+    r = r ? rcmd(x, "SREM %s %s", x->batches_key, x->batch) : NULL;
+    if (!r) return -1;
+    freeReplyObject(r);
+    int wait = x->cfg.registry_interval_ms * 2 + 500;
+    fprintf(stderr, "allocctl batch create: %s is live; removed it from %s, waiting %d ms "
+            "for the daemon to stop serving it\n", x->batch, x->batches_key, wait);
+    sleep_ms(wait);
+    long long keys;
+    int live;
+    return batch_exists(x, &keys, &live);
+}
+
+/* HSET key f1 v1 f2 v2 ... in slices, appended to the pipeline. */
+static size_t append_hset(ctx *x, const char *key, const ctl_items *items, int attrs)
+{
+    size_t sent = 0, i = 0;
+    ctl_args a = { 0 };
+    while (i < items->n) {
+        ctl_args_reset(&a);
+        ctl_args_add(&a, "HSET");
+        ctl_args_add(&a, key);
+        for (; i < items->n && a.n < 1002; i++) {
+            if (attrs && !items->v[i].attrs) continue;
+            ctl_args_add(&a, items->v[i].id);
+            if (attrs) ctl_args_add(&a, items->v[i].attrs);
+            else ctl_args_addi(&a, items->v[i].capacity);
+        }
+        if (a.n > 2) {
+            redisAppendCommandArgv(x->c, (int)a.n, (const char **)a.v, a.len);
+            sent++;
+        }
+    }
+    ctl_args_free(&a);
+    return sent;
+}
+
+/* MULTI; [DEL every key]; HSET meta; HSET capacity...; HSET attrs...; EXEC.
+ * Returns EX_OK, EX_NOT (the batch changed under us) or EX_REDIS. */
+static int write_batch(ctx *x, const ctl_args *meta, const ctl_items *items, int replace)
+{
+    const char *names[BATCH_NKEYS];
+    size_t nk = batch_key_list(&x->k, names), sent = 2;
+    redisAppendCommand(x->c, "MULTI");
+    if (replace) {
+        ctl_args d = { 0 };
+        ctl_args_add(&d, "DEL");
+        for (size_t i = 0; i < nk; i++) ctl_args_add(&d, names[i]);
+        redisAppendCommandArgv(x->c, (int)d.n, (const char **)d.v, d.len);
+        ctl_args_free(&d);
+        sent++;
+    }
+    ctl_args m = { 0 };
+    ctl_args_add(&m, "HSET");
+    ctl_args_add(&m, x->k.meta);
+    for (size_t i = 0; i < meta->n; i++) ctl_args_add(&m, meta->v[i]);
+    redisAppendCommandArgv(x->c, (int)m.n, (const char **)m.v, m.len);
+    ctl_args_free(&m);
+    sent += 1 + append_hset(x, x->k.capacity, items, 0) + append_hset(x, x->k.attrs, items, 1);
+    redisAppendCommand(x->c, "EXEC");
+    redisReply **r = calloc(sent, sizeof *r);
+    if (!r || replies(x, sent, r) < 0) { free(r); return EX_REDIS; }
+    int rc = EX_OK;
+    redisReply *exec = r[sent - 1];
+    if (exec->type == REDIS_REPLY_NIL) {
+        errmsg(x, "batch %s changed while it was being created; nothing was written", x->batch);
+        rc = EX_NOT;
+    }
+    for (size_t i = 0; rc == EX_OK && i < exec->elements; i++)
+        if (exec->element[i]->type == REDIS_REPLY_ERROR) {
+            errmsg(x, "redis: %s", exec->element[i]->str);
+            rc = EX_REDIS;
+        }
+    free_replies(r, sent);
+    free(r);
+    return rc;
+}
+
+static void create_summary(const ctx *x, const ctl_args *meta, const ctl_items *items)
+{
+    int64_t units = 0;
+    size_t with_attrs = 0;
+    for (size_t i = 0; i < items->n; i++) {
+        units += items->v[i].capacity;
+        with_attrs += items->v[i].attrs != NULL;
+    }
+    printf("created batch %s: %zu items, %" PRId64 " %s, %zu with attrs;", x->batch, items->n,
+           units, strcmp(meta->v[1], "room") ? "units" : "beds", with_attrs);
+    for (size_t i = 0; i + 1 < meta->n; i += 2) printf(" %s=%s", meta->v[i], meta->v[i + 1]);
+    printf("; live in %s\n", x->batches_key);
+}
+
+static int create_in_redis(ctx *x, const create_opts *o, const ctl_args *meta, const ctl_items *items)
+{
+    long long keys;
+    int live, rc = ctx_connect(x);
+    if (rc != EX_OK) return rc;
+    if (batch_exists(x, &keys, &live) < 0) return EX_REDIS;
+    if ((keys || live) && !o->replace) {
+        redisReply *r = rcmd(x, "UNWATCH");
+        if (r) freeReplyObject(r);
+        errmsg(x, "batch %s already exists (%lld keys%s); --replace deletes it first",
+               x->batch, keys, live ? ", live" : "");
+        return EX_NOT;
+    }
+    if (live && unlist_and_wait(x) < 0) return EX_REDIS;
+    rc = write_batch(x, meta, items, o->replace);
+    if (rc != EX_OK) return rc;
+    redisReply *r = rcmd(x, "SADD %s %s", x->batches_key, x->batch);
+    if (!r) return EX_REDIS;
+    freeReplyObject(r);
+    create_summary(x, meta, items);
+    return EX_OK;
+}
+
+static int cmd_batch_create(ctx *x, const char *batch, create_opts *o)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc != EX_OK) return rc;
+    if (!o->kind || !o->from) {
+        errmsg(x, "--kind and --from are required (try --help)");
+        return EX_USAGE;
+    }
+    ctl_args meta = { 0 };
+    if (meta_args(x, o, &meta) < 0) { ctl_args_free(&meta); return EX_USAGE; }
+    ctl_items items;
+    char err[600];
+    if (ctl_items_load(&items, o->from, err, sizeof err) < 0) {
+        errmsg(x, "%s", err);
+        ctl_args_free(&meta);
+        return EX_INPUT;
+    }
+    rc = create_in_redis(x, o, &meta, &items);
+    ctl_items_free(&items);
+    ctl_args_free(&meta);
+    return rc;
+}
+
+/* ---- batch list / rm ------------------------------------------------------- */
+
+static int cmp_reply_str(const void *a, const void *b)
+{
+    return strcmp((*(redisReply *const *)a)->str, (*(redisReply *const *)b)->str);
+}
+
+static int cmd_batch_list(ctx *x)
+{
+    int rc = ctx_connect(x);
+    if (rc != EX_OK) return rc;
+    redisReply *m = rcmd(x, "SMEMBERS %s", x->batches_key);
+    if (!m) return EX_REDIS;
+    qsort(m->element, m->elements, sizeof *m->element, cmp_reply_str);
+    for (size_t i = 0; i < m->elements && rc == EX_OK; i++) {
+        batch_keys k;
+        const char *b = m->element[i]->str;
+        if (batch_keys_init(&k, x->cfg.prefix, b) < 0) { printf("%s\t(invalid id)\n", b); continue; }
+        redisAppendCommand(x->c, "HGET %s kind", k.meta);
+        redisAppendCommand(x->c, "HMGET %s state owner", k.stats);
+        redisAppendCommand(x->c, "LLEN %s", k.queue);
+        redisReply *r[3];
+        if (replies(x, 3, r) < 0) { rc = EX_REDIS; break; }
+        const redisReply *st = r[1]->element[0], *ow = r[1]->element[1];
+        printf("%s\t%s\t%s\tqueue=%lld\towner=%s\n", b,
+               r[0]->type == REDIS_REPLY_STRING ? r[0]->str : "?",
+               st->type == REDIS_REPLY_STRING ? st->str : "unserved", r[2]->integer,
+               ow->type == REDIS_REPLY_STRING ? ow->str : "-");
+        free_replies(r, 3);
+    }
+    freeReplyObject(m);
+    return rc;
+}
+
+static int cmd_batch_rm(ctx *x, const char *batch)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc == EX_OK) rc = ctx_connect(x);
+    if (rc != EX_OK) return rc;
+    redisReply *r = rcmd(x, "SREM %s %s", x->batches_key, batch);
+    if (!r) return EX_REDIS;
+    long long n = r->integer;
+    freeReplyObject(r);
+    if (!n) {
+        errmsg(x, "%s is not in %s", batch, x->batches_key);
+        return EX_NOT;
+    }
+    printf("removed %s from %s: daemons stop serving it within a second. Its keys are "
+           "kept (queue, results, holders, log, ...); add it back with SADD to resume.\n",
+           batch, x->batches_key);
+    return EX_OK;
+}
+
+/* ---- push ------------------------------------------------------------------- */
+
+typedef struct push_opts {
+    const char *user, *op, *id, *item, *qty, *room, *order, *prefs, *members, *filter;
+    const char *json, *capacity;
+    int ctl;
+} push_opts;
+
+/* "a,b,c" -> ["a","b","c"] */
+static json_t *split_list(const char *s)
+{
+    json_t *arr = json_array();
+    while (arr && *s) {
+        size_t n = strcspn(s, ",");
+        if (n) json_array_append_new(arr, json_stringn(s, n));
+        s += n + (s[n] == ',');
+    }
+    return arr;
+}
+
+/* "k=v,k2=v2" -> {"k":v,...}, values typed like CSV cells. NULL if malformed. */
+static json_t *split_filter(const char *s)
+{
+    json_t *obj = json_object();
+    while (obj && *s) {
+        size_t n = strcspn(s, ","), k = strcspn(s, "=");
+        if (k >= n || k == 0) { json_decref(obj); return NULL; }
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)(k < sizeof key ? k : sizeof key - 1), s);
+        json_object_set_new(obj, key, ctl_cell_json(s + k + 1, n - k - 1));
+        s += n + (s[n] == ',');
+    }
+    return obj;
+}
+
+static int set_int_field(const ctx *x, json_t *o, const char *name, const char *v)
+{
+    int64_t n;
+    if (!v) return 0;
+    if (opt_int(x, name, v, INT64_MIN / 2, INT64_MAX / 2, &n) < 0) return -1;
+    json_object_set_new(o, name, json_integer(n));
+    return 0;
+}
+
+/* The request document from the options; NULL on a usage error. */
+static json_t *build_request(const ctx *x, const push_opts *p, const char *id)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    if (p->user) json_object_set_new(o, "user", json_string(p->user));
+    json_object_set_new(o, "op", json_string(p->op));
+    const char *strs[][2] = { { "item", p->item }, { "room", p->room }, { "order", p->order } };
+    for (size_t i = 0; i < 3; i++)
+        if (strs[i][1]) json_object_set_new(o, strs[i][0], json_string(strs[i][1]));
+    if (p->prefs) json_object_set_new(o, "prefs", split_list(p->prefs));
+    if (p->members) json_object_set_new(o, "members", split_list(p->members));
+    if (p->filter) {
+        json_t *f = split_filter(p->filter);
+        if (!f) {
+            errmsg(x, "--filter must be key=value[,key=value...] (got '%s')", p->filter);
+            json_decref(o);
+            return NULL;
+        }
+        json_object_set_new(o, "filter", f);
+    }
+    if (set_int_field(x, o, "qty", p->qty) < 0 || set_int_field(x, o, "capacity", p->capacity) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The JSON text to push (malloc'd) and its id (in idbuf, "-" if none). */
+static char *request_text(ctx *x, const push_opts *p, char *idbuf, size_t idlen)
+{
+    if (p->json && (p->user || p->op || p->id || p->item || p->qty || p->room || p->order ||
+                    p->prefs || p->members || p->filter || p->capacity)) {
+        errmsg(x, "--json is pushed verbatim: it excludes --user, --op and the other fields");
+        return NULL;
+    }
+    if (p->json) {
+        json_error_t je;
+        json_t *doc = json_loads(p->json, 0, &je);
+        const char *id = json_string_value(json_object_get(doc, "id"));
+        snprintf(idbuf, idlen, "%s", id ? id : "-");
+        json_decref(doc);
+        return strdup(p->json);
+    }
+    if (!p->op || (!p->user && !p->ctl)) {
+        errmsg(x, "--op and --user (or --json) are required (try --help)");
+        return NULL;
+    }
+    if (p->id) snprintf(idbuf, idlen, "%s", p->id);
+    else random_id(idbuf, idlen, p->ctl ? "c-" : "r-");
+    json_t *doc = build_request(x, p, idbuf);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!text) return NULL;
+    request q;
+    request_parse(&q, text, strlen(text), (size_t)x->cfg.max_request_bytes, p->ctl);
+    int ok = q.outcome == REQUEST_OK;
+    if (!ok) errmsg(x, "allocd would not accept %s: %s (use --json to push it anyway)", text, q.error);
+    request_clear(&q);
+    if (!ok) { free(text); return NULL; }
+    return text;
+}
+
+static int cmd_push(ctx *x, const char *batch, const push_opts *p)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc != EX_OK) return rc;
+    char id[80];
+    char *text = request_text(x, p, id, sizeof id);
+    if (!text) return EX_USAGE;
+    rc = ctx_connect(x);
+    if (rc == EX_OK && p->ctl) {
+        redisReply *r = rcmd(x, "RPUSH %s %s", x->k.ctl, text);
+        if (r) printf("id=%s ctl_length=%lld\n", id, r->integer);
+        else rc = EX_REDIS;
+        if (r) freeReplyObject(r);
+    } else if (rc == EX_OK) {
+        int64_t ordinal;
+        char err[300];
+        if (ctl_push_ordinal(x->c, &x->k, text, strlen(text), &ordinal, err, sizeof err) < 0) {
+            errmsg(x, "redis: %s", err);
+            rc = EX_REDIS;
+        } else printf("id=%s ordinal=%" PRId64 "\n", id, ordinal);
+    }
+    free(text);
+    return rc;
+}
+
+/* ---- printing results and holders ------------------------------------------ */
+
+/* A string member for printing, "?" when missing. */
+static const char *jget(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "?";
+}
+
+static void print_value(const char *key, json_t *v)
+{
+    char when[40];
+    if (json_is_string(v)) { printf("%-12s %s\n", key, json_string_value(v)); return; }
+    if (json_is_integer(v) && (!strcmp(key, "at") || !strcmp(key, "expires_at") ||
+                               !strcmp(key, "since"))) {
+        printf("%-12s %s (%" JSON_INTEGER_FORMAT ")\n", key,
+               ctl_iso_ms(json_integer_value(v), when, sizeof when), json_integer_value(v));
+        return;
+    }
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    printf("%-12s %s\n", key, s ? s : "?");
+    free(s);
+}
+
+/* A result, one field per line, plus "you beat X%" for a grant. */
+static void print_result(const char *text, size_t len, int64_t participants, int raw)
+{
+    json_error_t je;
+    json_t *doc = raw ? NULL : json_loadb(text, len, 0, &je);
+    if (!json_is_object(doc)) {
+        printf("%.*s\n", (int)len, text);
+        json_decref(doc);
+        return;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(doc, k, v) print_value(k, v);
+    json_t *rank = json_object_get(doc, "rank");
+    if (json_is_integer(rank) && participants > 0) {
+        int64_t rk = json_integer_value(rank);
+        printf("you beat %" PRId64 "%% (rank %" PRId64 " of %" PRId64 " participants)\n",
+               100 * (participants - rk) / participants, rk, participants);
+    }
+    json_decref(doc);
+}
+
+static void print_holder(const char *user, const char *text, size_t len, int raw)
+{
+    json_error_t je;
+    json_t *doc = raw ? NULL : json_loadb(text, len, 0, &je);
+    char when[40];
+    if (!json_is_object(doc)) printf("%.*s\n", (int)len, text);
+    else if (json_is_string(json_object_get(doc, "item")))
+        printf("%s holds a bed in %s since %s (request %s)\n", user, jget(doc, "item"),
+               ctl_iso_ms(json_integer_value(json_object_get(doc, "since")), when, sizeof when),
+               jget(doc, "req"));
+    else {
+        printf("%s holds %" JSON_INTEGER_FORMAT " units\n", user,
+               json_integer_value(json_object_get(doc, "units")));
+        size_t i;
+        json_t *o;
+        json_array_foreach(json_object_get(doc, "orders"), i, o) {
+            json_t *exp = json_object_get(o, "expires_at");
+            printf("  order %s: %" JSON_INTEGER_FORMAT " x %s, %s%s%s\n", jget(o, "order"),
+                   json_integer_value(json_object_get(o, "qty")), jget(o, "item"), jget(o, "state"),
+                   exp ? " until " : "", exp ? ctl_iso_ms(json_integer_value(exp), when, sizeof when) : "");
+        }
+    }
+    json_decref(doc);
+}
+
+/* ---- status ------------------------------------------------------------------ */
+
+typedef struct status_opts { const char *id, *user, *ordinal; int raw; } status_opts;
+
+static const char *const STAT_FIELDS[] = {
+    "state", "owner", "updated_at", "dequeued", "processed", "granted", "done", "rejected",
+    "invalid", "dead", "duplicates", "ctl", "participants", "free_units",
+};
+
+static int status_overview(ctx *x)
+{
+    redisAppendCommand(x->c, "HGETALL %s", x->k.stats);
+    redisAppendCommand(x->c, "HGET %s kind", x->k.meta);
+    redisAppendCommand(x->c, "SISMEMBER %s %s", x->batches_key, x->batch);
+    const char *lists[] = { x->k.queue, x->k.ctl, x->k.processing, x->k.dead, x->k.early };
+    const char *names[] = { "queue", "ctl_queue", "processing", "dead_list", "lottery_pool" };
+    for (size_t i = 0; i < 5; i++) redisAppendCommand(x->c, "LLEN %s", lists[i]);
+    redisReply *r[8];
+    if (replies(x, 8, r) < 0) return EX_REDIS;
+    int known = r[0]->elements || r[1]->type == REDIS_REPLY_STRING || r[2]->integer;
+    if (!known) {
+        errmsg(x, "no batch %s (no meta, no stats, not in %s)", x->batch, x->batches_key);
+        free_replies(r, 8);
+        return EX_NOT;
+    }
+    printf("%-14s %s\n", "batch", x->batch);
+    printf("%-14s %s\n", "kind", r[1]->type == REDIS_REPLY_STRING ? r[1]->str : "?");
+    printf("%-14s %s\n", "live", r[2]->integer ? "yes" : "no");
+    for (size_t i = 0; i < sizeof STAT_FIELDS / sizeof *STAT_FIELDS; i++) {
+        const char *v = hfield(r[0], STAT_FIELDS[i]);
+        printf("%-14s %s\n", STAT_FIELDS[i], v ? v : (i == 0 ? "unserved" : "-"));
+    }
+    for (size_t i = 0; i < 5; i++) printf("%-14s %lld\n", names[i], r[3 + i]->integer);
+    free_replies(r, 8);
+    return EX_OK;
+}
+
+static int64_t stat_int(ctx *x, const char *field, int *err)
+{
+    redisReply *r = rcmd(x, "HGET %s %s", x->k.stats, field);
+    if (!r) { *err = 1; return 0; }
+    int64_t v = reply_int(r);
+    freeReplyObject(r);
+    return v;
+}
+
+static int print_position(ctx *x, const char *id, int64_t ordinal)
+{
+    int err = 0;
+    int64_t dequeued = stat_int(x, "dequeued", &err);
+    if (err) return EX_REDIS;
+    int64_t ahead = ordinal - 1 - dequeued;
+    if (ahead >= 0)
+        printf("%s: queued, ordinal %" PRId64 ", %" PRId64 " ahead of you\n", id, ordinal, ahead);
+    else
+        printf("%s: ordinal %" PRId64 ", taken off the queue, being decided\n", id, ordinal);
+    return EX_OK;
+}
+
+/* Where a request without a result is: the queue (with its position),
+ * processing, or the opening lottery pool. */
+static int locate(ctx *x, const char *id)
+{
+    int64_t ordinal;
+    char err[300];
+    int found = ctl_queue_find(x->c, &x->k, id, &ordinal, err, sizeof err);
+    if (found == 1) return print_position(x, id, ordinal);
+    if (found == 0) found = ctl_list_find(x->c, x->k.processing, id, err, sizeof err);
+    if (found == 1) { printf("%s: taken off the queue, being decided\n", id); return EX_OK; }
+    if (found == 0) found = ctl_list_find(x->c, x->k.early, id, err, sizeof err);
+    if (found == 1) {
+        printf("%s: in the opening lottery pool, served in a random order\n", id);
+        return EX_OK;
+    }
+    if (found < 0) errmsg(x, "redis: %s", err);
+    return found < 0 ? EX_REDIS : EX_NOT;
+}
+
+/* Prints the result if there is one: EX_OK, or EX_NOT when there is none. */
+static int show_result(ctx *x, const char *id, int raw)
+{
+    redisAppendCommand(x->c, "HGET %s %s", x->k.results, id);
+    redisAppendCommand(x->c, "HGET %s participants", x->k.stats);
+    redisReply *r[2];
+    if (replies(x, 2, r) < 0) return EX_REDIS;
+    int found = r[0]->type == REDIS_REPLY_STRING;
+    if (found) print_result(r[0]->str, r[0]->len, reply_int(r[1]), raw);
+    free_replies(r, 2);
+    return found ? EX_OK : EX_NOT;
+}
+
+static int status_id(ctx *x, const status_opts *o)
+{
+    int64_t ordinal = 0;
+    if (o->ordinal && opt_int(x, "ordinal", o->ordinal, 1, INT64_MAX / 2, &ordinal) < 0)
+        return EX_USAGE;
+    int rc = show_result(x, o->id, o->raw);
+    if (rc != EX_NOT) return rc;
+    if (ordinal) return print_position(x, o->id, ordinal);
+    rc = locate(x, o->id);
+    if (rc != EX_NOT) return rc;
+    rc = show_result(x, o->id, o->raw);   /* decided while we looked */
+    if (rc == EX_NOT) errmsg(x, "%s: no result, and not queued in batch %s", o->id, x->batch);
+    return rc;
+}
+
+static int status_user(ctx *x, const status_opts *o)
+{
+    redisReply *r = rcmd(x, "HGET %s %s", x->k.holders, o->user);
+    if (!r) return EX_REDIS;
+    int found = r->type == REDIS_REPLY_STRING;
+    if (found) print_holder(o->user, r->str, r->len, o->raw);
+    else printf("%s holds nothing in batch %s\n", o->user, x->batch);
+    freeReplyObject(r);
+    return found ? EX_OK : EX_NOT;
+}
+
+static int cmd_status(ctx *x, const char *batch, const status_opts *o)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc != EX_OK) return rc;
+    if (o->id && o->user) { errmsg(x, "--id and --user exclude each other"); return EX_USAGE; }
+    if (o->ordinal && !o->id) { errmsg(x, "--ordinal goes with --id"); return EX_USAGE; }
+    rc = ctx_connect(x);
+    if (rc != EX_OK) return rc;
+    if (o->id) return status_id(x, o);
+    if (o->user) return status_user(x, o);
+    return status_overview(x);
+}
+
+/* ---- wait ---------------------------------------------------------------------- */
+
+static int cmd_wait(ctx *x, const char *batch, const char *id, const char *timeout, int raw)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc != EX_OK) return rc;
+    if (!id) { errmsg(x, "--id is required"); return EX_USAGE; }
+    char *end = NULL;
+    double secs = timeout ? strtod(timeout, &end) : 30.0;
+    if (timeout && (end == timeout || *end || secs < 0 || secs > 1e9)) {
+        errmsg(x, "--timeout must be a number of seconds >= 0 (got '%s')", timeout);
+        return EX_USAGE;
+    }
+    rc = ctx_connect(x);
+    if (rc != EX_OK) return rc;
+    int64_t deadline = now_ms() + (int64_t)(secs * 1000);
+    int delay = 10;
+    for (;;) {
+        rc = show_result(x, id, raw);
+        if (rc != EX_NOT) return rc;
+        int64_t left = deadline - now_ms();
+        if (secs > 0 && left <= 0) break;
+        sleep_ms(secs > 0 && left < delay ? (int)left : delay);
+        delay = delay * 3 / 2 > 200 ? 200 : delay * 3 / 2;
+    }
+    errmsg(x, "no result for %s in batch %s after %g s", id, x->batch, secs);
+    return EX_NOT;
+}
+
+/* ---- dead ---------------------------------------------------------------------- */
+
+typedef struct dead_opts { const char *index, *limit; int requeue, all; } dead_opts;
+
+static void print_dead(int64_t index, const redisReply *e)
+{
+    json_error_t je;
+    json_t *doc = json_loadb(e->str, e->len, JSON_ALLOW_NUL, &je);
+    char when[40];
+    json_t *raw = json_object_get(doc, "raw");
+    char *raw_s = raw ? json_dumps(raw, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    if (!json_is_object(doc))
+        printf("[%" PRId64 "] not a dead entry: %.*s\n", index, (int)e->len, e->str);
+    else
+        printf("[%" PRId64 "] at=%s error=\"%s\"%s raw=%s\n", index,
+               ctl_iso_ms(json_integer_value(json_object_get(doc, "at")), when, sizeof when),
+               jget(doc, "error"),
+               json_object_get(doc, "raw_base64") ? " (binary: requeued from raw_base64)" : "",
+               raw_s ? raw_s : "?");
+    free(raw_s);
+    json_decref(doc);
+}
+
+static int dead_list(ctx *x, int64_t limit)
+{
+    redisReply *len = rcmd(x, "LLEN %s", x->k.dead);
+    if (!len) return EX_REDIS;
+    int64_t total = len->integer, shown = limit > 0 && limit < total ? limit : total;
+    freeReplyObject(len);
+    for (int64_t start = 0; start < shown; start += PAGE) {
+        int64_t stop = start + PAGE < shown ? start + PAGE - 1 : shown - 1;
+        redisReply *r = rcmd(x, "LRANGE %s %lld %lld", x->k.dead, (long long)start, (long long)stop);
+        if (!r) return EX_REDIS;
+        for (size_t i = 0; i < r->elements; i++) print_dead(start + (int64_t)i, r->element[i]);
+        freeReplyObject(r);
+    }
+    printf("%" PRId64 " dead entr%s in %s", total, total == 1 ? "y" : "ies", x->k.dead);
+    if (shown < total) printf(" (%" PRId64 " shown; --limit 0 shows all)", shown);
+    printf("\n");
+    return EX_OK;
+}
+
+/* Requeues the entry at index whose bytes are expected[0..len). */
+static int requeue_one(ctx *x, int64_t index, const char *expected, size_t len)
+{
+    int64_t ordinal;
+    char err[300];
+    int rc = ctl_dead_requeue(x->c, &x->k, index, expected, len, &ordinal, err, sizeof err);
+    if (rc == 0) printf("requeued dead entry %" PRId64 ": ordinal=%" PRId64 "\n", index, ordinal);
+    else errmsg(x, "%s%s", rc < 0 ? "redis: " : "", err);
+    return rc == 0 ? EX_OK : rc > 0 ? EX_NOT : EX_REDIS;
+}
+
+static int dead_requeue(ctx *x, const dead_opts *o)
+{
+    int64_t index = 0;
+    if (!o->all == !o->index) {
+        errmsg(x, "--requeue needs --index N or --all");
+        return EX_USAGE;
+    }
+    if (o->index && opt_int(x, "index", o->index, 0, INT64_MAX / 2, &index) < 0) return EX_USAGE;
+    /* --all: a snapshot of the list; each entry is then at index 0 in turn,
+     * since only we remove and the daemon only appends. */
+    redisReply *snap = o->all ? rcmd(x, "LRANGE %s 0 -1", x->k.dead)
+                              : rcmd(x, "LRANGE %s %lld %lld", x->k.dead, (long long)index, (long long)index);
+    if (!snap) return EX_REDIS;
+    int rc = EX_OK;
+    if (snap->elements == 0 && o->index) {
+        errmsg(x, "no dead entry at index %" PRId64, index);
+        rc = EX_NOT;
+    }
+    for (size_t i = 0; i < snap->elements && rc == EX_OK; i++)
+        rc = requeue_one(x, o->all ? 0 : index, snap->element[i]->str, snap->element[i]->len);
+    freeReplyObject(snap);
+    return rc;
+}
+
+static int cmd_dead(ctx *x, const char *batch, const dead_opts *o)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc != EX_OK) return rc;
+    int64_t limit = 100;
+    if (opt_int(x, "limit", o->limit, 0, INT64_MAX / 2, &limit) < 0) return EX_USAGE;
+    if (!o->requeue && (o->index || o->all)) {
+        errmsg(x, "--index and --all go with --requeue");
+        return EX_USAGE;
+    }
+    rc = ctx_connect(x);
+    if (rc != EX_OK) return rc;
+    return o->requeue ? dead_requeue(x, o) : dead_list(x, limit);
+}
+
+/* ---- verify ---------------------------------------------------------------------- */
+
+enum { SN_META, SN_CAP, SN_HOLDERS, SN_FREE, SN_STATS, SN_XLEN, SN_LAST, SN_XINFO, SN_N };
+
+static void on_finding(void *ud, const char *msg)
+{
+    size_t *shown = ud;
+    if (++*shown <= MAX_FINDINGS_SHOWN) printf("DIFF %s\n", msg);
+}
+
+/* Everything verify compares, read in one MULTI so that holders, free and
+ * the log's last entry belong to the same moment (the daemon writes them in
+ * one atomic script). Returns the EXEC reply (SN_N elements) or NULL. */
+static redisReply *snapshot(ctx *x)
+{
+    redisAppendCommand(x->c, "MULTI");
+    redisAppendCommand(x->c, "HGETALL %s", x->k.meta);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.capacity);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.holders);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.free);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.stats);
+    redisAppendCommand(x->c, "XLEN %s", x->k.log);
+    redisAppendCommand(x->c, "XREVRANGE %s + - COUNT 1", x->k.log);
+    redisAppendCommand(x->c, "XINFO STREAM %s", x->k.log);
+    redisAppendCommand(x->c, "EXEC");
+    redisReply *r[SN_N + 2];
+    if (replies(x, SN_N + 2, r) < 0) return NULL;
+    redisReply *exec = r[SN_N + 1];
+    r[SN_N + 1] = NULL;
+    free_replies(r, SN_N + 1);
+    int ok = exec->type == REDIS_REPLY_ARRAY && exec->elements == SN_N;
+    for (int i = 0; ok && i < SN_XINFO; i++)   /* XINFO fails when there is no log */
+        if (exec->element[i]->type == REDIS_REPLY_ERROR) {
+            errmsg(x, "redis: %s", exec->element[i]->str);
+            ok = 0;
+        }
+    if (!ok) freeReplyObject(exec);
+    return ok ? exec : NULL;
+}
+
+/* HGETALL reply -> ctl_kv array (pointing into the reply). */
+static ctl_kv *kv_of(const redisReply *h, size_t *n)
+{
+    *n = h->elements / 2;
+    ctl_kv *kv = calloc(*n ? *n : 1, sizeof *kv);
+    for (size_t i = 0; kv && i < *n; i++)
+        kv[i] = (ctl_kv){ h->element[2 * i]->str, h->element[2 * i + 1]->str,
+                          h->element[2 * i + 1]->len };
+    return kv;
+}
+
+static void replay_page(ctl_replay *rp, const redisReply *page)
+{
+    for (size_t i = 0; i < page->elements; i++) {
+        const redisReply *e = page->element[i], *f = e->element[1];
+        ctl_kv kv[32];
+        size_t n = 0;
+        for (size_t j = 0; j + 1 < f->elements && n < 32; j += 2)
+            kv[n++] = (ctl_kv){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
+        ctl_replay_entry(rp, e->element[0]->str, kv, n);
+    }
+}
+
+/* XRANGE from the start up to last_id, PAGE entries at a time. */
+static int replay_log(ctx *x, ctl_replay *rp, const char *last_id)
+{
+    char start[80] = "-";
+    for (;;) {
+        redisReply *r = rcmd(x, "XRANGE %s %s %s COUNT %d", x->k.log, start, last_id, PAGE);
+        if (!r) return -1;
+        replay_page(rp, r);
+        size_t n = r->elements;
+        if (n) snprintf(start, sizeof start, "(%s", r->element[n - 1]->element[0]->str);
+        freeReplyObject(r);
+        if (n < PAGE) return 0;
+    }
+}
+
+/* 1 when entries were removed from the log (MAXLEN trimming, XDEL): then
+ * replaying it cannot rebuild the state. Needs Redis 7 (entries-added). */
+static int log_trimmed(const redisReply *xinfo, int64_t xlen, int64_t *added)
+{
+    *added = -1;
+    if (xinfo->type != REDIS_REPLY_ARRAY) return 0;
+    for (size_t i = 0; i + 1 < xinfo->elements; i += 2)
+        if (xinfo->element[i]->str && !strcmp(xinfo->element[i]->str, "entries-added"))
+            *added = reply_int(xinfo->element[i + 1]);
+    return *added > xlen;
+}
+
+static void verify_summary(const ctl_replay_counts *c)
+{
+    printf("replayed %zu log entries (", c->entries);
+    for (int i = 0; i < CTL_EV_N; i++)
+        printf("%s%s %zu", i ? ", " : "", ctl_event_name(i), c->by_type[i]);
+    printf("); users holding: %zu (holders: %zu); items: %zu\n", c->users, c->holders, c->items);
+    size_t total = c->findings;
+    if (total > MAX_FINDINGS_SHOWN)
+        printf("(%zu more differences not shown)\n", total - MAX_FINDINGS_SHOWN);
+    if (total) printf("FAIL: %zu difference%s\n", total, total == 1 ? "" : "s");
+    else printf("OK: holders and free match the log, and the invariants hold\n");
+}
+
+static int verify_run(ctx *x, redisReply *sn, ctl_replay *rp, size_t *shown)
+{
+    int64_t xlen = reply_int(sn->element[SN_XLEN]), added;
+    const redisReply *last = sn->element[SN_LAST];
+    if (log_trimmed(sn->element[SN_XINFO], xlen, &added)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the log was trimmed: %" PRId64 " of %" PRId64 " entries are "
+                 "left, so it cannot rebuild the state (log_maxlen must be 0 to verify)", xlen, added);
+        on_finding(shown, msg);
+        printf("FAIL: nothing else was compared\n");
+        return EX_NOT;
+    }
+    if (xlen > 0 && replay_log(x, rp, last->element[0]->element[0]->str) < 0) return EX_REDIS;
+    size_t nc, nh, nf;
+    ctl_kv *cap = kv_of(sn->element[SN_CAP], &nc), *hold = kv_of(sn->element[SN_HOLDERS], &nh);
+    ctl_kv *fr = kv_of(sn->element[SN_FREE], &nf);
+    const char *fu = hfield(sn->element[SN_STATS], "free_units");
+    ctl_snapshot s = { cap, nc, hold, nh, fr, nf, fu != NULL, hfield_int(sn->element[SN_STATS], "free_units", 0) };
+    int oom = !cap || !hold || !fr;
+    if (!oom) ctl_replay_finish(rp, &s);
+    free(cap);
+    free(hold);
+    free(fr);
+    if (oom) {
+        errmsg(x, "out of memory");
+        return EX_REDIS;
+    }
+    const ctl_replay_counts *c = ctl_replay_counts_get(rp);
+    verify_summary(c);
+    return c->findings ? EX_NOT : EX_OK;
+}
+
+static int cmd_verify(ctx *x, const char *batch)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc == EX_OK) rc = ctx_connect(x);
+    if (rc != EX_OK) return rc;
+    redisReply *sn = snapshot(x);
+    if (!sn) return EX_REDIS;
+    const char *kind = hfield(sn->element[SN_META], "kind");
+    if (!kind || (strcmp(kind, "stock") && strcmp(kind, "room"))) {
+        errmsg(x, "batch %s has no valid meta kind; nothing to verify", batch);
+        freeReplyObject(sn);
+        return EX_NOT;
+    }
+    printf("verify %s (%s), log %s: %lld entries\n", batch, kind, x->k.log,
+           sn->element[SN_XLEN]->integer);
+    size_t shown = 0;
+    ctl_replay *rp = ctl_replay_new(!strcmp(kind, "room"),
+                                    hfield_int(sn->element[SN_META], "per_user", 1),
+                                    on_finding, &shown);
+    rc = rp ? verify_run(x, sn, rp, &shown) : EX_REDIS;
+    ctl_replay_free(rp);
+    freeReplyObject(sn);
+    return rc;
+}
+
+/* ---- top ------------------------------------------------------------------------ */
+
+/* The only global: SIGINT/SIGTERM/SIGHUP ask the dashboard to stop, so it
+ * can restore the terminal on its way out. */
+static volatile sig_atomic_t g_top_stop;
+
+static void top_on_signal(int sig)
+{
+    (void)sig;
+    g_top_stop = 1;
+}
+
+#define TOP_ERR_MAX 256
+#define BAR_WIDTH 20
+
+typedef struct top_row {
+    char batch[BATCH_ID_MAX + 1], kind[8], state[16], owner[72];
+    int64_t queue, processed, free_units, capacity, dead, invalid;
+    double rate;              /* requests/s; < 0 when unknown */
+} top_row;
+
+typedef struct top_frame {
+    top_row *rows;
+    size_t n;
+    int64_t at;
+} top_frame;
+
+static void copy_field(char *dst, size_t cap, const char *src, const char *dflt)
+{
+    snprintf(dst, cap, "%s", src ? src : dflt);
+}
+
+static void top_fill(top_row *row, const char *batch, redisReply **r)
+{
+    memset(row, 0, sizeof *row);
+    copy_field(row->batch, sizeof row->batch, batch, "");
+    copy_field(row->kind, sizeof row->kind, r[1]->type == REDIS_REPLY_STRING ? r[1]->str : NULL, "?");
+    copy_field(row->state, sizeof row->state, hfield(r[0], "state"), "unserved");
+    copy_field(row->owner, sizeof row->owner, hfield(r[0], "owner"), "-");
+    row->processed = hfield_int(r[0], "processed", 0);
+    row->free_units = hfield_int(r[0], "free_units", -1);
+    row->dead = hfield_int(r[0], "dead", 0);
+    row->invalid = hfield_int(r[0], "invalid", 0);
+    row->queue = r[2]->integer;
+    for (size_t i = 0; i < r[3]->elements; i++) row->capacity += reply_int(r[3]->element[i]);
+    row->rate = -1;
+}
+
+/* One frame: every batch of P:batches, sorted, in one pipeline. */
+static int top_gather(ctx *x, top_frame *f)
+{
+    redisReply *m = rcmd(x, "SMEMBERS %s", x->batches_key);
+    if (!m) return -1;
+    qsort(m->element, m->elements, sizeof *m->element, cmp_reply_str);
+    const char **names = calloc(m->elements + 1, sizeof *names);
+    size_t n = 0;
+    for (size_t i = 0; names && i < m->elements; i++) {
+        batch_keys k;
+        if (batch_keys_init(&k, x->cfg.prefix, m->element[i]->str) < 0) continue;
+        redisAppendCommand(x->c, "HGETALL %s", k.stats);
+        redisAppendCommand(x->c, "HGET %s kind", k.meta);
+        redisAppendCommand(x->c, "LLEN %s", k.queue);
+        redisAppendCommand(x->c, "HVALS %s", k.capacity);
+        names[n++] = m->element[i]->str;
+    }
+    redisReply **r = calloc(n * 4 + 1, sizeof *r);
+    f->rows = calloc(n + 1, sizeof *f->rows);
+    int rc = names && r && f->rows && replies(x, n * 4, r) == 0 ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) top_fill(&f->rows[i], names[i], r + 4 * i);
+    f->n = rc == 0 ? n : 0;
+    f->at = now_ms();
+    if (r && rc == 0) free_replies(r, n * 4);
+    free(r);
+    free(names);
+    freeReplyObject(m);
+    return rc;
+}
+
+static void top_rates(top_frame *f, const top_frame *prev)
+{
+    double secs = (double)(f->at - prev->at) / 1000.0;
+    for (size_t i = 0; i < f->n && secs > 0; i++)
+        for (size_t j = 0; j < prev->n; j++)
+            if (!strcmp(f->rows[i].batch, prev->rows[j].batch)) {
+                f->rows[i].rate = (double)(f->rows[i].processed - prev->rows[j].processed) / secs;
+                break;
+            }
+}
+
+static void progress(char *buf, size_t len, const top_row *r)
+{
+    if (r->capacity <= 0 || r->free_units < 0) { snprintf(buf, len, "%-*s", BAR_WIDTH + 16, "-"); return; }
+    int64_t given = r->capacity - r->free_units;
+    int fill = (int)(given * BAR_WIDTH / r->capacity);
+    char bar[BAR_WIDTH + 1];
+    for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < fill ? '#' : '.';
+    bar[BAR_WIDTH] = '\0';
+    snprintf(buf, len, "[%s] %3d%% %" PRId64 "/%" PRId64, bar,
+             (int)(given * 100 / r->capacity), given, r->capacity);
+}
+
+static void top_line(char *buf, size_t len, const top_row *r)
+{
+    char rate[32], prog[96];
+    if (r->rate < 0) snprintf(rate, sizeof rate, "-");
+    else snprintf(rate, sizeof rate, "%.1f", r->rate);
+    progress(prog, sizeof prog, r);
+    snprintf(buf, len, "%-20s %-5s %-8s %8" PRId64 " %9s  %-38s %6" PRId64 " %7" PRId64
+             " %5s %5s  %s", r->batch, r->kind, r->state, r->queue, rate, prog, r->dead,
+             r->invalid, "-", "-", r->owner);
+}
+
+static int term_cols(void)
+{
+    struct winsize ws;
+    return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 1000;
+}
+
+/* Writes one frame; live = in place with ANSI escapes, else plain text. */
+static void top_render(const ctx *x, const top_frame *f, const char *err, int interval, int live)
+{
+    char line[512], when[40];
+    int cols = live ? term_cols() : (int)sizeof line - 1;
+    const char *eol = live ? "\x1b[K\n" : "\n";
+    if (live) fputs("\x1b[H", stdout);
+    snprintf(line, sizeof line, "allocctl top  %s  %s  every %d ms%s", x->batches_key,
+             ctl_iso_ms(f->at ? f->at : now_ms(), when, sizeof when), interval, live ? "  (q quits)" : "");
+    printf("%.*s%s", cols, line, eol);
+    if (err && *err) printf("%.*s%s", cols, err, eol);
+    snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %5s %5s  %s", "BATCH",
+             "KIND", "STATE", "QUEUE", "REQ/S", "GIVEN", "DEAD", "INVALID", "P50", "P99", "OWNER");
+    printf("%.*s%s", cols, line, eol);
+    for (size_t i = 0; i < f->n; i++) {
+        top_line(line, sizeof line, &f->rows[i]);
+        printf("%.*s%s", cols, line, eol);
+    }
+    if (f->n == 0) printf("(no batches in %s)%s", x->batches_key, eol);
+    if (live) fputs("\x1b[J", stdout);
+    fflush(stdout);
+}
+
+typedef struct term_state {
+    struct termios saved;
+    int raw;                  /* stdin was switched to non-canonical mode */
+} term_state;
+
+static void term_enter(term_state *t)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = top_on_signal;      /* no SA_RESTART: poll() must wake */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    t->raw = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &t->saved) == 0;
+    if (t->raw) {
+        struct termios raw = t->saved;
+        raw.c_lflag &= (tcflag_t)~(ICANON | ECHO);   /* keys at once, no echo; ISIG stays */
+        raw.c_cc[VMIN] = 1;
+        raw.c_cc[VTIME] = 0;
+        tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+    }
+    fputs("\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J", stdout);
+    fflush(stdout);
+}
+
+static void term_leave(term_state *t)
+{
+    fputs("\x1b[?25h\x1b[?1049l", stdout);
+    fflush(stdout);
+    if (t->raw) tcsetattr(STDIN_FILENO, TCSANOW, &t->saved);
+}
+
+/* Waits up to ms for a key; returns 1 when the user asked to quit. */
+static int top_wait_key(int ms, int *stdin_open)
+{
+    struct pollfd p = { STDIN_FILENO, POLLIN, 0 };
+    int n = poll(&p, *stdin_open ? 1 : 0, ms);
+    if (n <= 0 || !(p.revents & (POLLIN | POLLHUP))) return 0;
+    char buf[64];
+    ssize_t got = read(STDIN_FILENO, buf, sizeof buf);
+    if (got <= 0) { *stdin_open = 0; return 0; }
+    return memchr(buf, 'q', (size_t)got) || memchr(buf, 'Q', (size_t)got);
+}
+
+/* Gathers one frame, reconnecting first if the last one lost Redis. */
+static void top_refresh(ctx *x, top_frame *f, char *err)
+{
+    memset(f, 0, sizeof *f);
+    if (x->c && x->c->err) { redisFree(x->c); x->c = NULL; }
+    if (!x->c) {
+        x->c = ctl_connect(&x->cfg.redis, x->cfg.connect_timeout_ms, x->cfg.redis_timeout_ms,
+                           err, TOP_ERR_MAX);
+        if (!x->c) return;
+    }
+    err[0] = '\0';
+    if (top_gather(x, f) < 0 && !err[0]) snprintf(err, TOP_ERR_MAX, "Redis error");
+}
+
+static int top_live(ctx *x, int interval)
+{
+    term_state t;
+    char err[TOP_ERR_MAX] = "";
+    top_frame prev = { 0 }, cur;
+    int stdin_open = 1;
+    x->quiet = err;
+    term_enter(&t);
+    while (!g_top_stop) {
+        top_refresh(x, &cur, err);
+        top_rates(&cur, &prev);
+        top_render(x, &cur, err, interval, 1);
+        free(prev.rows);
+        prev = cur;
+        if (top_wait_key(interval, &stdin_open)) break;
+    }
+    free(prev.rows);
+    term_leave(&t);
+    x->quiet = NULL;
+    return EX_OK;
+}
+
+static int cmd_top(ctx *x, const char *interval_opt)
+{
+    int64_t interval = 1000;
+    int rc = ctx_config(x);
+    if (rc != EX_OK) return rc;
+    if (opt_int(x, "interval", interval_opt, 50, 3600000, &interval) < 0) return EX_USAGE;
+    rc = ctx_connect(x);
+    if (rc != EX_OK) return rc;
+    if (isatty(STDOUT_FILENO)) return top_live(x, (int)interval);
+    top_frame f = { 0 };
+    if (top_gather(x, &f) < 0) { free(f.rows); return EX_REDIS; }
+    top_render(x, &f, NULL, (int)interval, 0);
+    free(f.rows);
+    return EX_OK;
+}
+
+/* ---- help ------------------------------------------------------------------------ */
+
+static const char USAGE[] =
+"Usage: allocctl [-c FILE] [--redis URL] [--prefix P] COMMAND [ARGS] [--help]\n"
+"\n"
+"The operator's tool for allocd batches in Redis.\n"
+"\n"
+"Commands:\n"
+"  batch create B --kind stock|room --from FILE [...]   define a batch and make it live\n"
+"  batch list                  the batches in P:batches, with kind, state, queue\n"
+"  batch rm B                  stop serving B (SREM only: its keys are kept)\n"
+"  push B --user U --op OP ... push a request with the queue-position transaction\n"
+"  status B [--id ID | --user U]   batch stats, a request's result or position, a holding\n"
+"  wait B --id ID [--timeout S]    block until a request has its result\n"
+"  dead B [--requeue ...]      list dead requests, or push them back to the queue\n"
+"  verify B                    replay the event log and compare with holders and free\n"
+"  top [--interval MS]         live dashboard of all batches (one snapshot if not a tty)\n"
+"\n"
+"Options (also accepted after the command):\n"
+"  -c, --config FILE   allocd config file to take `redis` and `prefix` from\n"
+"                      (default: %s, if present; $ALLOCD_CONFIG changes it)\n"
+"      --redis URL     redis://[user:password@]host:port or unix:///path (overrides the file)\n"
+"      --prefix P      key prefix (default alloc)\n"
+"\n"
+"Exit codes:\n"
+"  0  success\n"
+"  1  not as expected: verify found differences, wait timed out, unknown id, batch exists...\n"
+"  2  usage error (bad command line)\n"
+"  3  Redis unreachable, or a Redis error\n"
+"  4  bad input file (items file, config file)\n"
+"\n"
+"`allocctl COMMAND --help` describes each command; docs/ALLOCCTL.md has examples.\n";
+
+static const char HELP_CREATE[] =
+"Usage: allocctl batch create B --kind stock|room --from FILE [options]\n"
+"\n"
+"Writes P:{B}:meta, capacity and attrs in one MULTI/EXEC, then adds B to P:batches\n"
+"(the batch is live from then on). Refuses an existing batch unless --replace.\n"
+"\n"
+"  --from FILE          items: CSV with a header `id,capacity[,attr...]` (further columns\n"
+"                       are room attributes; unquoted numbers/true/false are JSON values,\n"
+"                       quoted cells strings), or JSON: {\"id\":capacity,...} or\n"
+"                       [{\"id\":..,\"capacity\":..,\"attrs\":{..}},...]\n"
+"  --opens-at T         ms since the epoch, or ISO 8601 with a zone (2026-01-01T10:00:00Z)\n"
+"  --closes-at T        likewise; 0 = never\n"
+"  --early reject|shuffle\n"
+"  --per-user N         stock: most units per user (default 1)\n"
+"  --hold-ms N          stock: reservations to confirm within N ms (default 0 = final)\n"
+"  --max-group N        rooms: largest group (default 8)\n"
+"  --rate-max N --rate-window-ms N --penalty-ms N   per-user throttle (default off)\n"
+"  --replace            delete every key of the batch first (a live batch is taken out of\n"
+"                       P:batches and the daemon given time to stop serving it)\n"
+"\n"
+"Exit: 0 created, 1 exists (no --replace), 2 usage, 3 Redis, 4 bad FILE (FILE:LINE: message).\n";
+
+static const char HELP_LIST[] =
+"Usage: allocctl batch list\n\nOne line per batch of P:batches: id, kind, state, queue length, owner.\n";
+
+static const char HELP_RM[] =
+"Usage: allocctl batch rm B\n\n"
+"Removes B from P:batches: daemons stop serving it within a second. Its keys are\n"
+"kept; SADD it back to resume. Exit 1 when B was not in P:batches.\n";
+
+static const char HELP_PUSH[] =
+"Usage: allocctl push B --user U --op OP [fields] | --json '{...}' | --ctl --op OP\n"
+"\n"
+"Builds the request (a random id unless --id), checks it as allocd would, pushes it with\n"
+"MULTI; RPUSH P:{B}:queue; HGET P:{B}:stats dequeued; EXEC and prints `id=ID ordinal=N`\n"
+"(N is the request's future `seq`).\n"
+"\n"
+"  --id ID  --item X  --qty N  --room R  --order O\n"
+"  --prefs a,b,c  --members a,b  --filter k=v,k2=v2 (values typed like CSV cells)\n"
+"  --json '{...}'   push these bytes verbatim (no checks; may end up dead)\n"
+"  --ctl            an admin command to P:{B}:ctl (--op pause|resume|close|set_capacity,\n"
+"                   --item X --capacity N); prints `id=ID ctl_length=L`\n";
+
+static const char HELP_STATUS[] =
+"Usage: allocctl status B [--id ID [--ordinal N] | --user U] [--raw]\n"
+"\n"
+"  (none)        stats, state, owner and the lengths of queue, ctl, processing, dead\n"
+"  --id ID       the result, with \"you beat X%\" for a grant; else the live position\n"
+"                (\"N ahead of you\"). Without --ordinal the queue is scanned in pages of\n"
+"                1000 (O(queue length): fine for an operator, not for a front end)\n"
+"  --user U      what U holds now\n"
+"  --raw         print the stored JSON as it is\n"
+"\n"
+"Exit: 0 found, 1 unknown batch / no result and not queued / user holds nothing.\n";
+
+static const char HELP_WAIT[] =
+"Usage: allocctl wait B --id ID [--timeout SECONDS] [--raw]\n"
+"\n"
+"Polls for the result (10 ms backing off to 200 ms) and prints it. Default timeout 30 s,\n"
+"0 = no limit. Exit 1 on timeout.\n";
+
+static const char HELP_DEAD[] =
+"Usage: allocctl dead B [--limit N] | dead B --requeue (--index N | --all)\n"
+"\n"
+"Lists P:{B}:dead (index, at, error, raw; --limit N, default 100, 0 = all).\n"
+"--requeue pushes the raw bytes (raw_base64 when present) of entry N, or of all, back to\n"
+"the queue and removes them from dead, in one Lua script per entry that also reads the\n"
+"position (prints the ordinal). Safe while the daemon appends. Exit 1 if an entry changed.\n";
+
+static const char HELP_VERIFY[] =
+"Usage: allocctl verify B\n"
+"\n"
+"Replays P:{B}:log from the start and compares the rebuilt holdings with P:{B}:holders\n"
+"and P:{B}:free (free = capacity - held), and checks the invariants (free + held =\n"
+"capacity, free >= 0, stock units = sum of orders <= per_user, stats.free_units = sum of\n"
+"free). Works on a live batch: the hashes and the log's end are read in one MULTI.\n"
+"Prints every difference (DIFF ...) and a summary. Exit 0 clean, 1 differences.\n";
+
+static const char HELP_TOP[] =
+"Usage: allocctl top [--interval MS]\n"
+"\n"
+"A live view of every batch in P:batches, refreshed every MS (default 1000): state,\n"
+"queue length, requests/s, units or beds given, dead and invalid counts, owner. q or\n"
+"Ctrl-C quits. When stdout is not a terminal, prints one snapshot and exits.\n"
+"P50/P99 decision latency is not in Redis yet and shows as -.\n";
+
+/* ---- dispatch --------------------------------------------------------------------- */
+
+static int usage(FILE *out, int rc)
+{
+    fprintf(out, USAGE, config_default_path());
+    return rc;
+}
+
+static int help(const char *text)
+{
+    fputs(text, stdout);
+    return EX_OK;
+}
+
+static int run_batch(ctx *x, int argc, char **argv, int at)
+{
+    const char *sub = at < argc ? argv[at] : "";
+    const char *pos[MAX_POS];
+    size_t npos;
+    if (!strcmp(sub, "create")) {
+        create_opts o = { 0 };
+        const opt spec[] = { GLOBAL_OPTS(x),
+            { "kind", 0, &o.kind, NULL }, { "from", 0, &o.from, NULL },
+            { "opens-at", 0, &o.opens_at, NULL }, { "closes-at", 0, &o.closes_at, NULL },
+            { "early", 0, &o.early, NULL }, { "per-user", 0, &o.per_user, NULL },
+            { "hold-ms", 0, &o.hold_ms, NULL }, { "max-group", 0, &o.max_group, NULL },
+            { "rate-max", 0, &o.rate_max, NULL }, { "rate-window-ms", 0, &o.rate_window_ms, NULL },
+            { "penalty-ms", 0, &o.penalty_ms, NULL }, { "replace", 0, NULL, &o.replace } };
+        x->cmd = "batch create";
+        int rc = parse_opts(x, argc, argv, at + 1, spec, sizeof spec / sizeof *spec, pos, &npos);
+        if (rc) return rc < 0 ? help(HELP_CREATE) : rc;
+        if (npos > 1) { errmsg(x, "one batch at a time"); return EX_USAGE; }
+        return cmd_batch_create(x, npos ? pos[0] : NULL, &o);
+    }
+    if (!strcmp(sub, "list") || !strcmp(sub, "rm")) {
+        const opt spec[] = { GLOBAL_OPTS(x) };
+        int list = sub[0] == 'l';
+        x->cmd = list ? "batch list" : "batch rm";
+        int rc = parse_opts(x, argc, argv, at + 1, spec, 3, pos, &npos);
+        if (rc) return rc < 0 ? help(list ? HELP_LIST : HELP_RM) : rc;
+        if (npos != (list ? 0u : 1u)) { errmsg(x, "wrong number of arguments (try --help)"); return EX_USAGE; }
+        return list ? cmd_batch_list(x) : cmd_batch_rm(x, pos[0]);
+    }
+    if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) return help(HELP_CREATE);
+    x->cmd = "batch";
+    errmsg(x, "unknown subcommand '%s' (create, list, rm)", sub);
+    return EX_USAGE;
+}
+
+static int one_batch(ctx *x, size_t npos, const char **pos, const char **batch)
+{
+    if (npos > 1) { errmsg(x, "unexpected argument '%s'", pos[1]); return EX_USAGE; }
+    *batch = npos ? pos[0] : NULL;
+    return EX_OK;
+}
+
+static int run_push(ctx *x, int argc, char **argv, int at)
+{
+    push_opts p = { 0 };
+    const char *pos[MAX_POS], *b;
+    size_t npos;
+    const opt spec[] = { GLOBAL_OPTS(x),
+        { "user", 0, &p.user, NULL }, { "op", 0, &p.op, NULL }, { "id", 0, &p.id, NULL },
+        { "item", 0, &p.item, NULL }, { "qty", 0, &p.qty, NULL }, { "room", 0, &p.room, NULL },
+        { "order", 0, &p.order, NULL }, { "prefs", 0, &p.prefs, NULL },
+        { "members", 0, &p.members, NULL }, { "filter", 0, &p.filter, NULL },
+        { "json", 0, &p.json, NULL }, { "capacity", 0, &p.capacity, NULL },
+        { "ctl", 0, NULL, &p.ctl } };
+    int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
+    if (rc) return rc < 0 ? help(HELP_PUSH) : rc;
+    rc = one_batch(x, npos, pos, &b);
+    return rc ? rc : cmd_push(x, b, &p);
+}
+
+static int run_status(ctx *x, int argc, char **argv, int at)
+{
+    status_opts o = { 0 };
+    const char *pos[MAX_POS], *b;
+    size_t npos;
+    const opt spec[] = { GLOBAL_OPTS(x), { "id", 0, &o.id, NULL }, { "user", 0, &o.user, NULL },
+                         { "ordinal", 0, &o.ordinal, NULL }, { "raw", 0, NULL, &o.raw } };
+    int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
+    if (rc) return rc < 0 ? help(HELP_STATUS) : rc;
+    rc = one_batch(x, npos, pos, &b);
+    return rc ? rc : cmd_status(x, b, &o);
+}
+
+static int run_wait(ctx *x, int argc, char **argv, int at)
+{
+    const char *pos[MAX_POS], *b, *id = NULL, *timeout = NULL;
+    int raw = 0;
+    size_t npos;
+    const opt spec[] = { GLOBAL_OPTS(x), { "id", 0, &id, NULL }, { "timeout", 0, &timeout, NULL },
+                         { "raw", 0, NULL, &raw } };
+    int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
+    if (rc) return rc < 0 ? help(HELP_WAIT) : rc;
+    rc = one_batch(x, npos, pos, &b);
+    return rc ? rc : cmd_wait(x, b, id, timeout, raw);
+}
+
+static int run_dead(ctx *x, int argc, char **argv, int at)
+{
+    dead_opts o = { 0 };
+    const char *pos[MAX_POS], *b;
+    size_t npos;
+    const opt spec[] = { GLOBAL_OPTS(x), { "requeue", 0, NULL, &o.requeue },
+                         { "index", 0, &o.index, NULL }, { "all", 0, NULL, &o.all },
+                         { "limit", 0, &o.limit, NULL } };
+    int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
+    if (rc) return rc < 0 ? help(HELP_DEAD) : rc;
+    rc = one_batch(x, npos, pos, &b);
+    return rc ? rc : cmd_dead(x, b, &o);
+}
+
+static int run_verify(ctx *x, int argc, char **argv, int at)
+{
+    const char *pos[MAX_POS], *b;
+    size_t npos;
+    const opt spec[] = { GLOBAL_OPTS(x) };
+    int rc = parse_opts(x, argc, argv, at, spec, 3, pos, &npos);
+    if (rc) return rc < 0 ? help(HELP_VERIFY) : rc;
+    rc = one_batch(x, npos, pos, &b);
+    return rc ? rc : cmd_verify(x, b);
+}
+
+static int run_top(ctx *x, int argc, char **argv, int at)
+{
+    const char *pos[MAX_POS], *interval = NULL;
+    size_t npos;
+    const opt spec[] = { GLOBAL_OPTS(x), { "interval", 0, &interval, NULL } };
+    int rc = parse_opts(x, argc, argv, at, spec, 4, pos, &npos);
+    if (rc) return rc < 0 ? help(HELP_TOP) : rc;
+    if (npos) { errmsg(x, "unexpected argument '%s'", pos[0]); return EX_USAGE; }
+    return cmd_top(x, interval);
+}
+
+/* Global options before the command; returns the command's index. */
+static int global_opts(ctx *x, int argc, char **argv, int *at)
+{
+    const opt spec[] = { GLOBAL_OPTS(x) };
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *val;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return -1;
+        if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) return -2;
+        const opt *o = find_opt(spec, 3, argv[i], &val);
+        if (!o) { errmsg(x, "unknown option '%s' (try --help)", argv[i]); return EX_USAGE; }
+        if (!val && i + 1 >= argc) { errmsg(x, "option '%s' needs a value", argv[i]); return EX_USAGE; }
+        *o->value = val ? val : argv[++i];
+    }
+    *at = i;
+    return EX_OK;
+}
+
+int main(int argc, char **argv)
+{
+    ctx x;
+    memset(&x, 0, sizeof x);
+    /* A Redis that goes away must give exit 3 (or a reconnect in top), not
+     * a silent death by SIGPIPE on the next write to its socket. */
+    signal(SIGPIPE, SIG_IGN);
+    int at = 0, rc = global_opts(&x, argc, argv, &at);
+    if (rc == -1) return usage(stdout, EX_OK);
+    if (rc == -2) { printf("allocctl %s\n", ALLOCD_VERSION); return EX_OK; }
+    if (rc) return rc;
+    if (at >= argc) return usage(stderr, EX_USAGE);
+    const char *cmd = argv[at];
+    x.cmd = cmd;
+    static const struct { const char *name; int (*run)(ctx *, int, char **, int); } CMDS[] = {
+        { "batch", run_batch }, { "push", run_push }, { "status", run_status },
+        { "wait", run_wait }, { "dead", run_dead }, { "verify", run_verify }, { "top", run_top },
+    };
+    rc = -1;
+    for (size_t i = 0; i < sizeof CMDS / sizeof *CMDS; i++)
+        if (!strcmp(cmd, CMDS[i].name)) rc = CMDS[i].run(&x, argc, argv, at + 1);
+    if (rc == -1 && !strcmp(cmd, "help")) rc = usage(stdout, EX_OK);
+    if (rc == -1) {
+        x.cmd = NULL;
+        errmsg(&x, "unknown command '%s' (try --help)", cmd);
+        rc = EX_USAGE;
+    }
+    ctx_free(&x);
+    return rc;
+}
