@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,18 +88,39 @@ void batch_lease_init(batch_lease *l, uv_loop_t *loop, redis_conn *conn,
     uint64_t rnd = 0;
     if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd) rnd = uv_hrtime();
     snprintf(l->token, sizeof l->token, "%s/%ld/%016" PRIx64, instance, (long)getpid(), rnd);
+    snprintf(l->instance, sizeof l->instance, "%s", instance);
     uv_timer_init(loop, &l->timer);
     l->timer.data = l;
 }
 
-int batch_lease_acquire(batch_lease *l)
+int batch_lease_acquire_from(batch_lease *l, const char *holder)
 {
     char ttl[16];
     snprintf(ttl, sizeof ttl, "%d", l->ttl_ms);
-    const char *argv[] = { l->keys->lease, l->keys->internal, l->token, ttl };
+    const char *argv[] = { l->keys->lease, l->keys->internal, l->token, ttl, holder ? holder : "" };
     l->renew_sent_at = uv_hrtime();
     return redis_conn_eval(l->conn, &l->scripts->lease_acquire, on_acquire_reply, l,
-                           l->ttl_ms / 2, 2, 4, argv, NULL);
+                           l->ttl_ms / 2, 2, 5, argv, NULL);
+}
+
+int batch_lease_acquire(batch_lease *l)
+{
+    return batch_lease_acquire_from(l, NULL);
+}
+
+/* Tokens are instance/pid/random. The same instance name with a pid that
+ * is not ours and not running here is our own previous run, killed: a
+ * restarted daemon need not wait out its lease. (Two hosts sharing one
+ * instance name would take batches from each other; fencing keeps even
+ * that safe, but give every instance its own name.) */
+int batch_lease_holder_dead(const batch_lease *l, const char *holder)
+{
+    size_t n = strlen(l->instance);
+    if (strncmp(holder, l->instance, n) || holder[n] != '/') return 0;
+    char *end;
+    long pid = strtol(holder + n + 1, &end, 10);
+    if (*end != '/' || pid <= 0 || pid == (long)getpid()) return 0;
+    return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
 int batch_lease_valid(const batch_lease *l)

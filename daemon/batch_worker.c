@@ -1384,6 +1384,10 @@ static void on_lease_busy(batch_lease *l, int64_t pttl, const char *holder, void
     batch_worker *w = data;
     if (w->state != W_ACQUIRING) return;
     if (w->stopping) { close_all(w); return; }
+    if (batch_lease_holder_dead(l, holder)) {
+        log_notice("batch %s: taking over the lease of our previous run (%s)", w->batch, holder);
+        if (batch_lease_acquire_from(l, holder) == 0) return; /* still W_ACQUIRING */
+    }
     if (strcmp(w->lease_holder_seen, holder)) {
         snprintf(w->lease_holder_seen, sizeof w->lease_holder_seen, "%s", holder);
         log_notice("batch %s: waiting for the lease held by %s (expires in %" PRId64 " ms)",

@@ -139,7 +139,7 @@ const char script_lease_acquire_src[] =
 "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
 "  return {1, redis.call('HGET', KEYS[2], 'epoch') or '0'}\n"
 "end\n"
-"if cur then return {0, redis.call('PTTL', KEYS[1]), cur} end\n"
+"if cur and cur ~= ARGV[3] then return {0, redis.call('PTTL', KEYS[1]), cur} end\n"
 "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
 "return {1, tostring(redis.call('HINCRBY', KEYS[2], 'epoch', 1))}\n";
 

@@ -39,6 +39,7 @@ struct batch_lease {
     const batch_keys *keys;
     int ttl_ms;
     char token[128];
+    char instance[80];
     char epoch[24];
     int held;
     int closing;
@@ -57,6 +58,12 @@ void batch_lease_init(batch_lease *l, uv_loop_t *loop, redis_conn *conn,
 /* Async: exactly one of on_acquired, on_busy, on_lost. Returns 0 or
  * -ENOTCONN (then no callback). */
 int batch_lease_acquire(batch_lease *l);
+/* 1 when `holder` is a token of this instance name whose process is gone
+ * from this host (our own previous run, killed): its lease can be taken
+ * over at once instead of after the TTL. */
+int batch_lease_holder_dead(const batch_lease *l, const char *holder);
+/* As batch_lease_acquire, but takes the lease over if `holder` still holds it. */
+int batch_lease_acquire_from(batch_lease *l, const char *holder);
 /* Held, and not yet expired by our own clock. */
 int batch_lease_valid(const batch_lease *l);
 /* Forget the lease without telling Redis (after FENCED). */

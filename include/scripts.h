@@ -61,9 +61,11 @@ enum {
 extern const char script_lottery_src[];
 
 /* Batch leases (docs/DESIGN.md, "Leases and fencing").
- * acquire: KEYS lease, internal; ARGV token, ttl_ms. Reply {1, epoch} when
- *   the caller holds the lease (a new holder increments internal.epoch), or
- *   {0, pttl, holder} when another instance does.
+ * acquire: KEYS lease, internal; ARGV token, ttl_ms, dead_token. Reply
+ *   {1, epoch} when the caller holds the lease (a new holder increments
+ *   internal.epoch), or {0, pttl, holder} when another instance does. A
+ *   lease still held by dead_token (a holder known to be dead) is taken
+ *   over at once; fencing makes that safe even if it were not dead.
  * renew: KEYS lease; ARGV token, ttl_ms. 1 when still held, else 0.
  * release: KEYS lease; ARGV token. Compare-and-delete. */
 extern const char script_lease_acquire_src[];

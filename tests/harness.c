@@ -146,9 +146,11 @@ int harness_allocd_start(harness_allocd *d, const harness_redis *r,
     /* an explicit redis setting in extra_conf (a cluster seed) wins */
     if (!extra_conf || !strstr(extra_conf, "redis ="))
         fprintf(f, "redis = \"%s\";\n", r->url);
-    fprintf(f, "prefix = \"alloc\";\ninstance = \"test-%d\";\n"
-               "log_level = \"debug\";\n%s\n",
-            counter, extra_conf ? extra_conf : "");
+    /* so is an explicit instance name (a daemon restarted under its name) */
+    if (!extra_conf || !strstr(extra_conf, "instance ="))
+        fprintf(f, "instance = \"test-%d\";\n", counter);
+    fprintf(f, "prefix = \"alloc\";\nlog_level = \"debug\";\n%s\n",
+            extra_conf ? extra_conf : "");
     fclose(f);
     char *argv[] = { (char *)allocd_bin(), "-c", d->conf, NULL };
     d->pid = spawn(argv, d->log);

@@ -34,9 +34,12 @@ typedef struct harness_allocd {
     char log[400];
 } harness_allocd;
 
-/* Writes a config into the redis dir (redis URL, prefix "alloc", plus the
- * extra libconfig lines) and starts allocd with it; stderr goes to a log
- * file in that dir. The binary is $ALLOCD_BIN or $BUILD/allocd. */
+/* Writes a config into the redis dir (redis URL, prefix "alloc", instance
+ * "test-N" with N counting starts, plus the extra libconfig lines, which may
+ * set redis or instance themselves) and starts allocd with it; stderr goes
+ * to a log file in that dir. The binary is $ALLOCD_BIN or $BUILD/allocd.
+ * A test that restarts "the same daemon" passes instance = "..." so the
+ * restarted process takes over its own leases at once. */
 int harness_allocd_start(harness_allocd *d, const harness_redis *r,
                          const char *extra_conf);
 /* SIGTERM and wait (up to 20 s); returns the exit status, -1 on timeout. */

@@ -113,7 +113,7 @@ static void test_confirm_cancel_and_limits(void **state)
     fixture *f = *state;
     char o1[32], o2[32], o3[32];
     sale(f, 10, 60000);
-    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"rs\";"), 0);
     buy(f, "b1", "ann", 2, o1, sizeof o1);
     buy(f, "b2", "ann", 1, o2, sizeof o2);
     push(f, "{\"id\":\"b3\",\"user\":\"ann\",\"op\":\"buy\",\"item\":\"sku\"}");
@@ -149,7 +149,7 @@ static void test_expiry_while_running(void **state)
     fixture *f = *state;
     char o1[32];
     sale(f, 5, 1000);
-    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"rs\";"), 0);
     buy(f, "b1", "ann", 3, o1, sizeof o1);
     json_t *r = result(f, "b1");
     long long expires = json_integer_value(json_object_get(r, "expires_at"));
@@ -178,7 +178,7 @@ static void test_expiry_while_stopped(void **state)
     fixture *f = *state;
     char o1[32], o2[32];
     sale(f, 10, 1500);
-    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"rs\";"), 0);
     buy(f, "b1", "ann", 2, o1, sizeof o1);
     buy(f, "b2", "bob", 3, o2, sizeof o2);
     push(f, "{\"id\":\"c2\",\"user\":\"bob\",\"op\":\"confirm\",\"order\":\"%s\"}", o2);
@@ -186,14 +186,14 @@ static void test_expiry_while_stopped(void **state)
     harness_allocd_kill(&f->allocd);
     harness_sleep_ms(2000);
     assert_int_equal(free_units(f), 5);                   /* nobody expired it yet */
-    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"rs\";"), 0);
     int64_t t0 = harness_now_ms();
     while (free_units(f) != 7 && harness_now_ms() - t0 < 5000) harness_sleep_ms(10);
     assert_int_equal(free_units(f), 7);                   /* ann's 2 back, bob's confirmed 3 kept */
     push(f, "{\"id\":\"c1\",\"user\":\"ann\",\"op\":\"confirm\",\"order\":\"%s\"}", o1);
     expect(f, "c1", "rejected", "expired");
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);
-    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"rs\";"), 0);
     push(f, "{\"id\":\"c3\",\"user\":\"ann\",\"op\":\"confirm\",\"order\":\"%s\"}", o1);
     expect(f, "c3", "rejected", "expired");               /* still known after a restart */
     long long expires = 0;
@@ -214,7 +214,7 @@ static void test_order_ids(void **state)
     cmd(f->c, "HSET alloc:{rs}:meta kind stock per_user 1");
     cmd(f->c, "HSET alloc:{rs}:capacity sku %d", N);
     cmd(f->c, "SADD alloc:batches rs");
-    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"rs\";"), 0);
     for (int i = 0; i < N; i++)
         push(f, "{\"id\":\"o%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}", i, i);
     assert_int_equal(harness_wait_hlen(f->c, "alloc:{rs}:results", N, 10000), N);

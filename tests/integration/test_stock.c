@@ -372,12 +372,12 @@ static void test_kill9_loses_nothing(void **state)
     int kills = 0;
     srand(12345);
     for (int round = 0; round < 8; round++) {
-        start_allocd(f, "chunk = 256;");
+        start_allocd(f, "chunk = 256; instance = \"k\";");
         harness_sleep_ms(40 + rand() % 120);
         harness_allocd_kill(&f->allocd);
         kills++;
     }
-    start_allocd(f, "chunk = 256;");
+    start_allocd(f, "chunk = 256; instance = \"k\";");
     long long distinct = N - 500;
     long long got = harness_wait_hlen(f->c, "alloc:{k1}:results", distinct, 60000);
     assert_int_equal(got, distinct);
