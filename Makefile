@@ -39,6 +39,7 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 ITEST_SRC := $(wildcard tests/integration/test_*.c)
 ITEST_BIN := $(ITEST_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 HARNESS_OBJ := $(BUILD)/tests/harness.o
+ITEST_OBJ   := $(BUILD)/tests/itest.o
 TOOL_SRC  := $(wildcard tools/*.c)
 TOOL_BIN  := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
@@ -64,11 +65,11 @@ $(BUILD)/%: $(BUILD)/tools/%.o $(LIBCORE)
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
-$(BUILD)/tests/harness.o: tests/harness.c
+$(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(HARNESS_OBJ) $(LIBCORE)
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCORE)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
 tests-build: all $(UNIT_BIN) $(ITEST_BIN)

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "harness.h"
+#include "itest.h"
 
 static const char *bin(void)
 {
@@ -99,17 +99,6 @@ static void push_n(redisContext *c, const char *b, const char *tag, int n)
     }
 }
 
-static int count_in_log(const harness_allocd *d, const char *needle)
-{
-    FILE *f = fopen(d->log, "r");
-    if (!f) return 0;
-    char line[2048];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) if (strstr(line, needle)) n++;
-    fclose(f);
-    return n;
-}
-
 /* allocd started before Redis exists: it waits (no crash, no busy loop),
  * then serves once Redis appears. */
 static void test_redis_absent_at_start(void **state)
@@ -155,7 +144,7 @@ static void test_redis_restart_while_serving(void **state)
     assert_int_equal(harness_int(c, "HGET alloc:{r1}:stats granted"), 6000);
     assert_int_equal(harness_int(c, "XLEN alloc:{r1}:log"), 6000);
     assert_true(harness_allocd_alive(&d));
-    assert_true(count_in_log(&d, "connection lost") >= 1);
+    assert_true(itest_count_in_log(&d, "connection lost") >= 1);
     assert_int_equal(harness_allocd_stop(&d), 0);
     redisFree(c);
     harness_redis_stop(&redis);
@@ -183,7 +172,7 @@ static void test_slow_redis(void **state)
     harness_sleep_ms(300);
     assert_int_equal(harness_int(c, "HGET alloc:{s1}:free sku"), 100000 - 4000);
     assert_int_equal(harness_int(c, "XLEN alloc:{s1}:log"), 4000);
-    assert_true(count_in_log(&d, "timeout") >= 1); /* the deadline did fire */
+    assert_true(itest_count_in_log(&d, "timeout") >= 1); /* the deadline did fire */
     assert_int_equal(harness_allocd_stop(&d), 0);
     redisFree(c);
     harness_redis_stop(&redis);
@@ -219,7 +208,7 @@ static void test_poison_request_goes_to_dead(void **state)
     assert_int_equal(harness_int(c, "HGET alloc:{p1}:stats dead"), 1);
     assert_int_equal(harness_int(c, "HGET alloc:{p1}:stats processed"), 19);
     assert_int_equal(harness_int(c, "HGET alloc:{p1}:free sku"), 1000 - 19);
-    assert_true(count_in_log(&d, "one request at a time") >= 1);
+    assert_true(itest_count_in_log(&d, "one request at a time") >= 1);
     assert_int_equal(harness_allocd_stop(&d), 0);
     redisFree(c);
     harness_redis_stop(&redis);
@@ -267,7 +256,7 @@ static void test_sighup_reloads(void **state)
     kill(d.pid, SIGHUP);
     harness_sleep_ms(300);
     assert_true(harness_allocd_alive(&d));
-    assert_int_equal(count_in_log(&d, "configuration reloaded"), 1);
+    assert_int_equal(itest_count_in_log(&d, "configuration reloaded"), 1);
     assert_int_equal(harness_allocd_stop(&d), 0);
     harness_redis_stop(&redis);
 }

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "harness.h"
+#include "itest.h"
 
 #define TTL_MS 2000
 #define CONF "registry_interval_ms = 200; lease_ttl_ms = 2000; backoff_max_ms = 200;"
@@ -109,17 +109,6 @@ static void test_spread_and_takeover(void **state)
     harness_redis_stop(&redis);
 }
 
-static int count_in_log(const harness_allocd *d, const char *needle)
-{
-    FILE *f = fopen(d->log, "r");
-    if (!f) return 0;
-    char line[2048];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) if (strstr(line, needle)) n++;
-    fclose(f);
-    return n;
-}
-
 /* A paused owner loses its lease; the other instance takes over; the
  * paused one, resumed, must not write: every request is applied once. */
 static void test_paused_owner_is_fenced(void **state)
@@ -171,7 +160,7 @@ static void test_paused_owner_is_fenced(void **state)
      * through a new lease (a new epoch), never with its old one */
     assert_true(harness_int(c, "HGET alloc:{f1}:internal epoch") >= epoch);
     /* the resumed instance noticed it had lost the lease */
-    assert_true(count_in_log(owner, "lease") >= 2);
+    assert_true(itest_count_in_log(owner, "lease") >= 2);
     assert_int_equal(harness_allocd_stop(owner), 0);
     assert_int_equal(harness_allocd_stop(other), 0);
     redisFree(c);

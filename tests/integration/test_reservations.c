@@ -12,43 +12,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "harness.h"
+#include "itest.h"
 
-typedef struct fixture {
-    harness_redis redis;
-    harness_allocd allocd;
-    redisContext *c;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (harness_redis_start(&f->redis, NULL) < 0) return -1;
-    f->c = harness_redis_connect(&f->redis);
-    *state = f;
-    return f->c ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    if (f->allocd.pid > 0 && harness_allocd_stop(&f->allocd) != 0) harness_allocd_dump_log(&f->allocd);
-    redisFree(f->c);
-    harness_redis_stop(&f->redis);
-    free(f);
-    return 0;
-}
-
-static void cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
-    freeReplyObject(r);
-}
+typedef itest fixture;
 
 static void push(fixture *f, const char *fmt, ...)
 {
@@ -57,32 +23,17 @@ static void push(fixture *f, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(json, sizeof json, fmt, ap);
     va_end(ap);
-    cmd(f->c, "RPUSH alloc:{rs}:queue %s", json);
+    itest_cmd(f->c, "RPUSH alloc:{rs}:queue %s", json);
 }
 
 static json_t *result(fixture *f, const char *id)
 {
-    char *v = harness_wait_hget(f->c, "alloc:{rs}:results", id, 10000);
-    if (!v) { harness_allocd_dump_log(&f->allocd); fail_msg("no result for %s", id); }
-    json_error_t e;
-    json_t *doc = json_loads(v, 0, &e);
-    free(v);
-    assert_non_null(doc);
-    return doc;
-}
-
-static const char *jstr(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
+    return itest_result(f, "rs", id);
 }
 
 static void expect(fixture *f, const char *id, const char *status, const char *reason)
 {
-    json_t *r = result(f, id);
-    if (strcmp(jstr(r, "status"), status) || (reason && strcmp(jstr(r, "reason"), reason)))
-        fail_msg("%s: expected %s/%s, got %s", id, status, reason ? reason : "-", json_dumps(r, 0));
-    json_decref(r);
+    itest_expect(f, "rs", id, status, reason);
 }
 
 /* buys and returns the order id (static buffer per call site) */
@@ -90,17 +41,17 @@ static void buy(fixture *f, const char *id, const char *user, int qty, char *ord
 {
     push(f, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"sku\",\"qty\":%d}", id, user, qty);
     json_t *r = result(f, id);
-    assert_string_equal(jstr(r, "status"), "granted");
-    snprintf(order, len, "%s", jstr(r, "order"));
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    snprintf(order, len, "%s", itest_jstr(r, "order"));
     assert_true(json_integer_value(json_object_get(r, "expires_at")) > harness_now_ms());
     json_decref(r);
 }
 
 static void sale(fixture *f, int units, int hold_ms)
 {
-    cmd(f->c, "HSET alloc:{rs}:meta kind stock per_user 3 hold_ms %d", hold_ms);
-    cmd(f->c, "HSET alloc:{rs}:capacity sku %d", units);
-    cmd(f->c, "SADD alloc:batches rs");
+    itest_cmd(f->c, "HSET alloc:{rs}:meta kind stock per_user 3 hold_ms %d", hold_ms);
+    itest_cmd(f->c, "HSET alloc:{rs}:capacity sku %d", units);
+    itest_cmd(f->c, "SADD alloc:batches rs");
 }
 
 static long long free_units(fixture *f)
@@ -211,9 +162,9 @@ static void test_order_ids(void **state)
 {
     fixture *f = *state;
     enum { N = 400 };
-    cmd(f->c, "HSET alloc:{rs}:meta kind stock per_user 1");
-    cmd(f->c, "HSET alloc:{rs}:capacity sku %d", N);
-    cmd(f->c, "SADD alloc:batches rs");
+    itest_cmd(f->c, "HSET alloc:{rs}:meta kind stock per_user 1");
+    itest_cmd(f->c, "HSET alloc:{rs}:capacity sku %d", N);
+    itest_cmd(f->c, "SADD alloc:batches rs");
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"rs\";"), 0);
     for (int i = 0; i < N; i++)
         push(f, "{\"id\":\"o%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}", i, i);
@@ -224,7 +175,7 @@ static void test_order_ids(void **state)
         char id[16];
         snprintf(id, sizeof id, "o%d", i);
         json_t *r = result(f, id);
-        const char *o = jstr(r, "order");
+        const char *o = itest_jstr(r, "order");
         assert_true(strlen(o) >= 10 && strspn(o, "0123456789") == strlen(o));
         ids[i] = strtoull(o, NULL, 10);
         json_decref(r);
@@ -240,10 +191,10 @@ static void test_order_ids(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_confirm_cancel_and_limits, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_expiry_while_running, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_expiry_while_stopped, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_order_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_confirm_cancel_and_limits, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_expiry_while_running, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_expiry_while_stopped, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_order_ids, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

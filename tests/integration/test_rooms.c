@@ -11,101 +11,27 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "harness.h"
+#include "itest.h"
 
-typedef struct fixture {
-    harness_redis redis;
-    harness_allocd allocd;
-    redisContext *c;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (harness_redis_start(&f->redis, NULL) < 0) return -1;
-    f->c = harness_redis_connect(&f->redis);
-    *state = f;
-    return f->c ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    if (f->allocd.pid > 0 && harness_allocd_stop(&f->allocd) != 0) harness_allocd_dump_log(&f->allocd);
-    redisFree(f->c);
-    harness_redis_stop(&f->redis);
-    free(f);
-    return 0;
-}
-
-static void cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
-    freeReplyObject(r);
-}
-
-static void push(fixture *f, const char *b, const char *fmt, ...)
-{
-    char json[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(json, sizeof json, fmt, ap);
-    va_end(ap);
-    cmd(f->c, "RPUSH alloc:{%s}:queue %s", b, json);
-}
+typedef itest fixture;
 
 static void ctl(fixture *f, const char *b, const char *json)
 {
-    cmd(f->c, "RPUSH alloc:{%s}:ctl %s", b, json);
-}
-
-static json_t *result(fixture *f, const char *b, const char *id)
-{
-    char key[128];
-    snprintf(key, sizeof key, "alloc:{%s}:results", b);
-    char *v = harness_wait_hget(f->c, key, id, 10000);
-    if (!v) { harness_allocd_dump_log(&f->allocd); fail_msg("no result for %s", id); }
-    json_error_t e;
-    json_t *doc = json_loads(v, 0, &e);
-    free(v);
-    assert_non_null(doc);
-    return doc;
-}
-
-static const char *jstr(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
-}
-
-static void expect(fixture *f, const char *b, const char *id, const char *status,
-                   const char *reason_or_item)
-{
-    json_t *r = result(f, b, id);
-    int ok = !strcmp(jstr(r, "status"), status);
-    if (ok && reason_or_item)
-        ok = !strcmp(!strcmp(status, "rejected") ? jstr(r, "reason") : jstr(r, "item"), reason_or_item);
-    if (!ok) fail_msg("%s: expected %s %s, got %s", id, status, reason_or_item ? reason_or_item : "", json_dumps(r, 0));
-    json_decref(r);
+    itest_cmd(f->c, "RPUSH alloc:{%s}:ctl %s", b, json);
 }
 
 /* Rooms R1 (2 beds, building 7 floor 1), R2 (3, b7 f2), R3 (1, b8 f1), R4 (4, b8 f2). */
 static void dorm(fixture *f, const char *b, const char *meta)
 {
-    cmd(f->c, "DEL alloc:{%s}:meta", b);
+    itest_cmd(f->c, "DEL alloc:{%s}:meta", b);
     char line[512];
     snprintf(line, sizeof line, "HSET alloc:{%s}:meta kind room %s", b, meta);
-    cmd(f->c, line);
-    cmd(f->c, "HSET alloc:{%s}:capacity R1 2 R2 3 R3 1 R4 4", b);
-    cmd(f->c, "HSET alloc:{%s}:attrs R1 %s R2 %s R3 %s R4 %s", b,
+    itest_cmd(f->c, line);
+    itest_cmd(f->c, "HSET alloc:{%s}:capacity R1 2 R2 3 R3 1 R4 4", b);
+    itest_cmd(f->c, "HSET alloc:{%s}:attrs R1 %s R2 %s R3 %s R4 %s", b,
         "{\"building\":\"7\",\"floor\":1}", "{\"building\":\"7\",\"floor\":2}",
         "{\"building\":\"8\",\"floor\":1}", "{\"building\":\"8\",\"floor\":2}");
-    cmd(f->c, "SADD alloc:batches %s", b);
+    itest_cmd(f->c, "SADD alloc:batches %s", b);
 }
 
 static long long hint(fixture *f, const char *b, const char *h, const char *field)
@@ -118,45 +44,45 @@ static void test_every_op_and_reason(void **state)
     fixture *f = *state;
     dorm(f, "d1", "max_group 3");
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
-    push(f, "d1", "{\"id\":\"c1\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R3\"}");
-    push(f, "d1", "{\"id\":\"c2\",\"user\":\"s2\",\"op\":\"choose\",\"room\":\"R3\"}");
-    push(f, "d1", "{\"id\":\"c3\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R1\"}");
-    push(f, "d1", "{\"id\":\"c4\",\"user\":\"s2\",\"op\":\"choose\",\"room\":\"R9\"}");
-    push(f, "d1", "{\"id\":\"a1\",\"user\":\"s2\",\"op\":\"auto\",\"prefs\":[\"R9\",\"R3\",\"R1\"]}");
-    push(f, "d1", "{\"id\":\"a2\",\"user\":\"s3\",\"op\":\"auto\",\"prefs\":[\"R3\"],\"filter\":{\"building\":\"8\"}}");
-    push(f, "d1", "{\"id\":\"a3\",\"user\":\"s4\",\"op\":\"auto\",\"prefs\":[\"R3\"],\"filter\":{\"building\":\"9\"}}");
-    push(f, "d1", "{\"id\":\"g1\",\"user\":\"s5\",\"op\":\"group\",\"members\":[\"s5\",\"s6\",\"s7\"],\"prefs\":[\"R1\",\"R2\"]}");
-    push(f, "d1", "{\"id\":\"g2\",\"user\":\"s8\",\"op\":\"group\",\"members\":[\"s8\",\"s1\"],\"prefs\":[\"R4\"]}");
-    push(f, "d1", "{\"id\":\"g3\",\"user\":\"s8\",\"op\":\"group\",\"members\":[\"s8\",\"s9\",\"s10\",\"s11\"],\"prefs\":[\"R4\"]}");
-    push(f, "d1", "{\"id\":\"g4\",\"user\":\"s8\",\"op\":\"group\",\"members\":[\"s8\",\"s9\",\"s10\"],\"prefs\":[\"R1\"]}");
-    push(f, "d1", "{\"id\":\"w1\",\"user\":\"s1\",\"op\":\"switch\",\"room\":\"R2\"}");
-    push(f, "d1", "{\"id\":\"w2\",\"user\":\"s20\",\"op\":\"switch\",\"room\":\"R2\"}");
-    push(f, "d1", "{\"id\":\"w3\",\"user\":\"s2\",\"op\":\"switch\",\"room\":\"R2\"}");
-    push(f, "d1", "{\"id\":\"w4\",\"user\":\"s2\",\"op\":\"switch\",\"room\":\"R1\"}");
-    push(f, "d1", "{\"id\":\"r1\",\"user\":\"s20\",\"op\":\"release\"}");
-    push(f, "d1", "{\"id\":\"r2\",\"user\":\"s1\",\"op\":\"release\"}");
-    push(f, "d1", "{\"id\":\"k1\",\"user\":\"s1\",\"op\":\"buy\",\"item\":\"R1\"}");
-    expect(f, "d1", "c1", "granted", "R3");
-    expect(f, "d1", "c2", "rejected", "room_full");
-    expect(f, "d1", "c3", "rejected", "already_holding");
-    expect(f, "d1", "c4", "rejected", "unknown_item");
-    expect(f, "d1", "a1", "granted", "R1");          /* R9 unknown, R3 full */
-    expect(f, "d1", "a2", "granted", "R4");          /* filter: only R4 left in b8 */
-    expect(f, "d1", "a3", "rejected", "no_room");
-    expect(f, "d1", "g1", "granted", "R2");          /* R1 has one bed left */
-    json_t *g = result(f, "d1", "g1");
+    itest_push(f, "d1", "{\"id\":\"c1\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R3\"}");
+    itest_push(f, "d1", "{\"id\":\"c2\",\"user\":\"s2\",\"op\":\"choose\",\"room\":\"R3\"}");
+    itest_push(f, "d1", "{\"id\":\"c3\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R1\"}");
+    itest_push(f, "d1", "{\"id\":\"c4\",\"user\":\"s2\",\"op\":\"choose\",\"room\":\"R9\"}");
+    itest_push(f, "d1", "{\"id\":\"a1\",\"user\":\"s2\",\"op\":\"auto\",\"prefs\":[\"R9\",\"R3\",\"R1\"]}");
+    itest_push(f, "d1", "{\"id\":\"a2\",\"user\":\"s3\",\"op\":\"auto\",\"prefs\":[\"R3\"],\"filter\":{\"building\":\"8\"}}");
+    itest_push(f, "d1", "{\"id\":\"a3\",\"user\":\"s4\",\"op\":\"auto\",\"prefs\":[\"R3\"],\"filter\":{\"building\":\"9\"}}");
+    itest_push(f, "d1", "{\"id\":\"g1\",\"user\":\"s5\",\"op\":\"group\",\"members\":[\"s5\",\"s6\",\"s7\"],\"prefs\":[\"R1\",\"R2\"]}");
+    itest_push(f, "d1", "{\"id\":\"g2\",\"user\":\"s8\",\"op\":\"group\",\"members\":[\"s8\",\"s1\"],\"prefs\":[\"R4\"]}");
+    itest_push(f, "d1", "{\"id\":\"g3\",\"user\":\"s8\",\"op\":\"group\",\"members\":[\"s8\",\"s9\",\"s10\",\"s11\"],\"prefs\":[\"R4\"]}");
+    itest_push(f, "d1", "{\"id\":\"g4\",\"user\":\"s8\",\"op\":\"group\",\"members\":[\"s8\",\"s9\",\"s10\"],\"prefs\":[\"R1\"]}");
+    itest_push(f, "d1", "{\"id\":\"w1\",\"user\":\"s1\",\"op\":\"switch\",\"room\":\"R2\"}");
+    itest_push(f, "d1", "{\"id\":\"w2\",\"user\":\"s20\",\"op\":\"switch\",\"room\":\"R2\"}");
+    itest_push(f, "d1", "{\"id\":\"w3\",\"user\":\"s2\",\"op\":\"switch\",\"room\":\"R2\"}");
+    itest_push(f, "d1", "{\"id\":\"w4\",\"user\":\"s2\",\"op\":\"switch\",\"room\":\"R1\"}");
+    itest_push(f, "d1", "{\"id\":\"r1\",\"user\":\"s20\",\"op\":\"release\"}");
+    itest_push(f, "d1", "{\"id\":\"r2\",\"user\":\"s1\",\"op\":\"release\"}");
+    itest_push(f, "d1", "{\"id\":\"k1\",\"user\":\"s1\",\"op\":\"buy\",\"item\":\"R1\"}");
+    itest_expect(f, "d1", "c1", "granted", "R3");
+    itest_expect(f, "d1", "c2", "rejected", "room_full");
+    itest_expect(f, "d1", "c3", "rejected", "already_holding");
+    itest_expect(f, "d1", "c4", "rejected", "unknown_item");
+    itest_expect(f, "d1", "a1", "granted", "R1");          /* R9 unknown, R3 full */
+    itest_expect(f, "d1", "a2", "granted", "R4");          /* filter: only R4 left in b8 */
+    itest_expect(f, "d1", "a3", "rejected", "no_room");
+    itest_expect(f, "d1", "g1", "granted", "R2");          /* R1 has one bed left */
+    json_t *g = itest_result(f, "d1", "g1");
     assert_int_equal(json_array_size(json_object_get(g, "members")), 3);
     json_decref(g);
-    expect(f, "d1", "g2", "rejected", "member_busy");
-    expect(f, "d1", "g3", "rejected", "group_too_large");
-    expect(f, "d1", "g4", "rejected", "no_room");
-    expect(f, "d1", "w1", "rejected", "room_full");  /* R2 is full: s1 keeps R3 */
-    expect(f, "d1", "w2", "rejected", "not_holding");
-    expect(f, "d1", "w3", "rejected", "room_full");
-    expect(f, "d1", "w4", "rejected", "already_holding");
-    expect(f, "d1", "r1", "rejected", "not_holding");
-    expect(f, "d1", "r2", "done", "R3");
-    expect(f, "d1", "k1", "rejected", "wrong_kind");
+    itest_expect(f, "d1", "g2", "rejected", "member_busy");
+    itest_expect(f, "d1", "g3", "rejected", "group_too_large");
+    itest_expect(f, "d1", "g4", "rejected", "no_room");
+    itest_expect(f, "d1", "w1", "rejected", "room_full");  /* R2 is full: s1 keeps R3 */
+    itest_expect(f, "d1", "w2", "rejected", "not_holding");
+    itest_expect(f, "d1", "w3", "rejected", "room_full");
+    itest_expect(f, "d1", "w4", "rejected", "already_holding");
+    itest_expect(f, "d1", "r1", "rejected", "not_holding");
+    itest_expect(f, "d1", "r2", "done", "R3");
+    itest_expect(f, "d1", "k1", "rejected", "wrong_kind");
     /* final state: R1 s2 (1 of 2), R2 s5 s6 s7 (full), R3 empty, R4 s3 */
     assert_int_equal(hint(f, "d1", "free", "R1"), 1);
     assert_int_equal(hint(f, "d1", "free", "R2"), 0);
@@ -165,8 +91,8 @@ static void test_every_op_and_reason(void **state)
     char *h = harness_str(f->c, "HGET alloc:{d1}:holders s6");
     json_error_t e;
     json_t *hold = json_loads(h, 0, &e);
-    assert_string_equal(jstr(hold, "item"), "R2");
-    assert_string_equal(jstr(hold, "req"), "g1");
+    assert_string_equal(itest_jstr(hold, "item"), "R2");
+    assert_string_equal(itest_jstr(hold, "req"), "g1");
     json_decref(hold);
     free(h);
     assert_int_equal(harness_int(f->c, "HEXISTS alloc:{d1}:holders s1"), 0);
@@ -179,11 +105,11 @@ static void test_switch_moves_the_bed(void **state)
     fixture *f = *state;
     dorm(f, "d2", "");
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
-    push(f, "d2", "{\"id\":\"c1\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R3\"}");
-    push(f, "d2", "{\"id\":\"w1\",\"user\":\"s1\",\"op\":\"switch\",\"room\":\"R4\"}");
-    push(f, "d2", "{\"id\":\"c2\",\"user\":\"s2\",\"op\":\"choose\",\"room\":\"R3\"}");
-    expect(f, "d2", "w1", "granted", "R4");
-    expect(f, "d2", "c2", "granted", "R3");
+    itest_push(f, "d2", "{\"id\":\"c1\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R3\"}");
+    itest_push(f, "d2", "{\"id\":\"w1\",\"user\":\"s1\",\"op\":\"switch\",\"room\":\"R4\"}");
+    itest_push(f, "d2", "{\"id\":\"c2\",\"user\":\"s2\",\"op\":\"choose\",\"room\":\"R3\"}");
+    itest_expect(f, "d2", "w1", "granted", "R4");
+    itest_expect(f, "d2", "c2", "granted", "R3");
     assert_int_equal(hint(f, "d2", "free", "R4"), 3);
     assert_int_equal(hint(f, "d2", "free", "R3"), 0);
     /* the log: grant, release + grant (switch), grant */
@@ -214,12 +140,12 @@ static void test_shuffle_lottery(void **state)
     long long opens = harness_now_ms() + 2500;
     char meta[128];
     snprintf(meta, sizeof meta, "opens_at %lld early shuffle", opens);
-    cmd(f->c, "HSET alloc:{lot}:meta kind room opens_at %lld early shuffle", opens);
-    cmd(f->c, "HSET alloc:{lot}:capacity HALL 1000");
-    cmd(f->c, "SADD alloc:batches lot");
+    itest_cmd(f->c, "HSET alloc:{lot}:meta kind room opens_at %lld early shuffle", opens);
+    itest_cmd(f->c, "HSET alloc:{lot}:capacity HALL 1000");
+    itest_cmd(f->c, "SADD alloc:batches lot");
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
     for (int i = 0; i < EARLY; i++)
-        push(f, "lot", "{\"id\":\"e%d\",\"user\":\"s%d\",\"op\":\"choose\",\"room\":\"HALL\"}", i, i);
+        itest_push(f, "lot", "{\"id\":\"e%d\",\"user\":\"s%d\",\"op\":\"choose\",\"room\":\"HALL\"}", i, i);
     harness_sleep_ms(500);
     char *st = harness_str(f->c, "HGET alloc:{lot}:stats state");
     assert_string_equal(st, "waiting");
@@ -227,14 +153,14 @@ static void test_shuffle_lottery(void **state)
     assert_int_equal(harness_int(f->c, "HLEN alloc:{lot}:results"), 0);
     while (harness_now_ms() < opens + 50) harness_sleep_ms(20);
     for (int i = 0; i < LATE; i++)
-        push(f, "lot", "{\"id\":\"l%d\",\"user\":\"t%d\",\"op\":\"choose\",\"room\":\"HALL\"}", i, i);
+        itest_push(f, "lot", "{\"id\":\"l%d\",\"user\":\"t%d\",\"op\":\"choose\",\"room\":\"HALL\"}", i, i);
     assert_int_equal(harness_wait_hlen(f->c, "alloc:{lot}:results", EARLY + LATE, 10000), EARLY + LATE);
     long long rank_of_seq[EARLY], inversions = 0, max_early = 0;
     char id[16];
     for (int i = 0; i < EARLY; i++) {
         snprintf(id, sizeof id, "e%d", i);
-        json_t *r = result(f, "lot", id);
-        assert_string_equal(jstr(r, "status"), "granted");
+        json_t *r = itest_result(f, "lot", id);
+        assert_string_equal(itest_jstr(r, "status"), "granted");
         assert_int_equal(json_integer_value(json_object_get(r, "seq")), i + 1);
         rank_of_seq[i] = json_integer_value(json_object_get(r, "rank"));
         if (rank_of_seq[i] > max_early) max_early = rank_of_seq[i];
@@ -247,7 +173,7 @@ static void test_shuffle_lottery(void **state)
     for (int i = 0; i < EARLY; i++) assert_int_equal(rank_of_seq[i], i + 1);
     for (int i = 0; i < LATE; i++) {
         snprintf(id, sizeof id, "l%d", i);
-        json_t *r = result(f, "lot", id);
+        json_t *r = itest_result(f, "lot", id);
         assert_int_equal(json_integer_value(json_object_get(r, "rank")), EARLY + i + 1);
         json_decref(r);
     }
@@ -261,17 +187,17 @@ static void test_throttle(void **state)
     dorm(f, "th", "rate_max 3 rate_window_ms 60000 penalty_ms 60000");
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
     for (int i = 0; i < 6; i++)
-        push(f, "th", "{\"id\":\"f%d\",\"user\":\"flood\",\"op\":\"release\"}", i);
-    push(f, "th", "{\"id\":\"ok1\",\"user\":\"calm\",\"op\":\"choose\",\"room\":\"R4\"}");
+        itest_push(f, "th", "{\"id\":\"f%d\",\"user\":\"flood\",\"op\":\"release\"}", i);
+    itest_push(f, "th", "{\"id\":\"ok1\",\"user\":\"calm\",\"op\":\"choose\",\"room\":\"R4\"}");
     for (int i = 0; i < 3; i++) {
         char id[8];
         snprintf(id, sizeof id, "f%d", i);
-        expect(f, "th", id, "rejected", "not_holding");
+        itest_expect(f, "th", id, "rejected", "not_holding");
     }
-    expect(f, "th", "f3", "rejected", "throttled");
-    expect(f, "th", "f4", "rejected", "throttled");
-    expect(f, "th", "f5", "rejected", "throttled");
-    expect(f, "th", "ok1", "granted", "R4");
+    itest_expect(f, "th", "f3", "rejected", "throttled");
+    itest_expect(f, "th", "f4", "rejected", "throttled");
+    itest_expect(f, "th", "f5", "rejected", "throttled");
+    itest_expect(f, "th", "ok1", "granted", "R4");
 }
 
 static void test_admin_commands_race_requests(void **state)
@@ -279,44 +205,44 @@ static void test_admin_commands_race_requests(void **state)
     fixture *f = *state;
     dorm(f, "ad", "");
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
-    push(f, "ad", "{\"id\":\"x1\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R1\"}");
-    expect(f, "ad", "x1", "granted", "R1");
+    itest_push(f, "ad", "{\"id\":\"x1\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R1\"}");
+    itest_expect(f, "ad", "x1", "granted", "R1");
     ctl(f, "ad", "{\"id\":\"p1\",\"op\":\"pause\"}");
-    expect(f, "ad", "p1", "done", NULL);
+    itest_expect(f, "ad", "p1", "done", NULL);
     char *st = harness_str(f->c, "HGET alloc:{ad}:stats state");
     assert_string_equal(st, "paused");
     free(st);
     for (int i = 0; i < 50; i++)
-        push(f, "ad", "{\"id\":\"y%d\",\"user\":\"u%d\",\"op\":\"auto\",\"prefs\":[\"R1\",\"R2\",\"R3\",\"R4\"]}", i, i);
+        itest_push(f, "ad", "{\"id\":\"y%d\",\"user\":\"u%d\",\"op\":\"auto\",\"prefs\":[\"R1\",\"R2\",\"R3\",\"R4\"]}", i, i);
     harness_sleep_ms(500);
     assert_int_equal(harness_int(f->c, "LLEN alloc:{ad}:queue"), 50);   /* requests stay queued */
     ctl(f, "ad", "{\"id\":\"sc1\",\"op\":\"set_capacity\",\"item\":\"R1\",\"capacity\":0}");
-    expect(f, "ad", "sc1", "rejected", "limit");                           /* s1 holds a bed */
+    itest_expect(f, "ad", "sc1", "rejected", "limit");                           /* s1 holds a bed */
     ctl(f, "ad", "{\"id\":\"sc2\",\"op\":\"set_capacity\",\"item\":\"R4\",\"capacity\":10}");
     ctl(f, "ad", "{\"id\":\"sc3\",\"op\":\"set_capacity\",\"item\":\"R5\",\"capacity\":2}");
     ctl(f, "ad", "{\"id\":\"r1\",\"op\":\"resume\"}");
-    expect(f, "ad", "sc2", "done", "R4");
-    expect(f, "ad", "r1", "done", NULL);
+    itest_expect(f, "ad", "sc2", "done", "R4");
+    itest_expect(f, "ad", "r1", "done", NULL);
     assert_int_equal(harness_wait_hlen(f->c, "alloc:{ad}:results", 56, 10000), 56);
     /* 2+3+1+10 = 16 beds, s1 has one, so 15 of the 50 get one */
     long long granted = 0;
     for (int i = 0; i < 50; i++) {
         char id[8];
         snprintf(id, sizeof id, "y%d", i);
-        json_t *r = result(f, "ad", id);
-        if (!strcmp(jstr(r, "status"), "granted")) granted++;
-        else assert_string_equal(jstr(r, "reason"), "no_room");
+        json_t *r = itest_result(f, "ad", id);
+        if (!strcmp(itest_jstr(r, "status"), "granted")) granted++;
+        else assert_string_equal(itest_jstr(r, "reason"), "no_room");
         json_decref(r);
     }
     assert_int_equal(granted, 15);
     assert_int_equal(harness_int(f->c, "HGET alloc:{ad}:capacity R4"), 10);
     assert_int_equal(harness_int(f->c, "HGET alloc:{ad}:capacity R5"), 2);
     ctl(f, "ad", "{\"id\":\"cl\",\"op\":\"close\"}");
-    expect(f, "ad", "cl", "done", NULL);
-    push(f, "ad", "{\"id\":\"z1\",\"user\":\"s1\",\"op\":\"release\"}");
-    expect(f, "ad", "z1", "rejected", "closed");
+    itest_expect(f, "ad", "cl", "done", NULL);
+    itest_push(f, "ad", "{\"id\":\"z1\",\"user\":\"s1\",\"op\":\"release\"}");
+    itest_expect(f, "ad", "z1", "rejected", "closed");
     ctl(f, "ad", "{\"id\":\"r2\",\"op\":\"resume\"}");
-    expect(f, "ad", "r2", "rejected", "closed");
+    itest_expect(f, "ad", "r2", "rejected", "closed");
     st = harness_str(f->c, "HGET alloc:{ad}:stats state");
     assert_string_equal(st, "closed");
     free(st);
@@ -325,18 +251,18 @@ static void test_admin_commands_race_requests(void **state)
     /* the state survives a restart: still closed */
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
-    push(f, "ad", "{\"id\":\"z2\",\"user\":\"s1\",\"op\":\"release\"}");
-    expect(f, "ad", "z2", "rejected", "closed");
+    itest_push(f, "ad", "{\"id\":\"z2\",\"user\":\"s1\",\"op\":\"release\"}");
+    itest_expect(f, "ad", "z2", "rejected", "closed");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_every_op_and_reason, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_switch_moves_the_bed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_shuffle_lottery, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_throttle, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_admin_commands_race_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_op_and_reason, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_switch_moves_the_bed, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_shuffle_lottery, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_throttle, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_admin_commands_race_requests, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,46 +13,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "harness.h"
+#include "itest.h"
 
-typedef struct fixture {
-    harness_redis redis;
-    harness_allocd allocd;
-    redisContext *c;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (harness_redis_start(&f->redis, NULL) < 0) return -1;
-    f->c = harness_redis_connect(&f->redis);
-    *state = f;
-    return f->c ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    if (f->allocd.pid > 0) {
-        int rc = harness_allocd_stop(&f->allocd);
-        if (rc != 0) harness_allocd_dump_log(&f->allocd);
-    }
-    redisFree(f->c);
-    harness_redis_stop(&f->redis);
-    free(f);
-    return 0;
-}
-
-static void cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
-    freeReplyObject(r);
-}
+typedef itest fixture;
 
 /* meta: "field value field value ..." */
 static void create_batch(redisContext *c, const char *b, const char *meta,
@@ -64,14 +27,14 @@ static void create_batch(redisContext *c, const char *b, const char *meta,
     freeReplyObject(r);
     char line[512];
     snprintf(line, sizeof line, "HSET %s %s", key, meta);
-    cmd(c, line);
-    for (size_t i = 0; i < n; i++) cmd(c, "HSET alloc:{%s}:capacity %s %d", b, items[i], caps[i]);
-    cmd(c, "SADD alloc:batches %s", b);
+    itest_cmd(c, line);
+    for (size_t i = 0; i < n; i++) itest_cmd(c, "HSET alloc:{%s}:capacity %s %d", b, items[i], caps[i]);
+    itest_cmd(c, "SADD alloc:batches %s", b);
 }
 
 static void push(redisContext *c, const char *b, const char *json)
 {
-    cmd(c, "RPUSH alloc:{%s}:queue %s", b, json);
+    itest_cmd(c, "RPUSH alloc:{%s}:queue %s", b, json);
 }
 
 static void push_buy(redisContext *c, const char *b, const char *id, const char *user,
@@ -83,51 +46,9 @@ static void push_buy(redisContext *c, const char *b, const char *id, const char 
     push(c, b, json);
 }
 
-static json_t *result(fixture *f, const char *b, const char *id)
-{
-    char key[128];
-    snprintf(key, sizeof key, "alloc:{%s}:results", b);
-    char *v = harness_wait_hget(f->c, key, id, 10000);
-    if (!v) {
-        harness_allocd_dump_log(&f->allocd);
-        fail_msg("no result for %s within 10 s", id);
-    }
-    json_error_t e;
-    json_t *doc = json_loads(v, 0, &e);
-    free(v);
-    assert_non_null(doc);
-    return doc;
-}
-
-static const char *jstr(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
-}
-
-static long long jint(json_t *o, const char *k)
-{
-    return json_integer_value(json_object_get(o, k));
-}
-
-static void expect(fixture *f, const char *b, const char *id, const char *status, const char *reason)
-{
-    json_t *r = result(f, b, id);
-    if (strcmp(jstr(r, "status"), status) || (reason && strcmp(jstr(r, "reason"), reason))) {
-        char *s = json_dumps(r, 0);
-        fail_msg("%s: expected %s/%s, got %s", id, status, reason ? reason : "-", s);
-    }
-    json_decref(r);
-}
-
 static long long hget_int(fixture *f, const char *b, const char *name, const char *field)
 {
     return harness_int(f->c, "HGET alloc:{%s}:%s %s", b, name, field);
-}
-
-static void start_allocd(fixture *f, const char *extra)
-{
-    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, extra), 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -138,7 +59,7 @@ static void test_buy_and_every_rejection(void **state)
     const char *items[] = { "sku1", "sku2" };
     int caps[] = { 3, 1 };
     create_batch(f->c, "s1", "kind stock per_user 2", items, caps, 2);
-    start_allocd(f, NULL);
+    itest_start(f, NULL);
     push_buy(f->c, "s1", "r1", "alice", "sku1", 2);
     push_buy(f->c, "s1", "r2", "alice", "sku1", 1);      /* over per_user */
     push_buy(f->c, "s1", "r3", "bob", "sku1", 2);        /* only 1 left */
@@ -147,28 +68,28 @@ static void test_buy_and_every_rejection(void **state)
     push_buy(f->c, "s1", "r6", "carol", "nope", 1);
     push(f->c, "s1", "{\"id\":\"r7\",\"user\":\"carol\",\"op\":\"choose\",\"room\":\"R1\"}");
     push_buy(f->c, "s1", "r8", "carol", "sku2", 1);
-    expect(f, "s1", "r1", "granted", NULL);
-    expect(f, "s1", "r2", "rejected", "limit");
-    expect(f, "s1", "r3", "rejected", "sold_out");
-    expect(f, "s1", "r4", "granted", NULL);
-    expect(f, "s1", "r5", "rejected", "sold_out");
-    expect(f, "s1", "r6", "rejected", "unknown_item");
-    expect(f, "s1", "r7", "rejected", "wrong_kind");
-    expect(f, "s1", "r8", "granted", NULL);
+    itest_expect(f, "s1", "r1", "granted", NULL);
+    itest_expect(f, "s1", "r2", "rejected", "limit");
+    itest_expect(f, "s1", "r3", "rejected", "sold_out");
+    itest_expect(f, "s1", "r4", "granted", NULL);
+    itest_expect(f, "s1", "r5", "rejected", "sold_out");
+    itest_expect(f, "s1", "r6", "rejected", "unknown_item");
+    itest_expect(f, "s1", "r7", "rejected", "wrong_kind");
+    itest_expect(f, "s1", "r8", "granted", NULL);
 
-    json_t *r = result(f, "s1", "r1");
-    assert_string_equal(jstr(r, "user"), "alice");
-    assert_string_equal(jstr(r, "op"), "buy");
-    assert_string_equal(jstr(r, "item"), "sku1");
-    assert_int_equal(jint(r, "qty"), 2);
-    assert_int_equal(jint(r, "seq"), 1);
-    assert_int_equal(jint(r, "rank"), 1);
-    assert_true(strlen(jstr(r, "order")) >= 10);
-    assert_true(jint(r, "at") > 1700000000000LL);
+    json_t *r = itest_result(f, "s1", "r1");
+    assert_string_equal(itest_jstr(r, "user"), "alice");
+    assert_string_equal(itest_jstr(r, "op"), "buy");
+    assert_string_equal(itest_jstr(r, "item"), "sku1");
+    assert_int_equal(itest_jint(r, "qty"), 2);
+    assert_int_equal(itest_jint(r, "seq"), 1);
+    assert_int_equal(itest_jint(r, "rank"), 1);
+    assert_true(strlen(itest_jstr(r, "order")) >= 10);
+    assert_true(itest_jint(r, "at") > 1700000000000LL);
     json_decref(r);
-    r = result(f, "s1", "r8");
-    assert_int_equal(jint(r, "rank"), 3);
-    assert_int_equal(jint(r, "seq"), 8);
+    r = itest_result(f, "s1", "r8");
+    assert_int_equal(itest_jint(r, "rank"), 3);
+    assert_int_equal(itest_jint(r, "seq"), 8);
     json_decref(r);
 
     assert_int_equal(hget_int(f, "s1", "free", "sku1"), 0);
@@ -176,10 +97,10 @@ static void test_buy_and_every_rejection(void **state)
     char *h = harness_str(f->c, "HGET alloc:{s1}:holders alice");
     json_error_t e;
     json_t *hold = json_loads(h, 0, &e);
-    assert_int_equal(jint(hold, "units"), 2);
+    assert_int_equal(itest_jint(hold, "units"), 2);
     json_t *orders = json_object_get(hold, "orders");
     assert_int_equal(json_array_size(orders), 1);
-    assert_string_equal(jstr(json_array_get(orders, 0), "state"), "confirmed");
+    assert_string_equal(itest_jstr(json_array_get(orders, 0), "state"), "confirmed");
     json_decref(hold);
     free(h);
     assert_int_equal(hget_int(f, "s1", "stats", "dequeued"), 8);
@@ -201,36 +122,36 @@ static void test_garbage_between_valid_requests(void **state)
     const char *items[] = { "sku1" };
     int caps[] = { 100 };
     create_batch(f->c, "g1", "kind stock per_user 5", items, caps, 1);
-    start_allocd(f, NULL);
+    itest_start(f, NULL);
     push_buy(f->c, "g1", "v1", "u1", "sku1", 1);
     push(f->c, "g1", "{\"id\":\"broken\"");
     push(f->c, "g1", "not json at all");
     push(f->c, "g1", "{\"user\":\"u2\",\"op\":\"buy\"}");
     push(f->c, "g1", "{\"id\":\"i1\",\"user\":\"u2\",\"op\":\"buy\",\"item\":\"sku1\",\"qty\":\"x\"}");
     push(f->c, "g1", "{\"id\":\"i2\",\"user\":\"u2\",\"op\":\"fly\"}");
-    cmd(f->c, "RPUSH alloc:{g1}:queue %b", "\xff\xfe\x00garbage", (size_t)10);
+    itest_cmd(f->c, "RPUSH alloc:{g1}:queue %b", "\xff\xfe\x00garbage", (size_t)10);
     push_buy(f->c, "g1", "v2", "u3", "sku1", 2);
-    expect(f, "g1", "v1", "granted", NULL);
-    expect(f, "g1", "i1", "invalid", "bad_request");
-    expect(f, "g1", "v2", "granted", NULL);
-    json_t *r = result(f, "g1", "i2");
-    assert_string_equal(jstr(r, "status"), "invalid");
-    assert_non_null(strstr(jstr(r, "detail"), "unknown op"));
+    itest_expect(f, "g1", "v1", "granted", NULL);
+    itest_expect(f, "g1", "i1", "invalid", "bad_request");
+    itest_expect(f, "g1", "v2", "granted", NULL);
+    json_t *r = itest_result(f, "g1", "i2");
+    assert_string_equal(itest_jstr(r, "status"), "invalid");
+    assert_non_null(strstr(itest_jstr(r, "detail"), "unknown op"));
     json_decref(r);
     assert_int_equal(harness_int(f->c, "LLEN alloc:{g1}:dead"), 4);
     char *d = harness_str(f->c, "LINDEX alloc:{g1}:dead 0");
     json_error_t e;
     json_t *dead = json_loads(d, 0, &e);
     assert_non_null(dead);
-    assert_string_equal(jstr(dead, "raw"), "{\"id\":\"broken\"");
-    assert_non_null(strstr(jstr(dead, "error"), "invalid JSON"));
-    assert_true(jint(dead, "at") > 0);
+    assert_string_equal(itest_jstr(dead, "raw"), "{\"id\":\"broken\"");
+    assert_non_null(strstr(itest_jstr(dead, "error"), "invalid JSON"));
+    assert_true(itest_jint(dead, "at") > 0);
     json_decref(dead);
     free(d);
     d = harness_str(f->c, "LINDEX alloc:{g1}:dead 3");
     dead = json_loads(d, JSON_ALLOW_NUL, &e); /* the raw had a NUL byte */
     assert_non_null(dead);
-    assert_string_equal(jstr(dead, "raw_base64"), "//4AZ2FyYmFnZQ==");
+    assert_string_equal(itest_jstr(dead, "raw_base64"), "//4AZ2FyYmFnZQ==");
     json_decref(dead);
     free(d);
     assert_int_equal(hget_int(f, "g1", "stats", "dead"), 4);
@@ -246,13 +167,13 @@ static void test_resubmitted_ids_are_not_applied_again(void **state)
     create_batch(f->c, "d1", "kind stock per_user 10", items, caps, 1);
     push_buy(f->c, "d1", "same", "u1", "sku1", 1);
     push_buy(f->c, "d1", "same", "u1", "sku1", 1);   /* same chunk */
-    start_allocd(f, NULL);
-    expect(f, "d1", "same", "granted", NULL);
-    json_t *first = result(f, "d1", "same");
+    itest_start(f, NULL);
+    itest_expect(f, "d1", "same", "granted", NULL);
+    json_t *first = itest_result(f, "d1", "same");
     push_buy(f->c, "d1", "same", "u1", "sku1", 5);   /* a later chunk */
     push_buy(f->c, "d1", "marker", "u2", "sku1", 1);
-    expect(f, "d1", "marker", "granted", NULL);
-    json_t *again = result(f, "d1", "same");
+    itest_expect(f, "d1", "marker", "granted", NULL);
+    json_t *again = itest_result(f, "d1", "same");
     assert_true(json_equal(first, again));
     json_decref(first);
     json_decref(again);
@@ -267,7 +188,7 @@ static void test_queue_position_is_exact(void **state)
     const char *items[] = { "sku1" };
     int caps[] = { 1000 };
     create_batch(f->c, "p1", "kind stock per_user 1", items, caps, 1);
-    start_allocd(f, NULL);
+    itest_start(f, NULL);
     /* push in waves while allocd drains; every ordinal must equal the seq
      * the daemon later reports for that request */
     char id[32], json[256];
@@ -291,8 +212,8 @@ static void test_queue_position_is_exact(void **state)
     }
     for (int i = 0; i < 600; i++) {
         snprintf(id, sizeof id, "q%d", i);
-        json_t *r = result(f, "p1", id);
-        if (jint(r, "seq") != ordinals[i]) fail_msg("%s: ordinal %lld, seq %lld", id, ordinals[i], jint(r, "seq"));
+        json_t *r = itest_result(f, "p1", id);
+        if (itest_jint(r, "seq") != ordinals[i]) fail_msg("%s: ordinal %lld, seq %lld", id, ordinals[i], itest_jint(r, "seq"));
         json_decref(r);
     }
 }
@@ -308,11 +229,11 @@ static void test_not_open_and_closed(void **state)
     create_batch(f->c, "w1", meta, items, caps, 1);
     snprintf(meta, sizeof meta, "kind stock closes_at %lld", now - 1000);
     create_batch(f->c, "c1", meta, items, caps, 1);
-    start_allocd(f, NULL);
+    itest_start(f, NULL);
     push_buy(f->c, "w1", "early", "u1", "sku1", 1);
     push_buy(f->c, "c1", "late", "u1", "sku1", 1);
-    expect(f, "w1", "early", "rejected", "not_open");
-    expect(f, "c1", "late", "rejected", "closed");
+    itest_expect(f, "w1", "early", "rejected", "not_open");
+    itest_expect(f, "c1", "late", "rejected", "closed");
     char *st = harness_str(f->c, "HGET alloc:{w1}:stats state");
     assert_string_equal(st, "waiting");
     free(st);
@@ -324,23 +245,23 @@ static void test_not_open_and_closed(void **state)
 static void test_batches_come_and_go_without_restart(void **state)
 {
     fixture *f = *state;
-    start_allocd(f, "registry_interval_ms = 200;");
+    itest_start(f, "registry_interval_ms = 200;");
     harness_sleep_ms(300);
     const char *items[] = { "sku1" };
     int caps[] = { 2 };
     create_batch(f->c, "late1", "kind stock", items, caps, 1);
     push_buy(f->c, "late1", "x1", "u1", "sku1", 1);
     int64_t t0 = harness_now_ms();
-    expect(f, "late1", "x1", "granted", NULL);
+    itest_expect(f, "late1", "x1", "granted", NULL);
     assert_true(harness_now_ms() - t0 < 1500);
-    cmd(f->c, "SREM alloc:batches late1");
+    itest_cmd(f->c, "SREM alloc:batches late1");
     harness_sleep_ms(800);
     push_buy(f->c, "late1", "x2", "u2", "sku1", 1);
     harness_sleep_ms(800);
     assert_int_equal(harness_int(f->c, "HEXISTS alloc:{late1}:results x2"), 0);
     assert_int_equal(harness_int(f->c, "LLEN alloc:{late1}:queue"), 1);
-    cmd(f->c, "SADD alloc:batches late1");
-    expect(f, "late1", "x2", "granted", NULL);
+    itest_cmd(f->c, "SADD alloc:batches late1");
+    itest_expect(f, "late1", "x2", "granted", NULL);
 }
 
 /* The promise of the product: kill -9 at any moment loses nothing and
@@ -372,12 +293,12 @@ static void test_kill9_loses_nothing(void **state)
     int kills = 0;
     srand(12345);
     for (int round = 0; round < 8; round++) {
-        start_allocd(f, "chunk = 256; instance = \"k\";");
+        itest_start(f, "chunk = 256; instance = \"k\";");
         harness_sleep_ms(40 + rand() % 120);
         harness_allocd_kill(&f->allocd);
         kills++;
     }
-    start_allocd(f, "chunk = 256; instance = \"k\";");
+    itest_start(f, "chunk = 256; instance = \"k\";");
     long long distinct = N - 500;
     long long got = harness_wait_hlen(f->c, "alloc:{k1}:results", distinct, 60000);
     assert_int_equal(got, distinct);
@@ -391,14 +312,14 @@ static void test_kill9_loses_nothing(void **state)
     for (size_t i = 0; i + 1 < h->elements; i += 2) {
         json_error_t e;
         json_t *doc = json_loads(h->element[i + 1]->str, 0, &e);
-        long long units = jint(doc, "units"), sum = 0;
+        long long units = itest_jint(doc, "units"), sum = 0;
         assert_true(units <= 3);
         size_t k;
         json_t *o;
         json_array_foreach(json_object_get(doc, "orders"), k, o) {
-            int item = atoi(jstr(o, "item") + 3);
-            held[item] += jint(o, "qty");
-            sum += jint(o, "qty");
+            int item = atoi(itest_jstr(o, "item") + 3);
+            held[item] += itest_jint(o, "qty");
+            sum += itest_jint(o, "qty");
         }
         assert_int_equal(sum, units);
         json_decref(doc);
@@ -415,9 +336,9 @@ static void test_kill9_loses_nothing(void **state)
     for (size_t i = 0; i + 1 < res->elements; i += 2) {
         json_error_t e;
         json_t *doc = json_loads(res->element[i + 1]->str, 0, &e);
-        if (!strcmp(jstr(doc, "status"), "granted")) {
-            granted += jint(doc, "qty");
-            if (jint(doc, "rank") > rank_max) rank_max = jint(doc, "rank");
+        if (!strcmp(itest_jstr(doc, "status"), "granted")) {
+            granted += itest_jint(doc, "qty");
+            if (itest_jint(doc, "rank") > rank_max) rank_max = itest_jint(doc, "rank");
         }
         json_decref(doc);
     }
@@ -440,9 +361,9 @@ static void test_sigterm_drains_and_exits_zero(void **state)
     const char *items[] = { "sku1" };
     int caps[] = { 100000 };
     create_batch(f->c, "t1", "kind stock per_user 100000", items, caps, 1);
-    start_allocd(f, NULL);
+    itest_start(f, NULL);
     push_buy(f->c, "t1", "first", "u1", "sku1", 1);
-    expect(f, "t1", "first", "granted", NULL);
+    itest_expect(f, "t1", "first", "granted", NULL);
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);
     assert_int_equal(harness_int(f->c, "LLEN alloc:{t1}:processing"), 0);
 }
@@ -450,14 +371,14 @@ static void test_sigterm_drains_and_exits_zero(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_buy_and_every_rejection, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_garbage_between_valid_requests, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_resubmitted_ids_are_not_applied_again, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_queue_position_is_exact, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_not_open_and_closed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batches_come_and_go_without_restart, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_loses_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm_drains_and_exits_zero, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_buy_and_every_rejection, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_garbage_between_valid_requests, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_resubmitted_ids_are_not_applied_again, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_queue_position_is_exact, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_not_open_and_closed, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_batches_come_and_go_without_restart, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_loses_nothing, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_drains_and_exits_zero, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

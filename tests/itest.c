@@ -1,0 +1,110 @@
+/* itest.c -- see itest.h. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "itest.h"
+
+int itest_setup(void **state)
+{
+    itest *t = calloc(1, sizeof *t);
+    if (!t || harness_redis_start(&t->redis, NULL) < 0) return -1;
+    t->c = harness_redis_connect(&t->redis);
+    *state = t;
+    return t->c ? 0 : -1;
+}
+
+int itest_teardown(void **state)
+{
+    itest *t = *state;
+    if (t->allocd.pid > 0 && harness_allocd_stop(&t->allocd) != 0) harness_allocd_dump_log(&t->allocd);
+    redisFree(t->c);
+    harness_redis_stop(&t->redis);
+    free(t);
+    return 0;
+}
+
+void itest_start(itest *t, const char *extra_conf)
+{
+    assert_int_equal(harness_allocd_start(&t->allocd, &t->redis, extra_conf), 0);
+}
+
+void itest_cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
+    freeReplyObject(r);
+}
+
+void itest_push(itest *t, const char *b, const char *fmt, ...)
+{
+    char json[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(json, sizeof json, fmt, ap);
+    va_end(ap);
+    itest_cmd(t->c, "RPUSH alloc:{%s}:queue %s", b, json);
+}
+
+json_t *itest_result(itest *t, const char *b, const char *id)
+{
+    char key[128];
+    snprintf(key, sizeof key, "alloc:{%s}:results", b);
+    char *v = harness_wait_hget(t->c, key, id, 10000);
+    if (!v) {
+        harness_allocd_dump_log(&t->allocd);
+        fail_msg("no result for %s within 10 s", id);
+    }
+    json_error_t e;
+    json_t *doc = json_loads(v, 0, &e);
+    free(v);
+    assert_non_null(doc);
+    return doc;
+}
+
+const char *itest_jstr(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+long long itest_jint(json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+void itest_expect(itest *t, const char *b, const char *id, const char *status,
+                  const char *detail)
+{
+    json_t *r = itest_result(t, b, id);
+    int ok = !strcmp(itest_jstr(r, "status"), status);
+    if (ok && detail) {
+        int by_reason = !strcmp(status, "rejected") || !strcmp(status, "invalid");
+        ok = !strcmp(itest_jstr(r, by_reason ? "reason" : "item"), detail);
+    }
+    if (!ok) {
+        char *s = json_dumps(r, 0);
+        fail_msg("%s: expected %s %s, got %s", id, status, detail ? detail : "", s);
+    }
+    json_decref(r);
+}
+
+int itest_count_in_log(const harness_allocd *d, const char *needle)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f) return 0;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) if (strstr(line, needle)) n++;
+    fclose(f);
+    return n;
+}

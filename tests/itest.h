@@ -1,0 +1,39 @@
+/* itest.h -- the cmocka side of integration tests: a fixture with a real
+ * redis-server and allocd, and assertions on results read back from Redis.
+ * (harness.h starts the processes; this adds what every test file used to
+ * copy: run a command or fail, wait for a result and check it.) */
+#ifndef ALLOCD_TEST_ITEST_H
+#define ALLOCD_TEST_ITEST_H
+
+#include <jansson.h>
+#include "harness.h"
+
+typedef struct itest {
+    harness_redis redis;
+    harness_allocd allocd;
+    redisContext *c;
+} itest;
+
+/* cmocka group-free setup/teardown: a private Redis; allocd is started by
+ * the test (itest_start). Teardown stops allocd (dumping its log when it
+ * did not exit 0) and Redis. */
+int itest_setup(void **state);
+int itest_teardown(void **state);
+void itest_start(itest *t, const char *extra_conf);
+
+/* Runs a command; fails the test on an error reply. */
+void itest_cmd(redisContext *c, const char *fmt, ...);
+/* RPUSH P:{b}:queue <printf-formatted JSON> */
+void itest_push(itest *t, const char *b, const char *fmt, ...);
+/* Waits (10 s) for the result of id in batch b; fails the test if none. */
+json_t *itest_result(itest *t, const char *b, const char *id);
+const char *itest_jstr(json_t *o, const char *k);
+long long itest_jint(json_t *o, const char *k);
+/* Asserts the status, and the reason (rejected/invalid) or the item
+ * (granted/done) when `detail` is not NULL. */
+void itest_expect(itest *t, const char *b, const char *id, const char *status,
+                  const char *detail);
+/* Lines of the daemon's log containing needle. */
+int itest_count_in_log(const harness_allocd *d, const char *needle);
+
+#endif
