@@ -1,0 +1,1751 @@
+/* chaos_core.c -- the chaos run of allocd (see chaos_core.h for what and why).
+ *
+ * Threads: N producers (seeded request mix, paced over the push phase), one
+ * follower (reads results of buys and pushes confirms and cancels for the
+ * granted ones, some late enough to meet an expiry), one admin thread
+ * (set_capacity, pause/resume, DEBUG SLEEP) and the main thread, which runs
+ * the fault schedule (kill -9 allocd, restart Redis, outage) and then the
+ * drain and the checks. Every push retries until Redis acknowledges it, so
+ * at the end every pushed id is known to be in Redis at least once.
+ *
+ * The checker trusts nothing allocd wrote about itself: it replays the event
+ * log (P:{B}:log) from the first entry with the rules of docs/PROTOCOL.md
+ * section 7, checking capacity and per-user limits at every step, and
+ * compares the outcome with holders, free and capacity; it matches every
+ * result and every log entry to a pushed request.
+ */
+#include "chaos_core.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <jansson.h>
+
+#include "harness.h"
+
+/* ------------------------------------------------------------ basics -- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint32_t rnd(uint64_t *s, uint32_t n) { return n ? (uint32_t)(splitmix(s) % n) : 0; }
+static double rndf(uint64_t *s) { return (double)(splitmix(s) >> 11) / (double)(1ULL << 53); }
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) { fprintf(stderr, "chaos: out of memory\n"); abort(); }
+    return p;
+}
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}
+
+static char *xmemdup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+/* ----------------------------------------------------------- batches -- */
+
+enum { B_CS1, B_CS2, B_CR1, NB };
+#define MAX_ITEMS 96
+
+typedef struct batch_def {
+    const char *name;
+    int room;
+    int per_user;
+    int hold_ms;
+    int max_group;
+    int n_items;
+    char items[MAX_ITEMS][16];
+    long long caps[MAX_ITEMS];
+    char attrs[MAX_ITEMS][96];
+} batch_def;
+
+#define STOCK_USERS 1500
+#define ROOM_USERS 360
+
+/* ---------------------------------------------------------- records -- */
+
+enum { EXP_VALID = 0, EXP_INVALID = 1, EXP_CTL = 2 };
+
+/* One pushed readable id (the first push; duplicates are not new records). */
+typedef struct rec {
+    char *id;
+    char *json;          /* the bytes of the first push */
+    char *user;          /* NULL for admin commands and invalid requests */
+    char op[16];
+    uint32_t len;
+    uint8_t batch;
+    uint8_t expect;
+    /* filled by the checker */
+    uint8_t seen;
+    uint8_t status;      /* 1 granted 2 done 3 rejected 4 invalid */
+    uint16_t want_grants;
+    uint16_t ev_grant, ev_release, ev_confirm, ev_cancel, ev_capacity, ev_state;
+    char result_op[16];
+} rec;
+
+typedef struct recvec {
+    rec *v;
+    size_t n, cap;
+} recvec;
+
+static size_t recvec_add(recvec *rv, rec r)
+{
+    if (rv->n == rv->cap) {
+        rv->cap = rv->cap ? rv->cap * 2 : 1024;
+        rec *nv = realloc(rv->v, rv->cap * sizeof *nv);
+        if (!nv) { fprintf(stderr, "chaos: out of memory\n"); abort(); }
+        rv->v = nv;
+    }
+    rv->v[rv->n] = r;
+    return rv->n++;
+}
+
+static void recvec_free(recvec *rv)
+{
+    for (size_t i = 0; i < rv->n; i++) {
+        free(rv->v[i].id);
+        free(rv->v[i].json);
+        free(rv->v[i].user);
+    }
+    free(rv->v);
+    memset(rv, 0, sizeof *rv);
+}
+
+/* ------------------------------------------------------- the context -- */
+
+typedef struct chaos_ctx chaos_ctx;
+
+/* A granted buy the follower may confirm or cancel. */
+typedef struct candidate {
+    char id[72];
+    char user[72];
+    uint8_t batch;
+    uint8_t tries;
+} candidate;
+
+typedef struct counters {
+    long pushed, attempts, retries, dups, dead_acked[NB], dead_attempts[NB], invalid;
+} counters;
+
+typedef struct producer {
+    chaos_ctx *cx;
+    int idx;
+    uint64_t rng;
+    redisContext *c;
+    recvec recs;
+    long n;               /* entries to push */
+    counters k;
+    pthread_t th;
+} producer;
+
+struct chaos_ctx {
+    const chaos_params *p;
+    chaos_report *rep;
+    batch_def b[NB];
+    harness_redis redis;
+    harness_allocd allocd;
+    char allocd_conf[512];
+    double t0;
+    double seconds;
+    atomic_int producers_running;
+    atomic_int stop_helpers;
+    atomic_int redis_down;       /* an outage is in progress */
+    atomic_long follow_pushed;
+    /* follower input */
+    pthread_mutex_t mu;
+    candidate *cand;
+    size_t n_cand, cap_cand;
+    /* follower and admin records */
+    producer follower, admin;
+    int n_producers;
+    producer *prod;
+    pthread_mutex_t msg_mu;
+};
+
+static void violation(chaos_ctx *cx, long *counter, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void violation(chaos_ctx *cx, long *counter, const char *fmt, ...)
+{
+    pthread_mutex_lock(&cx->msg_mu);
+    chaos_report *r = cx->rep;
+    if (counter) (*counter)++;
+    r->violations++;
+    if (r->n_msgs < CHAOS_MAX_MSGS) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->msgs[r->n_msgs], sizeof r->msgs[0], fmt, ap);
+        va_end(ap);
+        r->n_msgs++;
+    }
+    pthread_mutex_unlock(&cx->msg_mu);
+}
+
+static void progress(chaos_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void progress(chaos_ctx *cx, const char *fmt, ...)
+{
+    if (!cx->p->verbose) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "chaos %7.2fs: ", now_s() - cx->t0);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------ pushing, retry -- */
+
+/* Sleeps (in small steps) until t seconds after the start. */
+static void sleep_until(chaos_ctx *cx, double t)
+{
+    for (;;) {
+        double left = t - (now_s() - cx->t0);
+        if (left <= 0) return;
+        harness_sleep_ms(left > 0.05 ? 50 : (int)(left * 1000) + 1);
+    }
+}
+
+static redisContext *connect_retry(chaos_ctx *cx, producer *pr)
+{
+    double start = now_s();
+    for (;;) {
+        struct timeval tv = { 5, 0 };
+        redisContext *c = redisConnectUnixWithTimeout(cx->redis.sock, tv);
+        if (c && !c->err) {
+            redisSetTimeout(c, tv);
+            return c;
+        }
+        if (c) redisFree(c);
+        if (now_s() - start > 600) {
+            violation(cx, &cx->rep->other, "producer %d could not reach Redis for 600 s", pr->idx);
+            return NULL;
+        }
+        harness_sleep_ms(30);
+    }
+}
+
+typedef struct pending {
+    uint8_t batch;
+    uint8_t ctl;          /* push to P:{B}:ctl instead of the queue */
+    uint8_t dead;         /* garbage without a readable id */
+    const char *json;
+    size_t len;
+} pending;
+
+/* RPUSHes every entry, pipelined; on any error (connection lost, LOADING,
+ * timeout) reconnects and pushes the whole group again. Entries whose first
+ * try did reach Redis are then pushed twice: allocd must treat the second as
+ * a duplicate (or, for dead garbage, as another dead entry). */
+static int push_group(producer *pr, const pending *g, size_t n)
+{
+    chaos_ctx *cx = pr->cx;
+    if (n == 0) return 0;
+    for (;;) {
+        if (!pr->c && !(pr->c = connect_retry(cx, pr))) return -1;
+        for (size_t i = 0; i < n; i++) {
+            redisAppendCommand(pr->c, "RPUSH alloc:{%s}:%s %b", cx->b[g[i].batch].name,
+                               g[i].ctl ? "ctl" : "queue", g[i].json, g[i].len);
+            pr->k.attempts++;
+            if (g[i].dead) pr->k.dead_attempts[g[i].batch]++;
+        }
+        int ok = 1;
+        for (size_t i = 0; i < n; i++) {
+            redisReply *r = NULL;
+            if (redisGetReply(pr->c, (void **)&r) != REDIS_OK) { ok = 0; break; }
+            if (!r || r->type != REDIS_REPLY_INTEGER) ok = 0;
+            if (r) freeReplyObject(r);
+        }
+        if (ok) {
+            for (size_t i = 0; i < n; i++)
+                if (g[i].dead) pr->k.dead_acked[g[i].batch]++;
+            return 0;
+        }
+        redisFree(pr->c);
+        pr->c = NULL;
+        pr->k.retries++;
+        harness_sleep_ms(20);
+    }
+}
+
+/* ------------------------------------------------- request generation -- */
+
+typedef struct gen {
+    char buf[8192];
+    size_t len;
+    char id[96];
+    char user[72];
+    char op[16];
+    int expect;         /* EXP_VALID / EXP_INVALID, or -1 = dead (no id) */
+} gen;
+
+static void gen_set(gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void gen_set(gen *g, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(g->buf, sizeof g->buf, fmt, ap);
+    va_end(ap);
+    g->len = n < 0 ? 0 : (size_t)n < sizeof g->buf ? (size_t)n : sizeof g->buf - 1;
+}
+
+static const char *pick_item(uint64_t *rng, const batch_def *b)
+{
+    /* early items are the big ones; weight them */
+    uint32_t r = rnd(rng, 100);
+    int i = r < 45 ? 0 : r < 70 ? 1 : (int)(2 + rnd(rng, (uint32_t)b->n_items - 2));
+    return b->items[i];
+}
+
+static void gen_stock(uint64_t *rng, const batch_def *b, gen *g)
+{
+    snprintf(g->user, sizeof g->user, "u%u", rnd(rng, STOCK_USERS));
+    uint32_t r = rnd(rng, 100);
+    if (r < 88) {
+        snprintf(g->op, sizeof g->op, "buy");
+        uint32_t q = rnd(rng, 10);
+        int qty = q < 7 ? 1 : q < 9 ? 2 : 3;
+        const char *item = rnd(rng, 50) == 0 ? "no-such-sku" : pick_item(rng, b);
+        if (rnd(rng, 4) == 0)   /* qty left out: default 1 */
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\"}",
+                    g->id, g->user, item);
+        else
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\",\"qty\":%d,\"note\":{\"x\":[1,2]}}",
+                    g->id, g->user, item, qty);
+    } else if (r < 94) {
+        snprintf(g->op, sizeof g->op, r < 91 ? "confirm" : "cancel");
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"order\":\"%u\"}",
+                g->id, g->user, g->op, 1000 + rnd(rng, 100000));
+    } else if (r < 97) {
+        snprintf(g->op, sizeof g->op, "choose");   /* wrong_kind */
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"R001\"}", g->id, g->user);
+    } else {
+        snprintf(g->op, sizeof g->op, "buy");       /* a big qty: sold_out or limit */
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\",\"qty\":%u}",
+                g->id, g->user, b->items[rnd(rng, (uint32_t)b->n_items)], 2 + rnd(rng, 1000));
+    }
+    g->expect = EXP_VALID;
+}
+
+static int gen_prefs(uint64_t *rng, const batch_def *b, char *out, size_t cap)
+{
+    int n = 1 + (int)rnd(rng, 3);
+    size_t len = 0;
+    out[len++] = '[';
+    for (int i = 0; i < n; i++) {
+        const char *room = rnd(rng, 30) == 0 ? "R999" : b->items[rnd(rng, (uint32_t)b->n_items)];
+        len += (size_t)snprintf(out + len, cap - len, "%s\"%s\"", i ? "," : "", room);
+    }
+    snprintf(out + len, cap - len, "]");
+    return n;
+}
+
+static const char *gen_filter(uint64_t *rng)
+{
+    static const char *const filters[] = {
+        "{\"building\":\"A\"}", "{\"gender\":\"F\",\"floor\":2}", "{}",
+        "{\"building\":\"B\",\"gender\":\"M\"}", "{\"building\":\"Z\"}", "{\"floor\":4}",
+    };
+    return filters[rnd(rng, sizeof filters / sizeof filters[0])];
+}
+
+static void gen_room(uint64_t *rng, const batch_def *b, gen *g)
+{
+    uint32_t u = rnd(rng, ROOM_USERS);
+    snprintf(g->user, sizeof g->user, "s%u", u);
+    uint32_t r = rnd(rng, 100);
+    char prefs[256];
+    g->expect = EXP_VALID;
+    if (r < 20) {
+        snprintf(g->op, sizeof g->op, "choose");
+        const char *room = rnd(rng, 40) == 0 ? "R999" : b->items[rnd(rng, (uint32_t)b->n_items)];
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"%s\"}", g->id, g->user, room);
+    } else if (r < 45) {
+        snprintf(g->op, sizeof g->op, "auto");
+        uint32_t how = rnd(rng, 3);
+        gen_prefs(rng, b, prefs, sizeof prefs);
+        if (how == 0)
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s}", g->id, g->user, prefs);
+        else if (how == 1)
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s,\"filter\":%s}",
+                    g->id, g->user, prefs, gen_filter(rng));
+        else
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"filter\":%s}",
+                    g->id, g->user, gen_filter(rng));
+    } else if (r < 55) {
+        snprintf(g->op, sizeof g->op, "group");
+        int n = 2 + (int)rnd(rng, 3);
+        if (rnd(rng, 12) == 0) n = b->max_group + 1;     /* group_too_large */
+        char members[512];
+        size_t len = (size_t)snprintf(members, sizeof members, "[\"%s\"", g->user);
+        uint32_t used[16];
+        used[0] = u;
+        for (int i = 1; i < n; i++) {
+            uint32_t m;
+            int dup;
+            do {
+                m = rnd(rng, ROOM_USERS);
+                dup = 0;
+                for (int j = 0; j < i; j++) dup |= used[j] == m;
+            } while (dup);
+            used[i] = m;
+            len += (size_t)snprintf(members + len, sizeof members - len, ",\"s%u\"", m);
+        }
+        snprintf(members + len, sizeof members - len, "]");
+        gen_prefs(rng, b, prefs, sizeof prefs);
+        if (rnd(rng, 2))
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s}",
+                    g->id, g->user, members, prefs);
+        else
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s,\"filter\":%s}",
+                    g->id, g->user, members, prefs, gen_filter(rng));
+    } else if (r < 72) {
+        snprintf(g->op, sizeof g->op, "switch");
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"switch\",\"room\":\"%s\"}", g->id, g->user,
+                rnd(rng, 40) == 0 ? "R999" : b->items[rnd(rng, (uint32_t)b->n_items)]);
+    } else if (r < 97) {
+        snprintf(g->op, sizeof g->op, "release");
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"release\"}", g->id, g->user);
+    } else {
+        snprintf(g->op, sizeof g->op, "buy");   /* wrong_kind */
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"R001\"}", g->id, g->user);
+    }
+}
+
+/* Garbage: unreadable (dead, expect = -1) or readable but invalid. */
+static void gen_garbage(uint64_t *rng, int room, gen *g)
+{
+    uint32_t k = rnd(rng, 20);
+    g->expect = EXP_INVALID;
+    g->user[0] = '\0';
+    snprintf(g->op, sizeof g->op, "?");
+    switch (k) {
+    case 0: gen_set(g, "this is not json"); g->expect = -1; break;
+    case 1: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":", g->id); g->expect = -1; break;
+    case 2: gen_set(g, "[\"%s\",\"buy\"]", g->id); g->expect = -1; break;
+    case 3: gen_set(g, "{\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku1\"}"); g->expect = -1; break;
+    case 4: gen_set(g, "{\"id\":%u,\"user\":\"u1\",\"op\":\"buy\"}", rnd(rng, 1000)); g->expect = -1; break;
+    case 5: gen_set(g, "%s", ""); g->expect = -1; break;
+    case 6: gen_set(g, "{\"id\":\"\xff\xfe%s\",\"user\":\"u1\"}", g->id); g->expect = -1; break;
+    case 7: {
+        size_t n = (size_t)snprintf(g->buf, sizeof g->buf, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"buy\",\"pad\":\"", g->id);
+        while (n < 5000) g->buf[n++] = 'x';
+        n += (size_t)snprintf(g->buf + n, sizeof g->buf - n, "\"}");
+        g->len = n;
+        g->expect = -1;
+        break;
+    }
+    case 8: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"steal\"}", g->id); break;
+    case 9: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku1\",\"qty\":0}", g->id); break;
+    case 10: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku1\",\"qty\":\"2\"}", g->id); break;
+    case 11: gen_set(g, "{\"id\":\"%s\",\"op\":\"release\"}", g->id); break;
+    case 12: {
+        /* an id of 65 characters: readable, so it is answered (invalid) under that id */
+        size_t n = strlen(g->id);
+        while (n < 65) g->id[n++] = 'x';
+        g->id[65] = '\0';
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"release\"}", g->id);
+        break;
+    }
+    case 13: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"buy\"}", g->id); break;
+    case 14: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"group\",\"members\":[\"u2\"],\"prefs\":[\"R001\"]}", g->id); break;
+    case 15: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"auto\"}", g->id); break;
+    case 16: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"confirm\",\"order\":\"12ab\"}", g->id); break;
+    case 17: gen_set(g, "{\"id\":\"%s\",\"user\":\"\",\"op\":\"release\"}", g->id); break;
+    case 18: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"pause\"}", g->id); break;
+    default: gen_set(g, "{\"id\":\"%s\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku1\",\"qty\":1e99}", g->id); break;
+    }
+    (void)room;
+}
+
+/* -------------------------------------------------------- producers -- */
+
+#define GROUP 32
+
+static void publish_candidates(chaos_ctx *cx, const rec *const *buys, size_t n)
+{
+    if (n == 0) return;
+    pthread_mutex_lock(&cx->mu);
+    if (cx->n_cand + n > cx->cap_cand) {
+        size_t cap = (cx->cap_cand ? cx->cap_cand : 1024);
+        while (cap < cx->n_cand + n) cap *= 2;
+        candidate *c = realloc(cx->cand, cap * sizeof *c);
+        if (!c) abort();
+        cx->cand = c;
+        cx->cap_cand = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        candidate *c = &cx->cand[cx->n_cand++];
+        memset(c, 0, sizeof *c);
+        snprintf(c->id, sizeof c->id, "%s", buys[i]->id);
+        snprintf(c->user, sizeof c->user, "%s", buys[i]->user);
+        c->batch = buys[i]->batch;
+    }
+    pthread_mutex_unlock(&cx->mu);
+}
+
+static void *producer_main(void *arg)
+{
+    producer *pr = arg;
+    chaos_ctx *cx = pr->cx;
+    pending grp[GROUP];
+    char *owned[GROUP];
+    size_t owned_n = 0, n = 0;
+    size_t buys_idx[GROUP], n_buys = 0;
+    gen g;
+    for (long i = 0; i < pr->n; i++) {
+        if (n == 0) sleep_until(cx, cx->seconds * (double)i / (double)pr->n);
+        uint32_t r = rnd(&pr->rng, 1000);
+        int batch;
+        if (r < 50 && pr->recs.n > 0) {
+            /* a duplicate id: the same bytes again, or other bytes under the same id */
+            size_t lo = pr->recs.n > 3000 ? pr->recs.n - 3000 : 0;
+            const rec *o = &pr->recs.v[lo + rnd(&pr->rng, (uint32_t)(pr->recs.n - lo))];
+            batch = o->batch;
+            if (rnd(&pr->rng, 2)) {
+                grp[n] = (pending){ .batch = (uint8_t)batch, .json = o->json, .len = o->len };
+            } else {
+                if (cx->b[batch].room)
+                    gen_set(&g, "{\"id\":\"%s\",\"user\":\"dupuser\",\"op\":\"release\"}", o->id);
+                else
+                    gen_set(&g, "{\"id\":\"%s\",\"user\":\"dupuser\",\"op\":\"buy\",\"item\":\"%s\"}",
+                            o->id, cx->b[batch].items[0]);
+                owned[owned_n] = xmemdup(g.buf, g.len);
+                grp[n] = (pending){ .batch = (uint8_t)batch, .json = owned[owned_n++], .len = g.len };
+            }
+            pr->k.dups++;
+        } else {
+            uint32_t bsel = rnd(&pr->rng, 100);
+            batch = bsel < 34 ? B_CS1 : bsel < 64 ? B_CS2 : B_CR1;
+            snprintf(g.id, sizeof g.id, "p%d-%ld", pr->idx, i);
+            if (r < 80) gen_garbage(&pr->rng, cx->b[batch].room, &g);
+            else if (cx->b[batch].room) gen_room(&pr->rng, &cx->b[batch], &g);
+            else gen_stock(&pr->rng, &cx->b[batch], &g);
+            if (g.expect < 0) {
+                owned[owned_n] = xmemdup(g.buf, g.len);
+                grp[n] = (pending){ .batch = (uint8_t)batch, .dead = 1, .json = owned[owned_n++], .len = g.len };
+            } else {
+                rec rc;
+                memset(&rc, 0, sizeof rc);
+                rc.id = xstrdup(g.id);
+                rc.json = xmemdup(g.buf, g.len);
+                rc.len = (uint32_t)g.len;
+                rc.user = g.expect == EXP_VALID ? xstrdup(g.user) : NULL;
+                snprintf(rc.op, sizeof rc.op, "%s", g.op);
+                rc.batch = (uint8_t)batch;
+                rc.expect = (uint8_t)g.expect;
+                size_t at = recvec_add(&pr->recs, rc);
+                grp[n] = (pending){ .batch = (uint8_t)batch, .json = pr->recs.v[at].json, .len = g.len };
+                if (g.expect == EXP_INVALID) pr->k.invalid++;
+                if (g.expect == EXP_VALID && !cx->b[batch].room && !strcmp(g.op, "buy"))
+                    buys_idx[n_buys++] = at;
+            }
+        }
+        n++;
+        pr->k.pushed++;
+        if (n == GROUP || i + 1 == pr->n) {
+            /* rec pointers may move on realloc: the group's json pointers are
+             * stable (malloc'd per rec), only the array moves */
+            if (push_group(pr, grp, n) < 0) break;
+            const rec *buys[GROUP];
+            for (size_t j = 0; j < n_buys; j++) buys[j] = &pr->recs.v[buys_idx[j]];
+            publish_candidates(cx, buys, n_buys);
+            for (size_t j = 0; j < owned_n; j++) free(owned[j]);
+            n = owned_n = n_buys = 0;
+        }
+    }
+    for (size_t j = 0; j < owned_n; j++) free(owned[j]);
+    if (pr->c) redisFree(pr->c);
+    pr->c = NULL;
+    atomic_fetch_sub(&cx->producers_running, 1);
+    return NULL;
+}
+
+/* --------------------------------------------------------- follower -- */
+
+typedef struct action {
+    double due;
+    uint8_t batch;
+    uint8_t cancel;
+    char user[72];
+    char order[32];
+} action;
+
+static void follower_push(producer *pr, const action *a)
+{
+    chaos_ctx *cx = pr->cx;
+    char id[32];
+    long n = atomic_fetch_add(&cx->follow_pushed, 1);
+    snprintf(id, sizeof id, "f-%ld", n);
+    gen g;
+    snprintf(g.op, sizeof g.op, "%s", a->cancel ? "cancel" : "confirm");
+    gen_set(&g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"order\":\"%s\"}", id, a->user, g.op, a->order);
+    rec rc;
+    memset(&rc, 0, sizeof rc);
+    rc.id = xstrdup(id);
+    rc.json = xmemdup(g.buf, g.len);
+    rc.len = (uint32_t)g.len;
+    rc.user = xstrdup(a->user);
+    snprintf(rc.op, sizeof rc.op, "%s", g.op);
+    rc.batch = a->batch;
+    size_t at = recvec_add(&pr->recs, rc);
+    pending p = { .batch = a->batch, .json = pr->recs.v[at].json, .len = g.len };
+    pr->k.pushed++;
+    push_group(pr, &p, 1);
+}
+
+/* Looks up results of buys; for granted ones schedules a confirm or a
+ * cancel, some of them only after the reservation ran out (answer expired),
+ * some twice, some from another user (unknown_order). */
+static void *follower_main(void *arg)
+{
+    producer *pr = arg;
+    chaos_ctx *cx = pr->cx;
+    candidate *mine = NULL;
+    size_t n_mine = 0, cap_mine = 0;
+    action *acts = NULL;
+    size_t n_acts = 0, cap_acts = 0;
+    for (;;) {
+        int producers_done = atomic_load(&cx->producers_running) == 0;
+        pthread_mutex_lock(&cx->mu);
+        if (n_mine + cx->n_cand > cap_mine) {
+            cap_mine = (n_mine + cx->n_cand) * 2 + 64;
+            mine = realloc(mine, cap_mine * sizeof *mine);
+            if (!mine) abort();
+        }
+        if (cx->n_cand) memcpy(mine + n_mine, cx->cand, cx->n_cand * sizeof *mine);
+        n_mine += cx->n_cand;
+        cx->n_cand = 0;
+        pthread_mutex_unlock(&cx->mu);
+        if (producers_done && n_mine == 0 && n_acts == 0) break;
+        if (atomic_load(&cx->stop_helpers)) break;
+
+        /* look up at most 200 candidates, oldest first */
+        size_t look = n_mine < 200 ? n_mine : 200;
+        if (look && (pr->c || (pr->c = connect_retry(cx, pr)))) {
+            for (size_t i = 0; i < look; i++)
+                redisAppendCommand(pr->c, "HGET alloc:{%s}:results %s", cx->b[mine[i].batch].name, mine[i].id);
+            size_t keep = 0;
+            int ok = 1;
+            for (size_t i = 0; i < look; i++) {
+                redisReply *r = NULL;
+                if (ok && redisGetReply(pr->c, (void **)&r) != REDIS_OK) ok = 0;
+                candidate c = mine[i];
+                int resolved = 0;
+                if (ok && r && r->type == REDIS_REPLY_STRING) {
+                    resolved = 1;
+                    json_t *doc = json_loadb(r->str, r->len, 0, NULL);
+                    const char *st = json_string_value(json_object_get(doc, "status"));
+                    const char *order = json_string_value(json_object_get(doc, "order"));
+                    if (st && order && !strcmp(st, "granted")) {
+                        uint32_t roll = rnd(&pr->rng, 100);
+                        int hold = cx->b[c.batch].hold_ms > 0;
+                        int act = hold ? roll < 80 : roll < 15;
+                        if (act) {
+                            if (n_acts + 2 > cap_acts) {
+                                cap_acts = cap_acts ? cap_acts * 2 : 256;
+                                acts = realloc(acts, cap_acts * sizeof *acts);
+                                if (!acts) abort();
+                            }
+                            action *a = &acts[n_acts++];
+                            memset(a, 0, sizeof *a);
+                            a->batch = c.batch;
+                            a->cancel = hold ? roll < 20 : 1;
+                            snprintf(a->user, sizeof a->user, "%s", c.user);
+                            if (rnd(&pr->rng, 20) == 0)   /* someone else's order */
+                                snprintf(a->user, sizeof a->user, "u%u", rnd(&pr->rng, STOCK_USERS));
+                            snprintf(a->order, sizeof a->order, "%s", order);
+                            double delay = hold ? rndf(&pr->rng) * cx->b[c.batch].hold_ms * 1.6 / 1000.0 : 0.2;
+                            a->due = now_s() + delay;
+                            if (rnd(&pr->rng, 15) == 0) {   /* the same action once more */
+                                acts[n_acts] = *a;
+                                acts[n_acts].due += 0.3;
+                                n_acts++;
+                            }
+                        }
+                    }
+                    json_decref(doc);
+                }
+                if (r) freeReplyObject(r);
+                if (!resolved && ++c.tries < 200) mine[keep++] = c;
+            }
+            if (!ok) { redisFree(pr->c); pr->c = NULL; }
+            if (n_mine > look) memmove(mine + keep, mine + look, (n_mine - look) * sizeof *mine);
+            n_mine = keep + (n_mine - look);
+        }
+        /* due actions */
+        double t = now_s();
+        size_t k = 0;
+        for (size_t i = 0; i < n_acts; i++) {
+            if (acts[i].due <= t) follower_push(pr, &acts[i]);
+            else acts[k++] = acts[i];
+        }
+        n_acts = k;
+        harness_sleep_ms(40);
+    }
+    free(mine);
+    free(acts);
+    if (pr->c) redisFree(pr->c);
+    pr->c = NULL;
+    return NULL;
+}
+
+/* ------------------------------------------------------------ admin -- */
+
+static void admin_push(producer *pr, int batch, const char *op, const char *extra)
+{
+    static atomic_long ctl_n;
+    char id[32];
+    snprintf(id, sizeof id, "c-%ld", atomic_fetch_add(&ctl_n, 1));
+    gen g;
+    gen_set(&g, "{\"id\":\"%s\",\"op\":\"%s\"%s}", id, op, extra ? extra : "");
+    rec rc;
+    memset(&rc, 0, sizeof rc);
+    rc.id = xstrdup(id);
+    rc.json = xmemdup(g.buf, g.len);
+    rc.len = (uint32_t)g.len;
+    snprintf(rc.op, sizeof rc.op, "%s", op);
+    rc.batch = (uint8_t)batch;
+    rc.expect = EXP_CTL;
+    size_t at = recvec_add(&pr->recs, rc);
+    pending p = { .batch = (uint8_t)batch, .ctl = 1, .json = pr->recs.v[at].json, .len = g.len };
+    pr->k.pushed++;
+    push_group(pr, &p, 1);
+}
+
+typedef struct adm_ev { double at; int what; } adm_ev;
+enum { ADM_CAP_ROOM, ADM_CAP_STOCK, ADM_PAUSE, ADM_RESUME, ADM_SLEEP };
+
+static int cmp_adm(const void *a, const void *b)
+{
+    double x = ((const adm_ev *)a)->at, y = ((const adm_ev *)b)->at;
+    return x < y ? -1 : x > y;
+}
+
+static void *admin_main(void *arg)
+{
+    producer *pr = arg;
+    chaos_ctx *cx = pr->cx;
+    double S = cx->seconds;
+    int n_cap = 4 + (int)(S / 4);
+    adm_ev ev[256];
+    int n = 0;
+    for (int i = 0; i < n_cap && n < 200; i++)
+        ev[n++] = (adm_ev){ S * (0.05 + 0.9 * rndf(&pr->rng)), i % 4 == 3 ? ADM_CAP_STOCK : ADM_CAP_ROOM };
+    for (int i = 0; i < 2; i++) {
+        double t = S * (0.1 + 0.8 * rndf(&pr->rng));
+        ev[n++] = (adm_ev){ t, ADM_PAUSE };
+        ev[n++] = (adm_ev){ t + 0.2 + 0.4 * rndf(&pr->rng), ADM_RESUME };
+    }
+    for (int i = 0; i < cx->p->slow && n < 256; i++)
+        ev[n++] = (adm_ev){ S * (0.05 + 0.9 * rndf(&pr->rng)), ADM_SLEEP };
+    qsort(ev, (size_t)n, sizeof ev[0], cmp_adm);
+    const batch_def *room = &cx->b[B_CR1];
+    for (int i = 0; i < n && !atomic_load(&cx->stop_helpers); i++) {
+        sleep_until(cx, ev[i].at);
+        char extra[128];
+        switch (ev[i].what) {
+        case ADM_CAP_ROOM:
+            snprintf(extra, sizeof extra, ",\"item\":\"%s\",\"capacity\":%u",
+                     room->items[rnd(&pr->rng, (uint32_t)room->n_items)], 1 + rnd(&pr->rng, 5));
+            admin_push(pr, B_CR1, "set_capacity", extra);
+            break;
+        case ADM_CAP_STOCK:
+            snprintf(extra, sizeof extra, ",\"item\":\"%s\",\"capacity\":%u",
+                     cx->b[B_CS1].items[2], 100 + rnd(&pr->rng, 100));
+            admin_push(pr, B_CS1, "set_capacity", extra);
+            break;
+        case ADM_PAUSE:
+            admin_push(pr, B_CS1, "pause", NULL);
+            break;
+        case ADM_RESUME:
+            admin_push(pr, B_CS1, "resume", NULL);
+            break;
+        case ADM_SLEEP: {
+            /* a restart of Redis may cut the connection: try again then;
+             * only an error reply (debug commands disabled) is a failure */
+            double secs = 0.5 + 2.0 * rndf(&pr->rng);
+            for (int tries = 0; tries < 100; tries++) {
+                redisContext *c = harness_redis_connect(&cx->redis);
+                if (!c) { harness_sleep_ms(100); continue; }
+                struct timeval tv = { 10, 0 };
+                redisSetTimeout(c, tv);
+                progress(cx, "DEBUG SLEEP %.2f", secs);
+                redisReply *r = redisCommand(c, "DEBUG SLEEP %.3f", secs);
+                int done = r != NULL;
+                if (r && r->type == REDIS_REPLY_STATUS) cx->rep->slow_sleeps++;
+                else if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7))
+                    violation(cx, &cx->rep->other, "DEBUG SLEEP failed: %s (start Redis with --enable-debug-command yes)", r->str);
+                else done = 0;
+                if (r) freeReplyObject(r);
+                redisFree(c);
+                if (done) break;
+                harness_sleep_ms(100);
+            }
+            break;
+        }
+        }
+    }
+    /* the last word on cs1 is a resume, whatever happened */
+    admin_push(pr, B_CS1, "resume", NULL);
+    if (pr->c) redisFree(pr->c);
+    pr->c = NULL;
+    return NULL;
+}
+
+/* ---------------------------------------------------- allocd, Redis -- */
+
+static void allocd_start(chaos_ctx *cx)
+{
+    if (harness_allocd_start(&cx->allocd, &cx->redis, cx->allocd_conf) < 0)
+        violation(cx, &cx->rep->other, "could not start allocd");
+    cx->rep->allocd_starts++;
+}
+
+/* Notices an allocd that died on its own (a crash) and starts a new one. */
+static void allocd_watch(chaos_ctx *cx)
+{
+    if (cx->allocd.pid <= 0) { allocd_start(cx); return; }
+    int st;
+    pid_t p = waitpid(cx->allocd.pid, &st, WNOHANG);
+    if (p != cx->allocd.pid) return;
+    cx->rep->allocd_unexpected_exits++;
+    violation(cx, &cx->rep->other, "allocd pid %d exited by itself (%s %d); log %s",
+              (int)cx->allocd.pid, WIFEXITED(st) ? "status" : "signal",
+              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), cx->allocd.log);
+    cx->allocd.pid = 0;
+    allocd_start(cx);
+}
+
+static void allocd_kill(chaos_ctx *cx, uint64_t *rng)
+{
+    allocd_watch(cx);
+    harness_allocd_kill(&cx->allocd);
+    cx->rep->kills++;
+    progress(cx, "kill -9 allocd (%d)", cx->rep->kills);
+    harness_sleep_ms((int)rnd(rng, 300));
+    allocd_start(cx);
+}
+
+static void redis_restart(chaos_ctx *cx, int hard)
+{
+    progress(cx, "restarting Redis (%s)", hard ? "SIGKILL" : "SIGTERM");
+    if (hard) harness_redis_kill(&cx->redis);
+    for (int tries = 0; harness_redis_restart(&cx->redis) < 0; tries++) {
+        if (tries == 3) { violation(cx, &cx->rep->other, "Redis does not restart (%s/redis.log)", cx->redis.dir); return; }
+        harness_sleep_ms(500);
+    }
+    cx->rep->redis_restarts++;
+}
+
+static void redis_stop(chaos_ctx *cx)
+{
+    progress(cx, "Redis outage begins (%d ms)", cx->p->outage_ms);
+    if (cx->redis.pid > 0) {
+        kill(cx->redis.pid, SIGTERM);
+        waitpid(cx->redis.pid, NULL, 0);
+    }
+    cx->redis.pid = 0;
+    atomic_store(&cx->redis_down, 1);
+}
+
+static void redis_back(chaos_ctx *cx)
+{
+    for (int tries = 0; harness_redis_restart(&cx->redis) < 0; tries++) {
+        if (tries == 3) { violation(cx, &cx->rep->other, "Redis does not come back after the outage"); return; }
+        harness_sleep_ms(500);
+    }
+    atomic_store(&cx->redis_down, 0);
+    cx->rep->outages++;
+    progress(cx, "Redis outage ends");
+}
+
+/* -------------------------------------------------------- schedule -- */
+
+typedef struct fault { double at; int what; } fault;
+enum { F_KILL, F_REDIS, F_OUTAGE_START, F_OUTAGE_END };
+
+static int cmp_fault(const void *a, const void *b)
+{
+    double x = ((const fault *)a)->at, y = ((const fault *)b)->at;
+    return x < y ? -1 : x > y;
+}
+
+static void run_faults(chaos_ctx *cx, uint64_t *rng)
+{
+    const chaos_params *p = cx->p;
+    size_t n = 0, cap = (size_t)p->kills + (size_t)p->redis_restarts + 2;
+    fault *f = xmalloc(cap * sizeof *f);
+    double S = cx->seconds;
+    double o_start = S * 0.3, o_end = o_start + p->outage_ms / 1000.0;
+    for (int i = 0; i < p->kills; i++) f[n++] = (fault){ S * (0.03 + 0.94 * rndf(rng)), F_KILL };
+    for (int i = 0; i < p->redis_restarts; i++) {
+        double t = S * (0.05 + 0.9 * rndf(rng));
+        if (p->outage_ms && t > o_start - 1 && t < o_end + 1) t = o_end + 1 + rndf(rng);
+        f[n++] = (fault){ t, F_REDIS };
+    }
+    if (p->outage_ms) {
+        f[n++] = (fault){ o_start, F_OUTAGE_START };
+        f[n++] = (fault){ o_end, F_OUTAGE_END };
+    }
+    qsort(f, n, sizeof *f, cmp_fault);
+    size_t next = 0;
+    int hard = 0;
+    while (next < n || atomic_load(&cx->producers_running) > 0) {
+        allocd_watch(cx);
+        if (next < n && now_s() - cx->t0 >= f[next].at) {
+            switch (f[next].what) {
+            case F_KILL: allocd_kill(cx, rng); break;
+            case F_REDIS: redis_restart(cx, hard); hard = !hard; break;
+            case F_OUTAGE_START: redis_stop(cx); break;
+            case F_OUTAGE_END: redis_back(cx); break;
+            }
+            next++;
+            continue;
+        }
+        harness_sleep_ms(20);
+    }
+    free(f);
+}
+
+/* ------------------------------------------------------------ drain -- */
+
+static long long hget_ll(redisContext *c, const char *b, const char *key, const char *field)
+{
+    return harness_int(c, "HGET alloc:{%s}:%s %s", b, key, field);
+}
+
+static int drained(chaos_ctx *cx, redisContext *c)
+{
+    for (int b = 0; b < NB; b++) {
+        const char *n = cx->b[b].name;
+        long long q = harness_int(c, "LLEN alloc:{%s}:queue", n);
+        long long pr = harness_int(c, "LLEN alloc:{%s}:processing", n);
+        long long ct = harness_int(c, "LLEN alloc:{%s}:ctl", n);
+        long long cp = harness_int(c, "LLEN alloc:{%s}:ctlprocessing", n);
+        if (q != 0 || pr != 0 || ct != 0 || cp != 0) return 0;
+        long long d = hget_ll(c, n, "stats", "dequeued"), p = hget_ll(c, n, "stats", "processed"),
+                  dd = hget_ll(c, n, "stats", "dead"), du = hget_ll(c, n, "stats", "duplicates");
+        if (d < 0 || p < 0 || dd < 0 || du < 0 || d != p + dd + du) return 0;
+    }
+    return 1;
+}
+
+static int wait_drain(chaos_ctx *cx)
+{
+    double start = now_s();
+    int limit = cx->p->drain_seconds;
+    redisContext *c = NULL;
+    while (now_s() - start < limit) {
+        allocd_watch(cx);
+        if (!c) c = harness_redis_connect(&cx->redis);
+        if (c) {
+            int d = drained(cx, c);
+            if (c->err) { redisFree(c); c = NULL; }
+            else if (d) { redisFree(c); return 0; }
+        }
+        harness_sleep_ms(200);
+    }
+    if (c) redisFree(c);
+    return -1;
+}
+
+/* ---------------------------------------------------------- checker -- */
+
+typedef struct idmap {
+    rec **slot;
+    size_t cap;
+} idmap;
+
+static uint64_t hash_str(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+static void idmap_init(idmap *m, size_t n)
+{
+    m->cap = 16;
+    while (m->cap < n * 2) m->cap *= 2;
+    m->slot = calloc(m->cap, sizeof *m->slot);
+    if (!m->slot) abort();
+}
+
+static void idmap_put(idmap *m, rec *r)
+{
+    size_t i = hash_str(r->id, strlen(r->id)) & (m->cap - 1);
+    while (m->slot[i]) i = (i + 1) & (m->cap - 1);
+    m->slot[i] = r;
+}
+
+static rec *idmap_get(const idmap *m, const char *s, size_t n)
+{
+    size_t i = hash_str(s, n) & (m->cap - 1);
+    while (m->slot[i]) {
+        rec *r = m->slot[i];
+        if (strlen(r->id) == n && !memcmp(r->id, s, n)) return r;
+        i = (i + 1) & (m->cap - 1);
+    }
+    return NULL;
+}
+
+typedef struct checker {
+    chaos_ctx *cx;
+    redisContext *c;
+    idmap ids;
+    chaos_report *rep;
+} checker;
+
+static redisReply *cmd(checker *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(k->c, fmt, ap);
+    va_end(ap);
+    if (!r) violation(k->cx, &k->rep->other, "checker: Redis error %s", k->c->errstr);
+    return r;
+}
+
+static const char *js(json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
+}
+
+static int item_index(const batch_def *b, const char *item)
+{
+    for (int i = 0; i < b->n_items; i++)
+        if (!strcmp(b->items[i], item)) return i;
+    return -1;
+}
+
+/* Results of batch b: each must belong to a pushed id of this batch, be the
+ * result of the first push (user and op), have the right kind of status,
+ * and together they must show ranks 1..granted and distinct seqs. */
+static void check_results(checker *k, int bi, long long *granted_out, long long *counts)
+{
+    chaos_ctx *cx = k->cx;
+    const batch_def *b = &cx->b[bi];
+    redisReply *r = cmd(k, "HGETALL alloc:{%s}:results", b->name);
+    if (!r) return;
+    size_t n = r->elements / 2;
+    long long max_rank = 0, n_granted = 0;
+    unsigned char *ranks = calloc(n + 2, 1);
+    long long dequeued = hget_ll(k->c, b->name, "stats", "dequeued");
+    unsigned char *seqs = calloc((size_t)(dequeued > 0 ? dequeued : 0) + 2, 1);
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        redisReply *kr = r->element[i], *vr = r->element[i + 1];
+        rec *rc = idmap_get(&k->ids, kr->str, kr->len);
+        if (!rc || rc->batch != bi) {
+            violation(cx, &k->rep->phantom, "%s: result for id '%.80s' that was never pushed to this batch: %.200s",
+                      b->name, kr->str, vr->str);
+            continue;
+        }
+        rc->seen = 1;
+        k->rep->results++;
+        json_t *doc = json_loadb(vr->str, vr->len, 0, NULL);
+        if (!json_is_object(doc)) {
+            violation(cx, &k->rep->other, "%s: result of '%s' is not a JSON object: %.200s", b->name, rc->id, vr->str);
+            json_decref(doc);
+            continue;
+        }
+        const char *status = js(doc, "status");
+        if (strcmp(js(doc, "id"), rc->id))
+            violation(cx, &k->rep->other, "%s: result under '%s' carries id '%s'", b->name, rc->id, js(doc, "id"));
+        snprintf(rc->result_op, sizeof rc->result_op, "%s", js(doc, "op"));
+        if (rc->expect == EXP_VALID &&
+            (strcmp(js(doc, "user"), rc->user) || strcmp(js(doc, "op"), rc->op)))
+            violation(cx, &k->rep->applied_twice,
+                      "%s: result of '%s' is not that of its first push (user %s op %s), a duplicate was applied: %.200s",
+                      b->name, rc->id, rc->user, rc->op, vr->str);
+        if (rc->expect == EXP_INVALID && strcmp(status, "invalid"))
+            violation(cx, &k->rep->other, "%s: '%s' must be invalid: pushed %.120s, got %.200s",
+                      b->name, rc->id, rc->json, vr->str);
+        if (rc->expect == EXP_VALID && !strcmp(status, "invalid"))
+            violation(cx, &k->rep->other, "%s: valid request '%s' answered invalid: pushed %.160s, got %.200s",
+                      b->name, rc->id, rc->json, vr->str);
+        if (rc->expect == EXP_CTL && strcmp(status, "done") && strcmp(status, "rejected"))
+            violation(cx, &k->rep->other, "%s: admin command '%s' answered %s", b->name, rc->id, status);
+        int st = !strcmp(status, "granted") ? 1 : !strcmp(status, "done") ? 2
+               : !strcmp(status, "rejected") ? 3 : !strcmp(status, "invalid") ? 4 : 0;
+        if (!st) violation(cx, &k->rep->other, "%s: result of '%s' has status '%s'", b->name, rc->id, status);
+        rc->status = (uint8_t)st;
+        if (rc->expect != EXP_CTL && st) counts[st]++;
+        if (st == 1) {
+            json_t *members = json_object_get(doc, "members");
+            rc->want_grants = (uint16_t)(json_is_array(members) ? json_array_size(members) : 1);
+            if (!strcmp(rc->op, "group") && !json_is_array(members))
+                violation(cx, &k->rep->other, "%s: granted group '%s' lists no members", b->name, rc->id);
+            long long rank = json_integer_value(json_object_get(doc, "rank"));
+            n_granted++;
+            if (rank < 1 || (size_t)rank > n) violation(cx, &k->rep->other, "%s: '%s' has rank %lld", b->name, rc->id, rank);
+            else if (ranks[rank]++) violation(cx, &k->rep->applied_twice, "%s: rank %lld given twice (again to '%s')", b->name, rank, rc->id);
+            if (rank > max_rank) max_rank = rank;
+        }
+        if (rc->expect != EXP_CTL) {
+            long long seq = json_integer_value(json_object_get(doc, "seq"));
+            if (seq < 1 || seq > dequeued)
+                violation(cx, &k->rep->other, "%s: '%s' has seq %lld, dequeued is %lld", b->name, rc->id, seq, dequeued);
+            else if (seqs[seq]++)
+                violation(cx, &k->rep->applied_twice, "%s: seq %lld answered twice (again for '%s')", b->name, seq, rc->id);
+        }
+        json_decref(doc);
+    }
+    if (max_rank != n_granted)
+        violation(cx, &k->rep->stats_errors, "%s: %lld granted results but the highest rank is %lld", b->name, n_granted, max_rank);
+    *granted_out = n_granted;
+    free(ranks);
+    free(seqs);
+    freeReplyObject(r);
+}
+
+/* The replay state of one batch. */
+typedef struct replay {
+    const batch_def *b;
+    long long cap[MAX_ITEMS];
+    long long held[MAX_ITEMS];
+    json_t *holders;     /* user -> holder JSON, the shape of P:{B}:holders */
+} replay;
+
+static json_t *stock_orders(json_t *h) { return json_object_get(h, "orders"); }
+
+static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
+{
+    chaos_ctx *cx = k->cx;
+    const batch_def *b = rp->b;
+    const char *type = js(ev, "type"), *user = js(ev, "user"), *item = js(ev, "item"),
+               *req = js(ev, "req"), *order = js(ev, "order");
+    long long qty = strtoll(js(ev, "qty"), NULL, 10), at = strtoll(js(ev, "at"), NULL, 10);
+    long long exp = strtoll(js(ev, "expires_at"), NULL, 10);
+    rec *rc = *req ? idmap_get(&k->ids, req, strlen(req)) : NULL;
+    if (*req && (!rc || rc->batch != (uint8_t)(b - cx->b)))
+        violation(cx, &k->rep->phantom, "%s: log %s (%s) names request '%s' that was never pushed here", b->name, sid, type, req);
+    if (!strcmp(type, "state")) { if (rc) rc->ev_state++; return; }
+    int it = item_index(b, item);
+    if (it < 0) {
+        violation(cx, &k->rep->mismatches, "%s: log %s (%s) names unknown item '%s'", b->name, sid, type, item);
+        return;
+    }
+    if (!strcmp(type, "capacity")) {
+        if (rc) rc->ev_capacity++;
+        if (qty < rp->held[it])
+            violation(cx, &k->rep->oversold, "%s: log %s sets capacity of %s to %lld below the %lld held",
+                      b->name, sid, item, qty, rp->held[it]);
+        rp->cap[it] = qty;
+        return;
+    }
+    json_t *h = json_object_get(rp->holders, user);
+    if (!strcmp(type, "grant")) {
+        k->rep->grants_logged++;
+        if (rc) rc->ev_grant++;
+        if (rp->held[it] + qty > rp->cap[it])
+            violation(cx, &k->rep->oversold, "%s: log %s grants %lld of %s to %s: %lld held of %lld",
+                      b->name, sid, qty, item, user, rp->held[it], rp->cap[it]);
+        rp->held[it] += qty;
+        if (b->room) {
+            if (h) violation(cx, &k->rep->oversold, "%s: log %s gives %s a second bed (%s, holds %s)",
+                             b->name, sid, user, item, js(h, "item"));
+            json_object_set_new(rp->holders, user,
+                                json_pack("{s:s,s:I,s:s}", "item", item, "since", (json_int_t)at, "req", req));
+        } else {
+            if (!h) {
+                h = json_pack("{s:I,s:[]}", "units", (json_int_t)0, "orders");
+                json_object_set_new(rp->holders, user, h);
+            }
+            long long units = json_integer_value(json_object_get(h, "units")) + qty;
+            if (units > b->per_user)
+                violation(cx, &k->rep->oversold, "%s: log %s brings %s to %lld units, per_user is %d",
+                          b->name, sid, user, units, b->per_user);
+            json_object_set_new(h, "units", json_integer(units));
+            json_t *o = json_pack("{s:s,s:s,s:I,s:s}", "order", order, "item", item, "qty", (json_int_t)qty,
+                                  "state", exp ? "held" : "confirmed");
+            if (exp) json_object_set_new(o, "expires_at", json_integer(exp));
+            json_array_append_new(stock_orders(h), o);
+        }
+        return;
+    }
+    if (!strcmp(type, "release")) {
+        if (rc) rc->ev_release++;
+        if (!b->room || !h || strcmp(js(h, "item"), item)) {
+            violation(cx, &k->rep->mismatches, "%s: log %s releases %s of %s, who holds %s",
+                      b->name, sid, item, user, h ? js(h, "item") : "nothing");
+            return;
+        }
+        rp->held[it] -= 1;
+        json_object_del(rp->holders, user);
+        return;
+    }
+    if (!strcmp(type, "confirm") || !strcmp(type, "cancel") || !strcmp(type, "expire")) {
+        int confirm = type[1] == 'o', cancel = type[1] == 'a';
+        if (rc) { if (confirm) rc->ev_confirm++; else if (cancel) rc->ev_cancel++; }
+        if (!cancel && !confirm) k->rep->expiries++;
+        json_t *orders = h ? stock_orders(h) : NULL;
+        size_t i, found = (size_t)-1;
+        json_t *o;
+        json_array_foreach(orders, i, o) if (!strcmp(js(o, "order"), order)) found = i;
+        if (b->room || found == (size_t)-1) {
+            violation(cx, &k->rep->mismatches, "%s: log %s: %s of order %s of %s, who does not hold it",
+                      b->name, sid, type, order, user);
+            return;
+        }
+        o = json_array_get(orders, found);
+        if ((confirm || !cancel) && strcmp(js(o, "state"), "held"))
+            violation(cx, &k->rep->mismatches, "%s: log %s: %s of order %s that is %s", b->name, sid, type, order, js(o, "state"));
+        if (json_integer_value(json_object_get(o, "qty")) != qty || strcmp(js(o, "item"), item))
+            violation(cx, &k->rep->mismatches, "%s: log %s: %s of order %s with another item or qty", b->name, sid, type, order);
+        if (confirm) {
+            json_object_set_new(o, "state", json_string("confirmed"));
+            json_object_del(o, "expires_at");
+            return;
+        }
+        long long q = json_integer_value(json_object_get(o, "qty"));
+        rp->held[it] -= q;
+        json_object_set_new(h, "units", json_integer(json_integer_value(json_object_get(h, "units")) - q));
+        json_array_remove(orders, found);
+        if (json_array_size(orders) == 0) json_object_del(rp->holders, user);
+        return;
+    }
+    violation(cx, &k->rep->other, "%s: log %s has unknown type '%s'", b->name, sid, type);
+}
+
+static void replay_log(checker *k, replay *rp)
+{
+    const batch_def *b = rp->b;
+    char start[64] = "-";
+    for (;;) {
+        redisReply *r = cmd(k, "XRANGE alloc:{%s}:log %s + COUNT 5000", b->name, start);
+        if (!r) return;
+        if (r->type != REDIS_REPLY_ARRAY) { freeReplyObject(r); return; }
+        for (size_t i = 0; i < r->elements; i++) {
+            redisReply *e = r->element[i];
+            const char *sid = e->element[0]->str;
+            redisReply *f = e->element[1];
+            json_t *ev = json_object();
+            for (size_t j = 0; j + 1 < f->elements; j += 2)
+                json_object_set_new(ev, f->element[j]->str, json_stringn(f->element[j + 1]->str, f->element[j + 1]->len));
+            k->rep->log_entries++;
+            replay_event(k, rp, sid, ev);
+            json_decref(ev);
+            snprintf(start, sizeof start, "(%s", sid);
+        }
+        size_t n = r->elements;
+        freeReplyObject(r);
+        if (n < 5000) break;
+    }
+}
+
+/* holders, free and capacity in Redis against the replay; free + held ==
+ * capacity with held counted from the holders hash itself. */
+static void compare_state(checker *k, replay *rp, long long *free_sum)
+{
+    chaos_ctx *cx = k->cx;
+    const batch_def *b = rp->b;
+    long long held_h[MAX_ITEMS] = { 0 };
+    long long now_ms = harness_now_ms();
+    redisReply *r = cmd(k, "HGETALL alloc:{%s}:holders", b->name);
+    size_t n_holders = 0;
+    for (size_t i = 0; r && i + 1 < r->elements; i += 2) {
+        const char *user = r->element[i]->str;
+        json_t *h = json_loadb(r->element[i + 1]->str, r->element[i + 1]->len, 0, NULL);
+        json_t *want = json_object_get(rp->holders, user);
+        n_holders++;
+        if (!h) { violation(cx, &k->rep->other, "%s: holder %s is not JSON", b->name, user); continue; }
+        if (!want || !json_equal(h, want)) {
+            char *w = want ? json_dumps(want, JSON_COMPACT) : NULL;
+            violation(cx, &k->rep->mismatches, "%s: holders[%s] = %.150s but the log replays to %.150s",
+                      b->name, user, r->element[i + 1]->str, w ? w : "nothing");
+            free(w);
+        }
+        if (b->room) {
+            int it = item_index(b, js(h, "item"));
+            if (it >= 0) held_h[it]++;
+        } else {
+            long long units = 0;
+            size_t j;
+            json_t *o;
+            json_array_foreach(stock_orders(h), j, o) {
+                int it = item_index(b, js(o, "item"));
+                long long q = json_integer_value(json_object_get(o, "qty"));
+                if (it >= 0) held_h[it] += q;
+                units += q;
+                if (!strcmp(js(o, "state"), "held") &&
+                    json_integer_value(json_object_get(o, "expires_at")) < now_ms - 1500)
+                    violation(cx, &k->rep->other, "%s: order %s of %s is still held %lld ms after it expired",
+                              b->name, js(o, "order"), user,
+                              now_ms - json_integer_value(json_object_get(o, "expires_at")));
+            }
+            if (units != json_integer_value(json_object_get(h, "units")))
+                violation(cx, &k->rep->mismatches, "%s: holders[%s] says %lld units, its orders sum to %lld", b->name, user,
+                          (long long)json_integer_value(json_object_get(h, "units")), units);
+            if (units > b->per_user)
+                violation(cx, &k->rep->oversold, "%s: %s holds %lld units, per_user is %d", b->name, user, units, b->per_user);
+        }
+        json_decref(h);
+    }
+    if (r && n_holders != json_object_size(rp->holders))
+        violation(cx, &k->rep->mismatches, "%s: %zu holders in Redis, the log replays to %zu",
+                  b->name, n_holders, json_object_size(rp->holders));
+    if (r) freeReplyObject(r);
+    *free_sum = 0;
+    for (int it = 0; it < b->n_items; it++) {
+        long long fr = harness_int(k->c, "HGET alloc:{%s}:free %s", b->name, b->items[it]);
+        long long cap = harness_int(k->c, "HGET alloc:{%s}:capacity %s", b->name, b->items[it]);
+        *free_sum += fr;
+        if (cap != rp->cap[it])
+            violation(cx, &k->rep->mismatches, "%s: capacity[%s] = %lld, the log replays to %lld", b->name, b->items[it], cap, rp->cap[it]);
+        if (fr != rp->cap[it] - rp->held[it])
+            violation(cx, &k->rep->mismatches, "%s: free[%s] = %lld, the log replays to %lld - %lld held",
+                      b->name, b->items[it], fr, rp->cap[it], rp->held[it]);
+        if (fr + held_h[it] != cap || fr < 0)
+            violation(cx, &k->rep->oversold, "%s: %s: free %lld + held %lld != capacity %lld",
+                      b->name, b->items[it], fr, held_h[it], cap);
+    }
+    long long n_free = harness_int(k->c, "HLEN alloc:{%s}:free", b->name);
+    if (n_free != b->n_items)
+        violation(cx, &k->rep->mismatches, "%s: free has %lld fields for %d items", b->name, n_free, b->n_items);
+}
+
+/* Every result against its log entries: a granted request has exactly one
+ * grant per unit holder it created, a done cancel/release exactly one
+ * event, and nothing else left a trace. */
+static void check_effects(checker *k, rec *rc)
+{
+    chaos_ctx *cx = k->cx;
+    const char *bn = cx->b[rc->batch].name;
+    const char *op = rc->expect == EXP_VALID ? rc->op : rc->result_op;
+    int g = rc->ev_grant, rel = rc->ev_release, conf = rc->ev_confirm, can = rc->ev_cancel, cap = rc->ev_capacity;
+    int want_g = 0, want_rel = 0, max_conf = 0, want_can = 0, want_cap = 0;
+    if (rc->status == 1) {
+        want_g = rc->want_grants;
+        if (!strcmp(op, "switch")) want_rel = 1;
+    } else if (rc->status == 2) {
+        if (!strcmp(op, "cancel")) want_can = 1;
+        if (!strcmp(op, "release")) want_rel = 1;
+        if (!strcmp(op, "confirm")) max_conf = 1;
+        if (!strcmp(op, "set_capacity")) want_cap = 1;
+    }
+    if (g > want_g || rel > want_rel || conf > max_conf || can > want_can || cap > want_cap)
+        violation(cx, &k->rep->applied_twice,
+                  "%s: '%s' (%s, status %d) left grant %d release %d confirm %d cancel %d capacity %d in the log (%.120s)",
+                  bn, rc->id, op, rc->status, g, rel, conf, can, cap, rc->json);
+    else if (g < want_g || rel < want_rel || can < want_can || cap < want_cap)
+        violation(cx, &k->rep->mismatches,
+                  "%s: '%s' (%s) was answered status %d but the log has grant %d release %d cancel %d capacity %d",
+                  bn, rc->id, op, rc->status, g, rel, can, cap);
+}
+
+static void check_stats(checker *k, int bi, long long granted_results, const long long *counts,
+                        long long free_sum, long long dead_acked, long long dead_attempts)
+{
+    chaos_ctx *cx = k->cx;
+    const char *n = cx->b[bi].name;
+    long long d = hget_ll(k->c, n, "stats", "dequeued"), p = hget_ll(k->c, n, "stats", "processed"),
+              dd = hget_ll(k->c, n, "stats", "dead"), du = hget_ll(k->c, n, "stats", "duplicates"),
+              g = hget_ll(k->c, n, "stats", "granted"), dn = hget_ll(k->c, n, "stats", "done"),
+              rj = hget_ll(k->c, n, "stats", "rejected"), iv = hget_ll(k->c, n, "stats", "invalid"),
+              ctl = hget_ll(k->c, n, "stats", "ctl"), fu = hget_ll(k->c, n, "stats", "free_units"),
+              pa = hget_ll(k->c, n, "stats", "participants");
+    k->rep->dead_entries += dd;
+    k->rep->duplicates += du;
+    k->rep->granted += g;
+    k->rep->done += dn;
+    k->rep->rejected += rj;
+    k->rep->invalid += iv;
+    if (d != p + dd + du)
+        violation(cx, &k->rep->stats_errors, "%s: dequeued %lld != processed %lld + dead %lld + duplicates %lld", n, d, p, dd, du);
+    if (p != g + dn + rj + iv)
+        violation(cx, &k->rep->stats_errors, "%s: processed %lld != granted %lld + done %lld + rejected %lld + invalid %lld",
+                  n, p, g, dn, rj, iv);
+    if (g != counts[1] || dn != counts[2] || rj != counts[3] || iv != counts[4])
+        violation(cx, &k->rep->stats_errors, "%s: stats granted/done/rejected/invalid %lld/%lld/%lld/%lld, results say %lld/%lld/%lld/%lld",
+                  n, g, dn, rj, iv, counts[1], counts[2], counts[3], counts[4]);
+    if (g != granted_results)
+        violation(cx, &k->rep->stats_errors, "%s: stats.granted %lld, granted results %lld", n, g, granted_results);
+    long long hlen = harness_int(k->c, "HLEN alloc:{%s}:results", n);
+    if (hlen != p + ctl)
+        violation(cx, &k->rep->stats_errors, "%s: %lld results but processed %lld + ctl %lld", n, hlen, p, ctl);
+    if (fu != free_sum)
+        violation(cx, &k->rep->stats_errors, "%s: stats.free_units %lld, sum of free %lld", n, fu, free_sum);
+    long long dl = harness_int(k->c, "LLEN alloc:{%s}:dead", n);
+    if (dl != dd)
+        violation(cx, &k->rep->stats_errors, "%s: dead list has %lld entries, stats.dead %lld", n, dl, dd);
+    if (dl < dead_acked || dl > dead_attempts)
+        violation(cx, &k->rep->lost, "%s: dead list has %lld entries; %lld unreadable pushes were acknowledged (%lld sent)",
+                  n, dl, dead_acked, dead_attempts);
+    long long sp = harness_int(k->c, "SCARD alloc:{%s}:participants", n);
+    if (pa != sp)
+        violation(cx, &k->rep->stats_errors, "%s: stats.participants %lld, participants set %lld", n, pa, sp);
+    const char *lists[] = { "queue", "processing", "ctl", "ctlprocessing" };
+    for (size_t i = 0; i < 4; i++) {
+        long long l = harness_int(k->c, "LLEN alloc:{%s}:%s", n, lists[i]);
+        if (l != 0) violation(cx, &k->rep->lost, "%s: %lld entries left in %s", n, l, lists[i]);
+    }
+}
+
+/* CHAOS_TAMPER=N damages Redis just before the checks, to show that the
+ * checker sees each kind of violation (a checker that passes everything
+ * proves nothing): 1 free+1, 2 a second grant of a granted request, 3 a
+ * result deleted, 4 a result nobody asked for, 5 a holder changed, 6 a
+ * request left in processing, 7 stats.processed+1, 8 a stock order over
+ * per_user in the log. */
+static void tamper(chaos_ctx *cx)
+{
+    const char *t = getenv("CHAOS_TAMPER");
+    if (!t || !*t) return;
+    redisContext *c = harness_redis_connect(&cx->redis);
+    if (!c) return;
+    redisReply *r = NULL;
+    char *granted = NULL;
+    const rec *g = NULL;
+    for (size_t i = 0; i < cx->prod[0].recs.n && !g; i++) {
+        const rec *rc = &cx->prod[0].recs.v[i];
+        if (rc->batch != B_CS1 || rc->expect != EXP_VALID || strcmp(rc->op, "buy")) continue;
+        granted = harness_str(c, "HGET alloc:{cs1}:results %s", rc->id);
+        if (granted && strstr(granted, "\"granted\"")) g = rc;
+        else { free(granted); granted = NULL; }
+    }
+    switch (atoi(t)) {
+    case 1: r = redisCommand(c, "HINCRBY alloc:{cs1}:free sku1 1"); break;
+    case 2:
+        if (g) r = redisCommand(c, "XADD alloc:{cs1}:log * type grant user %s item sku1 qty 1 order 42 req %s at 1",
+                                g->user, g->id);
+        break;
+    case 3: if (g) r = redisCommand(c, "HDEL alloc:{cs1}:results %s", g->id); break;
+    case 4: r = redisCommand(c, "HSET alloc:{cs1}:results nobody {\"id\":\"nobody\",\"status\":\"done\"}"); break;
+    case 5: r = redisCommand(c, "HSET alloc:{cr1}:holders s1 {\"item\":\"R002\",\"since\":1,\"req\":\"x\"}"); break;
+    case 6: r = redisCommand(c, "RPUSH alloc:{cs2}:processing {}"); break;
+    case 7: r = redisCommand(c, "HINCRBY alloc:{cs2}:stats processed 1"); break;
+    case 8:
+        r = redisCommand(c, "XADD alloc:{cs1}:log * type grant user zz item sku4 qty 5 order 43 req p0-0 at 1");
+        break;
+    }
+    if (r) freeReplyObject(r);
+    free(granted);
+    redisFree(c);
+}
+
+static void run_checks(chaos_ctx *cx)
+{
+    checker k = { .cx = cx, .rep = cx->rep };
+    k.c = harness_redis_connect(&cx->redis);
+    if (!k.c) { violation(cx, &cx->rep->other, "checker: cannot connect to Redis"); return; }
+    struct timeval tv = { 60, 0 };
+    redisSetTimeout(k.c, tv);
+    size_t total = cx->follower.recs.n + cx->admin.recs.n;
+    for (int i = 0; i < cx->n_producers; i++) total += cx->prod[i].recs.n;
+    idmap_init(&k.ids, total);
+    producer *all[66];
+    int n_all = 0;
+    for (int i = 0; i < cx->n_producers && n_all < 64; i++) all[n_all++] = &cx->prod[i];
+    all[n_all++] = &cx->follower;
+    all[n_all++] = &cx->admin;
+    for (int i = 0; i < n_all; i++)
+        for (size_t j = 0; j < all[i]->recs.n; j++) idmap_put(&k.ids, &all[i]->recs.v[j]);
+    cx->rep->distinct_ids = (long)total;
+    for (int bi = 0; bi < NB; bi++) {
+        long long counts[5] = { 0 }, granted = 0, free_sum = 0, dead_acked = 0, dead_attempts = 0;
+        check_results(&k, bi, &granted, counts);
+        replay rp = { .b = &cx->b[bi], .holders = json_object() };
+        for (int it = 0; it < cx->b[bi].n_items; it++) rp.cap[it] = cx->b[bi].caps[it];
+        replay_log(&k, &rp);
+        compare_state(&k, &rp, &free_sum);
+        json_decref(rp.holders);
+        for (int i = 0; i < n_all; i++) {
+            dead_acked += all[i]->k.dead_acked[bi];
+            dead_attempts += all[i]->k.dead_attempts[bi];
+        }
+        check_stats(&k, bi, granted, counts, free_sum, dead_acked, dead_attempts);
+    }
+    for (int i = 0; i < n_all; i++)
+        for (size_t j = 0; j < all[i]->recs.n; j++) {
+            rec *rc = &all[i]->recs.v[j];
+            if (!rc->seen) {
+                violation(cx, &cx->rep->lost, "%s: '%s' was pushed (acknowledged) but has no result: %.160s",
+                          cx->b[rc->batch].name, rc->id, rc->json);
+                continue;
+            }
+            check_effects(&k, rc);
+        }
+    free(k.ids.slot);
+    redisFree(k.c);
+}
+
+/* ------------------------------------------------------------ setup -- */
+
+static void define_batches(chaos_ctx *cx)
+{
+    long R = cx->p->requests;
+    batch_def *b = &cx->b[B_CS1];
+    b->name = "cs1";
+    b->per_user = 3;
+    b->n_items = 5;
+    long long caps1[] = { R / 25 + 20, R / 60 + 10, 150, 3, 0 };
+    for (int i = 0; i < b->n_items; i++) {
+        snprintf(b->items[i], sizeof b->items[i], "sku%d", i + 1);
+        b->caps[i] = caps1[i];
+    }
+    b = &cx->b[B_CS2];
+    b->name = "cs2";
+    b->per_user = 2;
+    b->hold_ms = 700;
+    b->n_items = 4;
+    long long caps2[] = { R / 60 + 20, R / 150 + 10, 40, 2 };
+    for (int i = 0; i < b->n_items; i++) {
+        snprintf(b->items[i], sizeof b->items[i], "hold%d", i + 1);
+        b->caps[i] = caps2[i];
+    }
+    b = &cx->b[B_CR1];
+    b->name = "cr1";
+    b->room = 1;
+    b->per_user = 1;
+    b->max_group = 4;
+    b->n_items = 80;
+    static const char *const building[] = { "A", "B", "C" };
+    for (int i = 0; i < b->n_items; i++) {
+        snprintf(b->items[i], sizeof b->items[i], "R%03d", i + 1);
+        b->caps[i] = 1 + i % 4;
+        snprintf(b->attrs[i], sizeof b->attrs[i], "{\"building\":\"%s\",\"floor\":%d,\"gender\":\"%s\"}",
+                 building[i % 3], 1 + (i / 3) % 4, i % 2 ? "M" : "F");
+    }
+}
+
+static int create_batches(chaos_ctx *cx)
+{
+    redisContext *c = harness_redis_connect(&cx->redis);
+    if (!c) return -1;
+    for (int bi = 0; bi < NB; bi++) {
+        const batch_def *b = &cx->b[bi];
+        redisReply *r = redisCommand(c, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d",
+                                     b->name, b->room ? "room" : "stock", b->per_user, b->hold_ms,
+                                     b->max_group ? b->max_group : 8);
+        if (r) freeReplyObject(r);
+        for (int i = 0; i < b->n_items; i++) {
+            r = redisCommand(c, "HSET alloc:{%s}:capacity %s %lld", b->name, b->items[i], b->caps[i]);
+            if (r) freeReplyObject(r);
+            if (b->room) {
+                r = redisCommand(c, "HSET alloc:{%s}:attrs %s %s", b->name, b->items[i], b->attrs[i]);
+                if (r) freeReplyObject(r);
+            }
+        }
+        r = redisCommand(c, "SADD alloc:batches %s", b->name);
+        if (r) freeReplyObject(r);
+    }
+    int err = c->err;
+    redisFree(c);
+    return err ? -1 : 0;
+}
+
+static void scan_logs(chaos_ctx *cx)
+{
+    DIR *d = opendir(cx->redis.dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "allocd-", 7) || !strstr(de->d_name, ".log")) continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", cx->redis.dir, de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        char line[2048];
+        while (fgets(line, sizeof line, f)) {
+            if (strstr(line, "connection lost") || strstr(line, "cannot connect")) cx->rep->log_connection_lost++;
+            if (strstr(line, "timeout") || strstr(line, "timed out")) cx->rep->log_timeouts++;
+            if (strstr(line, ": connected to ")) cx->rep->log_connected++;
+        }
+        fclose(f);
+    }
+    closedir(d);
+}
+
+void chaos_params_default(chaos_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->requests = 20000;
+    p->kills = 8;
+    p->redis_restarts = 2;
+    p->seed = 1;
+    p->producers = 3;
+}
+
+int chaos_run(const chaos_params *params, chaos_report *rep)
+{
+    chaos_params p = *params;
+    if (p.producers <= 0) p.producers = 3;
+    if (p.producers > 64) p.producers = 64;
+    if (p.seconds <= 0) p.seconds = (int)(p.requests / 2500) + 10;
+    if (p.drain_seconds <= 0) p.drain_seconds = 90 + (int)(p.requests / 1000);
+    memset(rep, 0, sizeof *rep);
+    signal(SIGPIPE, SIG_IGN);   /* a write to a Redis that just died must not kill us */
+
+    chaos_ctx *cx = calloc(1, sizeof *cx);
+    if (!cx) return -1;
+    cx->p = &p;
+    cx->rep = rep;
+    cx->seconds = p.seconds;
+    pthread_mutex_init(&cx->mu, NULL);
+    pthread_mutex_init(&cx->msg_mu, NULL);
+    define_batches(cx);
+    uint64_t rng = p.seed * 0x9e3779b97f4a7c15ULL + 12345;
+
+    if (harness_redis_start(&cx->redis, "--appendonly yes --appendfsync always --enable-debug-command yes") < 0) {
+        violation(cx, &rep->other, "redis-server did not start");
+        free(cx);
+        return -1;
+    }
+    snprintf(rep->dir, sizeof rep->dir, "%s", cx->redis.dir);
+    if (create_batches(cx) < 0) {
+        violation(cx, &rep->other, "could not create the batches");
+        harness_redis_stop(&cx->redis);
+        free(cx);
+        return -1;
+    }
+    snprintf(cx->allocd_conf, sizeof cx->allocd_conf,
+             "chunk = 64;\nredis_timeout_ms = 1000;\nconnect_timeout_ms = 1000;\n"
+             "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\n");
+    cx->t0 = now_s();
+    allocd_start(cx);
+
+    /* producers, follower, admin */
+    cx->n_producers = p.producers;
+    cx->prod = calloc((size_t)p.producers, sizeof *cx->prod);
+    atomic_store(&cx->producers_running, p.producers);
+    for (int i = 0; i < p.producers; i++) {
+        producer *pr = &cx->prod[i];
+        pr->cx = cx;
+        pr->idx = i;
+        pr->rng = p.seed * 1000003ULL + (uint64_t)i * 7919ULL + 1;
+        pr->n = p.requests / p.producers + (i < p.requests % p.producers ? 1 : 0);
+        pthread_create(&pr->th, NULL, producer_main, pr);
+    }
+    cx->follower = (producer){ .cx = cx, .idx = 100, .rng = p.seed * 31ULL + 17 };
+    cx->admin = (producer){ .cx = cx, .idx = 101, .rng = p.seed * 131ULL + 29 };
+    pthread_create(&cx->follower.th, NULL, follower_main, &cx->follower);
+    pthread_create(&cx->admin.th, NULL, admin_main, &cx->admin);
+    progress(cx, "pushing %ld requests over %d s with %d producers", p.requests, p.seconds, p.producers);
+
+    run_faults(cx, &rng);
+    for (int i = 0; i < p.producers; i++) pthread_join(cx->prod[i].th, NULL);
+    pthread_join(cx->admin.th, NULL);
+    pthread_join(cx->follower.th, NULL);
+    rep->push_seconds = now_s() - cx->t0;
+    progress(cx, "all pushed; draining");
+
+    double dstart = now_s();
+    allocd_watch(cx);
+    if (wait_drain(cx) < 0)
+        violation(cx, &rep->lost, "allocd did not drain within %d s (queue or processing not empty, or stats do not add up)",
+                  p.drain_seconds);
+    /* reservations still held must run out and be expired by allocd */
+    harness_sleep_ms(cx->b[B_CS2].hold_ms + 1500);
+    if (wait_drain(cx) < 0) violation(cx, &rep->lost, "allocd busy again after the expiry wait");
+    rep->drain_seconds = now_s() - dstart;
+    allocd_watch(cx);
+    rep->allocd_final_exit = harness_allocd_stop(&cx->allocd);
+    if (rep->allocd_final_exit != 0)
+        violation(cx, &rep->other, "allocd exited %d after SIGTERM (expected 0: drain and exit)", rep->allocd_final_exit);
+    progress(cx, "checking");
+
+    for (int i = 0; i < p.producers; i++) {
+        producer *pr = &cx->prod[i];
+        rep->pushed += pr->k.pushed;
+        rep->push_attempts += pr->k.attempts;
+        rep->push_retries += pr->k.retries;
+        rep->dup_pushes += pr->k.dups;
+        rep->garbage_invalid += pr->k.invalid;
+        for (int b = 0; b < NB; b++) rep->garbage_dead += pr->k.dead_acked[b];
+    }
+    rep->pushed += cx->follower.k.pushed + cx->admin.k.pushed;
+    rep->push_attempts += cx->follower.k.attempts + cx->admin.k.attempts;
+    rep->push_retries += cx->follower.k.retries + cx->admin.k.retries;
+    rep->ctl_pushed = cx->admin.k.pushed;
+
+    tamper(cx);
+    run_checks(cx);
+    scan_logs(cx);
+    rep->total_seconds = now_s() - cx->t0;
+
+    if (p.keep) setenv("HARNESS_KEEP", "1", 1);
+    harness_redis_stop(&cx->redis);
+    for (int i = 0; i < p.producers; i++) recvec_free(&cx->prod[i].recs);
+    recvec_free(&cx->follower.recs);
+    recvec_free(&cx->admin.recs);
+    free(cx->prod);
+    free(cx->cand);
+    pthread_mutex_destroy(&cx->mu);
+    pthread_mutex_destroy(&cx->msg_mu);
+    free(cx);
+    return rep->violations ? 1 : 0;
+}
+
+void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
+{
+    fprintf(f,
+            "---- chaos report (seed %" PRIu64 ") ----\n"
+            "requests pushed   %ld   (RPUSHes incl. retries %ld, connection retries %ld)\n"
+            "  of which        %ld duplicate ids, %ld dead garbage, %ld invalid garbage, %ld admin commands\n"
+            "distinct ids      %ld\n"
+            "kills             %d   (allocd starts %d, unexpected exits %d, final exit %d)\n"
+            "redis restarts    %d   (outages %d, DEBUG SLEEPs %d)\n"
+            "results           %ld   (granted %ld, done %ld, rejected %ld, invalid %ld)\n"
+            "dead entries      %ld   duplicates %ld\n"
+            "log entries       %ld   (grants %ld, expiries %ld)\n"
+            "allocd log        %d connection-lost, %d timeout, %d connected lines\n"
+            "time              push %.1f s, drain %.1f s, total %.1f s\n"
+            "lost              %ld\n"
+            "applied twice     %ld\n"
+            "oversold          %ld\n"
+            "phantom results   %ld\n"
+            "replay mismatches %ld\n"
+            "stats errors      %ld\n"
+            "other             %ld\n"
+            "dir               %s%s\n",
+            p->seed, r->pushed, r->push_attempts, r->push_retries, r->dup_pushes, r->garbage_dead,
+            r->garbage_invalid, r->ctl_pushed, r->distinct_ids, r->kills, r->allocd_starts,
+            r->allocd_unexpected_exits, r->allocd_final_exit, r->redis_restarts, r->outages,
+            r->slow_sleeps, r->results, r->granted, r->done, r->rejected, r->invalid,
+            r->dead_entries, r->duplicates, r->log_entries, r->grants_logged, r->expiries,
+            r->log_connection_lost, r->log_timeouts, r->log_connected, r->push_seconds,
+            r->drain_seconds, r->total_seconds, r->lost, r->applied_twice, r->oversold,
+            r->phantom, r->mismatches, r->stats_errors, r->other, r->dir,
+            p->keep ? " (kept)" : " (removed)");
+    for (int i = 0; i < r->n_msgs; i++) fprintf(f, "VIOLATION: %s\n", r->msgs[i]);
+    if (r->violations > r->n_msgs)
+        fprintf(f, "... and %ld more violations\n", r->violations - r->n_msgs);
+    fprintf(f, "chaos: %s (%ld violations)\n", r->violations ? "FAILED" : "PASSED", r->violations);
+}
