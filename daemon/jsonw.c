@@ -134,6 +134,7 @@ void jsonw_strn(jsonw *w, const char *s, size_t n)
         unsigned char c = p[i];
         if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') { *o++ = (char)c; i++; continue; }
         if (c == '"' || c == '\\') { *o++ = '\\'; *o++ = (char)c; i++; continue; }
+        if (c == 0) { memcpy(o, "\xef\xbf\xbd", 3); o += 3; i++; continue; } /* NUL: U+FFFD, as invalid bytes */
         if (c < 0x20) {
             *o++ = '\\';
             switch (c) {

@@ -249,6 +249,39 @@ static int parse_admin_op(request *q, json_t *obj)
     }
 }
 
+/* A number jansson cannot hold (an integer beyond 64 bits, a real that
+ * overflows a double) makes the whole document unreadable, though its id
+ * may be perfectly readable. Such numbers are replaced by 0 so the document
+ * parses; the caller then answers `invalid` instead of sending a readable
+ * id to dead. */
+static int number_char(char c)
+{
+    return c && strchr("0123456789+-.eE", c) != NULL;
+}
+
+static json_t *parse_tolerating_overflow(const char *raw, size_t len, json_error_t *jerr,
+                                         int *overflowed)
+{
+    json_t *doc = json_loadb(raw, len, JSON_DECODE_ANY, jerr);
+    if (doc || json_error_code(jerr) != json_error_numeric_overflow) return doc;
+    char *copy = malloc(len ? len : 1);
+    if (!copy) return NULL;
+    memcpy(copy, raw, len);
+    for (int tries = 0; tries < 64 && !doc && json_error_code(jerr) == json_error_numeric_overflow; tries++) {
+        size_t pos = jerr->position > 0 ? (size_t)jerr->position : 0;
+        size_t end = pos < len ? pos : len, start = end;
+        while (start > 0 && number_char(copy[start - 1])) start--;
+        while (end < len && number_char(copy[end])) end++;
+        if (start == end) break;
+        copy[start] = '0';
+        memset(copy + start + 1, ' ', end - start - 1);
+        *overflowed = 1;
+        doc = json_loadb(copy, len, JSON_DECODE_ANY, jerr);
+    }
+    free(copy);
+    return doc;
+}
+
 static void describe_json_error(request *q, const json_error_t *e)
 {
     set_error(q, REQUEST_DEAD, "invalid JSON at line %d column %d: %s", e->line, e->column, e->text);
@@ -262,7 +295,8 @@ void request_parse(request *q, const char *raw, size_t len, size_t max_bytes, in
         return;
     }
     json_error_t jerr;
-    json_t *doc = json_loadb(raw, len, JSON_DECODE_ANY, &jerr);
+    int overflowed = 0;
+    json_t *doc = parse_tolerating_overflow(raw, len, &jerr, &overflowed);
     if (!doc) { describe_json_error(q, &jerr); return; }
     q->doc = doc;
     if (!json_is_object(doc)) { set_error(q, REQUEST_DEAD, "request is not a JSON object"); return; }
@@ -274,6 +308,10 @@ void request_parse(request *q, const char *raw, size_t len, size_t max_bytes, in
     if (json_is_string(user) && valid_name(json_string_value(user))) q->r.user = json_string_value(user);
     if (!valid_id(q->r.id)) {
         set_error(q, REQUEST_INVALID, "'id' must be 1 to %d printable ASCII characters", ENGINE_ID_MAX);
+        return;
+    }
+    if (overflowed) {
+        set_error(q, REQUEST_INVALID, "a number is out of range (beyond a 64-bit integer or a double)");
         return;
     }
     json_t *op = json_object_get(doc, "op");
