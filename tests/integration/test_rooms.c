@@ -190,7 +190,7 @@ static void test_throttle(void **state)
         itest_push(f, "th", "{\"id\":\"f%d\",\"user\":\"flood\",\"op\":\"release\"}", i);
     itest_push(f, "th", "{\"id\":\"ok1\",\"user\":\"calm\",\"op\":\"choose\",\"room\":\"R4\"}");
     for (int i = 0; i < 3; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "f%d", i);
         itest_expect(f, "th", id, "rejected", "not_holding");
     }
@@ -227,7 +227,7 @@ static void test_admin_commands_race_requests(void **state)
     /* 2+3+1+10 = 16 beds, s1 has one, so 15 of the 50 get one */
     long long granted = 0;
     for (int i = 0; i < 50; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "y%d", i);
         json_t *r = itest_result(f, "ad", id);
         if (!strcmp(itest_jstr(r, "status"), "granted")) granted++;
