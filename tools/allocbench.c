@@ -1,0 +1,761 @@
+/* allocbench -- allocd measured side by side with the alternatives.
+ *
+ * The issue "Faster than the alternatives, measured side by side" asks for
+ * ratios, not absolute numbers: on a small shared machine only a ratio
+ * measured in the same run, on the same Redis, with the same request mix
+ * means anything. So this tool starts its own Redis (or uses --redis) and
+ * allocd (or uses a running one with --no-daemon), runs each scenario
+ * through allocd, through a Lua-script-per-request design and through a
+ * lock-per-room design, and prints a table, one machine-readable RESULT
+ * line per run, and a TARGET line (MET / NOT MET) per goal of the issue.
+ * The pieces live in tools/bench/ (see bench.h and designs.h); this file
+ * only parses options, sequences the runs and reports.
+ */
+#include "bench/designs.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_ROWS 64
+#define MAX_SWEEP 8
+
+enum { D_ALLOCD = 1, D_LUA = 2, D_LOCK = 4 };
+
+typedef struct options {
+    const char *redis_url, *allocd_bin, *prefix;
+    int no_daemon;
+    pid_t daemon_pid;
+    int chunk, registry_ms;
+    int scenarios[SC_COUNT];
+    int prepushed, live;
+    long requests, users, items;
+    int hold_ms, producers, depth, timeout_s, batches, tick_us;
+    double rate;
+    int designs, lua_seconds, lock_threads, lock_sleep_us, lock_seconds, lock_precheck;
+    int probe, rate_test, targets, memory;
+    int sweep[MAX_SWEEP], n_sweep;
+    uint64_t seed;
+} options;
+
+typedef struct row {
+    char mode[32];
+    scenario_id sc;
+    int chunk, sweep;
+    double load;              /* 1-minute load average when the row started */
+    workload w;
+    run_result a;
+    alt_result lua, lock;
+    int has_a, a_ok, lua_ok, lock_ok, has_lua, has_lock;
+} row;
+
+typedef struct bench {
+    options opt;
+    bench_redis redis;
+    bench_target target;
+    bench_daemon daemon;
+    int own_redis;
+    pid_t redis_pid;
+    char dir[256];
+    int batch_seq;
+    row *rows;
+    int n_rows;
+    probe_result probe;
+    int probe_ok;
+    double max_live;          /* rate-test: unpaced live throughput */
+    char redis_ver[64];
+    double load_start;
+} bench;
+
+/* ---------------------------------------------------------- options -- */
+
+static void usage(FILE *f)
+{
+    fputs("usage: allocbench [options]\n"
+          "  --scenario LIST       stock, stock-hot, rooms, rooms-hot, groups, reservations, all (commas, repeatable)\n"
+          "  --mode MODE           prepushed (default), live, both\n"
+          "  --requests N          requests per run (200000)\n"
+          "  --users U             distinct users (scenario default: stock N/2, rooms N)\n"
+          "  --items K             items / rooms (scenario default)\n"
+          "  --hold-ms MS          reservations: hold_ms (50)\n"
+          "  --batches K           spread the requests over K batches served at once (1)\n"
+          "  --producers P         live producers, and Lua connections (4)\n"
+          "  --depth D             pipeline depth per connection (128)\n"
+          "  --rate R              live: pace producers at R req/s in total\n"
+          "  --tick-us US          paced producers send what is due every US microseconds (1000)\n"
+          "  --compare             also run the Lua and the lock designs (= --designs allocd,lua,lock)\n"
+          "  --designs LIST        which of allocd,lua,lock to run (allocd)\n"
+          "  --lua-seconds S       cap of a Lua run (60)\n"
+          "  --lock-threads T      lock design client threads (64)\n"
+          "  --lock-sleep-us US    lock design retry sleep, base (1000; jitter adds up to as much)\n"
+          "  --lock-seconds S      cap of a lock run (10)\n"
+          "  --lock-precheck       lock design reads before locking too\n"
+          "  --probe N             N lone requests on an idle batch (latency)\n"
+          "  --rate-test           stock live at full speed, then paced at half of it\n"
+          "  --chunk-sweep LIST    stock prepushed at each chunk size, e.g. 64,256,1024,4096\n"
+          "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n"
+          "  --targets             the standard comparison: all scenarios, --compare, --rate-test,\n"
+          "                        --probe 300, --chunk-sweep 256,1024, and every TARGET line\n"
+          "  --chunk N             allocd chunk (512)\n"
+          "  --registry-ms MS      allocd registry_interval_ms (default: allocd's own)\n"
+          "  --redis URL           use this Redis (unix:///path or redis://host:port)\n"
+          "  --allocd PATH         allocd binary (build/allocd)\n"
+          "  --no-daemon           use an allocd that is already running (same Redis, --prefix)\n"
+          "  --pid PID             its pid, for memory and CPU figures\n"
+          "  --prefix P            key prefix (allocbench; alloc with --no-daemon)\n"
+          "  --timeout S           longest wait for one run's results (300)\n"
+          "  --seed N              request mix seed (1)\n", f);
+}
+
+static int parse_sweep(options *o, const char *list)
+{
+    o->n_sweep = 0;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *s = strtok(buf, ","); s && o->n_sweep < MAX_SWEEP; s = strtok(NULL, ","))
+        if ((o->sweep[o->n_sweep++] = atoi(s)) <= 0) return -1;
+    return 0;
+}
+
+/* One name, "all", or a comma-separated list. */
+static int parse_scenario(options *o, const char *list)
+{
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *name = strtok(buf, ","); name; name = strtok(NULL, ",")) {
+        scenario_id sc;
+        if (!strcmp(name, "all")) {
+            for (int i = 0; i < SC_COUNT; i++) o->scenarios[i] = 1;
+        } else if (scenario_parse(name, &sc) == 0) {
+            o->scenarios[sc] = 1;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int parse_designs(options *o, const char *list)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", list);
+    o->designs = 0;
+    for (char *s = strtok(buf, ","); s; s = strtok(NULL, ",")) {
+        if (!strcmp(s, "allocd")) o->designs |= D_ALLOCD;
+        else if (!strcmp(s, "lua")) o->designs |= D_LUA;
+        else if (!strcmp(s, "lock")) o->designs |= D_LOCK;
+        else return -1;
+    }
+    return o->designs ? 0 : -1;
+}
+
+static int parse_mode(options *o, const char *m)
+{
+    o->prepushed = !strcmp(m, "prepushed") || !strcmp(m, "both");
+    o->live = !strcmp(m, "live") || !strcmp(m, "both");
+    return o->prepushed || o->live ? 0 : -1;
+}
+
+static void defaults(options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->allocd_bin = "build/allocd";
+    o->chunk = 512;
+    o->prepushed = 1;
+    o->requests = 200000;
+    o->producers = 4;
+    o->depth = 128;
+    o->timeout_s = 300;
+    o->lua_seconds = 60;
+    o->lock_threads = 64;
+    o->lock_sleep_us = 1000;
+    o->lock_seconds = 10;
+    o->seed = 1;
+    o->batches = 1;
+    o->tick_us = 1000;
+    o->designs = 0;
+}
+
+static void apply_targets(options *o)
+{
+    for (int i = 0; i < SC_COUNT; i++) o->scenarios[i] = 1;
+    o->designs |= D_ALLOCD | D_LUA | D_LOCK;
+    o->rate_test = 1;
+    if (!o->probe) o->probe = 300;
+    if (!o->n_sweep) parse_sweep(o, "256,1024");
+}
+
+enum {
+    O_SCENARIO = 256, O_MODE, O_REQUESTS, O_USERS, O_ITEMS, O_HOLD, O_PRODUCERS, O_DEPTH,
+    O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
+    O_RATE_TEST, O_SWEEP, O_MEMORY, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
+    O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP
+};
+
+static const struct option long_opts[] = {
+    { "scenario", 1, 0, O_SCENARIO }, { "mode", 1, 0, O_MODE }, { "requests", 1, 0, O_REQUESTS },
+    { "users", 1, 0, O_USERS }, { "items", 1, 0, O_ITEMS }, { "hold-ms", 1, 0, O_HOLD },
+    { "producers", 1, 0, O_PRODUCERS }, { "depth", 1, 0, O_DEPTH }, { "rate", 1, 0, O_RATE },
+    { "compare", 0, 0, O_COMPARE }, { "lua-seconds", 1, 0, O_LUA_S },
+    { "lock-threads", 1, 0, O_LOCK_T }, { "lock-sleep-us", 1, 0, O_LOCK_SLEEP },
+    { "lock-seconds", 1, 0, O_LOCK_S }, { "lock-precheck", 0, 0, O_LOCK_PRE },
+    { "probe", 1, 0, O_PROBE }, { "rate-test", 0, 0, O_RATE_TEST }, { "chunk-sweep", 1, 0, O_SWEEP },
+    { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "chunk", 1, 0, O_CHUNK },
+    { "registry-ms", 1, 0, O_REGISTRY }, { "redis", 1, 0, O_REDIS }, { "allocd", 1, 0, O_ALLOCD },
+    { "no-daemon", 0, 0, O_NO_DAEMON }, { "pid", 1, 0, O_PID }, { "prefix", 1, 0, O_PREFIX },
+    { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
+    { "designs", 1, 0, O_DESIGNS }, { "batches", 1, 0, O_BATCHES },
+    { "tick-us", 1, 0, O_TICK },
+    { 0, 0, 0, 0 }
+};
+
+static int parse_int_opts(options *o, int c, const char *v)
+{
+    switch (c) {
+    case O_REQUESTS: o->requests = atol(v); return o->requests > 0 ? 0 : -1;
+    case O_USERS: o->users = atol(v); return 0;
+    case O_ITEMS: o->items = atol(v); return 0;
+    case O_HOLD: o->hold_ms = atoi(v); return 0;
+    case O_PRODUCERS: o->producers = atoi(v); return o->producers > 0 ? 0 : -1;
+    case O_DEPTH: o->depth = atoi(v); return o->depth > 0 ? 0 : -1;
+    case O_RATE: o->rate = atof(v); return o->rate >= 0 ? 0 : -1;
+    case O_LUA_S: o->lua_seconds = atoi(v); return 0;
+    case O_LOCK_T: o->lock_threads = atoi(v); return o->lock_threads > 0 ? 0 : -1;
+    case O_LOCK_SLEEP: o->lock_sleep_us = atoi(v); return 0;
+    case O_LOCK_S: o->lock_seconds = atoi(v); return 0;
+    case O_PROBE: o->probe = atoi(v); return 0;
+    case O_CHUNK: o->chunk = atoi(v); return o->chunk > 0 ? 0 : -1;
+    case O_REGISTRY: o->registry_ms = atoi(v); return 0;
+    case O_PID: o->daemon_pid = (pid_t)atol(v); return 0;
+    case O_TIMEOUT: o->timeout_s = atoi(v); return o->timeout_s > 0 ? 0 : -1;
+    case O_SEED: o->seed = strtoull(v, NULL, 10); return 0;
+    case O_TICK: o->tick_us = atoi(v); return o->tick_us >= 0 ? 0 : -1;
+    case O_BATCHES: o->batches = atoi(v); return o->batches > 0 && o->batches <= 64 ? 0 : -1;
+    }
+    return 1; /* not an integer option */
+}
+
+static int parse_one(options *o, int c, const char *v, int *targets)
+{
+    int rc = parse_int_opts(o, c, v);
+    if (rc <= 0) return rc;
+    switch (c) {
+    case O_SCENARIO: return parse_scenario(o, v);
+    case O_MODE: return parse_mode(o, v);
+    case O_COMPARE: o->designs |= D_ALLOCD | D_LUA | D_LOCK; return 0;
+    case O_DESIGNS: return parse_designs(o, v);
+    case O_LOCK_PRE: o->lock_precheck = 1; return 0;
+    case O_RATE_TEST: o->rate_test = 1; return 0;
+    case O_SWEEP: return parse_sweep(o, v);
+    case O_MEMORY: o->memory = 1; return 0;
+    case O_TARGETS: *targets = 1; return 0;
+    case O_REDIS: o->redis_url = v; return 0;
+    case O_ALLOCD: o->allocd_bin = v; return 0;
+    case O_NO_DAEMON: o->no_daemon = 1; return 0;
+    case O_PREFIX: o->prefix = v; return 0;
+    case O_HELP: usage(stdout); exit(0);
+    }
+    return -1;
+}
+
+static int parse_options(options *o, int argc, char **argv)
+{
+    int c, targets = 0, any = 0;
+    defaults(o);
+    while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        if (c == 'h') { usage(stdout); exit(0); }
+        if (c == '?' || parse_one(o, c, optarg, &targets) < 0) {
+            fprintf(stderr, "allocbench: bad option or value (see --help)\n");
+            return -1;
+        }
+    }
+    if (optind < argc) { fprintf(stderr, "allocbench: unexpected argument '%s'\n", argv[optind]); return -1; }
+    if (targets) { o->targets = 1; apply_targets(o); }
+    for (int i = 0; i < SC_COUNT; i++) any |= o->scenarios[i];
+    if (!any) o->scenarios[SC_STOCK] = 1;
+    if (!o->designs) o->designs = D_ALLOCD;
+    if (!o->prefix) o->prefix = o->no_daemon ? "alloc" : "allocbench";
+    if (o->chunk > 4096) { fprintf(stderr, "allocbench: allocd accepts chunk 1..4096\n"); return -1; }
+    return 0;
+}
+
+/* ------------------------------------------------------------ setup --- */
+
+static int start_redis(bench *b)
+{
+    if (b->opt.redis_url) {
+        if (bench_target_parse(&b->target, b->opt.redis_url) < 0) {
+            fprintf(stderr, "allocbench: bad --redis URL '%s'\n", b->opt.redis_url);
+            return -1;
+        }
+        const char *tmp = getenv("TMPDIR");
+        snprintf(b->dir, sizeof b->dir, "%s/allocbench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        return mkdtemp(b->dir) ? 0 : -1;
+    }
+    if (bench_redis_start(&b->redis) < 0) return -1;
+    b->own_redis = 1;
+    b->target = b->redis.target;
+    b->redis_pid = b->redis.pid;
+    snprintf(b->dir, sizeof b->dir, "%s", b->redis.dir);
+    return 0;
+}
+
+static void stop_all(bench *b)
+{
+    if (b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
+    if (b->own_redis) bench_redis_stop(&b->redis);
+    else if (b->dir[0]) rmdir(b->dir); /* only the daemon's config and log were there */
+}
+
+/* A fresh allocd (clean memory peak) on an empty Redis for every run. */
+static int fresh_daemon(bench *b, int chunk)
+{
+    redisContext *c = bench_connect(&b->target);
+    if (!c) { fprintf(stderr, "allocbench: cannot connect to %s\n", b->target.url); return -1; }
+    if (!b->opt.no_daemon && b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
+    if (b->own_redis) bench_ok(c, "FLUSHALL");
+    redisFree(c);
+    if (b->opt.no_daemon) return 0;
+    bench_daemon_opts d = {
+        .bin = b->opt.allocd_bin, .dir = b->dir, .redis_url = b->target.url,
+        .prefix = b->opt.prefix, .chunk = chunk, .registry_ms = b->opt.registry_ms,
+    };
+    if (bench_daemon_start(&b->daemon, &d) < 0) return -1;
+    bench_sleep_us(200000); /* connected, first registry poll done */
+    return 0;
+}
+
+static pid_t daemon_pid(const bench *b)
+{
+    return b->opt.no_daemon ? b->opt.daemon_pid : b->daemon.pid;
+}
+
+static void next_batch(bench *b, const char *what, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s-%d-%d", what, (int)getpid(), ++b->batch_seq);
+}
+
+static void cleanup(bench *b, const char *batch)
+{
+    redisContext *c = bench_connect(&b->target);
+    if (!c) return;
+    batch_cleanup(c, b->opt.prefix, batch);
+    redisFree(c);
+}
+
+/* ------------------------------------------------------------- runs --- */
+
+static row *new_row(bench *b, scenario_id sc, const char *mode, int chunk)
+{
+    if (b->n_rows == MAX_ROWS) return NULL;
+    row *r = &b->rows[b->n_rows++];
+    memset(r, 0, sizeof *r);
+    r->load = bench_loadavg();
+    r->sc = sc;
+    r->chunk = chunk;
+    snprintf(r->mode, sizeof r->mode, "%s", mode);
+    const options *o = &b->opt;
+    workload_init(&r->w, sc, o->requests, o->users, o->items, o->hold_ms, o->seed);
+    return r;
+}
+
+static void run_allocd(bench *b, row *r, const char *batch, int live, double rate)
+{
+    char err[256];
+    run_opts ro = {
+        .target = &b->target, .w = &r->w, .prefix = b->opt.prefix, .batch = batch,
+        .batches = b->opt.batches, .live = live, .tick_us = b->opt.tick_us,
+        .producers = b->opt.producers, .depth = b->opt.depth, .rate = rate, .timeout_s = b->opt.timeout_s, .chunk = r->chunk, .allocd_pid = daemon_pid(b),
+        .redis_pid = b->redis_pid,
+    };
+    fprintf(stderr, "allocbench: %s %s (chunk %d, %ld requests): allocd...\n",
+            scenario_name(r->sc), r->mode, r->chunk, r->w.n);
+    r->has_a = 1;
+    r->a_ok = allocd_run(&ro, &r->a, err, sizeof err) == 0;
+    if (!r->a_ok) fprintf(stderr, "allocbench: allocd run failed: %s\n", err);
+    if (r->a.missing) fprintf(stderr, "allocbench: %ld ids have no result\n", r->a.missing);
+}
+
+static void run_alts(bench *b, row *r, const char *batch)
+{
+    char err[256];
+    alt_opts ao = {
+        .target = &b->target, .w = &r->w, .batch = batch, .conns = b->opt.producers,
+        .depth = b->opt.depth, .threads = b->opt.lock_threads, .max_seconds = b->opt.lua_seconds,
+        .lock_sleep_us = b->opt.lock_sleep_us, .lock_precheck = b->opt.lock_precheck,
+        .redis_pid = b->redis_pid,
+    };
+    if (b->opt.designs & D_LUA) {
+        fprintf(stderr, "allocbench: %s: lua design...\n", scenario_name(r->sc));
+        r->has_lua = 1;
+        r->lua_ok = alt_lua_run(&ao, &r->lua, err, sizeof err) == 0;
+        if (!r->lua_ok) fprintf(stderr, "allocbench: lua run failed: %s\n", err);
+    }
+    if (!(b->opt.designs & D_LOCK)) return;
+    fprintf(stderr, "allocbench: %s: lock design (%d threads, cap %d s)...\n",
+            scenario_name(r->sc), ao.threads, b->opt.lock_seconds);
+    ao.max_seconds = b->opt.lock_seconds;
+    r->has_lock = 1;
+    r->lock_ok = alt_lock_run(&ao, &r->lock, err, sizeof err) == 0;
+    if (!r->lock_ok) fprintf(stderr, "allocbench: lock run failed: %s\n", err);
+}
+
+static row *run_one(bench *b, scenario_id sc, int live, double rate, int chunk, int designs)
+{
+    char mode[32], batch[96];
+    if (rate > 0) snprintf(mode, sizeof mode, "live@%.0f", rate);
+    else snprintf(mode, sizeof mode, "%s", live ? "live" : "prepushed");
+    if (b->opt.batches > 1) /* "prepushed/4b": the requests spread over 4 batches */
+        snprintf(mode + strlen(mode), sizeof mode - strlen(mode), "/%db", b->opt.batches);
+    row *r = new_row(b, sc, mode, chunk);
+    if (!r || fresh_daemon(b, chunk) < 0) return NULL;
+    next_batch(b, scenario_name(sc), batch, sizeof batch);
+    if (designs & D_ALLOCD) run_allocd(b, r, batch, live, rate);
+    if (designs & (D_LUA | D_LOCK)) run_alts(b, r, batch);
+    cleanup(b, batch);
+    return r;
+}
+
+static void run_scenarios(bench *b)
+{
+    const options *o = &b->opt;
+    for (int sc = 0; sc < SC_COUNT; sc++) {
+        if (!o->scenarios[sc]) continue;
+        if (o->prepushed) run_one(b, (scenario_id)sc, 0, 0, o->chunk, o->designs);
+        if (o->live) run_one(b, (scenario_id)sc, 1, o->rate, o->chunk, o->designs);
+    }
+}
+
+/* Max live throughput on stock, then the same at half of it (p99 target). */
+static void run_rate_test(bench *b)
+{
+    row *full = run_one(b, SC_STOCK, 1, 0, b->opt.chunk, D_ALLOCD);
+    if (!full || !full->a_ok) return;
+    b->max_live = full->a.tput;
+    row *half = run_one(b, SC_STOCK, 1, b->max_live / 2, b->opt.chunk, D_ALLOCD);
+    if (half) snprintf(half->mode, sizeof half->mode, "live@half");
+    if (half && b->opt.batches > 1) snprintf(half->mode, sizeof half->mode, "live@half/%db", b->opt.batches);
+}
+
+static void run_probe(bench *b)
+{
+    char batch[96], err[256];
+    workload w;
+    workload_init(&w, SC_STOCK, b->opt.probe, 0, 0, 0, b->opt.seed);
+    if (fresh_daemon(b, b->opt.chunk) < 0) return;
+    next_batch(b, "probe", batch, sizeof batch);
+    run_opts ro = { .target = &b->target, .w = &w, .prefix = b->opt.prefix, .batch = batch,
+                    .chunk = b->opt.chunk };
+    fprintf(stderr, "allocbench: probe: %d lone requests...\n", b->opt.probe);
+    b->probe_ok = allocd_probe(&ro, b->opt.probe, &b->probe, err, sizeof err) == 0;
+    if (!b->probe_ok) fprintf(stderr, "allocbench: probe failed: %s\n", err);
+    cleanup(b, batch);
+}
+
+static void run_sweep(bench *b)
+{
+    if (b->opt.no_daemon) {
+        fprintf(stderr, "allocbench: --chunk-sweep needs its own daemon; skipped\n");
+        return;
+    }
+    for (int i = 0; i < b->opt.n_sweep; i++) {
+        row *r = run_one(b, SC_STOCK, 0, 0, b->opt.sweep[i], D_ALLOCD);
+        if (r) r->sweep = 1;
+    }
+}
+
+/* ----------------------------------------------------------- report --- */
+
+static void cpu_model(char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) || !colon) continue;
+        snprintf(buf, len, "%s", colon + 2);
+        buf[strcspn(buf, "\n")] = '\0';
+        break;
+    }
+    fclose(f);
+}
+
+static void redis_version(const bench *b, char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown");
+    redisContext *c = bench_connect(&b->target);
+    if (!c) return;
+    redisReply *r = redisCommand(c, "INFO server");
+    const char *v = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "redis_version:") : NULL;
+    if (v) { snprintf(buf, len, "%s", v + 14); buf[strcspn(buf, "\r\n")] = '\0'; }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+}
+
+static void print_machine(const bench *b)
+{
+    char cpu[128];
+    cpu_model(cpu, sizeof cpu);
+    printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it)\n"
+           "setup: redis %s (%s); allocd %s, chunk %d; producers / Lua connections %d x depth %d; "
+           "lock threads %d, retry sleep %d-%d us\n",
+           sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->redis_ver,
+           b->own_redis ? "private, unix socket, no persistence" : b->target.url,
+           b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk, b->opt.producers,
+           b->opt.depth, b->opt.lock_threads, b->opt.lock_sleep_us, 2 * b->opt.lock_sleep_us);
+}
+
+static double pct(long part, long whole) { return whole > 0 ? 100.0 * (double)part / (double)whole : 0; }
+
+static void print_allocd_table(const bench *b)
+{
+    printf("\nallocd (req/s from SADD or first push to last result; drain: from the first take)\n");
+    printf("%-13s %-10s %5s %8s %9s %9s %7s %7s %7s %7s %6s %8s %8s %8s %8s %7s %6s %6s %5s\n",
+           "scenario", "mode", "chunk", "n", "req/s", "drain/s", "p50ms", "p99ms", "p999ms",
+           "cmd/req", "rt/req", "rt/chunk", "redisus", "cpuR_us", "cpuA_us", "peakMB", "B/part", "grant%",
+           "load");
+    for (int i = 0; i < b->n_rows; i++) {
+        const row *r = &b->rows[i];
+        const run_result *a = &r->a;
+        if (!r->has_a) continue;
+        printf("%-13s %-10s %5d %8ld %9.0f %9.0f %7.2f %7.2f %7.2f %7.2f %6.3f %8.2f %8.2f %8.2f %8.2f %7.1f %6.0f %6.1f %5.1f%s\n",
+               scenario_name(r->sc), r->mode, r->chunk, a->n, a->tput, a->tput_drain, a->p50, a->p99,
+               a->p999, a->cmds_per_req, a->rt_per_req, a->rt_per_chunk, a->redis_usec_per_req,
+               a->cpu_redis_us, a->cpu_allocd_us, (double)a->hwm_kb / 1024.0, a->bytes_per_participant,
+               pct(a->out.granted, a->results), r->load, r->a_ok && !a->missing ? "" : "  FAILED");
+    }
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+static void print_compare_table(const bench *b)
+{
+    printf("\nside by side (same Redis, same request mix, same N; lock runs are capped, decided/s shown)\n");
+    printf("%-13s %-10s %9s %9s %9s %7s %7s %9s %7s %7s %8s %8s %8s %9s\n",
+           "scenario", "mode", "allocd/s", "drain/s", "lua/s", "xlua", "xlua_d", "lock/s", "xlock",
+           "grant%L", "cmdL/req", "cmdK/req", "redisusL", "retry/req");
+    for (int i = 0; i < b->n_rows; i++) {
+        const row *r = &b->rows[i];
+        if (!r->has_lua && !r->has_lock) continue;
+        const alt_result *l = &r->lua, *k = &r->lock;
+        printf("%-13s %-10s %9.0f %9.0f %9.0f %7.2f %7.2f %9.0f %7.1f %7.1f %8.2f %8.2f %8.2f %9.2f\n",
+               scenario_name(r->sc), r->mode, r->a.tput, r->a.tput_drain, l->tput, ratio(r->a.tput, l->tput),
+               ratio(r->a.tput_drain, l->tput), k->tput, ratio(r->a.tput, k->tput),
+               pct(l->out.granted, l->decided), l->cmds_per_req, k->cmds_per_req, l->redis_usec_per_req,
+               ratio((double)k->lock_retries, (double)k->decided));
+    }
+}
+
+/* name=calls(usec) per request; usec of a script includes its calls. */
+static void print_mix(const char *who, const cmdstats *s, long n)
+{
+    printf("    %-6s", who);
+    for (size_t i = 0; i < s->n; i++) {
+        double per = (double)s->e[i].calls / (double)(n ? n : 1);
+        double us = (double)s->e[i].usec / (double)(n ? n : 1);
+        if (per >= 0.001 || us >= 0.01) printf(" %s=%.3f(%.2fus)", s->e[i].name, per, us);
+    }
+    printf("\n");
+}
+
+static void print_cmd_mix(const row *r)
+{
+    printf("  %s %s chunk %d: Redis commands per request (Redis usec per request)\n",
+           scenario_name(r->sc), r->mode, r->chunk);
+    if (r->has_a) print_mix("allocd", &r->a.cmds, r->a.n);
+    if (r->has_lua) print_mix("lua", &r->lua.cmds, r->lua.decided);
+    if (r->has_lock) print_mix("lock", &r->lock.cmds, r->lock.decided);
+}
+
+static void print_allocd_fields(const row *r, const run_result *a)
+{
+    printf(" ok=%d missing=%ld throughput=%.0f throughput_drain=%.0f seconds=%.3f p50_ms=%.3f "
+           "p99_ms=%.3f p999_ms=%.3f max_ms=%.3f cmds_per_req=%.3f rt_per_req=%.4f rt_per_chunk=%.2f "
+           "redis_usec_per_req=%.2f cpu_redis_us_per_req=%.2f cpu_allocd_us_per_req=%.2f "
+           "cpu_bench_us_per_req=%.2f peak_rss_kb=%ld rss_base_kb=%ld participants=%ld "
+           "bytes_per_participant=%.1f granted=%ld rejected=%ld other=%ld pos_checked=%ld pos_mismatch=%ld",
+           r->a_ok && !a->missing, a->missing, a->tput, a->tput_drain, a->secs, a->p50, a->p99,
+           a->p999, a->pmax, a->cmds_per_req, a->rt_per_req, a->rt_per_chunk, a->redis_usec_per_req,
+           a->cpu_redis_us, a->cpu_allocd_us, a->cpu_bench_us, a->hwm_kb, a->rss_base_kb,
+           a->participants, a->bytes_per_participant, a->out.granted, a->out.rejected, a->out.other,
+           a->pos_checked, a->pos_mismatch);
+}
+
+static void print_alt_fields(const char *who, const alt_result *x, const run_result *a, int has_a)
+{
+    printf(" %s_ok=%d %s_throughput=%.0f %s_decided=%ld %s_granted=%ld %s_cmds_per_req=%.3f "
+           "%s_redis_usec_per_req=%.2f %s_cpu_redis_us_per_req=%.2f",
+           who, x->out.errors == 0, who, x->tput, who, x->decided, who, x->out.granted, who,
+           x->cmds_per_req, who, x->redis_usec_per_req, who, x->cpu_redis_us);
+    if (!strcmp(who, "lock")) printf(" lock_retries=%ld", x->lock_retries);
+    if (has_a) printf(" ratio_%s=%.3f ratio_%s_drain=%.3f", who, ratio(a->tput, x->tput), who,
+                      ratio(a->tput_drain, x->tput));
+}
+
+static void print_result_line(const row *r)
+{
+    printf("RESULT scenario=%s mode=%s chunk=%d n=%ld load=%.2f", scenario_name(r->sc), r->mode, r->chunk,
+           r->w.n, r->load);
+    if (r->has_a) print_allocd_fields(r, &r->a);
+    if (r->has_lua) print_alt_fields("lua", &r->lua, &r->a, r->has_a);
+    if (r->has_lock) print_alt_fields("lock", &r->lock, &r->a, r->has_a);
+    printf("\n");
+}
+
+/* ---------------------------------------------------------- targets --- */
+
+static const row *find_row(const bench *b, scenario_id sc, const char *mode, int need_alt)
+{
+    for (int i = 0; i < b->n_rows; i++) {
+        const row *r = &b->rows[i];
+        if (r->sc == sc && !r->sweep && !strcmp(r->mode, mode) && (!need_alt || r->has_lua)) return r;
+    }
+    return NULL;
+}
+
+static void target(const char *name, int measured, int met, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void target(const char *name, int measured, int met, const char *fmt, ...)
+{
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    printf("TARGET %-24s %-14s %s\n", name, !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET", what);
+}
+
+static void target_lua(const bench *b)
+{
+    const row *r = find_row(b, SC_STOCK, "prepushed", 1);
+    int m = r && r->a_ok && r->lua_ok && !r->a.missing;
+    double x = m ? ratio(r->a.tput, r->lua.tput) : 0;
+    target("throughput_vs_lua", m, x >= 1.5,
+           "stock prepushed: allocd %.0f/s (from SADD; drain %.0f/s = %.2fx) vs Lua %.0f/s = %.2fx (>= 1.5x)",
+           m ? r->a.tput : 0, m ? r->a.tput_drain : 0, m ? ratio(r->a.tput_drain, r->lua.tput) : 0,
+           m ? r->lua.tput : 0, x);
+}
+
+static void target_lock(const bench *b)
+{
+    const row *r = find_row(b, SC_ROOMS_HOT, "prepushed", 0);
+    int m = r && r->a_ok && r->has_lock && r->lock_ok && !r->a.missing;
+    double x = m ? ratio(r->a.tput, r->lock.tput) : 0;
+    target("throughput_vs_lock", m, x >= 50,
+           "rooms-hot prepushed: allocd %.0f/s vs lock %.0f/s = %.1fx (>= 50x)",
+           m ? r->a.tput : 0, m ? r->lock.tput : 0, x);
+}
+
+static void target_p99(const bench *b)
+{
+    const row *r = find_row(b, SC_STOCK, "live@half", 0);
+    int m = r && r->a_ok && !r->a.missing && r->a.p99 >= 0;
+    target("p99_at_half_max", m, m && r->a.p99 < 5.0,
+           "stock live paced at %.0f req/s (half of the unpaced %.0f/s): p50 %.2f p99 %.2f p999 %.2f ms (p99 < 5 ms)",
+           m ? r->a.rate : 0, b->max_live, m ? r->a.p50 : 0, m ? r->a.p99 : 0, m ? r->a.p999 : 0);
+}
+
+static void target_probe(const bench *b)
+{
+    const probe_result *p = &b->probe;
+    target("lone_request", b->probe_ok, p->p99 < 1.0,
+           "%ld lone requests, push -> result visible: p50 %.3f p99 %.3f max %.3f ms (p99 < 1 ms)",
+           p->samples, p->p50, p->p99, p->max);
+}
+
+static void target_memory(const bench *b)
+{
+    const row *best = NULL;
+    for (int i = 0; i < b->n_rows; i++) {
+        const row *r = &b->rows[i];
+        if (r->a.bytes_per_participant > 0 && (!best || r->a.participants > best->a.participants)) best = r;
+    }
+    int at_scale = best && best->a.participants >= 1000000;
+    if (!best) { target("memory_per_participant", 0, 0, "no allocd memory figure (--no-daemon without --pid?)"); return; }
+    target("memory_per_participant", at_scale, best->a.bytes_per_participant <= 256,
+           "%s: %.0f bytes/participant at %ld participants (peak RSS %.1f MB, base %.1f MB) "
+           "(<= 256 at 1,000,000%s)", scenario_name(best->sc), best->a.bytes_per_participant,
+           best->a.participants, (double)best->a.hwm_kb / 1024, (double)best->a.rss_base_kb / 1024,
+           at_scale ? "" : "; run make bench-memory");
+}
+
+static void target_rt(const bench *b)
+{
+    char what[300] = "";
+    size_t at = 0;
+    double lo = 1e18, hi = 0;
+    int n = 0;
+    for (int i = 0; i < b->n_rows; i++) {
+        const row *r = &b->rows[i];
+        if (!r->sweep || !r->a_ok) continue;
+        at += (size_t)snprintf(what + at, at < sizeof what ? sizeof what - at : 0, "%schunk %d: %.2f",
+                               n ? ", " : "", r->chunk, r->a.rt_per_chunk);
+        if (r->a.rt_per_chunk < lo) lo = r->a.rt_per_chunk;
+        if (r->a.rt_per_chunk > hi) hi = r->a.rt_per_chunk;
+        n++;
+    }
+    target("round_trips_per_chunk", n >= 2, n >= 2 && hi <= lo * 1.15,
+           "stock prepushed round trips per chunk: %s (constant within 15%%)", n ? what : "no sweep run");
+}
+
+static void print_targets(const bench *b)
+{
+    printf("\n");
+    target_lua(b);
+    target_lock(b);
+    target_p99(b);
+    target_probe(b);
+    target_memory(b);
+    target_rt(b);
+}
+
+static void report(const bench *b)
+{
+    print_machine(b);
+    print_allocd_table(b);
+    print_compare_table(b);
+    printf("\n");
+    for (int i = 0; i < b->n_rows; i++) print_cmd_mix(&b->rows[i]);
+    printf("\n");
+    for (int i = 0; i < b->n_rows; i++) print_result_line(&b->rows[i]);
+    if (b->probe_ok)
+        printf("RESULT scenario=probe samples=%ld p50_ms=%.3f p99_ms=%.3f max_ms=%.3f\n",
+               b->probe.samples, b->probe.p50, b->probe.p99, b->probe.max);
+    if (b->opt.targets) print_targets(b);
+    else if (b->opt.memory) { printf("\n"); target_memory(b); }
+}
+
+/* ------------------------------------------------------------- main --- */
+
+int main(int argc, char **argv)
+{
+    bench b;
+    memset(&b, 0, sizeof b);
+    if (parse_options(&b.opt, argc, argv) < 0) return 2;
+    if (b.opt.no_daemon && !b.opt.redis_url) {
+        fprintf(stderr, "allocbench: --no-daemon needs --redis (the daemon's Redis)\n");
+        return 2;
+    }
+    if (!b.opt.no_daemon && access(b.opt.allocd_bin, X_OK) < 0) {
+        fprintf(stderr, "allocbench: %s is not executable (build it, or --allocd PATH)\n", b.opt.allocd_bin);
+        return 2;
+    }
+    b.rows = calloc(MAX_ROWS, sizeof *b.rows);
+    if (!b.rows || start_redis(&b) < 0) { free(b.rows); stop_all(&b); return 1; }
+    redis_version(&b, b.redis_ver, sizeof b.redis_ver);
+    b.load_start = bench_loadavg();
+    run_scenarios(&b);
+    if (b.opt.rate_test) run_rate_test(&b);
+    if (b.opt.probe > 0) run_probe(&b);
+    if (b.opt.n_sweep) run_sweep(&b);
+    stop_all(&b);
+    report(&b);
+    free(b.rows);
+    return 0;
+}
