@@ -552,6 +552,15 @@ static int take_order_block(batch_worker *w, redisReply *r, uint64_t need)
     return 0;
 }
 
+/* Enough ids for two chunks of buys at least, so a refill is never needed
+ * every chunk (it would cost a round trip each time). */
+static uint64_t order_block_size(const batch_worker *w, uint64_t need)
+{
+    uint64_t n = ORDER_ID_BLOCK;
+    if (n < 2 * (uint64_t)w->cfg->chunk) n = 2 * (uint64_t)w->cfg->chunk;
+    return n > need ? n : need;
+}
+
 static int order_block_send(batch_worker *w, redis_reply_fn fn, uint64_t need)
 {
     char block[24];
@@ -569,14 +578,14 @@ static void on_load_orders(redis_conn *c, redisReply *r, const char *err, void *
     if (w->state != W_LOADING) return;
     const char *e = reply_error(r, err);
     if (e) load_fail(w, "order ids: %s%s", e, "");
-    else if (take_order_block(w, r, ORDER_ID_BLOCK) < 0) load_fail(w, "order ids: unexpected reply%s%s", "", "");
+    else if (take_order_block(w, r, order_block_size(w, 0)) < 0) load_fail(w, "order ids: unexpected reply%s%s", "", "");
     load_finish(w);
 }
 
 static void load_orders(batch_worker *w)
 {
     if (w->load_failed) { load_finish(w); return; }
-    if (order_block_send(w, on_load_orders, ORDER_ID_BLOCK) < 0) {
+    if (order_block_send(w, on_load_orders, order_block_size(w, 0)) < 0) {
         load_fail(w, "order ids: Redis not connected%s%s", "", "");
         load_finish(w);
     }
@@ -936,8 +945,7 @@ static void on_orders_reply(redis_conn *c, redisReply *r, const char *err, void 
     if (w->state != W_ORDERS) return;
     const char *e = reply_error(r, err);
     if (e) { fail(w, "order id block", e); return; }
-    uint64_t need = buys_in_chunk(w);
-    if (take_order_block(w, r, need > ORDER_ID_BLOCK ? need : ORDER_ID_BLOCK) < 0) {
+    if (take_order_block(w, r, order_block_size(w, buys_in_chunk(w))) < 0) {
         fail(w, "order id block", "unexpected reply");
         return;
     }
@@ -946,9 +954,8 @@ static void on_orders_reply(redis_conn *c, redisReply *r, const char *err, void 
 
 static void orders_start(batch_worker *w)
 {
-    uint64_t need = buys_in_chunk(w);
     w->state = W_ORDERS;
-    if (order_block_send(w, on_orders_reply, need > ORDER_ID_BLOCK ? need : ORDER_ID_BLOCK) < 0)
+    if (order_block_send(w, on_orders_reply, order_block_size(w, buys_in_chunk(w))) < 0)
         fail(w, "order id block", "Redis not connected");
 }
 

@@ -266,7 +266,7 @@ void config_defaults(allocd_config *c)
     c->connect_timeout_ms = 2000;
     c->backoff_min_ms = 100;
     c->backoff_max_ms = 5000;
-    c->registry_interval_ms = 1000;
+    c->registry_interval_ms = 250;
     c->idle_wait_ms = 1000;
     c->drain_timeout_ms = 10000;
     c->max_attempts = 5;

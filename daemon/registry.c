@@ -138,9 +138,16 @@ static void live_clear(registry *r)
     r->n_live = 0;
 }
 
+/* A heartbeat is fresh for three of its intervals, and never less than 2 s,
+ * so a short stall (a loaded host, a slow Redis) does not look like death. */
+static int64_t liveness_ms(int64_t every)
+{
+    return 3 * every > 2000 ? 3 * every : 2000;
+}
+
 /* P:instances: a heartbeat is fresh when it is "running" and younger than
- * three of its own intervals (clocks of the hosts are assumed to agree
- * within a fraction of that, as NTP keeps them). */
+ * liveness_ms (clocks of the hosts are assumed to agree within a fraction
+ * of that, as NTP keeps them). */
 static void read_membership(registry *r, redisReply *rep)
 {
     live_clear(r);
@@ -155,7 +162,7 @@ static void read_membership(registry *r, redisReply *rep)
         json_int_t at = json_integer_value(json_object_get(hb, "heartbeat_at"));
         json_int_t every = json_integer_value(json_object_get(hb, "interval_ms"));
         if (every <= 0) every = r->cfg->registry_interval_ms;
-        if (state && !strcmp(state, "running") && now - at <= 3 * every)
+        if (state && !strcmp(state, "running") && now - at <= liveness_ms(every))
             r->live[r->n_live++] = strdup(rep->element[i]->str);
         json_decref(hb);
     }
@@ -268,7 +275,7 @@ static void beat(registry *r, const char *state)
     heartbeat_json(r, &w, state);
     if (w.failed) { jsonw_free(&w); return; }
     char ttl[24];
-    snprintf(ttl, sizeof ttl, "%d", 3 * r->cfg->registry_interval_ms);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)liveness_ms(r->cfg->registry_interval_ms));
     const char *hset[] = { "HSET", r->instances_key, r->cfg->instance, w.buf };
     size_t hlen[] = { 4, strlen(r->instances_key), strlen(r->cfg->instance), w.len };
     const char *set[] = { "SET", r->instance_key, w.buf, "PX", ttl };

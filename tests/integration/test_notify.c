@@ -96,7 +96,7 @@ static void test_notify_protocol_and_heartbeat(void **state)
     redisReply *keys = redisCommand(c, "KEYS alloc:instance:*");
     assert_int_equal(keys->elements, 1);
     long long ttl = harness_int(c, "PTTL %s", keys->element[0]->str);
-    assert_true(ttl > 0 && ttl <= 600);
+    assert_true(ttl > 0 && ttl <= 2000);   /* liveness: 3 intervals, at least 2 s */
     char key[200];
     snprintf(key, sizeof key, "%s", keys->element[0]->str);
     freeReplyObject(keys);

@@ -88,7 +88,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.connect_timeout_ms, 2000);
     assert_int_equal(c.backoff_min_ms, 100);
     assert_int_equal(c.backoff_max_ms, 5000);
-    assert_int_equal(c.registry_interval_ms, 1000);
+    assert_int_equal(c.registry_interval_ms, 250);
     assert_int_equal(c.idle_wait_ms, 1000);
     assert_int_equal(c.drain_timeout_ms, 10000);
     assert_int_equal(c.max_attempts, 5);
