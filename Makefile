@@ -21,8 +21,13 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 ifeq ($(WERROR),1)
 WARN    += -Werror
 endif
+# A build tree remembers the flags it was made with (make asan writes them),
+# so a later `make ... BUILD=build/asan` (install, a single test) links with
+# the same sanitizers instead of mixing instrumented and plain objects.
+-include $(BUILD)/build.mk
 OPT     ?= -O2
 SAN     ?=
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Iinclude -Itests \
@@ -87,9 +92,9 @@ integration: tests-build
 	BUILD=$(BUILD) sh tests/run.sh integration
 
 asan: deps
-	$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
-	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  tests-build
+	@mkdir -p build/asan
+	@printf 'SAN := %s\nOPT := -O1\n' '$(ASAN_FLAGS)' > build/asan/build.mk
+	$(MAKE) --no-print-directory BUILD=build/asan tests-build
 	BUILD=build/asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
 
