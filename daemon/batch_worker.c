@@ -1184,10 +1184,14 @@ static void on_wait_reply(redis_conn *c, redisReply *r, const char *err, void *p
     if (c == w->wait_queue) w->wait_queue_pending = 0;
     else w->wait_ctl_pending = 0;
     if (w->state == W_CLOSING) return;
-    if (err || !r || r->type == REDIS_REPLY_ERROR) {
-        if (r && r->type == REDIS_REPLY_ERROR)
-            log_warn("batch %s: wait on %s: %s", w->batch, redis_conn_name(c), r->str);
-        return; /* the connection's on_ready re-issues the wait */
+    if (err || !r) return; /* the connection's on_ready re-issues the wait */
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* e.g. MOVED after a slot migration: a take runs into the same
+         * error and the failure path follows the slot (with backoff), which
+         * a re-issued wait never would */
+        log_warn("batch %s: wait on %s: %s", w->batch, redis_conn_name(c), r->str);
+        kick(w);
+        return;
     }
     if (r->type == REDIS_REPLY_NIL) { if (w->state == W_IDLE) issue_waits(w); return; }
     kick(w);

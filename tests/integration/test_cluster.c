@@ -174,6 +174,33 @@ static int served(cluster *cl, const char *b, const char *id, int timeout_ms)
     return 0;
 }
 
+/* Moves `slot` from node `from` to node `to` the way an operator would:
+ * IMPORTING/MIGRATING, MIGRATE every key, then SETSLOT NODE everywhere.
+ * When `b` is given, 100 requests are pushed to it mid-migration. */
+static void migrate_slot(cluster *cl, uint16_t slot, int from, int to, const char *b, int *pushed)
+{
+    char *from_id = harness_str(cl->c[from], "CLUSTER MYID"), *to_id = harness_str(cl->c[to], "CLUSTER MYID");
+    freeReplyObject(redisCommand(cl->c[to], "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id));
+    freeReplyObject(redisCommand(cl->c[from], "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id));
+    char id[32];
+    for (int i = 300; b && i < 400; i++) { snprintf(id, sizeof id, "m%d", i); push(cl, b, id); (*pushed)++; }
+    for (;;) {
+        redisReply *keys = redisCommand(cl->c[from], "CLUSTER GETKEYSINSLOT %u 100", slot);
+        size_t n = keys ? keys->elements : 0;
+        for (size_t k = 0; k < n; k++) {
+            redisReply *m = redisCommand(cl->c[from], "MIGRATE 127.0.0.1 %d %s 0 5000 REPLACE",
+                                         cl->port[to], keys->element[k]->str);
+            if (m) freeReplyObject(m);
+        }
+        if (keys) freeReplyObject(keys);
+        if (n == 0) break;
+    }
+    for (int i = 0; i < NODES; i++)
+        freeReplyObject(redisCommand(cl->c[i], "CLUSTER SETSLOT %u NODE %s", slot, to_id));
+    free(from_id);
+    free(to_id);
+}
+
 static const char *batches[] = { "c0", "c1", "c2", "c3", "c4", "c5" };
 #define NB (sizeof batches / sizeof batches[0])
 
@@ -219,28 +246,10 @@ static void test_cluster_spread_takeover_migrate(void **state)
     /* migrate c1's slot to another node while requests keep coming */
     uint16_t slot = cluster_key_slot("{c1}", 4);
     int from = node_of(&cl, "alloc:{c1}:meta"), to = (from + 1) % NODES;
-    char *from_id = harness_str(cl.c[from], "CLUSTER MYID"), *to_id = harness_str(cl.c[to], "CLUSTER MYID");
     char id[32];
     int pushed = 1;
     for (int i = 0; i < 300; i++) { snprintf(id, sizeof id, "m%d", i); push(&cl, "c1", id); pushed++; }
-    freeReplyObject(redisCommand(cl.c[to], "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id));
-    freeReplyObject(redisCommand(cl.c[from], "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id));
-    for (int i = 300; i < 400; i++) { snprintf(id, sizeof id, "m%d", i); push(&cl, "c1", id); pushed++; }
-    for (;;) {
-        redisReply *keys = redisCommand(cl.c[from], "CLUSTER GETKEYSINSLOT %u 100", slot);
-        size_t n = keys ? keys->elements : 0;
-        for (size_t k = 0; k < n; k++) {
-            redisReply *m = redisCommand(cl.c[from], "MIGRATE 127.0.0.1 %d %s 0 5000 REPLACE",
-                                         cl.port[to], keys->element[k]->str);
-            if (m) freeReplyObject(m);
-        }
-        if (keys) freeReplyObject(keys);
-        if (n == 0) break;
-    }
-    for (int i = 0; i < NODES; i++)
-        freeReplyObject(redisCommand(cl.c[i], "CLUSTER SETSLOT %u NODE %s", slot, to_id));
-    free(from_id);
-    free(to_id);
+    migrate_slot(&cl, slot, from, to, "c1", &pushed);
     for (int i = 400; i < 500; i++) { snprintf(id, sizeof id, "m%d", i); push(&cl, "c1", id); pushed++; }
     assert_true(served(&cl, "c1", "m499", 30000));
     harness_sleep_ms(500);
@@ -255,6 +264,13 @@ static void test_cluster_spread_takeover_migrate(void **state)
     assert_int_equal(grants, pushed);
     assert_int_equal(log_len, pushed);
     assert_int_equal(free_units, 1000000 - pushed);
+
+    /* an idle batch whose slot moves must wake up on the new node */
+    slot = cluster_key_slot("{c2}", 4);
+    from = node_of(&cl, "alloc:{c2}:meta");
+    migrate_slot(&cl, slot, from, (from + 1) % NODES, NULL, NULL);
+    push(&cl, "c2", "after-idle-move");
+    assert_true(served(&cl, "c2", "after-idle-move", 15000));
 
     for (size_t i = 0; i < NB; i++) push(&cl, batches[i], "last");
     for (size_t i = 0; i < NB; i++) assert_true(served(&cl, batches[i], "last", 15000));
