@@ -9,16 +9,23 @@
 #   make chaos                 long run: 200k requests, 20 kills, 3 Redis
 #                              restarts, a 60 s Redis outage, DEBUG SLEEPs
 #   make chaos CHAOS_ARGS="--requests 50000 --kills 5 --seed 7"
+#   make chaos-cluster         the same checks over a 3-master Redis Cluster:
+#                              3 allocd instances, 60k requests, 10 kills,
+#                              2 SIGSTOPs past the lease (needs redis-cli)
+#   make chaos-cluster CHAOS_CLUSTER_ARGS="--requests 20000 --kills 4 --instances 2"
 #   make valgrind              allocd under valgrind, full serve-drain cycle
 
 CHAOS_CORE_OBJ := $(BUILD)/tests/chaos/chaos_core.o
 CHAOS_BIN      := $(BUILD)/tests/chaos/chaos
 CHAOS_ARGS     ?= --requests 200000 --kills 20 --redis-restarts 3 \
                   --outage-seconds 60 --slow 4 --seconds 90 --seed 1
+CHAOS_CLUSTER_ARGS ?= --cluster --instances 3 --requests 60000 --kills 10 \
+                  --pauses 2 --seconds 40 --seed 1
 
-.PHONY: chaos valgrind
+.PHONY: chaos chaos-cluster valgrind
 
-$(CHAOS_BIN): $(BUILD)/tests/chaos/chaos.o $(CHAOS_CORE_OBJ) $(HARNESS_OBJ)
+# libcore for the cluster slot map (CRC16, CLUSTER SLOTS, MOVED parsing)
+$(CHAOS_BIN): $(BUILD)/tests/chaos/chaos.o $(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(LIBCORE)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lpthread -o $@
 
 $(BUILD)/tests/integration/test_chaos_short: $(BUILD)/tests/integration/test_chaos_short.o \
@@ -29,10 +36,18 @@ $(BUILD)/tests/integration/test_outage: $(BUILD)/tests/integration/test_outage.o
 		$(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(LIBCORE)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -lpthread -o $@
 
-tests-build: $(BUILD)/tests/integration/test_chaos_short $(BUILD)/tests/integration/test_outage $(CHAOS_BIN)
+$(BUILD)/tests/integration/test_chaos_cluster: $(BUILD)/tests/integration/test_chaos_cluster.o \
+		$(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(LIBCORE)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -lpthread -o $@
+
+tests-build: $(BUILD)/tests/integration/test_chaos_short $(BUILD)/tests/integration/test_outage \
+	$(BUILD)/tests/integration/test_chaos_cluster $(CHAOS_BIN)
 
 chaos: $(ALLOCD) $(CHAOS_BIN)
 	BUILD=$(BUILD) $(CHAOS_BIN) $(CHAOS_ARGS)
+
+chaos-cluster: $(ALLOCD) $(CHAOS_BIN)
+	BUILD=$(BUILD) $(CHAOS_BIN) $(CHAOS_CLUSTER_ARGS)
 
 valgrind: $(ALLOCD)
 	BUILD=$(BUILD) sh tests/chaos/valgrind.sh

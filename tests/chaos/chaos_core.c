@@ -12,7 +12,11 @@
  * log (P:{B}:log) from the first entry with the rules of docs/PROTOCOL.md
  * section 7, checking capacity and per-user limits at every step, and
  * compares the outcome with holders, free and capacity; it matches every
- * result and every log entry to a pushed request.
+ * result and every log entry to a pushed request. *
+ * Every Redis command goes through a small router (rconn, rcmd): one context
+ * per node and a slot -> node map. A single Redis is node 0 and serves every
+ * slot; in cluster mode the map comes from CLUSTER SLOTS and MOVED corrects
+ * it, so the same producers and the same checker serve both topologies.
  */
 #include "chaos_core.h"
 
@@ -29,8 +33,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <jansson.h>
 
+#include "cluster_slots.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ basics -- */
@@ -161,11 +169,20 @@ typedef struct counters {
     long pushed, attempts, retries, dups, dead_acked[NB], dead_attempts[NB], invalid;
 } counters;
 
+#define MAX_NODES 3
+#define MAX_INST 8
+
+/* Connections to Redis, routed by key slot: one context per node (a single
+ * Redis is node 0 and every slot maps to it). */
+typedef struct rconn {
+    redisContext *c[MAX_NODES];
+} rconn;
+
 typedef struct producer {
     chaos_ctx *cx;
     int idx;
     uint64_t rng;
-    redisContext *c;
+    rconn rc;
     recvec recs;
     long n;               /* entries to push */
     counters k;
@@ -176,8 +193,17 @@ struct chaos_ctx {
     const chaos_params *p;
     chaos_report *rep;
     batch_def b[NB];
-    harness_redis redis;
-    harness_allocd allocd;
+    char names[NB][16];
+    harness_redis redis;         /* the single Redis, or cluster node 0 (allocd's dir) */
+    harness_redis node[MAX_NODES];   /* cluster nodes 1.. (node[0] unused) */
+    int cluster, n_nodes;
+    int port[MAX_NODES];
+    _Atomic int16_t slot_node[CLUSTER_SLOTS];  /* slot -> node, updated on MOVED */
+    uint16_t bslot[NB];
+    int n_inst;
+    harness_allocd allocd[MAX_INST];
+    char inst_conf[MAX_INST][768];
+    pid_t paused_pid;
     char allocd_conf[512];
     double t0;
     double seconds;
@@ -240,24 +266,152 @@ static void sleep_until(chaos_ctx *cx, double t)
     }
 }
 
-static redisContext *connect_retry(chaos_ctx *cx, producer *pr)
+/* ---------------------------------------------- routing by key slot -- */
+
+/* A single Redis is one node that serves every slot; in cluster mode each
+ * node has a context and the slot map (from CLUSTER SLOTS, corrected by
+ * every MOVED) says which one serves a key. All keys of a batch carry its
+ * tag {B}, so a batch is one slot (cx->bslot). */
+
+static redisContext *node_connect(chaos_ctx *cx, int node)
+{
+    struct timeval tv = { 5, 0 };
+    redisContext *c = cx->cluster ? redisConnectWithTimeout("127.0.0.1", cx->port[node], tv)
+                                  : redisConnectUnixWithTimeout(cx->redis.sock, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+static int slot_node(chaos_ctx *cx, uint16_t slot)
+{
+    int n = atomic_load(&cx->slot_node[slot]);
+    return n >= 0 && n < cx->n_nodes ? n : 0;
+}
+
+static uint16_t key_slot(const char *key) { return cluster_key_slot(key, strlen(key)); }
+
+static void rc_close(rconn *rc)
+{
+    for (int i = 0; i < MAX_NODES; i++) {
+        if (rc->c[i]) redisFree(rc->c[i]);
+        rc->c[i] = NULL;
+    }
+}
+
+/* The context of `node`, connecting if needed (NULL if that fails). */
+static redisContext *rc_node(chaos_ctx *cx, rconn *rc, int node)
+{
+    if (!rc->c[node]) rc->c[node] = node_connect(cx, node);
+    return rc->c[node];
+}
+
+/* The same, retrying for up to 600 s (a Redis outage). */
+static redisContext *rc_node_retry(chaos_ctx *cx, rconn *rc, int node, int who)
 {
     double start = now_s();
     for (;;) {
-        struct timeval tv = { 5, 0 };
-        redisContext *c = redisConnectUnixWithTimeout(cx->redis.sock, tv);
-        if (c && !c->err) {
-            redisSetTimeout(c, tv);
-            return c;
-        }
-        if (c) redisFree(c);
+        redisContext *c = rc_node(cx, rc, node);
+        if (c) return c;
         if (now_s() - start > 600) {
-            violation(cx, &cx->rep->other, "producer %d could not reach Redis for 600 s", pr->idx);
+            violation(cx, &cx->rep->other, "producer %d could not reach Redis node %d for 600 s", who, node);
             return NULL;
         }
         harness_sleep_ms(30);
     }
 }
+
+/* Reads a redirect out of an error reply: MOVED and ASK update the slot map
+ * (ASK only for this one retry: *ask is set), TRYAGAIN and CLUSTERDOWN wait a
+ * little. Returns 1 when the command should be sent again. */
+static int rc_redirect(chaos_ctx *cx, const redisReply *r, int *ask_node)
+{
+    if (ask_node) *ask_node = -1;
+    if (!r || r->type != REDIS_REPLY_ERROR || !r->str) return 0;
+    if (!strncmp(r->str, "MOVED ", 6) || !strncmp(r->str, "ASK ", 4)) {
+        uint16_t slot;
+        cluster_node n;
+        if (cluster_parse_redirect(r->str, &slot, &n) != 0) return 0;
+        int idx = -1;
+        for (int i = 0; i < cx->n_nodes; i++)
+            if (cx->port[i] == n.port) idx = i;
+        if (idx < 0) return 0;
+        if (r->str[0] == 'M') atomic_store(&cx->slot_node[slot], (int16_t)idx);
+        else if (ask_node) *ask_node = idx;
+        return 1;
+    }
+    if (!strncmp(r->str, "TRYAGAIN", 8) || !strncmp(r->str, "CLUSTERDOWN", 11)) {
+        harness_sleep_ms(20);
+        return 1;
+    }
+    return 0;
+}
+
+/* One command on the node serving `slot`, following MOVED/ASK/TRYAGAIN; a
+ * connection error drops that context and returns NULL. */
+static redisReply *rcmdv(chaos_ctx *cx, rconn *rc, uint16_t slot, const char *fmt, va_list ap)
+{
+    char *buf = NULL;
+    int len = redisvFormatCommand(&buf, fmt, ap);
+    if (len < 0) return NULL;
+    int node = slot_node(cx, slot), asking = 0;
+    redisReply *r = NULL;
+    for (int attempt = 0; attempt < 50; attempt++) {
+        redisContext *c = rc_node(cx, rc, node);
+        if (!c) break;
+        if (asking) redisAppendCommand(c, "ASKING");
+        redisAppendFormattedCommand(c, buf, (size_t)len);
+        if (asking) {
+            redisReply *a = NULL;
+            if (redisGetReply(c, (void **)&a) != REDIS_OK) a = NULL;
+            if (a) freeReplyObject(a);
+        }
+        if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+            redisFree(c);
+            rc->c[node] = NULL;
+            r = NULL;
+            break;
+        }
+        int ask = -1;
+        if (!rc_redirect(cx, r, &ask)) break;
+        freeReplyObject(r);
+        r = NULL;
+        asking = ask >= 0;
+        node = asking ? ask : slot_node(cx, slot);
+    }
+    redisFreeCommand(buf);
+    return r;
+}
+
+static redisReply *rcmd(chaos_ctx *cx, rconn *rc, uint16_t slot, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = rcmdv(cx, rc, slot, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* harness_int over the router: integer or numeric string, 0 for nil, -1 else. */
+static long long rint_(chaos_ctx *cx, rconn *rc, uint16_t slot, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = rcmdv(cx, rc, slot, fmt, ap);
+    va_end(ap);
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_INTEGER) v = r->integer;
+    else if (r && r->type == REDIS_REPLY_STRING) v = strtoll(r->str, NULL, 10);
+    else if (r && r->type == REDIS_REPLY_NIL) v = 0;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+#define GROUP 32
+#define GROUP_MAX 32
 
 typedef struct pending {
     uint8_t batch;
@@ -275,19 +429,27 @@ static int push_group(producer *pr, const pending *g, size_t n)
 {
     chaos_ctx *cx = pr->cx;
     if (n == 0) return 0;
+    int node_of[GROUP_MAX];
     for (;;) {
-        if (!pr->c && !(pr->c = connect_retry(cx, pr))) return -1;
+        int ok = 1, io = 0;
         for (size_t i = 0; i < n; i++) {
-            redisAppendCommand(pr->c, "RPUSH alloc:{%s}:%s %b", cx->b[g[i].batch].name,
+            node_of[i] = slot_node(cx, cx->bslot[g[i].batch]);
+            if (!rc_node_retry(cx, &pr->rc, node_of[i], pr->idx)) return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            redisAppendCommand(pr->rc.c[node_of[i]], "RPUSH alloc:{%s}:%s %b", cx->b[g[i].batch].name,
                                g[i].ctl ? "ctl" : "queue", g[i].json, g[i].len);
             pr->k.attempts++;
             if (g[i].dead) pr->k.dead_attempts[g[i].batch]++;
         }
-        int ok = 1;
+        /* each context answers in the order it was asked */
         for (size_t i = 0; i < n; i++) {
             redisReply *r = NULL;
-            if (redisGetReply(pr->c, (void **)&r) != REDIS_OK) { ok = 0; break; }
-            if (!r || r->type != REDIS_REPLY_INTEGER) ok = 0;
+            if (redisGetReply(pr->rc.c[node_of[i]], (void **)&r) != REDIS_OK) { ok = 0; io = 1; break; }
+            if (!r || r->type != REDIS_REPLY_INTEGER) {
+                ok = 0;
+                rc_redirect(cx, r, NULL);
+            }
             if (r) freeReplyObject(r);
         }
         if (ok) {
@@ -295,8 +457,7 @@ static int push_group(producer *pr, const pending *g, size_t n)
                 if (g[i].dead) pr->k.dead_acked[g[i].batch]++;
             return 0;
         }
-        redisFree(pr->c);
-        pr->c = NULL;
+        if (io || cx->n_nodes == 1) rc_close(&pr->rc);
         pr->k.retries++;
         harness_sleep_ms(20);
     }
@@ -495,7 +656,6 @@ static void gen_garbage(uint64_t *rng, int room, gen *g)
 
 /* -------------------------------------------------------- producers -- */
 
-#define GROUP 32
 
 static void publish_candidates(chaos_ctx *cx, const rec *const *buys, size_t n)
 {
@@ -590,8 +750,7 @@ static void *producer_main(void *arg)
         }
     }
     for (size_t j = 0; j < owned_n; j++) free(owned[j]);
-    if (pr->c) redisFree(pr->c);
-    pr->c = NULL;
+    rc_close(&pr->rc);
     atomic_fetch_sub(&cx->producers_running, 1);
     return NULL;
 }
@@ -657,14 +816,22 @@ static void *follower_main(void *arg)
 
         /* look up at most 200 candidates, oldest first */
         size_t look = n_mine < 200 ? n_mine : 200;
-        if (look && (pr->c || (pr->c = connect_retry(cx, pr)))) {
-            for (size_t i = 0; i < look; i++)
-                redisAppendCommand(pr->c, "HGET alloc:{%s}:results %s", cx->b[mine[i].batch].name, mine[i].id);
+        int reach = 1;
+        for (size_t i = 0; i < look && reach; i++)
+            reach = rc_node_retry(cx, &pr->rc, slot_node(cx, cx->bslot[mine[i].batch]), pr->idx) != NULL;
+        if (look && reach) {
+            int node_of[200];
+            for (size_t i = 0; i < look; i++) {
+                node_of[i] = slot_node(cx, cx->bslot[mine[i].batch]);
+                redisAppendCommand(pr->rc.c[node_of[i]], "HGET alloc:{%s}:results %s",
+                                   cx->b[mine[i].batch].name, mine[i].id);
+            }
             size_t keep = 0;
             int ok = 1;
             for (size_t i = 0; i < look; i++) {
                 redisReply *r = NULL;
-                if (ok && redisGetReply(pr->c, (void **)&r) != REDIS_OK) ok = 0;
+                if (ok && redisGetReply(pr->rc.c[node_of[i]], (void **)&r) != REDIS_OK) ok = 0;
+                if (ok && r && r->type == REDIS_REPLY_ERROR) rc_redirect(cx, r, NULL);
                 candidate c = mine[i];
                 int resolved = 0;
                 if (ok && r && r->type == REDIS_REPLY_STRING) {
@@ -704,7 +871,7 @@ static void *follower_main(void *arg)
                 if (r) freeReplyObject(r);
                 if (!resolved && ++c.tries < 200) mine[keep++] = c;
             }
-            if (!ok) { redisFree(pr->c); pr->c = NULL; }
+            if (!ok) rc_close(&pr->rc);
             if (n_mine > look) memmove(mine + keep, mine + look, (n_mine - look) * sizeof *mine);
             n_mine = keep + (n_mine - look);
         }
@@ -720,8 +887,7 @@ static void *follower_main(void *arg)
     }
     free(mine);
     free(acts);
-    if (pr->c) redisFree(pr->c);
-    pr->c = NULL;
+    rc_close(&pr->rc);
     return NULL;
 }
 
@@ -800,12 +966,13 @@ static void *admin_main(void *arg)
             /* a restart of Redis may cut the connection: try again then;
              * only an error reply (debug commands disabled) is a failure */
             double secs = 0.5 + 2.0 * rndf(&pr->rng);
+            int node = (int)rnd(&pr->rng, (uint32_t)cx->n_nodes);
             for (int tries = 0; tries < 100; tries++) {
-                redisContext *c = harness_redis_connect(&cx->redis);
+                redisContext *c = node_connect(cx, node);
                 if (!c) { harness_sleep_ms(100); continue; }
                 struct timeval tv = { 10, 0 };
                 redisSetTimeout(c, tv);
-                progress(cx, "DEBUG SLEEP %.2f", secs);
+                progress(cx, "DEBUG SLEEP %.2f (node %d)", secs, node);
                 redisReply *r = redisCommand(c, "DEBUG SLEEP %.3f", secs);
                 int done = r != NULL;
                 if (r && r->type == REDIS_REPLY_STATUS) cx->rep->slow_sleeps++;
@@ -823,43 +990,86 @@ static void *admin_main(void *arg)
     }
     /* the last word on cs1 is a resume, whatever happened */
     admin_push(pr, B_CS1, "resume", NULL);
-    if (pr->c) redisFree(pr->c);
-    pr->c = NULL;
+    rc_close(&pr->rc);
     return NULL;
 }
 
 /* ---------------------------------------------------- allocd, Redis -- */
 
-static void allocd_start(chaos_ctx *cx)
+/* Starts instance i. With several instances each has its own name, and a
+ * killed one comes back under that name (it takes over its own leases). */
+static void allocd_start(chaos_ctx *cx, int i)
 {
-    if (harness_allocd_start(&cx->allocd, &cx->redis, cx->allocd_conf) < 0)
-        violation(cx, &cx->rep->other, "could not start allocd");
+    if (harness_allocd_start(&cx->allocd[i], &cx->redis, cx->inst_conf[i]) < 0)
+        violation(cx, &cx->rep->other, "could not start allocd instance %d", i);
     cx->rep->allocd_starts++;
 }
 
 /* Notices an allocd that died on its own (a crash) and starts a new one. */
 static void allocd_watch(chaos_ctx *cx)
 {
-    if (cx->allocd.pid <= 0) { allocd_start(cx); return; }
-    int st;
-    pid_t p = waitpid(cx->allocd.pid, &st, WNOHANG);
-    if (p != cx->allocd.pid) return;
-    cx->rep->allocd_unexpected_exits++;
-    violation(cx, &cx->rep->other, "allocd pid %d exited by itself (%s %d); log %s",
-              (int)cx->allocd.pid, WIFEXITED(st) ? "status" : "signal",
-              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), cx->allocd.log);
-    cx->allocd.pid = 0;
-    allocd_start(cx);
+    for (int i = 0; i < cx->n_inst; i++) {
+        harness_allocd *a = &cx->allocd[i];
+        if (a->pid <= 0) { allocd_start(cx, i); continue; }
+        int st;
+        pid_t p = waitpid(a->pid, &st, WNOHANG);
+        if (p != a->pid) continue;
+        cx->rep->allocd_unexpected_exits++;
+        violation(cx, &cx->rep->other, "allocd instance %d pid %d exited by itself (%s %d); log %s", i,
+                  (int)a->pid, WIFEXITED(st) ? "status" : "signal",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), a->log);
+        a->pid = 0;
+        allocd_start(cx, i);
+    }
 }
 
 static void allocd_kill(chaos_ctx *cx, uint64_t *rng)
 {
     allocd_watch(cx);
-    harness_allocd_kill(&cx->allocd);
+    int i = (int)rnd(rng, (uint32_t)cx->n_inst);
+    /* a paused instance stays paused for the whole pause */
+    if (cx->n_inst > 1 && cx->paused_pid > 0 && cx->allocd[i].pid == cx->paused_pid)
+        i = (i + 1) % cx->n_inst;
+    if (cx->allocd[i].pid == cx->paused_pid) cx->paused_pid = 0;
+    harness_allocd_kill(&cx->allocd[i]);
     cx->rep->kills++;
-    progress(cx, "kill -9 allocd (%d)", cx->rep->kills);
+    progress(cx, "kill -9 allocd instance %d (%d)", i, cx->rep->kills);
     harness_sleep_ms((int)rnd(rng, 300));
-    allocd_start(cx);
+    allocd_start(cx, i);
+}
+
+/* SIGSTOP of one instance for longer than its lease: others take its
+ * batches over, and when it wakes up fencing must keep it from writing. */
+static void allocd_pause(chaos_ctx *cx, uint64_t *rng)
+{
+    allocd_watch(cx);
+    if (cx->paused_pid > 0) return;
+    int i = (int)rnd(rng, (uint32_t)cx->n_inst);
+    /* prefer the holder of a batch's lease (token "instance/pid/random") */
+    if (cx->n_inst > 1) {
+        rconn c = { { NULL } };
+        int bi = (int)rnd(rng, NB);
+        redisReply *r = rcmd(cx, &c, cx->bslot[bi], "GET alloc:{%s}:lease", cx->b[bi].name);
+        for (int j = 0; r && r->type == REDIS_REPLY_STRING && j < cx->n_inst; j++) {
+            char pfx[32];
+            snprintf(pfx, sizeof pfx, "chaos-%d/", j);
+            if (!strncmp(r->str, pfx, strlen(pfx))) i = j;
+        }
+        if (r) freeReplyObject(r);
+        rc_close(&c);
+    }
+    if (cx->allocd[i].pid <= 0 || kill(cx->allocd[i].pid, SIGSTOP) != 0) return;
+    cx->paused_pid = cx->allocd[i].pid;
+    cx->rep->pauses++;
+    progress(cx, "SIGSTOP allocd instance %d (pid %d)", i, (int)cx->paused_pid);
+}
+
+static void allocd_resume(chaos_ctx *cx)
+{
+    if (cx->paused_pid <= 0) return;
+    progress(cx, "SIGCONT pid %d", (int)cx->paused_pid);
+    kill(cx->paused_pid, SIGCONT);
+    cx->paused_pid = 0;
 }
 
 static void redis_restart(chaos_ctx *cx, int hard)
@@ -898,7 +1108,10 @@ static void redis_back(chaos_ctx *cx)
 /* -------------------------------------------------------- schedule -- */
 
 typedef struct fault { double at; int what; } fault;
-enum { F_KILL, F_REDIS, F_OUTAGE_START, F_OUTAGE_END };
+enum { F_KILL, F_REDIS, F_OUTAGE_START, F_OUTAGE_END, F_PAUSE, F_CONT };
+
+/* a pause lasts longer than lease_ttl_ms (2000 in cluster mode) */
+#define PAUSE_SECONDS 3.5
 
 static int cmp_fault(const void *a, const void *b)
 {
@@ -909,7 +1122,7 @@ static int cmp_fault(const void *a, const void *b)
 static void run_faults(chaos_ctx *cx, uint64_t *rng)
 {
     const chaos_params *p = cx->p;
-    size_t n = 0, cap = (size_t)p->kills + (size_t)p->redis_restarts + 2;
+    size_t n = 0, cap = (size_t)p->kills + (size_t)p->redis_restarts + 2 + 2 * (size_t)p->pauses;
     fault *f = xmalloc(cap * sizeof *f);
     double S = cx->seconds;
     double o_start = S * 0.3, o_end = o_start + p->outage_ms / 1000.0;
@@ -918,6 +1131,11 @@ static void run_faults(chaos_ctx *cx, uint64_t *rng)
         double t = S * (0.05 + 0.9 * rndf(rng));
         if (p->outage_ms && t > o_start - 1 && t < o_end + 1) t = o_end + 1 + rndf(rng);
         f[n++] = (fault){ t, F_REDIS };
+    }
+    for (int i = 0; i < p->pauses; i++) {
+        double t = S * (0.1 + 0.7 * rndf(rng));
+        f[n++] = (fault){ t, F_PAUSE };
+        f[n++] = (fault){ t + PAUSE_SECONDS, F_CONT };
     }
     if (p->outage_ms) {
         f[n++] = (fault){ o_start, F_OUTAGE_START };
@@ -934,33 +1152,39 @@ static void run_faults(chaos_ctx *cx, uint64_t *rng)
             case F_REDIS: redis_restart(cx, hard); hard = !hard; break;
             case F_OUTAGE_START: redis_stop(cx); break;
             case F_OUTAGE_END: redis_back(cx); break;
+            case F_PAUSE: allocd_pause(cx, rng); break;
+            case F_CONT: allocd_resume(cx); break;
             }
             next++;
             continue;
         }
         harness_sleep_ms(20);
     }
+    allocd_resume(cx);
     free(f);
 }
 
 /* ------------------------------------------------------------ drain -- */
 
-static long long hget_ll(redisContext *c, const char *b, const char *key, const char *field)
+static long long hget_ll(chaos_ctx *cx, rconn *rc, int bi, const char *key, const char *field)
 {
-    return harness_int(c, "HGET alloc:{%s}:%s %s", b, key, field);
+    return rint_(cx, rc, cx->bslot[bi], "HGET alloc:{%s}:%s %s", cx->b[bi].name, key, field);
 }
 
-static int drained(chaos_ctx *cx, redisContext *c)
+/* 1 when drained, 0 when not (yet), -1 on a connection error. */
+static int drained(chaos_ctx *cx, rconn *rc)
 {
     for (int b = 0; b < NB; b++) {
         const char *n = cx->b[b].name;
-        long long q = harness_int(c, "LLEN alloc:{%s}:queue", n);
-        long long pr = harness_int(c, "LLEN alloc:{%s}:processing", n);
-        long long ct = harness_int(c, "LLEN alloc:{%s}:ctl", n);
-        long long cp = harness_int(c, "LLEN alloc:{%s}:ctlprocessing", n);
+        uint16_t sl = cx->bslot[b];
+        long long q = rint_(cx, rc, sl, "LLEN alloc:{%s}:queue", n);
+        long long pr = rint_(cx, rc, sl, "LLEN alloc:{%s}:processing", n);
+        long long ct = rint_(cx, rc, sl, "LLEN alloc:{%s}:ctl", n);
+        long long cp = rint_(cx, rc, sl, "LLEN alloc:{%s}:ctlprocessing", n);
+        if (q < 0 || pr < 0 || ct < 0 || cp < 0) return -1;
         if (q != 0 || pr != 0 || ct != 0 || cp != 0) return 0;
-        long long d = hget_ll(c, n, "stats", "dequeued"), p = hget_ll(c, n, "stats", "processed"),
-                  dd = hget_ll(c, n, "stats", "dead"), du = hget_ll(c, n, "stats", "duplicates");
+        long long d = hget_ll(cx, rc, b, "stats", "dequeued"), p = hget_ll(cx, rc, b, "stats", "processed"),
+                  dd = hget_ll(cx, rc, b, "stats", "dead"), du = hget_ll(cx, rc, b, "stats", "duplicates");
         if (d < 0 || p < 0 || dd < 0 || du < 0 || d != p + dd + du) return 0;
     }
     return 1;
@@ -970,18 +1194,15 @@ static int wait_drain(chaos_ctx *cx)
 {
     double start = now_s();
     int limit = cx->p->drain_seconds;
-    redisContext *c = NULL;
+    rconn rc = { { NULL } };
     while (now_s() - start < limit) {
         allocd_watch(cx);
-        if (!c) c = harness_redis_connect(&cx->redis);
-        if (c) {
-            int d = drained(cx, c);
-            if (c->err) { redisFree(c); c = NULL; }
-            else if (d) { redisFree(c); return 0; }
-        }
+        int d = drained(cx, &rc);
+        if (d < 0) rc_close(&rc);
+        else if (d) { rc_close(&rc); return 0; }
         harness_sleep_ms(200);
     }
-    if (c) redisFree(c);
+    rc_close(&rc);
     return -1;
 }
 
@@ -1027,20 +1248,23 @@ static rec *idmap_get(const idmap *m, const char *s, size_t n)
 
 typedef struct checker {
     chaos_ctx *cx;
-    redisContext *c;
+    rconn rc;
     idmap ids;
     chaos_report *rep;
 } checker;
 
-static redisReply *cmd(checker *k, const char *fmt, ...)
+/* A command on the node of batch bi (every key of the batch is there). */
+static redisReply *cmd(checker *k, int bi, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(k->c, fmt, ap);
+    redisReply *r = rcmdv(k->cx, &k->rc, k->cx->bslot[bi], fmt, ap);
     va_end(ap);
-    if (!r) violation(k->cx, &k->rep->other, "checker: Redis error %s", k->c->errstr);
+    if (!r) violation(k->cx, &k->rep->other, "checker: Redis error on the node of batch %s", k->cx->b[bi].name);
     return r;
 }
+
+#define KINT(k, bi, ...) rint_((k)->cx, &(k)->rc, (k)->cx->bslot[bi], __VA_ARGS__)
 
 static const char *js(json_t *o, const char *key)
 {
@@ -1062,12 +1286,12 @@ static void check_results(checker *k, int bi, long long *granted_out, long long 
 {
     chaos_ctx *cx = k->cx;
     const batch_def *b = &cx->b[bi];
-    redisReply *r = cmd(k, "HGETALL alloc:{%s}:results", b->name);
+    redisReply *r = cmd(k, bi, "HGETALL alloc:{%s}:results", b->name);
     if (!r) return;
     size_t n = r->elements / 2;
     long long max_rank = 0, n_granted = 0;
     unsigned char *ranks = calloc(n + 2, 1);
-    long long dequeued = hget_ll(k->c, b->name, "stats", "dequeued");
+    long long dequeued = hget_ll(cx, &k->rc, bi, "stats", "dequeued");
     unsigned char *seqs = calloc((size_t)(dequeued > 0 ? dequeued : 0) + 2, 1);
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         redisReply *kr = r->element[i], *vr = r->element[i + 1];
@@ -1249,7 +1473,7 @@ static void replay_log(checker *k, replay *rp)
     const batch_def *b = rp->b;
     char start[64] = "-";
     for (;;) {
-        redisReply *r = cmd(k, "XRANGE alloc:{%s}:log %s + COUNT 5000", b->name, start);
+        redisReply *r = cmd(k, (int)(b - k->cx->b), "XRANGE alloc:{%s}:log %s + COUNT 5000", b->name, start);
         if (!r) return;
         if (r->type != REDIS_REPLY_ARRAY) { freeReplyObject(r); return; }
         for (size_t i = 0; i < r->elements; i++) {
@@ -1278,7 +1502,8 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
     const batch_def *b = rp->b;
     long long held_h[MAX_ITEMS] = { 0 };
     long long now_ms = harness_now_ms();
-    redisReply *r = cmd(k, "HGETALL alloc:{%s}:holders", b->name);
+    int bi = (int)(b - cx->b);
+    redisReply *r = cmd(k, bi, "HGETALL alloc:{%s}:holders", b->name);
     size_t n_holders = 0;
     for (size_t i = 0; r && i + 1 < r->elements; i += 2) {
         const char *user = r->element[i]->str;
@@ -1324,8 +1549,8 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
     if (r) freeReplyObject(r);
     *free_sum = 0;
     for (int it = 0; it < b->n_items; it++) {
-        long long fr = harness_int(k->c, "HGET alloc:{%s}:free %s", b->name, b->items[it]);
-        long long cap = harness_int(k->c, "HGET alloc:{%s}:capacity %s", b->name, b->items[it]);
+        long long fr = KINT(k, bi, "HGET alloc:{%s}:free %s", b->name, b->items[it]);
+        long long cap = KINT(k, bi, "HGET alloc:{%s}:capacity %s", b->name, b->items[it]);
         *free_sum += fr;
         if (cap != rp->cap[it])
             violation(cx, &k->rep->mismatches, "%s: capacity[%s] = %lld, the log replays to %lld", b->name, b->items[it], cap, rp->cap[it]);
@@ -1336,7 +1561,7 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
             violation(cx, &k->rep->oversold, "%s: %s: free %lld + held %lld != capacity %lld",
                       b->name, b->items[it], fr, held_h[it], cap);
     }
-    long long n_free = harness_int(k->c, "HLEN alloc:{%s}:free", b->name);
+    long long n_free = KINT(k, bi, "HLEN alloc:{%s}:free", b->name);
     if (n_free != b->n_items)
         violation(cx, &k->rep->mismatches, "%s: free has %lld fields for %d items", b->name, n_free, b->n_items);
 }
@@ -1375,12 +1600,13 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
 {
     chaos_ctx *cx = k->cx;
     const char *n = cx->b[bi].name;
-    long long d = hget_ll(k->c, n, "stats", "dequeued"), p = hget_ll(k->c, n, "stats", "processed"),
-              dd = hget_ll(k->c, n, "stats", "dead"), du = hget_ll(k->c, n, "stats", "duplicates"),
-              g = hget_ll(k->c, n, "stats", "granted"), dn = hget_ll(k->c, n, "stats", "done"),
-              rj = hget_ll(k->c, n, "stats", "rejected"), iv = hget_ll(k->c, n, "stats", "invalid"),
-              ctl = hget_ll(k->c, n, "stats", "ctl"), fu = hget_ll(k->c, n, "stats", "free_units"),
-              pa = hget_ll(k->c, n, "stats", "participants");
+    rconn *rc = &k->rc;
+    long long d = hget_ll(cx, rc, bi, "stats", "dequeued"), p = hget_ll(cx, rc, bi, "stats", "processed"),
+              dd = hget_ll(cx, rc, bi, "stats", "dead"), du = hget_ll(cx, rc, bi, "stats", "duplicates"),
+              g = hget_ll(cx, rc, bi, "stats", "granted"), dn = hget_ll(cx, rc, bi, "stats", "done"),
+              rj = hget_ll(cx, rc, bi, "stats", "rejected"), iv = hget_ll(cx, rc, bi, "stats", "invalid"),
+              ctl = hget_ll(cx, rc, bi, "stats", "ctl"), fu = hget_ll(cx, rc, bi, "stats", "free_units"),
+              pa = hget_ll(cx, rc, bi, "stats", "participants");
     k->rep->dead_entries += dd;
     k->rep->duplicates += du;
     k->rep->granted += g;
@@ -1397,23 +1623,23 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
                   n, g, dn, rj, iv, counts[1], counts[2], counts[3], counts[4]);
     if (g != granted_results)
         violation(cx, &k->rep->stats_errors, "%s: stats.granted %lld, granted results %lld", n, g, granted_results);
-    long long hlen = harness_int(k->c, "HLEN alloc:{%s}:results", n);
+    long long hlen = KINT(k, bi, "HLEN alloc:{%s}:results", n);
     if (hlen != p + ctl)
         violation(cx, &k->rep->stats_errors, "%s: %lld results but processed %lld + ctl %lld", n, hlen, p, ctl);
     if (fu != free_sum)
         violation(cx, &k->rep->stats_errors, "%s: stats.free_units %lld, sum of free %lld", n, fu, free_sum);
-    long long dl = harness_int(k->c, "LLEN alloc:{%s}:dead", n);
+    long long dl = KINT(k, bi, "LLEN alloc:{%s}:dead", n);
     if (dl != dd)
         violation(cx, &k->rep->stats_errors, "%s: dead list has %lld entries, stats.dead %lld", n, dl, dd);
     if (dl < dead_acked || dl > dead_attempts)
         violation(cx, &k->rep->lost, "%s: dead list has %lld entries; %lld unreadable pushes were acknowledged (%lld sent)",
                   n, dl, dead_acked, dead_attempts);
-    long long sp = harness_int(k->c, "SCARD alloc:{%s}:participants", n);
+    long long sp = KINT(k, bi, "SCARD alloc:{%s}:participants", n);
     if (pa != sp)
         violation(cx, &k->rep->stats_errors, "%s: stats.participants %lld, participants set %lld", n, pa, sp);
     const char *lists[] = { "queue", "processing", "ctl", "ctlprocessing" };
     for (size_t i = 0; i < 4; i++) {
-        long long l = harness_int(k->c, "LLEN alloc:{%s}:%s", n, lists[i]);
+        long long l = KINT(k, bi, "LLEN alloc:{%s}:%s", n, lists[i]);
         if (l != 0) violation(cx, &k->rep->lost, "%s: %lld entries left in %s", n, l, lists[i]);
     }
 }
@@ -1428,45 +1654,49 @@ static void tamper(chaos_ctx *cx)
 {
     const char *t = getenv("CHAOS_TAMPER");
     if (!t || !*t) return;
-    redisContext *c = harness_redis_connect(&cx->redis);
-    if (!c) return;
+    rconn c = { { NULL } };
     redisReply *r = NULL;
-    char *granted = NULL;
     const rec *g = NULL;
+    const char *s1 = cx->b[B_CS1].name, *s2 = cx->b[B_CS2].name, *r1 = cx->b[B_CR1].name;
+    uint16_t l1 = cx->bslot[B_CS1], l2 = cx->bslot[B_CS2], lr = cx->bslot[B_CR1];
     for (size_t i = 0; i < cx->prod[0].recs.n && !g; i++) {
         const rec *rc = &cx->prod[0].recs.v[i];
         if (rc->batch != B_CS1 || rc->expect != EXP_VALID || strcmp(rc->op, "buy")) continue;
-        granted = harness_str(c, "HGET alloc:{cs1}:results %s", rc->id);
-        if (granted && strstr(granted, "\"granted\"")) g = rc;
-        else { free(granted); granted = NULL; }
+        redisReply *gr = rcmd(cx, &c, l1, "HGET alloc:{%s}:results %s", s1, rc->id);
+        if (gr && gr->type == REDIS_REPLY_STRING && strstr(gr->str, "\"granted\"")) g = rc;
+        if (gr) freeReplyObject(gr);
     }
     switch (atoi(t)) {
-    case 1: r = redisCommand(c, "HINCRBY alloc:{cs1}:free sku1 1"); break;
+    case 1: r = rcmd(cx, &c, l1, "HINCRBY alloc:{%s}:free sku1 1", s1); break;
     case 2:
-        if (g) r = redisCommand(c, "XADD alloc:{cs1}:log * type grant user %s item sku1 qty 1 order 42 req %s at 1",
-                                g->user, g->id);
+        if (g) r = rcmd(cx, &c, l1, "XADD alloc:{%s}:log * type grant user %s item sku1 qty 1 order 42 req %s at 1",
+                        s1, g->user, g->id);
         break;
-    case 3: if (g) r = redisCommand(c, "HDEL alloc:{cs1}:results %s", g->id); break;
-    case 4: r = redisCommand(c, "HSET alloc:{cs1}:results nobody {\"id\":\"nobody\",\"status\":\"done\"}"); break;
-    case 5: r = redisCommand(c, "HSET alloc:{cr1}:holders s1 {\"item\":\"R002\",\"since\":1,\"req\":\"x\"}"); break;
-    case 6: r = redisCommand(c, "RPUSH alloc:{cs2}:processing {}"); break;
-    case 7: r = redisCommand(c, "HINCRBY alloc:{cs2}:stats processed 1"); break;
+    case 3: if (g) r = rcmd(cx, &c, l1, "HDEL alloc:{%s}:results %s", s1, g->id); break;
+    case 4: r = rcmd(cx, &c, l1, "HSET alloc:{%s}:results nobody {\"id\":\"nobody\",\"status\":\"done\"}", s1); break;
+    case 5: r = rcmd(cx, &c, lr, "HSET alloc:{%s}:holders s1 {\"item\":\"R002\",\"since\":1,\"req\":\"x\"}", r1); break;
+    case 6: r = rcmd(cx, &c, l2, "RPUSH alloc:{%s}:processing {}", s2); break;
+    case 7: r = rcmd(cx, &c, l2, "HINCRBY alloc:{%s}:stats processed 1", s2); break;
     case 8:
-        r = redisCommand(c, "XADD alloc:{cs1}:log * type grant user zz item sku4 qty 5 order 43 req p0-0 at 1");
+        r = rcmd(cx, &c, l1, "XADD alloc:{%s}:log * type grant user zz item sku4 qty 5 order 43 req p0-0 at 1", s1);
         break;
     }
     if (r) freeReplyObject(r);
-    free(granted);
-    redisFree(c);
+    rc_close(&c);
 }
 
 static void run_checks(chaos_ctx *cx)
 {
     checker k = { .cx = cx, .rep = cx->rep };
-    k.c = harness_redis_connect(&cx->redis);
-    if (!k.c) { violation(cx, &cx->rep->other, "checker: cannot connect to Redis"); return; }
     struct timeval tv = { 60, 0 };
-    redisSetTimeout(k.c, tv);
+    for (int i = 0; i < cx->n_nodes; i++) {
+        if (!rc_node(cx, &k.rc, i)) {
+            violation(cx, &cx->rep->other, "checker: cannot connect to Redis node %d", i);
+            rc_close(&k.rc);
+            return;
+        }
+        redisSetTimeout(k.rc.c[i], tv);
+    }
     size_t total = cx->follower.recs.n + cx->admin.recs.n;
     for (int i = 0; i < cx->n_producers; i++) total += cx->prod[i].recs.n;
     idmap_init(&k.ids, total);
@@ -1503,7 +1733,7 @@ static void run_checks(chaos_ctx *cx)
             check_effects(&k, rc);
         }
     free(k.ids.slot);
-    redisFree(k.c);
+    rc_close(&k.rc);
 }
 
 /* ------------------------------------------------------------ setup -- */
@@ -1547,28 +1777,136 @@ static void define_batches(chaos_ctx *cx)
 
 static int create_batches(chaos_ctx *cx)
 {
-    redisContext *c = harness_redis_connect(&cx->redis);
-    if (!c) return -1;
+    rconn c = { { NULL } };
+    int bad = 0;
     for (int bi = 0; bi < NB; bi++) {
         const batch_def *b = &cx->b[bi];
-        redisReply *r = redisCommand(c, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d",
-                                     b->name, b->room ? "room" : "stock", b->per_user, b->hold_ms,
-                                     b->max_group ? b->max_group : 8);
+        uint16_t sl = cx->bslot[bi];
+        redisReply *r = rcmd(cx, &c, sl, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d",
+                             b->name, b->room ? "room" : "stock", b->per_user, b->hold_ms,
+                             b->max_group ? b->max_group : 8);
+        bad |= !r || r->type == REDIS_REPLY_ERROR;
         if (r) freeReplyObject(r);
         for (int i = 0; i < b->n_items; i++) {
-            r = redisCommand(c, "HSET alloc:{%s}:capacity %s %lld", b->name, b->items[i], b->caps[i]);
+            r = rcmd(cx, &c, sl, "HSET alloc:{%s}:capacity %s %lld", b->name, b->items[i], b->caps[i]);
+            bad |= !r || r->type == REDIS_REPLY_ERROR;
             if (r) freeReplyObject(r);
             if (b->room) {
-                r = redisCommand(c, "HSET alloc:{%s}:attrs %s %s", b->name, b->items[i], b->attrs[i]);
+                r = rcmd(cx, &c, sl, "HSET alloc:{%s}:attrs %s %s", b->name, b->items[i], b->attrs[i]);
+                bad |= !r || r->type == REDIS_REPLY_ERROR;
                 if (r) freeReplyObject(r);
             }
         }
-        r = redisCommand(c, "SADD alloc:batches %s", b->name);
+        r = rcmd(cx, &c, key_slot("alloc:batches"), "SADD alloc:batches %s", b->name);
+        bad |= !r || r->type == REDIS_REPLY_ERROR;
         if (r) freeReplyObject(r);
     }
-    int err = c->err;
+    rc_close(&c);
+    return bad ? -1 : 0;
+}
+
+/* ---------------------------------------------------------- cluster -- */
+
+static int port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static int pick_port(int start)
+{
+    for (int p = start; p < 29000; p++)
+        if (port_free(p) && port_free(p + 10000)) return p;
+    return -1;
+}
+
+static harness_redis *node_redis(chaos_ctx *cx, int i) { return i == 0 ? &cx->redis : &cx->node[i]; }
+
+/* Reads CLUSTER SLOTS from node 0 into cx->slot_node. */
+static int load_slot_map(chaos_ctx *cx)
+{
+    redisContext *c = node_connect(cx, 0);
+    if (!c) return -1;
+    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+    cluster_map m;
+    cluster_map_init(&m);
+    int rc = r && cluster_map_parse(&m, r, "127.0.0.1") == 0 ? 0 : -1;
+    for (int s = 0; rc == 0 && s < CLUSTER_SLOTS; s++) {
+        const cluster_node *n = cluster_map_node(&m, (uint16_t)s);
+        int idx = -1;
+        for (int i = 0; n && i < cx->n_nodes; i++)
+            if (n->port == cx->port[i]) idx = i;
+        if (idx < 0) rc = -1;
+        else atomic_store(&cx->slot_node[s], (int16_t)idx);
+    }
+    cluster_map_free(&m);
+    if (r) freeReplyObject(r);
     redisFree(c);
-    return err ? -1 : 0;
+    return rc;
+}
+
+/* Three masters on loopback, no replicas, made a cluster by redis-cli. */
+static int cluster_start(chaos_ctx *cx)
+{
+    cx->n_nodes = MAX_NODES;
+    int p = 17000 + (int)(getpid() % 1000) * 3;
+    for (int i = 0; i < cx->n_nodes; i++) {
+        cx->port[i] = p = pick_port(p + 1);
+        if (p < 0) return -1;
+        char extra[320];
+        snprintf(extra, sizeof extra, "--port %d --bind 127.0.0.1 --cluster-enabled yes "
+                 "--cluster-config-file nodes.conf --cluster-node-timeout 5000 --appendonly no "
+                 "--enable-debug-command yes", p);
+        if (harness_redis_start(node_redis(cx, i), extra) < 0) return -1;
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "redis-cli --cluster create 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d "
+             "--cluster-replicas 0 --cluster-yes >/dev/null 2>&1", cx->port[0], cx->port[1], cx->port[2]);
+    if (system(cmd) != 0) return -1;
+    for (int waited = 0; waited < 20000; waited += 100) {
+        int ok = 0;
+        for (int i = 0; i < cx->n_nodes; i++) {
+            redisContext *c = node_connect(cx, i);
+            char *info = c ? harness_str(c, "CLUSTER INFO") : NULL;
+            if (info && strstr(info, "cluster_state:ok")) ok++;
+            free(info);
+            if (c) redisFree(c);
+        }
+        if (ok == cx->n_nodes) return load_slot_map(cx);
+        harness_sleep_ms(100);
+    }
+    return -1;
+}
+
+static void nodes_stop(chaos_ctx *cx)
+{
+    for (int i = cx->n_nodes - 1; i >= 0; i--)
+        if (node_redis(cx, i)->dir[0]) harness_redis_stop(node_redis(cx, i));
+}
+
+/* Names the batches so that each lives on another master: cs1, cs2, cr1 or,
+ * when their slots share a node, the first of cs1-a, cs1-b, ... that does
+ * not. */
+static void place_batches(chaos_ctx *cx)
+{
+    static const char *const base[NB] = { "cs1", "cs2", "cr1" };
+    int used[MAX_NODES] = { 0 };
+    for (int bi = 0; bi < NB; bi++) {
+        for (int v = 0; v < 27; v++) {
+            if (v == 0) snprintf(cx->names[bi], sizeof cx->names[bi], "%s", base[bi]);
+            else snprintf(cx->names[bi], sizeof cx->names[bi], "%s-%c", base[bi], 'a' + v - 1);
+            int node = slot_node(cx, key_slot(cx->names[bi]));
+            if (!cx->cluster || !used[node] || bi >= cx->n_nodes) break;
+        }
+        cx->b[bi].name = cx->names[bi];
+        cx->bslot[bi] = key_slot(cx->names[bi]);
+        used[slot_node(cx, cx->bslot[bi])] = 1;
+    }
 }
 
 static void scan_logs(chaos_ctx *cx)
@@ -1610,6 +1948,12 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     if (p.producers > 64) p.producers = 64;
     if (p.seconds <= 0) p.seconds = (int)(p.requests / 2500) + 10;
     if (p.drain_seconds <= 0) p.drain_seconds = 90 + (int)(p.requests / 1000);
+    if (p.instances <= 0) p.instances = p.cluster ? 3 : 1;
+    if (p.instances > MAX_INST) p.instances = MAX_INST;
+    if (p.cluster) {   /* the cluster's nodes are not restarted in this mode */
+        p.redis_restarts = 0;
+        p.outage_ms = 0;
+    }
     memset(rep, 0, sizeof *rep);
     signal(SIGPIPE, SIG_IGN);   /* a write to a Redis that just died must not kill us */
 
@@ -1622,24 +1966,56 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     pthread_mutex_init(&cx->msg_mu, NULL);
     define_batches(cx);
     uint64_t rng = p.seed * 0x9e3779b97f4a7c15ULL + 12345;
+    cx->t0 = now_s();
 
-    if (harness_redis_start(&cx->redis, "--appendonly yes --appendfsync always --enable-debug-command yes") < 0) {
+    cx->cluster = p.cluster;
+    cx->n_nodes = 1;
+    cx->n_inst = p.instances;
+    rep->instances = p.instances;
+    if (p.cluster) {
+        if (cluster_start(cx) < 0) {
+            violation(cx, &rep->other, "could not start a 3-master Redis Cluster (redis-server, redis-cli --cluster create)");
+            nodes_stop(cx);
+            free(cx);
+            return -1;
+        }
+    } else if (harness_redis_start(&cx->redis, "--appendonly yes --appendfsync always --enable-debug-command yes") < 0) {
         violation(cx, &rep->other, "redis-server did not start");
         free(cx);
         return -1;
     }
+    rep->nodes = cx->n_nodes;
+    place_batches(cx);
     snprintf(rep->dir, sizeof rep->dir, "%s", cx->redis.dir);
     if (create_batches(cx) < 0) {
         violation(cx, &rep->other, "could not create the batches");
-        harness_redis_stop(&cx->redis);
+        nodes_stop(cx);
         free(cx);
         return -1;
     }
+    for (int bi = 0; bi < NB && p.cluster; bi++)
+        progress(cx, "batch %s: slot %u on node %d (port %d)", cx->b[bi].name, cx->bslot[bi],
+                 slot_node(cx, cx->bslot[bi]), cx->port[slot_node(cx, cx->bslot[bi])]);
     snprintf(cx->allocd_conf, sizeof cx->allocd_conf,
              "chunk = 64;\nredis_timeout_ms = 1000;\nconnect_timeout_ms = 1000;\n"
              "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\n");
+    for (int i = 0; i < cx->n_inst; i++) {
+        /* one instance keeps the harness's naming (a new name per start),
+         * several get fixed names and come back under them */
+        if (p.cluster)
+            snprintf(cx->inst_conf[i], sizeof cx->inst_conf[i],
+                     "%sredis = \"redis://127.0.0.1:%d\";\ncluster = \"yes\";\ninstance = \"chaos-%d\";\n"
+                     "lease_ttl_ms = 2000;\nregistry_interval_ms = 200;\n",
+                     cx->allocd_conf, cx->port[i % cx->n_nodes], i);
+        else if (cx->n_inst > 1)
+            snprintf(cx->inst_conf[i], sizeof cx->inst_conf[i],
+                     "%sinstance = \"chaos-%d\";\nlease_ttl_ms = 2000;\nregistry_interval_ms = 200;\n",
+                     cx->allocd_conf, i);
+        else
+            snprintf(cx->inst_conf[i], sizeof cx->inst_conf[i], "%s", cx->allocd_conf);
+    }
     cx->t0 = now_s();
-    allocd_start(cx);
+    for (int i = 0; i < cx->n_inst; i++) allocd_start(cx, i);
 
     /* producers, follower, admin */
     cx->n_producers = p.producers;
@@ -1676,9 +2052,14 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     if (wait_drain(cx) < 0) violation(cx, &rep->lost, "allocd busy again after the expiry wait");
     rep->drain_seconds = now_s() - dstart;
     allocd_watch(cx);
-    rep->allocd_final_exit = harness_allocd_stop(&cx->allocd);
-    if (rep->allocd_final_exit != 0)
-        violation(cx, &rep->other, "allocd exited %d after SIGTERM (expected 0: drain and exit)", rep->allocd_final_exit);
+    for (int i = 0; i < cx->n_inst; i++) {
+        int st = harness_allocd_stop(&cx->allocd[i]);
+        if (st != 0) {
+            rep->allocd_final_exit = st;
+            violation(cx, &rep->other, "allocd instance %d exited %d after SIGTERM (expected 0: drain and exit); log %s",
+                      i, st, cx->allocd[i].log);
+        }
+    }
     progress(cx, "checking");
 
     for (int i = 0; i < p.producers; i++) {
@@ -1701,7 +2082,7 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     rep->total_seconds = now_s() - cx->t0;
 
     if (p.keep) setenv("HARNESS_KEEP", "1", 1);
-    harness_redis_stop(&cx->redis);
+    nodes_stop(cx);
     for (int i = 0; i < p.producers; i++) recvec_free(&cx->prod[i].recs);
     recvec_free(&cx->follower.recs);
     recvec_free(&cx->admin.recs);
@@ -1720,7 +2101,9 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             "requests pushed   %ld   (RPUSHes incl. retries %ld, connection retries %ld)\n"
             "  of which        %ld duplicate ids, %ld dead garbage, %ld invalid garbage, %ld admin commands\n"
             "distinct ids      %ld\n"
+            "topology          %d Redis node%s, %d allocd instance%s\n"
             "kills             %d   (allocd starts %d, unexpected exits %d, final exit %d)\n"
+            "pauses            %d   (SIGSTOP past the lease, then SIGCONT)\n"
             "redis restarts    %d   (outages %d, DEBUG SLEEPs %d)\n"
             "results           %ld   (granted %ld, done %ld, rejected %ld, invalid %ld)\n"
             "dead entries      %ld   duplicates %ld\n"
@@ -1736,8 +2119,9 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             "other             %ld\n"
             "dir               %s%s\n",
             p->seed, r->pushed, r->push_attempts, r->push_retries, r->dup_pushes, r->garbage_dead,
-            r->garbage_invalid, r->ctl_pushed, r->distinct_ids, r->kills, r->allocd_starts,
-            r->allocd_unexpected_exits, r->allocd_final_exit, r->redis_restarts, r->outages,
+            r->garbage_invalid, r->ctl_pushed, r->distinct_ids, r->nodes, r->nodes == 1 ? "" : "s",
+            r->instances, r->instances == 1 ? "" : "s", r->kills, r->allocd_starts,
+            r->allocd_unexpected_exits, r->allocd_final_exit, r->pauses, r->redis_restarts, r->outages,
             r->slow_sleeps, r->results, r->granted, r->done, r->rejected, r->invalid,
             r->dead_entries, r->duplicates, r->log_entries, r->grants_logged, r->expiries,
             r->log_connection_lost, r->log_timeouts, r->log_connected, r->push_seconds,

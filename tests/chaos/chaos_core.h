@@ -17,6 +17,15 @@
  * DEBUG SLEEP. After a drain it checks everything it can against what was
  * pushed: results, the event log replayed from scratch, holders, free,
  * capacity, stats, dead list, processing lists.
+ *
+ * Cluster mode (params.cluster, `make chaos-cluster`, test_chaos_cluster):
+ * the same run over a 3-master Redis Cluster on loopback (no replicas),
+ * each batch on another master, several allocd instances with fixed names
+ * (lease_ttl_ms 2000, registry_interval_ms 200) that are SIGKILLed and
+ * restarted under their names or SIGSTOPped past their lease. Producers,
+ * follower, drain and checker route every command by the batch's slot and
+ * follow MOVED/ASK/TRYAGAIN; the checks are the same, each batch read from
+ * the node owning its slot.
  */
 #ifndef ALLOCD_CHAOS_CORE_H
 #define ALLOCD_CHAOS_CORE_H
@@ -36,6 +45,13 @@ typedef struct chaos_params {
     int producers;        /* producer threads; 0 = 3 */
     int drain_seconds;    /* longest wait for allocd to finish; 0 = derived */
     int verbose;          /* progress lines on stderr */
+    /* cluster mode: a 3-master Redis Cluster on loopback (no replicas), each
+     * batch on another master, several allocd instances with distinct names
+     * that are SIGKILLed and restarted under the same name; Redis restarts
+     * and outages are not done in this mode */
+    int cluster;
+    int instances;        /* allocd instances; 0 = 1 (single Redis) or 3 (cluster) */
+    int pauses;           /* SIGSTOPs of one instance past its lease, then SIGCONT */
 } chaos_params;
 
 #define CHAOS_MAX_MSGS 20
@@ -51,6 +67,9 @@ typedef struct chaos_report {
     long garbage_invalid;   /* readable but invalid pushes */
     long ctl_pushed;        /* admin commands */
     int kills;
+    int pauses;             /* SIGSTOP/SIGCONT of an instance past its lease */
+    int instances;          /* allocd instances running side by side */
+    int nodes;              /* Redis nodes (1, or the cluster's masters) */
     int redis_restarts;
     int outages;
     int slow_sleeps;
