@@ -9,9 +9,12 @@
  * lock-per-room design, and prints a table, one machine-readable RESULT
  * line per run, and a TARGET line (MET / NOT MET) per goal of the issue.
  * The pieces live in tools/bench/ (see bench.h and designs.h); this file
- * only parses options, sequences the runs and reports.
+ * only parses options, sequences the runs and reports. --cluster-masters /
+ * --cluster-sweep is a separate scenario (tools/bench/cluster.h): allocd
+ * over M Redis masters with N instances, aggregate throughput and CPU.
  */
 #include "bench/designs.h"
+#include "bench/cluster.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -22,6 +25,8 @@
 
 #define MAX_ROWS 64
 #define MAX_SWEEP 8
+#define MAX_CLUSTER 8
+#define MAX_CL_RUNS 10
 
 enum { D_ALLOCD = 1, D_LUA = 2, D_LOCK = 4 };
 
@@ -38,6 +43,7 @@ typedef struct options {
     int designs, lua_seconds, lock_threads, lock_sleep_us, lock_seconds, lock_precheck;
     int probe, rate_test, targets, memory;
     int sweep[MAX_SWEEP], n_sweep;
+    int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
     uint64_t seed;
 } options;
 
@@ -96,6 +102,11 @@ static void usage(FILE *f)
           "  --probe N             N lone requests on an idle batch (latency)\n"
           "  --rate-test           stock live at full speed, then paced at half of it\n"
           "  --chunk-sweep LIST    stock prepushed at each chunk size, e.g. 64,256,1024,4096\n"
+          "  --cluster-masters M   scaling over Redis Cluster: M masters (1 = one plain Redis)\n"
+          "  --instances N         with --cluster-masters: N allocd instances (1)\n"
+          "  --cluster-sweep LIST  several MxN configurations, e.g. 1x1,3x3,3x1 (stock, prepushed,\n"
+          "                        --batches K spread over masters and instances)\n"
+          "  --runs R              with --cluster-*: rounds over the configurations (1)\n"
           "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n"
           "  --targets             the standard comparison: all scenarios, --compare, --rate-test,\n"
           "                        --probe 300, --chunk-sweep 256,1024, and every TARGET line\n"
@@ -108,6 +119,22 @@ static void usage(FILE *f)
           "  --prefix P            key prefix (allocbench; alloc with --no-daemon)\n"
           "  --timeout S           longest wait for one run's results (300)\n"
           "  --seed N              request mix seed (1)\n", f);
+}
+
+/* "1x1,3x3,3x1": masters x instances. */
+static int parse_cluster_sweep(options *o, const char *list)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", list);
+    o->n_cluster = 0;
+    for (char *s = strtok(buf, ","); s; s = strtok(NULL, ",")) {
+        int m, n;
+        if (o->n_cluster == MAX_CLUSTER || sscanf(s, "%dx%d", &m, &n) != 2 || m < 1 || m > CB_MAX_NODES ||
+            n < 1 || n > CB_MAX_INST) return -1;
+        o->cl_masters[o->n_cluster] = m;
+        o->cl_instances[o->n_cluster++] = n;
+    }
+    return o->n_cluster ? 0 : -1;
 }
 
 static int parse_sweep(options *o, const char *list)
@@ -192,7 +219,8 @@ enum {
     O_SCENARIO = 256, O_MODE, O_REQUESTS, O_USERS, O_ITEMS, O_HOLD, O_PRODUCERS, O_DEPTH,
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
-    O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP
+    O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
+    O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
 static const struct option long_opts[] = {
@@ -209,6 +237,8 @@ static const struct option long_opts[] = {
     { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
     { "designs", 1, 0, O_DESIGNS }, { "batches", 1, 0, O_BATCHES },
     { "tick-us", 1, 0, O_TICK },
+    { "cluster-masters", 1, 0, O_CL_MASTERS }, { "instances", 1, 0, O_CL_INSTANCES },
+    { "cluster-sweep", 1, 0, O_CL_SWEEP }, { "runs", 1, 0, O_RUNS },
     { 0, 0, 0, 0 }
 };
 
@@ -234,6 +264,12 @@ static int parse_int_opts(options *o, int c, const char *v)
     case O_SEED: o->seed = strtoull(v, NULL, 10); return 0;
     case O_TICK: o->tick_us = atoi(v); return o->tick_us >= 0 ? 0 : -1;
     case O_BATCHES: o->batches = atoi(v); return o->batches > 0 && o->batches <= 64 ? 0 : -1;
+    case O_CL_MASTERS:
+        o->n_cluster = 1;
+        o->cl_masters[0] = atoi(v);
+        return o->cl_masters[0] >= 1 && o->cl_masters[0] <= CB_MAX_NODES ? 0 : -1;
+    case O_CL_INSTANCES: o->cl_instances[0] = atoi(v); return o->cl_instances[0] >= 1 && o->cl_instances[0] <= CB_MAX_INST ? 0 : -1;
+    case O_RUNS: o->runs = atoi(v); return o->runs >= 1 && o->runs <= MAX_CL_RUNS ? 0 : -1;
     }
     return 1; /* not an integer option */
 }
@@ -250,6 +286,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_LOCK_PRE: o->lock_precheck = 1; return 0;
     case O_RATE_TEST: o->rate_test = 1; return 0;
     case O_SWEEP: return parse_sweep(o, v);
+    case O_CL_SWEEP: return parse_cluster_sweep(o, v);
     case O_MEMORY: o->memory = 1; return 0;
     case O_TARGETS: *targets = 1; return 0;
     case O_REDIS: o->redis_url = v; return 0;
@@ -278,6 +315,9 @@ static int parse_options(options *o, int argc, char **argv)
     if (!any) o->scenarios[SC_STOCK] = 1;
     if (!o->designs) o->designs = D_ALLOCD;
     if (!o->prefix) o->prefix = o->no_daemon ? "alloc" : "allocbench";
+    if (o->n_cluster == 1 && !o->cl_instances[0]) o->cl_instances[0] = 1;
+    if (o->cl_instances[0] && !o->n_cluster) { fprintf(stderr, "allocbench: --instances needs --cluster-masters\n"); return -1; }
+    if (!o->runs) o->runs = 1;
     if (o->chunk > 4096) { fprintf(stderr, "allocbench: allocd accepts chunk 1..4096\n"); return -1; }
     return 0;
 }
@@ -731,6 +771,72 @@ static void report(const bench *b)
     else if (b->opt.memory) { printf("\n"); target_memory(b); }
 }
 
+/* ---------------------------------------------------------- cluster --- */
+
+/* Rounds over the configurations (1x1, 3x3, 3x1, 1x1, ...) so that each
+ * configuration sees the same spread of load on a shared machine. */
+static int run_cluster(const options *o)
+{
+    int total = o->n_cluster * o->runs, failed = 0;
+    cluster_result *res = calloc((size_t)total, sizeof *res);
+    if (!res) return 1;
+    workload w;
+    workload_init(&w, SC_STOCK, o->requests, o->users, o->items, o->hold_ms, o->seed);
+    double load0 = bench_loadavg();
+    for (int r = 0; r < o->runs; r++)
+        for (int c = 0; c < o->n_cluster; c++) {
+            char err[256];
+            cluster_opts co = {
+                .allocd_bin = o->allocd_bin, .prefix = o->prefix, .w = &w, .masters = o->cl_masters[c],
+                .instances = o->cl_instances[c], .batches = o->batches, .chunk = o->chunk,
+                .registry_ms = o->registry_ms, .timeout_s = o->timeout_s, .run = r + 1,
+            };
+            cluster_result *x = &res[r * o->n_cluster + c];
+            if (cluster_bench_run(&co, x, err, sizeof err) < 0) {
+                fprintf(stderr, "allocbench: cluster %dx%d run %d failed: %s\n", co.masters, co.instances, r + 1, err);
+                failed = 1;
+            }
+            if (x->log_lines) fprintf(stderr, "allocbench: %ld lines in the allocd logs (warning or worse)\n", x->log_lines);
+        }
+    char cpu[128];
+    cpu_model(cpu, sizeof cpu);
+    printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it)\n"
+           "setup: redis on loopback TCP (M = 1: plain Redis; M > 1: cluster), allocd %s, chunk %d, "
+           "stock, %ld requests pre-pushed over %d batches, timed from SADD to the last result\n",
+           sysconf(_SC_NPROCESSORS_ONLN), cpu, load0, bench_loadavg(), o->allocd_bin, o->chunk, w.n, o->batches);
+    printf("\n%-3s %-3s %-3s %-3s %8s %7s %9s %9s %7s %7s %8s %8s %9s %5s %-11s %-11s %3s %5s\n", "M", "N", "K", "run",
+           "n", "secs", "req/s", "drain/s", "coresR", "coresA", "cpuR_us", "cpuA_us", "cpuBench", "load", "per_master",
+           "per_inst", "log", "ok");
+    for (int i = 0; i < total; i++) {
+        const cluster_result *x = &res[i];
+        char pm[64] = "", pi[64] = "";
+        for (int m = 0, at = 0; m < x->masters && at < (int)sizeof pm - 4; m++)
+            at += snprintf(pm + at, sizeof pm - (size_t)at, "%s%d", m ? "/" : "", x->per_master[m]);
+        for (int m = 0, at = 0; m < x->instances && at < (int)sizeof pi - 4; m++)
+            at += snprintf(pi + at, sizeof pi - (size_t)at, "%s%d", m ? "/" : "", x->per_instance[m]);
+        printf("%-3d %-3d %-3d %-3d %8ld %7.2f %9.0f %9.0f %7.2f %7.2f %8.2f %8.2f %9.2f %5.2f %-11s %-11s %3ld %5s\n",
+               x->masters, x->instances, x->batches, x->run, x->n, x->secs, x->tput, x->tput_drain, x->redis_cores,
+               x->allocd_cores, x->redis_us_per_req, x->allocd_us_per_req, x->cpu_bench_s, x->load, pm, pi,
+               x->log_lines, x->ok ? "yes" : "NO");
+    }
+    printf("\n");
+    for (int i = 0; i < total; i++) {
+        const cluster_result *x = &res[i];
+        printf("RESULT scenario=cluster masters=%d instances=%d batches=%d run=%d n=%ld load=%.2f ok=%d "
+               "throughput=%.0f throughput_drain=%.0f seconds=%.3f results=%ld missing=%ld granted=%ld rejected=%ld misplaced=%d "
+               "log_lines=%ld cpu_redis_s=%.3f cpu_allocd_s=%.3f cpu_bench_s=%.3f redis_cores=%.2f "
+               "allocd_cores=%.2f cpu_redis_us_per_req=%.2f cpu_allocd_us_per_req=%.2f",
+               x->masters, x->instances, x->batches, x->run, x->n, x->load, x->ok, x->tput, x->tput_drain, x->secs, x->results,
+               x->missing, x->granted, x->rejected, x->misplaced, x->log_lines, x->cpu_redis_s, x->cpu_allocd_s,
+               x->cpu_bench_s, x->redis_cores, x->allocd_cores, x->redis_us_per_req, x->allocd_us_per_req);
+        for (int m = 0; m < x->masters; m++) printf(" cpu_redis%d_s=%.3f", m + 1, x->node_cpu_s[m]);
+        for (int m = 0; m < x->instances; m++) printf(" cpu_allocd%d_s=%.3f", m + 1, x->inst_cpu_s[m]);
+        printf("\n");
+    }
+    free(res);
+    return failed;
+}
+
 /* ------------------------------------------------------------- main --- */
 
 int main(int argc, char **argv)
@@ -738,6 +844,13 @@ int main(int argc, char **argv)
     bench b;
     memset(&b, 0, sizeof b);
     if (parse_options(&b.opt, argc, argv) < 0) return 2;
+    if (b.opt.n_cluster) {
+        if (access(b.opt.allocd_bin, X_OK) < 0) {
+            fprintf(stderr, "allocbench: %s is not executable (build it, or --allocd PATH)\n", b.opt.allocd_bin);
+            return 2;
+        }
+        return run_cluster(&b.opt);
+    }
     if (b.opt.no_daemon && !b.opt.redis_url) {
         fprintf(stderr, "allocbench: --no-daemon needs --redis (the daemon's Redis)\n");
         return 2;

@@ -87,6 +87,8 @@ typedef struct bench_daemon_opts {
     const char *prefix;
     int chunk;
     int registry_ms;          /* 0 = allocd's default */
+    const char *instance;     /* NULL: "allocbench" */
+    const char *cluster;      /* NULL: allocd's default (auto); "yes" / "no" */
 } bench_daemon_opts;
 
 typedef struct bench_daemon {

@@ -85,8 +85,9 @@ static int write_conf(const bench_daemon *d, const bench_daemon_opts *o)
     FILE *f = fopen(d->conf, "w");
     if (!f) return -1;
     fprintf(f, "# written by allocbench\nredis = \"%s\";\nprefix = \"%s\";\n"
-               "instance = \"allocbench\";\nchunk = %d;\nlog_level = \"warning\";\n",
-            o->redis_url, o->prefix, o->chunk);
+               "instance = \"%s\";\nchunk = %d;\nlog_level = \"warning\";\n",
+            o->redis_url, o->prefix, o->instance ? o->instance : "allocbench", o->chunk);
+    if (o->cluster) fprintf(f, "cluster = \"%s\";\n", o->cluster);
     if (o->registry_ms > 0) fprintf(f, "registry_interval_ms = %d;\n", o->registry_ms);
     return fclose(f);
 }
