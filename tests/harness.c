@@ -1,8 +1,11 @@
 /* harness.c -- see harness.h. */
 #include "harness.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +15,24 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static int port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+int harness_cluster_port(int start)
+{
+    for (int p = start; p < 29000; p++)
+        if (port_free(p) && port_free(p + 10000)) return p;
+    return -1;
+}
 
 int64_t harness_now_ms(void)
 {

@@ -49,6 +49,10 @@ int harness_allocd_alive(harness_allocd *d);
 /* Prints the daemon's log to stderr (for failing tests). */
 void harness_allocd_dump_log(const harness_allocd *d);
 
+/* A loopback TCP port >= start that is free together with port + 10000
+ * (a Redis Cluster node's bus port), or -1. */
+int harness_cluster_port(int start);
+
 int64_t harness_now_ms(void);
 void harness_sleep_ms(int ms);
 

@@ -1807,24 +1807,6 @@ static int create_batches(chaos_ctx *cx)
 
 /* ---------------------------------------------------------- cluster -- */
 
-static int port_free(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return 0;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    return ok;
-}
-
-static int pick_port(int start)
-{
-    for (int p = start; p < 29000; p++)
-        if (port_free(p) && port_free(p + 10000)) return p;
-    return -1;
-}
-
 static harness_redis *node_redis(chaos_ctx *cx, int i) { return i == 0 ? &cx->redis : &cx->node[i]; }
 
 /* Reads CLUSTER SLOTS from node 0 into cx->slot_node. */
@@ -1856,7 +1838,7 @@ static int cluster_start(chaos_ctx *cx)
     cx->n_nodes = MAX_NODES;
     int p = 17000 + (int)(getpid() % 1000) * 3;
     for (int i = 0; i < cx->n_nodes; i++) {
-        cx->port[i] = p = pick_port(p + 1);
+        cx->port[i] = p = harness_cluster_port(p + 1);
         if (p < 0) return -1;
         char extra[320];
         snprintf(extra, sizeof extra, "--port %d --bind 127.0.0.1 --cluster-enabled yes "

@@ -31,28 +31,11 @@ typedef struct cluster {
     redisContext *c[NODES];
 } cluster;
 
-static int port_free(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    return ok;
-}
-
-static int pick_port(int start)
-{
-    for (int p = start; p < 29000; p++)
-        if (port_free(p) && port_free(p + 10000)) return p;
-    return -1;
-}
-
 static int cluster_start(cluster *cl)
 {
     int p = 17000 + (int)(getpid() % 1000) * 3;
     for (int i = 0; i < NODES; i++) {
-        cl->port[i] = p = pick_port(p + 1);
+        cl->port[i] = p = harness_cluster_port(p + 1);
         char extra[256];
         snprintf(extra, sizeof extra, "--port %d --bind 127.0.0.1 --cluster-enabled yes "
                  "--cluster-config-file nodes.conf --cluster-node-timeout 3000 --appendonly no", p);
