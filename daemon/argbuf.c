@@ -1,115 +1,112 @@
 /* argbuf.c -- see argbuf.h. */
 #include "argbuf.h"
 
-#include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+static size_t u64_text(char *out, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+void args_init(argbuf *a)
+{
+    jsonw_init(&a->resp);
+    jsonw_init(&a->data);
+    args_reset(a);
+}
 
 void args_reset(argbuf *a)
 {
+    static const char room[ARGBUF_HEADROOM];
+    jsonw_reset(&a->resp);
+    jsonw_raw(&a->resp, room, sizeof room);
     a->n = 0;
-    a->failed = 0;
-    jsonw_reset(&a->data);
 }
 
 void args_free(argbuf *a)
 {
-    free(a->refs);
-    free(a->argv);
-    free(a->lens);
+    jsonw_free(&a->resp);
     jsonw_free(&a->data);
-    memset(a, 0, sizeof *a);
-}
-
-static arg_ref *args_push(argbuf *a)
-{
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 256;
-        arg_ref *r = realloc(a->refs, cap * sizeof *r);
-        if (!r) { a->failed = 1; return NULL; }
-        a->refs = r;
-        a->cap = cap;
-    }
-    return &a->refs[a->n++];
+    a->n = 0;
 }
 
 void arg_ext(argbuf *a, const char *s, size_t len)
 {
-    arg_ref *r = args_push(a);
-    if (r) { r->ext = s; r->len = len; }
+    char head[32];
+    size_t n = 0;
+    head[n++] = '$';
+    n += u64_text(head + n, len);
+    head[n++] = '\r';
+    head[n++] = '\n';
+    jsonw_raw(&a->resp, head, n);
+    if (len) jsonw_raw(&a->resp, s, len);
+    jsonw_raw(&a->resp, "\r\n", 2);
+    a->n++;
 }
 
 void arg_str(argbuf *a, const char *s) { arg_ext(a, s, strlen(s)); }
 
-/* Starts a value written into data; arg_end() closes it. */
 size_t arg_begin(argbuf *a)
 {
-    a->data.depth = 0;
-    a->data.first[0] = 1;
-    return jsonw_len(&a->data);
+    jsonw_reset(&a->data);
+    return 0;
 }
 
 void arg_end(argbuf *a, size_t start)
 {
-    arg_ref *r = args_push(a);
-    if (r) { r->ext = NULL; r->off = start; r->len = jsonw_len(&a->data) - start; }
+    if (a->data.failed) a->resp.failed = 1;
+    arg_ext(a, a->data.buf ? a->data.buf + start : "", a->data.len - start);
 }
 
 void arg_int(argbuf *a, int64_t v)
 {
     char buf[24];
-    int n = snprintf(buf, sizeof buf, "%" PRId64, v);
-    size_t start = arg_begin(a);
-    jsonw_raw(&a->data, buf, (size_t)n);
-    arg_end(a, start);
+    size_t n = 0;
+    if (v < 0) { buf[n++] = '-'; n += u64_text(buf + n, (uint64_t)0 - (uint64_t)v); }
+    else n = u64_text(buf, (uint64_t)v);
+    arg_ext(a, buf, n);
 }
 
 void arg_u64(argbuf *a, uint64_t v)
 {
     char buf[24];
-    int n = snprintf(buf, sizeof buf, "%" PRIu64, v);
-    size_t start = arg_begin(a);
-    jsonw_raw(&a->data, buf, (size_t)n);
-    arg_end(a, start);
+    arg_ext(a, buf, u64_text(buf, v));
 }
 
-/* A section count, patched when the section is complete. */
 size_t arg_count_begin(argbuf *a)
 {
-    arg_ext(a, "0", 1);
-    return a->n - 1;
+    arg_ext(a, "0000000000", 10);
+    return a->resp.len - 12;            /* the digits, before the "\r\n" */
 }
 
 void arg_count_end(argbuf *a, size_t at, size_t count)
 {
-    char buf[24];
-    int n = snprintf(buf, sizeof buf, "%zu", count);
-    size_t start = arg_begin(a);
-    jsonw_raw(&a->data, buf, (size_t)n);
-    if (at < a->n) {
-        a->refs[at].ext = NULL;
-        a->refs[at].off = start;
-        a->refs[at].len = (size_t)n;
+    if (a->resp.failed || at + 10 > a->resp.len) return;
+    for (int i = 9; i >= 0; i--) {
+        a->resp.buf[at + (size_t)i] = (char)('0' + count % 10);
+        count /= 10;
     }
 }
 
-int args_resolve(argbuf *a)
+int args_failed(const argbuf *a)
 {
-    if (a->failed || a->data.failed) return -ENOMEM;
-    if (a->argv_cap < a->n) {
-        const char **v = realloc(a->argv, a->n * sizeof *v);
-        if (v) a->argv = v;
-        size_t *l = realloc(a->lens, a->n * sizeof *l);
-        if (l) a->lens = l;
-        if (!v || !l) return -ENOMEM;
-        a->argv_cap = a->n;
-    }
-    for (size_t i = 0; i < a->n; i++) {
-        const arg_ref *r = &a->refs[i];
-        a->argv[i] = r->ext ? r->ext : a->data.buf + r->off;
-        a->lens[i] = r->len;
-    }
-    return 0;
+    return a->resp.failed;
+}
+
+const char *args_command(argbuf *a, size_t *len)
+{
+    char head[32];
+    size_t n = 0;
+    head[n++] = '*';
+    n += u64_text(head + n, a->n);
+    head[n++] = '\r';
+    head[n++] = '\n';
+    char *start = a->resp.buf + ARGBUF_HEADROOM - n;
+    memcpy(start, head, n);
+    *len = a->resp.len - (ARGBUF_HEADROOM - n);
+    return start;
 }

@@ -808,9 +808,10 @@ static void dedup_start(batch_worker *w)
         if (readable(&w->items[i])) arg_str(a, w->items[i].q.r.id);
     w->state = W_DEDUP;
     if (a->n == 2) { after_dedup(w); return; }
-    if (args_resolve(a) < 0) { fail(w, "dedup", "out of memory"); return; }
-    if (redis_conn_commandargv(w->cmd, on_dedup_reply, w, w->cfg->redis_timeout_ms,
-                               (int)a->n, a->argv, a->lens) < 0)
+    if (args_failed(a)) { fail(w, "dedup", "out of memory"); return; }
+    size_t len;
+    const char *cmd = args_command(a, &len);
+    if (redis_conn_command_resp(w->cmd, on_dedup_reply, w, w->cfg->redis_timeout_ms, cmd, len) < 0)
         fail(w, "dedup", "Redis not connected");
 }
 
@@ -1130,6 +1131,7 @@ static void apply_start(batch_worker *w)
         w->keys.capacity, w->keys.orders_ended, w->keys.internal, w->keys.early,
         w->keys.lease,
     };
+    arg_int(a, APPLY_NKEYS);
     for (int i = 0; i < APPLY_NKEYS; i++) arg_str(a, keys[i]);
     arg_int(a, w->kind == CHUNK_QUEUE ? w->chunk_expected : -1);
     arg_int(a, w->kind == CHUNK_CTL ? w->chunk_expected : -1);
@@ -1156,9 +1158,9 @@ static void apply_start(batch_worker *w)
     if (lease_check(w, "apply") < 0) return;
     w->state = W_APPLYING;
     w->apply_sent_at = uv_hrtime();
-    if (args_resolve(a) < 0) { fail(w, "apply", "out of memory"); return; }
-    if (redis_conn_eval(w->cmd, &w->scripts->apply, on_apply_reply, w, w->cfg->redis_timeout_ms,
-                        APPLY_NKEYS, (int)a->n, a->argv, a->lens) < 0)
+    if (args_failed(a)) { fail(w, "apply", "out of memory"); return; }
+    if (redis_conn_eval_resp(w->cmd, &w->scripts->apply, on_apply_reply, w, w->cfg->redis_timeout_ms,
+                             (int)a->n, args_buf(a), ARGBUF_HEADROOM, args_tail_len(a)) < 0)
         fail(w, "apply", "Redis not connected");
 }
 
@@ -1429,7 +1431,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     snprintf(w->order_key_name, sizeof w->order_key_name, "%s:{allocd:orders}:key", cfg->prefix);
     snprintf(w->order_counter_name, sizeof w->order_counter_name, "%s:{allocd:orders}:counter", cfg->prefix);
     snprintf(w->order_key_hex, sizeof w->order_key_hex, "%016" PRIx64, random_u64());
-    jsonw_init(&w->args.data);
+    args_init(&w->args);
     w->written_phase = (engine_phase)-1;
     w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");
     w->state = W_CONNECTING;

@@ -77,6 +77,11 @@ typedef struct redis_cmd {
     int eval_argc;
     const char **av;
     size_t *avlen;
+    /* EVALSHA sent pre-formatted: the caller's RESP tail (numkeys, keys,
+     * args; alive until the callback) for the EVAL retry. */
+    const char *resp_tail;
+    size_t resp_tail_len;
+    int resp_ntail;
 } redis_cmd;
 
 typedef struct redis_link {
@@ -613,9 +618,45 @@ static void conn_down(redis_conn *c, const char *why)
 
 /* ---- replies ------------------------------------------------------------ */
 
+/* "*n\r\n$len\r\n<arg>\r\n" pieces, written backwards or forwards. */
+static size_t u64_text(char *out, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+static int eval_retry_resp(redis_conn *c, redis_cmd *cmd)
+{
+    size_t srclen = strlen(cmd->source);
+    char *buf = malloc(64 + srclen + cmd->resp_tail_len);
+    if (!buf) return -ENOMEM;
+    size_t n = 0;
+    buf[n++] = '*';
+    n += u64_text(buf + n, (uint64_t)cmd->resp_ntail + 2);
+    static const char eval_head[] = "\r\n$4\r\nEVAL\r\n$";
+    memcpy(buf + n, eval_head, sizeof eval_head - 1);
+    n += sizeof eval_head - 1;
+    n += u64_text(buf + n, srclen);
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+    memcpy(buf + n, cmd->source, srclen);
+    n += srclen;
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+    memcpy(buf + n, cmd->resp_tail, cmd->resp_tail_len);
+    n += cmd->resp_tail_len;
+    int rc = cmd_send(c, cmd, buf, (int)n);
+    free(buf);
+    return rc;
+}
+
 static int eval_retry(redis_conn *c, redis_cmd *cmd)
 {
     cmd->retried = 1;
+    if (cmd->resp_tail) return eval_retry_resp(c, cmd);
     cmd->av[0] = "EVAL";
     cmd->avlen[0] = 4;
     cmd->av[1] = cmd->source;
@@ -818,6 +859,51 @@ int redis_conn_eval(redis_conn *c, const redis_script *s, redis_reply_fn fn,
     redis_cmd *cmd = eval_new(s, fn, privdata, timeout_ms, nkeys, argc, argv, argvlen);
     if (!cmd) return -ENOMEM;
     int rc = cmd_send_argv(c, cmd, cmd->eval_argc, cmd->av, cmd->avlen);
+    if (rc < 0) free(cmd);
+    return rc;
+}
+
+int redis_conn_command_resp(redis_conn *c, redis_reply_fn fn, void *privdata,
+                            int timeout_ms, const char *resp, size_t len)
+{
+    if (!c || !resp || !len || len > INT32_MAX) return -EINVAL;
+    if (!redis_conn_is_ready(c)) return -ENOTCONN;
+    redis_cmd *cmd = cmd_new(0, fn, privdata, timeout_ms);
+    if (!cmd) return -ENOMEM;
+    int rc = cmd_send(c, cmd, resp, (int)len);
+    if (rc < 0) free(cmd);
+    return rc;
+}
+
+int redis_conn_eval_resp(redis_conn *c, const redis_script *s, redis_reply_fn fn,
+                         void *privdata, int timeout_ms, int ntail, char *buf,
+                         size_t headroom, size_t tail_len)
+{
+    if (!c || !s || !s->source || ntail < 1 || !buf || headroom < REDIS_CONN_RESP_HEADROOM ||
+        headroom + tail_len > INT32_MAX)
+        return -EINVAL;
+    if (!redis_conn_is_ready(c)) return -ENOTCONN;
+    /* "*N\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n", right before the tail */
+    char head[REDIS_CONN_RESP_HEADROOM];
+    size_t n = 0;
+    head[n++] = '*';
+    n += u64_text(head + n, (uint64_t)ntail + 2);
+    static const char sha_head[] = "\r\n$7\r\nEVALSHA\r\n$40\r\n";
+    memcpy(head + n, sha_head, sizeof sha_head - 1);
+    n += sizeof sha_head - 1;
+    memcpy(head + n, s->sha, 40);
+    n += 40;
+    head[n++] = '\r';
+    head[n++] = '\n';
+    char *start = buf + headroom - n;
+    memcpy(start, head, n);
+    redis_cmd *cmd = cmd_new(0, fn, privdata, timeout_ms);
+    if (!cmd) return -ENOMEM;
+    cmd->source = s->source;
+    cmd->resp_tail = buf + headroom;
+    cmd->resp_tail_len = tail_len;
+    cmd->resp_ntail = ntail;
+    int rc = cmd_send(c, cmd, start, (int)(n + tail_len));
     if (rc < 0) free(cmd);
     return rc;
 }

@@ -90,6 +90,21 @@ int redis_conn_eval(redis_conn *c, const redis_script *s, redis_reply_fn fn,
                     void *privdata, int timeout_ms, int nkeys, int argc,
                     const char **argv, const size_t *argvlen);
 
+/* The same without formatting: for large commands built as RESP by the
+ * caller (hiredis's argv formatting costs a snprintf per argument).
+ * redis_conn_command_resp sends a complete RESP command.
+ * redis_conn_eval_resp sends EVALSHA: buf holds `headroom` free bytes (at
+ * least REDIS_CONN_RESP_HEADROOM), where the command and the SHA are
+ * written, followed by `tail_len` bytes of RESP bulk strings (numkeys, the
+ * keys, the arguments: ntail of them). buf must stay unchanged until the
+ * callback, for the EVAL retry after NOSCRIPT. */
+#define REDIS_CONN_RESP_HEADROOM 80
+int redis_conn_command_resp(redis_conn *c, redis_reply_fn fn, void *privdata,
+                            int timeout_ms, const char *resp, size_t len);
+int redis_conn_eval_resp(redis_conn *c, const redis_script *s, redis_reply_fn fn,
+                         void *privdata, int timeout_ms, int ntail, char *buf,
+                         size_t headroom, size_t tail_len);
+
 /* Closes the connection: pending commands get their callback with err
  * "closed" (possibly before this returns), then close_cb (may be NULL) once
  * every handle is closed and the memory is freed. No other callback of the

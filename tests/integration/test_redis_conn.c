@@ -449,6 +449,44 @@ static void test_restart_under_live_connection(void **state)
     conn_finish(&t);
 }
 
+/* The pre-formatted EVALSHA (what the batch worker's apply uses): the
+ * same NOSCRIPT fallback, built from the caller's RESP tail. */
+static void test_noscript_fallback_resp(void **state)
+{
+    tctx t;
+    loop_open(&t);
+    redis_target tg;
+    unix_target(&tg, &shared);
+    conn_open(&t, &tg, "eval-resp", 0);
+    wait_ready(&t, 1, 2000);
+    redis_script s;
+    redis_script_init(&s, "return ARGV[1] .. ':' .. KEYS[1] .. '#' .. #ARGV");
+    call k;
+    char buf[REDIS_CONN_RESP_HEADROOM + 128];
+    static const char tail[] = "$1\r\n1\r\n$4\r\nkey9\r\n$5\r\nhello\r\n$0\r\n\r\n";
+    memcpy(buf + REDIS_CONN_RESP_HEADROOM, tail, sizeof tail - 1);
+    for (int round = 0; round < 3; round++) {
+        if (round != 1) roundtrip(&t, &k, "SCRIPT %s", "FLUSH");
+        uint64_t before = redis_conn_get_stats(t.conn)->commands;
+        call e = { .t = &t };
+        assert_int_equal(redis_conn_eval_resp(t.conn, &s, call_cb, &e, 0, 4, buf,
+                                              REDIS_CONN_RESP_HEADROOM, sizeof tail - 1), 0);
+        RUN_UNTIL(&t, e.calls, 2000);
+        assert_int_equal(e.calls, 1);
+        assert_int_equal(e.type, REDIS_REPLY_STRING);
+        assert_string_equal(e.str, "hello:key9#2");
+        uint64_t sent = redis_conn_get_stats(t.conn)->commands - before;
+        assert_int_equal(sent, round == 1 ? 1 : 2);
+    }
+    /* a complete pre-formatted command */
+    static const char ping[] = "*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n";
+    call e = { .t = &t };
+    assert_int_equal(redis_conn_command_resp(t.conn, call_cb, &e, 0, ping, sizeof ping - 1), 0);
+    RUN_UNTIL(&t, e.calls, 2000);
+    assert_string_equal(e.str, "hi");
+    conn_finish(&t);
+}
+
 static void test_noscript_fallback(void **state)
 {
     tctx t;
@@ -763,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_command_timeout),
         cmocka_unit_test_teardown(test_restart_under_live_connection, own_teardown),
         cmocka_unit_test(test_noscript_fallback),
+        cmocka_unit_test(test_noscript_fallback_resp),
         cmocka_unit_test(test_noscript_retry_times_out),
         cmocka_unit_test_teardown(test_auth, own_teardown),
         cmocka_unit_test(test_close_with_pending),
