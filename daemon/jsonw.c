@@ -39,7 +39,8 @@ static int grow(jsonw *w, size_t extra)
 
 void jsonw_raw(jsonw *w, const char *s, size_t n)
 {
-    if (grow(w, n) < 0) return;
+    /* the hot path: room is almost always there */
+    if ((w->len + n > w->cap || w->failed) && grow(w, n) < 0) return;
     memcpy(w->buf + w->len, s, n);
     w->len += n;
 }
