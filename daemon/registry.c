@@ -104,7 +104,7 @@ static void start_worker(registry *r, const char *batch)
  * same membership, an instance joining or leaving moves only the batches it
  * wins or held, and no coordination is needed beyond the heartbeats. The
  * lease keeps it safe while views of the membership disagree. */
-static uint64_t score(const char *instance, const char *batch)
+uint64_t registry_placement_score(const char *instance, const char *batch)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (const char *p = instance; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
@@ -119,9 +119,9 @@ static uint64_t score(const char *instance, const char *batch)
 static const char *owner_of(const registry *r, const char *batch)
 {
     const char *best = r->cfg->instance;
-    uint64_t best_score = score(best, batch);
+    uint64_t best_score = registry_placement_score(best, batch);
     for (size_t i = 0; i < r->n_live; i++) {
-        uint64_t sc = score(r->live[i], batch);
+        uint64_t sc = registry_placement_score(r->live[i], batch);
         if (sc > best_score || (sc == best_score && strcmp(r->live[i], best) < 0)) {
             best = r->live[i];
             best_score = sc;

@@ -9,6 +9,7 @@
 #define ALLOCD_REGISTRY_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "config.h"
@@ -27,6 +28,9 @@ void registry_stop(registry *r, registry_stopped_fn done, void *data);
 void registry_abort(registry *r);
 
 size_t registry_batch_count(const registry *r);
+/* Rendezvous placement: a batch belongs to the live instance with the
+ * highest score (exposed so tools can predict placement). */
+uint64_t registry_placement_score(const char *instance, const char *batch);
 /* Appends the per-batch Prometheus metrics of every worker. */
 void registry_render_metrics(registry *r, jsonw *out);
 int registry_redis_ready(const registry *r);

@@ -11,6 +11,7 @@
  * silently skewed measurement.
  */
 #include "cluster.h"
+#include "registry.h"
 
 #include "cluster_slots.h"
 
@@ -63,25 +64,12 @@ static int node_of_batch(const cenv *e, const char *batch)
     return node_of_key(e, key);
 }
 
-/* The same score as daemon/registry.c (rendezvous placement). */
-static uint64_t placement_score(const char *instance, const char *batch)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (const char *p = instance; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
-    h = (h ^ 0xff) * 0x100000001b3ULL;
-    for (const char *p = batch; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
-
 static int owner_of_batch(const cenv *e, const char *batch)
 {
     int best = 0;
-    uint64_t best_score = placement_score(e->inst[0], batch);
+    uint64_t best_score = registry_placement_score(e->inst[0], batch);
     for (int i = 1; i < e->n_inst; i++) {
-        uint64_t sc = placement_score(e->inst[i], batch);
+        uint64_t sc = registry_placement_score(e->inst[i], batch);
         if (sc > best_score || (sc == best_score && strcmp(e->inst[i], e->inst[best]) < 0)) {
             best = i;
             best_score = sc;
