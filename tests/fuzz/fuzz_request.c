@@ -30,6 +30,7 @@
 #include <jansson.h>
 
 #include "codec.h"
+#include "ctl_util.h"
 #include "engine.h"
 #include "jsonw.h"
 #include "request.h"
@@ -132,22 +133,6 @@ static json_t *check_doc(const jsonw *w, size_t start, const char *id, const cha
     return doc;
 }
 
-static size_t b64_decode(const char *s, unsigned char *out)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t n = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (; *s && *s != '='; s++) {
-        const char *p = strchr(tbl, *s);
-        if (!p) continue;
-        acc = (acc << 6) | (uint32_t)(p - tbl);
-        bits += 6;
-        if (bits >= 8) { bits -= 8; out[n++] = (unsigned char)(acc >> bits); }
-    }
-    return n;
-}
-
 static void check_dead(jsonw *w, const uint8_t *data, size_t size, const request *q)
 {
     jsonw_reset(w);
@@ -156,9 +141,9 @@ static void check_dead(jsonw *w, const uint8_t *data, size_t size, const request
     size_t keep = size > CODEC_DEAD_RAW_MAX ? CODEC_DEAD_RAW_MAX : size;
     json_t *b64 = json_object_get(doc, "raw_base64");
     if (b64) {
-        unsigned char *buf = malloc(keep + 4);
-        size_t n = b64_decode(json_string_value(b64), buf);
-        CHECK(n == keep && !memcmp(buf, data, n), "raw_base64 lost bytes");
+        size_t n = 0;
+        char *buf = ctl_b64_decode(json_string_value(b64), &n);
+        CHECK(buf && n == keep && !memcmp(buf, data, n), "raw_base64 lost bytes");
         free(buf);
     } else {
         json_t *raw = json_object_get(doc, "raw");

@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "ctl_util.h"
 
 #define CORPUS_DIR "tests/data/bad"
 #define MAX_CASES 256
@@ -151,22 +152,6 @@ static long rss_kb(pid_t pid)
     return kb;
 }
 
-static size_t b64_decode(const char *s, unsigned char *out)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t n = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (; *s && *s != '='; s++) {
-        const char *p = strchr(tbl, *s);
-        if (!p) continue;
-        acc = (acc << 6) | (uint32_t)(p - tbl);
-        bits += 6;
-        if (bits >= 8) { bits -= 8; out[n++] = (unsigned char)(acc >> bits); }
-    }
-    return n;
-}
-
 /* The dead entry must hold exactly the pushed bytes. */
 static void check_dead_entry(const bad_case *c, const char *entry, size_t len)
 {
@@ -188,9 +173,9 @@ static void check_dead_entry(const bad_case *c, const char *entry, size_t len)
     }
     json_t *b64 = json_object_get(doc, "raw_base64");
     if (b64) {
-        unsigned char *buf = malloc(c->len + 4);
-        size_t n = b64_decode(json_string_value(b64), buf);
-        if (n != want || memcmp(buf, c->bytes, n))
+        size_t n = 0;
+        char *buf = ctl_b64_decode(json_string_value(b64), &n);
+        if (!buf || n != want || memcmp(buf, c->bytes, n))
             fail_msg("%s: raw_base64 of the dead entry is not the pushed bytes", c->name);
         free(buf);
     } else {
