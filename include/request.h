@@ -9,7 +9,8 @@
  *   `invalid` result with reason `bad_request` and a human-readable detail.
  * - REQUEST_OK: a validated engine_request, its strings owned by this struct.
  *
- * Parsing happens in the shell (it needs jansson); the engine only ever sees
+ * Parsing happens in the shell (it needs jansson, or a hand-written fast path
+ * for the common flat shape, see request.c); the engine only ever sees
  * validated requests.
  */
 #ifndef ALLOCD_REQUEST_H
@@ -21,6 +22,7 @@
 typedef enum { REQUEST_OK = 0, REQUEST_DEAD, REQUEST_INVALID } request_outcome;
 
 #define REQUEST_MAX_LIST 256  /* longest prefs / members array */
+#define REQUEST_INLINE_BYTES 256 /* fast-path storage inside the struct */
 
 typedef struct request {
     request_outcome outcome;
@@ -28,11 +30,21 @@ typedef struct request {
                                  also set for REQUEST_INVALID when readable */
     char error[200];          /* dead reason or invalid detail */
     const char *op_name;      /* the op as given (for the result), may be NULL */
-    void *doc;                /* the parsed JSON document (jansson json_t *) */
-    const char **lists;       /* prefs then members, one allocation */
+    void *doc;                /* the parsed JSON document (jansson json_t *);
+                                 NULL when the fast path parsed it */
+    const char **lists;       /* prefs then members, one allocation (jansson
+                                 path only) */
     engine_kv *filter;
     char **filter_values;     /* canonical JSON of each filter value */
     size_t n_filter_values;
+    /* Storage of the fast path (see request.c): the copied strings and the
+     * prefs/members pointers of a request parsed without jansson live in
+     * `inline_buf`, or in `heap` (one malloc) when they do not fit. Then the
+     * pointers in `r` point into this struct itself, so a parsed request
+     * must not be copied or moved (memcpy, realloc of an array of them)
+     * between request_parse() and request_clear(). */
+    char *heap;
+    union { void *align; char bytes[REQUEST_INLINE_BYTES]; } inline_buf;
 } request;
 
 /* Parses raw[0..len). `admin` selects the ctl grammar (pause, resume, close,
@@ -41,6 +53,12 @@ typedef struct request {
 void request_parse(request *q, const char *raw, size_t len, size_t max_bytes,
                    int admin);
 void request_clear(request *q);
+
+/* request_parse() without its fast path: always jansson. Exists for the
+ * differential test (tests/unit/test_request_fast.c), which checks that
+ * both paths give the same result; the daemon has no reason to call it. */
+void request_parse_slow(request *q, const char *raw, size_t len, size_t max_bytes,
+                        int admin);
 
 /* Canonical JSON text of a jansson value (compact, keys sorted): how attrs
  * and filter values are compared. malloc'd; NULL on failure. */
