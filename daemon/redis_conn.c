@@ -274,8 +274,13 @@ static void schedule_reconnect(redis_conn *c)
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
-static void link_update(redis_link *l)
+/* Only on a real change: hiredis asks for reads again after every read and
+ * for writes after every command, and each uv_poll_start costs libuv two
+ * epoll_ctl calls on the next loop turn (1.44 re-adds the watcher). */
+static void link_set_events(redis_link *l, int events)
 {
+    if (events == l->events) return;
+    l->events = events;
     if (l->poll_closing) return;
     if (l->events) uv_poll_start(&l->poll, l->events, on_poll);
     else uv_poll_stop(&l->poll);
@@ -284,29 +289,25 @@ static void link_update(redis_link *l)
 static void hook_add_read(void *p)
 {
     redis_link *l = p;
-    l->events |= UV_READABLE;
-    link_update(l);
+    link_set_events(l, l->events | UV_READABLE);
 }
 
 static void hook_del_read(void *p)
 {
     redis_link *l = p;
-    l->events &= ~UV_READABLE;
-    link_update(l);
+    link_set_events(l, l->events & ~UV_READABLE);
 }
 
 static void hook_add_write(void *p)
 {
     redis_link *l = p;
-    l->events |= UV_WRITABLE;
-    link_update(l);
+    link_set_events(l, l->events | UV_WRITABLE);
 }
 
 static void hook_del_write(void *p)
 {
     redis_link *l = p;
-    l->events &= ~UV_WRITABLE;
-    link_update(l);
+    link_set_events(l, l->events & ~UV_WRITABLE);
 }
 
 static void on_poll_close(uv_handle_t *h)
@@ -906,6 +907,70 @@ int redis_conn_eval_resp(redis_conn *c, const redis_script *s, redis_reply_fn fn
     int rc = cmd_send(c, cmd, start, (int)(n + tail_len));
     if (rc < 0) free(cmd);
     return rc;
+}
+
+/* One reply collector per pipeline: every command of it carries this as
+ * privdata; the user's callback runs when the last reply is in. */
+typedef struct pipeline {
+    redis_reply_fn fn;
+    void *privdata;
+    size_t left;             /* replies still to come */
+    char err[200];           /* the first error, "" while none */
+} pipeline;
+
+static void on_pipeline_part(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    pipeline *p = priv;
+    if (!p->err[0]) {
+        if (err) snprintf(p->err, sizeof p->err, "%s", err);
+        else if (r && r->type == REDIS_REPLY_ERROR) snprintf(p->err, sizeof p->err, "%s", r->str);
+    }
+    if (--p->left > 0) return;
+    if (p->err[0]) p->fn(c, NULL, p->err, p->privdata);
+    else p->fn(c, r, NULL, p->privdata);
+    free(p);
+}
+
+int redis_conn_pipeline(redis_conn *c, redis_reply_fn fn, void *privdata,
+                        int timeout_ms, const redis_slice *cmds, size_t ncmds)
+{
+    if (!c || !fn || !cmds || !ncmds) return -EINVAL;
+    for (size_t i = 0; i < ncmds; i++)
+        if (!cmds[i].buf || !cmds[i].len || cmds[i].len > INT32_MAX) return -EINVAL;
+    if (!redis_conn_is_ready(c)) return -ENOTCONN;
+    pipeline *p = calloc(1, sizeof *p);
+    if (!p) return -ENOMEM;
+    p->fn = fn;
+    p->privdata = privdata;
+    for (size_t i = 0; i < ncmds; i++) {
+        redis_cmd *cmd = cmd_new(0, on_pipeline_part, p, timeout_ms);
+        if (cmd && cmd_send(c, cmd, cmds[i].buf, (int)cmds[i].len) == 0) {
+            p->left++;
+            continue;
+        }
+        free(cmd);
+        if (i == 0) { free(p); return -ENOMEM; }
+        /* Part of it is in the output buffer and cannot be taken back; a
+         * half-sent MULTI must not survive on the link, so the link goes:
+         * every command sent gets its error callback, this one included. */
+        snprintf(p->err, sizeof p->err, "out of memory sending a pipeline");
+        conn_down(c, "out of memory sending a pipeline");
+        break;
+    }
+    return 0;
+}
+
+void redis_conn_flush(redis_conn *c)
+{
+    if (!c || c->state != ST_READY || !c->link || c->link->detached || c->link->ac_gone) return;
+    redisContext *rc = &c->link->ac->c;
+    if (rc->err || !(rc->flags & REDIS_CONNECTED)) return;
+    /* redisBufferWrite only writes and records an error in the context; it
+     * frees nothing, so it is safe even inside a reply callback. The write
+     * interest stays on: the next writable event writes the rest, or runs
+     * into the recorded error and takes the usual disconnect path. */
+    int done = 0;
+    (void)redisBufferWrite(rc, &done);
 }
 
 void redis_conn_close(redis_conn *c, redis_close_fn close_cb, void *data)

@@ -105,6 +105,27 @@ int redis_conn_eval_resp(redis_conn *c, const redis_script *s, redis_reply_fn fn
                          void *privdata, int timeout_ms, int ntail, char *buf,
                          size_t headroom, size_t tail_len);
 
+/* A pipeline of complete RESP commands sent back to back (a MULTI ... EXEC
+ * transaction): hiredis copies each slice, so the caller's buffer may be
+ * reused at once. fn runs once, after the last command's reply: with that
+ * reply when every reply before it was a success, else with reply == NULL
+ * and err = the first error (a Redis error reply or a lost connection).
+ * Commands are matched to replies one by one, so every slice must hold
+ * exactly one command. */
+typedef struct redis_slice {
+    const char *buf;
+    size_t len;
+} redis_slice;
+
+int redis_conn_pipeline(redis_conn *c, redis_reply_fn fn, void *privdata,
+                        int timeout_ms, const redis_slice *cmds, size_t ncmds);
+
+/* Writes what is buffered for the socket now, as far as the socket takes
+ * it, instead of on the loop's next writable event. For a caller about to
+ * compute for a while: Redis can work on what was sent meanwhile. Never
+ * calls a callback; a write error is noticed by the next event as usual. */
+void redis_conn_flush(redis_conn *c);
+
 /* Closes the connection: pending commands get their callback with err
  * "closed" (possibly before this returns), then close_cb (may be NULL) once
  * every handle is closed and the memory is freed. No other callback of the
