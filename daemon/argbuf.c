@@ -1,6 +1,7 @@
 /* argbuf.c -- see argbuf.h. */
 #include "argbuf.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static size_t u64_text(char *out, uint64_t v)
@@ -25,13 +26,18 @@ void args_reset(argbuf *a)
     jsonw_reset(&a->resp);
     jsonw_raw(&a->resp, room, sizeof room);
     a->n = 0;
+    a->ncmds = 0;
+    a->cmd_n0 = 0;
 }
 
 void args_free(argbuf *a)
 {
     jsonw_free(&a->resp);
     jsonw_free(&a->data);
-    a->n = 0;
+    free(a->cmd_start);
+    free(a->cmd_len);
+    a->cmd_start = a->cmd_len = NULL;
+    a->n = a->ncmds = a->cap_cmds = 0;
 }
 
 void arg_ext(argbuf *a, const char *s, size_t len)
@@ -109,4 +115,54 @@ const char *args_command(argbuf *a, size_t *len)
     memcpy(start, head, n);
     *len = a->resp.len - (ARGBUF_HEADROOM - n);
     return start;
+}
+
+void args_cmd_begin(argbuf *a)
+{
+    static const char gap[ARGBUF_CMD_GAP];
+    a->cmd_gap = a->resp.len;
+    jsonw_raw(&a->resp, gap, sizeof gap);
+    a->cmd_n0 = a->n;
+}
+
+void args_cmd_cancel(argbuf *a)
+{
+    if (a->cmd_gap <= a->resp.len) a->resp.len = a->cmd_gap;
+    a->n = a->cmd_n0;
+}
+
+void args_cmd_end(argbuf *a)
+{
+    if (a->resp.failed) return;
+    if (a->ncmds == a->cap_cmds) {
+        size_t cap = a->cap_cmds ? 2 * a->cap_cmds : 64;
+        size_t *s = realloc(a->cmd_start, cap * sizeof *s);
+        if (s) a->cmd_start = s;
+        size_t *l = s ? realloc(a->cmd_len, cap * sizeof *l) : NULL;
+        if (l) a->cmd_len = l;
+        if (!s || !l) { a->resp.failed = 1; return; }
+        a->cap_cmds = cap;
+    }
+    char head[ARGBUF_CMD_GAP];
+    size_t n = 0;
+    head[n++] = '*';
+    n += u64_text(head + n, a->n - a->cmd_n0);
+    head[n++] = '\r';
+    head[n++] = '\n';
+    size_t start = a->cmd_gap + ARGBUF_CMD_GAP - n;
+    memcpy(a->resp.buf + start, head, n);
+    a->cmd_start[a->ncmds] = start;
+    a->cmd_len[a->ncmds] = a->resp.len - start;
+    a->ncmds++;
+    a->cmd_n0 = a->n;
+}
+
+size_t args_slices(const argbuf *a, redis_slice *out, size_t max)
+{
+    size_t n = a->ncmds < max ? a->ncmds : max;
+    for (size_t i = 0; i < n; i++) {
+        out[i].buf = a->resp.buf + a->cmd_start[i];
+        out[i].len = a->cmd_len[i];
+    }
+    return n;
 }

@@ -9,6 +9,14 @@
  * (a result, a holder) goes through the small `data` scratch buffer.
  * Section counts are written as 10-digit placeholders and patched when the
  * section is complete (the scripts read them with tonumber).
+ *
+ * The buffer can also hold a pipeline of several commands (the apply's
+ * MULTI/EXEC): args_cmd_begin() reserves a gap for the command's
+ * "*<count>\r\n" header, and args_cmd_end() writes the header right-aligned
+ * into it once the count is known (RESP forbids leading zeros, so a
+ * fixed-width placeholder cannot be patched in place). The bytes of the gap
+ * before the header are never sent: each command is handed to redis_conn
+ * as its own slice.
  */
 #ifndef ALLOCD_ARGBUF_H
 #define ALLOCD_ARGBUF_H
@@ -21,10 +29,17 @@
 
 #define ARGBUF_HEADROOM REDIS_CONN_RESP_HEADROOM
 
+#define ARGBUF_CMD_GAP 24   /* "*" + 20 digits + "\r\n", rounded up */
+
 typedef struct argbuf {
     jsonw resp;         /* headroom, then the bulk strings */
     jsonw data;         /* scratch: one value being written with jsonw */
     size_t n;           /* arguments written */
+    /* pipeline mode: the commands completed so far, as offsets into resp */
+    size_t cmd_gap;     /* offset of the open command's header gap */
+    size_t cmd_n0;      /* n when the open command began */
+    size_t *cmd_start, *cmd_len;
+    size_t ncmds, cap_cmds;
 } argbuf;
 
 void args_init(argbuf *a);
@@ -43,6 +58,14 @@ void arg_count_end(argbuf *a, size_t at, size_t count);
 int args_failed(const argbuf *a);
 /* The complete command "*n\r\n..." (header written into the headroom). */
 const char *args_command(argbuf *a, size_t *len);
+/* Pipeline mode: one command = begin, its arguments, end. cancel drops the
+ * open command (e.g. an HSET that got no field). */
+void args_cmd_begin(argbuf *a);
+void args_cmd_end(argbuf *a);
+void args_cmd_cancel(argbuf *a);
+static inline size_t args_cmd_nargs(const argbuf *a) { return a->n - a->cmd_n0; }
+/* The completed commands as slices (pointers valid until the next append). */
+size_t args_slices(const argbuf *a, redis_slice *out, size_t max);
 /* For redis_conn_eval_resp: the bulk strings after the headroom. */
 static inline char *args_buf(argbuf *a) { return a->resp.buf; }
 static inline size_t args_tail_len(const argbuf *a) { return a->resp.len - ARGBUF_HEADROOM; }
