@@ -25,8 +25,7 @@ int batch_keys_init(batch_keys *k, const char *prefix, const char *batch)
         { k->meta, "meta" }, { k->capacity, "capacity" }, { k->attrs, "attrs" },
         { k->queue, "queue" }, { k->ctl, "ctl" }, { k->results, "results" },
         { k->holders, "holders" }, { k->free, "free" }, { k->stats, "stats" },
-        { k->log, "log" }, { k->dead, "dead" }, { k->processing, "processing" },
-        { k->ctlprocessing, "ctlprocessing" }, { k->participants, "participants" },
+        { k->log, "log" }, { k->dead, "dead" }, { k->participants, "participants" },
         { k->orders_ended, "orders_ended" }, { k->internal, "internal" },
         { k->early, "early" }, { k->lease, "lease" },
     };

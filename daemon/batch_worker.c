@@ -2,34 +2,37 @@
  *
  * The worker is a small state machine driven by Redis replies and timers:
  *
- *   CONNECTING --ready--> ACQUIRING --lease--> LOADING --> IDLE <--> TAKING
- *        ^                  | busy                           --> DEDUP (ORDERS) --> APPLYING
- *        +---- BACKOFF <----+---------- any failure, lease lost ---------------------+
+ *   CONNECTING --ready--> ACQUIRING --lease--> LOADING --> SERVING <--> IDLE
+ *        ^                  | busy                            | (LOTTERY)
+ *        +---- BACKOFF <----+------ any failure, lease lost --+
  *
  * The worker serves only while it holds the batch lease (batch_lease.h);
- * every script it runs checks the lease token and epoch before writing.
+ * every apply is fenced by lease token and epoch (scripts.h, FENCE).
  *
- * TAKING runs the take script (scripts.h): requests move from the queue to
- * the processing list and stats.dequeued advances in one step. DEDUP asks
- * which ids already have a result (resubmissions are not applied again).
- * The engine then decides the whole chunk in memory, and APPLYING writes
- * every effect with the apply script, which also deletes the processing
- * list. A crash anywhere before the apply leaves the chunk in the processing
- * list, and the next take hands it back; a crash after it leaves nothing to
- * redo. On any failure the engine is dropped and reloaded from Redis, which
- * is the only source of truth, so the engine never has to undo a decision.
+ * SERVING runs a pipeline of chunks (docs/DESIGN.md, "Overlap"): a take
+ * reads the head of ctl and of the queue with LRANGE -- nothing moves --
+ * and, behind a full chunk, reads ahead; a dedup HMGET on its own
+ * connection tells which ids already have a result; the engine decides the
+ * chunk in memory; one MULTI/EXEC transaction writes every effect and
+ * LTRIMs the chunk off the queue with stats.dequeued. Up to MAX_CHUNKS are
+ * in flight, so Redis applies one while the engine decides the next. A
+ * crash anywhere leaves the undecided requests at the head of the queue;
+ * on any failure the engine and every chunk in flight are dropped and the
+ * state is reloaded from Redis, the only source of truth, so the engine
+ * never has to undo a decision.
  *
  * When a take comes back empty the worker is IDLE: it parks one BLMOVE on
  * the queue and one on ctl, each on its own connection. The BLMOVE moves the
  * list's last element onto the end of the same list -- a rotation that
  * leaves the list unchanged -- so waking up never takes a request off the
- * queue outside the take script (that would make `dequeued` lag behind the
- * queue and the position formula would be off by one).
+ * queue outside an apply (that would make `dequeued` lag behind the queue
+ * and the position formula would be off by one).
  */
 #include "batch_worker.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,10 +49,11 @@
 #include "order_id.h"
 #include "redis_conn.h"
 #include "request.h"
+#include "strmap.h"
 
 typedef enum {
-    W_CONNECTING, W_ACQUIRING, W_LOADING, W_IDLE, W_TAKING, W_DEDUP, W_ORDERS,
-    W_APPLYING, W_BACKOFF, W_RELEASING, W_CLOSING
+    W_CONNECTING, W_ACQUIRING, W_LOADING, W_IDLE, W_SERVING, W_LOTTERY,
+    W_BACKOFF, W_RELEASING, W_CLOSING
 } worker_state;
 
 enum {
@@ -65,8 +69,8 @@ typedef struct load_step {
 
 typedef enum {
     CHUNK_NONE = 0,      /* no requests: expiries, phase change, first write */
-    CHUNK_QUEUE,         /* from P:{B}:processing */
-    CHUNK_CTL,           /* from P:{B}:ctlprocessing */
+    CHUNK_QUEUE,         /* from the head of P:{B}:queue */
+    CHUNK_CTL,           /* from the head of P:{B}:ctl */
     CHUNK_POOL           /* from the early=shuffle lottery pool */
 } chunk_kind;
 
@@ -82,14 +86,54 @@ typedef struct lottery_pool {
     int64_t base;             /* dequeued before the pool: seq = base + index + 1 */
 } lottery_pool;
 
-/* One request of the chunk in flight. */
+/* One request of a chunk. */
 typedef struct chunk_item {
     request q;
     int64_t seq;
     int dup;
+    uint64_t id_hash;         /* keyed hash of the id, for dedup in flight */
     char *raw;                /* copy of the bytes, only for dead entries */
     size_t raw_len;
 } chunk_item;
+
+/* A chunk goes TAKING -> DEDUP -> DEDUPED -> APPLYING -> DONE. Up to
+ * MAX_CHUNKS are in flight at once, in queue order: while Redis applies
+ * one, the next ones are read and deduplicated and the engine decides them.
+ * A DONE chunk (its apply confirmed) is kept until no dedup is out: see
+ * mark_dups_in_flight. */
+typedef enum { CS_FREE = 0, CS_TAKING, CS_DEDUP, CS_DEDUPED, CS_APPLYING, CS_DONE } chunk_state;
+
+#define MAX_CHUNKS 6
+
+typedef struct chunk {
+    chunk_state state;
+    chunk_kind kind;
+    chunk_item *items;
+    size_t n_items, cap_items;
+    long asked;               /* LRANGE count of the take */
+    int asked_queue;          /* the take read the queue too, not only ctl */
+    long queue_len, ctl_len;  /* entries this chunk removes from queue / ctl */
+    size_t pool_len;          /* lottery pool requests in it */
+    int64_t seq_base;         /* seq of its first queue entry, minus one */
+    int dead_lettering;       /* its first request goes to dead (poison) */
+    uint64_t taken_at, apply_sent_at;      /* uv_hrtime() of its steps */
+    uint64_t status[ST_INVALID + 1];       /* counted into stats once applied */
+    uint64_t rejects[R_GROUP_TOO_LARGE + 1];
+} chunk;
+
+/* A command in flight, as the privdata of its reply. `gen` is the worker's
+ * generation when it was sent: fail() starts a new one, and a reply from an
+ * older generation is dropped (its chunk was thrown away). */
+enum { OP_TAKE_CTL, OP_TAKE_QUEUE, OP_TAKE_END, OP_DEDUP, OP_ORDERS, OP_APPLY };
+#define MAX_OPS 64
+
+typedef struct worker_op {
+    batch_worker *w;
+    chunk *ch;
+    uint32_t gen, take_gen;
+    int what;
+    int busy;
+} worker_op;
 
 struct batch_worker {
     uv_loop_t *loop;
@@ -100,7 +144,8 @@ struct batch_worker {
     char batch[BATCH_ID_MAX + 1];
     batch_keys keys;
     char order_key_name[BATCH_KEY_MAX + 16], order_counter_name[BATCH_KEY_MAX + 16];
-    redis_conn *cmd, *wait_queue, *wait_ctl;
+    char trip_key[BATCH_KEY_MAX + 160];    /* FENCE's trip key for our token */
+    redis_conn *cmd, *reads, *wait_queue, *wait_ctl;
     batch_lease lease;
     char lease_holder_seen[128]; /* logged once per holder while waiting */
     worker_state state;
@@ -117,27 +162,34 @@ struct batch_worker {
     char load_err[256];
     char order_key_hex[40];
     order_block orders;
+    int orders_outstanding;   /* order-id block requests not answered yet */
     int first_apply;          /* rewrite all of free and stats on the next apply */
     engine_phase written_phase;
 
     int lottery_done;
     lottery_pool pool;
 
-    /* the chunk in flight */
-    chunk_item *items;
-    size_t n_items, cap_items;
-    chunk_kind kind;
-    long chunk_len;           /* requests decided (and consumed) in this step */
-    long chunk_expected;      /* length of the processing list taken */
+    /* the pipeline: chunks in flight, oldest first */
+    chunk chunks[MAX_CHUNKS];
+    size_t c_head, c_n;
+    worker_op ops[MAX_OPS];
+    uint32_t gen;
+    int takes_out;            /* takes not answered yet (read ahead: several) */
+    uint32_t take_gen;        /* takes sent before a change are dropped */
+    int dedups_out;           /* dedup HMGETs not answered yet */
+    int64_t dequeued;         /* stats.dequeued once every apply sent is in */
+    int64_t chunks_applied;   /* internal.chunks_applied, likewise */
+    long queue_unsent, ctl_unsent; /* entries taken whose apply is not sent */
+    strmap id_hasher;         /* only its SipHash key: hashes ids for dedup */
+    struct dedup_slot { const chunk_item *it; uint32_t stamp; } *dedup;
+    uint32_t dedup_mask, dedup_stamp;
+
     int apply_failures;       /* consecutive failed applies (poison detection) */
-    uint64_t taken_at, apply_sent_at;      /* uv_hrtime() of this chunk's steps */
-    uint64_t chunk_status[ST_INVALID + 1]; /* counted into stats once applied */
-    uint64_t chunk_rejects[R_GROUP_TOO_LARGE + 1];
+    long isolate_left;        /* requests to go one at a time before trusting chunks */
     metrics_hist recent, recent_prev;      /* latency of the last ~10 s, for stats */
     uint64_t recent_started;
     char apply_error[160];
     argbuf args;
-    int64_t chunk_at;
 
     const char *fault_apply_id; /* ALLOCD_FAULT_APPLY_ID, for tests */
 
@@ -163,16 +215,17 @@ static int64_t wall_ms(void)
 
 /* --------------------------------------------------------------- chunk -- */
 
-static void chunk_clear(batch_worker *w)
+static void chunk_free(chunk *ch)
 {
-    for (size_t i = 0; i < w->n_items; i++) {
-        request_clear(&w->items[i].q);
-        free(w->items[i].raw);
+    for (size_t i = 0; i < ch->n_items; i++) {
+        request_clear(&ch->items[i].q);
+        free(ch->items[i].raw);
     }
-    w->n_items = 0;
-    w->chunk_len = 0;
-    w->chunk_expected = 0;
-    w->kind = CHUNK_NONE;
+    chunk_item *items = ch->items;
+    size_t cap = ch->cap_items;
+    memset(ch, 0, sizeof *ch);
+    ch->items = items;            /* the array is kept for the next chunk */
+    ch->cap_items = cap;
 }
 
 static void pool_free(lottery_pool *p)
@@ -184,14 +237,106 @@ static void pool_free(lottery_pool *p)
     memset(p, 0, sizeof *p);
 }
 
-static int chunk_reserve(batch_worker *w, size_t n)
+static int chunk_reserve(chunk *ch, size_t n)
 {
-    if (n <= w->cap_items) return 0;
-    chunk_item *it = realloc(w->items, n * sizeof *it);
+    if (n <= ch->cap_items) return 0;
+    chunk_item *it = realloc(ch->items, n * sizeof *it);
     if (!it) return -ENOMEM;
-    w->items = it;
-    w->cap_items = n;
+    ch->items = it;
+    ch->cap_items = n;
     return 0;
+}
+
+static chunk *chunk_at(batch_worker *w, size_t i)
+{
+    return &w->chunks[(w->c_head + i) % MAX_CHUNKS];
+}
+
+static chunk *chunk_newest(batch_worker *w)
+{
+    return w->c_n ? chunk_at(w, w->c_n - 1) : NULL;
+}
+
+static chunk *chunk_push(batch_worker *w, chunk_kind kind)
+{
+    if (w->c_n == MAX_CHUNKS) return NULL;
+    chunk *ch = chunk_at(w, w->c_n++);
+    chunk_free(ch);
+    ch->kind = kind;
+    return ch;
+}
+
+/* Drops the newest chunk (a take that came back empty). */
+static void chunk_pop_newest(batch_worker *w)
+{
+    chunk_free(chunk_newest(w));
+    w->c_n--;
+}
+
+/* Drops the oldest chunk (its apply is confirmed). */
+static void chunk_pop_oldest(batch_worker *w)
+{
+    chunk_free(chunk_at(w, 0));
+    w->c_head = (w->c_head + 1) % MAX_CHUNKS;
+    w->c_n--;
+}
+
+/* Frees the DONE chunks at the head once no dedup is out. */
+static void chunks_gc(batch_worker *w)
+{
+    while (w->c_n && chunk_at(w, 0)->state == CS_DONE && w->dedups_out == 0) chunk_pop_oldest(w);
+}
+
+static void chunks_drop_all(batch_worker *w)
+{
+    while (w->c_n) chunk_pop_oldest(w);
+    w->c_head = 0;
+    w->takes_out = 0;
+    w->dedups_out = 0;
+    w->queue_unsent = w->ctl_unsent = 0;
+}
+
+/* Chunks in flight, not counting the DONE ones kept for dedup. */
+static size_t chunks_busy(batch_worker *w)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < w->c_n; i++) n += chunk_at(w, i)->state != CS_DONE;
+    return n;
+}
+
+static long chunks_requests(batch_worker *w)
+{
+    long n = 0;
+    for (size_t i = 0; i < w->c_n; i++) {
+        chunk *ch = chunk_at(w, i);
+        if (ch->state != CS_DONE) n += ch->queue_len + ch->ctl_len + (long)ch->pool_len;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------- operations -- */
+
+static worker_op *op_new(batch_worker *w, int what, chunk *ch)
+{
+    for (size_t i = 0; i < MAX_OPS; i++) {
+        worker_op *o = &w->ops[i];
+        if (o->busy) continue;
+        o->w = w;
+        o->ch = ch;
+        o->gen = w->gen;
+        o->take_gen = w->take_gen;
+        o->what = what;
+        o->busy = 1;
+        return o;
+    }
+    return NULL;
+}
+
+/* A reply for op o: 1 when it is still wanted (same generation, serving). */
+static int op_current(worker_op *o)
+{
+    o->busy = 0;
+    return o->gen == o->w->gen && o->w->state == W_SERVING;
 }
 
 /* -------------------------------------------------------------- failure -- */
@@ -215,6 +360,7 @@ static int follow_slot(batch_worker *w)
     log_notice("batch %s: slot moved to %s", w->batch, redis_target_describe(&t, where, sizeof where));
     w->target = t;
     redis_conn_retarget(w->cmd, &t);
+    redis_conn_retarget(w->reads, &t);
     redis_conn_retarget(w->wait_queue, &t);
     redis_conn_retarget(w->wait_ctl, &t);
     return 1;
@@ -243,8 +389,13 @@ static void fail(batch_worker *w, const char *what, const char *why)
     else if (!strcmp(what, "apply")) {
         w->apply_failures++;
         snprintf(w->apply_error, sizeof w->apply_error, "%s", why);
+        /* every request in flight is decided again; one at a time once
+         * isolating, until they are all through */
+        long n = chunks_requests(w);
+        if (n > w->isolate_left) w->isolate_left = n;
     }
-    chunk_clear(w);
+    w->gen++;                 /* replies still on their way are dropped */
+    chunks_drop_all(w);
     drop_engine(w);
     w->stats.failures++;
     w->attempts++;
@@ -378,17 +529,23 @@ static void load_stats(batch_worker *w, redisReply *r)
         { "rejected", &c.rejected }, { "invalid", &c.invalid }, { "dead", &c.dead },
         { "duplicates", &c.duplicates }, { "ctl", &c.ctl },
     };
-    for (size_t i = 0; i + 1 < r->elements; i += 2)
+    w->dequeued = 0;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
         for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
             if (!strcmp(r->element[i]->str, f[j].name))
                 parse_i64(r->element[i + 1]->str, f[j].dst);
+        if (!strcmp(r->element[i]->str, "dequeued")) parse_i64(r->element[i + 1]->str, &w->dequeued);
+    }
     engine_load_counters(w->eng, &c);
 }
 
 static void load_internal(batch_worker *w, redisReply *r)
 {
     w->lottery_done = 0;
+    w->chunks_applied = 0;
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        if (!strcmp(r->element[i]->str, "chunks_applied"))
+            parse_i64(r->element[i + 1]->str, &w->chunks_applied);
         if (!strcmp(r->element[i]->str, "lottery_done"))
             w->lottery_done = !strcmp(r->element[i + 1]->str, "1");
         if (strcmp(r->element[i]->str, "admin_state")) continue;
@@ -411,6 +568,8 @@ static void load_finish(batch_worker *w)
     const engine_counters *c = engine_get_counters(w->eng);
     log_info("batch %s: loaded %zu items, %zu users, %" PRId64 " processed so far",
              w->batch, engine_item_count(w->eng), engine_user_count(w->eng), c->processed);
+    w->state = W_SERVING;
+    chunks_drop_all(w);
     take_start(w);
 }
 
@@ -427,29 +586,39 @@ static int take_order_block(batch_worker *w, redisReply *r, uint64_t need)
     return 0;
 }
 
-/* Enough ids for two chunks of buys at least, so a refill is never needed
- * every chunk (it would cost a round trip each time). */
+/* Enough ids for sixteen chunks of buys at least: a refill stalls the
+ * pipeline for a round trip, so it must be rare. Ids left in a block when
+ * the worker stops are simply never used. */
 static uint64_t order_block_size(const batch_worker *w, uint64_t need)
 {
     uint64_t n = ORDER_ID_BLOCK;
-    if (n < 2 * (uint64_t)w->cfg->chunk) n = 2 * (uint64_t)w->cfg->chunk;
+    if (n < 16 * (uint64_t)w->cfg->chunk) n = 16 * (uint64_t)w->cfg->chunk;
     return n > need ? n : need;
 }
 
-static int order_block_send(batch_worker *w, redis_reply_fn fn, uint64_t need)
+/* On the router's connections, which outlive the worker: an answer still
+ * due when the worker closes holds it open (orders_outstanding counts as a
+ * handle in close_all). */
+static int order_block_send(batch_worker *w, redis_reply_fn fn, void *priv, uint64_t need)
 {
     char block[24];
     snprintf(block, sizeof block, "%" PRIu64, need);
     const char *argv[] = { w->order_counter_name, w->order_key_name, w->order_key_hex, block };
-    return redis_router_eval(w->router, w->order_counter_name, &w->scripts->order_block, fn, w,
-                             w->cfg->redis_timeout_ms, 2, 4, argv, NULL);
+    int rc = redis_router_eval(w->router, w->order_counter_name, &w->scripts->order_block, fn, priv,
+                               w->cfg->redis_timeout_ms, 2, 4, argv, NULL);
+    if (rc == 0) w->orders_outstanding++;
+    return rc;
 }
 
 static void load_finish(batch_worker *w);
 
+static void on_handle_closed(batch_worker *w);
+
 static void on_load_orders(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
     batch_worker *w = priv;
+    w->orders_outstanding--;
+    if (w->state == W_CLOSING) { on_handle_closed(w); return; }
     if (w->state != W_LOADING) return;
     const char *e = reply_error(r, err);
     if (e) load_fail(w, "order ids: %s%s", e, "");
@@ -460,7 +629,7 @@ static void on_load_orders(redis_conn *c, redisReply *r, const char *err, void *
 static void load_orders(batch_worker *w)
 {
     if (w->load_failed) { load_finish(w); return; }
-    if (order_block_send(w, on_load_orders, order_block_size(w, 0)) < 0) {
+    if (order_block_send(w, on_load_orders, w, order_block_size(w, 0)) < 0) {
         load_fail(w, "order ids: Redis not connected%s%s", "", "");
         load_finish(w);
     }
@@ -501,7 +670,7 @@ static void load_start(batch_worker *w)
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ATTRS], to, "HGETALL %s", w->keys.attrs);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_HOLDERS], to, "HGETALL %s", w->keys.holders);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ENDED], to, "HGETALL %s", w->keys.orders_ended);
-    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_PARTICIPANTS], to, "SMEMBERS %s", w->keys.participants);
+    rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", w->keys.participants);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_STATS], to, "HGETALL %s", w->keys.stats);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_INTERNAL], to, "HGETALL %s", w->keys.internal);
     /* A send that failed means the connection is down; the commands already
@@ -545,20 +714,21 @@ static int dead_lettering(const batch_worker *w)
     return w->apply_failures >= 2 * w->cfg->max_attempts;
 }
 
-static int parse_one(batch_worker *w, size_t i, const char *raw, size_t len, int64_t seq)
+static int parse_one(batch_worker *w, chunk *ch, const char *raw, size_t len, int64_t seq)
 {
-    chunk_item *it = &w->items[i];
+    chunk_item *it = &ch->items[ch->n_items];
     memset(it, 0, sizeof *it);
-    request_parse(&it->q, raw, len, (size_t)w->cfg->max_request_bytes, w->kind == CHUNK_CTL);
+    request_parse(&it->q, raw, len, (size_t)w->cfg->max_request_bytes, ch->kind == CHUNK_CTL);
     it->seq = seq;
-    if (i == 0 && dead_lettering(w)) {
+    if (ch->n_items == 0 && dead_lettering(w)) {
         request_clear(&it->q);
         it->q.outcome = REQUEST_DEAD;
         snprintf(it->q.error, sizeof it->q.error, "could not be applied after %d attempts: %s",
                  w->apply_failures, w->apply_error);
         log_err("batch %s: moving a request to %s: %s", w->batch, w->keys.dead, it->q.error);
+        ch->dead_lettering = 1;
     }
-    w->n_items = i + 1;
+    ch->n_items++;
     if (it->q.outcome == REQUEST_DEAD) {
         it->raw = malloc(len + 1);
         if (!it->raw) return -ENOMEM;
@@ -569,60 +739,25 @@ static int parse_one(batch_worker *w, size_t i, const char *raw, size_t len, int
     return 0;
 }
 
-static int parse_items(batch_worker *w, redisReply *list, size_t n, int64_t dequeued)
+static int parse_list(batch_worker *w, chunk *ch, redisReply *list)
 {
-    if (chunk_reserve(w, n) < 0) return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        int64_t seq = w->kind == CHUNK_CTL ? 0 : dequeued - (int64_t)list->elements + (int64_t)i + 1;
-        if (parse_one(w, i, list->element[i]->str, list->element[i]->len, seq) < 0) return -ENOMEM;
+    if (chunk_reserve(ch, list->elements) < 0) return -ENOMEM;
+    for (size_t i = 0; i < list->elements; i++) {
+        int64_t seq = ch->kind == CHUNK_CTL ? 0 : ch->seq_base + (int64_t)i + 1;
+        if (parse_one(w, ch, list->element[i]->str, list->element[i]->len, seq) < 0) return -ENOMEM;
     }
     return 0;
 }
 
-static void dedup_start(batch_worker *w);
-static void apply_start(batch_worker *w);
+static void dedup_start(batch_worker *w, chunk *ch);
+static void advance(batch_worker *w);
 static void pool_chunk(batch_worker *w);
+static void lottery_start(batch_worker *w);
 
 static int needs_empty_apply(batch_worker *w, int64_t now)
 {
     return w->first_apply || engine_next_expiry(w->eng) <= now ||
            engine_phase_at(w->eng, now) != w->written_phase;
-}
-
-static void on_take_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
-{
-    batch_worker *w = priv;
-    if (w->state != W_TAKING) return;
-    const char *e = reply_error(r, err);
-    if (e) { fail(w, "take", e); return; }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
-        r->element[1]->type != REDIS_REPLY_ARRAY || r->element[2]->type != REDIS_REPLY_ARRAY) {
-        fail(w, "take", "unexpected reply shape");
-        return;
-    }
-    redisReply *ctl = r->element[1], *queue = r->element[2];
-    int64_t dequeued = r->element[3]->integer;
-    w->stats.queue_len = r->element[4]->integer;
-    w->taken_at = uv_hrtime();
-    if (!strcmp(r->element[0]->str, "leftover") && (ctl->elements || queue->elements))
-        log_notice("batch %s: resuming %zu requests and %zu commands left in processing",
-                   w->batch, queue->elements, ctl->elements);
-    w->kind = ctl->elements ? CHUNK_CTL : queue->elements ? CHUNK_QUEUE : CHUNK_NONE;
-    redisReply *list = w->kind == CHUNK_CTL ? ctl : queue;
-    w->chunk_expected = (long)list->elements;
-    w->chunk_len = isolating(w) && list->elements > 1 ? 1 : (long)list->elements;
-    if (isolating(w) && list->elements)
-        log_warn("batch %s: %d applies failed in a row (%s): deciding one request at a time",
-                 w->batch, w->apply_failures, w->apply_error);
-    if (list->elements == 0) {
-        if (w->pool.active) { pool_chunk(w); return; }
-        if (needs_empty_apply(w, wall_ms())) { apply_start(w); return; }
-        if (w->stopping) { finish(w); return; }
-        go_idle(w);
-        return;
-    }
-    if (parse_items(w, list, (size_t)w->chunk_len, dequeued) < 0) { fail(w, "take", "out of memory"); return; }
-    dedup_start(w);
 }
 
 static int lottery_due(const batch_worker *w, int64_t now)
@@ -632,27 +767,146 @@ static int lottery_due(const batch_worker *w, int64_t now)
            !w->pool.active && (ph == PHASE_OPEN || ph == PHASE_CLOSED);
 }
 
-static void lottery_start(batch_worker *w);
+/* Read ahead only behind a full chunk of queue requests: the queue goes on
+ * past it, and nothing the chunk decides (an admin command, a lottery, a
+ * poison request) can change what comes next. A take still out is assumed
+ * to come back full; when it does not, the takes sent behind it are
+ * dropped (take_voided). */
+static int may_read_ahead(batch_worker *w)
+{
+    chunk *ch = chunk_newest(w);
+    if (!ch || isolating(w) || w->pool.active) return 0;
+    if (ch->state == CS_TAKING) return ch->asked_queue;
+    return ch->kind == CHUNK_QUEUE && ch->queue_len == ch->asked;
+}
+
+/* Queue entries the takes still out will bring (assumed full). */
+static long takes_out_queue(batch_worker *w)
+{
+    long n = 0;
+    for (size_t i = 0; i < w->c_n; i++) {
+        chunk *ch = chunk_at(w, i);
+        if (ch->state == CS_TAKING && ch->asked_queue) n += ch->asked;
+    }
+    return n;
+}
+
+/* Chunk ch came back short (or not a queue chunk): the takes sent behind
+ * it read from the wrong place. Their replies are dropped on arrival. */
+static void take_voided(batch_worker *w, chunk *ch)
+{
+    while (chunk_newest(w) != ch) {
+        chunk_pop_newest(w);
+        w->takes_out--;
+    }
+    w->take_gen++;
+}
+
+static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
+
+/* LRANGE key from from+count-1, or LLEN key when count is 0. */
+static int send_take_part(batch_worker *w, chunk *ch, int what, const char *key, long from, long count)
+{
+    char lo[24], hi[24];
+    snprintf(lo, sizeof lo, "%ld", from);
+    snprintf(hi, sizeof hi, "%ld", from + count - 1);
+    const char *argv[] = { count ? "LRANGE" : "LLEN", key, lo, hi };
+    worker_op *o = op_new(w, what, ch);
+    if (!o) return -ENOMEM;
+    if (redis_conn_commandargv(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, count ? 4 : 2,
+                               argv, NULL) < 0) {
+        o->busy = 0;
+        return -ENOTCONN;
+    }
+    return 0;
+}
+
+/* Starts the next take if one is due: the heads of ctl and of the queue
+ * past what is already in flight (LRANGE: nothing moves until the apply
+ * LTRIMs it), and the queue's length. */
+static void take_one(batch_worker *w);
 
 static void take_start(batch_worker *w)
 {
+    size_t sent = 0;
+    do {
+        size_t before = w->c_n;
+        take_one(w);
+        if (w->c_n == before || w->state != W_SERVING) break;
+    } while (++sent < MAX_CHUNKS);
+}
+
+static void take_one(batch_worker *w)
+{
+    if (w->state != W_SERVING || w->c_n == MAX_CHUNKS) return;
+    if (w->stopping) {
+        if (chunks_busy(w) == 0) finish(w);
+        return;
+    }
+    if (chunks_busy(w) > 0 && !may_read_ahead(w)) return;
     int64_t now = wall_ms();
-    if (lottery_due(w, now)) { lottery_start(w); return; }
+    if (chunks_busy(w) == 0 && lottery_due(w, now)) { lottery_start(w); return; }
     if (lease_check(w, "take") < 0) return;
-    char chunk[16];
-    snprintf(chunk, sizeof chunk, "%d", w->cfg->chunk);
-    const char *argv[11] = {
-        w->keys.ctl, w->keys.queue, w->keys.ctlprocessing, w->keys.processing, w->keys.stats,
-        w->keys.lease, w->keys.internal, chunk,
-        /* while the lottery pool is served, new requests wait behind it */
-        !w->pool.active && take_queue_now(w, now) ? "1" : "0",
-        w->lease.token, w->lease.epoch,
-    };
-    w->state = W_TAKING;
-    chunk_clear(w);
-    if (redis_conn_eval(w->cmd, &w->scripts->take, on_take_reply, w, w->cfg->redis_timeout_ms,
-                        7, 11, argv, NULL) < 0)
-        fail(w, "take", "Redis not connected");
+    chunk *ch = chunk_push(w, CHUNK_NONE);
+    ch->state = CS_TAKING;
+    ch->asked = isolating(w) ? 1 : w->cfg->chunk;
+    long from = w->queue_unsent + takes_out_queue(w);
+    ch->seq_base = w->dequeued + from;
+    /* while the lottery pool is served, new requests wait behind it */
+    ch->asked_queue = !w->pool.active && take_queue_now(w, now);
+    int rc = send_take_part(w, ch, OP_TAKE_CTL, w->keys.ctl, w->ctl_unsent, ch->asked);
+    if (!rc && ch->asked_queue) rc = send_take_part(w, ch, OP_TAKE_QUEUE, w->keys.queue, from, ch->asked);
+    if (!rc) rc = send_take_part(w, ch, OP_TAKE_END, w->keys.queue, 0, 0);
+    if (rc) { fail(w, "take", rc == -ENOMEM ? "too many commands in flight" : "Redis not connected"); return; }
+    w->takes_out++;
+}
+
+static void on_take_list(batch_worker *w, chunk *ch, int what, redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY) { fail(w, "take", "unexpected reply"); return; }
+    if (!r->elements || ch->kind == CHUNK_CTL) return; /* admin commands go first */
+    ch->kind = what == OP_TAKE_CTL ? CHUNK_CTL : CHUNK_QUEUE;
+    if (ch->kind == CHUNK_CTL) ch->ctl_len = (long)r->elements;
+    else ch->queue_len = (long)r->elements;
+    if (parse_list(w, ch, r) < 0) fail(w, "take", "out of memory");
+}
+
+/* Nothing was taken and nothing is in flight: the lottery pool, an apply
+ * with no requests (expiries, a phase change), or idle. */
+static void nothing_taken(batch_worker *w)
+{
+    if (w->pool.active) { pool_chunk(w); return; }
+    if (needs_empty_apply(w, wall_ms())) {
+        chunk *ch = chunk_push(w, CHUNK_NONE);
+        if (!ch) { fail(w, "apply", "no free chunk"); return; }
+        ch->state = CS_DEDUPED;
+        advance(w);
+        return;
+    }
+    if (w->stopping) { finish(w); return; }
+    go_idle(w);
+}
+
+static void on_take_end(batch_worker *w, chunk *ch, redisReply *r)
+{
+    w->takes_out--;
+    if (r->type == REDIS_REPLY_INTEGER) w->stats.queue_len = r->integer;
+    if (!(ch->kind == CHUNK_QUEUE && ch->queue_len == ch->asked) && chunk_newest(w) != ch)
+        take_voided(w, ch);
+    ch->state = CS_DEDUP;
+    if (ch->n_items == 0) {
+        chunk_pop_newest(w);
+        if (chunks_busy(w) == 0) nothing_taken(w);
+        return;     /* else the last apply in flight takes again */
+    }
+    if (isolating(w))
+        log_warn("batch %s: %d applies failed in a row (%s): deciding one request at a time",
+                 w->batch, w->apply_failures, w->apply_error);
+    ch->taken_at = uv_hrtime();
+    w->queue_unsent += ch->queue_len;
+    w->ctl_unsent += ch->ctl_len;
+    dedup_start(w, ch);
+    take_start(w);  /* read ahead while this one is decided */
 }
 
 /* ------------------------------------------------------------- lottery -- */
@@ -681,7 +935,8 @@ static int pool_load(lottery_pool *p, redisReply *items, int64_t base, size_t se
 static void on_lottery_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
     batch_worker *w = priv;
-    if (w->state != W_TAKING) return;
+    if (w->state != W_LOTTERY) return;
+    w->state = W_SERVING;
     const char *e = reply_error(r, err);
     if (e) { fail(w, "lottery", e); return; }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) { fail(w, "lottery", "unexpected reply"); return; }
@@ -690,17 +945,20 @@ static void on_lottery_reply(redis_conn *c, redisReply *r, const char *err, void
         take_start(w);
         return;
     }
-    if (r->elements != 5 || r->element[4]->type != REDIS_REPLY_ARRAY) { fail(w, "lottery", "unexpected reply"); return; }
+    if (r->elements != 6 || r->element[4]->type != REDIS_REPLY_ARRAY) { fail(w, "lottery", "unexpected reply"); return; }
     uint64_t seed = strtoull(r->element[3]->str, NULL, 10);
     if (pool_load(&w->pool, r->element[4], r->element[1]->integer, (size_t)r->element[2]->integer, seed) < 0) {
         fail(w, "lottery", "out of memory");
         return;
     }
+    w->dequeued = r->element[5]->integer;   /* the rename counted the pool */
     log_notice("batch %s: opening lottery: %zu early requests, %zu already served",
                w->batch, w->pool.n, w->pool.served);
     take_start(w); /* admin commands first, then the pool */
 }
 
+/* Runs only with nothing in flight, so the lottery's writes (the queue
+ * renamed, dequeued advanced) come after every apply sent. */
 static void lottery_start(batch_worker *w)
 {
     if (lease_check(w, "lottery") < 0) return;
@@ -708,11 +966,12 @@ static void lottery_start(batch_worker *w)
     snprintf(seed, sizeof seed, "%" PRIu64, random_u64());
     const char *argv[] = { w->keys.queue, w->keys.early, w->keys.stats, w->keys.internal,
                            w->keys.lease, seed, w->lease.token, w->lease.epoch };
-    w->state = W_TAKING;
-    chunk_clear(w);
+    w->state = W_LOTTERY;
     if (redis_conn_eval(w->cmd, &w->scripts->lottery, on_lottery_reply, w, w->cfg->redis_timeout_ms,
-                        5, 8, argv, NULL) < 0)
+                        5, 8, argv, NULL) < 0) {
+        w->state = W_SERVING;
         fail(w, "lottery", "Redis not connected");
+    }
 }
 
 /* The next `chunk` requests of the pool, in lottery order. */
@@ -722,18 +981,20 @@ static void pool_chunk(batch_worker *w)
     size_t k = p->n - p->served;
     if (k > (size_t)w->cfg->chunk) k = (size_t)w->cfg->chunk;
     if (isolating(w) && k > 1) k = 1;
-    w->kind = CHUNK_POOL;
-    w->chunk_len = (long)k;
-    if (chunk_reserve(w, k ? k : 1) < 0) { fail(w, "lottery", "out of memory"); return; }
+    chunk *ch = chunk_push(w, CHUNK_POOL);
+    if (!ch) { fail(w, "lottery", "no free chunk"); return; }
+    ch->pool_len = k;
+    if (chunk_reserve(ch, k ? k : 1) < 0) { fail(w, "lottery", "out of memory"); return; }
     for (size_t j = 0; j < k; j++) {
         uint32_t idx = p->perm[p->served + j];
-        if (parse_one(w, j, p->raw[idx], p->len[idx], p->base + idx + 1) < 0) {
+        if (parse_one(w, ch, p->raw[idx], p->len[idx], p->base + idx + 1) < 0) {
             fail(w, "lottery", "out of memory");
             return;
         }
     }
-    if (k == 0) apply_start(w); /* an empty pool: just record the end */
-    else dedup_start(w);
+    ch->taken_at = uv_hrtime();
+    if (k == 0) { ch->state = CS_DEDUPED; advance(w); } /* an empty pool: record the end */
+    else dedup_start(w, ch);
 }
 
 /* --------------------------------------------------------------- dedup -- */
@@ -743,117 +1004,176 @@ static int readable(const chunk_item *it)
     return it->q.outcome != REQUEST_DEAD;
 }
 
-static int cmp_ids(const void *a, const void *b, void *ctx)
+/* An id seen earlier in flight -- in an older chunk whose result may not
+ * have been in Redis when the HMGET ran, or earlier in this chunk -- makes
+ * this occurrence a duplicate: the first one is decided.
+ *
+ * The HMGET goes on its own connection (`reads`), so that it never waits
+ * behind an apply: that is what lets the engine decide the next chunk
+ * while Redis applies the last one. On another connection it may run
+ * before or after any apply still unconfirmed when it was sent; so every
+ * chunk older than this one is checked here, and a chunk whose apply is
+ * confirmed stays in the ring (DONE) until every dedup is answered.
+ *
+ * The ids of all chunks in flight go into an open-addressing table that is
+ * rebuilt per chunk; each id's keyed hash is computed once (dedup_start),
+ * and a stamp per slot spares clearing the table. */
+static int dedup_table_fit(batch_worker *w, size_t n)
 {
-    const chunk_item *items = ctx;
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(items[i].q.r.id, items[j].q.r.id);
-    return c ? c : (i < j ? -1 : i > j);
-}
-
-/* The same id twice in one chunk: only the first occurrence is decided. */
-static int mark_dups_within_chunk(batch_worker *w)
-{
-    size_t *idx = malloc((w->n_items ? w->n_items : 1) * sizeof *idx), n = 0;
-    if (!idx) return -ENOMEM;
-    for (size_t i = 0; i < w->n_items; i++)
-        if (readable(&w->items[i])) idx[n++] = i;
-    qsort_r(idx, n, sizeof *idx, cmp_ids, w->items);
-    for (size_t k = 1; k < n; k++)
-        if (!strcmp(w->items[idx[k]].q.r.id, w->items[idx[k - 1]].q.r.id))
-            w->items[idx[k]].dup = 1;
-    free(idx);
+    size_t want = 64;
+    while (want < 2 * n) want *= 2;
+    if (w->dedup && want <= (size_t)w->dedup_mask + 1) return 0;
+    struct dedup_slot *t = calloc(want, sizeof *t);
+    if (!t) return -ENOMEM;
+    free(w->dedup);
+    w->dedup = t;
+    w->dedup_mask = (uint32_t)(want - 1);
+    w->dedup_stamp = 0;
     return 0;
 }
 
-static void orders_start(batch_worker *w);
+/* 1 when the id was already in the table, else adds it. */
+static int dedup_seen(batch_worker *w, const chunk_item *it)
+{
+    for (uint32_t i = (uint32_t)it->id_hash & w->dedup_mask;; i = (i + 1) & w->dedup_mask) {
+        struct dedup_slot *s = &w->dedup[i];
+        if (s->stamp != w->dedup_stamp) {
+            s->it = it;
+            s->stamp = w->dedup_stamp;
+            return 0;
+        }
+        if (s->it->id_hash == it->id_hash && !strcmp(s->it->q.r.id, it->q.r.id)) return 1;
+    }
+}
 
-static size_t buys_in_chunk(const batch_worker *w)
+static int mark_dups_in_flight(batch_worker *w, chunk *ch)
 {
     size_t n = 0;
-    for (size_t i = 0; i < w->n_items; i++)
-        if (w->items[i].q.outcome == REQUEST_OK && !w->items[i].dup && w->items[i].q.r.op == OP_BUY) n++;
-    return n;
+    for (size_t i = 0; i < w->c_n; i++) n += chunk_at(w, i)->n_items;
+    if (dedup_table_fit(w, n) < 0) return -ENOMEM;
+    if (++w->dedup_stamp == 0) {      /* wrapped: stamps could collide */
+        memset(w->dedup, 0, ((size_t)w->dedup_mask + 1) * sizeof *w->dedup);
+        w->dedup_stamp = 1;
+    }
+    for (size_t i = 0; i < w->c_n; i++) {
+        chunk *o = chunk_at(w, i);
+        for (size_t j = 0; j < o->n_items; j++) {
+            chunk_item *it = &o->items[j];
+            if (!readable(it)) continue;
+            if (dedup_seen(w, it) && o == ch) it->dup = 1;
+        }
+        if (o == ch) break;
+    }
+    return 0;
 }
 
-static void after_dedup(batch_worker *w)
+static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
 {
-    if (mark_dups_within_chunk(w) < 0) { fail(w, "dedup", "out of memory"); return; }
-    if (order_block_left(&w->orders) < buys_in_chunk(w)) orders_start(w);
-    else apply_start(w);
-}
-
-static void on_dedup_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
-{
-    batch_worker *w = priv;
-    if (w->state != W_DEDUP) return;
-    const char *e = reply_error(r, err);
-    if (e) { fail(w, "dedup", e); return; }
+    w->dedups_out--;
+    if (r->type != REDIS_REPLY_ARRAY) { fail(w, "dedup", "unexpected reply"); return; }
     size_t k = 0;
-    for (size_t i = 0; i < w->n_items; i++) {
-        if (!readable(&w->items[i])) continue;
-        if (k < r->elements && r->element[k]->type != REDIS_REPLY_NIL) w->items[i].dup = 1;
+    for (size_t i = 0; i < ch->n_items; i++) {
+        if (!readable(&ch->items[i])) continue;
+        if (k < r->elements && r->element[k]->type != REDIS_REPLY_NIL) ch->items[i].dup = 1;
         k++;
     }
-    after_dedup(w);
+    if (mark_dups_in_flight(w, ch) < 0) { fail(w, "dedup", "out of memory"); return; }
+    ch->state = CS_DEDUPED;
+    chunks_gc(w);
+    advance(w);
+    take_start(w);          /* a DONE chunk may have freed a slot */
 }
 
-static void dedup_start(batch_worker *w)
+static void dedup_start(batch_worker *w, chunk *ch)
 {
     argbuf *a = &w->args;
     args_reset(a);
     arg_str(a, "HMGET");
     arg_str(a, w->keys.results);
-    for (size_t i = 0; i < w->n_items; i++)
-        if (readable(&w->items[i])) arg_str(a, w->items[i].q.r.id);
-    w->state = W_DEDUP;
-    if (a->n == 2) { after_dedup(w); return; }
+    for (size_t i = 0; i < ch->n_items; i++) {
+        chunk_item *it = &ch->items[i];
+        if (!readable(it)) continue;
+        size_t len = strlen(it->q.r.id);
+        it->id_hash = strmap_hash(&w->id_hasher, it->q.r.id, len);
+        arg_ext(a, it->q.r.id, len);
+    }
+    ch->state = CS_DEDUP;
+    if (a->n == 2) {
+        if (mark_dups_in_flight(w, ch) < 0) { fail(w, "dedup", "out of memory"); return; }
+        ch->state = CS_DEDUPED;
+        advance(w);
+        return;
+    }
     if (args_failed(a)) { fail(w, "dedup", "out of memory"); return; }
     size_t len;
     const char *cmd = args_command(a, &len);
-    if (redis_conn_command_resp(w->cmd, on_dedup_reply, w, w->cfg->redis_timeout_ms, cmd, len) < 0)
+    worker_op *o = op_new(w, OP_DEDUP, ch);
+    if (!o) { fail(w, "dedup", "too many commands in flight"); return; }
+    /* while `reads` (re)connects, the command connection serves: there the
+     * HMGET waits behind the applies, which is slower but just as correct */
+    redis_conn *rc = redis_conn_is_ready(w->reads) ? w->reads : w->cmd;
+    if (redis_conn_command_resp(rc, on_op_reply, o, w->cfg->redis_timeout_ms, cmd, len) < 0) {
+        o->busy = 0;
         fail(w, "dedup", "Redis not connected");
+        return;
+    }
+    w->dedups_out++;
 }
 
-static void on_orders_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
+/* ----------------------------------------------------------- order ids -- */
+
+static size_t buys_in_chunk(const chunk *ch)
 {
-    batch_worker *w = priv;
-    if (w->state != W_ORDERS) return;
-    const char *e = reply_error(r, err);
-    if (e) { fail(w, "order id block", e); return; }
-    if (take_order_block(w, r, order_block_size(w, buys_in_chunk(w))) < 0) {
+    size_t n = 0;
+    for (size_t i = 0; i < ch->n_items; i++)
+        if (ch->items[i].q.outcome == REQUEST_OK && !ch->items[i].dup && ch->items[i].q.r.op == OP_BUY) n++;
+    return n;
+}
+
+static void on_orders(batch_worker *w, chunk *ch, redisReply *r)
+{
+    if (take_order_block(w, r, order_block_size(w, buys_in_chunk(ch))) < 0) {
         fail(w, "order id block", "unexpected reply");
         return;
     }
-    apply_start(w);
+    advance(w);
 }
 
-static void orders_start(batch_worker *w)
+/* ----------------------------------------------------------- decide -- */
+
+static void count_result(chunk *ch, engine_status st, engine_reason reason)
 {
-    w->state = W_ORDERS;
-    if (order_block_send(w, on_orders_reply, order_block_size(w, buys_in_chunk(w))) < 0)
-        fail(w, "order id block", "Redis not connected");
+    if (st <= ST_INVALID) ch->status[st]++;
+    if (st == ST_REJECTED && reason <= R_GROUP_TOO_LARGE) ch->rejects[reason]++;
 }
 
-/* --------------------------------------------------------------- apply -- */
-
-static void count_result(batch_worker *w, engine_status st, engine_reason reason)
+/* "HSET key" (or another command and key) opening a command of the apply;
+ * cmd_close drops it again when no field followed. */
+static void cmd_open(argbuf *a, const char *cmd, const char *key)
 {
-    if (st <= ST_INVALID) w->chunk_status[st]++;
-    if (st == ST_REJECTED && reason <= R_GROUP_TOO_LARGE) w->chunk_rejects[reason]++;
+    args_cmd_begin(a);
+    arg_str(a, cmd);
+    arg_str(a, key);
 }
 
-static void decide_items(batch_worker *w, int64_t now)
+static void cmd_close(argbuf *a)
+{
+    if (args_cmd_nargs(a) > 2) args_cmd_end(a);
+    else args_cmd_cancel(a);
+}
+
+/* Decides every request of the chunk, writing the results as one HSET. */
+static void decide_items(batch_worker *w, chunk *ch, int64_t now)
 {
     argbuf *a = &w->args;
-    memset(w->chunk_status, 0, sizeof w->chunk_status);
-    memset(w->chunk_rejects, 0, sizeof w->chunk_rejects);
-    size_t count_at = arg_count_begin(a), count = 0;
-    for (size_t i = 0; i < w->n_items; i++) {
-        chunk_item *it = &w->items[i];
+    cmd_open(a, "HSET", w->keys.results);
+    for (size_t i = 0; i < ch->n_items; i++) {
+        chunk_item *it = &ch->items[i];
         /* Counters describe the queue (dequeued = processed + dead +
          * duplicates + in flight); admin commands are counted in `ctl`. */
-        int counts = w->kind != CHUNK_CTL;
+        int counts = ch->kind != CHUNK_CTL;
+        /* keep feeding the previous apply to Redis while this one is built */
+        if ((i & 63) == 63) redis_conn_flush(w->cmd);
         if (it->q.outcome == REQUEST_DEAD) { if (counts) engine_note_dead(w->eng); continue; }
         if (it->dup) { if (counts) engine_note_duplicate(w->eng); continue; }
         arg_str(a, it->q.r.id);
@@ -861,18 +1181,17 @@ static void decide_items(batch_worker *w, int64_t now)
         if (it->q.outcome == REQUEST_INVALID) {
             if (counts) engine_note_invalid(w->eng, it->q.r.user, now);
             codec_invalid(&a->data, &it->q, it->seq, now);
-            count_result(w, ST_INVALID, R_NONE);
+            count_result(ch, ST_INVALID, R_NONE);
         } else {
             engine_result res;
             it->q.r.seq = it->seq;
             engine_decide(w->eng, &it->q.r, now, &res);
             codec_result(&a->data, &it->q, &res, it->seq, now);
-            count_result(w, res.status, res.reason);
+            count_result(ch, res.status, res.reason);
         }
         arg_end(a, start);
-        count++;
     }
-    arg_count_end(a, count_at, count);
+    cmd_close(a);
 }
 
 static int user_holds_something(const engine_user_view *v)
@@ -883,9 +1202,9 @@ static int user_holds_something(const engine_user_view *v)
 static void add_holders(batch_worker *w)
 {
     argbuf *a = &w->args;
-    size_t n = engine_dirty_user_count(w->eng), set = 0, del = 0;
+    size_t n = engine_dirty_user_count(w->eng);
     engine_user_view v;
-    size_t at = arg_count_begin(a);
+    cmd_open(a, "HSET", w->keys.holders);
     for (size_t i = 0; i < n; i++) {
         engine_dirty_user_at(w->eng, i, &v);
         if (!user_holds_something(&v)) continue;
@@ -893,17 +1212,14 @@ static void add_holders(batch_worker *w)
         size_t start = arg_begin(a);
         codec_holder(&a->data, w->eng, &v);
         arg_end(a, start);
-        set++;
     }
-    arg_count_end(a, at, set);
-    at = arg_count_begin(a);
+    cmd_close(a);
+    cmd_open(a, "HDEL", w->keys.holders);
     for (size_t i = 0; i < n; i++) {
         engine_dirty_user_at(w->eng, i, &v);
-        if (user_holds_something(&v)) continue;
-        arg_str(a, v.id);
-        del++;
+        if (!user_holds_something(&v)) arg_str(a, v.id);
     }
-    arg_count_end(a, at, del);
+    cmd_close(a);
 }
 
 static void add_items(batch_worker *w)
@@ -911,38 +1227,30 @@ static void add_items(batch_worker *w)
     argbuf *a = &w->args;
     engine_item_view v;
     int cap_changed;
-    size_t at = arg_count_begin(a), n = 0;
-    if (w->first_apply) {
-        for (size_t i = 0; i < engine_item_count(w->eng); i++, n++) {
-            engine_item_view_at(w->eng, i, &v);
-            arg_str(a, v.id);
-            arg_int(a, v.free);
-        }
-    } else {
-        for (size_t i = 0; i < engine_dirty_item_count(w->eng); i++, n++) {
-            engine_dirty_item_at(w->eng, i, &v, &cap_changed);
-            arg_str(a, v.id);
-            arg_int(a, v.free);
-        }
+    cmd_open(a, "HSET", w->keys.free);
+    size_t n = w->first_apply ? engine_item_count(w->eng) : engine_dirty_item_count(w->eng);
+    for (size_t i = 0; i < n; i++) {
+        if (w->first_apply) engine_item_view_at(w->eng, i, &v);
+        else engine_dirty_item_at(w->eng, i, &v, &cap_changed);
+        arg_str(a, v.id);
+        arg_int(a, v.free);
     }
-    arg_count_end(a, at, n);
-    at = arg_count_begin(a);
-    n = 0;
+    cmd_close(a);
+    cmd_open(a, "HSET", w->keys.capacity);
     for (size_t i = 0; i < engine_dirty_item_count(w->eng); i++) {
         engine_dirty_item_at(w->eng, i, &v, &cap_changed);
         if (!cap_changed) continue;
         arg_str(a, v.id);
         arg_int(a, v.capacity);
-        n++;
     }
-    arg_count_end(a, at, n);
+    cmd_close(a);
 }
 
 static void add_ended(batch_worker *w)
 {
     argbuf *a = &w->args;
     size_t n = engine_ended_count(w->eng);
-    size_t at = arg_count_begin(a);
+    cmd_open(a, "HSET", w->keys.orders_ended);
     for (size_t i = 0; i < n; i++) {
         const char *user;
         engine_order o;
@@ -952,7 +1260,7 @@ static void add_ended(batch_worker *w)
         codec_ended(&a->data, w->eng, user, &o);
         arg_end(a, start);
     }
-    arg_count_end(a, at, n);
+    cmd_close(a);
 }
 
 static const char *admin_state_name(engine_admin_state s)
@@ -960,47 +1268,58 @@ static const char *admin_state_name(engine_admin_state s)
     return s == ADMIN_PAUSED ? "paused" : s == ADMIN_CLOSED ? "closed" : "none";
 }
 
-static void add_internal_and_participants(batch_worker *w)
+static void add_internal_and_participants(batch_worker *w, chunk *ch)
 {
     argbuf *a = &w->args;
-    size_t at = arg_count_begin(a), pairs = 0;
-    if (w->kind == CHUNK_CTL || w->first_apply) {
+    cmd_open(a, "HSET", w->keys.internal);
+    arg_str(a, "chunks_applied");
+    arg_int(a, w->chunks_applied + 1);
+    if (ch->kind == CHUNK_CTL || w->first_apply) {
         arg_str(a, "admin_state");
         arg_str(a, admin_state_name(engine_get_admin_state(w->eng)));
-        pairs++;
     }
-    if (w->kind == CHUNK_POOL) {
-        size_t served = w->pool.served + (size_t)w->chunk_len;
+    int pool_done = 0;
+    if (ch->kind == CHUNK_POOL) {
+        size_t served = w->pool.served + ch->pool_len;
         arg_str(a, "early_served");
         arg_int(a, (int64_t)served);
-        pairs++;
-        if (served == w->pool.n) { arg_str(a, "lottery_done"); arg_str(a, "1"); pairs++; }
+        if (served == w->pool.n) { arg_str(a, "lottery_done"); arg_str(a, "1"); pool_done = 1; }
     }
-    arg_count_end(a, at, pairs);
+    cmd_close(a);
+    if (pool_done) { cmd_open(a, "DEL", w->keys.early); args_cmd_end(a); }
     size_t n = engine_new_participant_count(w->eng);
-    at = arg_count_begin(a);
+    /* a list, not a set: every user is appended once (the engine knows who
+     * is new), and appending costs Redis far less than a set insert */
+    cmd_open(a, "RPUSH", w->keys.participants);
     for (size_t i = 0; i < n; i++) arg_str(a, engine_new_participant_at(w->eng, i));
-    arg_count_end(a, at, n);
+    cmd_close(a);
 }
 
-static void add_dead(batch_worker *w, int64_t now)
+static void add_dead(batch_worker *w, chunk *ch, int64_t now)
 {
     argbuf *a = &w->args;
-    size_t at = arg_count_begin(a), n = 0;
-    for (size_t i = 0; i < w->n_items; i++) {
-        chunk_item *it = &w->items[i];
+    cmd_open(a, "RPUSH", w->keys.dead);
+    for (size_t i = 0; i < ch->n_items; i++) {
+        chunk_item *it = &ch->items[i];
         if (it->q.outcome != REQUEST_DEAD) continue;
         size_t start = arg_begin(a);
         codec_dead(&a->data, it->raw, it->raw_len, it->q.error, now);
         arg_end(a, start);
-        n++;
     }
-    arg_count_end(a, at, n);
+    cmd_close(a);
 }
 
-static void add_event(argbuf *a, const engine_event *ev)
+/* One XADD per event: the contract wants one stream entry per change. */
+static void add_event(batch_worker *w, const engine_event *ev)
 {
-    size_t at = arg_count_begin(a), fields = 7;
+    argbuf *a = &w->args;
+    cmd_open(a, "XADD", w->keys.log);
+    if (w->cfg->log_maxlen > 0) {
+        arg_str(a, "MAXLEN");
+        arg_str(a, "~");
+        arg_int(a, w->cfg->log_maxlen);
+    }
+    arg_str(a, "*");
     arg_str(a, "type");  arg_str(a, engine_event_name(ev->type));
     arg_str(a, "user");  arg_str(a, ev->user ? ev->user : "");
     arg_str(a, "item");  arg_str(a, ev->item ? ev->item : "");
@@ -1009,18 +1328,15 @@ static void add_event(argbuf *a, const engine_event *ev)
     if (ev->order) arg_u64(a, ev->order); else arg_str(a, "");
     arg_str(a, "req");   arg_str(a, ev->req ? ev->req : "");
     arg_str(a, "at");    arg_int(a, ev->at);
-    if (ev->expires_at) { arg_str(a, "expires_at"); arg_int(a, ev->expires_at); fields++; }
-    if (ev->state) { arg_str(a, "state"); arg_str(a, ev->state); fields++; }
-    arg_count_end(a, at, fields);
+    if (ev->expires_at) { arg_str(a, "expires_at"); arg_int(a, ev->expires_at); }
+    if (ev->state) { arg_str(a, "state"); arg_str(a, ev->state); }
+    args_cmd_end(a);
 }
 
 static void add_log(batch_worker *w)
 {
-    argbuf *a = &w->args;
     size_t n = engine_event_count(w->eng);
-    size_t at = arg_count_begin(a);
-    for (size_t i = 0; i < n; i++) add_event(a, engine_event_at(w->eng, i));
-    arg_count_end(a, at, n);
+    for (size_t i = 0; i < n; i++) add_event(w, engine_event_at(w->eng, i));
 }
 
 /* Over the current and the previous 10 s window. */
@@ -1032,12 +1348,22 @@ static int64_t recent_quantile_us(const batch_worker *w, double q)
     return (int64_t)(metrics_hist_quantile(&h, q) * 1e6);
 }
 
-static void add_stats(batch_worker *w, int64_t now)
+/* Takes the chunk's requests off the head of their list, and (for the
+ * queue) advances dequeued in the same transaction: the position formula
+ * of the contract needs both to move together. */
+static void add_consume_and_stats(batch_worker *w, chunk *ch, int64_t now)
 {
     argbuf *a = &w->args;
+    if (ch->queue_len || ch->ctl_len) {
+        cmd_open(a, "LTRIM", ch->queue_len ? w->keys.queue : w->keys.ctl);
+        arg_int(a, ch->queue_len ? ch->queue_len : ch->ctl_len);
+        arg_str(a, "-1");
+        args_cmd_end(a);
+    }
     const engine_counters *c = engine_get_counters(w->eng);
     engine_phase ph = engine_phase_at(w->eng, now);
     struct { const char *name; int64_t v; } f[] = {
+        { "dequeued", w->dequeued + ch->queue_len },
         { "processed", c->processed }, { "granted", c->granted }, { "done", c->done },
         { "rejected", c->rejected }, { "invalid", c->invalid }, { "dead", c->dead },
         { "duplicates", c->duplicates }, { "ctl", c->ctl },
@@ -1046,33 +1372,149 @@ static void add_stats(batch_worker *w, int64_t now)
         { "decision_p50_us", recent_quantile_us(w, 0.50) },
         { "decision_p99_us", recent_quantile_us(w, 0.99) },
     };
-    size_t n = sizeof f / sizeof f[0];
-    size_t at = arg_count_begin(a);
-    for (size_t i = 0; i < n; i++) { arg_str(a, f[i].name); arg_int(a, f[i].v); }
+    cmd_open(a, "HSET", w->keys.stats);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { arg_str(a, f[i].name); arg_int(a, f[i].v); }
     arg_str(a, "state"); arg_str(a, engine_phase_name(ph));
     arg_str(a, "owner"); arg_str(a, w->cfg->instance);
-    arg_count_end(a, at, n + 2);
+    args_cmd_end(a);
     w->written_phase = ph;
 }
 
+/* Fault injection for tests (as SQLite does it): with ALLOCD_FAULT_APPLY_ID
+ * set, an apply containing that request id has FENCE refuse it. */
+static int chunk_has_fault(const batch_worker *w, const chunk *ch)
+{
+    if (!w->fault_apply_id) return 0;
+    for (size_t i = 0; i < ch->n_items; i++)
+        if (ch->items[i].q.r.id && !strcmp(ch->items[i].q.r.id, w->fault_apply_id)) return 1;
+    return 0;
+}
+
+/* WATCH, FENCE (scripts.h), MULTI: the head of every apply pipeline. */
+static void add_fence(batch_worker *w, chunk *ch)
+{
+    argbuf *a = &w->args;
+    const char *keys[FENCE_NKEYS] = {
+        [FENCE_KEY_LEASE] = w->keys.lease, [FENCE_KEY_INTERNAL] = w->keys.internal,
+        [FENCE_KEY_TRIP] = w->trip_key, [FENCE_KEY_RESULTS] = w->keys.results,
+        [FENCE_KEY_HOLDERS] = w->keys.holders, [FENCE_KEY_FREE] = w->keys.free,
+        [FENCE_KEY_STATS] = w->keys.stats, [FENCE_KEY_LOG] = w->keys.log,
+        [FENCE_KEY_DEAD] = w->keys.dead, [FENCE_KEY_PARTICIPANTS] = w->keys.participants,
+        [FENCE_KEY_CAPACITY] = w->keys.capacity, [FENCE_KEY_ORDERS_ENDED] = w->keys.orders_ended,
+        [FENCE_KEY_EARLY] = w->keys.early, [FENCE_KEY_QUEUE] = w->keys.queue,
+        [FENCE_KEY_CTL] = w->keys.ctl,
+    };
+    snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
+    args_cmd_begin(a);
+    arg_str(a, "WATCH");
+    for (int i = 0; i < FENCE_NWATCH; i++) arg_str(a, keys[i]);
+    args_cmd_end(a);
+    args_cmd_begin(a);
+    arg_str(a, "EVAL");
+    arg_str(a, w->scripts->fence.source);
+    arg_int(a, FENCE_NKEYS);
+    for (int i = 0; i < FENCE_NKEYS; i++) arg_str(a, keys[i]);
+    arg_str(a, w->lease.token);
+    arg_str(a, w->lease.epoch);
+    arg_int(a, w->chunks_applied);
+    arg_str(a, chunk_has_fault(w, ch) ? "1" : "0");
+    args_cmd_end(a);
+    args_cmd_begin(a);
+    arg_str(a, "MULTI");
+    args_cmd_end(a);
+}
+
+static void apply_send(batch_worker *w, chunk *ch)
+{
+    int64_t now = wall_ms();
+    argbuf *a = &w->args;
+    args_reset(a);
+    w->orders.now_ms = now;
+    add_fence(w, ch);
+    uint64_t t0 = uv_hrtime();
+    engine_expire(w->eng, now);
+    decide_items(w, ch, now);
+    metrics_hist_observe(&w->stats.decide, (double)(uv_hrtime() - t0) / 1e9);
+    if (engine_error(w->eng)) { fail(w, "decide", "out of memory in the engine"); return; }
+    add_holders(w);
+    add_items(w);
+    add_ended(w);
+    add_internal_and_participants(w, ch);
+    add_dead(w, ch, now);
+    add_log(w);
+    add_consume_and_stats(w, ch, now);
+    args_cmd_begin(a);
+    arg_str(a, "EXEC");
+    args_cmd_end(a);
+    if (lease_check(w, "apply") < 0) return;
+    if (args_failed(a)) { fail(w, "apply", "out of memory"); return; }
+    redis_slice stack[64], *cmds = a->ncmds <= 64 ? stack : malloc(a->ncmds * sizeof *cmds);
+    if (!cmds) { fail(w, "apply", "out of memory"); return; }
+    size_t n = args_slices(a, cmds, a->ncmds);
+    worker_op *o = op_new(w, OP_APPLY, ch);
+    int rc = o ? redis_conn_pipeline(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, cmds, n) : -ENOMEM;
+    if (cmds != stack) free(cmds);
+    if (rc < 0) {
+        if (o) o->busy = 0;
+        fail(w, "apply", rc == -ENOTCONN ? "Redis not connected" : "out of memory");
+        return;
+    }
+    /* What the next chunk builds on: the engine has moved on, and Redis will
+     * have too once this transaction is in (FENCE refuses the next one
+     * otherwise). */
+    redis_conn_flush(w->cmd);   /* Redis starts on it while the next is decided */
+    engine_drain_clear(w->eng);
+    ch->state = CS_APPLYING;
+    ch->apply_sent_at = uv_hrtime();
+    w->dequeued += ch->queue_len;
+    w->queue_unsent -= ch->queue_len;
+    w->ctl_unsent -= ch->ctl_len;
+    w->chunks_applied++;
+    w->first_apply = 0;
+}
+
+/* Decides the chunks that are ready, oldest first: a chunk waits for the
+ * ones before it, and for an order-id block when its buys need one. */
+static void advance(batch_worker *w)
+{
+    for (size_t i = 0; i < w->c_n && w->state == W_SERVING; i++) {
+        chunk *ch = chunk_at(w, i);
+        if (ch->state == CS_APPLYING || ch->state == CS_DONE) continue;
+        if (ch->state != CS_DEDUPED) return;
+        size_t buys = buys_in_chunk(ch);
+        if (order_block_left(&w->orders) < buys) {
+            if (w->orders_outstanding) return;
+            worker_op *o = op_new(w, OP_ORDERS, ch);
+            if (!o || order_block_send(w, on_op_reply, o, order_block_size(w, buys)) < 0) {
+                if (o) o->busy = 0;
+                fail(w, "order id block", o ? "Redis not connected" : "too many commands in flight");
+            }
+            return;
+        }
+        apply_send(w, ch);
+    }
+}
+
+/* ---------------------------------------------------------------- apply -- */
+
 /* A chunk is in Redis: its counts and latencies become real. The recent
  * latency window (for stats.decision_p50_us/p99_us) rotates every 10 s. */
-static void note_applied(batch_worker *w)
+static void note_applied(batch_worker *w, chunk *ch)
 {
     batch_worker_stats *st = &w->stats;
     uint64_t now = uv_hrtime();
     st->chunks++;
-    st->requests += w->n_items;
-    st->last_chunk = w->n_items;
-    for (size_t i = 0; i <= ST_INVALID; i++) st->by_status[i] += w->chunk_status[i];
-    for (size_t i = 0; i <= R_GROUP_TOO_LARGE; i++) st->rejects[i] += w->chunk_rejects[i];
-    for (size_t i = 0; i < w->n_items; i++) {
-        if (w->items[i].q.outcome == REQUEST_DEAD) st->dead++;
-        else if (w->items[i].dup) st->duplicates++;
+    st->requests += ch->n_items;
+    st->last_chunk = ch->n_items;
+    for (size_t i = 0; i <= ST_INVALID; i++) st->by_status[i] += ch->status[i];
+    for (size_t i = 0; i <= R_GROUP_TOO_LARGE; i++) st->rejects[i] += ch->rejects[i];
+    for (size_t i = 0; i < ch->n_items; i++) {
+        if (ch->items[i].q.outcome == REQUEST_DEAD) st->dead++;
+        else if (ch->items[i].dup) st->duplicates++;
     }
-    metrics_hist_observe(&st->apply, (double)(now - w->apply_sent_at) / 1e9);
-    if (w->n_items && w->taken_at) {
-        double lat = (double)(now - w->taken_at) / 1e9;
+    metrics_hist_observe(&st->apply, (double)(now - ch->apply_sent_at) / 1e9);
+    if (ch->n_items && ch->taken_at) {
+        double lat = (double)(now - ch->taken_at) / 1e9;
         metrics_hist_observe(&st->latency, lat);
         if (now - w->recent_started > 10ULL * 1000000000ULL) {
             w->recent_prev = w->recent;
@@ -1083,85 +1525,72 @@ static void note_applied(batch_worker *w)
     }
 }
 
-static void on_apply_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
+/* EXEC's reply: an array with one reply per command, or nil when a watched
+ * key changed (FENCE tripped, or the lease moved after it checked). */
+static const char *exec_error(redisReply *r)
 {
-    batch_worker *w = priv;
-    if (w->state != W_APPLYING) return;
-    const char *e = reply_error(r, err);
+    if (r->type == REDIS_REPLY_NIL) return "FENCED the transaction was refused: a watched key changed";
+    if (r->type != REDIS_REPLY_ARRAY) return "unexpected reply to EXEC";
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type == REDIS_REPLY_ERROR) return r->element[i]->str;
+    return NULL;
+}
+
+static void on_applied(batch_worker *w, chunk *ch, redisReply *r)
+{
+    const char *e = exec_error(r);
     if (e) { fail(w, "apply", e); return; }
-    note_applied(w);
-    if (w->kind == CHUNK_POOL) {
-        w->pool.served += (size_t)w->chunk_len;
+    size_t first = 0;
+    while (first < w->c_n && chunk_at(w, first)->state == CS_DONE) first++;
+    if (first == w->c_n || ch != chunk_at(w, first)) { fail(w, "apply", "replies out of order"); return; }
+    note_applied(w, ch);
+    if (ch->kind == CHUNK_POOL) {
+        w->pool.served += ch->pool_len;
         if (w->pool.served == w->pool.n) {
             log_notice("batch %s: lottery served: %zu requests", w->batch, w->pool.n);
             pool_free(&w->pool);
             w->lottery_done = 1;
         }
     }
-    engine_drain_clear(w->eng);
-    chunk_clear(w);
-    w->first_apply = 0;
     w->attempts = 0;
-    /* while isolating, keep going one at a time through what is left */
-    if (!(isolating(w) && w->chunk_expected > w->chunk_len)) w->apply_failures = 0;
-    if (w->stopping) { finish(w); return; }
+    if (ch->dead_lettering) {
+        w->apply_failures = 0;           /* the poison is gone */
+        w->isolate_left = 0;
+    } else if (isolating(w)) {
+        /* one at a time through what was in flight when it failed */
+        w->isolate_left -= (long)ch->n_items;
+        if (w->isolate_left <= 0) { w->apply_failures = 0; w->isolate_left = 0; }
+    } else {
+        w->apply_failures = 0;
+        w->isolate_left = 0;
+    }
+    ch->state = CS_DONE;
+    chunks_gc(w);
     take_start(w);
 }
 
-/* Fault injection for tests (as SQLite does it): with ALLOCD_FAULT_APPLY_ID
- * set, an apply containing that request id is sent with a malformed
- * argument, which the script rejects before its first write. */
-static int chunk_has_fault(const batch_worker *w)
+static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
-    if (!w->fault_apply_id) return 0;
-    for (size_t i = 0; i < w->n_items; i++)
-        if (w->items[i].q.r.id && !strcmp(w->items[i].q.r.id, w->fault_apply_id)) return 1;
-    return 0;
-}
-
-static void apply_start(batch_worker *w)
-{
-    int64_t now = wall_ms();
-    argbuf *a = &w->args;
-    args_reset(a);
-    w->orders.now_ms = now;
-    const char *keys[APPLY_NKEYS] = {
-        w->keys.results, w->keys.holders, w->keys.free, w->keys.stats, w->keys.log,
-        w->keys.dead, w->keys.processing, w->keys.ctlprocessing, w->keys.participants,
-        w->keys.capacity, w->keys.orders_ended, w->keys.internal, w->keys.early,
-        w->keys.lease,
-    };
-    arg_int(a, APPLY_NKEYS);
-    for (int i = 0; i < APPLY_NKEYS; i++) arg_str(a, keys[i]);
-    arg_int(a, w->kind == CHUNK_QUEUE ? w->chunk_expected : -1);
-    arg_int(a, w->kind == CHUNK_CTL ? w->chunk_expected : -1);
-    arg_int(a, w->cfg->log_maxlen);
-    int pool = w->kind == CHUNK_POOL;
-    arg_int(a, pool ? (int64_t)w->pool.served : -1);
-    arg_str(a, pool && w->pool.served + (size_t)w->chunk_len == w->pool.n ? "1" : "0");
-    if (chunk_has_fault(w)) arg_str(a, "fault-injected");
-    else arg_int(a, w->chunk_len);
-    arg_str(a, w->lease.token);
-    arg_str(a, w->lease.epoch);
-    uint64_t t0 = uv_hrtime();
-    engine_expire(w->eng, now);
-    decide_items(w, now);
-    metrics_hist_observe(&w->stats.decide, (double)(uv_hrtime() - t0) / 1e9);
-    if (engine_error(w->eng)) { fail(w, "decide", "out of memory in the engine"); return; }
-    add_holders(w);
-    add_items(w);
-    add_ended(w);
-    add_internal_and_participants(w);
-    add_dead(w, now);
-    add_log(w);
-    add_stats(w, now);
-    if (lease_check(w, "apply") < 0) return;
-    w->state = W_APPLYING;
-    w->apply_sent_at = uv_hrtime();
-    if (args_failed(a)) { fail(w, "apply", "out of memory"); return; }
-    if (redis_conn_eval_resp(w->cmd, &w->scripts->apply, on_apply_reply, w, w->cfg->redis_timeout_ms,
-                             (int)a->n, args_buf(a), ARGBUF_HEADROOM, args_tail_len(a)) < 0)
-        fail(w, "apply", "Redis not connected");
+    worker_op *o = priv;
+    batch_worker *w = o->w;
+    int what = o->what;
+    if (what == OP_ORDERS) {
+        w->orders_outstanding--;
+        if (w->state == W_CLOSING) { o->busy = 0; on_handle_closed(w); return; }
+    }
+    if (!op_current(o)) return;
+    if (what <= OP_TAKE_END && o->take_gen != w->take_gen) return;
+    static const char *const names[] = { "take", "take", "take", "dedup", "order id block", "apply" };
+    const char *e = reply_error(r, err);
+    if (e) { fail(w, names[what], e); return; }
+    switch (what) {
+    case OP_TAKE_CTL:
+    case OP_TAKE_QUEUE: on_take_list(w, o->ch, what, r); break;
+    case OP_TAKE_END: on_take_end(w, o->ch, r); break;
+    case OP_DEDUP: on_dedup(w, o->ch, r); break;
+    case OP_ORDERS: on_orders(w, o->ch, r); break;
+    case OP_APPLY: on_applied(w, o->ch, r); break;
+    }
 }
 
 /* ---------------------------------------------------------------- idle -- */
@@ -1170,6 +1599,7 @@ static void kick(batch_worker *w)
 {
     if (w->state != W_IDLE) return;
     uv_timer_stop(&w->timer);
+    w->state = W_SERVING;
     take_start(w);
 }
 
@@ -1342,10 +1772,13 @@ static void on_wait_ready(redis_conn *c, void *data)
 static void on_handle_closed(batch_worker *w)
 {
     if (--w->handles_open > 0) return;
-    chunk_clear(w);
+    for (size_t i = 0; i < MAX_CHUNKS; i++) {
+        chunk_free(&w->chunks[i]);
+        free(w->chunks[i].items);
+    }
     drop_engine(w);
     args_free(&w->args);
-    free(w->items);
+    free(w->dedup);
     /* The owner forgets w in the callback; nothing touches it afterwards. */
     if (w->on_stopped) w->on_stopped(w, w->data);
     free(w);
@@ -1361,9 +1794,10 @@ static void close_all(batch_worker *w)
     w->state = W_CLOSING;
     log_info("batch %s: stopped after %" PRIu64 " chunks", w->batch, w->stats.chunks);
     uv_timer_stop(&w->timer);
-    w->handles_open = 5;
+    w->handles_open = 6 + w->orders_outstanding;
     batch_lease_close(&w->lease, on_lease_closed);
     redis_conn_close(w->cmd, on_conn_closed, w);
+    redis_conn_close(w->reads, on_conn_closed, w);
     redis_conn_close(w->wait_queue, on_conn_closed, w);
     redis_conn_close(w->wait_ctl, on_conn_closed, w);
     uv_close((uv_handle_t *)&w->timer, on_timer_closed);
@@ -1390,9 +1824,9 @@ void batch_worker_abort(batch_worker *w)
 const char *batch_worker_batch(const batch_worker *w) { return w->batch; }
 const batch_worker_stats *batch_worker_get_stats(batch_worker *w)
 {
-    const redis_conn *conns[] = { w->cmd, w->wait_queue, w->wait_ctl };
+    const redis_conn *conns[] = { w->cmd, w->reads, w->wait_queue, w->wait_ctl };
     w->stats.reconnects = 0;
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < 4; i++)
         if (conns[i]) w->stats.reconnects += redis_conn_get_stats(conns[i])->failures;
     return &w->stats;
 }
@@ -1432,6 +1866,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     snprintf(w->order_counter_name, sizeof w->order_counter_name, "%s:{allocd:orders}:counter", cfg->prefix);
     snprintf(w->order_key_hex, sizeof w->order_key_hex, "%016" PRIx64, random_u64());
     args_init(&w->args);
+    strmap_init(&w->id_hasher, random_u64(), NULL, NULL);
     w->written_phase = (engine_phase)-1;
     w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");
     w->state = W_CONNECTING;
@@ -1439,13 +1874,16 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     w->timer.data = w;
     static const redis_conn_callbacks cmd_cb = { on_cmd_ready, on_cmd_down };
     static const redis_conn_callbacks wait_cb = { on_wait_ready, NULL };
+    static const redis_conn_callbacks reads_cb = { NULL, NULL };
     if (open_conn(w, &w->cmd, "cmd", &cmd_cb) < 0 ||
+        open_conn(w, &w->reads, "reads", &reads_cb) < 0 ||
         open_conn(w, &w->wait_queue, "wait-queue", &wait_cb) < 0 ||
         open_conn(w, &w->wait_ctl, "wait-ctl", &wait_cb) < 0) {
         /* Unwind what was opened; the caller gets an error and no callback. */
         w->on_stopped = NULL;
         w->handles_open = 1;
         if (w->cmd) { w->handles_open++; redis_conn_close(w->cmd, on_conn_closed, w); }
+        if (w->reads) { w->handles_open++; redis_conn_close(w->reads, on_conn_closed, w); }
         if (w->wait_queue) { w->handles_open++; redis_conn_close(w->wait_queue, on_conn_closed, w); }
         w->state = W_CLOSING;
         uv_close((uv_handle_t *)&w->timer, on_timer_closed);

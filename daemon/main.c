@@ -2,8 +2,8 @@
  *
  * Everything that decides lives in the modules; this file only wires them
  * to the process: SIGTERM/SIGINT drain every batch (finish and apply the
- * chunk in flight, then exit 0; after drain_timeout_ms the rest is left in
- * the processing lists for the next start), SIGHUP reloads the settings
+ * chunks in flight, then exit 0; after drain_timeout_ms the rest is left at
+ * the head of the queue for the next start), SIGHUP reloads the settings
  * that can change while running.
  */
 #include <signal.h>
@@ -59,8 +59,8 @@ static void on_registry_stopped(registry *r, void *data)
 static void on_drain_deadline(uv_timer_t *t)
 {
     allocd *d = t->data;
-    log_warn("drain deadline (%d ms) passed: stopping now; chunks in flight stay "
-             "in their processing lists for the next start", d->cfg.drain_timeout_ms);
+    log_warn("drain deadline (%d ms) passed: stopping now; requests not applied stay "
+             "at the head of their queue for the next start", d->cfg.drain_timeout_ms);
     if (d->reg) registry_abort(d->reg);
 }
 

@@ -18,11 +18,9 @@ typedef struct batch_keys {
     char holders[BATCH_KEY_MAX], free[BATCH_KEY_MAX], stats[BATCH_KEY_MAX];
     char log[BATCH_KEY_MAX], dead[BATCH_KEY_MAX];
     /* internal */
-    char processing[BATCH_KEY_MAX];    /* queue requests taken, not yet applied */
-    char ctlprocessing[BATCH_KEY_MAX]; /* admin commands taken, not yet applied */
-    char participants[BATCH_KEY_MAX];  /* set of users seen */
+    char participants[BATCH_KEY_MAX];  /* list of users seen, each once */
     char orders_ended[BATCH_KEY_MAX];  /* order id -> tombstone JSON */
-    char internal[BATCH_KEY_MAX];      /* hash: admin_state, lottery state */
+    char internal[BATCH_KEY_MAX];      /* hash: epoch, chunks_applied, admin_state, lottery */
     char early[BATCH_KEY_MAX];         /* early=shuffle: the lottery pool */
     char lease[BATCH_KEY_MAX];         /* owner token of the instance serving it */
 } batch_keys;

@@ -5,8 +5,9 @@
  * chunk per atomic step, and waits on the queue and ctl lists (one blocking
  * connection each) when there is nothing to do. Any failure (Redis down, a
  * timeout, a script error) throws the engine away and starts again from
- * Redis after a backoff; the processing list in Redis guarantees the chunk
- * in flight is neither lost nor applied twice. See docs/DESIGN.md.
+ * Redis after a backoff. Requests leave the queue only in the transaction
+ * that applies their decisions, so a chunk in flight is neither lost nor
+ * applied twice. See docs/DESIGN.md.
  */
 #ifndef ALLOCD_BATCH_WORKER_H
 #define ALLOCD_BATCH_WORKER_H
@@ -50,11 +51,11 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
                        const allocd_config *cfg, const allocd_scripts *scripts,
                        redis_router *router, const char *batch,
                        batch_worker_stopped_fn on_stopped, void *data);
-/* Drains: the step in flight (a taken chunk included) is finished and
- * applied, then the worker closes and on_stopped is called. */
+/* Drains: the chunks in flight are decided and applied, nothing new is
+ * taken, then the worker closes and on_stopped is called. */
 void batch_worker_stop(batch_worker *w);
-/* Stops at once: the chunk in flight stays in the processing list for the
- * next start. on_stopped is still called. */
+/* Stops at once: what was not applied stays at the head of the queue for
+ * the next start. on_stopped is still called. */
 void batch_worker_abort(batch_worker *w);
 
 const char *batch_worker_batch(const batch_worker *w);

@@ -1,53 +1,51 @@
-/* scripts.h -- the Lua scripts that make each step of a batch atomic.
+/* scripts.h -- the Lua scripts of allocd, and what each guarantees.
  *
- * TAKE moves the next requests off the queue (or admin commands off ctl)
- * into the batch's processing list and advances stats.dequeued in the same
- * step, so the queue-position formula of the contract stays exact. It hands
- * back a non-empty processing list untouched instead: that is how a
- * restarted daemon finds the chunk it was deciding when it died.
- *
- * APPLY writes everything one chunk decided -- results, holders, free,
- * capacity, stats, log entries, dead entries, participants -- and deletes
- * the processing list, all in one script. Either the whole chunk is in
- * Redis or none of it is. It checks key types and the processing list
- * length before its first write, because a Lua script that fails half way
- * does not roll back.
+ * Taking requests and applying a chunk need no script: the worker reads the
+ * head of the queue with LRANGE (nothing moves), and the apply is a plain
+ * MULTI/EXEC transaction that writes every effect of the chunk and LTRIMs
+ * the decided requests off the queue, with stats.dequeued, in one atomic
+ * step. Plain commands cost Redis a fraction of the same writes made from
+ * Lua (no argument conversion into and out of the interpreter), and a
+ * transaction is all-or-nothing as long as no command in it fails at run
+ * time -- which FENCE (below) and WATCH make sure of. See docs/DESIGN.md,
+ * "The apply transaction".
  */
 #ifndef ALLOCD_SCRIPTS_H
 #define ALLOCD_SCRIPTS_H
 
 #include "redis_conn.h"
 
-/* Every script that writes batch state first checks the caller's lease
- * token and epoch (fencing) and answers "FENCED ..." without writing when
- * they are not current.
+/* FENCE runs between WATCH and MULTI in every apply pipeline:
  *
- * KEYS: ctl, queue, ctlprocessing, processing, stats, lease, internal
- * ARGV: max, take_queue (0|1), token, epoch
- * Reply: {kind, ctl_items, queue_items, dequeued, queue_length_after};
- * kind "leftover" or "new". */
-extern const char script_take_src[];
-
-/* KEYS: results, holders, free, stats, log, dead, processing,
- *       ctlprocessing, participants, capacity, orders_ended, internal, early,
- *       lease
- * ARGV: processing_len (-1 = not a queue chunk), ctlprocessing_len (-1 =
- *       not a ctl chunk), log_maxlen, early_served_before (-1 = not a
- *       lottery chunk), delete_early (0|1), consume (requests removed from
- *       the head of the processing list: all of them, or 1 while a poison
- *       request is being isolated), token, epoch, then sections, each a count followed by its values:
- *       results (pairs), holders set (pairs), holders del (list),
- *       free (pairs), capacity (pairs), orders_ended (pairs), internal
- *       (pairs), participants (list), dead (list), log (entries: field
- *       count, then field/value pairs), stats (pairs). */
-extern const char script_apply_src[];
+ *   WATCH <lease> <internal> <trip> <results> ...   (keys only allocd writes)
+ *   EVAL FENCE ...
+ *   MULTI ... EXEC
+ *
+ * It checks that the caller still holds the lease under its epoch, that the
+ * chunks applied so far are the ones the caller built on (internal
+ * chunks_applied, so an apply never lands after an earlier one failed),
+ * and that every key has the type allocd needs. When anything is off it
+ * writes the caller's own `trip` key, which the caller WATCHes: the EXEC
+ * that follows is then refused as a whole, and the script's error reply
+ * says why. Whatever changes after the check (a takeover SETs the lease, an
+ * expiry deletes it) touches a watched key and aborts the EXEC the same way.
+ *
+ * KEYS: lease, internal, trip, results, holders, free, stats, log, dead,
+ *       participants, capacity, orders_ended, early, queue, ctl
+ * ARGV: token, epoch, chunks_applied expected, fault (1 = refuse, tests)
+ * Reply: OK, or an error: FENCED, STALE, WRONGTYPE, FAULT. */
+extern const char script_fence_src[];
 
 enum {
-    APPLY_KEY_RESULTS = 0, APPLY_KEY_HOLDERS, APPLY_KEY_FREE, APPLY_KEY_STATS,
-    APPLY_KEY_LOG, APPLY_KEY_DEAD, APPLY_KEY_PROCESSING, APPLY_KEY_CTLPROCESSING,
-    APPLY_KEY_PARTICIPANTS, APPLY_KEY_CAPACITY, APPLY_KEY_ORDERS_ENDED,
-    APPLY_KEY_INTERNAL, APPLY_KEY_EARLY, APPLY_KEY_LEASE, APPLY_NKEYS
+    FENCE_KEY_LEASE = 0, FENCE_KEY_INTERNAL, FENCE_KEY_TRIP, FENCE_KEY_RESULTS,
+    FENCE_KEY_HOLDERS, FENCE_KEY_FREE, FENCE_KEY_STATS, FENCE_KEY_LOG, FENCE_KEY_DEAD,
+    FENCE_KEY_PARTICIPANTS, FENCE_KEY_CAPACITY, FENCE_KEY_ORDERS_ENDED, FENCE_KEY_EARLY,
+    FENCE_KEY_QUEUE, FENCE_KEY_CTL, FENCE_NKEYS
 };
+/* The first FENCE_NWATCH keys are WATCHed: the ones nobody but allocd
+ * writes (dead, capacity, early, queue and ctl are written by operators and
+ * producers too; their types are checked but a push must not abort). */
+#define FENCE_NWATCH (FENCE_KEY_LOG + 1)
 
 /* The early=shuffle lottery, run once the batch opens.
  * KEYS: queue, early, stats, internal, lease
@@ -57,7 +55,7 @@ enum {
  * it records early_base (dequeued before), early_served = 0 and the seed in
  * internal. Later runs (after a restart) find that record.
  * Reply: {"done"} when the lottery is over, else
- *        {"pool", early_base, early_served, seed, items}. */
+ *        {"pool", early_base, early_served, seed, items, dequeued}. */
 extern const char script_lottery_src[];
 
 /* Batch leases (docs/DESIGN.md, "Leases and fencing").
@@ -79,8 +77,7 @@ extern const char script_lease_release_src[];
 extern const char script_order_block_src[];
 
 typedef struct allocd_scripts {
-    redis_script take;
-    redis_script apply;
+    redis_script fence;
     redis_script lottery;
     redis_script lease_acquire, lease_renew, lease_release;
     redis_script order_block;

@@ -819,15 +819,15 @@ static int status_overview(ctx *x)
     redisAppendCommand(x->c, "HGETALL %s", x->k.stats);
     redisAppendCommand(x->c, "HGET %s kind", x->k.meta);
     redisAppendCommand(x->c, "SISMEMBER %s %s", x->batches_key, x->batch);
-    const char *lists[] = { x->k.queue, x->k.ctl, x->k.processing, x->k.dead, x->k.early };
-    const char *names[] = { "queue", "ctl_queue", "processing", "dead_list", "lottery_pool" };
-    for (size_t i = 0; i < 5; i++) redisAppendCommand(x->c, "LLEN %s", lists[i]);
-    redisReply *r[8];
-    if (replies(x, 8, r) < 0) return EX_REDIS;
+    const char *lists[] = { x->k.queue, x->k.ctl, x->k.dead, x->k.early };
+    const char *names[] = { "queue", "ctl_queue", "dead_list", "lottery_pool" };
+    for (size_t i = 0; i < 4; i++) redisAppendCommand(x->c, "LLEN %s", lists[i]);
+    redisReply *r[7];
+    if (replies(x, 7, r) < 0) return EX_REDIS;
     int known = r[0]->elements || r[1]->type == REDIS_REPLY_STRING || r[2]->integer;
     if (!known) {
         errmsg(x, "no batch %s (no meta, no stats, not in %s)", x->batch, x->batches_key);
-        free_replies(r, 8);
+        free_replies(r, 7);
         return EX_NOT;
     }
     printf("%-14s %s\n", "batch", x->batch);
@@ -837,8 +837,8 @@ static int status_overview(ctx *x)
         const char *v = hfield(r[0], STAT_FIELDS[i]);
         printf("%-14s %s\n", STAT_FIELDS[i], v ? v : (i == 0 ? "unserved" : "-"));
     }
-    for (size_t i = 0; i < 5; i++) printf("%-14s %lld\n", names[i], r[3 + i]->integer);
-    free_replies(r, 8);
+    for (size_t i = 0; i < 4; i++) printf("%-14s %lld\n", names[i], r[3 + i]->integer);
+    free_replies(r, 7);
     return EX_OK;
 }
 
@@ -864,16 +864,15 @@ static int print_position(ctx *x, const char *id, int64_t ordinal)
     return EX_OK;
 }
 
-/* Where a request without a result is: the queue (with its position),
- * processing, or the opening lottery pool. */
+/* Where a request without a result is: the queue (with its position; it
+ * stays there until the chunk deciding it is applied) or the opening
+ * lottery pool. */
 static int locate(ctx *x, const char *id)
 {
     int64_t ordinal;
     char err[300];
     int found = ctl_queue_find(x->c, &x->k, id, &ordinal, err, sizeof err);
     if (found == 1) return print_position(x, id, ordinal);
-    if (found == 0) found = ctl_list_find(x->c, x->k.processing, id, err, sizeof err);
-    if (found == 1) { printf("%s: taken off the queue, being decided\n", id); return EX_OK; }
     if (found == 0) found = ctl_list_find(x->c, x->k.early, id, err, sizeof err);
     if (found == 1) {
         printf("%s: in the opening lottery pool, served in a random order\n", id);
@@ -1546,7 +1545,7 @@ static const char HELP_PUSH[] =
 static const char HELP_STATUS[] =
 "Usage: allocctl status B [--id ID [--ordinal N] | --user U] [--raw]\n"
 "\n"
-"  (none)        stats, state, owner and the lengths of queue, ctl, processing, dead\n"
+"  (none)        stats, state, owner and the lengths of queue, ctl, dead, lottery pool\n"
 "  --id ID       the result, with \"you beat X%\" for a grant; else the live position\n"
 "                (\"N ahead of you\"). Without --ordinal the queue is scanned in pages of\n"
 "                1000 (O(queue length): fine for an operator, not for a front end)\n"

@@ -1178,11 +1178,9 @@ static int drained(chaos_ctx *cx, rconn *rc)
         const char *n = cx->b[b].name;
         uint16_t sl = cx->bslot[b];
         long long q = rint_(cx, rc, sl, "LLEN alloc:{%s}:queue", n);
-        long long pr = rint_(cx, rc, sl, "LLEN alloc:{%s}:processing", n);
         long long ct = rint_(cx, rc, sl, "LLEN alloc:{%s}:ctl", n);
-        long long cp = rint_(cx, rc, sl, "LLEN alloc:{%s}:ctlprocessing", n);
-        if (q < 0 || pr < 0 || ct < 0 || cp < 0) return -1;
-        if (q != 0 || pr != 0 || ct != 0 || cp != 0) return 0;
+        if (q < 0 || ct < 0) return -1;
+        if (q != 0 || ct != 0) return 0;
         long long d = hget_ll(cx, rc, b, "stats", "dequeued"), p = hget_ll(cx, rc, b, "stats", "processed"),
                   dd = hget_ll(cx, rc, b, "stats", "dead"), du = hget_ll(cx, rc, b, "stats", "duplicates");
         if (d < 0 || p < 0 || dd < 0 || du < 0 || d != p + dd + du) return 0;
@@ -1634,11 +1632,11 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
     if (dl < dead_acked || dl > dead_attempts)
         violation(cx, &k->rep->lost, "%s: dead list has %lld entries; %lld unreadable pushes were acknowledged (%lld sent)",
                   n, dl, dead_acked, dead_attempts);
-    long long sp = KINT(k, bi, "SCARD alloc:{%s}:participants", n);
+    long long sp = KINT(k, bi, "LLEN alloc:{%s}:participants", n);
     if (pa != sp)
-        violation(cx, &k->rep->stats_errors, "%s: stats.participants %lld, participants set %lld", n, pa, sp);
-    const char *lists[] = { "queue", "processing", "ctl", "ctlprocessing" };
-    for (size_t i = 0; i < 4; i++) {
+        violation(cx, &k->rep->stats_errors, "%s: stats.participants %lld, participants list %lld", n, pa, sp);
+    const char *lists[] = { "queue", "ctl" };
+    for (size_t i = 0; i < 2; i++) {
         long long l = KINT(k, bi, "LLEN alloc:{%s}:%s", n, lists[i]);
         if (l != 0) violation(cx, &k->rep->lost, "%s: %lld entries left in %s", n, l, lists[i]);
     }
@@ -1648,7 +1646,7 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
  * checker sees each kind of violation (a checker that passes everything
  * proves nothing): 1 free+1, 2 a second grant of a granted request, 3 a
  * result deleted, 4 a result nobody asked for, 5 a holder changed, 6 a
- * request left in processing, 7 stats.processed+1, 8 a stock order over
+ * request left in the queue, 7 stats.processed+1, 8 a stock order over
  * per_user in the log. */
 static void tamper(chaos_ctx *cx)
 {
@@ -1675,7 +1673,7 @@ static void tamper(chaos_ctx *cx)
     case 3: if (g) r = rcmd(cx, &c, l1, "HDEL alloc:{%s}:results %s", s1, g->id); break;
     case 4: r = rcmd(cx, &c, l1, "HSET alloc:{%s}:results nobody {\"id\":\"nobody\",\"status\":\"done\"}", s1); break;
     case 5: r = rcmd(cx, &c, lr, "HSET alloc:{%s}:holders s1 {\"item\":\"R002\",\"since\":1,\"req\":\"x\"}", r1); break;
-    case 6: r = rcmd(cx, &c, l2, "RPUSH alloc:{%s}:processing {}", s2); break;
+    case 6: r = rcmd(cx, &c, l2, "RPUSH alloc:{%s}:queue {}", s2); break;
     case 7: r = rcmd(cx, &c, l2, "HINCRBY alloc:{%s}:stats processed 1", s2); break;
     case 8:
         r = rcmd(cx, &c, l1, "XADD alloc:{%s}:log * type grant user zz item sku4 qty 5 order 43 req p0-0 at 1", s1);
@@ -2027,7 +2025,7 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     double dstart = now_s();
     allocd_watch(cx);
     if (wait_drain(cx) < 0)
-        violation(cx, &rep->lost, "allocd did not drain within %d s (queue or processing not empty, or stats do not add up)",
+        violation(cx, &rep->lost, "allocd did not drain within %d s (queue or ctl not empty, or stats do not add up)",
                   p.drain_seconds);
     /* reservations still held must run out and be expired by allocd */
     harness_sleep_ms(cx->b[B_CS2].hold_ms + 1500);

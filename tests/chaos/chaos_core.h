@@ -16,7 +16,7 @@
  * alternately), optionally stopped for a long outage or put to sleep with
  * DEBUG SLEEP. After a drain it checks everything it can against what was
  * pushed: results, the event log replayed from scratch, holders, free,
- * capacity, stats, dead list, processing lists.
+ * capacity, stats, dead list, queue and ctl lists (drained).
  *
  * Cluster mode (params.cluster, `make chaos-cluster`, test_chaos_cluster):
  * the same run over a 3-master Redis Cluster on loopback (no replicas),

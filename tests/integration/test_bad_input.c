@@ -286,7 +286,7 @@ static void one_round(fixture *f, int round)
               du = harness_int(f->c, "HGET alloc:{bad}:stats duplicates");
     if (d != p + dd + du) fail_msg("round %d: dequeued %lld != processed %lld + dead %lld + duplicates %lld", round, d, p, dd, du);
     assert_int_equal(harness_int(f->c, "LLEN alloc:{bad}:dead"), dd);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{bad}:processing"), 0);
+    assert_int_equal(harness_int(f->c, "LLEN alloc:{bad}:queue"), 0);
 }
 
 static void test_corpus_rounds_and_memory(void **state)

@@ -113,7 +113,7 @@ static void test_buy_and_every_rejection(void **state)
     assert_string_equal(st, "open");
     free(st);
     assert_int_equal(harness_int(f->c, "XLEN alloc:{s1}:log"), 3);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{s1}:processing"), 0);
+    assert_int_equal(harness_int(f->c, "LLEN alloc:{s1}:queue"), 0);
 }
 
 static void test_garbage_between_valid_requests(void **state)
@@ -392,7 +392,7 @@ static void test_sigterm_drains_and_exits_zero(void **state)
     push_buy(f->c, "t1", "first", "u1", "sku1", 1);
     itest_expect(f, "t1", "first", "granted", NULL);
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{t1}:processing"), 0);
+    assert_int_equal(harness_int(f->c, "LLEN alloc:{t1}:queue"), 0);
 }
 
 int main(void)
