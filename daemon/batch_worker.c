@@ -44,6 +44,7 @@
 #include "batch_lease.h"
 #include "codec.h"
 #include "engine.h"
+#include "idfilter.h"
 #include "jsonw.h"
 #include "log.h"
 #include "order_id.h"
@@ -91,7 +92,8 @@ typedef struct chunk_item {
     request q;
     int64_t seq;
     int dup;
-    uint64_t id_hash;         /* keyed hash of the id, for dedup in flight */
+    int asked;                /* its id was in the dedup HMGET */
+    uint64_t id_hash;         /* keyed hash of the id (dedup, idfilter) */
     char *raw;                /* copy of the bytes, only for dead entries */
     size_t raw_len;
 } chunk_item;
@@ -124,7 +126,7 @@ typedef struct chunk {
 /* A command in flight, as the privdata of its reply. `gen` is the worker's
  * generation when it was sent: fail() starts a new one, and a reply from an
  * older generation is dropped (its chunk was thrown away). */
-enum { OP_TAKE_CTL, OP_TAKE_QUEUE, OP_TAKE_END, OP_DEDUP, OP_ORDERS, OP_APPLY };
+enum { OP_TAKE_CTL, OP_TAKE_QUEUE, OP_TAKE_END, OP_DEDUP, OP_ORDERS, OP_APPLY, OP_SCAN };
 #define MAX_OPS 64
 
 typedef struct worker_op {
@@ -181,6 +183,7 @@ struct batch_worker {
     int64_t chunks_applied;   /* internal.chunks_applied, likewise */
     long queue_unsent, ctl_unsent; /* entries taken whose apply is not sent */
     strmap id_hasher;         /* only its SipHash key: hashes ids for dedup */
+    idfilter answered;        /* every id with a result (idfilter.h) */
     struct dedup_slot { const chunk_item *it; uint32_t stamp; } *dedup;
     uint32_t dedup_mask, dedup_stamp;
 
@@ -614,6 +617,44 @@ static void load_finish(batch_worker *w);
 
 static void on_handle_closed(batch_worker *w);
 
+static worker_op *op_new(batch_worker *w, int what, chunk *ch);
+static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
+
+/* The last load step: every id that has a result goes into the idfilter,
+ * with HSCAN so a big batch does not block Redis (no other writer runs:
+ * the lease is ours, so the scan sees every field). */
+static void load_answered(batch_worker *w, const char *cursor)
+{
+    const char *argv[] = { "HSCAN", w->keys.results, cursor, "COUNT", "2000" };
+    worker_op *o = op_new(w, OP_SCAN, NULL);
+    if (!o || redis_conn_commandargv(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, 5, argv, NULL) < 0) {
+        if (o) o->busy = 0;
+        load_fail(w, "results: Redis not connected%s%s", "", "");
+        load_finish(w);
+    }
+}
+
+static void on_load_answered(batch_worker *w, redisReply *r, const char *err)
+{
+    const char *e = reply_error(r, err);
+    if (e) { load_fail(w, "results: %s%s", e, ""); load_finish(w); return; }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_ARRAY) {
+        load_fail(w, "results: unexpected reply to HSCAN%s%s", "", "");
+        load_finish(w);
+        return;
+    }
+    redisReply *kv = r->element[1];
+    for (size_t i = 0; i + 1 < kv->elements; i += 2)
+        if (idfilter_add(&w->answered, strmap_hash(&w->id_hasher, kv->element[i]->str, kv->element[i]->len)) < 0) {
+            load_fail(w, "out of memory%s%s", "", "");
+            load_finish(w);
+            return;
+        }
+    if (strcmp(r->element[0]->str, "0")) load_answered(w, r->element[0]->str);
+    else load_finish(w);
+}
+
 static void on_load_orders(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
     batch_worker *w = priv;
@@ -623,7 +664,8 @@ static void on_load_orders(redis_conn *c, redisReply *r, const char *err, void *
     const char *e = reply_error(r, err);
     if (e) load_fail(w, "order ids: %s%s", e, "");
     else if (take_order_block(w, r, order_block_size(w, 0)) < 0) load_fail(w, "order ids: unexpected reply%s%s", "", "");
-    load_finish(w);
+    if (w->load_failed) load_finish(w);
+    else load_answered(w, "0");
 }
 
 static void load_orders(batch_worker *w)
@@ -659,6 +701,7 @@ static void on_load_reply(redis_conn *c, redisReply *r, const char *err, void *p
 static void load_start(batch_worker *w)
 {
     drop_engine(w);
+    idfilter_free(&w->answered);
     w->state = W_LOADING;
     w->load_failed = 0;
     w->load_err[0] = '\0';
@@ -1073,7 +1116,7 @@ static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
     if (r->type != REDIS_REPLY_ARRAY) { fail(w, "dedup", "unexpected reply"); return; }
     size_t k = 0;
     for (size_t i = 0; i < ch->n_items; i++) {
-        if (!readable(&ch->items[i])) continue;
+        if (!ch->items[i].asked) continue;
         if (k < r->elements && r->element[k]->type != REDIS_REPLY_NIL) ch->items[i].dup = 1;
         k++;
     }
@@ -1095,6 +1138,10 @@ static void dedup_start(batch_worker *w, chunk *ch)
         if (!readable(it)) continue;
         size_t len = strlen(it->q.r.id);
         it->id_hash = strmap_hash(&w->id_hasher, it->q.r.id, len);
+        /* never answered: no need to ask (ids answered by chunks still in
+         * flight are caught in memory, mark_dups_in_flight) */
+        if (!idfilter_maybe(&w->answered, it->id_hash)) continue;
+        it->asked = 1;
         arg_ext(a, it->q.r.id, len);
     }
     ch->state = CS_DEDUP;
@@ -1162,10 +1209,13 @@ static void cmd_close(argbuf *a)
     else args_cmd_cancel(a);
 }
 
-/* Decides every request of the chunk, writing the results as one HSET. */
-static void decide_items(batch_worker *w, chunk *ch, int64_t now)
+/* Decides every request of the chunk, writing the results as one HSET.
+ * -ENOMEM when an answered id could not be remembered (the chunk must not
+ * be applied: a later resubmission would not be asked about). */
+static int decide_items(batch_worker *w, chunk *ch, int64_t now)
 {
     argbuf *a = &w->args;
+    int oom = 0;
     cmd_open(a, "HSET", w->keys.results);
     for (size_t i = 0; i < ch->n_items; i++) {
         chunk_item *it = &ch->items[i];
@@ -1176,6 +1226,7 @@ static void decide_items(batch_worker *w, chunk *ch, int64_t now)
         if ((i & 63) == 63) redis_conn_flush(w->cmd);
         if (it->q.outcome == REQUEST_DEAD) { if (counts) engine_note_dead(w->eng); continue; }
         if (it->dup) { if (counts) engine_note_duplicate(w->eng); continue; }
+        if (idfilter_add(&w->answered, it->id_hash) < 0) oom = 1;
         arg_str(a, it->q.r.id);
         size_t start = arg_begin(a);
         if (it->q.outcome == REQUEST_INVALID) {
@@ -1192,6 +1243,7 @@ static void decide_items(batch_worker *w, chunk *ch, int64_t now)
         arg_end(a, start);
     }
     cmd_close(a);
+    return oom ? -ENOMEM : 0;
 }
 
 static int user_holds_something(const engine_user_view *v)
@@ -1433,9 +1485,9 @@ static void apply_send(batch_worker *w, chunk *ch)
     add_fence(w, ch);
     uint64_t t0 = uv_hrtime();
     engine_expire(w->eng, now);
-    decide_items(w, ch, now);
+    int decided = decide_items(w, ch, now);
     metrics_hist_observe(&w->stats.decide, (double)(uv_hrtime() - t0) / 1e9);
-    if (engine_error(w->eng)) { fail(w, "decide", "out of memory in the engine"); return; }
+    if (decided < 0 || engine_error(w->eng)) { fail(w, "decide", "out of memory in the engine"); return; }
     add_holders(w);
     add_items(w);
     add_ended(w);
@@ -1577,6 +1629,11 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     if (what == OP_ORDERS) {
         w->orders_outstanding--;
         if (w->state == W_CLOSING) { o->busy = 0; on_handle_closed(w); return; }
+    }
+    if (what == OP_SCAN) {
+        o->busy = 0;
+        if (o->gen == w->gen && w->state == W_LOADING) on_load_answered(w, r, err);
+        return;
     }
     if (!op_current(o)) return;
     if (what <= OP_TAKE_END && o->take_gen != w->take_gen) return;
@@ -1777,6 +1834,7 @@ static void on_handle_closed(batch_worker *w)
         free(w->chunks[i].items);
     }
     drop_engine(w);
+    idfilter_free(&w->answered);
     args_free(&w->args);
     free(w->dedup);
     /* The owner forgets w in the callback; nothing touches it afterwards. */
@@ -1867,6 +1925,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     snprintf(w->order_key_hex, sizeof w->order_key_hex, "%016" PRIx64, random_u64());
     args_init(&w->args);
     strmap_init(&w->id_hasher, random_u64(), NULL, NULL);
+    idfilter_init(&w->answered);
     w->written_phase = (engine_phase)-1;
     w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");
     w->state = W_CONNECTING;
