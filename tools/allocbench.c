@@ -554,7 +554,7 @@ static double pct(long part, long whole) { return whole > 0 ? 100.0 * (double)pa
 
 static void print_allocd_table(const bench *b)
 {
-    printf("\nallocd (req/s from SADD or first push to last result; drain: from the first take)\n");
+    printf("\nallocd (req/s from SADD or first push to last result; drain: from taking the batch's lease)\n");
     printf("%-13s %-10s %5s %8s %9s %9s %7s %7s %7s %7s %6s %8s %8s %8s %8s %7s %6s %6s %5s\n",
            "scenario", "mode", "chunk", "n", "req/s", "drain/s", "p50ms", "p99ms", "p999ms",
            "cmd/req", "rt/req", "rt/chunk", "redisus", "cpuR_us", "cpuA_us", "peakMB", "B/part", "grant%",
@@ -671,15 +671,19 @@ static void target(const char *name, int measured, int met, const char *fmt, ...
     printf("TARGET %-24s %-14s %s\n", name, !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET", what);
 }
 
+/* Pre-pushed queues drained by allocd against as many pipelined Lua calls:
+ * the drain clock starts when a worker takes the batch's lease (load
+ * included), as the Lua clock starts at its first call. The time from SADD
+ * adds the registry's pickup (up to registry_interval_ms), shown too. */
 static void target_lua(const bench *b)
 {
     const row *r = find_row(b, SC_STOCK, "prepushed", 1);
     int m = r && r->a_ok && r->lua_ok && !r->a.missing;
-    double x = m ? ratio(r->a.tput, r->lua.tput) : 0;
+    double x = m ? ratio(r->a.tput_drain, r->lua.tput) : 0;
     target("throughput_vs_lua", m, x >= 1.5,
-           "stock prepushed: allocd %.0f/s (from SADD; drain %.0f/s = %.2fx) vs Lua %.0f/s = %.2fx (>= 1.5x)",
-           m ? r->a.tput : 0, m ? r->a.tput_drain : 0, m ? ratio(r->a.tput_drain, r->lua.tput) : 0,
-           m ? r->lua.tput : 0, x);
+           "stock prepushed: allocd drains %.0f/s vs Lua %.0f/s = %.2fx (>= 1.5x); from SADD %.0f/s = %.2fx",
+           m ? r->a.tput_drain : 0, m ? r->lua.tput : 0, x,
+           m ? r->a.tput : 0, m ? ratio(r->a.tput, r->lua.tput) : 0);
 }
 
 static void target_lock(const bench *b)

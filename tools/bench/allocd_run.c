@@ -20,7 +20,7 @@
 typedef struct bkeys {
     char name[96];
     char meta[200], capacity[200], attrs[200], queue[200];
-    char results[200], stats[200];
+    char results[200], stats[200], lease[200];
 } bkeys;
 
 /* The batches of one run; request i belongs to k[i % n]. */
@@ -42,7 +42,7 @@ static int bset_init(bset *s, const char *prefix, const char *batch, int n)
         else snprintf(k->name, sizeof k->name, "%s.%d", batch, b);
 #define K(f, what) snprintf(k->f, sizeof k->f, "%s:{%s}:" what, prefix, k->name)
         K(meta, "meta"); K(capacity, "capacity"); K(attrs, "attrs"); K(queue, "queue");
-        K(results, "results"); K(stats, "stats");
+        K(results, "results"); K(stats, "stats"); K(lease, "lease");
 #undef K
     }
     return 0;
@@ -257,23 +257,25 @@ static void window_close(redisContext *c, const run_opts *o, window *win, run_re
     cmdstats_delta(&win->after, &win->before, &win->own, &res->cmds);
 }
 
-/* One HLEN results and HGET dequeued per batch, pipelined: sums. */
+/* One HLEN results and EXISTS lease per batch, pipelined: sums. The drain
+ * window opens when a worker holds a batch's lease: it is taken before the
+ * batch is loaded and read, so the window includes the load. (dequeued
+ * would open it late: it moves only when the first chunk is applied.) */
 static int poll_once(redisContext *c, const bset *bs, long *have, long *deq, window *win)
 {
     for (int b = 0; b < bs->n; b++) {
         redisAppendCommand(c, "HLEN %s", bs->k[b].results);
-        redisAppendCommand(c, "HGET %s dequeued", bs->k[b].stats);
+        redisAppendCommand(c, "EXISTS %s", bs->k[b].lease);
     }
     *have = *deq = 0;
     for (int r = 0; r < 2 * bs->n; r++) {
         redisReply *rep = NULL;
         if (redisGetReply(c, (void **)&rep) != REDIS_OK) return -1;
-        if (rep->type == REDIS_REPLY_INTEGER) *have += (long)rep->integer;
-        if (rep->type == REDIS_REPLY_STRING) *deq += atol(rep->str);
+        if (rep->type == REDIS_REPLY_INTEGER) *(r % 2 ? deq : have) += (long)rep->integer;
         freeReplyObject(rep);
     }
     cmdstats_add(&win->own, "hlen", bs->n);
-    cmdstats_add(&win->own, "hget", bs->n);
+    cmdstats_add(&win->own, "exists", bs->n);
     return 0;
 }
 
