@@ -157,8 +157,10 @@ void args_cmd_end(argbuf *a)
     a->cmd_n0 = a->n;
 }
 
-size_t args_slices(const argbuf *a, redis_slice *out, size_t max)
+size_t args_slices(argbuf *a, redis_slice *out, size_t max)
 {
+    jsonw_raw(&a->resp, "", 1);       /* the NUL, not counted */
+    a->resp.len--;
     size_t n = a->ncmds < max ? a->ncmds : max;
     for (size_t i = 0; i < n; i++) {
         out[i].buf = a->resp.buf + a->cmd_start[i];

@@ -64,8 +64,10 @@ void args_cmd_begin(argbuf *a);
 void args_cmd_end(argbuf *a);
 void args_cmd_cancel(argbuf *a);
 static inline size_t args_cmd_nargs(const argbuf *a) { return a->n - a->cmd_n0; }
-/* The completed commands as slices (pointers valid until the next append). */
-size_t args_slices(const argbuf *a, redis_slice *out, size_t max);
+/* The completed commands as slices (pointers valid until the next append).
+ * A NUL follows the last one: hiredis 0.14 reads one byte past a command of
+ * a single argument (EXEC) when it looks for SUBSCRIBE. */
+size_t args_slices(argbuf *a, redis_slice *out, size_t max);
 /* For redis_conn_eval_resp: the bulk strings after the headroom. */
 static inline char *args_buf(argbuf *a) { return a->resp.buf; }
 static inline size_t args_tail_len(const argbuf *a) { return a->resp.len - ARGBUF_HEADROOM; }

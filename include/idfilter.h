@@ -22,7 +22,7 @@
 
 typedef struct idfilter_part {
     uint64_t *bits;
-    uint64_t mask;          /* bit count - 1 (a power of two) */
+    uint64_t mask;          /* 512-bit block count - 1 (a power of two) */
     uint64_t cap, n;        /* ids it takes before the next part starts, ids in it */
 } idfilter_part;
 
