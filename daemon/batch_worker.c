@@ -59,7 +59,7 @@ typedef enum {
 
 enum {
     LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED,
-    LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL, LOAD_STEPS
+    LOAD_UPGRADE, LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL, LOAD_STEPS
 };
 
 typedef struct load_step {
@@ -687,6 +687,10 @@ static void on_load_reply(redis_conn *c, redisReply *r, const char *err, void *p
     else if (s->tag == LOAD_META) load_meta(w, r);
     else if (!w->load_failed) {
         switch (s->tag) {
+        case LOAD_UPGRADE:
+            if (r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+                log_notice("batch %s: %s was a set (an older allocd): now a list", w->batch, w->keys.participants);
+            break;
         case LOAD_PARTICIPANTS:
             for (size_t i = 0; i < r->elements; i++) engine_load_participant(w->eng, r->element[i]->str);
             break;
@@ -713,6 +717,9 @@ static void load_start(batch_worker *w)
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ATTRS], to, "HGETALL %s", w->keys.attrs);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_HOLDERS], to, "HGETALL %s", w->keys.holders);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ENDED], to, "HGETALL %s", w->keys.orders_ended);
+    const char *up[] = { w->keys.participants };
+    rc |= redis_conn_eval(w->cmd, &w->scripts->participants_upgrade, on_load_reply, &w->steps[LOAD_UPGRADE],
+                          to, 1, 1, up, NULL);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", w->keys.participants);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_STATS], to, "HGETALL %s", w->keys.stats);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_INTERNAL], to, "HGETALL %s", w->keys.internal);

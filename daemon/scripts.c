@@ -80,6 +80,15 @@ const char script_order_block_src[] =
 "redis.call('SET', KEYS[2], ARGV[1], 'NX')\n"
 "return {redis.call('GET', KEYS[2]), redis.call('INCRBY', KEYS[1], ARGV[2])}\n";
 
+const char script_participants_upgrade_src[] =
+"if redis.call('TYPE', KEYS[1]).ok ~= 'set' then return 0 end\n"
+"local m = redis.call('SMEMBERS', KEYS[1])\n"
+"redis.call('DEL', KEYS[1])\n"
+"for i = 1, #m, 1000 do\n"
+"  redis.call('RPUSH', KEYS[1], unpack(m, i, math.min(i + 999, #m)))\n"
+"end\n"
+"return 1\n";
+
 void scripts_init(allocd_scripts *s)
 {
     redis_script_init(&s->fence, script_fence_src);
@@ -88,4 +97,5 @@ void scripts_init(allocd_scripts *s)
     redis_script_init(&s->lease_renew, script_lease_renew_src);
     redis_script_init(&s->lease_release, script_lease_release_src);
     redis_script_init(&s->order_block, script_order_block_src);
+    redis_script_init(&s->participants_upgrade, script_participants_upgrade_src);
 }

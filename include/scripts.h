@@ -76,11 +76,17 @@ extern const char script_lease_release_src[];
  * Reply: {key_hex, counter_after_incr} */
 extern const char script_order_block_src[];
 
+/* Batches written before participants became a list kept them in a set:
+ * KEYS participants. Turns a set into a list of the same members, once
+ * (the load runs it before reading the list). Reply: 1 converted, 0 not. */
+extern const char script_participants_upgrade_src[];
+
 typedef struct allocd_scripts {
     redis_script fence;
     redis_script lottery;
     redis_script lease_acquire, lease_renew, lease_release;
     redis_script order_block;
+    redis_script participants_upgrade;
 } allocd_scripts;
 
 void scripts_init(allocd_scripts *s);

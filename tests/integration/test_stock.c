@@ -182,6 +182,37 @@ static void test_resubmitted_ids_are_not_applied_again(void **state)
     assert_int_equal(hget_int(f, "d1", "stats", "dequeued"), 4);
 }
 
+/* A batch that an earlier run (or an older allocd) left behind: an id with
+ * a result before this start is still a duplicate (the idfilter is loaded
+ * from results), and participants kept in a set are turned into the list. */
+static void test_state_left_by_an_earlier_run(void **state)
+{
+    fixture *f = *state;
+    const char *items[] = { "sku1" };
+    int caps[] = { 10 };
+    create_batch(f->c, "e1", "kind stock per_user 10", items, caps, 1);
+    redisReply *r = redisCommand(f->c, "HSET alloc:{e1}:results old {\"id\":\"old\",\"status\":\"granted\",\"marker\":1}");
+    freeReplyObject(r);
+    r = redisCommand(f->c, "SADD alloc:{e1}:participants u1 u2");
+    freeReplyObject(r);
+    r = redisCommand(f->c, "HSET alloc:{e1}:stats dequeued 1 processed 1 granted 1 participants 2");
+    freeReplyObject(r);
+    push_buy(f->c, "e1", "old", "u1", "sku1", 1);
+    push_buy(f->c, "e1", "new", "u3", "sku1", 1);
+    itest_start(f, NULL);
+    itest_expect(f, "e1", "new", "granted", NULL);
+    char *old = harness_str(f->c, "HGET alloc:{e1}:results old");
+    assert_non_null(strstr(old, "\"marker\":1"));
+    free(old);
+    assert_int_equal(hget_int(f, "e1", "stats", "duplicates"), 1);
+    assert_int_equal(hget_int(f, "e1", "stats", "participants"), 3);
+    assert_int_equal(hget_int(f, "e1", "free", "sku1"), 9);
+    char *type = harness_str(f->c, "TYPE alloc:{e1}:participants");
+    assert_string_equal(type, "list");
+    free(type);
+    assert_int_equal(harness_int(f->c, "LLEN alloc:{e1}:participants"), 3);
+}
+
 static void test_queue_position_is_exact(void **state)
 {
     fixture *f = *state;
@@ -401,6 +432,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_buy_and_every_rejection, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_garbage_between_valid_requests, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_resubmitted_ids_are_not_applied_again, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_state_left_by_an_earlier_run, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_queue_position_is_exact, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_not_open_and_closed, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_batches_come_and_go_without_restart, itest_setup, itest_teardown),
