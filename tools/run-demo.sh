@@ -41,7 +41,8 @@ fi
 $CLI del "alloc:{$BATCH}:meta" "alloc:{$BATCH}:capacity" "alloc:{$BATCH}:queue" \
     "alloc:{$BATCH}:results" "alloc:{$BATCH}:holders" "alloc:{$BATCH}:free" \
     "alloc:{$BATCH}:stats" "alloc:{$BATCH}:log" "alloc:{$BATCH}:dead" \
-    "alloc:{$BATCH}:participants" "alloc:{$BATCH}:processing" >/dev/null
+    "alloc:{$BATCH}:participants" "alloc:{$BATCH}:orders_ended" \
+    "alloc:{$BATCH}:internal" "alloc:{$BATCH}:early" >/dev/null
 $CLI hset "alloc:{$BATCH}:meta" kind stock per_user 2 >/dev/null
 for i in 0 1 2 3 4 5 6 7 8 9; do $CLI hset "alloc:{$BATCH}:capacity" "sku$i" 100 >/dev/null; done
 $CLI sadd alloc:batches "$BATCH" >/dev/null
