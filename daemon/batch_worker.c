@@ -98,12 +98,12 @@ typedef struct chunk_item {
     size_t raw_len;
 } chunk_item;
 
-/* A chunk goes TAKING -> DEDUP -> DEDUPED -> APPLYING -> DONE. Up to
+/* A chunk goes TAKING -> DEDUP -> DEDUPED -> ENCODED -> APPLYING -> DONE. Up to
  * MAX_CHUNKS are in flight at once, in queue order: while Redis applies
  * one, the next ones are read and deduplicated and the engine decides them.
  * A DONE chunk (its apply confirmed) is kept until no dedup is out: see
  * mark_dups_in_flight. */
-typedef enum { CS_FREE = 0, CS_TAKING, CS_DEDUP, CS_DEDUPED, CS_APPLYING, CS_DONE } chunk_state;
+typedef enum { CS_FREE = 0, CS_TAKING, CS_DEDUP, CS_DEDUPED, CS_ENCODED, CS_APPLYING, CS_DONE } chunk_state;
 
 #define MAX_CHUNKS 6
 
@@ -126,7 +126,7 @@ typedef struct chunk {
 /* A command in flight, as the privdata of its reply. `gen` is the worker's
  * generation when it was sent: fail() starts a new one, and a reply from an
  * older generation is dropped (its chunk was thrown away). */
-enum { OP_TAKE_CTL, OP_TAKE_QUEUE, OP_TAKE_END, OP_DEDUP, OP_ORDERS, OP_APPLY, OP_SCAN };
+enum { OP_TAKE, OP_DEDUP, OP_ORDERS, OP_APPLY, OP_SCAN, OP_LOAD_ORDERS };
 #define MAX_OPS 64
 
 typedef struct worker_op {
@@ -192,7 +192,8 @@ struct batch_worker {
     metrics_hist recent, recent_prev;      /* latency of the last ~10 s, for stats */
     uint64_t recent_started;
     char apply_error[160];
-    argbuf args;
+    argbuf args;              /* the apply pipeline being built or waiting */
+    argbuf dedup_args;        /* the dedup HMGET */
 
     const char *fault_apply_id; /* ALLOCD_FAULT_APPLY_ID, for tests */
 
@@ -655,12 +656,10 @@ static void on_load_answered(batch_worker *w, redisReply *r, const char *err)
     else load_finish(w);
 }
 
-static void on_load_orders(redis_conn *c, redisReply *r, const char *err, void *priv)
+/* The order-id block of the load (OP_LOAD_ORDERS, current generation and
+ * still loading: on_op_reply checks). */
+static void on_load_orders(batch_worker *w, redisReply *r, const char *err)
 {
-    batch_worker *w = priv;
-    w->orders_outstanding--;
-    if (w->state == W_CLOSING) { on_handle_closed(w); return; }
-    if (w->state != W_LOADING) return;
     const char *e = reply_error(r, err);
     if (e) load_fail(w, "order ids: %s%s", e, "");
     else if (take_order_block(w, r, order_block_size(w, 0)) < 0) load_fail(w, "order ids: unexpected reply%s%s", "", "");
@@ -671,7 +670,9 @@ static void on_load_orders(redis_conn *c, redisReply *r, const char *err, void *
 static void load_orders(batch_worker *w)
 {
     if (w->load_failed) { load_finish(w); return; }
-    if (order_block_send(w, on_load_orders, w, order_block_size(w, 0)) < 0) {
+    worker_op *o = op_new(w, OP_LOAD_ORDERS, NULL);
+    if (!o || order_block_send(w, on_op_reply, o, order_block_size(w, 0)) < 0) {
+        if (o) o->busy = 0;
         load_fail(w, "order ids: Redis not connected%s%s", "", "");
         load_finish(w);
     }
@@ -688,8 +689,13 @@ static void on_load_reply(redis_conn *c, redisReply *r, const char *err, void *p
     else if (!w->load_failed) {
         switch (s->tag) {
         case LOAD_UPGRADE:
-            if (r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+            if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) break;
+            if (r->element[0]->integer)
                 log_notice("batch %s: %s was a set (an older allocd): now a list", w->batch, w->keys.participants);
+            if (r->element[1]->integer || r->element[2]->integer)
+                log_notice("batch %s: %lld requests and %lld commands an older allocd left in processing "
+                           "are back at the head of the queue", w->batch,
+                           r->element[1]->integer, r->element[2]->integer);
             break;
         case LOAD_PARTICIPANTS:
             for (size_t i = 0; i < r->elements; i++) engine_load_participant(w->eng, r->element[i]->str);
@@ -717,9 +723,14 @@ static void load_start(batch_worker *w)
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ATTRS], to, "HGETALL %s", w->keys.attrs);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_HOLDERS], to, "HGETALL %s", w->keys.holders);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_ENDED], to, "HGETALL %s", w->keys.orders_ended);
-    const char *up[] = { w->keys.participants };
-    rc |= redis_conn_eval(w->cmd, &w->scripts->participants_upgrade, on_load_reply, &w->steps[LOAD_UPGRADE],
-                          to, 1, 1, up, NULL);
+    char processing[BATCH_KEY_MAX + 16], ctlprocessing[BATCH_KEY_MAX + 16];
+    snprintf(processing, sizeof processing, "%s:{%s}:processing", w->cfg->prefix, w->batch);
+    snprintf(ctlprocessing, sizeof ctlprocessing, "%s:{%s}:ctlprocessing", w->cfg->prefix, w->batch);
+    snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
+    const char *prep[] = { w->keys.participants, processing, w->keys.queue, w->keys.stats,
+                           ctlprocessing, w->keys.ctl, w->trip_key };
+    rc |= redis_conn_eval(w->cmd, &w->scripts->load_prepare, on_load_reply, &w->steps[LOAD_UPGRADE],
+                          to, 7, 7, prep, NULL);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", w->keys.participants);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_STATS], to, "HGETALL %s", w->keys.stats);
     rc |= redis_conn_command(w->cmd, on_load_reply, &w->steps[LOAD_INTERNAL], to, "HGETALL %s", w->keys.internal);
@@ -854,17 +865,38 @@ static void take_voided(batch_worker *w, chunk *ch)
 
 static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
 
-/* LRANGE key from from+count-1, or LLEN key when count is 0. */
-static int send_take_part(batch_worker *w, chunk *ch, int what, const char *key, long from, long count)
+/* MULTI, LRANGE ctl, LRANGE queue (when asked), LLEN queue, EXEC: one
+ * atomic read, so an admin command pushed before some requests is never
+ * overtaken by them. */
+static int send_take(batch_worker *w, chunk *ch, long from)
 {
-    char lo[24], hi[24];
-    snprintf(lo, sizeof lo, "%ld", from);
-    snprintf(hi, sizeof hi, "%ld", from + count - 1);
-    const char *argv[] = { count ? "LRANGE" : "LLEN", key, lo, hi };
-    worker_op *o = op_new(w, what, ch);
+    argbuf *a = &w->dedup_args;
+    args_reset(a);
+    args_cmd_begin(a);
+    arg_str(a, "MULTI");
+    args_cmd_end(a);
+    args_cmd_begin(a);
+    arg_str(a, "LRANGE"); arg_str(a, w->keys.ctl);
+    arg_int(a, w->ctl_unsent); arg_int(a, w->ctl_unsent + ch->asked - 1);
+    args_cmd_end(a);
+    if (ch->asked_queue) {
+        args_cmd_begin(a);
+        arg_str(a, "LRANGE"); arg_str(a, w->keys.queue);
+        arg_int(a, from); arg_int(a, from + ch->asked - 1);
+        args_cmd_end(a);
+    }
+    args_cmd_begin(a);
+    arg_str(a, "LLEN"); arg_str(a, w->keys.queue);
+    args_cmd_end(a);
+    args_cmd_begin(a);
+    arg_str(a, "EXEC");
+    args_cmd_end(a);
+    if (args_failed(a)) return -ENOMEM;
+    redis_slice cmds[5];
+    size_t n = args_slices(a, cmds, 5);
+    worker_op *o = op_new(w, OP_TAKE, ch);
     if (!o) return -ENOMEM;
-    if (redis_conn_commandargv(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, count ? 4 : 2,
-                               argv, NULL) < 0) {
+    if (redis_conn_pipeline(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, cmds, n) < 0) {
         o->busy = 0;
         return -ENOTCONN;
     }
@@ -904,18 +936,16 @@ static void take_one(batch_worker *w)
     ch->seq_base = w->dequeued + from;
     /* while the lottery pool is served, new requests wait behind it */
     ch->asked_queue = !w->pool.active && take_queue_now(w, now);
-    int rc = send_take_part(w, ch, OP_TAKE_CTL, w->keys.ctl, w->ctl_unsent, ch->asked);
-    if (!rc && ch->asked_queue) rc = send_take_part(w, ch, OP_TAKE_QUEUE, w->keys.queue, from, ch->asked);
-    if (!rc) rc = send_take_part(w, ch, OP_TAKE_END, w->keys.queue, 0, 0);
+    int rc = send_take(w, ch, from);
     if (rc) { fail(w, "take", rc == -ENOMEM ? "too many commands in flight" : "Redis not connected"); return; }
     w->takes_out++;
 }
 
-static void on_take_list(batch_worker *w, chunk *ch, int what, redisReply *r)
+static void on_take_list(batch_worker *w, chunk *ch, chunk_kind kind, redisReply *r)
 {
     if (r->type != REDIS_REPLY_ARRAY) { fail(w, "take", "unexpected reply"); return; }
     if (!r->elements || ch->kind == CHUNK_CTL) return; /* admin commands go first */
-    ch->kind = what == OP_TAKE_CTL ? CHUNK_CTL : CHUNK_QUEUE;
+    ch->kind = kind;
     if (ch->kind == CHUNK_CTL) ch->ctl_len = (long)r->elements;
     else ch->queue_len = (long)r->elements;
     if (parse_list(w, ch, r) < 0) fail(w, "take", "out of memory");
@@ -937,10 +967,10 @@ static void nothing_taken(batch_worker *w)
     go_idle(w);
 }
 
-static void on_take_end(batch_worker *w, chunk *ch, redisReply *r)
+static void on_take_end(batch_worker *w, chunk *ch, redisReply *llen)
 {
     w->takes_out--;
-    if (r->type == REDIS_REPLY_INTEGER) w->stats.queue_len = r->integer;
+    if (llen->type == REDIS_REPLY_INTEGER) w->stats.queue_len = llen->integer;
     if (!(ch->kind == CHUNK_QUEUE && ch->queue_len == ch->asked) && chunk_newest(w) != ch)
         take_voided(w, ch);
     ch->state = CS_DEDUP;
@@ -957,6 +987,16 @@ static void on_take_end(batch_worker *w, chunk *ch, redisReply *r)
     w->ctl_unsent += ch->ctl_len;
     dedup_start(w, ch);
     take_start(w);  /* read ahead while this one is decided */
+}
+
+/* The EXEC of a take: {ctl items, [queue items,] queue length}. */
+static void on_take(batch_worker *w, chunk *ch, redisReply *r)
+{
+    size_t want = ch->asked_queue ? 3 : 2;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != want) { fail(w, "take", "unexpected reply"); return; }
+    on_take_list(w, ch, CHUNK_CTL, r->element[0]);
+    if (w->state == W_SERVING && ch->asked_queue) on_take_list(w, ch, CHUNK_QUEUE, r->element[1]);
+    if (w->state == W_SERVING) on_take_end(w, ch, r->element[want - 1]);
 }
 
 /* ------------------------------------------------------------- lottery -- */
@@ -1136,7 +1176,7 @@ static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
 
 static void dedup_start(batch_worker *w, chunk *ch)
 {
-    argbuf *a = &w->args;
+    argbuf *a = &w->dedup_args;
     args_reset(a);
     arg_str(a, "HMGET");
     arg_str(a, w->keys.results);
@@ -1331,8 +1371,6 @@ static void add_internal_and_participants(batch_worker *w, chunk *ch)
 {
     argbuf *a = &w->args;
     cmd_open(a, "HSET", w->keys.internal);
-    arg_str(a, "chunks_applied");
-    arg_int(a, w->chunks_applied + 1);
     if (ch->kind == CHUNK_CTL || w->first_apply) {
         arg_str(a, "admin_state");
         arg_str(a, admin_state_name(engine_get_admin_state(w->eng)));
@@ -1481,9 +1519,19 @@ static void add_fence(batch_worker *w, chunk *ch)
     args_cmd_begin(a);
     arg_str(a, "MULTI");
     args_cmd_end(a);
+    /* A small first command, so that it reaches Redis in the same read as
+     * FENCE as often as possible (scripts.h, BUSY). */
+    args_cmd_begin(a);
+    arg_str(a, "HSET");
+    arg_str(a, w->keys.internal);
+    arg_str(a, "chunks_applied");
+    arg_int(a, w->chunks_applied + 1);
+    args_cmd_end(a);
 }
 
-static void apply_send(batch_worker *w, chunk *ch)
+/* Decides the chunk and builds its apply pipeline in w->args (ENCODED);
+ * apply_send sends it at once. */
+static int apply_encode(batch_worker *w, chunk *ch)
 {
     int64_t now = wall_ms();
     argbuf *a = &w->args;
@@ -1494,7 +1542,7 @@ static void apply_send(batch_worker *w, chunk *ch)
     engine_expire(w->eng, now);
     int decided = decide_items(w, ch, now);
     metrics_hist_observe(&w->stats.decide, (double)(uv_hrtime() - t0) / 1e9);
-    if (decided < 0 || engine_error(w->eng)) { fail(w, "decide", "out of memory in the engine"); return; }
+    if (decided < 0 || engine_error(w->eng)) { fail(w, "decide", "out of memory in the engine"); return -1; }
     add_holders(w);
     add_items(w);
     add_ended(w);
@@ -1505,8 +1553,22 @@ static void apply_send(batch_worker *w, chunk *ch)
     args_cmd_begin(a);
     arg_str(a, "EXEC");
     args_cmd_end(a);
+    if (args_failed(a)) { fail(w, "apply", "out of memory"); return -1; }
+    /* The next chunk builds on this one: the engine has moved on, and Redis
+     * will have too once this transaction is in (FENCE refuses the next one
+     * otherwise). */
+    engine_drain_clear(w->eng);
+    w->first_apply = 0;
+    ch->state = CS_ENCODED;
+    return 0;
+}
+
+/* Sends the ENCODED chunk's pipeline. hiredis copies it, so w->args is
+ * free again for the next chunk. */
+static void apply_send(batch_worker *w, chunk *ch)
+{
     if (lease_check(w, "apply") < 0) return;
-    if (args_failed(a)) { fail(w, "apply", "out of memory"); return; }
+    argbuf *a = &w->args;
     redis_slice stack[64], *cmds = a->ncmds <= 64 ? stack : malloc(a->ncmds * sizeof *cmds);
     if (!cmds) { fail(w, "apply", "out of memory"); return; }
     size_t n = args_slices(a, cmds, a->ncmds);
@@ -1518,27 +1580,24 @@ static void apply_send(batch_worker *w, chunk *ch)
         fail(w, "apply", rc == -ENOTCONN ? "Redis not connected" : "out of memory");
         return;
     }
-    /* What the next chunk builds on: the engine has moved on, and Redis will
-     * have too once this transaction is in (FENCE refuses the next one
-     * otherwise). */
     redis_conn_flush(w->cmd);   /* Redis starts on it while the next is decided */
-    engine_drain_clear(w->eng);
     ch->state = CS_APPLYING;
     ch->apply_sent_at = uv_hrtime();
     w->dequeued += ch->queue_len;
     w->queue_unsent -= ch->queue_len;
     w->ctl_unsent -= ch->ctl_len;
     w->chunks_applied++;
-    w->first_apply = 0;
 }
 
-/* Decides the chunks that are ready, oldest first: a chunk waits for the
- * ones before it, and for an order-id block when its buys need one. */
+/* Decides the chunks that are ready, oldest first, and sends their applies
+ * (pipelined: FENCE's chunks_applied check keeps them in order; scripts.h
+ * has the one case it cannot cover). A chunk waits for the ones before it
+ * and for an order-id block when its buys need one. */
 static void advance(batch_worker *w)
 {
     for (size_t i = 0; i < w->c_n && w->state == W_SERVING; i++) {
         chunk *ch = chunk_at(w, i);
-        if (ch->state == CS_APPLYING || ch->state == CS_DONE) continue;
+        if (ch->state == CS_DONE || ch->state == CS_APPLYING) continue;
         if (ch->state != CS_DEDUPED) return;
         size_t buys = buys_in_chunk(ch);
         if (order_block_left(&w->orders) < buys) {
@@ -1550,6 +1609,7 @@ static void advance(batch_worker *w)
             }
             return;
         }
+        if (apply_encode(w, ch) < 0) return;
         apply_send(w, ch);
     }
 }
@@ -1625,6 +1685,7 @@ static void on_applied(batch_worker *w, chunk *ch, redisReply *r)
     }
     ch->state = CS_DONE;
     chunks_gc(w);
+    advance(w);             /* the next apply, already decided, goes out */
     take_start(w);
 }
 
@@ -1633,9 +1694,22 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     worker_op *o = priv;
     batch_worker *w = o->w;
     int what = o->what;
-    if (what == OP_ORDERS) {
+    if (what == OP_ORDERS || what == OP_LOAD_ORDERS) {
+        /* on the router's connections, which outlive the worker */
         w->orders_outstanding--;
         if (w->state == W_CLOSING) { o->busy = 0; on_handle_closed(w); return; }
+        if (what == OP_LOAD_ORDERS && o->gen == w->gen && w->state == W_LOADING) {
+            o->busy = 0;
+            on_load_orders(w, r, err);
+            return;
+        }
+        if (what == OP_LOAD_ORDERS || o->gen != w->gen) {
+            /* a block asked for before a reload: a chunk of this generation
+             * may be waiting for it to be out of the way */
+            o->busy = 0;
+            if (w->state == W_SERVING) advance(w);
+            return;
+        }
     }
     if (what == OP_SCAN) {
         o->busy = 0;
@@ -1643,14 +1717,12 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
         return;
     }
     if (!op_current(o)) return;
-    if (what <= OP_TAKE_END && o->take_gen != w->take_gen) return;
-    static const char *const names[] = { "take", "take", "take", "dedup", "order id block", "apply" };
+    if (what == OP_TAKE && o->take_gen != w->take_gen) return;
+    static const char *const names[] = { "take", "dedup", "order id block", "apply" };
     const char *e = reply_error(r, err);
     if (e) { fail(w, names[what], e); return; }
     switch (what) {
-    case OP_TAKE_CTL:
-    case OP_TAKE_QUEUE: on_take_list(w, o->ch, what, r); break;
-    case OP_TAKE_END: on_take_end(w, o->ch, r); break;
+    case OP_TAKE: on_take(w, o->ch, r); break;
     case OP_DEDUP: on_dedup(w, o->ch, r); break;
     case OP_ORDERS: on_orders(w, o->ch, r); break;
     case OP_APPLY: on_applied(w, o->ch, r); break;
@@ -1843,6 +1915,7 @@ static void on_handle_closed(batch_worker *w)
     drop_engine(w);
     idfilter_free(&w->answered);
     args_free(&w->args);
+    args_free(&w->dedup_args);
     free(w->dedup);
     /* The owner forgets w in the callback; nothing touches it afterwards. */
     if (w->on_stopped) w->on_stopped(w, w->data);
@@ -1931,6 +2004,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     snprintf(w->order_counter_name, sizeof w->order_counter_name, "%s:{allocd:orders}:counter", cfg->prefix);
     snprintf(w->order_key_hex, sizeof w->order_key_hex, "%016" PRIx64, random_u64());
     args_init(&w->args);
+    args_init(&w->dedup_args);
     strmap_init(&w->id_hasher, random_u64(), NULL, NULL);
     idfilter_init(&w->answered);
     w->written_phase = (engine_phase)-1;

@@ -938,25 +938,38 @@ int redis_conn_pipeline(redis_conn *c, redis_reply_fn fn, void *privdata,
     for (size_t i = 0; i < ncmds; i++)
         if (!cmds[i].buf || !cmds[i].len || cmds[i].len > INT32_MAX) return -EINVAL;
     if (!redis_conn_is_ready(c)) return -ENOTCONN;
+    /* Every record is allocated before anything is sent: a failure then
+     * returns with nothing on the wire and no callback, as the rules say. */
     pipeline *p = calloc(1, sizeof *p);
-    if (!p) return -ENOMEM;
+    redis_cmd **rec = calloc(ncmds, sizeof *rec);
+    int ok = p && rec;
+    for (size_t i = 0; ok && i < ncmds; i++) ok = (rec[i] = cmd_new(0, on_pipeline_part, p, timeout_ms)) != NULL;
+    if (!ok) {
+        for (size_t i = 0; rec && i < ncmds; i++) free(rec[i]);
+        free(rec);
+        free(p);
+        return -ENOMEM;
+    }
     p->fn = fn;
     p->privdata = privdata;
-    for (size_t i = 0; i < ncmds; i++) {
-        redis_cmd *cmd = cmd_new(0, on_pipeline_part, p, timeout_ms);
-        if (cmd && cmd_send(c, cmd, cmds[i].buf, (int)cmds[i].len) == 0) {
-            p->left++;
-            continue;
-        }
-        free(cmd);
-        if (i == 0) { free(p); return -ENOMEM; }
-        /* Part of it is in the output buffer and cannot be taken back; a
-         * half-sent MULTI must not survive on the link, so the link goes:
-         * every command sent gets its error callback, this one included. */
-        snprintf(p->err, sizeof p->err, "out of memory sending a pipeline");
-        conn_down(c, "out of memory sending a pipeline");
-        break;
+    p->left = ncmds;
+    size_t sent = 0;
+    while (sent < ncmds && cmd_send(c, rec[sent], cmds[sent].buf, (int)cmds[sent].len) == 0) sent++;
+    if (sent < ncmds) {
+        /* hiredis 0.14 refuses a formatted command only while its context
+         * is disconnecting or being freed, which cannot start in between
+         * on this thread; should it anyway, the link goes, so a half-sent
+         * MULTI never survives on it: the records sent get their error
+         * callbacks, and the one callback comes with the last of them. */
+        for (size_t i = sent; i < ncmds; i++) free(rec[i]);
+        p->left = sent;
+        if (sent == 0) { free(rec); free(p); return -ENOTCONN; }
+        snprintf(p->err, sizeof p->err, "could not send the whole pipeline");
+        free(rec);
+        conn_down(c, "could not send a whole pipeline");
+        return 0;
     }
+    free(rec);
     return 0;
 }
 

@@ -14,27 +14,39 @@
 "  return redis.error_reply('FENCED this instance no longer holds the batch lease')\n" \
 "end\n"
 
+/* allow-oom: the trip must be written even when Redis is out of memory
+ * (the commands queued after it are then refused anyway, EXECABORT). Every
+ * check runs under pcall: a check that fails with an error (a key of the
+ * wrong type) trips too, instead of leaving the EXEC unguarded. */
 const char script_fence_src[] =
+"#!lua flags=allow-oom\n"
 "local function trip(msg)\n"
 "  redis.call('SET', KEYS[3], '1', 'PX', 60000)\n"
 "  return redis.error_reply(msg)\n"
 "end\n"
-"if redis.call('GET', KEYS[1]) ~= ARGV[1] or\n"
-"   redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[2] then\n"
-"  return trip('FENCED this instance no longer holds the batch lease')\n"
-"end\n"
-"if (redis.call('HGET', KEYS[2], 'chunks_applied') or '0') ~= ARGV[3] then\n"
-"  return trip('STALE an earlier chunk was not applied')\n"
-"end\n"
-"local types = {'hash','hash','hash','hash','hash','stream','list','list','hash','hash','list','list','list'}\n"
+"local types = {'hash','hash','hash','hash','hash','stream','list','hash','list','hash','list','list','list'}\n"
 "local keys = {2,4,5,6,7,8,9,10,11,12,13,14,15}\n"
-"for i = 1, #keys do\n"
-"  local t = redis.call('TYPE', KEYS[keys[i]]).ok\n"
-"  if t ~= 'none' and t ~= types[i] then\n"
-"    return trip('WRONGTYPE ' .. KEYS[keys[i]] .. ' is a ' .. t .. ', allocd needs a ' .. types[i])\n"
+"local function check()\n"
+"  for i = 1, #keys do\n"
+"    local t = redis.call('TYPE', KEYS[keys[i]]).ok\n"
+"    if t ~= 'none' and t ~= types[i] then\n"
+"      return 'WRONGTYPE ' .. KEYS[keys[i]] .. ' is a ' .. t .. ', allocd needs a ' .. types[i]\n"
+"    end\n"
 "  end\n"
+"  if redis.call('TYPE', KEYS[1]).ok ~= 'string' or redis.call('GET', KEYS[1]) ~= ARGV[1] or\n"
+"     redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[2] then\n"
+"    return 'FENCED this instance no longer holds the batch lease'\n"
+"  end\n"
+"  if (redis.call('HGET', KEYS[2], 'chunks_applied') or '0') ~= ARGV[3] then\n"
+"    return 'STALE an earlier chunk was not applied'\n"
+"  end\n"
+"  if ARGV[4] == '1' then return 'FAULT injected by ALLOCD_FAULT_APPLY_ID' end\n"
 "end\n"
-"if ARGV[4] == '1' then return trip('FAULT injected by ALLOCD_FAULT_APPLY_ID') end\n"
+"local ok, why = pcall(check)\n"
+"if not ok then\n"
+"  return trip('ERR fence: ' .. (type(why) == 'table' and tostring(why.err) or tostring(why)))\n"
+"end\n"
+"if why then return trip(why) end\n"
 "return 'OK'\n";
 
 const char script_lottery_src[] =
@@ -80,14 +92,28 @@ const char script_order_block_src[] =
 "redis.call('SET', KEYS[2], ARGV[1], 'NX')\n"
 "return {redis.call('GET', KEYS[2]), redis.call('INCRBY', KEYS[1], ARGV[2])}\n";
 
-const char script_participants_upgrade_src[] =
-"if redis.call('TYPE', KEYS[1]).ok ~= 'set' then return 0 end\n"
-"local m = redis.call('SMEMBERS', KEYS[1])\n"
-"redis.call('DEL', KEYS[1])\n"
-"for i = 1, #m, 1000 do\n"
-"  redis.call('RPUSH', KEYS[1], unpack(m, i, math.min(i + 999, #m)))\n"
+const char script_load_prepare_src[] =
+"local converted = 0\n"
+"if redis.call('TYPE', KEYS[1]).ok == 'set' then\n"
+"  local m = redis.call('SMEMBERS', KEYS[1])\n"
+"  redis.call('DEL', KEYS[1])\n"
+"  for i = 1, #m, 1000 do\n"
+"    redis.call('RPUSH', KEYS[1], unpack(m, i, math.min(i + 999, #m)))\n"
+"  end\n"
+"  converted = 1\n"
 "end\n"
-"return 1\n";
+"local function give_back(from, to)\n"
+"  if redis.call('TYPE', from).ok ~= 'list' then return 0 end\n"
+"  local items = redis.call('LRANGE', from, 0, -1)\n"
+"  for i = #items, 1, -1 do redis.call('LPUSH', to, items[i]) end\n"
+"  redis.call('DEL', from)\n"
+"  return #items\n"
+"end\n"
+"local q = give_back(KEYS[2], KEYS[3])\n"
+"if q > 0 then redis.call('HINCRBY', KEYS[4], 'dequeued', -q) end\n"
+"local c = give_back(KEYS[5], KEYS[6])\n"
+"redis.call('DEL', KEYS[7])\n"
+"return {converted, q, c}\n";
 
 void scripts_init(allocd_scripts *s)
 {
@@ -97,5 +123,5 @@ void scripts_init(allocd_scripts *s)
     redis_script_init(&s->lease_renew, script_lease_renew_src);
     redis_script_init(&s->lease_release, script_lease_release_src);
     redis_script_init(&s->order_block, script_order_block_src);
-    redis_script_init(&s->participants_upgrade, script_participants_upgrade_src);
+    redis_script_init(&s->load_prepare, script_load_prepare_src);
 }

@@ -30,22 +30,33 @@
  * says why. Whatever changes after the check (a takeover SETs the lease, an
  * expiry deletes it) touches a watched key and aborts the EXEC the same way.
  *
- * KEYS: lease, internal, trip, results, holders, free, stats, log, dead,
- *       participants, capacity, orders_ended, early, queue, ctl
+ * KEYS: lease, internal, trip, results, holders, free, stats, log,
+ *       participants, orders_ended, dead, capacity, early, queue, ctl
  * ARGV: token, epoch, chunks_applied expected, fault (1 = refuse, tests)
- * Reply: OK, or an error: FENCED, STALE, WRONGTYPE, FAULT. */
+ * Reply: OK, or an error: FENCED, STALE, WRONGTYPE, FAULT, ERR fence.
+ *
+ * FENCE must run for the EXEC behind it to be guarded. It is sent with
+ * EVAL (a NOSCRIPT answer would skip it), may write under OOM (allow-oom),
+ * and trips on any error of its own checks. The one case it cannot cover
+ * is a FENCE refused with BUSY -- someone else's script running past
+ * busy-reply-threshold: the commands queued behind it are refused as well
+ * (and EXEC answers EXECABORT) while Redis stays busy, but if the script
+ * ends after Redis read FENCE and before it read the first queued command,
+ * that EXEC runs unchecked. The first queued command is kept small so that
+ * it usually arrives in the same read as FENCE. docs/DEPLOYMENT.md says
+ * not to run long scripts on allocd's Redis. */
 extern const char script_fence_src[];
 
 enum {
     FENCE_KEY_LEASE = 0, FENCE_KEY_INTERNAL, FENCE_KEY_TRIP, FENCE_KEY_RESULTS,
-    FENCE_KEY_HOLDERS, FENCE_KEY_FREE, FENCE_KEY_STATS, FENCE_KEY_LOG, FENCE_KEY_DEAD,
-    FENCE_KEY_PARTICIPANTS, FENCE_KEY_CAPACITY, FENCE_KEY_ORDERS_ENDED, FENCE_KEY_EARLY,
-    FENCE_KEY_QUEUE, FENCE_KEY_CTL, FENCE_NKEYS
+    FENCE_KEY_HOLDERS, FENCE_KEY_FREE, FENCE_KEY_STATS, FENCE_KEY_LOG,
+    FENCE_KEY_PARTICIPANTS, FENCE_KEY_ORDERS_ENDED, FENCE_KEY_DEAD, FENCE_KEY_CAPACITY,
+    FENCE_KEY_EARLY, FENCE_KEY_QUEUE, FENCE_KEY_CTL, FENCE_NKEYS
 };
 /* The first FENCE_NWATCH keys are WATCHed: the ones nobody but allocd
  * writes (dead, capacity, early, queue and ctl are written by operators and
  * producers too; their types are checked but a push must not abort). */
-#define FENCE_NWATCH (FENCE_KEY_LOG + 1)
+#define FENCE_NWATCH (FENCE_KEY_ORDERS_ENDED + 1)
 
 /* The early=shuffle lottery, run once the batch opens.
  * KEYS: queue, early, stats, internal, lease
@@ -76,17 +87,25 @@ extern const char script_lease_release_src[];
  * Reply: {key_hex, counter_after_incr} */
 extern const char script_order_block_src[];
 
-/* Batches written before participants became a list kept them in a set:
- * KEYS participants. Turns a set into a list of the same members, once
- * (the load runs it before reading the list). Reply: 1 converted, 0 not. */
-extern const char script_participants_upgrade_src[];
+/* Run at every load, before anything is read.
+ * KEYS: participants, processing, queue, stats, ctlprocessing, ctl, trip
+ * - An older allocd kept participants in a set: it becomes a list of the
+ *   same members.
+ * - An older allocd moved taken requests to `processing` (and admin
+ *   commands to `ctlprocessing`) and advanced dequeued; what it left there
+ *   goes back to the head of queue (ctl) in order, dequeued goes back by as
+ *   many, so positions stay exact.
+ * - The caller's trip key is deleted: it would otherwise expire while
+ *   WATCHed and abort a healthy EXEC.
+ * Reply: {participants converted (0|1), requests returned, commands returned} */
+extern const char script_load_prepare_src[];
 
 typedef struct allocd_scripts {
     redis_script fence;
     redis_script lottery;
     redis_script lease_acquire, lease_renew, lease_release;
     redis_script order_block;
-    redis_script participants_upgrade;
+    redis_script load_prepare;
 } allocd_scripts;
 
 void scripts_init(allocd_scripts *s);

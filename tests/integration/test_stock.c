@@ -184,7 +184,8 @@ static void test_resubmitted_ids_are_not_applied_again(void **state)
 
 /* A batch that an earlier run (or an older allocd) left behind: an id with
  * a result before this start is still a duplicate (the idfilter is loaded
- * from results), and participants kept in a set are turned into the list. */
+ * from results), participants kept in a set are turned into the list, and a
+ * request left in the old processing list is decided with its own seq. */
 static void test_state_left_by_an_earlier_run(void **state)
 {
     fixture *f = *state;
@@ -195,22 +196,31 @@ static void test_state_left_by_an_earlier_run(void **state)
     freeReplyObject(r);
     r = redisCommand(f->c, "SADD alloc:{e1}:participants u1 u2");
     freeReplyObject(r);
-    r = redisCommand(f->c, "HSET alloc:{e1}:stats dequeued 1 processed 1 granted 1 participants 2");
+    /* the old take had moved p1 (the 2nd request ever) and counted it */
+    r = redisCommand(f->c, "RPUSH alloc:{e1}:processing {\"id\":\"p1\",\"user\":\"u4\",\"op\":\"buy\",\"item\":\"sku1\"}");
+    freeReplyObject(r);
+    r = redisCommand(f->c, "HSET alloc:{e1}:stats dequeued 2 processed 1 granted 1 participants 2");
     freeReplyObject(r);
     push_buy(f->c, "e1", "old", "u1", "sku1", 1);
     push_buy(f->c, "e1", "new", "u3", "sku1", 1);
     itest_start(f, NULL);
     itest_expect(f, "e1", "new", "granted", NULL);
+    itest_expect(f, "e1", "p1", "granted", NULL);
+    json_t *p1 = itest_result(f, "e1", "p1");
+    assert_int_equal(json_integer_value(json_object_get(p1, "seq")), 2);
+    json_decref(p1);
+    assert_int_equal(harness_int(f->c, "EXISTS alloc:{e1}:processing"), 0);
+    assert_int_equal(hget_int(f, "e1", "stats", "dequeued"), 4);
     char *old = harness_str(f->c, "HGET alloc:{e1}:results old");
     assert_non_null(strstr(old, "\"marker\":1"));
     free(old);
     assert_int_equal(hget_int(f, "e1", "stats", "duplicates"), 1);
-    assert_int_equal(hget_int(f, "e1", "stats", "participants"), 3);
-    assert_int_equal(hget_int(f, "e1", "free", "sku1"), 9);
+    assert_int_equal(hget_int(f, "e1", "stats", "participants"), 4);
+    assert_int_equal(hget_int(f, "e1", "free", "sku1"), 8);
     char *type = harness_str(f->c, "TYPE alloc:{e1}:participants");
     assert_string_equal(type, "list");
     free(type);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{e1}:participants"), 3);
+    assert_int_equal(harness_int(f->c, "LLEN alloc:{e1}:participants"), 4);
 }
 
 static void test_queue_position_is_exact(void **state)
