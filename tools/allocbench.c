@@ -42,6 +42,7 @@ typedef struct options {
     double rate;
     int designs, lua_seconds, lock_threads, lock_sleep_us, lock_seconds, lock_precheck;
     int probe, rate_test, targets, memory;
+    int lua_pairs;                /* --lua-pairs: stock allocd+Lua pairs for the target */
     int sweep[MAX_SWEEP], n_sweep;
     int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
     uint64_t seed;
@@ -108,6 +109,8 @@ static void usage(FILE *f)
           "                        --batches K spread over masters and instances)\n"
           "  --runs R              with --cluster-*: rounds over the configurations (1)\n"
           "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n"
+          "  --lua-pairs N         run stock prepushed allocd + Lua N times (fresh daemon each) and\n"
+          "                        judge the Lua target on the median ratio (with --targets: 5)\n"
           "  --targets             the standard comparison: all scenarios, --compare, --rate-test,\n"
           "                        --probe 300, --chunk-sweep 256,1024, and every TARGET line\n"
           "  --chunk N             allocd chunk (512)\n"
@@ -211,6 +214,7 @@ static void apply_targets(options *o)
     for (int i = 0; i < SC_COUNT; i++) o->scenarios[i] = 1;
     o->designs |= D_ALLOCD | D_LUA | D_LOCK;
     o->rate_test = 1;
+    if (!o->lua_pairs) o->lua_pairs = 5;
     if (!o->probe) o->probe = 300;
     if (!o->n_sweep) parse_sweep(o, "256,1024");
 }
@@ -220,6 +224,7 @@ enum {
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
+    O_LUA_PAIRS,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
@@ -231,7 +236,7 @@ static const struct option long_opts[] = {
     { "lock-threads", 1, 0, O_LOCK_T }, { "lock-sleep-us", 1, 0, O_LOCK_SLEEP },
     { "lock-seconds", 1, 0, O_LOCK_S }, { "lock-precheck", 0, 0, O_LOCK_PRE },
     { "probe", 1, 0, O_PROBE }, { "rate-test", 0, 0, O_RATE_TEST }, { "chunk-sweep", 1, 0, O_SWEEP },
-    { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "chunk", 1, 0, O_CHUNK },
+    { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "lua-pairs", 1, 0, O_LUA_PAIRS }, { "chunk", 1, 0, O_CHUNK },
     { "registry-ms", 1, 0, O_REGISTRY }, { "redis", 1, 0, O_REDIS }, { "allocd", 1, 0, O_ALLOCD },
     { "no-daemon", 0, 0, O_NO_DAEMON }, { "pid", 1, 0, O_PID }, { "prefix", 1, 0, O_PREFIX },
     { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
@@ -289,6 +294,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_CL_SWEEP: return parse_cluster_sweep(o, v);
     case O_MEMORY: o->memory = 1; return 0;
     case O_TARGETS: *targets = 1; return 0;
+    case O_LUA_PAIRS: o->lua_pairs = atoi(v); return o->lua_pairs >= 1 && o->lua_pairs <= 20 ? 0 : -1;
     case O_REDIS: o->redis_url = v; return 0;
     case O_ALLOCD: o->allocd_bin = v; return 0;
     case O_NO_DAEMON: o->no_daemon = 1; return 0;
@@ -467,6 +473,15 @@ static void run_scenarios(bench *b)
         if (o->prepushed) run_one(b, (scenario_id)sc, 0, 0, o->chunk, o->designs);
         if (o->live) run_one(b, (scenario_id)sc, 1, o->rate, o->chunk, o->designs);
     }
+}
+
+/* More stock prepushed allocd + Lua pairs (the first one is the stock row
+ * of run_scenarios): on a shared machine one pair can be 10% off either
+ * way, so the target is judged on the median ratio of the pairs. */
+static void run_lua_pairs(bench *b)
+{
+    for (int i = b->opt.scenarios[SC_STOCK] ? 1 : 0; i < b->opt.lua_pairs; i++)
+        run_one(b, SC_STOCK, 0, 0, b->opt.chunk, D_ALLOCD | D_LUA);
 }
 
 /* Max live throughput on stock, then the same at half of it (p99 target). */
@@ -675,15 +690,34 @@ static void target(const char *name, int measured, int met, const char *fmt, ...
  * the drain clock starts when a worker takes the batch's lease (load
  * included), as the Lua clock starts at its first call. The time from SADD
  * adds the registry's pickup (up to registry_interval_ms), shown too. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static void target_lua(const bench *b)
 {
-    const row *r = find_row(b, SC_STOCK, "prepushed", 1);
-    int m = r && r->a_ok && r->lua_ok && !r->a.missing;
-    double x = m ? ratio(r->a.tput_drain, r->lua.tput) : 0;
-    target("throughput_vs_lua", m, x >= 1.5,
-           "stock prepushed: allocd drains %.0f/s vs Lua %.0f/s = %.2fx (>= 1.5x); from SADD %.0f/s = %.2fx",
-           m ? r->a.tput_drain : 0, m ? r->lua.tput : 0, x,
-           m ? r->a.tput : 0, m ? ratio(r->a.tput, r->lua.tput) : 0);
+    double drain[MAX_ROWS], sadd[MAX_ROWS];
+    char list[400] = "";
+    int n = 0;
+    for (int i = 0; i < b->n_rows; i++) {
+        const row *r = &b->rows[i];
+        if (r->sc != SC_STOCK || r->sweep || strcmp(r->mode, "prepushed") || !r->has_lua) continue;
+        if (!r->a_ok || !r->lua_ok || r->a.missing) continue;
+        drain[n] = ratio(r->a.tput_drain, r->lua.tput);
+        sadd[n] = ratio(r->a.tput, r->lua.tput);
+        size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%s%.0f/%.0f=%.2f", n ? " " : "",
+                 r->a.tput_drain, r->lua.tput, drain[n]);
+        n++;
+    }
+    qsort(drain, (size_t)n, sizeof *drain, cmp_double);
+    qsort(sadd, (size_t)n, sizeof *sadd, cmp_double);
+    double x = n ? drain[n / 2] : 0;
+    target("throughput_vs_lua", n > 0, x >= 1.5,
+           "stock prepushed, allocd drain / Lua, median of %d pairs = %.2fx (>= 1.5x) [%s]; from SADD median %.2fx",
+           n, x, list, n ? sadd[n / 2] : 0);
 }
 
 static void target_lock(const bench *b)
@@ -868,6 +902,7 @@ int main(int argc, char **argv)
     redis_version(&b, b.redis_ver, sizeof b.redis_ver);
     b.load_start = bench_loadavg();
     run_scenarios(&b);
+    if (b.opt.lua_pairs > 1) run_lua_pairs(&b);
     if (b.opt.rate_test) run_rate_test(&b);
     if (b.opt.probe > 0) run_probe(&b);
     if (b.opt.n_sweep) run_sweep(&b);

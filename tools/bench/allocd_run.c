@@ -361,13 +361,13 @@ static int verify(redisContext *c, const run_opts *o, const bset *bs, const int6
 
 /* ------------------------------------------------------------ report --- */
 
-/* The command that stands for one round trip of allocd: a take is a
- * pipeline ending in LLEN, an apply one ending in EXEC (its FENCE EVAL rides
+/* The command that stands for one round trip of allocd: a take and an
+ * apply are each one MULTI/EXEC pipeline (the apply's WATCH and FENCE ride
  * along), a dedup an HMGET; scripts (lease, order ids, lottery) go with
  * EVALSHA; an idle wait is a BLMOVE. */
 static int is_round_trip(const char *name)
 {
-    static const char *const top[] = { "llen", "exec", "hmget", "evalsha", "blmove" };
+    static const char *const top[] = { "multi", "hmget", "evalsha", "blmove" };
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
         if (!strcmp(name, top[i])) return 1;
     return 0;
