@@ -262,7 +262,7 @@ static void fail(engine *e, int err)
 
 /* ---------------------------------------------------------------- records */
 
-static uint32_t add_user(engine *e, const char *id)
+static uint32_t add_user_hashed(engine *e, const char *id, uint32_t h)
 {
     if (e->n_users >= STRMAP_NONE - 1 || GROW(e, users, 1) < 0) return STRMAP_NONE;
     char *s = intern(id);
@@ -272,7 +272,7 @@ static uint32_t add_user(engine *e, const char *id)
     memset(u, 0, sizeof *u);
     u->id = s;
     if (is_rooms(e)) u->u.r.room = NO_ROOM;
-    if (strmap_insert(&e->user_map, s, i) < 0) {
+    if (strmap_insert_hashed(&e->user_map, s, i, h) < 0) {
         free(s);
         return STRMAP_NONE;
     }
@@ -282,20 +282,23 @@ static uint32_t add_user(engine *e, const char *id)
 }
 
 /* Every user record is a participant: users enter the engine only by being
- * seen (a request, an invalid, a group grant) or by being loaded. */
+ * seen (a request, an invalid, a group grant) or by being loaded. The key
+ * is hashed once for the find and the insert. */
 static uint32_t get_or_load_user(engine *e, const char *id)
 {
-    uint32_t i = find_user(e, id);
-    return i != STRMAP_NONE ? i : add_user(e, id);
+    uint32_t h = strmap_hash32(&e->user_map, id);
+    uint32_t i = strmap_find_hashed(&e->user_map, id, h);
+    return i != STRMAP_NONE ? i : add_user_hashed(e, id, h);
 }
 
 /* A user seen by a decision: new ones are listed for the writer once. */
 static uint32_t touch_user(engine *e, const char *id)
 {
-    uint32_t i = find_user(e, id);
+    uint32_t h = strmap_hash32(&e->user_map, id);
+    uint32_t i = strmap_find_hashed(&e->user_map, id, h);
     if (i != STRMAP_NONE) return i;
     if (GROW(e, fresh, 1) < 0) return STRMAP_NONE;
-    i = add_user(e, id);
+    i = add_user_hashed(e, id, h);
     if (i != STRMAP_NONE) e->fresh[e->n_fresh++] = i;
     return i;
 }

@@ -71,15 +71,20 @@ void strmap_free(strmap *m)
     m->mask = m->count = 0;
 }
 
-static uint32_t hash32(const strmap *m, const char *key)
+uint32_t strmap_hash32(const strmap *m, const char *key)
 {
     return (uint32_t)strmap_hash(m, key, strlen(key));
 }
 
 uint32_t strmap_find(const strmap *m, const char *key)
 {
+    if (!key) return STRMAP_NONE;
+    return strmap_find_hashed(m, key, strmap_hash32(m, key));
+}
+
+uint32_t strmap_find_hashed(const strmap *m, const char *key, uint32_t h)
+{
     if (!m->slots || !key) return STRMAP_NONE;
-    uint32_t h = hash32(m, key);
     for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
         const strmap_slot *s = &m->slots[i];
         if (!s->ref) return STRMAP_NONE;
@@ -112,14 +117,28 @@ static int grow(strmap *m)
 
 int strmap_insert(strmap *m, const char *key, uint32_t idx)
 {
+    if (!key) return -EINVAL;
+    return strmap_insert_hashed(m, key, idx, strmap_hash32(m, key));
+}
+
+/* One probe: the chain is walked once, for the duplicate check and for the
+ * free slot at its end (a user's first request does a find and an insert;
+ * hashing and walking twice was a visible part of the decision cost). */
+int strmap_insert_hashed(strmap *m, const char *key, uint32_t idx, uint32_t h)
+{
     if (!key || idx >= STRMAP_NONE) return -EINVAL;
-    if (strmap_find(m, key) != STRMAP_NONE) return -EEXIST;
     /* Keep the load at or under 3/4 so probe chains stay short. */
     if (!m->slots || (uint64_t)(m->count + 1) * 4 > (uint64_t)(m->mask + 1) * 3) {
         int rc = grow(m);
         if (rc < 0) return rc;
     }
-    place(m->slots, m->mask, (strmap_slot){ hash32(m, key), idx + 1 });
+    uint32_t i = h & m->mask;
+    for (;; i = (i + 1) & m->mask) {
+        const strmap_slot *s = &m->slots[i];
+        if (!s->ref) break;
+        if (s->hash == h && strcmp(m->key(m->ctx, s->ref - 1), key) == 0) return -EEXIST;
+    }
+    m->slots[i] = (strmap_slot){ h, idx + 1 };
     m->count++;
     return 0;
 }

@@ -43,6 +43,11 @@ void strmap_free(strmap *m);
 uint32_t strmap_find(const strmap *m, const char *key);
 /* Maps `key` to `idx` (idx < STRMAP_NONE). 0, -EEXIST, -ENOMEM, -EINVAL. */
 int strmap_insert(strmap *m, const char *key, uint32_t idx);
+/* The same with the key's hash computed once by the caller (strmap_hash32),
+ * for a find that may be followed by an insert of the same key. */
+uint32_t strmap_hash32(const strmap *m, const char *key);
+uint32_t strmap_find_hashed(const strmap *m, const char *key, uint32_t h);
+int strmap_insert_hashed(strmap *m, const char *key, uint32_t idx, uint32_t h);
 /* The keyed 64-bit hash of n bytes (exposed for tests). */
 uint64_t strmap_hash(const strmap *m, const void *data, size_t n);
 
