@@ -1183,13 +1183,16 @@ static void dedup_start(batch_worker *w, chunk *ch)
     for (size_t i = 0; i < ch->n_items; i++) {
         chunk_item *it = &ch->items[i];
         if (!readable(it)) continue;
-        size_t len = strlen(it->q.r.id);
-        it->id_hash = strmap_hash(&w->id_hasher, it->q.r.id, len);
+        it->id_hash = strmap_hash(&w->id_hasher, it->q.r.id, strlen(it->q.r.id));
+        idfilter_prefetch(&w->answered, it->id_hash);
+    }
+    for (size_t i = 0; i < ch->n_items; i++) {
+        chunk_item *it = &ch->items[i];
         /* never answered: no need to ask (ids answered by chunks still in
          * flight are caught in memory, mark_dups_in_flight) */
-        if (!idfilter_maybe(&w->answered, it->id_hash)) continue;
+        if (!readable(it) || !idfilter_maybe(&w->answered, it->id_hash)) continue;
         it->asked = 1;
-        arg_ext(a, it->q.r.id, len);
+        arg_str(a, it->q.r.id);
     }
     ch->state = CS_DEDUP;
     if (a->n == 2) {

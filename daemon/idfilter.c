@@ -87,6 +87,11 @@ int idfilter_maybe(const idfilter *f, uint64_t h)
     return 0;
 }
 
+void idfilter_prefetch(const idfilter *f, uint64_t h)
+{
+    for (size_t k = 0; k < f->nparts; k++) __builtin_prefetch(block_of(&f->parts[k], h));
+}
+
 size_t idfilter_bytes(const idfilter *f)
 {
     size_t n = f->nparts * sizeof *f->parts;

@@ -37,6 +37,9 @@ void idfilter_free(idfilter *f);     /* also empties it: init state again */
 int idfilter_add(idfilter *f, uint64_t h);
 /* 0: the id was never added. 1: it may have been. */
 int idfilter_maybe(const idfilter *f, uint64_t h);
+/* Starts loading the cache lines a later idfilter_maybe(h) reads: a chunk
+ * prefetches all its ids first, so the misses overlap. */
+void idfilter_prefetch(const idfilter *f, uint64_t h);
 /* Bytes allocated (for memory accounting). */
 size_t idfilter_bytes(const idfilter *f);
 
