@@ -212,6 +212,23 @@ static int filter_field(request *q, json_t *obj)
     return 0;
 }
 
+
+/* Shared by both parsers: no member twice, and the requester among them. */
+static int check_members(request *q)
+{
+    int has_user = 0;
+    for (size_t i = 0; i < q->r.n_members; i++) {
+        if (strcmp(q->r.members[i], q->r.user) == 0) has_user = 1;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(q->r.members[i], q->r.members[j]) == 0) {
+                set_error(q, REQUEST_INVALID, "'members' lists '%s' twice", q->r.members[i]);
+                return -1;
+            }
+    }
+    if (!has_user) { set_error(q, REQUEST_INVALID, "'members' must include 'user'"); return -1; }
+    return 0;
+}
+
 static int parse_prefs_members(request *q, json_t *obj, int group)
 {
     json_t *p = json_object_get(obj, "prefs"), *m = json_object_get(obj, "members");
@@ -235,17 +252,7 @@ static int parse_prefs_members(request *q, json_t *obj, int group)
     if (nm < 0) return -1;
     q->r.members = q->lists + np;
     q->r.n_members = (size_t)nm;
-    int has_user = 0;
-    for (long i = 0; i < nm; i++) {
-        if (strcmp(q->r.members[i], q->r.user) == 0) has_user = 1;
-        for (long j = 0; j < i; j++)
-            if (strcmp(q->r.members[i], q->r.members[j]) == 0) {
-                set_error(q, REQUEST_INVALID, "'members' lists '%s' twice", q->r.members[i]);
-                return -1;
-            }
-    }
-    if (!has_user) { set_error(q, REQUEST_INVALID, "'members' must include 'user'"); return -1; }
-    return 0;
+    return check_members(q);
 }
 
 static int parse_user_op(request *q, json_t *obj)
@@ -730,17 +737,7 @@ static int fast_prefs_members(request *q, const fast_val *vals, const char **lis
     if (nm < 0) return -1;
     q->r.members = nm ? vals[FK_MEMBERS].list : lists;
     q->r.n_members = (size_t)nm;
-    int has_user = 0;
-    for (long i = 0; i < nm; i++) {
-        if (strcmp(q->r.members[i], q->r.user) == 0) has_user = 1;
-        for (long j = 0; j < i; j++)
-            if (strcmp(q->r.members[i], q->r.members[j]) == 0) {
-                set_error(q, REQUEST_INVALID, "'members' lists '%s' twice", q->r.members[i]);
-                return -1;
-            }
-    }
-    if (!has_user) { set_error(q, REQUEST_INVALID, "'members' must include 'user'"); return -1; }
-    return 0;
+    return check_members(q);
 }
 
 static int fast_user_op(request *q, const fast_val *vals, const char **lists)
