@@ -131,16 +131,10 @@ static int int_field(request *q, json_t *obj, const char *key, long long dflt,
     return 0;
 }
 
-/* An order id: a string of 1 to 20 decimal digits, or a positive integer. */
-static int order_field(request *q, json_t *obj)
+/* An order id given as a string: 1 to 20 decimal digits, not 0, that fit
+ * in 64 bits. Shared by both parsers. */
+static int order_digits(request *q, const char *s)
 {
-    json_t *v = json_object_get(obj, "order");
-    if (!v) { set_error(q, REQUEST_INVALID, "missing field 'order'"); return -1; }
-    if (json_is_integer(v) && json_integer_value(v) > 0) {
-        q->r.order = (uint64_t)json_integer_value(v);
-        return 0;
-    }
-    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
     size_t n = s ? strlen(s) : 0;
     int ok = n >= 1 && n <= 20 && strspn(s, "0123456789") == n;
     if (ok) {
@@ -151,6 +145,18 @@ static int order_field(request *q, json_t *obj)
     }
     if (!ok) set_error(q, REQUEST_INVALID, "'order' must be a string of decimal digits");
     return ok ? 0 : -1;
+}
+
+/* An order id: a string of 1 to 20 decimal digits, or a positive integer. */
+static int order_field(request *q, json_t *obj)
+{
+    json_t *v = json_object_get(obj, "order");
+    if (!v) { set_error(q, REQUEST_INVALID, "missing field 'order'"); return -1; }
+    if (json_is_integer(v) && json_integer_value(v) > 0) {
+        q->r.order = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    return order_digits(q, json_is_string(v) ? json_string_value(v) : NULL);
 }
 
 /* A JSON array of names into q->lists[at..]; returns the count or -1. */
@@ -685,17 +691,7 @@ static int fast_order_field(request *q, const fast_val *v)
         q->r.order = (uint64_t)v->i;
         return 0;
     }
-    const char *s = v->kind == FV_STRING ? v->str : NULL;
-    size_t n = s ? strlen(s) : 0;
-    int ok = n >= 1 && n <= 20 && strspn(s, "0123456789") == n;
-    if (ok) {
-        errno = 0;
-        unsigned long long x = strtoull(s, NULL, 10);
-        ok = errno == 0 && x > 0;
-        q->r.order = x;
-    }
-    if (!ok) set_error(q, REQUEST_INVALID, "'order' must be a string of decimal digits");
-    return ok ? 0 : -1;
+    return order_digits(q, v->kind == FV_STRING ? v->str : NULL);
 }
 
 /* Unlike list_field() this does not copy pointers: fast_store() already
