@@ -83,21 +83,6 @@ void arg_u64(argbuf *a, uint64_t v)
     arg_ext(a, buf, u64_text(buf, v));
 }
 
-size_t arg_count_begin(argbuf *a)
-{
-    arg_ext(a, "0000000000", 10);
-    return a->resp.len - 12;            /* the digits, before the "\r\n" */
-}
-
-void arg_count_end(argbuf *a, size_t at, size_t count)
-{
-    if (a->resp.failed || at + 10 > a->resp.len) return;
-    for (int i = 9; i >= 0; i--) {
-        a->resp.buf[at + (size_t)i] = (char)('0' + count % 10);
-        count /= 10;
-    }
-}
-
 int args_failed(const argbuf *a)
 {
     return a->resp.failed;

@@ -98,12 +98,12 @@ typedef struct chunk_item {
     size_t raw_len;
 } chunk_item;
 
-/* A chunk goes TAKING -> DEDUP -> DEDUPED -> ENCODED -> APPLYING -> DONE. Up to
+/* A chunk goes TAKING -> DEDUP -> DEDUPED -> APPLYING -> DONE. Up to
  * MAX_CHUNKS are in flight at once, in queue order: while Redis applies
  * one, the next ones are read and deduplicated and the engine decides them.
  * A DONE chunk (its apply confirmed) is kept until no dedup is out: see
  * mark_dups_in_flight. */
-typedef enum { CS_FREE = 0, CS_TAKING, CS_DEDUP, CS_DEDUPED, CS_ENCODED, CS_APPLYING, CS_DONE } chunk_state;
+typedef enum { CS_FREE = 0, CS_TAKING, CS_DEDUP, CS_DEDUPED, CS_APPLYING, CS_DONE } chunk_state;
 
 #define MAX_CHUNKS 6
 
@@ -146,7 +146,7 @@ struct batch_worker {
     char batch[BATCH_ID_MAX + 1];
     batch_keys keys;
     char order_key_name[BATCH_KEY_MAX + 16], order_counter_name[BATCH_KEY_MAX + 16];
-    char trip_key[BATCH_KEY_MAX + 160];    /* FENCE's trip key for our token */
+    char trip_key[BATCH_KEY_MAX + 160];    /* FENCE's trip key for our token (set at load) */
     redis_conn *cmd, *reads, *wait_queue, *wait_ctl;
     batch_lease lease;
     char lease_holder_seen[128]; /* logged once per holder while waiting */
@@ -193,7 +193,7 @@ struct batch_worker {
     uint64_t recent_started;
     char apply_error[160];
     argbuf args;              /* the apply pipeline being built or waiting */
-    argbuf dedup_args;        /* the dedup HMGET */
+    argbuf reads_args;        /* a take or a dedup: built and sent at once */
 
     const char *fault_apply_id; /* ALLOCD_FAULT_APPLY_ID, for tests */
 
@@ -870,7 +870,7 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
  * overtaken by them. */
 static int send_take(batch_worker *w, chunk *ch, long from)
 {
-    argbuf *a = &w->dedup_args;
+    argbuf *a = &w->reads_args;
     args_reset(a);
     args_cmd_begin(a);
     arg_str(a, "MULTI");
@@ -1176,7 +1176,7 @@ static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
 
 static void dedup_start(batch_worker *w, chunk *ch)
 {
-    argbuf *a = &w->dedup_args;
+    argbuf *a = &w->reads_args;
     args_reset(a);
     arg_str(a, "HMGET");
     arg_str(a, w->keys.results);
@@ -1504,7 +1504,6 @@ static void add_fence(batch_worker *w, chunk *ch)
         [FENCE_KEY_EARLY] = w->keys.early, [FENCE_KEY_QUEUE] = w->keys.queue,
         [FENCE_KEY_CTL] = w->keys.ctl,
     };
-    snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     args_cmd_begin(a);
     arg_str(a, "WATCH");
     for (int i = 0; i < FENCE_NWATCH; i++) arg_str(a, keys[i]);
@@ -1532,8 +1531,8 @@ static void add_fence(batch_worker *w, chunk *ch)
     args_cmd_end(a);
 }
 
-/* Decides the chunk and builds its apply pipeline in w->args (ENCODED);
- * apply_send sends it at once. */
+/* Decides the chunk and builds its apply pipeline in w->args; apply_send
+ * sends it. */
 static int apply_encode(batch_worker *w, chunk *ch)
 {
     int64_t now = wall_ms();
@@ -1562,11 +1561,10 @@ static int apply_encode(batch_worker *w, chunk *ch)
      * otherwise). */
     engine_drain_clear(w->eng);
     w->first_apply = 0;
-    ch->state = CS_ENCODED;
     return 0;
 }
 
-/* Sends the ENCODED chunk's pipeline. hiredis copies it, so w->args is
+/* Sends the pipeline apply_encode built. hiredis copies it, so w->args is
  * free again for the next chunk. */
 static void apply_send(batch_worker *w, chunk *ch)
 {
@@ -1688,7 +1686,6 @@ static void on_applied(batch_worker *w, chunk *ch, redisReply *r)
     }
     ch->state = CS_DONE;
     chunks_gc(w);
-    advance(w);             /* the next apply, already decided, goes out */
     take_start(w);
 }
 
@@ -1918,7 +1915,7 @@ static void on_handle_closed(batch_worker *w)
     drop_engine(w);
     idfilter_free(&w->answered);
     args_free(&w->args);
-    args_free(&w->dedup_args);
+    args_free(&w->reads_args);
     free(w->dedup);
     /* The owner forgets w in the callback; nothing touches it afterwards. */
     if (w->on_stopped) w->on_stopped(w, w->data);
@@ -2007,7 +2004,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     snprintf(w->order_counter_name, sizeof w->order_counter_name, "%s:{allocd:orders}:counter", cfg->prefix);
     snprintf(w->order_key_hex, sizeof w->order_key_hex, "%016" PRIx64, random_u64());
     args_init(&w->args);
-    args_init(&w->dedup_args);
+    args_init(&w->reads_args);
     strmap_init(&w->id_hasher, random_u64(), NULL, NULL);
     idfilter_init(&w->answered);
     w->written_phase = (engine_phase)-1;

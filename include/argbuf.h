@@ -1,14 +1,12 @@
-/* argbuf.h -- one big Redis command, written as RESP as it is built.
+/* argbuf.h -- Redis commands written as RESP as they are built.
  *
- * An apply call carries thousands of arguments. hiredis's argv formatting
- * costs a snprintf per argument and redis_conn_eval copies every argument
- * again for a possible NOSCRIPT retry; instead the arguments are appended
- * here as RESP bulk strings ("$len\r\n...\r\n") into one buffer that is
- * reused from chunk to chunk, behind ARGBUF_HEADROOM free bytes where the
- * command header goes once the count is known. A value written with jsonw
- * (a result, a holder) goes through the small `data` scratch buffer.
- * Section counts are written as 10-digit placeholders and patched when the
- * section is complete (the scripts read them with tonumber).
+ * An apply carries thousands of arguments, and hiredis's argv formatting
+ * costs a snprintf per argument; instead the arguments are appended here
+ * as RESP bulk strings ("$len\r\n...\r\n") into one buffer that is reused
+ * from chunk to chunk. A single command (args_command) has its header
+ * written into ARGBUF_HEADROOM free bytes at the front once the count is
+ * known. A value written with jsonw (a result, a holder) goes through the
+ * small `data` scratch buffer.
  *
  * The buffer can also hold a pipeline of several commands (the apply's
  * MULTI/EXEC): args_cmd_begin() reserves a gap for the command's
@@ -52,9 +50,6 @@ size_t arg_begin(argbuf *a);
 void arg_end(argbuf *a, size_t start);
 void arg_int(argbuf *a, int64_t v);
 void arg_u64(argbuf *a, uint64_t v);
-/* A count placeholder, patched by arg_count_end. */
-size_t arg_count_begin(argbuf *a);
-void arg_count_end(argbuf *a, size_t at, size_t count);
 int args_failed(const argbuf *a);
 /* The complete command "*n\r\n..." (header written into the headroom). */
 const char *args_command(argbuf *a, size_t *len);
@@ -68,8 +63,5 @@ static inline size_t args_cmd_nargs(const argbuf *a) { return a->n - a->cmd_n0; 
  * A NUL follows the last one: hiredis 0.14 reads one byte past a command of
  * a single argument (EXEC) when it looks for SUBSCRIBE. */
 size_t args_slices(argbuf *a, redis_slice *out, size_t max);
-/* For redis_conn_eval_resp: the bulk strings after the headroom. */
-static inline char *args_buf(argbuf *a) { return a->resp.buf; }
-static inline size_t args_tail_len(const argbuf *a) { return a->resp.len - ARGBUF_HEADROOM; }
 
 #endif
