@@ -50,7 +50,7 @@ TOOL_BIN  := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
 ALLOCD    := $(BUILD)/allocd
 
-.PHONY: all test unit integration asan install uninstall clean deps run check-deps bench
+.PHONY: all test test-repeat unit integration asan install uninstall clean deps run check-deps bench
 all: $(ALLOCD) $(TOOL_BIN)
 
 $(BUILD)/%.o: %.c
@@ -84,6 +84,12 @@ tests-build: all $(UNIT_BIN) $(ITEST_BIN)
 test: deps
 	$(MAKE) --no-print-directory tests-build
 	BUILD=$(BUILD) sh tests/run.sh
+
+# `make test-repeat N=10`: the whole suite N times on a fresh build, with a
+# table of every test that ever failed (tests/repeat.sh).
+N ?= 10
+test-repeat: deps
+	sh tests/repeat.sh $(N)
 
 unit: tests-build
 	BUILD=$(BUILD) sh tests/run.sh unit

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -47,14 +48,94 @@ void harness_sleep_ms(int ms)
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
 }
 
-static pid_t spawn(char *const argv[], const char *log_path)
+/* Everything a test starts is remembered here, so that nothing outlives
+ * the test binary: a failed assertion longjmps past the test's own stop
+ * calls, and at exit whatever is still running is killed and every temp
+ * dir removed. A child also dies with us if we crash (PR_SET_PDEATHSIG),
+ * where atexit never runs; tests/run.sh checks that nothing survived. */
+#define HARNESS_MAX_TRACKED 256
+static pid_t tracked_pids[HARNESS_MAX_TRACKED];
+static char *tracked_dirs[HARNESS_MAX_TRACKED];
+
+static void remove_dir(const char *dir)
 {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", dir);
+}
+
+static void cleanup_at_exit(void)
+{
+    for (int i = 0; i < HARNESS_MAX_TRACKED; i++) {
+        if (tracked_pids[i] <= 0) continue;
+        kill(tracked_pids[i], SIGKILL);
+        waitpid(tracked_pids[i], NULL, 0);
+        tracked_pids[i] = 0;
+    }
+    for (int i = 0; i < HARNESS_MAX_TRACKED; i++) {
+        if (!tracked_dirs[i]) continue;
+        if (!getenv("HARNESS_KEEP")) remove_dir(tracked_dirs[i]);
+        free(tracked_dirs[i]);
+        tracked_dirs[i] = NULL;
+    }
+}
+
+static void track_init(void)
+{
+    static int registered;
+    if (!registered) { atexit(cleanup_at_exit); registered = 1; }
+}
+
+static void track_pid(pid_t pid)
+{
+    track_init();
+    for (int i = 0; i < HARNESS_MAX_TRACKED; i++)
+        if (tracked_pids[i] <= 0) { tracked_pids[i] = pid; return; }
+    fprintf(stderr, "harness: more than %d live children\n", HARNESS_MAX_TRACKED);
+}
+
+static void untrack_pid(pid_t pid)
+{
+    for (int i = 0; i < HARNESS_MAX_TRACKED; i++)
+        if (tracked_pids[i] == pid) tracked_pids[i] = 0;
+}
+
+void harness_track_dir(const char *dir)
+{
+    track_init();
+    for (int i = 0; i < HARNESS_MAX_TRACKED; i++) {
+        if (tracked_dirs[i] && !strcmp(tracked_dirs[i], dir)) return;
+    }
+    for (int i = 0; i < HARNESS_MAX_TRACKED; i++)
+        if (!tracked_dirs[i]) { tracked_dirs[i] = strdup(dir); return; }
+}
+
+static void untrack_dir(const char *dir)
+{
+    for (int i = 0; i < HARNESS_MAX_TRACKED; i++)
+        if (tracked_dirs[i] && !strcmp(tracked_dirs[i], dir)) { free(tracked_dirs[i]); tracked_dirs[i] = NULL; }
+}
+
+pid_t harness_spawn(char *const argv[], const char *log_path)
+{
+    pid_t parent = getpid();
     pid_t pid = fork();
-    if (pid != 0) return pid;
+    if (pid > 0) { track_pid(pid); return pid; }
+    if (pid < 0) return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);    /* the test died before prctl */
     int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
     execvp(argv[0], argv);
     _exit(127);
+}
+
+void harness_reap(pid_t pid, int sig)
+{
+    if (pid <= 0) return;
+    kill(pid, sig);
+    waitpid(pid, NULL, 0);
+    untrack_pid(pid);
 }
 
 static int wait_socket(const char *sock, int timeout_ms)
@@ -81,7 +162,7 @@ static int redis_spawn(harness_redis *r)
              "--dir %s --save '' --daemonize no --logfile %s/redis.log %s",
              r->sock, r->dir, r->dir, r->extra);
     char *argv[] = { "sh", "-c", cmd, NULL };
-    r->pid = spawn(argv, NULL);
+    r->pid = harness_spawn(argv, NULL);
     if (r->pid < 0) return -1;
     if (wait_socket(r->sock, 10000) < 0) {
         fprintf(stderr, "harness: redis-server did not start (see %s/redis.log)\n", r->dir);
@@ -96,41 +177,34 @@ int harness_redis_start(harness_redis *r, const char *extra_args)
     const char *tmp = getenv("TMPDIR");
     snprintf(r->dir, sizeof r->dir, "%s/allocd-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(r->dir)) return -1;
+    harness_track_dir(r->dir);
     snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
     snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
     snprintf(r->extra, sizeof r->extra, "%s", extra_args ? extra_args : "");
     return redis_spawn(r);
 }
 
-static void reap(pid_t pid, int sig)
-{
-    if (pid <= 0) return;
-    kill(pid, sig);
-    waitpid(pid, NULL, 0);
-}
-
 int harness_redis_restart(harness_redis *r)
 {
-    reap(r->pid, SIGTERM);
+    harness_reap(r->pid, SIGTERM);
     r->pid = 0;
     return redis_spawn(r);
 }
 
 void harness_redis_kill(harness_redis *r)
 {
-    reap(r->pid, SIGKILL);
+    harness_reap(r->pid, SIGKILL);
     r->pid = 0;
     unlink(r->sock);
 }
 
 void harness_redis_stop(harness_redis *r)
 {
-    reap(r->pid, SIGTERM);
+    harness_reap(r->pid, SIGTERM);
     r->pid = 0;
     if (r->dir[0] && !getenv("HARNESS_KEEP")) {
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
-        if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", r->dir);
+        remove_dir(r->dir);
+        untrack_dir(r->dir);
     }
 }
 
@@ -168,13 +242,19 @@ int harness_allocd_start(harness_allocd *d, const harness_redis *r,
     if (!extra_conf || !strstr(extra_conf, "redis ="))
         fprintf(f, "redis = \"%s\";\n", r->url);
     /* so is an explicit instance name (a daemon restarted under its name) */
-    if (!extra_conf || !strstr(extra_conf, "instance ="))
-        fprintf(f, "instance = \"test-%d\";\n", counter);
+    const char *named = extra_conf ? strstr(extra_conf, "instance = \"") : NULL;
+    if (named) {
+        named += strlen("instance = \"");
+        snprintf(d->instance, sizeof d->instance, "%.*s", (int)strcspn(named, "\""), named);
+    } else {
+        snprintf(d->instance, sizeof d->instance, "test-%d", counter);
+        fprintf(f, "instance = \"%s\";\n", d->instance);
+    }
     fprintf(f, "prefix = \"alloc\";\nlog_level = \"debug\";\n%s\n",
             extra_conf ? extra_conf : "");
     fclose(f);
     char *argv[] = { (char *)allocd_bin(), "-c", d->conf, NULL };
-    d->pid = spawn(argv, d->log);
+    d->pid = harness_spawn(argv, d->log);
     return d->pid > 0 ? 0 : -1;
 }
 
@@ -183,7 +263,7 @@ int harness_allocd_alive(harness_allocd *d)
     if (d->pid <= 0) return 0;
     int st;
     pid_t p = waitpid(d->pid, &st, WNOHANG);
-    if (p == d->pid) { d->pid = 0; return 0; }
+    if (p == d->pid) { untrack_pid(d->pid); d->pid = 0; return 0; }
     return 1;
 }
 
@@ -195,19 +275,20 @@ int harness_allocd_stop(harness_allocd *d)
         int st;
         pid_t p = waitpid(d->pid, &st, WNOHANG);
         if (p == d->pid) {
+            untrack_pid(d->pid);
             d->pid = 0;
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
         harness_sleep_ms(10);
     }
-    reap(d->pid, SIGKILL);
+    harness_reap(d->pid, SIGKILL);
     d->pid = 0;
     return -1;
 }
 
 void harness_allocd_kill(harness_allocd *d)
 {
-    reap(d->pid, SIGKILL);
+    harness_reap(d->pid, SIGKILL);
     d->pid = 0;
 }
 

@@ -32,6 +32,7 @@ typedef struct harness_allocd {
     pid_t pid;
     char conf[400];
     char log[400];
+    char instance[64]; /* its instance name ("test-N" unless the config names one) */
 } harness_allocd;
 
 /* Writes a config into the redis dir (redis URL, prefix "alloc", instance
@@ -52,6 +53,16 @@ void harness_allocd_dump_log(const harness_allocd *d);
 /* A loopback TCP port >= start that is free together with port + 10000
  * (a Redis Cluster node's bus port), or -1. */
 int harness_cluster_port(int start);
+
+/* Starts argv (PATH searched) with stdout and stderr appended to log_path
+ * (or /dev/null). Every child is remembered: whatever is still running when
+ * the test binary exits -- a failed assertion skips the test's own stop
+ * calls -- is killed then, and a child dies with the test if it crashes. */
+pid_t harness_spawn(char *const argv[], const char *log_path);
+/* Sends sig, waits for the child and forgets it. */
+void harness_reap(pid_t pid, int sig);
+/* A temp dir removed at exit unless a stop removed it first. */
+void harness_track_dir(const char *dir);
 
 int64_t harness_now_ms(void);
 void harness_sleep_ms(int ms);

@@ -2,16 +2,56 @@
 # Runs the cmocka test binaries and prints one closing line:
 #   "tests: N passed, N failed"
 # Usage: tests/run.sh [unit|integration]   (default: both, unit first)
+#
+# Each binary runs with a TMPDIR of its own and a marker in its environment
+# (ALLOCD_TEST_RUN) that every process it starts inherits. When the binary
+# has exited -- passed, failed or crashed -- any process still carrying the
+# marker and anything left in its TMPDIR is a survivor: it is listed, killed
+# or removed, and counted as a failure of that binary. A test that leaves a
+# redis-server or an allocd running would otherwise disturb the tests after
+# it (a stale instance taking leases) and is how a suite becomes flaky.
 BUILD=${BUILD:-build}
 kinds=${1:-"unit integration"}
-passed=0; failed=0; broken=""
+passed=0; failed=0; broken=""; leftovers=""
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/allocd-tests-XXXXXX") || exit 1
+run_id="run-$$-$(date +%s)"
+
+# The pids of live processes whose environment holds ALLOCD_TEST_RUN=$1.
+marked_pids() {
+    for env in /proc/[0-9]*/environ; do
+        pid=${env#/proc/}; pid=${pid%/environ}
+        [ "$pid" = "$$" ] && continue
+        { tr '\0' '\n' < "$env"; } 2>/dev/null | grep -qxF "ALLOCD_TEST_RUN=$1" && echo "$pid"
+    done
+}
+
+# Lists, kills and removes what the binary $1 left behind; non-zero if any.
+check_left() {
+    name=$1; marker=$2; tmp=$3; found=0
+    for pid in $(marked_pids "$marker"); do
+        cmd=$({ tr '\0' ' ' < /proc/"$pid"/cmdline; } 2>/dev/null)
+        [ -n "$cmd" ] || continue          # exited meanwhile, or a zombie
+        echo "left behind by $name: process $pid: $cmd"
+        kill -9 "$pid" 2>/dev/null
+        found=1
+    done
+    for f in $(ls -A "$tmp" 2>/dev/null); do
+        echo "left behind by $name: $tmp/$f"
+        found=1
+    done
+    rm -rf "$tmp"
+    return $found
+}
+
 for kind in $kinds; do
     for t in "$BUILD"/tests/$kind/test_*; do
         [ -x "$t" ] || continue
         case "$t" in *.o|*.d) continue;; esac
         name=$(basename "$t")
         echo "=== $kind/$name"
-        out=$("$t" 2>&1); rc=$?
+        tmp="$scratch/$name"; mkdir -p "$tmp"
+        marker="$run_id/$kind/$name"
+        out=$(ALLOCD_TEST_RUN="$marker" TMPDIR="$tmp" "$t" 2>&1); rc=$?
         echo "$out"
         p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n1)
         f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n1)
@@ -19,8 +59,13 @@ for kind in $kinds; do
         if [ "$rc" -ne 0 ] && [ -z "$f" ]; then
             failed=$((failed + 1)); broken="$broken $name(rc=$rc)"
         fi
+        if ! check_left "$name" "$marker" "$tmp"; then
+            failed=$((failed + 1)); leftovers="$leftovers $name"
+        fi
     done
 done
+rm -rf "$scratch"
 [ -n "$broken" ] && echo "crashed or exited non-zero:$broken"
+[ -n "$leftovers" ] && echo "left processes or files behind:$leftovers"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

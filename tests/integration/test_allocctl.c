@@ -30,6 +30,7 @@ typedef struct fixture {
     harness_allocd allocd;
     redisContext *c;
     char conf[400];
+    char tmux[400];     /* a tmux server's socket, killed at teardown */
 } fixture;
 
 static const char *ctl_bin(void)
@@ -57,6 +58,11 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
+    if (f->tmux[0]) {   /* a failed top test must not leave its server */
+        char cmd[500];
+        snprintf(cmd, sizeof cmd, "tmux -S %s kill-server >/dev/null 2>&1", f->tmux);
+        if (system(cmd) != 0) { /* already gone */ }
+    }
     if (f->allocd.pid > 0) {
         int rc = harness_allocd_stop(&f->allocd);
         if (rc != 0) harness_allocd_dump_log(&f->allocd);
@@ -666,10 +672,11 @@ static char *pane_wait(const char *tm, const char *needle)
 /* Runs top in a tmux pane (inside a shell that reports afterwards), waits
  * for the batch line, sends keys, and checks that top exited 0 with the
  * terminal restored: main screen, cursor shown, canonical mode back. */
-static void top_in_tmux(fixture *f, const char *sock, const char *keys)
+static void top_in_tmux(fixture *f, const char *keys)
 {
     char tm[600];
-    snprintf(tm, sizeof tm, "tmux -L %s", sock);
+    snprintf(f->tmux, sizeof f->tmux, "%s/tmux.sock", f->redis.dir);
+    snprintf(tm, sizeof tm, "tmux -S %s", f->tmux);
     /* Starting a tmux server is the environment, not the code under test:
      * on a loaded machine it occasionally dies at birth ("server exited
      * unexpectedly"), so give it three tries. */
@@ -709,10 +716,8 @@ static void test_top_in_tmux(void **state)
     }
     free(CTL(f, 0, "batch", "create", "t2", "--kind", "room", "--from", DATA "rooms.json"));
     start_allocd(f);
-    char sock[64];
-    snprintf(sock, sizeof sock, "allocctl-test-%d", (int)getpid());
-    top_in_tmux(f, sock, "q");
-    top_in_tmux(f, sock, "C-c");
+    top_in_tmux(f, "q");
+    top_in_tmux(f, "C-c");
 }
 
 int main(void)

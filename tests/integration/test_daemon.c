@@ -55,7 +55,8 @@ static void test_command_line(void **state)
     assert_int_equal(run_allocd("-c conf/allocd.conf --check-config", out, sizeof out), 0);
     assert_non_null(strstr(out, "OK"));
 
-    char path[] = "/tmp/allocd-bad-XXXXXX";
+    char path[400];
+    snprintf(path, sizeof path, "%s/allocd-bad-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     int fd = mkstemp(path);
     close(fd);
     write_file(path, "prefix = \"alloc\";\n\nchunck = 5;\n");

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "harness.h"
+
 static int sh(const char *fmt, ...)
 {
     char cmd[2048];
@@ -39,10 +41,18 @@ static int exists(const char *dir, const char *rel)
     return stat(p, &st) == 0;
 }
 
+/* A fresh dir under $TMPDIR, removed at exit even if the test fails. */
+static void temp_dir(char *dir, size_t len, const char *stem)
+{
+    snprintf(dir, len, "%s/%s-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", stem);
+    assert_non_null(mkdtemp(dir));
+    harness_track_dir(dir);
+}
+
 static void test_install_and_uninstall(void **state)
 {
-    char dir[] = "/tmp/allocd-install-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[400];
+    temp_dir(dir, sizeof dir, "allocd-install");
     assert_int_equal(sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
     const char *files[] = {
         "/usr/local/bin/allocd", "/usr/local/etc/allocd/allocd.conf",
@@ -70,8 +80,8 @@ static void test_install_and_uninstall(void **state)
 
 static void test_installed_unit_and_config(void **state)
 {
-    char dir[] = "/tmp/allocd-unit-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[400];
+    temp_dir(dir, sizeof dir, "allocd-unit");
     assert_int_equal(sh("make -s install BUILD=%s PREFIX=%s/usr SYSCONFDIR=%s/etc >/dev/null", build(), dir, dir), 0);
     assert_int_equal(sh("%s/usr/bin/allocd -c %s/etc/allocd/allocd.conf --check-config >/dev/null", dir, dir), 0);
     assert_int_equal(sh("grep -q 'ExecStart=%s/usr/bin/allocd -c %s/etc/allocd/allocd.conf' %s/usr/lib/systemd/system/allocd.service",
