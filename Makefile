@@ -1,10 +1,20 @@
 # allocd build.
 #
-# Everything in daemon/ except main.c is compiled into one static library
-# (libcore.a) that the daemon, the tools and every test link against, so a
-# test exercises exactly the code the daemon runs. Objects live under
-# $(BUILD) with -MMD -MP dependency files; `make asan` builds a second tree
-# under build/asan with ASan+UBSan and runs the same tests there.
+# The folders under daemon/ are layers, and the build keeps them apart:
+#   daemon/core     pure code: the engine and its data structures. Built
+#                   alone into libcore.a; the engine's unit tests link it
+#                   with libc and nothing else, and tools/check-layers.sh
+#                   fails the build if a core file includes, or libcore.a
+#                   calls, anything outside the core and libc (no I/O, no
+#                   clock, no Redis, no JSON library).
+#   daemon/wire, base, redis, worker, service
+#                   the edges, built into libdaemon.a; docs/DESIGN.md has
+#                   the map of what each may include.
+# The daemon, the tools and every test link these same libraries, so a test
+# exercises exactly the code the daemon runs. allocctl's own modules live in
+# tools/allocctl/. Objects live under $(BUILD) with -MMD -MP dependency
+# files; `make asan` builds a second tree under build/asan with ASan+UBSan
+# and runs the same tests there.
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -30,27 +40,40 @@ SAN     ?=
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Iinclude -Itests \
+CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Iinclude -Itools -Itests \
            -DALLOCD_SYSCONFDIR='"$(SYSCONFDIR)"' $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm
 LDFLAGS += $(SAN)
 
-CORE_SRC  := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+CORE_SRC  := $(wildcard daemon/core/*.c)
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 LIBCORE   := $(BUILD)/libcore.a
+EDGE_DIRS := wire base redis worker service
+EDGE_SRC  := $(filter-out daemon/service/main.c,$(foreach d,$(EDGE_DIRS),$(wildcard daemon/$(d)/*.c)))
+EDGE_OBJ  := $(EDGE_SRC:%.c=$(BUILD)/%.o)
+LIBDAEMON := $(BUILD)/libdaemon.a
+LIBS_ALL  := $(LIBDAEMON) $(LIBCORE)
+CTL_SRC   := $(filter-out tools/allocctl/main.c,$(wildcard tools/allocctl/*.c))
+CTL_OBJ   := $(CTL_SRC:%.c=$(BUILD)/%.o)
 
+# Unit tests of the core link libcore.a and libc only: the link itself
+# proves the engine needs no I/O library.
+CORE_UNIT := test_engine test_engine_prop test_engine_scenarios test_strmap \
+             test_idfilter test_order_id test_numtext
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+CORE_UNIT_BIN := $(filter $(CORE_UNIT:%=$(BUILD)/tests/unit/%),$(UNIT_BIN))
+EDGE_UNIT_BIN := $(filter-out $(CORE_UNIT_BIN),$(UNIT_BIN))
 ITEST_SRC := $(wildcard tests/integration/test_*.c)
 ITEST_BIN := $(ITEST_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 HARNESS_OBJ := $(BUILD)/tests/harness.o
 ITEST_OBJ   := $(BUILD)/tests/itest.o
 TOOL_SRC  := $(wildcard tools/*.c)
-TOOL_BIN  := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
+TOOL_BIN  := $(TOOL_SRC:tools/%.c=$(BUILD)/%) $(BUILD)/allocctl
 
 ALLOCD    := $(BUILD)/allocd
 
-.PHONY: all test test-repeat unit integration asan install uninstall clean deps run check-deps bench
+.PHONY: all check-layers test test-repeat unit integration asan install uninstall clean deps run check-deps bench
 all: $(ALLOCD) $(TOOL_BIN)
 
 $(BUILD)/%.o: %.c
@@ -60,24 +83,40 @@ $(BUILD)/%.o: %.c
 $(LIBCORE): $(CORE_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
+	@sh tools/check-layers.sh --lib $@
 
-$(ALLOCD): $(BUILD)/daemon/main.o $(LIBCORE)
+$(LIBDAEMON): $(EDGE_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(ALLOCD): $(BUILD)/daemon/service/main.o $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/%: $(BUILD)/tools/%.o $(LIBCORE)
+$(BUILD)/allocctl: $(BUILD)/tools/allocctl/main.o $(CTL_OBJ) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
+$(BUILD)/%: $(BUILD)/tools/%.o $(LIBS_ALL)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(CORE_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
+	$(CC) $(LDFLAGS) $^ -lcmocka -lm -o $@
+
+$(EDGE_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(CTL_OBJ) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCORE)
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(HARNESS_OBJ) $(ITEST_OBJ) $(CTL_OBJ) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
-tests-build: all $(UNIT_BIN) $(ITEST_BIN)
+# The include rules of every layer (tools/check-layers.sh); `make test` runs
+# it first, and the core library is checked each time it is built.
+check-layers:
+	@sh tools/check-layers.sh
+
+tests-build: check-layers all $(UNIT_BIN) $(ITEST_BIN)
 
 # `make test` is what CI runs: it installs missing packages first, then builds
 # in a sub-make so pkg-config sees the freshly installed libraries.

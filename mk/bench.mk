@@ -19,7 +19,7 @@ BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 $(BUILD)/allocbench: $(BENCH_OBJ)
 # libcore.a comes before the bench objects in $^; tools/bench/cluster.c uses
 # its cluster_slots, so it is named again after them.
-$(BUILD)/allocbench: LDLIBS += -lpthread $(LIBCORE) $(PKG_LIBS)
+$(BUILD)/allocbench: LDLIBS += -lpthread $(LIBS_ALL) $(PKG_LIBS)
 
 BENCH_ARGS ?= --targets
 BENCH_MEMORY_ARGS ?= --scenario stock --users 1000000 --requests 1000000 --memory

@@ -19,9 +19,9 @@ FUZZ_SECONDS ?= 600
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_TARGETS := request engine
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -Iinclude -Itests \
+FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -Iinclude -Itools -Itests \
                 -DALLOCD_SYSCONFDIR='"$(SYSCONFDIR)"' $(PKG_CFLAGS)
-FUZZ_CORE_OBJ := $(CORE_SRC:%.c=$(FUZZ_DIR)/%.o)
+FUZZ_CORE_OBJ := $(CORE_SRC:%.c=$(FUZZ_DIR)/%.o) $(EDGE_SRC:%.c=$(FUZZ_DIR)/%.o) $(CTL_SRC:%.c=$(FUZZ_DIR)/%.o)
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 REPLAY_BINS  := $(FUZZ_TARGETS:%=$(BUILD)/tests/unit/test_fuzz_replay_%)
 
@@ -62,8 +62,8 @@ fuzz-smoke:
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 
 # The replay binaries: normal compiler and flags, cmocka main().
-$(BUILD)/tests/unit/test_fuzz_replay_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_replay.h $(LIBCORE)
+$(BUILD)/tests/unit/test_fuzz_replay_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_replay.h $(CTL_OBJ) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d $< $(LIBCORE) $(LDLIBS) -lcmocka -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d $< $(CTL_OBJ) $(LIBS_ALL) $(LDLIBS) -lcmocka -o $@
 
 tests-build: $(REPLAY_BINS)

@@ -16,8 +16,8 @@
  * A file is loaded into a copy and committed only when it is entirely valid,
  * so a failed SIGHUP reload leaves the running values untouched.
  */
-#include "config.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 #include <ctype.h>
 #include <errno.h>

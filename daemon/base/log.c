@@ -15,7 +15,7 @@
  * The state below is the one process-wide piece the daemon keeps besides the
  * config; the daemon is single-threaded (libuv loop), so no locking.
  */
-#include "log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* redis_url.c -- parse the two URL forms the contract allows. */
-#include "redis_url.h"
+#include "base/redis_url.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,8 +22,8 @@
  *   nothing was half-applied, and engine_error() tells the shell to throw
  *   this engine away and load a fresh one.
  */
-#include "engine.h"
-#include "strmap.h"
+#include "core/engine.h"
+#include "core/strmap.h"
 
 #include <assert.h>
 #include <errno.h>

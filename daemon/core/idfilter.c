@@ -8,7 +8,7 @@
  * only a few. Fewer false positives mean fewer chunks that need an HMGET
  * at all.
  */
-#include "idfilter.h"
+#include "core/idfilter.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* jsonw.c -- see jsonw.h. */
-#include "jsonw.h"
+#include "core/jsonw.h"
 
 #include <stdlib.h>
 #include <string.h>

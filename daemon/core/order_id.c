@@ -1,5 +1,5 @@
 /* order_id.c -- see order_id.h for the layout and its limits. */
-#include "order_id.h"
+#include "core/order_id.h"
 
 /* Round function: a 64-bit mix of the half, the round and the key. Any
  * function makes the Feistel network a permutation; a good mix makes it

@@ -4,7 +4,7 @@
  * the low 32 bits of the hash, which serve twice: they skip most strcmp calls
  * on a probe, and growing rehashes from them without reading any key.
  */
-#include "strmap.h"
+#include "core/strmap.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* argbuf.c -- see argbuf.h. */
-#include "argbuf.h"
+#include "redis/argbuf.h"
 
 #include <stdlib.h>
 #include <string.h>

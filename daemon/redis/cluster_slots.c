@@ -1,5 +1,5 @@
 /* cluster_slots.c -- see cluster_slots.h. */
-#include "cluster_slots.h"
+#include "redis/cluster_slots.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -37,7 +37,7 @@
  *   ignored: its records were already answered from our FIFO.
  * - The reply object is freed by hiredis when the callback returns.
  */
-#include "redis_conn.h"
+#include "redis/redis_conn.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -47,8 +47,8 @@
 #include <sys/socket.h>
 #include <hiredis/async.h>
 
-#include "log.h"
-#include "sha1.h"
+#include "base/log.h"
+#include "redis/sha1.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define DEFAULT_BACKOFF_MIN_MS 100

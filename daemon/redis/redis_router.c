@@ -1,13 +1,13 @@
 /* redis_router.c -- see redis_router.h. */
-#include "redis_router.h"
+#include "redis/redis_router.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster_slots.h"
-#include "log.h"
+#include "redis/cluster_slots.h"
+#include "base/log.h"
 
 #define MAX_REDIRECTS 8
 

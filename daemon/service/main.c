@@ -12,12 +12,12 @@
 #include <string.h>
 #include <uv.h>
 
-#include "config.h"
-#include "log.h"
-#include "metrics.h"
-#include "notify.h"
-#include "registry.h"
-#include "scripts.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "service/metrics.h"
+#include "service/notify.h"
+#include "service/registry.h"
+#include "worker/scripts.h"
 
 typedef struct allocd {
     uv_loop_t *loop;

@@ -1,6 +1,6 @@
 /* notify.c -- see notify.h. The protocol is one datagram per message to the
  * unix socket named by $NOTIFY_SOCKET ('@' means the abstract namespace). */
-#include "notify.h"
+#include "service/notify.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 int notifier_init(notifier *n, uv_loop_t *loop)
 {

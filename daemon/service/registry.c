@@ -1,5 +1,5 @@
 /* registry.c -- see registry.h. */
-#include "registry.h"
+#include "service/registry.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,15 +8,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "batch_keys.h"
-#include "batch_worker.h"
-#include "jsonw.h"
+#include "worker/batch_keys.h"
+#include "worker/batch_worker.h"
+#include "core/jsonw.h"
 #include <jansson.h>
 
-#include "log.h"
-#include "metrics.h"
-#include "redis_conn.h"
-#include "redis_router.h"
+#include "base/log.h"
+#include "service/metrics.h"
+#include "redis/redis_conn.h"
+#include "redis/redis_router.h"
 
 typedef struct registry_entry {
     char batch[BATCH_ID_MAX + 1];

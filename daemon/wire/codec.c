@@ -1,5 +1,5 @@
 /* codec.c -- see codec.h. */
-#include "codec.h"
+#include "wire/codec.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -51,7 +51,7 @@
  * requires identical outcomes, messages and fields, so the two copies
  * cannot drift apart silently.
  */
-#include "request.h"
+#include "wire/request.h"
 
 #include <errno.h>
 #include <stdarg.h>

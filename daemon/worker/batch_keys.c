@@ -1,5 +1,5 @@
 /* batch_keys.c -- see batch_keys.h. */
-#include "batch_keys.h"
+#include "worker/batch_keys.h"
 
 #include <errno.h>
 #include <stdio.h>

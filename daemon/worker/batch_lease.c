@@ -1,5 +1,5 @@
 /* batch_lease.c -- see batch_lease.h. */
-#include "batch_lease.h"
+#include "worker/batch_lease.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -10,7 +10,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 static uint64_t valid_for_ns(const batch_lease *l)
 {

@@ -28,7 +28,7 @@
  * queue outside an apply (that would make `dequeued` lag behind the queue
  * and the position formula would be off by one).
  */
-#include "batch_worker.h"
+#include "worker/batch_worker.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -39,18 +39,18 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "argbuf.h"
-#include "batch_keys.h"
-#include "batch_lease.h"
-#include "codec.h"
-#include "engine.h"
-#include "idfilter.h"
-#include "jsonw.h"
-#include "log.h"
-#include "order_id.h"
-#include "redis_conn.h"
-#include "request.h"
-#include "strmap.h"
+#include "redis/argbuf.h"
+#include "worker/batch_keys.h"
+#include "worker/batch_lease.h"
+#include "wire/codec.h"
+#include "core/engine.h"
+#include "core/idfilter.h"
+#include "core/jsonw.h"
+#include "base/log.h"
+#include "core/order_id.h"
+#include "redis/redis_conn.h"
+#include "wire/request.h"
+#include "core/strmap.h"
 
 typedef enum {
     W_CONNECTING, W_ACQUIRING, W_LOADING, W_IDLE, W_SERVING, W_LOTTERY,

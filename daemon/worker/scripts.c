@@ -3,7 +3,7 @@
  * FENCE is sent with EVAL, never EVALSHA: a NOSCRIPT answer would let the
  * transaction behind it run unchecked.
  */
-#include "scripts.h"
+#include "worker/scripts.h"
 
 /* Fencing: the caller's lease token must still be the lease's value and
  * its epoch the batch's epoch, or the script writes nothing. %s = the

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "redis_url.h"
+#include "base/redis_url.h"
 
 typedef struct allocd_config {
     char *redis_url;          /* "redis"; default redis://127.0.0.1:6379 */

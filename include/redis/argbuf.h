@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "jsonw.h"
-#include "redis_conn.h"
+#include "core/jsonw.h"
+#include "redis/redis_conn.h"
 
 #define ARGBUF_HEADROOM REDIS_CONN_RESP_HEADROOM
 

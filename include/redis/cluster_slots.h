@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <hiredis/hiredis.h>
 
-#include "redis_url.h"
+#include "base/redis_url.h"
 
 #define CLUSTER_SLOTS 16384
 

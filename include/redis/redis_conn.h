@@ -26,7 +26,7 @@
 #include <uv.h>
 #include <hiredis/hiredis.h>
 
-#include "redis_url.h"
+#include "base/redis_url.h"
 
 typedef struct redis_conn redis_conn;
 

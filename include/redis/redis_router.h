@@ -17,8 +17,8 @@
 
 #include <uv.h>
 
-#include "config.h"
-#include "redis_conn.h"
+#include "base/config.h"
+#include "redis/redis_conn.h"
 
 typedef struct redis_router redis_router;
 typedef void (*redis_router_ready_fn)(redis_router *r, void *data);

@@ -4,8 +4,7 @@
  * with the text format 0.0.4, rendered on demand by a callback; anything
  * else gets 404. One request per connection, then close: Prometheus
  * scrapes every few seconds, so keep-alive buys nothing and costs state.
- * The histograms here are plain fixed-bucket counters, cheap enough to
- * observe on every chunk.
+ * The histograms it renders are core/metrics_hist.h.
  */
 #ifndef ALLOCD_METRICS_H
 #define ALLOCD_METRICS_H
@@ -14,23 +13,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "jsonw.h"
-
-#define METRICS_BUCKETS 14
-
-/* Seconds; bucket i counts observations <= metrics_bucket_bounds[i]. */
-extern const double metrics_bucket_bounds[METRICS_BUCKETS];
-
-typedef struct metrics_hist {
-    uint64_t buckets[METRICS_BUCKETS + 1]; /* the last is +Inf */
-    uint64_t count;
-    double sum;
-} metrics_hist;
-
-void metrics_hist_observe(metrics_hist *h, double seconds);
-/* Approximate quantile (upper bound of the bucket it falls in), seconds;
- * 0 when empty. */
-double metrics_hist_quantile(const metrics_hist *h, double q);
+#include "core/jsonw.h"
+#include "core/metrics_hist.h"
 
 /* Text-format helpers; `labels` is e.g. `batch="b1"` or "" . */
 void metrics_header(jsonw *out, const char *name, const char *type, const char *help);

@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "config.h"
-#include "jsonw.h"
-#include "scripts.h"
+#include "base/config.h"
+#include "core/jsonw.h"
+#include "worker/scripts.h"
 
 typedef struct registry registry;
 typedef void (*registry_stopped_fn)(registry *r, void *data);

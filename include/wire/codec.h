@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
-#include "jsonw.h"
-#include "request.h"
+#include "core/engine.h"
+#include "core/jsonw.h"
+#include "wire/request.h"
 
 /* A result for a request the engine decided. seq 0 = admin command (no seq). */
 void codec_result(jsonw *w, const request *q, const engine_result *res,

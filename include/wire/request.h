@@ -17,7 +17,7 @@
 #define ALLOCD_REQUEST_H
 
 #include <stddef.h>
-#include "engine.h"
+#include "core/engine.h"
 
 typedef enum { REQUEST_OK = 0, REQUEST_DEAD, REQUEST_INVALID } request_outcome;
 

@@ -17,9 +17,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "batch_keys.h"
-#include "redis_conn.h"
-#include "scripts.h"
+#include "worker/batch_keys.h"
+#include "redis/redis_conn.h"
+#include "worker/scripts.h"
 
 typedef struct batch_lease batch_lease;
 

@@ -15,11 +15,11 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "config.h"
-#include "engine.h"
-#include "metrics.h"
-#include "redis_router.h"
-#include "scripts.h"
+#include "base/config.h"
+#include "core/engine.h"
+#include "core/metrics_hist.h"
+#include "redis/redis_router.h"
+#include "worker/scripts.h"
 
 typedef struct batch_worker batch_worker;
 typedef void (*batch_worker_stopped_fn)(batch_worker *w, void *data);

@@ -13,7 +13,7 @@
 #ifndef ALLOCD_SCRIPTS_H
 #define ALLOCD_SCRIPTS_H
 
-#include "redis_conn.h"
+#include "redis/redis_conn.h"
 
 /* FENCE runs between WATCH and MULTI in every apply pipeline:
  *

@@ -38,7 +38,7 @@
 #include <sys/socket.h>
 #include <jansson.h>
 
-#include "cluster_slots.h"
+#include "redis/cluster_slots.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ basics -- */

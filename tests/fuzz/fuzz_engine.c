@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "core/engine.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -29,11 +29,11 @@
 #include <string.h>
 #include <jansson.h>
 
-#include "codec.h"
-#include "ctl_util.h"
-#include "engine.h"
-#include "jsonw.h"
-#include "request.h"
+#include "wire/codec.h"
+#include "allocctl/ctl_util.h"
+#include "core/engine.h"
+#include "core/jsonw.h"
+#include "wire/request.h"
 
 #define MAX_BYTES 4096
 

@@ -26,7 +26,7 @@
 #include <jansson.h>
 
 #include "harness.h"
-#include "ctl_util.h"
+#include "allocctl/ctl_util.h"
 
 #define CORPUS_DIR "tests/data/bad"
 #define MAX_CASES 256

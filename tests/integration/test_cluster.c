@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "cluster_slots.h"
+#include "redis/cluster_slots.h"
 #include "harness.h"
 
 #define NODES 3

@@ -62,7 +62,7 @@ static void test_install_and_uninstall(void **state)
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (!exists(dir, files[i])) fail_msg("not installed: %s", files[i]);
-    if (access("tools/allocctl.c", F_OK) == 0) {
+    if (access("tools/allocctl/main.c", F_OK) == 0) {
         assert_true(exists(dir, "/usr/local/bin/allocctl"));
         if (access("man/allocctl.1", F_OK) == 0) assert_true(exists(dir, "/usr/local/share/man/man1/allocctl.1"));
     }

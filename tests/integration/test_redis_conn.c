@@ -27,8 +27,8 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "log.h"
-#include "redis_conn.h"
+#include "base/log.h"
+#include "redis/redis_conn.h"
 
 /* ---- one test's loop and counters --------------------------------------- */
 

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 #define DATA_DIR "tests/data/config/"
 #define SHIPPED  "conf/allocd.conf"

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "strmap.h"
+#include "core/engine.h"
+#include "core/strmap.h"
 
 #define T0 1763800000000LL   /* an arbitrary "now" in ms */
 

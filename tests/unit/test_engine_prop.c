@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "core/engine.h"
 
 #define DEFAULT_SEED 20250601ULL
 #define DEFAULT_RUNS 2500

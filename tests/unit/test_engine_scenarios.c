@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "core/engine.h"
 
 #define MAX_TOK 32
 #define MAX_LIST 16

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "idfilter.h"
+#include "core/idfilter.h"
 
 static uint64_t next(uint64_t *s)
 {

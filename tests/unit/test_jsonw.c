@@ -8,7 +8,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "jsonw.h"
+#include "core/jsonw.h"
 
 static char *out(jsonw *w)
 {

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 #define CAPTURE_MAX 16384
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "order_id.h"
+#include "core/order_id.h"
 
 static void test_permutation_roundtrip(void **state)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "request.h"
+#include "wire/request.h"
 
 #define MAX_BYTES 4096
 

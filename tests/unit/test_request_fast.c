@@ -29,7 +29,7 @@
 #include <dirent.h>
 #include <cmocka.h>
 
-#include "request.h"
+#include "wire/request.h"
 
 #define MAX_BYTES 4096
 

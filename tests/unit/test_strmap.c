@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <cmocka.h>
 
-#include "strmap.h"
+#include "core/strmap.h"
 
 #define N 50000
 

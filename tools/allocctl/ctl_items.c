@@ -6,7 +6,7 @@
  * errors in well-formed JSON (a bad capacity, say) a small scanner finds
  * the line where each top-level element starts.
  */
-#include "ctl_items.h"
+#include "allocctl/ctl_items.h"
 
 #include <errno.h>
 #include <stdarg.h>

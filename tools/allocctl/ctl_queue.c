@@ -1,13 +1,13 @@
 /* ctl_queue.c -- see ctl_queue.h. Used by the tools, never by the daemon. */
-#include "ctl_queue.h"
+#include "allocctl/ctl_queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 
-#include "ctl_sync.h"
-#include "ctl_util.h"
+#include "allocctl/ctl_sync.h"
+#include "allocctl/ctl_util.h"
 
 /* Moves one dead entry back to the queue, atomically: the entry must still
  * be the expected bytes at that index (another operator may have requeued

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <hiredis/hiredis.h>
 
-#include "batch_keys.h"
+#include "worker/batch_keys.h"
 
 #define CTL_QUEUE_PAGE 1000
 

@@ -5,7 +5,7 @@
  * per batch, and keeping the very format the daemon writes makes the
  * comparison a matter of normalising both sides and calling json_equal().
  */
-#include "ctl_replay.h"
+#include "allocctl/ctl_replay.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* ctl_sync.c -- see ctl_sync.h. Used by the tools, never by the daemon. */
-#include "ctl_sync.h"
+#include "allocctl/ctl_sync.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <hiredis/hiredis.h>
 
-#include "redis_url.h"
+#include "base/redis_url.h"
 
 /* Connects within connect_ms, sends AUTH when the target has a password
  * (AUTH user password with an ACL user, else AUTH password) and sets the

@@ -1,5 +1,5 @@
 /* ctl_util.c -- see ctl_util.h. Used by the tools, never by the daemon. */
-#include "ctl_util.h"
+#include "allocctl/ctl_util.h"
 
 #include <ctype.h>
 #include <errno.h>

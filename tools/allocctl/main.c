@@ -31,14 +31,14 @@
 #include <hiredis/hiredis.h>
 #include <jansson.h>
 
-#include "batch_keys.h"
-#include "config.h"
-#include "ctl_items.h"
-#include "ctl_queue.h"
-#include "ctl_replay.h"
-#include "ctl_sync.h"
-#include "ctl_util.h"
-#include "request.h"
+#include "worker/batch_keys.h"
+#include "base/config.h"
+#include "allocctl/ctl_items.h"
+#include "allocctl/ctl_queue.h"
+#include "allocctl/ctl_replay.h"
+#include "allocctl/ctl_sync.h"
+#include "allocctl/ctl_util.h"
+#include "wire/request.h"
 
 enum { EX_OK = 0, EX_NOT = 1, EX_USAGE = 2, EX_REDIS = 3, EX_INPUT = 4 };
 

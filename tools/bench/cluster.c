@@ -11,9 +11,9 @@
  * silently skewed measurement.
  */
 #include "cluster.h"
-#include "registry.h"
+#include "service/registry.h"
 
-#include "cluster_slots.h"
+#include "redis/cluster_slots.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

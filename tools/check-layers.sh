@@ -1,0 +1,95 @@
+#!/bin/sh
+# The layers of daemon/ and what each may include (docs/DESIGN.md, "Map").
+# A layer's files may include the headers of the layers named for it (as
+# "layer/name.h") and, in angle brackets, the C library plus the outside
+# libraries named for it. The core may include only the core and a short
+# list of C library headers: no I/O, no clock, no Redis, no JSON library.
+#
+#   tools/check-layers.sh            check every file's includes
+#   tools/check-layers.sh --lib A    also check that archive A (libcore.a)
+#                                    calls nothing outside the C library's
+#                                    pure functions (nm: its undefined symbols)
+# Exits non-zero, naming file:line and the rule, on the first kind of breach.
+cd "$(dirname "$0")/.." || exit 2
+
+# layer: quoted-include layers allowed
+layers_of() {
+    case $1 in
+        core)    echo "core" ;;
+        wire)    echo "core wire" ;;
+        base)    echo "core base" ;;
+        redis)   echo "core base redis" ;;
+        worker)  echo "core base wire redis worker" ;;
+        service) echo "core base wire redis worker service" ;;
+    esac
+}
+# layer: outside libraries allowed in angle brackets (a header path prefix)
+libs_of() {
+    case $1 in
+        core)    echo "" ;;
+        wire)    echo "jansson.h" ;;
+        base)    echo "libconfig.h" ;;
+        redis)   echo "hiredis/ uv.h" ;;
+        worker)  echo "hiredis/ uv.h" ;;
+        service) echo "hiredis/ uv.h jansson.h" ;;
+    esac
+}
+OUTSIDE="hiredis/ uv.h jansson.h libconfig.h cmocka.h libpq-fe.h"
+CORE_LIBC="assert.h ctype.h errno.h inttypes.h limits.h math.h stdalign.h stdarg.h stdbool.h stddef.h stdint.h stdio.h stdlib.h string.h"
+
+bad=0
+complain() { echo "check-layers: $1" >&2; bad=1; }
+
+for layer in core wire base redis worker service; do
+    allowed=$(layers_of $layer); libs=$(libs_of $layer)
+    for f in daemon/$layer/*.c include/$layer/*.h; do
+        [ -f "$f" ] || continue
+        grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r line; do
+            n=${line%%:*}; inc=${line#*:}
+            case $inc in
+            *'"'*)
+                h=$(echo "$inc" | sed 's/.*"\(.*\)".*/\1/'); dir=${h%%/*}
+                [ "$dir" = "$h" ] && { echo "$f:$n: \"$h\" names no layer (write \"layer/$h\")"; continue; }
+                case " $allowed " in *" $dir "*) ;; *)
+                    echo "$f:$n: $layer may not include \"$h\" (allowed: $allowed)";; esac ;;
+            *'<'*)
+                h=$(echo "$inc" | sed 's/.*<\(.*\)>.*/\1/')
+                if [ $layer = core ]; then
+                    case " $CORE_LIBC " in *" $h "*) ;; *)
+                        echo "$f:$n: the core may include only the core and pure C library headers, not <$h>";; esac
+                    continue
+                fi
+                for o in $OUTSIDE; do
+                    case $h in "$o"*)
+                        ok=0; for l in $libs; do case $h in "$l"*) ok=1;; esac; done
+                        [ $ok = 1 ] || echo "$f:$n: $layer may not include <$h> (its libraries: ${libs:-none})";;
+                    esac
+                done ;;
+            esac
+        done
+    done
+done > "${TMPDIR:-/tmp}/check-layers.$$"
+if [ -s "${TMPDIR:-/tmp}/check-layers.$$" ]; then
+    sed 's/^/check-layers: /' "${TMPDIR:-/tmp}/check-layers.$$" >&2; bad=1
+fi
+rm -f "${TMPDIR:-/tmp}/check-layers.$$"
+
+# The link: what libcore.a needs from outside must be pure C library
+# functions (memory, strings, numbers); sanitizer runtimes are allowed.
+if [ "$1" = "--lib" ]; then
+    PURE="__assert_fail __stack_chk_fail abort aligned_alloc calloc free malloc realloc
+          memchr memcmp memcpy memmove memset strchr strcmp strcspn strlen strncmp strndup
+          strdup strrchr strspn strstr strtod strtol strtoll strtoul strtoull snprintf
+          vsnprintf qsort __errno_location __ctype_b_loc __ctype_tolower_loc
+          __isoc99_sscanf __isoc23_strtol __isoc23_strtoll __isoc23_strtoul __isoc23_strtoull
+          __memcpy_chk __memset_chk __snprintf_chk __vsnprintf_chk __strcpy_chk _GLOBAL_OFFSET_TABLE_
+          log log2 pow sqrt floor ceil exp"
+    defined=$(nm --defined-only "$2" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u)
+    for sym in $(nm -u "$2" | awk '{ print $2 }' | sort -u); do
+        case $sym in __asan_*|__ubsan_*|__sanitizer_*|__sancov*|__lsan_*) continue;; esac
+        echo "$defined" | grep -qxF "$sym" && continue
+        case " $(echo $PURE) " in *" $sym "*) continue;; esac
+        complain "$2 calls $sym, which is not a pure C library function: the core must not do I/O, read a clock or use a library"
+    done
+fi
+[ $bad = 0 ] || { echo "check-layers: failed (see docs/DESIGN.md, \"Map\")" >&2; exit 1; }
