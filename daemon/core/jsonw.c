@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/numtext.h"
+
 void jsonw_init(jsonw *w)
 {
     memset(w, 0, sizeof *w);
@@ -159,30 +161,18 @@ void jsonw_strn(jsonw *w, const char *s, size_t n)
 
 void jsonw_str(jsonw *w, const char *s) { jsonw_strn(w, s, strlen(s)); }
 
-static size_t u64_digits(uint64_t v, char *out)
-{
-    char tmp[24];
-    size_t n = 0;
-    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
-    return n;
-}
-
 void jsonw_int(jsonw *w, int64_t v)
 {
     sep(w);
-    char buf[24];
-    size_t n = 0;
-    if (v < 0) { buf[n++] = '-'; n += u64_digits((uint64_t)0 - (uint64_t)v, buf + n); }
-    else n = u64_digits((uint64_t)v, buf);
-    jsonw_raw(w, buf, n);
+    char buf[NUMTEXT_MAX];
+    jsonw_raw(w, buf, numtext_i64(buf, v));
 }
 
 void jsonw_u64_str(jsonw *w, uint64_t v)
 {
     sep(w);
     char buf[24];
-    size_t n = u64_digits(v, buf + 1);
+    size_t n = numtext_u64(buf + 1, v);
     buf[0] = '"';
     buf[n + 1] = '"';
     jsonw_raw(w, buf, n + 2);

@@ -4,14 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t u64_text(char *out, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
-    return n;
-}
+#include "core/numtext.h"
 
 void args_init(argbuf *a)
 {
@@ -45,7 +38,7 @@ void arg_ext(argbuf *a, const char *s, size_t len)
     char head[32];
     size_t n = 0;
     head[n++] = '$';
-    n += u64_text(head + n, len);
+    n += numtext_u64(head + n, len);
     head[n++] = '\r';
     head[n++] = '\n';
     jsonw_raw(&a->resp, head, n);
@@ -72,15 +65,15 @@ void arg_int(argbuf *a, int64_t v)
 {
     char buf[24];
     size_t n = 0;
-    if (v < 0) { buf[n++] = '-'; n += u64_text(buf + n, (uint64_t)0 - (uint64_t)v); }
-    else n = u64_text(buf, (uint64_t)v);
+    if (v < 0) { buf[n++] = '-'; n += numtext_u64(buf + n, (uint64_t)0 - (uint64_t)v); }
+    else n = numtext_u64(buf, (uint64_t)v);
     arg_ext(a, buf, n);
 }
 
 void arg_u64(argbuf *a, uint64_t v)
 {
     char buf[24];
-    arg_ext(a, buf, u64_text(buf, v));
+    arg_ext(a, buf, numtext_u64(buf, v));
 }
 
 int args_failed(const argbuf *a)
@@ -93,7 +86,7 @@ const char *args_command(argbuf *a, size_t *len)
     char head[32];
     size_t n = 0;
     head[n++] = '*';
-    n += u64_text(head + n, a->n);
+    n += numtext_u64(head + n, a->n);
     head[n++] = '\r';
     head[n++] = '\n';
     char *start = a->resp.buf + ARGBUF_HEADROOM - n;
@@ -131,7 +124,7 @@ void args_cmd_end(argbuf *a)
     char head[ARGBUF_CMD_GAP];
     size_t n = 0;
     head[n++] = '*';
-    n += u64_text(head + n, a->n - a->cmd_n0);
+    n += numtext_u64(head + n, a->n - a->cmd_n0);
     head[n++] = '\r';
     head[n++] = '\n';
     size_t start = a->cmd_gap + ARGBUF_CMD_GAP - n;

@@ -47,6 +47,8 @@
 #include <sys/socket.h>
 #include <hiredis/async.h>
 
+#include "core/numtext.h"
+
 #include "base/log.h"
 #include "redis/sha1.h"
 
@@ -619,16 +621,7 @@ static void conn_down(redis_conn *c, const char *why)
 
 /* ---- replies ------------------------------------------------------------ */
 
-/* "*n\r\n$len\r\n<arg>\r\n" pieces, written backwards or forwards. */
-static size_t u64_text(char *out, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
-    return n;
-}
-
+/* EVAL in place of a refused EVALSHA: the same tail, a new head. */
 static int eval_retry_resp(redis_conn *c, redis_cmd *cmd)
 {
     size_t srclen = strlen(cmd->source);
@@ -636,11 +629,11 @@ static int eval_retry_resp(redis_conn *c, redis_cmd *cmd)
     if (!buf) return -ENOMEM;
     size_t n = 0;
     buf[n++] = '*';
-    n += u64_text(buf + n, (uint64_t)cmd->resp_ntail + 2);
+    n += numtext_u64(buf + n, (uint64_t)cmd->resp_ntail + 2);
     static const char eval_head[] = "\r\n$4\r\nEVAL\r\n$";
     memcpy(buf + n, eval_head, sizeof eval_head - 1);
     n += sizeof eval_head - 1;
-    n += u64_text(buf + n, srclen);
+    n += numtext_u64(buf + n, srclen);
     buf[n++] = '\r';
     buf[n++] = '\n';
     memcpy(buf + n, cmd->source, srclen);
@@ -888,7 +881,7 @@ int redis_conn_eval_resp(redis_conn *c, const redis_script *s, redis_reply_fn fn
     char head[REDIS_CONN_RESP_HEADROOM];
     size_t n = 0;
     head[n++] = '*';
-    n += u64_text(head + n, (uint64_t)ntail + 2);
+    n += numtext_u64(head + n, (uint64_t)ntail + 2);
     static const char sha_head[] = "\r\n$7\r\nEVALSHA\r\n$40\r\n";
     memcpy(head + n, sha_head, sizeof sha_head - 1);
     n += sizeof sha_head - 1;

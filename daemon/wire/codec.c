@@ -7,6 +7,8 @@
 #include <string.h>
 #include <jansson.h>
 
+#include "core/base64.h"
+
 static void common_head(jsonw *w, const request *q)
 {
     jsonw_obj_begin(w);
@@ -109,18 +111,10 @@ void codec_holder(jsonw *w, const engine *e, const engine_user_view *v)
 
 static void base64(jsonw *w, const unsigned char *s, size_t n)
 {
-    static const char tbl[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char out[BASE64_LEN(768)];
     jsonw_raw(w, ",\"raw_base64\":\"", 15);
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        if (i + 1 < n) v |= (uint32_t)s[i + 1] << 8;
-        if (i + 2 < n) v |= s[i + 2];
-        char out[4] = { tbl[v >> 18], tbl[(v >> 12) & 63],
-                        i + 1 < n ? tbl[(v >> 6) & 63] : '=',
-                        i + 2 < n ? tbl[v & 63] : '=' };
-        jsonw_raw(w, out, 4);
-    }
+    for (size_t i = 0; i < n; i += 768)     /* whole groups of 3: one padding at the end */
+        jsonw_raw(w, out, base64_encode(out, s + i, n - i < 768 ? n - i : 768));
     jsonw_raw(w, "\"", 1);
 }
 

@@ -30,7 +30,7 @@
 #include <jansson.h>
 
 #include "wire/codec.h"
-#include "allocctl/ctl_util.h"
+#include "core/base64.h"
 #include "core/engine.h"
 #include "core/jsonw.h"
 #include "wire/request.h"
@@ -142,7 +142,7 @@ static void check_dead(jsonw *w, const uint8_t *data, size_t size, const request
     json_t *b64 = json_object_get(doc, "raw_base64");
     if (b64) {
         size_t n = 0;
-        char *buf = ctl_b64_decode(json_string_value(b64), &n);
+        char *buf = base64_decode(json_string_value(b64), &n);
         CHECK(buf && n == keep && !memcmp(buf, data, n), "raw_base64 lost bytes");
         free(buf);
     } else {

@@ -26,7 +26,7 @@
 #include <jansson.h>
 
 #include "harness.h"
-#include "allocctl/ctl_util.h"
+#include "core/base64.h"
 
 #define CORPUS_DIR "tests/data/bad"
 #define MAX_CASES 256
@@ -174,7 +174,7 @@ static void check_dead_entry(const bad_case *c, const char *entry, size_t len)
     json_t *b64 = json_object_get(doc, "raw_base64");
     if (b64) {
         size_t n = 0;
-        char *buf = ctl_b64_decode(json_string_value(b64), &n);
+        char *buf = base64_decode(json_string_value(b64), &n);
         if (!buf || n != want || memcmp(buf, c->bytes, n))
             fail_msg("%s: raw_base64 of the dead entry is not the pushed bytes", c->name);
         free(buf);

@@ -8,6 +8,7 @@
 
 #include "allocctl/ctl_sync.h"
 #include "allocctl/ctl_util.h"
+#include "core/base64.h"
 
 /* Moves one dead entry back to the queue, atomically: the entry must still
  * be the expected bytes at that index (another operator may have requeued
@@ -160,7 +161,7 @@ char *ctl_dead_payload(const char *entry, size_t len, size_t *n)
     const char *b64 = json_string_value(json_object_get(doc, "raw_base64"));
     json_t *raw = json_object_get(doc, "raw");
     char *out = NULL;
-    if (b64) out = ctl_b64_decode(b64, n);
+    if (b64) out = base64_decode(b64, n);
     else if (json_is_string(raw)) {
         *n = json_string_length(raw);
         out = malloc(*n + 1);

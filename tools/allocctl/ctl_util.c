@@ -86,33 +86,6 @@ const char *ctl_iso_ms(int64_t ms, char *buf, size_t len)
     return buf;
 }
 
-/* ---- base64 ------------------------------------------------------------ */
-
-static int b64_value(int c)
-{
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
-
-char *ctl_b64_decode(const char *s, size_t *n)
-{
-    size_t len = strlen(s);
-    char *out = malloc(len / 4 * 3 + 3);
-    uint32_t acc = 0;
-    int bits = 0;
-    *n = 0;
-    for (size_t i = 0; out && i < len && s[i] != '='; i++) {
-        int v = b64_value((unsigned char)s[i]);
-        if (v < 0) { free(out); return NULL; }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) { bits -= 8; out[(*n)++] = (char)(acc >> bits & 0xff); }
-    }
-    return out;
-}
-
 /* ---- argument vectors ------------------------------------------------- */
 
 void ctl_args_addn(ctl_args *a, const char *s, size_t n)

@@ -1,5 +1,5 @@
 /* ctl_util.h -- small pieces the command-line tools share: times as
- * operators write them, base64, and argument vectors for hiredis.
+ * operators write them and argument vectors for hiredis.
  *
  * Kept out of the tools so that each tool (allocctl, benches, future admin
  * tools) parses an ISO 8601 time or builds a long HSET the same way.
@@ -17,10 +17,6 @@
 int ctl_parse_time_ms(const char *s, int64_t *out);
 /* ms -> "2025-11-22T08:26:40.123Z" in buf. */
 const char *ctl_iso_ms(int64_t ms, char *buf, size_t len);
-
-/* Standard base64 (padding optional) -> bytes, malloc'd, *n set; NULL
- * when malformed or without memory. */
-char *ctl_b64_decode(const char *s, size_t *n);
 
 /* An argument vector for redisCommandArgv / redisAppendCommandArgv. Each
  * argument is copied; allocation failure is sticky in `failed`. */

@@ -1,0 +1,43 @@
+/* numtext.c -- see numtext.h. */
+#include "core/numtext.h"
+
+size_t numtext_u64(char *out, uint64_t v)
+{
+    char tmp[NUMTEXT_MAX];
+    size_t n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+size_t numtext_i64(char *out, int64_t v)
+{
+    if (v >= 0) return numtext_u64(out, (uint64_t)v);
+    out[0] = '-';
+    return 1 + numtext_u64(out + 1, (uint64_t)0 - (uint64_t)v);
+}
+
+int numtext_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s) return -1;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+int numtext_parse_i64(const char *s, int64_t *out)
+{
+    if (!s) return -1;
+    int neg = *s == '-';
+    uint64_t v;
+    if (numtext_parse_u64(s + neg, &v) < 0) return -1;
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX) return -1;
+    *out = neg ? (int64_t)((uint64_t)0 - v) : (int64_t)v;
+    return 0;
+}
