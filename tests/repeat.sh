@@ -9,9 +9,9 @@
 N=${1:-10}
 BUILD=${BUILD:-build/repeat}
 rm -rf "$BUILD"
-make --no-print-directory BUILD="$BUILD" tests-build >"$BUILD.build.log" 2>&1 ||
-    { cat "$BUILD.build.log"; echo "test-repeat: the build failed"; exit 1; }
 mkdir -p "$BUILD"
+make --no-print-directory BUILD="$BUILD" tests-build >"$BUILD/build.log" 2>&1 ||
+    { cat "$BUILD/build.log"; echo "test-repeat: the build failed"; exit 1; }
 table="$BUILD/failures.txt"; : > "$table"
 green=0
 for k in $(seq 1 "$N"); do
