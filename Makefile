@@ -37,7 +37,8 @@ endif
 -include $(BUILD)/build.mk
 OPT     ?= -O2
 SAN     ?=
-ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+              -DALLOCD_DEBUG=1
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Iinclude -Itools -Itests \
@@ -55,6 +56,7 @@ LIBDAEMON := $(BUILD)/libdaemon.a
 LIBS_ALL  := $(LIBDAEMON) $(LIBCORE)
 CTL_SRC   := $(filter-out tools/allocctl/main.c,$(wildcard tools/allocctl/*.c))
 CTL_OBJ   := $(CTL_SRC:%.c=$(BUILD)/%.o)
+LIBCTL    := $(BUILD)/libctl.a
 
 # Unit tests of the core link libcore.a and libc only: the link itself
 # proves the engine needs no I/O library.
@@ -89,10 +91,14 @@ $(LIBDAEMON): $(EDGE_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
+$(LIBCTL): $(CTL_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
 $(ALLOCD): $(BUILD)/daemon/service/main.o $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/allocctl: $(BUILD)/tools/allocctl/main.o $(CTL_OBJ) $(LIBS_ALL)
+$(BUILD)/allocctl: $(BUILD)/tools/allocctl/main.o $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/%: $(BUILD)/tools/%.o $(LIBS_ALL)
@@ -101,14 +107,14 @@ $(BUILD)/%: $(BUILD)/tools/%.o $(LIBS_ALL)
 $(CORE_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
 	$(CC) $(LDFLAGS) $^ -lcmocka -lm -o $@
 
-$(EDGE_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(CTL_OBJ) $(LIBS_ALL)
+$(EDGE_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(HARNESS_OBJ) $(ITEST_OBJ) $(CTL_OBJ) $(LIBS_ALL)
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
 # The include rules of every layer (tools/check-layers.sh); `make test` runs

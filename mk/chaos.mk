@@ -25,19 +25,19 @@ CHAOS_CLUSTER_ARGS ?= --cluster --instances 3 --requests 60000 --kills 10 \
 .PHONY: chaos chaos-cluster valgrind
 
 # libcore for the cluster slot map (CRC16, CLUSTER SLOTS, MOVED parsing)
-$(CHAOS_BIN): $(BUILD)/tests/chaos/chaos.o $(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(CTL_OBJ) $(LIBS_ALL)
+$(CHAOS_BIN): $(BUILD)/tests/chaos/chaos.o $(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lpthread -o $@
 
 $(BUILD)/tests/integration/test_chaos_short: $(BUILD)/tests/integration/test_chaos_short.o \
-		$(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(CTL_OBJ) $(LIBS_ALL)
+		$(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -lpthread -o $@
 
 $(BUILD)/tests/integration/test_outage: $(BUILD)/tests/integration/test_outage.o \
-		$(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(CTL_OBJ) $(LIBS_ALL)
+		$(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -lpthread -o $@
 
 $(BUILD)/tests/integration/test_chaos_cluster: $(BUILD)/tests/integration/test_chaos_cluster.o \
-		$(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(CTL_OBJ) $(LIBS_ALL)
+		$(CHAOS_CORE_OBJ) $(HARNESS_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -lpthread -o $@
 
 tests-build: $(BUILD)/tests/integration/test_chaos_short $(BUILD)/tests/integration/test_outage \

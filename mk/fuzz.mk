@@ -1,6 +1,6 @@
 # mk/fuzz.mk -- libFuzzer targets and their replay in `make test`.
 #
-# tests/fuzz/fuzz_request.c (request_parse, both grammars, + codec) and
+# tests/fuzz/fuzz_request.c (request_parse, both grammars, + wire/records) and
 # tests/fuzz/fuzz_engine.c (operation sequences on a small engine, with the
 # invariants checked after each one) are built two ways:
 #   - with clang and -fsanitize=fuzzer,address,undefined under
@@ -62,8 +62,8 @@ fuzz-smoke:
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 
 # The replay binaries: normal compiler and flags, cmocka main().
-$(BUILD)/tests/unit/test_fuzz_replay_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_replay.h $(CTL_OBJ) $(LIBS_ALL)
+$(BUILD)/tests/unit/test_fuzz_replay_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_replay.h $(LIBCTL) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d $< $(CTL_OBJ) $(LIBS_ALL) $(LDLIBS) -lcmocka -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP -MF $@.d $< $(LIBCTL) $(LIBS_ALL) $(LDLIBS) -lcmocka -o $@
 
 tests-build: $(REPLAY_BINS)

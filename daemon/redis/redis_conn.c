@@ -58,10 +58,10 @@
 #define DEFAULT_COMMAND_TIMEOUT_MS 5000
 
 typedef enum {
-    ST_WAITING,     /* no link; the timer fires the next attempt */
-    ST_CONNECTING,  /* link up, TCP/unix connect or AUTH/SETNAME under way */
-    ST_READY,       /* commands accepted */
-    ST_CLOSED       /* redis_conn_close() was called */
+    CONN_WAITING,     /* no link; the timer fires the next attempt */
+    CONN_CONNECTING,  /* link up, TCP/unix connect or AUTH/SETNAME under way */
+    CONN_READY,       /* commands accepted */
+    CONN_CLOSED       /* redis_conn_close() was called */
 } conn_state;
 
 /* One accepted command (or a handshake command of ours). */
@@ -252,10 +252,10 @@ static void on_timer(uv_timer_t *t)
 {
     redis_conn *c = t->data;
     switch (c->state) {
-    case ST_WAITING: conn_connect(c); break;
-    case ST_CONNECTING: conn_down(c, "connect timeout"); break;
-    case ST_READY: check_deadlines(c); break;
-    case ST_CLOSED: break;
+    case CONN_WAITING: conn_connect(c); break;
+    case CONN_CONNECTING: conn_down(c, "connect timeout"); break;
+    case CONN_READY: check_deadlines(c); break;
+    case CONN_CLOSED: break;
     }
 }
 
@@ -465,7 +465,7 @@ static redis_cmd *cmd_new(size_t extra, redis_reply_fn fn, void *privdata,
 
 static void conn_ready(redis_conn *c)
 {
-    c->state = ST_READY;
+    c->state = CONN_READY;
     c->backoff_ms = c->backoff_min_ms;
     c->stats.connects++;
     c->down_logged = 0;
@@ -577,7 +577,7 @@ static void conn_connect(redis_conn *c)
         return;
     }
     c->link = l;
-    c->state = ST_CONNECTING;
+    c->state = CONN_CONNECTING;
     timer_start(c, (uint64_t)c->connect_timeout_ms);
     redisAsyncSetConnectCallback(ac, on_connect);   /* starts the write watch */
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
@@ -604,10 +604,10 @@ static void log_down(redis_conn *c, int was_ready)
 static void conn_down(redis_conn *c, const char *why)
 {
     if (c->closing) return;
-    int was_ready = c->state == ST_READY;
+    int was_ready = c->state == CONN_READY;
     snprintf(c->why, sizeof c->why, "%s", why);
     if (c->link) link_drop(c->link);
-    c->state = ST_WAITING;
+    c->state = CONN_WAITING;
     c->stats.failures++;
     log_down(c, was_ready);
     schedule_reconnect(c);
@@ -749,13 +749,13 @@ int redis_conn_retarget(redis_conn *c, const redis_target *t)
     redis_target_describe(&c->target, c->where, sizeof c->where);
     /* A live link points at the old node: drop it (pending commands get
      * their error); the reconnect goes to the new one. */
-    if (c->state != ST_WAITING) conn_down(c, "moving to another node");
+    if (c->state != CONN_WAITING) conn_down(c, "moving to another node");
     return 0;
 }
 
 int redis_conn_is_ready(const redis_conn *c)
 {
-    return c && c->state == ST_READY;
+    return c && c->state == CONN_READY;
 }
 
 const redis_conn_stats *redis_conn_get_stats(const redis_conn *c)
@@ -968,7 +968,7 @@ int redis_conn_pipeline(redis_conn *c, redis_reply_fn fn, void *privdata,
 
 void redis_conn_flush(redis_conn *c)
 {
-    if (!c || c->state != ST_READY || !c->link || c->link->detached || c->link->ac_gone) return;
+    if (!c || c->state != CONN_READY || !c->link || c->link->detached || c->link->ac_gone) return;
     redisContext *rc = &c->link->ac->c;
     if (rc->err || !(rc->flags & REDIS_CONNECTED)) return;
     /* redisBufferWrite only writes and records an error in the context; it
@@ -985,7 +985,7 @@ void redis_conn_close(redis_conn *c, redis_close_fn close_cb, void *data)
     c->closing = 1;
     c->close_cb = close_cb;
     c->close_data = data;
-    c->state = ST_CLOSED;
+    c->state = CONN_CLOSED;
     if (c->link) link_drop(c->link);
     /* Answered now, while the caller is still inside redis_conn_close:
      * nothing of this conn runs after it returns except close_cb. */

@@ -42,7 +42,8 @@
 #include "redis/argbuf.h"
 #include "worker/batch_keys.h"
 #include "worker/batch_lease.h"
-#include "wire/codec.h"
+#include "wire/records.h"
+#include "wire/state_load.h"
 #include "core/engine.h"
 #include "core/idfilter.h"
 #include "core/jsonw.h"
@@ -509,15 +510,15 @@ static void load_pairs(batch_worker *w, redisReply *r, int tag)
             else if (engine_load_item(w->eng, k, n) < 0) load_fail(w, "capacity item '%s' rejected%s", k, "");
             break;
         case LOAD_ATTRS:
-            if (codec_load_attrs(w->eng, k, v, vlen, err, sizeof err) < 0)
+            if (state_load_attrs(w->eng, k, v, vlen, err, sizeof err) < 0)
                 log_warn("batch %s: attrs: %s", w->batch, err);
             break;
         case LOAD_HOLDERS:
-            if (codec_load_holder(w->eng, k, v, vlen, err, sizeof err) < 0)
+            if (state_load_holder(w->eng, k, v, vlen, err, sizeof err) < 0)
                 load_fail(w, "%s%s", err, "");
             break;
         case LOAD_ENDED:
-            if (codec_load_ended(w->eng, k, v, vlen, err, sizeof err) < 0)
+            if (state_load_ended(w->eng, k, v, vlen, err, sizeof err) < 0)
                 log_warn("batch %s: %s", w->batch, err);
             break;
         }
@@ -1281,13 +1282,13 @@ static int decide_items(batch_worker *w, chunk *ch, int64_t now)
         size_t start = arg_begin(a);
         if (it->q.outcome == REQUEST_INVALID) {
             if (counts) engine_note_invalid(w->eng, it->q.r.user, now);
-            codec_invalid(&a->data, &it->q, it->seq, now);
+            records_invalid(&a->data, &it->q, it->seq, now);
             count_result(ch, ST_INVALID, R_NONE);
         } else {
             engine_result res;
             it->q.r.seq = it->seq;
             engine_decide(w->eng, &it->q.r, now, &res);
-            codec_result(&a->data, &it->q, &res, it->seq, now);
+            records_result(&a->data, &it->q, &res, it->seq, now);
             count_result(ch, res.status, res.reason);
         }
         arg_end(a, start);
@@ -1312,7 +1313,7 @@ static void add_holders(batch_worker *w)
         if (!user_holds_something(&v)) continue;
         arg_str(a, v.id);
         size_t start = arg_begin(a);
-        codec_holder(&a->data, w->eng, &v);
+        records_holder(&a->data, w->eng, &v);
         arg_end(a, start);
     }
     cmd_close(a);
@@ -1359,7 +1360,7 @@ static void add_ended(batch_worker *w)
         engine_ended_at(w->eng, i, &user, &o);
         arg_u64(a, o.id);
         size_t start = arg_begin(a);
-        codec_ended(&a->data, w->eng, user, &o);
+        records_ended(&a->data, w->eng, user, &o);
         arg_end(a, start);
     }
     cmd_close(a);
@@ -1403,7 +1404,7 @@ static void add_dead(batch_worker *w, chunk *ch, int64_t now)
         chunk_item *it = &ch->items[i];
         if (it->q.outcome != REQUEST_DEAD) continue;
         size_t start = arg_begin(a);
-        codec_dead(&a->data, it->raw, it->raw_len, it->q.error, now);
+        records_dead(&a->data, it->raw, it->raw_len, it->q.error, now);
         arg_end(a, start);
     }
     cmd_close(a);

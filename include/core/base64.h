@@ -1,7 +1,7 @@
 /* base64.h -- standard base64 (RFC 4648, '+' and '/'), both ways.
  *
  * A dead request that is not valid UTF-8 is kept as raw_base64 in its dead
- * entry (wire/codec); allocctl and the tests decode it back. One table,
+ * entry (wire/records); allocctl and the tests decode it back. One table,
  * one decoder.
  */
 #ifndef ALLOCD_BASE64_H

@@ -1,5 +1,5 @@
 /* fuzz_request.c -- fuzz target over request_parse (both grammars) and the
- * codec that writes what the parser produced.
+ * records writer (wire/records) that writes what the parser produced.
  *
  * Why: request_parse is the one place where bytes from anybody meet
  * allocd; a crash, leak or undefined behaviour there takes every batch
@@ -13,11 +13,11 @@
  *     printable ASCII, user 1..64 characters, qty 1..1e6, order > 0, group
  *     members include the user and nobody twice, at most 256 prefs/members,
  *     capacity 0..2e9, the op belongs to the grammar);
- *   - the result, invalid and dead documents the codec writes are valid
+ *   - the result, invalid and dead documents wire/records writes are valid
  *     JSON that carry the same id, and a dead entry keeps the bytes (raw, or
  *     raw_base64 when they are not valid UTF-8);
  *   - an OK request decided by a small engine of its kind gives a result
- *     the codec can write.
+ *     the records writer can write.
  * Built with libFuzzer (-DFUZZ_LIBFUZZER, `make fuzz`) or as a plain
  * replay binary (build/tests/unit/test_fuzz_replay_request, in `make test`)
  * that runs every file of tests/fuzz/corpus/request/ and
@@ -29,7 +29,7 @@
 #include <string.h>
 #include <jansson.h>
 
-#include "wire/codec.h"
+#include "wire/records.h"
 #include "core/base64.h"
 #include "core/engine.h"
 #include "core/jsonw.h"
@@ -121,7 +121,7 @@ static void check_ok_shape(const request *q, int admin)
     }
 }
 
-/* A document written by the codec: valid JSON, an object, with this id. */
+/* A document written by wire/records: valid JSON, an object, with this id. */
 static json_t *check_doc(const jsonw *w, size_t start, const char *id, const char *what)
 {
     CHECK(!w->failed, "%s: jsonw failed", what);
@@ -136,9 +136,9 @@ static json_t *check_doc(const jsonw *w, size_t start, const char *id, const cha
 static void check_dead(jsonw *w, const uint8_t *data, size_t size, const request *q)
 {
     jsonw_reset(w);
-    codec_dead(w, (const char *)data, size, q->error, 1);
+    records_dead(w, (const char *)data, size, q->error, 1);
     json_t *doc = check_doc(w, 0, NULL, "dead entry");
-    size_t keep = size > CODEC_DEAD_RAW_MAX ? CODEC_DEAD_RAW_MAX : size;
+    size_t keep = size > RECORDS_DEAD_RAW_MAX ? RECORDS_DEAD_RAW_MAX : size;
     json_t *b64 = json_object_get(doc, "raw_base64");
     if (b64) {
         size_t n = 0;
@@ -178,7 +178,7 @@ static void decide_and_write(jsonw *w, const request *q)
     const engine_counters *c = engine_get_counters(e);
     CHECK(c->processed + c->ctl == 1, "counted %lld + %lld", (long long)c->processed, (long long)c->ctl);
     jsonw_reset(w);
-    codec_result(w, q, &res, q->r.seq ? q->r.seq : 1, 1);
+    records_result(w, q, &res, q->r.seq ? q->r.seq : 1, 1);
     json_t *doc = check_doc(w, 0, q->r.id, "result");
     CHECK(!strcmp(json_string_value(json_object_get(doc, "status")), engine_status_name(res.status)), "status");
     json_decref(doc);
@@ -186,7 +186,7 @@ static void decide_and_write(jsonw *w, const request *q)
         engine_user_view v;
         engine_dirty_user_at(e, i, &v);
         jsonw_reset(w);
-        codec_holder(w, e, &v);
+        records_holder(w, e, &v);
         json_decref(check_doc(w, 0, NULL, "holder"));
     }
     engine_free(e);
@@ -209,7 +209,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(q.r.id != NULL, "invalid without a readable id");
             CHECK(size <= MAX_BYTES, "a request over max_request_bytes was read");
             jsonw_reset(&w);
-            codec_invalid(&w, &q, 7, 1);
+            records_invalid(&w, &q, 7, 1);
             {
                 json_t *doc = check_doc(&w, 0, NULL, "invalid result");
                 CHECK(!strcmp(json_string_value(json_object_get(doc, "status")), "invalid"), "status");

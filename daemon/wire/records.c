@@ -1,0 +1,157 @@
+/* records.c -- see records.h. */
+#include "wire/records.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base64.h"
+
+static void common_head(jsonw *w, const request *q)
+{
+    jsonw_obj_begin(w);
+    jsonw_kstr(w, "id", q->r.id);
+    if (q->r.user) jsonw_kstr(w, "user", q->r.user);
+    if (q->op_name) jsonw_kstr(w, "op", q->op_name);
+}
+
+static void common_tail(jsonw *w, int64_t seq, int64_t at)
+{
+    if (seq > 0) jsonw_kint(w, "seq", seq);
+    jsonw_kint(w, "at", at);
+    jsonw_obj_end(w);
+}
+
+static void stock_fields(jsonw *w, const engine_result *res)
+{
+    if (res->qty) jsonw_kint(w, "qty", res->qty);
+    if (res->order) { jsonw_key(w, "order"); jsonw_u64_str(w, res->order); }
+    if (res->expires_at) jsonw_kint(w, "expires_at", res->expires_at);
+}
+
+void records_result(jsonw *w, const request *q, const engine_result *res,
+                  int64_t seq, int64_t at)
+{
+    common_head(w, q);
+    jsonw_kstr(w, "status", engine_status_name(res->status));
+    if (res->status == ST_REJECTED) jsonw_kstr(w, "reason", engine_reason_name(res->reason));
+    if (res->item) jsonw_kstr(w, "item", res->item);
+    if (q->r.op == OP_SET_CAPACITY) {
+        if (res->status != ST_REJECTED) jsonw_kint(w, "capacity", res->qty);
+    } else {
+        stock_fields(w, res);
+    }
+    if (q->r.op == OP_GROUP && res->status == ST_GRANTED) {
+        jsonw_key(w, "members");
+        jsonw_arr_begin(w);
+        for (size_t i = 0; i < q->r.n_members; i++) jsonw_str(w, q->r.members[i]);
+        jsonw_arr_end(w);
+    }
+    if (res->status == ST_GRANTED) jsonw_kint(w, "rank", res->rank);
+    common_tail(w, seq, at);
+}
+
+void records_invalid(jsonw *w, const request *q, int64_t seq, int64_t at)
+{
+    common_head(w, q);
+    jsonw_kstr(w, "status", "invalid");
+    jsonw_kstr(w, "reason", "bad_request");
+    jsonw_kstr(w, "detail", q->error);
+    common_tail(w, seq, at);
+}
+
+const char *records_order_state_name(int s)
+{
+    switch (s) {
+    case ORDER_HELD: return "held";
+    case ORDER_CONFIRMED: return "confirmed";
+    case ORDER_EXPIRED: return "expired";
+    case ORDER_CANCELLED: return "cancelled";
+    }
+    return "unknown";
+}
+
+int records_order_state_parse(const char *s)
+{
+    if (!s) return 0;
+    if (!strcmp(s, "held")) return ORDER_HELD;
+    if (!strcmp(s, "confirmed")) return ORDER_CONFIRMED;
+    if (!strcmp(s, "expired")) return ORDER_EXPIRED;
+    if (!strcmp(s, "cancelled")) return ORDER_CANCELLED;
+    return 0;
+}
+
+static const char *item_id(const engine *e, uint32_t idx)
+{
+    engine_item_view iv;
+    engine_item_view_at(e, idx, &iv);
+    return iv.id;
+}
+
+void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
+{
+    jsonw_obj_begin(w);
+    if (v->room) {
+        jsonw_kstr(w, "item", v->room);
+        jsonw_kint(w, "since", v->since);
+        if (v->req) jsonw_kstr(w, "req", v->req);
+        jsonw_obj_end(w);
+        return;
+    }
+    jsonw_kint(w, "units", v->units);
+    jsonw_key(w, "orders");
+    jsonw_arr_begin(w);
+    for (size_t i = 0; i < v->n_orders; i++) {
+        const engine_order *o = &v->orders[i];
+        if (o->state != ORDER_HELD && o->state != ORDER_CONFIRMED) continue;
+        jsonw_obj_begin(w);
+        jsonw_key(w, "order");
+        jsonw_u64_str(w, o->id);
+        jsonw_kstr(w, "item", item_id(e, o->item));
+        jsonw_kint(w, "qty", o->qty);
+        jsonw_kstr(w, "state", records_order_state_name(o->state));
+        if (o->state == ORDER_HELD) jsonw_kint(w, "expires_at", o->expires_at);
+        jsonw_obj_end(w);
+    }
+    jsonw_arr_end(w);
+    jsonw_obj_end(w);
+}
+
+static void base64(jsonw *w, const unsigned char *s, size_t n)
+{
+    char out[BASE64_LEN(768)];
+    jsonw_raw(w, ",\"raw_base64\":\"", 15);
+    for (size_t i = 0; i < n; i += 768)     /* whole groups of 3: one padding at the end */
+        jsonw_raw(w, out, base64_encode(out, s + i, n - i < 768 ? n - i : 768));
+    jsonw_raw(w, "\"", 1);
+}
+
+void records_dead(jsonw *w, const char *raw, size_t len, const char *error,
+                int64_t at)
+{
+    size_t keep = len > RECORDS_DEAD_RAW_MAX ? RECORDS_DEAD_RAW_MAX : len;
+    jsonw_obj_begin(w);
+    jsonw_key(w, "raw");
+    jsonw_strn(w, raw, keep);
+    jsonw_kstr(w, "error", error);
+    jsonw_kint(w, "at", at);
+    if (keep < len) {
+        jsonw_kint(w, "raw_bytes", (int64_t)len);
+        jsonw_key(w, "truncated");
+        jsonw_raw(w, "true", 4);
+    }
+    if (!utf8_valid(raw, keep, 1)) base64(w, (const unsigned char *)raw, keep);
+    jsonw_obj_end(w);
+}
+
+void records_ended(jsonw *w, const engine *e, const char *user,
+                 const engine_order *o)
+{
+    jsonw_obj_begin(w);
+    jsonw_kstr(w, "user", user);
+    jsonw_kstr(w, "item", item_id(e, o->item));
+    jsonw_kint(w, "qty", o->qty);
+    jsonw_kstr(w, "state", records_order_state_name(o->state));
+    jsonw_obj_end(w);
+}

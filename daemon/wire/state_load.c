@@ -1,0 +1,123 @@
+/* state_load.c -- see state_load.h. */
+#include "wire/state_load.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+
+#include "core/numtext.h"
+#include "wire/records.h"
+
+
+static uint64_t order_parse(json_t *v)
+{
+    if (json_is_integer(v)) return (uint64_t)json_integer_value(v);
+    uint64_t u;
+    if (json_is_string(v) && numtext_parse_u64(json_string_value(v), &u) == 0) return u;
+    return 0;
+}
+
+static int load_stock_orders(engine *e, const char *user, json_t *orders,
+                             char *err, size_t errlen)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(orders, i, o) {
+        uint64_t id = order_parse(json_object_get(o, "order"));
+        const char *item = json_string_value(json_object_get(o, "item"));
+        int st = records_order_state_parse(json_string_value(json_object_get(o, "state")));
+        json_t *qty = json_object_get(o, "qty"), *exp = json_object_get(o, "expires_at");
+        if (!id || !item || !st || !json_is_integer(qty)) {
+            snprintf(err, errlen, "holder '%s': order %zu is malformed", user, i);
+            return -1;
+        }
+        int rc = engine_load_order(e, user, id, item, json_integer_value(qty), st,
+                                   json_is_integer(exp) ? json_integer_value(exp) : 0);
+        if (rc < 0) {
+            snprintf(err, errlen, "holder '%s': order %" PRIu64 " rejected by the engine (%d)",
+                     user, id, rc);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int state_load_holder(engine *e, const char *user, const char *json,
+                      size_t len, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *doc = json_loadb(json, len, 0, &jerr);
+    if (!json_is_object(doc)) {
+        snprintf(err, errlen, "holder '%s': not a JSON object", user);
+        json_decref(doc);
+        return -1;
+    }
+    int rc = 0;
+    json_t *item = json_object_get(doc, "item"), *orders = json_object_get(doc, "orders");
+    if (json_is_string(item)) {
+        json_t *since = json_object_get(doc, "since");
+        const char *req = json_string_value(json_object_get(doc, "req"));
+        int erc = engine_load_room_holder(e, user, json_string_value(item),
+                                          json_is_integer(since) ? json_integer_value(since) : 0,
+                                          req ? req : "");
+        if (erc < 0) {
+            snprintf(err, errlen, "holder '%s': room '%s' rejected by the engine (%d)",
+                     user, json_string_value(item), erc);
+            rc = -1;
+        }
+    } else if (json_is_array(orders)) {
+        rc = load_stock_orders(e, user, orders, err, errlen);
+    } else {
+        snprintf(err, errlen, "holder '%s': neither a room nor stock orders", user);
+        rc = -1;
+    }
+    json_decref(doc);
+    return rc;
+}
+
+int state_load_ended(engine *e, const char *order, const char *json,
+                     size_t len, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *doc = json_loadb(json, len, 0, &jerr);
+    const char *user = json_string_value(json_object_get(doc, "user"));
+    const char *item = json_string_value(json_object_get(doc, "item"));
+    json_t *qty = json_object_get(doc, "qty");
+    int st = records_order_state_parse(json_string_value(json_object_get(doc, "state")));
+    uint64_t id = strtoull(order, NULL, 10);
+    int rc = -1;
+    if (user && item && json_is_integer(qty) && st && id)
+        rc = engine_load_order(e, user, id, item, json_integer_value(qty), st, 0);
+    if (rc < 0) snprintf(err, errlen, "ended order '%s' is malformed or unknown", order);
+    json_decref(doc);
+    return rc < 0 ? -1 : 0;
+}
+
+int state_load_attrs(engine *e, const char *item, const char *json,
+                     size_t len, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *doc = json_loadb(json, len, 0, &jerr);
+    if (!json_is_object(doc)) {
+        snprintf(err, errlen, "attrs of '%s' is not a JSON object", item);
+        json_decref(doc);
+        return -1;
+    }
+    const char *key;
+    json_t *val;
+    int rc = 0;
+    json_object_foreach(doc, key, val) {
+        char *canon = request_canonical_json(val);
+        int erc = canon ? engine_load_attr(e, item, key, canon) : -1;
+        free(canon);
+        if (erc < 0) {
+            snprintf(err, errlen, "attrs of '%s': item unknown or out of memory", item);
+            rc = -1;
+            break;
+        }
+    }
+    json_decref(doc);
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* records.h -- the JSON documents allocd writes to Redis: results,
+ * holders, dead entries and tombstones (docs/PROTOCOL.md, "Results" and
+ * "Holders"). Written with jsonw: no allocation on the hot path. Reading
+ * the ones a restart needs back is wire/state_load.h.
+ */
+#ifndef ALLOCD_RECORDS_H
+#define ALLOCD_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/engine.h"
+#include "core/jsonw.h"
+#include "wire/request.h"
+
+/* A result for a request the engine decided. seq 0 = admin command (no seq). */
+void records_result(jsonw *w, const request *q, const engine_result *res,
+                    int64_t seq, int64_t at);
+/* An `invalid` result: reason bad_request, detail = q->error. */
+void records_invalid(jsonw *w, const request *q, int64_t seq, int64_t at);
+/* The P:{B}:holders value of a user (rooms or stock form). */
+void records_holder(jsonw *w, const engine *e, const engine_user_view *v);
+/* A P:{B}:dead entry: {"raw":..., "error":..., "at":ms}, plus "raw_base64"
+ * when raw is not valid UTF-8 (so nothing is lost). Raw bytes beyond
+ * RECORDS_DEAD_RAW_MAX are cut (then "raw_bytes" gives the full length and
+ * "truncated" is true): an entry must stay far below Redis's 1 MB bulk
+ * limit, or one oversized request would make every apply fail. */
+#define RECORDS_DEAD_RAW_MAX 65536
+void records_dead(jsonw *w, const char *raw, size_t len, const char *error,
+                  int64_t at);
+/* A P:{B}:orders_ended value. */
+void records_ended(jsonw *w, const engine *e, const char *user,
+                   const engine_order *o);
+
+/* An order's state as the records spell it ("held", ...), and back (0 for
+ * anything else). */
+const char *records_order_state_name(int s);
+int records_order_state_parse(const char *s);
+
+#endif
