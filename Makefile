@@ -75,6 +75,8 @@ TOOL_BIN  := $(TOOL_SRC:tools/%.c=$(BUILD)/%) $(BUILD)/allocctl
 
 ALLOCD    := $(BUILD)/allocd
 
+.DELETE_ON_ERROR:
+
 .PHONY: all check-layers test test-repeat unit integration asan install uninstall clean deps run check-deps bench
 all: $(ALLOCD) $(TOOL_BIN)
 
