@@ -76,19 +76,8 @@ int harness_allocd_start(harness_allocd *d, const harness_redis *r,
     return d->pid > 0 ? 0 : -1;
 }
 
-int harness_allocd_alive(harness_allocd *d)
-{
-    if (d->pid <= 0) return 0;
-    if (proc_exited(d->pid, NULL)) { d->pid = 0; return 0; }
-    return 1;
-}
-
-int harness_allocd_stop(harness_allocd *d)
-{
-    int st = proc_stop(d->pid, 20000);
-    d->pid = 0;
-    return st;
-}
+int harness_allocd_alive(harness_allocd *d) { return proc_alive(&d->pid); }
+int harness_allocd_stop(harness_allocd *d) { return proc_stop(&d->pid, 20000); }
 
 void harness_allocd_kill(harness_allocd *d)
 {

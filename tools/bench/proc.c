@@ -53,19 +53,8 @@ int bench_daemon_start(bench_daemon *d, const bench_daemon_opts *o)
     return 0;
 }
 
-int bench_daemon_alive(bench_daemon *d)
-{
-    if (d->pid <= 0) return 0;
-    if (proc_exited(d->pid, NULL)) { d->pid = 0; return 0; }
-    return 1;
-}
-
-int bench_daemon_stop(bench_daemon *d)
-{
-    int st = proc_stop(d->pid, 20000);
-    d->pid = 0;
-    return st;
-}
+int bench_daemon_alive(bench_daemon *d) { return proc_alive(&d->pid); }
+int bench_daemon_stop(bench_daemon *d) { return proc_stop(&d->pid, 20000); }
 
 long bench_proc_kb(pid_t pid, const char *field)
 {

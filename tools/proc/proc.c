@@ -157,17 +157,26 @@ int proc_exited(pid_t pid, int *status)
     return 1;
 }
 
-int proc_stop(pid_t pid, int timeout_ms)
+int proc_alive(pid_t *pid)
 {
-    if (pid <= 0) return -1;
-    kill(pid, SIGTERM);
+    if (*pid <= 0) return 0;
+    if (proc_exited(*pid, NULL)) { *pid = 0; return 0; }
+    return 1;
+}
+
+int proc_stop(pid_t *pid, int timeout_ms)
+{
+    pid_t p = *pid;
+    *pid = 0;
+    if (p <= 0) return -1;
+    kill(p, SIGTERM);
     for (int waited = 0; waited < timeout_ms; waited += 10) {
         int st;
-        if (proc_exited(pid, &st))
+        if (proc_exited(p, &st))
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         proc_sleep_ms(10);
     }
-    proc_reap(pid, SIGKILL);
+    proc_reap(p, SIGKILL);
     return -1;
 }
 

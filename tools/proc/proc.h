@@ -50,10 +50,13 @@ void proc_reap(pid_t pid, int sig);
  * *status, if not NULL, gets the wait status), 0 (still running, or not a
  * child of ours). */
 int proc_exited(pid_t pid, int *status);
-/* SIGTERM, then waits up to timeout_ms: the exit status (128 + signal when
- * a signal ended it), or -1 after a SIGKILL when it did not exit in time
- * (or pid <= 0). */
-int proc_stop(pid_t pid, int timeout_ms);
+/* For a pid kept in a struct (0 = none): whether *pid still runs; once it
+ * has exited it is reaped and *pid becomes 0. */
+int proc_alive(pid_t *pid);
+/* SIGTERM to *pid, then waits up to timeout_ms: the exit status (128 +
+ * signal when a signal ended it), or -1 after a SIGKILL when it did not
+ * exit in time (or *pid <= 0). *pid becomes 0. */
+int proc_stop(pid_t *pid, int timeout_ms);
 
 /* --------------------------------------------------------- temp dirs -- */
 
