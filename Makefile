@@ -68,7 +68,11 @@ CORE_UNIT_BIN := $(filter $(CORE_UNIT:%=$(BUILD)/tests/unit/%),$(UNIT_BIN))
 EDGE_UNIT_BIN := $(filter-out $(CORE_UNIT_BIN),$(UNIT_BIN))
 ITEST_SRC := $(wildcard tests/integration/test_*.c)
 ITEST_BIN := $(ITEST_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
-HARNESS_OBJ := $(BUILD)/tests/harness.o
+# tools/proc: the processes tests and allocbench start (redis-server, allocd),
+# their temp dirs and the cleanup at exit -- one copy for both, never linked
+# into the daemon. Every binary that links the harness links it too.
+PROC_OBJ    := $(BUILD)/tools/proc/proc.o
+HARNESS_OBJ := $(BUILD)/tests/harness.o $(PROC_OBJ)
 ITEST_OBJ   := $(BUILD)/tests/itest.o
 TOOL_SRC  := $(wildcard tools/*.c)
 TOOL_BIN  := $(TOOL_SRC:tools/%.c=$(BUILD)/%) $(BUILD)/allocctl

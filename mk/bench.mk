@@ -16,7 +16,9 @@
 BENCH_SRC := $(wildcard tools/bench/*.c)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 
-$(BUILD)/allocbench: $(BENCH_OBJ)
+# tools/proc (PROC_OBJ, the Makefile): the processes, temp dirs and cleanup
+# at exit that the tests' harness uses too.
+$(BUILD)/allocbench: $(BENCH_OBJ) $(PROC_OBJ)
 # libcore.a comes before the bench objects in $^; tools/bench/cluster.c uses
 # its cluster_slots, so it is named again after them.
 $(BUILD)/allocbench: LDLIBS += -lpthread $(LIBS_ALL) $(PKG_LIBS)

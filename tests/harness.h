@@ -12,13 +12,14 @@
 #include <sys/types.h>
 #include <hiredis/hiredis.h>
 
-typedef struct harness_redis {
-    pid_t pid;
-    char dir[256];     /* temp dir, removed by harness_redis_stop */
-    char sock[320];
-    char url[340];     /* unix://... */
-    char extra[512];   /* extra redis-server arguments, kept for restarts */
-} harness_redis;
+#include "proc/proc.h"
+
+/* The processes themselves are started by the module the benchmark uses too
+ * (tools/proc/proc.h); the harness names them for the tests. A harness_redis
+ * is a proc_redis: pid, dir (its temp dir, removed by harness_redis_stop),
+ * sock, url ("unix://...") and extra (the redis-server arguments, kept for
+ * restarts). Temp dirs are kept when HARNESS_KEEP is set. */
+typedef proc_redis harness_redis;
 
 /* extra_args: extra redis-server arguments ("--appendonly yes ..."), or NULL. */
 int harness_redis_start(harness_redis *r, const char *extra_args);

@@ -61,7 +61,7 @@ typedef struct row {
 
 typedef struct bench {
     options opt;
-    bench_redis redis;
+    proc_redis redis;
     bench_target target;
     bench_daemon daemon;
     int own_redis;
@@ -337,13 +337,12 @@ static int start_redis(bench *b)
             fprintf(stderr, "allocbench: bad --redis URL '%s'\n", b->opt.redis_url);
             return -1;
         }
-        const char *tmp = getenv("TMPDIR");
-        snprintf(b->dir, sizeof b->dir, "%s/allocbench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        return mkdtemp(b->dir) ? 0 : -1;
+        /* for the daemon's config and log */
+        return proc_temp_dir(b->dir, sizeof b->dir, "allocbench");
     }
-    if (bench_redis_start(&b->redis) < 0) return -1;
+    if (proc_redis_start(&b->redis, "allocbench", "--appendonly no") < 0) return -1;
     b->own_redis = 1;
-    b->target = b->redis.target;
+    if (bench_target_parse(&b->target, b->redis.url) < 0) return -1;
     b->redis_pid = b->redis.pid;
     snprintf(b->dir, sizeof b->dir, "%s", b->redis.dir);
     return 0;
@@ -352,8 +351,8 @@ static int start_redis(bench *b)
 static void stop_all(bench *b)
 {
     if (b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
-    if (b->own_redis) bench_redis_stop(&b->redis);
-    else if (b->dir[0]) rmdir(b->dir); /* only the daemon's config and log were there */
+    if (b->own_redis) proc_redis_stop(&b->redis);
+    else proc_remove_dir(b->dir);
 }
 
 /* A fresh allocd (clean memory peak) on an empty Redis for every run. */
@@ -370,7 +369,7 @@ static int fresh_daemon(bench *b, int chunk)
         .prefix = b->opt.prefix, .chunk = chunk, .registry_ms = b->opt.registry_ms,
     };
     if (bench_daemon_start(&b->daemon, &d) < 0) return -1;
-    bench_sleep_us(200000); /* connected, first registry poll done */
+    proc_sleep_us(200000); /* connected, first registry poll done */
     return 0;
 }
 

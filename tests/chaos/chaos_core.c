@@ -402,12 +402,7 @@ static long long rint_(chaos_ctx *cx, rconn *rc, uint16_t slot, const char *fmt,
     va_start(ap, fmt);
     redisReply *r = rcmdv(cx, rc, slot, fmt, ap);
     va_end(ap);
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_INTEGER) v = r->integer;
-    else if (r && r->type == REDIS_REPLY_STRING) v = strtoll(r->str, NULL, 10);
-    else if (r && r->type == REDIS_REPLY_NIL) v = 0;
-    if (r) freeReplyObject(r);
-    return v;
+    return proc_reply_int(r);
 }
 
 #define GROUP 32
@@ -1012,8 +1007,7 @@ static void allocd_watch(chaos_ctx *cx)
         harness_allocd *a = &cx->allocd[i];
         if (a->pid <= 0) { allocd_start(cx, i); continue; }
         int st;
-        pid_t p = waitpid(a->pid, &st, WNOHANG);
-        if (p != a->pid) continue;
+        if (!proc_exited(a->pid, &st)) continue;   /* reaped and forgotten by the harness */
         cx->rep->allocd_unexpected_exits++;
         violation(cx, &cx->rep->other, "allocd instance %d pid %d exited by itself (%s %d); log %s", i,
                   (int)a->pid, WIFEXITED(st) ? "status" : "signal",
@@ -1086,10 +1080,7 @@ static void redis_restart(chaos_ctx *cx, int hard)
 static void redis_stop(chaos_ctx *cx)
 {
     progress(cx, "Redis outage begins (%d ms)", cx->p->outage_ms);
-    if (cx->redis.pid > 0) {
-        kill(cx->redis.pid, SIGTERM);
-        waitpid(cx->redis.pid, NULL, 0);
-    }
+    harness_reap(cx->redis.pid, SIGTERM);
     cx->redis.pid = 0;
     atomic_store(&cx->redis_down, 1);
 }

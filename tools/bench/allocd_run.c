@@ -190,7 +190,7 @@ static void prod_append(void *ctx, redisContext *c, long k)
     at = resp_append(buf, at, sizeof buf, 3, rpush, rlen);
     at = resp_append(buf, at, sizeof buf, 3, hget, NULL);
     at = resp_append(buf, at, sizeof buf, 1, exec, NULL);
-    pr->push_us[i] = bench_wall_us();
+    pr->push_us[i] = proc_wall_us();
     redisAppendFormattedCommand(c, buf, at);
 }
 
@@ -216,7 +216,7 @@ static void *prod_main(void *arg)
         .target = pr->o->target, .n = pr->n, .depth = pr->o->depth, .replies = 4, .ctx = pr,
         .append = prod_append, .done = prod_done, .due = pr->o->rate > 0 ? prod_due : NULL,
         .tick_us = pr->o->tick_us,
-        .deadline_us = bench_mono_us() + (int64_t)pr->o->timeout_s * 1000000,
+        .deadline_us = proc_mono_us() + (int64_t)pr->o->timeout_s * 1000000,
     };
     pr->sent = pipe_run(&j, pr->err, sizeof pr->err);
     return NULL;
@@ -239,7 +239,7 @@ static void window_open(redisContext *c, const run_opts *o, window *win)
     win->cpu_redis = o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1;
     win->cpu_allocd = o->allocd_pid ? bench_proc_cpu_us(o->allocd_pid) : -1;
     win->cpu_bench = self_cpu_us();
-    win->t0 = bench_wall_us();
+    win->t0 = proc_wall_us();
 }
 
 static double per_req(int64_t a, int64_t b, long n)
@@ -282,15 +282,15 @@ static int poll_once(redisContext *c, const bset *bs, long *have, long *deq, win
 /* Polls every millisecond until n results. */
 static int poll_until(redisContext *c, const bset *bs, long n, int timeout_s, window *win, long *have)
 {
-    int64_t deadline = bench_mono_us() + (int64_t)timeout_s * 1000000;
+    int64_t deadline = proc_mono_us() + (int64_t)timeout_s * 1000000;
     for (;;) {
         long deq;
         if (poll_once(c, bs, have, &deq, win) < 0) return -1;
-        int64_t now = bench_wall_us();
+        int64_t now = proc_wall_us();
         if (deq > 0 && !win->t_first) win->t_first = now;
         if (*have >= n) { win->t_end = now; return 0; }
-        if (bench_mono_us() > deadline) { win->t_end = now; return -1; }
-        bench_sleep_us(1000);
+        if (proc_mono_us() > deadline) { win->t_end = now; return -1; }
+        proc_sleep_us(1000);
     }
 }
 
@@ -402,7 +402,7 @@ static void memory_after(redisContext *c, const run_opts *o, const bset *bs, run
 {
     res->participants = 0;
     for (int b = 0; b < bs->n; b++)
-        res->participants += (long)bench_int(c, "HGET %s participants", bs->k[b].stats);
+        res->participants += (long)proc_int(c, "HGET %s participants", bs->k[b].stats);
     res->hwm_kb = o->allocd_pid ? bench_proc_kb(o->allocd_pid, "VmHWM") : -1;
     res->bytes_per_participant = -1;
     if (res->hwm_kb > 0 && res->rss_base_kb > 0 && res->participants > 0)
@@ -414,9 +414,9 @@ static void memory_after(redisContext *c, const run_opts *o, const bset *bs, run
 static int wait_served(redisContext *c, const bset *bs, int timeout_s)
 {
     for (int b = 0, waited = 0; b < bs->n; ) {
-        if (bench_int(c, "HEXISTS %s state", bs->k[b].stats) == 1) { b++; continue; }
+        if (proc_int(c, "HEXISTS %s state", bs->k[b].stats) == 1) { b++; continue; }
         if ((waited += 5) > timeout_s * 1000) return -1;
-        bench_sleep_us(5000);
+        proc_sleep_us(5000);
     }
     return 0;
 }
@@ -424,7 +424,7 @@ static int wait_served(redisContext *c, const bset *bs, int timeout_s)
 static int run_producers(const run_opts *o, const bset *bs, producer *pr, int64_t *push_us,
                          int64_t *ordinal)
 {
-    int64_t t0 = bench_mono_us();
+    int64_t t0 = proc_mono_us();
     for (int p = 0; p < o->producers; p++) {
         pr[p] = (producer){ .o = o, .bs = bs, .p = p, .push_us = push_us, .ordinal = ordinal, .t0 = t0,
                             .n = (o->w->n - p + o->producers - 1) / o->producers };
@@ -524,7 +524,7 @@ static double probe_one(redisContext *c, const bkeys *k, const workload *w, int 
     snprintf(id, sizeof id, "p%d", s);
     snprintf(json, sizeof json, "{\"id\":\"%s\",\"user\":\"probe%d\",\"op\":\"buy\",\"item\":\"i%ld\",\"qty\":1}",
              id, s, (long)s % w->items);
-    int64_t t0 = bench_mono_us();
+    int64_t t0 = proc_mono_us();
     redisAppendCommand(c, "MULTI");
     redisAppendCommand(c, "RPUSH %s %s", k->queue, json);
     redisAppendCommand(c, "HGET %s dequeued", k->stats);
@@ -534,11 +534,11 @@ static double probe_one(redisContext *c, const bkeys *k, const workload *w, int 
         if (redisGetReply(c, (void **)&rep) != REDIS_OK) return -1;
         freeReplyObject(rep);
     }
-    while (bench_int(c, "HEXISTS %s %s", k->results, id) != 1) {
-        if (bench_mono_us() - t0 > 5000000) return -1;
-        bench_sleep_us(20);
+    while (proc_int(c, "HEXISTS %s %s", k->results, id) != 1) {
+        if (proc_mono_us() - t0 > 5000000) return -1;
+        proc_sleep_us(20);
     }
-    return (double)(bench_mono_us() - t0) / 1000.0;
+    return (double)(proc_mono_us() - t0) / 1000.0;
 }
 
 int allocd_probe(const run_opts *o, int samples, probe_result *pr, char *err, size_t errlen)
@@ -556,7 +556,7 @@ int allocd_probe(const run_opts *o, int samples, probe_result *pr, char *err, si
         goto out;
     }
     for (int s = 0; s < samples; s++) {
-        bench_sleep_us(3000); /* let the worker go idle (parked in BLMOVE) */
+        proc_sleep_us(3000); /* let the worker go idle (parked in BLMOVE) */
         double ms = probe_one(c, k, o->w, s);
         if (ms < 0) { snprintf(err, errlen, "probe request %d got no result", s); goto out; }
         latency_add(&lat, ms);

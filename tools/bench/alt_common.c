@@ -27,7 +27,7 @@ void alt_window_open(alt_window *win, redisContext *c, const alt_opts *o)
     cmdstats_read(c, &win->before);
     win->cpu_redis = o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1;
     win->cpu_bench = bench_proc_cpu_us(getpid());
-    win->t0 = bench_mono_us();
+    win->t0 = proc_mono_us();
 }
 
 static double per_req(int64_t a, int64_t b, long n)
@@ -37,7 +37,7 @@ static double per_req(int64_t a, int64_t b, long n)
 
 void alt_window_close(alt_window *win, redisContext *c, const alt_opts *o, alt_result *res)
 {
-    int64_t t1 = bench_mono_us();
+    int64_t t1 = proc_mono_us();
     long n = res->decided;
     res->n = o->w->n;
     res->secs = (double)(t1 - win->t0) / 1e6;

@@ -85,10 +85,10 @@ static int lock_take(lock_thread *t, const char *lock)
         freeReplyObject(r);
         if (got) return 0;
         __atomic_add_fetch(&t->sh->res->lock_retries, 1, __ATOMIC_RELAXED);
-        if (bench_mono_us() > t->sh->deadline) return -1;
+        if (proc_mono_us() > t->sh->deadline) return -1;
         t->rng = bench_mix(t->rng);
         int base = t->sh->o->lock_sleep_us;
-        bench_sleep_us(base + (int64_t)(t->rng % (uint64_t)(base > 0 ? base : 1)));
+        proc_sleep_us(base + (int64_t)(t->rng % (uint64_t)(base > 0 ? base : 1)));
     }
 }
 
@@ -128,7 +128,7 @@ static int buy(lock_thread *t, long i, const wl_req *rq)
     wl_item_name(w, rq->item, item, sizeof item);
     lock_name(sh, item, lock, sizeof lock);
     if (lock_take(t, lock) < 0) return -1;
-    int64_t now = bench_wall_us() / 1000;
+    int64_t now = proc_wall_us() / 1000;
     snprintf(holds, sizeof holds, "bench:{%s}:lock:holds:%s", sh->o->batch, item);
     if (w->hold_ms > 0) expire_due(t, item, holds, now);
     long long v[2];
@@ -157,7 +157,7 @@ static int try_room(lock_thread *t, long i, const wl_req *rq, const char *room)
     int k = rq->op == OPK_GROUP ? rq->n_members : 1;
     char lock[320], name[WL_MEMBERS][48];
     for (int m = 0; m < k; m++) wl_user_name(i, rq, m, name[m], sizeof name[m]);
-    if (sh->o->lock_precheck && bench_int(t->c, "HGET %s %s", sh->free_key, room) < k) return 0;
+    if (sh->o->lock_precheck && proc_int(t->c, "HGET %s %s", sh->free_key, room) < k) return 0;
     lock_name(sh, room, lock, sizeof lock);
     if (lock_take(t, lock) < 0) return -1;
     long long v[1 + WL_MEMBERS];
@@ -181,7 +181,7 @@ static int rooms(lock_thread *t, long i, const wl_req *rq)
 {
     char user[48], room[48];
     wl_user_name(i, rq, 0, user, sizeof user);
-    if (bench_int(t->c, "HEXISTS %s %s", t->sh->users_key, user) == 1) return 0;
+    if (proc_int(t->c, "HEXISTS %s %s", t->sh->users_key, user) == 1) return 0;
     for (int p = 0; p < rq->n_prefs; p++) {
         wl_item_name(t->sh->o->w, rq->prefs[p], room, sizeof room);
         int got = try_room(t, i, rq, room);
@@ -197,7 +197,7 @@ static void *lock_main(void *arg)
     outcome *o = &sh->res->out;
     for (;;) {
         long i = __atomic_fetch_add(&sh->next, 1, __ATOMIC_RELAXED);
-        if (i >= sh->o->w->n || bench_mono_us() > sh->deadline || t->failed) break;
+        if (i >= sh->o->w->n || proc_mono_us() > sh->deadline || t->failed) break;
         wl_req rq;
         workload_request(sh->o->w, i, &rq);
         int got = rq.op == OPK_BUY ? buy(t, i, &rq) : rooms(t, i, &rq);

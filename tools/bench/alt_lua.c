@@ -166,7 +166,7 @@ static void *lua_main(void *arg)
     pipe_job j = {
         .target = o->target, .n = lc->n, .depth = o->depth, .replies = 1, .ctx = lc,
         .append = lua_append, .done = lua_done,
-        .deadline_us = bench_mono_us() + (int64_t)o->max_seconds * 1000000,
+        .deadline_us = proc_mono_us() + (int64_t)o->max_seconds * 1000000,
     };
     long done = pipe_run(&j, lc->err, sizeof lc->err);
     if (done > 0) __atomic_add_fetch(&lc->sh->res->decided, done, __ATOMIC_RELAXED);

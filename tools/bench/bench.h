@@ -3,9 +3,11 @@
  * allocbench measures allocd against two alternatives (one Lua script per
  * request; a lock per room/item with read-modify-write) in one run, on one
  * Redis, with one request mix, so every number it reports can be given as a
- * ratio. The pieces here are tool-agnostic (clock, processes, a pipelined
+ * ratio. The pieces here are tool-agnostic (processes, a pipelined
  * non-blocking driver, the request mix, Redis command accounting) and are
  * kept apart from tools/allocbench.c, which only orchestrates and reports.
+ * The clock, the private redis-server, spawning and reaping, temp dirs and
+ * their cleanup at exit are the module the tests use too (proc/proc.h).
  */
 #ifndef ALLOCBENCH_BENCH_H
 #define ALLOCBENCH_BENCH_H
@@ -15,11 +17,8 @@
 #include <sys/types.h>
 #include <hiredis/hiredis.h>
 
-/* ------------------------------------------------------------- clock -- */
+#include "proc/proc.h"
 
-int64_t bench_wall_us(void);            /* CLOCK_REALTIME, microseconds */
-int64_t bench_mono_us(void);            /* CLOCK_MONOTONIC, microseconds */
-void bench_sleep_us(int64_t us);
 uint64_t bench_mix(uint64_t x);         /* splitmix64 finaliser */
 
 /* ------------------------------------------------------------ redis -- */
@@ -36,9 +35,6 @@ typedef struct bench_target {
 int bench_target_parse(bench_target *t, const char *url);
 redisContext *bench_connect(const bench_target *t);      /* blocking */
 redisContext *bench_connect_nb(const bench_target *t);   /* non-blocking */
-/* Runs a command; returns its integer (string replies parsed, nil = 0) or
- * -1 on error. */
-long long bench_int(redisContext *c, const char *fmt, ...);
 /* Runs a command and reports whether it failed (error reply or I/O). */
 int bench_ok(redisContext *c, const char *fmt, ...);
 int bench_ok_argv(redisContext *c, int argc, const char **argv, const size_t *lens);
@@ -69,17 +65,9 @@ long long cmdstats_total_usec(const cmdstats *s);
 
 /* -------------------------------------------------------- processes -- */
 
-typedef struct bench_redis {
-    pid_t pid;
-    char dir[256];
-    bench_target target;
-} bench_redis;
-
-/* Private redis-server on a unix socket in a fresh temp dir, no
- * persistence. */
-int bench_redis_start(bench_redis *r);
-void bench_redis_stop(bench_redis *r);
-
+/* The private redis-server is a proc_redis (proc/proc.h); allocd is
+ * started here with a config for the bench. Temp dirs stay when
+ * ALLOCBENCH_KEEP is set. */
 typedef struct bench_daemon_opts {
     const char *bin;          /* path of allocd */
     const char *dir;          /* where the config and log go */
@@ -115,7 +103,7 @@ double bench_loadavg(void);
  * flight, each unit being `replies` commands appended by append(); done()
  * gets the unit's last reply (error = any reply of the unit was an error).
  * due() (optional) paces the units: unit k is not sent before it returns a
- * bench_mono_us() value; with tick_us, due units are sent together at most
+ * proc_mono_us() value; with tick_us, due units are sent together at most
  * every tick_us (fewer, larger writes). Stops early when *stop becomes non-zero or at
  * deadline_us (mono). Returns the units completed, or -1 on I/O error. */
 typedef struct pipe_job {

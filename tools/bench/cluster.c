@@ -15,20 +15,13 @@
 
 #include "redis/cluster_slots.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct cnode {
-    pid_t pid;
+    proc_redis r;             /* its own temp dir; answers on a unix socket too */
     int port;
     redisContext *c;
 } cnode;
@@ -80,52 +73,21 @@ static int owner_of_batch(const cenv *e, const char *batch)
 
 /* ------------------------------------------------------------ processes - */
 
-static int port_free(int port)
+/* A redis-server on 127.0.0.1:port in its own temp dir (proc/proc.h), in
+ * cluster mode when there is more than one master. */
+static int start_node(const cenv *e, cnode *n, int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return 0;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    return ok;
-}
-
-static int pick_port(int start)
-{
-    for (int p = start; p < 30000; p++)
-        if (port_free(p) && port_free(p + 10000)) return p;
+    char extra[300];
+    snprintf(extra, sizeof extra, "--port %d --bind 127.0.0.1 --appendonly no --cluster-enabled %s "
+             "--cluster-config-file nodes.conf --cluster-node-timeout 5000",
+             port, e->o->masters > 1 ? "yes" : "no");
+    n->port = port;
+    if (proc_redis_start(&n->r, "allocbench-node", extra) < 0) return -1;
+    n->c = redisConnect("127.0.0.1", port);
+    if (n->c && !n->c->err) return 0;
+    if (n->c) redisFree(n->c);
+    n->c = NULL;
     return -1;
-}
-
-static pid_t spawn_redis(const cenv *e, int i, int port)
-{
-    char dir[300], log[320], ports[16];
-    snprintf(dir, sizeof dir, "%s/node%d", e->dir, i);
-    snprintf(log, sizeof log, "%s/redis.log", dir);
-    snprintf(ports, sizeof ports, "%d", port);
-    if (mkdir(dir, 0700) < 0) return -1;
-    int cluster = e->o->masters > 1;
-    pid_t pid = fork();
-    if (pid != 0) return pid;
-    int fd = open("/dev/null", O_WRONLY);
-    if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
-    execlp("redis-server", "redis-server", "--port", ports, "--bind", "127.0.0.1", "--dir", dir,
-           "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", log,
-           "--cluster-enabled", cluster ? "yes" : "no", "--cluster-config-file", "nodes.conf",
-           "--cluster-node-timeout", "5000", (char *)NULL);
-    _exit(127);
-}
-
-static redisContext *connect_port(int port, int timeout_ms)
-{
-    for (int waited = 0; waited < timeout_ms; waited += 20) {
-        redisContext *c = redisConnect("127.0.0.1", port);
-        if (c && !c->err && bench_ok(c, "PING") == 0) return c;
-        if (c) redisFree(c);
-        bench_sleep_us(20000);
-    }
-    return NULL;
 }
 
 static int cluster_ok(cenv *e)
@@ -160,7 +122,7 @@ static int form_cluster(cenv *e)
             e->have_map = 1;
             return 0;
         }
-        bench_sleep_us(100000);
+        proc_sleep_us(100000);
     }
     return -1;
 }
@@ -169,12 +131,11 @@ static int start_nodes(cenv *e, char *err, size_t errlen)
 {
     int port = 20000 + (int)(getpid() % 1000) * 5;
     for (int i = 0; i < e->n_nodes; i++) {
-        if ((port = pick_port(port + 1)) < 0) { snprintf(err, errlen, "no free port"); return -1; }
+        if ((port = proc_cluster_port(port + 1)) < 0) { snprintf(err, errlen, "no free port"); return -1; }
         cnode *n = &e->node[i];
-        n->port = port;
-        n->pid = spawn_redis(e, i, port);
-        if (n->pid < 0 || !(n->c = connect_port(port, 10000))) {
-            snprintf(err, errlen, "redis-server on port %d did not start (see %s/node%d)", port, e->dir, i);
+        if (start_node(e, n, port) < 0) {
+            snprintf(err, errlen, "redis-server on port %d did not start (see %s)", port,
+                     n->r.dir[0] ? n->r.dir : "TMPDIR");
             return -1;
         }
     }
@@ -202,12 +163,12 @@ static int start_daemons(cenv *e, char *err, size_t errlen)
     }
     snprintf(key, sizeof key, "%s:instances", o->prefix);
     redisContext *c = e->node[node_of_key(e, key)].c;
-    for (int waited = 0; bench_int(c, "HLEN %s", key) < e->n_inst; waited += 20) {
+    for (int waited = 0; proc_int(c, "HLEN %s", key) < e->n_inst; waited += 20) {
         if (waited > 15000) { snprintf(err, errlen, "not every instance registered in %s", key); return -1; }
-        bench_sleep_us(20000);
+        proc_sleep_us(20000);
     }
     int interval = o->registry_ms > 0 ? o->registry_ms : 250;
-    bench_sleep_us((int64_t)(3 * interval > 500 ? 3 * interval : 500) * 1000);
+    proc_sleep_us((int64_t)(3 * interval > 500 ? 3 * interval : 500) * 1000);
     return 0;
 }
 
@@ -231,14 +192,10 @@ static void stop_env(cenv *e, cluster_result *res)
     }
     for (int i = 0; i < e->n_nodes; i++) {
         if (e->node[i].c) redisFree(e->node[i].c);
-        if (e->node[i].pid > 0) { kill(e->node[i].pid, SIGTERM); waitpid(e->node[i].pid, NULL, 0); }
+        if (e->node[i].r.dir[0]) proc_redis_stop(&e->node[i].r);
     }
     if (e->have_map) cluster_map_free(&e->map);
-    if (e->dir[0] && !getenv("ALLOCBENCH_KEEP")) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->dir);
-        if (system(cmd) != 0) fprintf(stderr, "allocbench: could not remove %s\n", e->dir);
-    }
+    proc_remove_dir(e->dir);
 }
 
 /* ------------------------------------------------------------ batches -- */
@@ -349,7 +306,7 @@ typedef struct cpu_snap {
 
 static void cpu_read(const cenv *e, cpu_snap *s)
 {
-    for (int i = 0; i < e->n_nodes; i++) s->node[i] = bench_proc_cpu_us(e->node[i].pid);
+    for (int i = 0; i < e->n_nodes; i++) s->node[i] = bench_proc_cpu_us(e->node[i].r.pid);
     for (int i = 0; i < e->n_inst; i++) s->inst[i] = bench_proc_cpu_us(e->d[i].pid);
     s->self = bench_proc_cpu_us(getpid());
 }
@@ -377,15 +334,15 @@ static int measure(cenv *e, const cbatch *b, int k, cluster_result *res, char *e
     cpu_snap a, z;
     long n = e->o->w->n, have = 0;
     cpu_read(e, &a);
-    int64_t t0 = bench_wall_us();
+    int64_t t0 = proc_wall_us();
     if (add_batches(e, b, k) < 0) { snprintf(err, errlen, "SADD to P:batches failed"); return -1; }
-    int64_t deadline = bench_mono_us() + (int64_t)e->o->timeout_s * 1000000;
+    int64_t deadline = proc_mono_us() + (int64_t)e->o->timeout_s * 1000000;
     int64_t t_first = 0;
-    while ((have = results_now(e, b, k)) >= 0 && have < n && bench_mono_us() < deadline) {
-        if (have > 0 && !t_first) t_first = bench_wall_us();
-        bench_sleep_us(1000);
+    while ((have = results_now(e, b, k)) >= 0 && have < n && proc_mono_us() < deadline) {
+        if (have > 0 && !t_first) t_first = proc_wall_us();
+        proc_sleep_us(1000);
     }
-    int64_t t1 = bench_wall_us();
+    int64_t t1 = proc_wall_us();
     if (!t_first) t_first = t1;
     res->secs_drain = (double)(t1 - t_first) / 1e6;
     res->tput_drain = res->secs_drain > 0 ? (double)(have > 0 ? have : 0) / res->secs_drain : 0;
@@ -403,11 +360,11 @@ static void check(cenv *e, const cbatch *b, int k, cluster_result *res)
     for (int j = 0; j < k; j++) {
         redisContext *c = e->node[b[j].node].c;
         long share = (e->o->w->n - j + k - 1) / k;
-        long have = (long)bench_int(c, "HLEN %s", b[j].results);
+        long have = (long)proc_int(c, "HLEN %s", b[j].results);
         res->results += have;
         res->missing += share - have;
-        res->granted += (long)bench_int(c, "HGET %s granted", b[j].stats);
-        res->rejected += (long)bench_int(c, "HGET %s rejected", b[j].stats);
+        res->granted += (long)proc_int(c, "HGET %s granted", b[j].stats);
+        res->rejected += (long)proc_int(c, "HGET %s rejected", b[j].stats);
         res->per_master[b[j].node]++;
         redisReply *r = redisCommand(c, "GET %s", b[j].lease);
         int holder = -1;
@@ -448,9 +405,8 @@ int cluster_bench_run(const cluster_opts *o, cluster_result *res, char *err, siz
     e->n_nodes = o->masters;
     e->n_inst = o->instances;
     for (int i = 0; i < e->n_inst; i++) snprintf(e->inst[i], sizeof e->inst[i], "allocbench-%d", i + 1);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(e->dir, sizeof e->dir, "%s/allocbench-cl-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(e->dir)) { e->dir[0] = '\0'; snprintf(err, errlen, "mkdtemp failed"); goto out; }
+    /* the daemons' configs and logs; each node has a temp dir of its own */
+    if (proc_temp_dir(e->dir, sizeof e->dir, "allocbench-cl") < 0) { snprintf(err, errlen, "mkdtemp failed"); goto out; }
     if (start_nodes(e, err, errlen) < 0) goto out;
     pick_batches(e, b, o->batches);
     /* the queues are full before any instance sees a batch */

@@ -29,7 +29,7 @@ typedef struct pipe_state {
 static int64_t send_due(pipe_state *s)
 {
     const pipe_job *j = s->j;
-    int64_t now = j->due ? bench_mono_us() : 0;
+    int64_t now = j->due ? proc_mono_us() : 0;
     while (s->sent < j->n && s->sent - s->done < j->depth) {
         if (j->due) {
             int64_t at = j->due(j->ctx, s->sent);
@@ -78,7 +78,7 @@ static int wait_io(pipe_state *s, int want_write, int64_t wait_us)
 static int stopped(const pipe_job *j)
 {
     if (j->stop && *j->stop) return 1;
-    return j->deadline_us > 0 && bench_mono_us() >= j->deadline_us;
+    return j->deadline_us > 0 && proc_mono_us() >= j->deadline_us;
 }
 
 static int step(pipe_state *s)
@@ -88,7 +88,7 @@ static int step(pipe_state *s)
     int wdone = 1;
     if (redisBufferWrite(s->c, &wdone) != REDIS_OK) return -1;
     int in_flight = s->sent > s->done;
-    if (!in_flight && wdone) { bench_sleep_us(next > 1000 ? 1000 : next); return 0; }
+    if (!in_flight && wdone) { proc_sleep_us(next > 1000 ? 1000 : next); return 0; }
     /* with time-paced units waiting, wake for the next one */
     return wait_io(s, !wdone, next > 0 ? next : -1);
 }

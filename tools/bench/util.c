@@ -1,5 +1,5 @@
-/* util.c -- clock, Redis connections, command accounting and latency
- * quantiles for allocbench (see bench.h).
+/* util.c -- Redis connections, command accounting and latency quantiles
+ * for allocbench (see bench.h).
  *
  * Command accounting reads INFO commandstats, which counts every command
  * Redis executes, including those called from inside Lua scripts. A delta
@@ -8,33 +8,14 @@
  */
 #include "bench.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
-/* ------------------------------------------------------------- clock -- */
-
-static int64_t clock_us(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-int64_t bench_wall_us(void) { return clock_us(CLOCK_REALTIME); }
-int64_t bench_mono_us(void) { return clock_us(CLOCK_MONOTONIC); }
-
-void bench_sleep_us(int64_t us)
-{
-    if (us <= 0) return;
-    struct timespec ts = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000L };
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
-}
+/* --------------------------------------------------------------- mix -- */
 
 uint64_t bench_mix(uint64_t z)
 {
@@ -89,20 +70,6 @@ redisContext *bench_connect_nb(const bench_target *t)
 fail:
     if (c) redisFree(c);
     return NULL;
-}
-
-long long bench_int(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_INTEGER) v = r->integer;
-    else if (r && r->type == REDIS_REPLY_STRING) v = strtoll(r->str, NULL, 10);
-    else if (r && r->type == REDIS_REPLY_NIL) v = 0;
-    if (r) freeReplyObject(r);
-    return v;
 }
 
 static int reply_ok(redisReply *r)

@@ -1,0 +1,329 @@
+/* proc.c -- see proc.h. */
+#include "proc/proc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- clock -- */
+
+static int64_t clock_us(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t proc_wall_us(void) { return clock_us(CLOCK_REALTIME); }
+int64_t proc_mono_us(void) { return clock_us(CLOCK_MONOTONIC); }
+int64_t proc_now_ms(void) { return clock_us(CLOCK_REALTIME) / 1000; }
+
+void proc_sleep_us(int64_t us)
+{
+    if (us <= 0) return;
+    struct timespec ts = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
+}
+
+void proc_sleep_ms(int ms) { proc_sleep_us((int64_t)ms * 1000); }
+
+/* ---------------------------------------------------------- tracking -- */
+
+/* Everything started here is remembered, so that nothing outlives the
+ * program: at exit whatever is still running is killed and every temp dir
+ * removed (tests/run.sh counts a survivor as a failure). */
+#define PROC_MAX_TRACKED 256
+static pid_t tracked_pids[PROC_MAX_TRACKED];
+static char *tracked_dirs[PROC_MAX_TRACKED];
+static const char *keep_env;
+
+static int keep_dirs(void)
+{
+    return keep_env && getenv(keep_env);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    if (remove(path) < 0 && errno != ENOENT)
+        fprintf(stderr, "%s: could not remove %s: %s\n", program_invocation_short_name, path, strerror(errno));
+    return 0;
+}
+
+static void remove_tree(const char *dir)
+{
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void cleanup_at_exit(void)
+{
+    for (int i = 0; i < PROC_MAX_TRACKED; i++) {
+        if (tracked_pids[i] <= 0) continue;
+        kill(tracked_pids[i], SIGKILL);
+        waitpid(tracked_pids[i], NULL, 0);
+        tracked_pids[i] = 0;
+    }
+    for (int i = 0; i < PROC_MAX_TRACKED; i++) {
+        if (!tracked_dirs[i]) continue;
+        if (!keep_dirs()) remove_tree(tracked_dirs[i]);
+        free(tracked_dirs[i]);
+        tracked_dirs[i] = NULL;
+    }
+}
+
+static void track_init(void)
+{
+    static int registered;
+    if (!registered) { atexit(cleanup_at_exit); registered = 1; }
+}
+
+static void track_pid(pid_t pid)
+{
+    track_init();
+    for (int i = 0; i < PROC_MAX_TRACKED; i++)
+        if (tracked_pids[i] <= 0) { tracked_pids[i] = pid; return; }
+    fprintf(stderr, "%s: more than %d live children\n", program_invocation_short_name, PROC_MAX_TRACKED);
+}
+
+static void untrack_pid(pid_t pid)
+{
+    for (int i = 0; i < PROC_MAX_TRACKED; i++)
+        if (tracked_pids[i] == pid) tracked_pids[i] = 0;
+}
+
+void proc_track_dir(const char *dir)
+{
+    track_init();
+    for (int i = 0; i < PROC_MAX_TRACKED; i++)
+        if (tracked_dirs[i] && !strcmp(tracked_dirs[i], dir)) return;
+    for (int i = 0; i < PROC_MAX_TRACKED; i++)
+        if (!tracked_dirs[i]) { tracked_dirs[i] = strdup(dir); return; }
+    fprintf(stderr, "%s: more than %d temp dirs\n", program_invocation_short_name, PROC_MAX_TRACKED);
+}
+
+static void untrack_dir(const char *dir)
+{
+    for (int i = 0; i < PROC_MAX_TRACKED; i++)
+        if (tracked_dirs[i] && !strcmp(tracked_dirs[i], dir)) { free(tracked_dirs[i]); tracked_dirs[i] = NULL; }
+}
+
+void proc_keep_dirs_env(const char *name)
+{
+    keep_env = name;
+}
+
+/* ---------------------------------------------------------- children -- */
+
+pid_t proc_spawn(char *const argv[], const char *log_path)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid > 0) { track_pid(pid); return pid; }
+    if (pid < 0) return -1;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);    /* the parent died before prctl */
+    int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+    execvp(argv[0], argv);
+    _exit(127);
+}
+
+void proc_reap(pid_t pid, int sig)
+{
+    if (pid <= 0) return;
+    if (sig) kill(pid, sig);
+    waitpid(pid, NULL, 0);
+    untrack_pid(pid);
+}
+
+int proc_exited(pid_t pid, int *status)
+{
+    if (pid <= 0) return 0;
+    int st;
+    if (waitpid(pid, &st, WNOHANG) != pid) return 0;
+    untrack_pid(pid);
+    if (status) *status = st;
+    return 1;
+}
+
+int proc_alive(pid_t *pid)
+{
+    if (*pid <= 0) return 0;
+    if (proc_exited(*pid, NULL)) { *pid = 0; return 0; }
+    return 1;
+}
+
+int proc_stop(pid_t *pid, int timeout_ms)
+{
+    pid_t p = *pid;
+    *pid = 0;
+    if (p <= 0) return -1;
+    kill(p, SIGTERM);
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        int st;
+        if (proc_exited(p, &st))
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        proc_sleep_ms(10);
+    }
+    proc_reap(p, SIGKILL);
+    return -1;
+}
+
+/* --------------------------------------------------------- temp dirs -- */
+
+int proc_temp_dir(char *dir, size_t len, const char *prefix)
+{
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(dir, len, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix);
+    if (n < 0 || (size_t)n >= len || !mkdtemp(dir)) {
+        if (len) dir[0] = '\0';
+        return -1;
+    }
+    proc_track_dir(dir);
+    return 0;
+}
+
+void proc_remove_dir(const char *dir)
+{
+    if (!dir || !dir[0] || keep_dirs()) return;
+    remove_tree(dir);
+    untrack_dir(dir);
+}
+
+/* ------------------------------------------------------- redis-server -- */
+
+redisContext *proc_redis_connect(const proc_redis *r)
+{
+    redisContext *c = redisConnectUnix(r->sock);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Until it answers PING, it exits, or timeout_ms. */
+static int redis_wait(proc_redis *r, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        redisContext *c = proc_redis_connect(r);
+        if (c) {
+            redisReply *rep = redisCommand(c, "PING");
+            int ok = rep && rep->type == REDIS_REPLY_STATUS;
+            if (rep) freeReplyObject(rep);
+            redisFree(c);
+            if (ok) return 0;
+        }
+        if (proc_exited(r->pid, NULL)) { r->pid = 0; return -1; }
+        proc_sleep_ms(20);
+    }
+    return -1;
+}
+
+/* Through the shell, which splits r->extra into arguments. */
+static int redis_spawn(proc_redis *r)
+{
+    char cmd[2048];
+    int n = snprintf(cmd, sizeof cmd,
+                     "exec redis-server --port 0 --unixsocket '%s' --unixsocketperm 700 "
+                     "--dir '%s' --save '' --daemonize no --logfile '%s/redis.log' %s",
+                     r->sock, r->dir, r->dir, r->extra);
+    if (n < 0 || (size_t)n >= sizeof cmd) return -1;
+    char *argv[] = { "sh", "-c", cmd, NULL };
+    r->pid = proc_spawn(argv, NULL);
+    if (r->pid < 0) { r->pid = 0; return -1; }
+    if (redis_wait(r, 10000) < 0) {
+        fprintf(stderr, "%s: redis-server did not start (see %s/redis.log)\n",
+                program_invocation_short_name, r->dir);
+        proc_reap(r->pid, SIGKILL);
+        r->pid = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int proc_redis_start(proc_redis *r, const char *prefix, const char *extra)
+{
+    memset(r, 0, sizeof *r);
+    if (proc_temp_dir(r->dir, sizeof r->dir, prefix) < 0) return -1;
+    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
+    snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
+    snprintf(r->extra, sizeof r->extra, "%s", extra ? extra : "");
+    return redis_spawn(r);
+}
+
+int proc_redis_restart(proc_redis *r)
+{
+    proc_reap(r->pid, SIGTERM);
+    r->pid = 0;
+    return redis_spawn(r);
+}
+
+void proc_redis_kill(proc_redis *r)
+{
+    proc_reap(r->pid, SIGKILL);
+    r->pid = 0;
+    unlink(r->sock);
+}
+
+void proc_redis_stop(proc_redis *r)
+{
+    proc_reap(r->pid, SIGTERM);
+    r->pid = 0;
+    proc_remove_dir(r->dir);
+}
+
+static int port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+int proc_cluster_port(int start)
+{
+    for (int p = start; p < 29000; p++)
+        if (port_free(p) && port_free(p + 10000)) return p;
+    return -1;
+}
+
+/* ----------------------------------------------------- redis replies -- */
+
+long long proc_reply_int(redisReply *r)
+{
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_INTEGER) v = r->integer;
+    else if (r && r->type == REDIS_REPLY_STRING) v = strtoll(r->str, NULL, 10);
+    else if (r && r->type == REDIS_REPLY_NIL) v = 0;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+long long proc_vint(redisContext *c, const char *fmt, va_list ap)
+{
+    return proc_reply_int(redisvCommand(c, fmt, ap));
+}
+
+long long proc_int(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    long long v = proc_vint(c, fmt, ap);
+    va_end(ap);
+    return v;
+}
