@@ -2,24 +2,15 @@
 #include "allocctl/ctl_util.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* ---- times ------------------------------------------------------------- */
+#include "core/numtext.h"
 
-static int digits_ms(const char *s, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < 0) return -1;
-    *out = v;
-    return 0;
-}
+/* ---- times ------------------------------------------------------------- */
 
 /* ":SS[.fff]" at *p, advancing it. */
 static int parse_seconds(const char **p, int *sec, int *ms)
@@ -56,7 +47,7 @@ static int parse_zone(const char *p, int64_t *off)
 
 int ctl_parse_time_ms(const char *s, int64_t *out)
 {
-    if (*s && strspn(s, "0123456789") == strlen(s)) return digits_ms(s, out);
+    if (*s && strspn(s, "0123456789") == strlen(s)) return numtext_parse_i64(s, out);
     struct tm tm;
     memset(&tm, 0, sizeof tm);
     int used = 0, sec, ms;

@@ -33,6 +33,7 @@
 
 #include "worker/batch_keys.h"
 #include "base/config.h"
+#include "core/numtext.h"
 #include "allocctl/ctl_items.h"
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_replay.h"
@@ -88,16 +89,6 @@ static void sleep_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
-}
-
-static int parse_i64(const char *s, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end) return -1;
-    *out = v;
-    return 0;
 }
 
 static void random_id(char *buf, size_t len, const char *prefix)
@@ -175,7 +166,7 @@ static int opt_int(const ctx *x, const char *name, const char *v, int64_t min,
                    int64_t max, int64_t *out)
 {
     if (!v) return 0;
-    if (parse_i64(v, out) < 0 || *out < min || *out > max) {
+    if (numtext_parse_i64(v, out) < 0 || *out < min || *out > max) {
         errmsg(x, "--%s must be an integer from %" PRId64 " to %" PRId64 " (got '%s')",
                name, min, max, v);
         return -1;
@@ -300,14 +291,14 @@ static int64_t hfield_int(const redisReply *h, const char *name, int64_t dflt)
 {
     const char *s = hfield(h, name);
     int64_t v;
-    return s && parse_i64(s, &v) == 0 ? v : dflt;
+    return s && numtext_parse_i64(s, &v) == 0 ? v : dflt;
 }
 
 static int64_t reply_int(const redisReply *r)
 {
     int64_t v = 0;
     if (r && r->type == REDIS_REPLY_INTEGER) return r->integer;
-    if (r && r->type == REDIS_REPLY_STRING && parse_i64(r->str, &v) == 0) return v;
+    if (r && r->type == REDIS_REPLY_STRING && numtext_parse_i64(r->str, &v) == 0) return v;
     return 0;
 }
 
