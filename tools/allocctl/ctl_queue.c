@@ -25,13 +25,6 @@ static const char REQUEUE_LUA[] =
     "local l = redis.call('RPUSH', KEYS[2], ARGV[3])\n"
     "return {l, redis.call('HGET', KEYS[3], 'dequeued') or '0'}\n";
 
-static int64_t as_int(const redisReply *r)
-{
-    if (r && r->type == REDIS_REPLY_INTEGER) return r->integer;
-    if (r && r->type == REDIS_REPLY_STRING) return strtoll(r->str, NULL, 10);
-    return 0;   /* nil: no stats yet, dequeued = 0 */
-}
-
 /* Reads n pipelined replies; the last (EXEC, of `want` elements) is
  * returned, the others freed. NULL with err on any failure. */
 static redisReply *exec_reply(redisContext *c, size_t n, size_t want, char *err, size_t errlen)
@@ -73,7 +66,7 @@ int ctl_push_ordinal(redisContext *c, const batch_keys *k, const char *req,
     redisAppendCommand(c, "EXEC");
     redisReply *r = exec_reply(c, 4, 2, err, errlen);
     if (!r) return -1;
-    *ordinal = as_int(r->element[0]) + as_int(r->element[1]);
+    *ordinal = ctl_reply_int(r->element[0]) + ctl_reply_int(r->element[1]);
     freeReplyObject(r);
     return 0;
 }
@@ -101,7 +94,7 @@ static redisReply *queue_page(redisContext *c, const batch_keys *k, int64_t star
     redisAppendCommand(c, "EXEC");
     redisReply *r = exec_reply(c, 4, 2, err, errlen);
     if (!r) return NULL;
-    *dequeued = as_int(r->element[0]);
+    *dequeued = ctl_reply_int(r->element[0]);
     redisReply *page = r->element[1];
     r->element[1] = NULL;          /* keep the page, free the rest */
     freeReplyObject(r);
@@ -193,7 +186,7 @@ int ctl_dead_requeue(redisContext *c, const batch_keys *k, int64_t index,
     int rc = e ? (r && !strncmp(r->str, "CHANGED", 7) ? 1 : -1) : 0;
     if (e) snprintf(err, errlen, "%s", e);
     else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        *ordinal = as_int(r->element[0]) + as_int(r->element[1]);
+        *ordinal = ctl_reply_int(r->element[0]) + ctl_reply_int(r->element[1]);
     else { snprintf(err, errlen, "unexpected reply from the requeue script"); rc = -1; }
     if (r) freeReplyObject(r);
     return rc;

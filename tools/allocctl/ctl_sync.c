@@ -5,6 +5,8 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "core/numtext.h"
+
 static struct timeval ms_tv(int ms)
 {
     struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000L };
@@ -52,4 +54,12 @@ const char *ctl_reply_error(const redisContext *c, const redisReply *r)
     if (!r) return c->errstr[0] ? c->errstr : "no reply";
     if (r->type == REDIS_REPLY_ERROR) return r->str;
     return NULL;
+}
+
+int64_t ctl_reply_int(const redisReply *r)
+{
+    int64_t v = 0;
+    if (r && r->type == REDIS_REPLY_INTEGER) return r->integer;
+    if (r && r->type == REDIS_REPLY_STRING && numtext_parse_i64(r->str, &v) == 0) return v;
+    return 0;
 }

@@ -294,14 +294,6 @@ static int64_t hfield_int(const redisReply *h, const char *name, int64_t dflt)
     return s && numtext_parse_i64(s, &v) == 0 ? v : dflt;
 }
 
-static int64_t reply_int(const redisReply *r)
-{
-    int64_t v = 0;
-    if (r && r->type == REDIS_REPLY_INTEGER) return r->integer;
-    if (r && r->type == REDIS_REPLY_STRING && numtext_parse_i64(r->str, &v) == 0) return v;
-    return 0;
-}
-
 /* ---- batch create ---------------------------------------------------------- */
 
 typedef struct create_opts {
@@ -837,7 +829,7 @@ static int64_t stat_int(ctx *x, const char *field, int *err)
 {
     redisReply *r = rcmd(x, "HGET %s %s", x->k.stats, field);
     if (!r) { *err = 1; return 0; }
-    int64_t v = reply_int(r);
+    int64_t v = ctl_reply_int(r);
     freeReplyObject(r);
     return v;
 }
@@ -881,7 +873,7 @@ static int show_result(ctx *x, const char *id, int raw)
     redisReply *r[2];
     if (replies(x, 2, r) < 0) return EX_REDIS;
     int found = r[0]->type == REDIS_REPLY_STRING;
-    if (found) print_result(r[0]->str, r[0]->len, reply_int(r[1]), raw);
+    if (found) print_result(r[0]->str, r[0]->len, ctl_reply_int(r[1]), raw);
     free_replies(r, 2);
     return found ? EX_OK : EX_NOT;
 }
@@ -1132,7 +1124,7 @@ static int log_trimmed(const redisReply *xinfo, int64_t xlen, int64_t *added)
     if (xinfo->type != REDIS_REPLY_ARRAY) return 0;
     for (size_t i = 0; i + 1 < xinfo->elements; i += 2)
         if (xinfo->element[i]->str && !strcmp(xinfo->element[i]->str, "entries-added"))
-            *added = reply_int(xinfo->element[i + 1]);
+            *added = ctl_reply_int(xinfo->element[i + 1]);
     return *added > xlen;
 }
 
@@ -1151,7 +1143,7 @@ static void verify_summary(const ctl_replay_counts *c)
 
 static int verify_run(ctx *x, redisReply *sn, ctl_replay *rp, size_t *shown)
 {
-    int64_t xlen = reply_int(sn->element[SN_XLEN]), added;
+    int64_t xlen = ctl_reply_int(sn->element[SN_XLEN]), added;
     const redisReply *last = sn->element[SN_LAST];
     if (log_trimmed(sn->element[SN_XINFO], xlen, &added)) {
         char msg[200];
@@ -1253,7 +1245,7 @@ static void top_fill(top_row *row, const char *batch, redisReply **r)
     row->p50_us = hfield_int(r[0], "decision_p50_us", -1);
     row->p99_us = hfield_int(r[0], "decision_p99_us", -1);
     row->queue = r[2]->integer;
-    for (size_t i = 0; i < r[3]->elements; i++) row->capacity += reply_int(r[3]->element[i]);
+    for (size_t i = 0; i < r[3]->elements; i++) row->capacity += ctl_reply_int(r[3]->element[i]);
     row->rate = -1;
 }
 
