@@ -1,4 +1,5 @@
-/* ctl_items.c -- see ctl_items.h. Used by allocctl, never by the daemon.
+/* ctl_items.c -- see ctl_items.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it.
  *
  * Operators write these files by hand or export them from a spreadsheet,
  * so every message says where the problem is (FILE:LINE) and what would

@@ -1,4 +1,5 @@
-/* ctl_queue.c -- see ctl_queue.h. Used by the tools, never by the daemon. */
+/* ctl_queue.c -- see ctl_queue.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it. */
 #include "allocctl/ctl_queue.h"
 
 #include <stdio.h>

@@ -1,4 +1,5 @@
-/* ctl_replay.c -- see ctl_replay.h. Used by allocctl, never by the daemon.
+/* ctl_replay.c -- see ctl_replay.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it.
  *
  * The rebuilt state is kept in jansson objects (user -> holder document in
  * the P:{B}:holders format, item -> units): an operator tool runs this once

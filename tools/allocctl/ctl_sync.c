@@ -1,4 +1,5 @@
-/* ctl_sync.c -- see ctl_sync.h. Used by the tools, never by the daemon. */
+/* ctl_sync.c -- see ctl_sync.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it. */
 #include "allocctl/ctl_sync.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* ctl_sync.h -- a synchronous (blocking) Redis connection for command-line
- * tools, from the same redis_target the daemon uses.
+/* ctl_sync.h -- a synchronous (blocking) Redis connection for allocctl,
+ * from the same redis_target the daemon uses.
  *
  * The daemon talks to Redis through its own libuv adapter (redis_conn);
  * operator tools run one command after another and want nothing more than

@@ -1,4 +1,5 @@
-/* ctl_util.c -- see ctl_util.h. Used by the tools, never by the daemon. */
+/* ctl_util.c -- see ctl_util.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it. */
 #include "allocctl/ctl_util.h"
 
 #include <ctype.h>

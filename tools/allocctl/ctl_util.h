@@ -1,8 +1,8 @@
-/* ctl_util.h -- small pieces the command-line tools share: times as
+/* ctl_util.h -- small pieces allocctl's commands share: times as
  * operators write them and argument vectors for hiredis.
  *
- * Kept out of the tools so that each tool (allocctl, benches, future admin
- * tools) parses an ISO 8601 time or builds a long HSET the same way.
+ * In libctl.a (tools/allocctl/) so that every command parses an ISO 8601
+ * time or builds a long HSET the same way.
  */
 #ifndef ALLOCD_CTL_UTIL_H
 #define ALLOCD_CTL_UTIL_H
