@@ -40,258 +40,17 @@
 #include "allocctl/ctl_sync.h"
 #include "allocctl/ctl_util.h"
 #include "wire/request.h"
-
-enum { EX_OK = 0, EX_NOT = 1, EX_USAGE = 2, EX_REDIS = 3, EX_INPUT = 4 };
+#include "allocctl/context.h"
 
 #define PAGE CTL_QUEUE_PAGE    /* list/stream page size */
-#define MAX_POS 4              /* positional arguments of any command */
 #define MAX_FINDINGS_SHOWN 200 /* verify prints at most this many */
-
-typedef struct ctx {
-    const char *cmd;                /* "push", "batch create", ... for messages */
-    cli_args cli;                   /* -c, --redis, --prefix */
-    allocd_config cfg;
-    int cfg_loaded;
-    redisContext *c;
-    const char *batch;
-    batch_keys k;
-    char batches_key[160];          /* P:batches */
-    char *quiet;                    /* top: messages go here, not to stderr */
-} ctx;
-
-static void errmsg(const ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void errmsg(const ctx *x, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (x && x->quiet) {            /* a full-screen dashboard owns the tty */
-        vsnprintf(x->quiet, 256, fmt, ap);
-        va_end(ap);
-        return;
-    }
-    fprintf(stderr, "allocctl%s%s: ", x && x->cmd ? " " : "", x && x->cmd ? x->cmd : "");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-/* ---- small utilities ---------------------------------------------------- */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
-}
 
 static void random_id(char *buf, size_t len, const char *prefix)
 {
     uint64_t v = 0;
     if (getrandom(&v, sizeof v, 0) != sizeof v)
-        v = (uint64_t)now_ms() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+        v = (uint64_t)ctl_now_ms() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
     snprintf(buf, len, "%s%016" PRIx64, prefix, v);
-}
-
-/* ---- command-line options ------------------------------------------------ */
-
-typedef struct opt {
-    const char *name;      /* long name without "--" */
-    char short_name;
-    const char **value;    /* option with a value */
-    int *flag;             /* option without one */
-} opt;
-
-#define GLOBAL_OPTS(x) \
-    { "config", 'c', &(x)->cli.config_path, NULL }, \
-    { "redis", 0, &(x)->cli.redis_url, NULL }, \
-    { "prefix", 0, &(x)->cli.prefix, NULL }
-
-static const opt *find_opt(const opt *spec, size_t n, const char *arg, const char **inline_value)
-{
-    *inline_value = NULL;
-    if (arg[1] != '-') {
-        for (size_t i = 0; i < n; i++)
-            if (spec[i].short_name && spec[i].short_name == arg[1] && arg[2] == '\0') return &spec[i];
-        return NULL;
-    }
-    const char *eq = strchr(arg, '=');
-    size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-    for (size_t i = 0; i < n; i++)
-        if (strlen(spec[i].name) == len && strncmp(spec[i].name, arg + 2, len) == 0) {
-            if (eq) *inline_value = eq + 1;
-            return &spec[i];
-        }
-    return NULL;
-}
-
-/* Parses argv[from..] against spec; positional arguments go to pos.
- * Returns EX_OK, EX_USAGE (message printed), or -1 for --help. */
-static int parse_opts(ctx *x, int argc, char **argv, int from, const opt *spec,
-                      size_t n, const char **pos, size_t *npos)
-{
-    *npos = 0;
-    for (int i = from; i < argc; i++) {
-        const char *arg = argv[i], *val;
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return -1;
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if (*npos == MAX_POS) { errmsg(x, "unexpected argument '%s'", arg); return EX_USAGE; }
-            pos[(*npos)++] = arg;
-            continue;
-        }
-        const opt *o = find_opt(spec, n, arg, &val);
-        if (!o) { errmsg(x, "unknown option '%s' (try --help)", arg); return EX_USAGE; }
-        if (o->flag) {
-            if (val) { errmsg(x, "option '%s' takes no value", arg); return EX_USAGE; }
-            *o->flag = 1;
-            continue;
-        }
-        if (!val) {
-            if (i + 1 >= argc) { errmsg(x, "option '%s' needs a value", arg); return EX_USAGE; }
-            val = argv[++i];
-        }
-        *o->value = val;
-    }
-    return EX_OK;
-}
-
-/* An integer option within [min, max]; absent options keep *out. */
-static int opt_int(const ctx *x, const char *name, const char *v, int64_t min,
-                   int64_t max, int64_t *out)
-{
-    if (!v) return 0;
-    if (numtext_parse_i64(v, out) < 0 || *out < min || *out > max) {
-        errmsg(x, "--%s must be an integer from %" PRId64 " to %" PRId64 " (got '%s')",
-               name, min, max, v);
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- config and Redis ------------------------------------------------------ */
-
-static int ctx_config(ctx *x)
-{
-    if (x->cfg_loaded) return EX_OK;
-    char err[600];
-    x->cli.action = CLI_RUN;
-    if (config_load(&x->cfg, &x->cli, err, sizeof err) < 0) {
-        errmsg(x, "%s", err);
-        return strncmp(err, "command line", 12) == 0 ? EX_USAGE : EX_INPUT;
-    }
-    x->cfg_loaded = 1;
-    snprintf(x->batches_key, sizeof x->batches_key, "%s:batches", x->cfg.prefix);
-    return EX_OK;
-}
-
-static int ctx_connect(ctx *x)
-{
-    int rc = ctx_config(x);
-    if (rc != EX_OK || x->c) return rc;
-    char err[600];
-    x->c = ctl_connect(&x->cfg.redis, x->cfg.connect_timeout_ms, x->cfg.redis_timeout_ms,
-                       err, sizeof err);
-    if (!x->c) { errmsg(x, "%s", err); return EX_REDIS; }
-    return EX_OK;
-}
-
-/* Sets the batch (validated) and its key names. */
-static int ctx_batch(ctx *x, const char *b)
-{
-    if (!b) { errmsg(x, "which batch? (try --help)"); return EX_USAGE; }
-    if (!batch_id_valid(b)) {
-        errmsg(x, "batch id '%s' must be 1 to 64 characters from [A-Za-z0-9_.-]", b);
-        return EX_USAGE;
-    }
-    int rc = ctx_config(x);
-    if (rc != EX_OK) return rc;
-    if (batch_keys_init(&x->k, x->cfg.prefix, b) < 0) {
-        errmsg(x, "prefix and batch id are too long together");
-        return EX_USAGE;
-    }
-    x->batch = b;
-    return EX_OK;
-}
-
-static void ctx_free(ctx *x)
-{
-    if (x->c) redisFree(x->c);
-    if (x->cfg_loaded) config_free(&x->cfg);
-}
-
-/* A reply, or NULL after printing the Redis error (transport or -ERR). */
-static redisReply *checked(ctx *x, redisReply *r)
-{
-    const char *e = ctl_reply_error(x->c, r);
-    if (!e) return r;
-    errmsg(x, "redis: %s", e);
-    if (r) freeReplyObject(r);
-    return NULL;
-}
-
-static redisReply *rcmd(ctx *x, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(x->c, fmt, ap);
-    va_end(ap);
-    return checked(x, r);
-}
-
-static redisReply *rargv(ctx *x, const ctl_args *a)
-{
-    if (a->failed) { errmsg(x, "out of memory"); return NULL; }
-    return checked(x, redisCommandArgv(x->c, (int)a->n, (const char **)a->v, a->len));
-}
-
-static void free_replies(redisReply **r, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (r[i]) freeReplyObject(r[i]);
-        r[i] = NULL;
-    }
-}
-
-/* Reads n pipelined replies into out[]; on any failure (all replies are
- * still read, to keep the connection in step) frees them all and returns
- * -1 with the message printed. */
-static int replies(ctx *x, size_t n, redisReply **out)
-{
-    int rc = 0;
-    memset(out, 0, n * sizeof *out);
-    for (size_t i = 0; i < n && !x->c->err; i++) {
-        void *r = NULL;
-        if (redisGetReply(x->c, &r) != REDIS_OK) r = NULL;
-        out[i] = checked(x, r);
-        if (!out[i]) rc = -1;
-    }
-    if (rc < 0 || x->c->err) {
-        free_replies(out, n);
-        return -1;
-    }
-    return 0;
-}
-
-/* The value of field name in an HGETALL reply, or NULL. */
-static const char *hfield(const redisReply *h, const char *name)
-{
-    if (!h || h->type != REDIS_REPLY_ARRAY) return NULL;
-    for (size_t i = 0; i + 1 < h->elements; i += 2)
-        if (!strcmp(h->element[i]->str, name)) return h->element[i + 1]->str;
-    return NULL;
-}
-
-static int64_t hfield_int(const redisReply *h, const char *name, int64_t dflt)
-{
-    const char *s = hfield(h, name);
-    int64_t v;
-    return s && numtext_parse_i64(s, &v) == 0 ? v : dflt;
 }
 
 /* ---- batch create ---------------------------------------------------------- */
@@ -401,7 +160,7 @@ static int unlist_and_wait(ctx *x)
     int wait = x->cfg.registry_interval_ms * 2 + 500;
     fprintf(stderr, "allocctl batch create: %s is live; removed it from %s, waiting %d ms "
             "for the daemon to stop serving it\n", x->batch, x->batches_key, wait);
-    sleep_ms(wait);
+    ctl_sleep_ms(wait);
     long long keys;
     int live;
     return batch_exists(x, &keys, &live);
@@ -532,20 +291,13 @@ static int cmd_batch_create(ctx *x, const char *batch, create_opts *o)
     return rc;
 }
 
-/* ---- batch list / rm ------------------------------------------------------- */
-
-static int cmp_reply_str(const void *a, const void *b)
-{
-    return strcmp((*(redisReply *const *)a)->str, (*(redisReply *const *)b)->str);
-}
-
 static int cmd_batch_list(ctx *x)
 {
     int rc = ctx_connect(x);
     if (rc != EX_OK) return rc;
     redisReply *m = rcmd(x, "SMEMBERS %s", x->batches_key);
     if (!m) return EX_REDIS;
-    qsort(m->element, m->elements, sizeof *m->element, cmp_reply_str);
+    sort_strings(m);
     for (size_t i = 0; i < m->elements && rc == EX_OK; i++) {
         batch_keys k;
         const char *b = m->element[i]->str;
@@ -932,14 +684,14 @@ static int cmd_wait(ctx *x, const char *batch, const char *id, const char *timeo
     }
     rc = ctx_connect(x);
     if (rc != EX_OK) return rc;
-    int64_t deadline = now_ms() + (int64_t)(secs * 1000);
+    int64_t deadline = ctl_now_ms() + (int64_t)(secs * 1000);
     int delay = 10;
     for (;;) {
         rc = show_result(x, id, raw);
         if (rc != EX_NOT) return rc;
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - ctl_now_ms();
         if (secs > 0 && left <= 0) break;
-        sleep_ms(secs > 0 && left < delay ? (int)left : delay);
+        ctl_sleep_ms(secs > 0 && left < delay ? (int)left : delay);
         delay = delay * 3 / 2 > 200 ? 200 : delay * 3 / 2;
     }
     errmsg(x, "no result for %s in batch %s after %g s", id, x->batch, secs);
@@ -968,6 +720,7 @@ static void print_dead(int64_t index, const redisReply *e)
     free(raw_s);
     json_decref(doc);
 }
+
 
 static int dead_list(ctx *x, int64_t limit)
 {
@@ -1254,7 +1007,7 @@ static int top_gather(ctx *x, top_frame *f)
 {
     redisReply *m = rcmd(x, "SMEMBERS %s", x->batches_key);
     if (!m) return -1;
-    qsort(m->element, m->elements, sizeof *m->element, cmp_reply_str);
+    sort_strings(m);
     const char **names = calloc(m->elements + 1, sizeof *names);
     size_t n = 0;
     for (size_t i = 0; names && i < m->elements; i++) {
@@ -1271,7 +1024,7 @@ static int top_gather(ctx *x, top_frame *f)
     int rc = names && r && f->rows && replies(x, n * 4, r) == 0 ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < n; i++) top_fill(&f->rows[i], names[i], r + 4 * i);
     f->n = rc == 0 ? n : 0;
-    f->at = now_ms();
+    f->at = ctl_now_ms();
     if (r && rc == 0) free_replies(r, n * 4);
     free(r);
     free(names);
@@ -1337,7 +1090,7 @@ static void top_render(const ctx *x, const top_frame *f, const char *err, int in
     const char *eol = live ? "\x1b[K\n" : "\n";
     if (live) fputs("\x1b[H", stdout);
     snprintf(line, sizeof line, "allocctl top  %s  %s  every %d ms%s", x->batches_key,
-             ctl_iso_ms(f->at ? f->at : now_ms(), when, sizeof when), interval, live ? "  (q quits)" : "");
+             ctl_iso_ms(f->at ? f->at : ctl_now_ms(), when, sizeof when), interval, live ? "  (q quits)" : "");
     printf("%.*s%s", cols, line, eol);
     if (err && *err) printf("%.*s%s", cols, err, eol);
     snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %5s %5s  %s", "BATCH",
@@ -1577,12 +1330,6 @@ static int usage(FILE *out, int rc)
     return rc;
 }
 
-static int help(const char *text)
-{
-    fputs(text, stdout);
-    return EX_OK;
-}
-
 static int run_batch(ctx *x, int argc, char **argv, int at)
 {
     const char *sub = at < argc ? argv[at] : "";
@@ -1599,7 +1346,7 @@ static int run_batch(ctx *x, int argc, char **argv, int at)
             { "penalty-ms", 0, &o.penalty_ms, NULL }, { "replace", 0, NULL, &o.replace } };
         x->cmd = "batch create";
         int rc = parse_opts(x, argc, argv, at + 1, spec, sizeof spec / sizeof *spec, pos, &npos);
-        if (rc) return rc < 0 ? help(HELP_CREATE) : rc;
+        if (rc) return rc < 0 ? show_help(HELP_CREATE) : rc;
         if (npos > 1) { errmsg(x, "one batch at a time"); return EX_USAGE; }
         return cmd_batch_create(x, npos ? pos[0] : NULL, &o);
     }
@@ -1608,21 +1355,14 @@ static int run_batch(ctx *x, int argc, char **argv, int at)
         int list = sub[0] == 'l';
         x->cmd = list ? "batch list" : "batch rm";
         int rc = parse_opts(x, argc, argv, at + 1, spec, 3, pos, &npos);
-        if (rc) return rc < 0 ? help(list ? HELP_LIST : HELP_RM) : rc;
+        if (rc) return rc < 0 ? show_help(list ? HELP_LIST : HELP_RM) : rc;
         if (npos != (list ? 0u : 1u)) { errmsg(x, "wrong number of arguments (try --help)"); return EX_USAGE; }
         return list ? cmd_batch_list(x) : cmd_batch_rm(x, pos[0]);
     }
-    if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) return help(HELP_CREATE);
+    if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) return show_help(HELP_CREATE);
     x->cmd = "batch";
     errmsg(x, "unknown subcommand '%s' (create, list, rm)", sub);
     return EX_USAGE;
-}
-
-static int one_batch(ctx *x, size_t npos, const char **pos, const char **batch)
-{
-    if (npos > 1) { errmsg(x, "unexpected argument '%s'", pos[1]); return EX_USAGE; }
-    *batch = npos ? pos[0] : NULL;
-    return EX_OK;
 }
 
 static int run_push(ctx *x, int argc, char **argv, int at)
@@ -1638,7 +1378,7 @@ static int run_push(ctx *x, int argc, char **argv, int at)
         { "json", 0, &p.json, NULL }, { "capacity", 0, &p.capacity, NULL },
         { "ctl", 0, NULL, &p.ctl } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
-    if (rc) return rc < 0 ? help(HELP_PUSH) : rc;
+    if (rc) return rc < 0 ? show_help(HELP_PUSH) : rc;
     rc = one_batch(x, npos, pos, &b);
     return rc ? rc : cmd_push(x, b, &p);
 }
@@ -1651,7 +1391,7 @@ static int run_status(ctx *x, int argc, char **argv, int at)
     const opt spec[] = { GLOBAL_OPTS(x), { "id", 0, &o.id, NULL }, { "user", 0, &o.user, NULL },
                          { "ordinal", 0, &o.ordinal, NULL }, { "raw", 0, NULL, &o.raw } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
-    if (rc) return rc < 0 ? help(HELP_STATUS) : rc;
+    if (rc) return rc < 0 ? show_help(HELP_STATUS) : rc;
     rc = one_batch(x, npos, pos, &b);
     return rc ? rc : cmd_status(x, b, &o);
 }
@@ -1664,7 +1404,7 @@ static int run_wait(ctx *x, int argc, char **argv, int at)
     const opt spec[] = { GLOBAL_OPTS(x), { "id", 0, &id, NULL }, { "timeout", 0, &timeout, NULL },
                          { "raw", 0, NULL, &raw } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
-    if (rc) return rc < 0 ? help(HELP_WAIT) : rc;
+    if (rc) return rc < 0 ? show_help(HELP_WAIT) : rc;
     rc = one_batch(x, npos, pos, &b);
     return rc ? rc : cmd_wait(x, b, id, timeout, raw);
 }
@@ -1678,7 +1418,7 @@ static int run_dead(ctx *x, int argc, char **argv, int at)
                          { "index", 0, &o.index, NULL }, { "all", 0, NULL, &o.all },
                          { "limit", 0, &o.limit, NULL } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
-    if (rc) return rc < 0 ? help(HELP_DEAD) : rc;
+    if (rc) return rc < 0 ? show_help(HELP_DEAD) : rc;
     rc = one_batch(x, npos, pos, &b);
     return rc ? rc : cmd_dead(x, b, &o);
 }
@@ -1689,7 +1429,7 @@ static int run_verify(ctx *x, int argc, char **argv, int at)
     size_t npos;
     const opt spec[] = { GLOBAL_OPTS(x) };
     int rc = parse_opts(x, argc, argv, at, spec, 3, pos, &npos);
-    if (rc) return rc < 0 ? help(HELP_VERIFY) : rc;
+    if (rc) return rc < 0 ? show_help(HELP_VERIFY) : rc;
     rc = one_batch(x, npos, pos, &b);
     return rc ? rc : cmd_verify(x, b);
 }
@@ -1700,7 +1440,7 @@ static int run_top(ctx *x, int argc, char **argv, int at)
     size_t npos;
     const opt spec[] = { GLOBAL_OPTS(x), { "interval", 0, &interval, NULL } };
     int rc = parse_opts(x, argc, argv, at, spec, 4, pos, &npos);
-    if (rc) return rc < 0 ? help(HELP_TOP) : rc;
+    if (rc) return rc < 0 ? show_help(HELP_TOP) : rc;
     if (npos) { errmsg(x, "unexpected argument '%s'", pos[0]); return EX_USAGE; }
     return cmd_top(x, interval);
 }
@@ -1753,3 +1493,4 @@ int main(int argc, char **argv)
     ctx_free(&x);
     return rc;
 }
+
