@@ -9,8 +9,6 @@
 #include "allocctl/ctl_queue.h"
 #include "allocctl/print.h"
 
-/* ---- dead ---------------------------------------------------------------------- */
-
 typedef struct dead_opts { const char *index, *limit; int requeue, all; } dead_opts;
 
 static int dead_list(ctx *x, int64_t limit)

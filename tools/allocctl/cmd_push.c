@@ -23,8 +23,6 @@ static void random_id(char *buf, size_t len, const char *prefix)
     snprintf(buf, len, "%s%016" PRIx64, prefix, v);
 }
 
-/* ---- push ------------------------------------------------------------------- */
-
 typedef struct push_opts {
     const char *user, *op, *id, *item, *qty, *room, *order, *prefs, *members, *filter;
     const char *json, *capacity;

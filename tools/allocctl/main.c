@@ -1,4 +1,5 @@
-/* allocctl.c -- the operator's and integrator's command line for allocd.
+/* main.c -- allocctl, the operator's and integrator's command line for
+ * allocd: global options, the help text and the dispatch to a command.
  *
  * Everything allocd does is observable in Redis (docs/PROTOCOL.md); this
  * tool is the one place that knows the key layout, the request grammar and
@@ -8,48 +9,25 @@
  * results, positions and holdings, requeue dead requests safely, prove a
  * batch consistent by replaying its event log, and watch all batches live.
  *
- * Plain synchronous hiredis (ctl_sync.h) with connect and command
- * deadlines; Redis location and prefix come from the allocd config loader,
- * so allocctl finds the same Redis as the daemon. Exit codes are part of
- * the interface (see usage() and docs/ALLOCCTL.md).
+ * Each command family is a file of its own (cmd_*.c); what they share --
+ * config, connection, prefix, where messages go, option parsing -- is the
+ * ctx of context.h, which main() fills and frees. Plain synchronous
+ * hiredis (ctl_sync.h) with connect and command deadlines; Redis location
+ * and prefix come from the allocd config loader, so allocctl finds the
+ * same Redis as the daemon. Exit codes are part of the interface (see
+ * usage() and docs/ALLOCCTL.md).
  */
-#include <ctype.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/random.h>
-#include <termios.h>
-#include <time.h>
-#include <unistd.h>
-#include <hiredis/hiredis.h>
-#include <jansson.h>
 
-#include "worker/batch_keys.h"
-#include "base/config.h"
-#include "core/numtext.h"
-#include "allocctl/ctl_items.h"
-#include "allocctl/ctl_queue.h"
-#include "allocctl/ctl_replay.h"
-#include "allocctl/ctl_sync.h"
-#include "allocctl/ctl_util.h"
-#include "wire/request.h"
-#include "allocctl/context.h"
-#include "allocctl/print.h"
 #include "allocctl/cmd_batch.h"
+#include "allocctl/cmd_dead.h"
 #include "allocctl/cmd_push.h"
 #include "allocctl/cmd_status.h"
-#include "allocctl/cmd_dead.h"
-#include "allocctl/cmd_verify.h"
 #include "allocctl/cmd_top.h"
-
-/* ---- help ------------------------------------------------------------------------ */
+#include "allocctl/cmd_verify.h"
+#include "allocctl/context.h"
 
 static const char USAGE[] =
 "Usage: allocctl [-c FILE] [--redis URL] [--prefix P] COMMAND [ARGS] [--help]\n"
@@ -82,8 +60,6 @@ static const char USAGE[] =
 "\n"
 "`allocctl COMMAND --help` describes each command; docs/ALLOCCTL.md has examples.\n";
 
-/* ---- dispatch --------------------------------------------------------------------- */
-
 static int usage(FILE *out, int rc)
 {
     fprintf(out, USAGE, config_default_path());
@@ -99,7 +75,7 @@ static int global_opts(ctx *x, int argc, char **argv, int *at)
         const char *val;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return -1;
         if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) return -2;
-        const opt *o = find_opt(spec, 3, argv[i], &val);
+        const opt *o = find_opt(spec, sizeof spec / sizeof *spec, argv[i], &val);
         if (!o) { errmsg(x, "unknown option '%s' (try --help)", argv[i]); return EX_USAGE; }
         if (!val && i + 1 >= argc) { errmsg(x, "option '%s' needs a value", argv[i]); return EX_USAGE; }
         *o->value = val ? val : argv[++i];
