@@ -4,7 +4,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,9 +119,8 @@ void ctl_args_add(ctl_args *a, const char *s)
 
 void ctl_args_addi(ctl_args *a, int64_t v)
 {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, v);
-    ctl_args_add(a, buf);
+    char buf[NUMTEXT_MAX];
+    ctl_args_addn(a, buf, numtext_i64(buf, v));
 }
 
 void ctl_args_reset(ctl_args *a)
