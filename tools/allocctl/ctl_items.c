@@ -1,4 +1,5 @@
-/* ctl_items.c -- see ctl_items.h. Used by allocctl, never by the daemon.
+/* ctl_items.c -- see ctl_items.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it.
  *
  * Operators write these files by hand or export them from a spreadsheet,
  * so every message says where the problem is (FILE:LINE) and what would
@@ -14,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+
+#include "core/numtext.h"
 
 #define CSV_MAX_COLS 64
 
@@ -227,9 +230,10 @@ static int parse_header(const row *h, const char *name, char *err, size_t errlen
 
 static int parse_capacity_text(const char *s, int64_t *out)
 {
-    if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 10) return -1;
-    *out = strtoll(s, NULL, 10);
-    return *out <= CTL_CAPACITY_MAX ? 0 : -1;
+    uint64_t v;
+    if (numtext_parse_u64(s, &v) < 0 || v > (uint64_t)CTL_CAPACITY_MAX) return -1;
+    *out = (int64_t)v;
+    return 0;
 }
 
 static int csv_item(ctl_items *items, const char *name, int line, const row *h,

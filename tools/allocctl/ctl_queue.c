@@ -1,4 +1,5 @@
-/* ctl_queue.c -- see ctl_queue.h. Used by the tools, never by the daemon. */
+/* ctl_queue.c -- see ctl_queue.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it. */
 #include "allocctl/ctl_queue.h"
 
 #include <stdio.h>
@@ -24,13 +25,6 @@ static const char REQUEUE_LUA[] =
     "redis.call('LREM', KEYS[1], 1, '\\0allocctl-requeued')\n"
     "local l = redis.call('RPUSH', KEYS[2], ARGV[3])\n"
     "return {l, redis.call('HGET', KEYS[3], 'dequeued') or '0'}\n";
-
-static int64_t as_int(const redisReply *r)
-{
-    if (r && r->type == REDIS_REPLY_INTEGER) return r->integer;
-    if (r && r->type == REDIS_REPLY_STRING) return strtoll(r->str, NULL, 10);
-    return 0;   /* nil: no stats yet, dequeued = 0 */
-}
 
 /* Reads n pipelined replies; the last (EXEC, of `want` elements) is
  * returned, the others freed. NULL with err on any failure. */
@@ -73,7 +67,7 @@ int ctl_push_ordinal(redisContext *c, const batch_keys *k, const char *req,
     redisAppendCommand(c, "EXEC");
     redisReply *r = exec_reply(c, 4, 2, err, errlen);
     if (!r) return -1;
-    *ordinal = as_int(r->element[0]) + as_int(r->element[1]);
+    *ordinal = ctl_reply_int(r->element[0]) + ctl_reply_int(r->element[1]);
     freeReplyObject(r);
     return 0;
 }
@@ -101,7 +95,7 @@ static redisReply *queue_page(redisContext *c, const batch_keys *k, int64_t star
     redisAppendCommand(c, "EXEC");
     redisReply *r = exec_reply(c, 4, 2, err, errlen);
     if (!r) return NULL;
-    *dequeued = as_int(r->element[0]);
+    *dequeued = ctl_reply_int(r->element[0]);
     redisReply *page = r->element[1];
     r->element[1] = NULL;          /* keep the page, free the rest */
     freeReplyObject(r);
@@ -193,7 +187,7 @@ int ctl_dead_requeue(redisContext *c, const batch_keys *k, int64_t index,
     int rc = e ? (r && !strncmp(r->str, "CHANGED", 7) ? 1 : -1) : 0;
     if (e) snprintf(err, errlen, "%s", e);
     else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        *ordinal = as_int(r->element[0]) + as_int(r->element[1]);
+        *ordinal = ctl_reply_int(r->element[0]) + ctl_reply_int(r->element[1]);
     else { snprintf(err, errlen, "unexpected reply from the requeue script"); rc = -1; }
     if (r) freeReplyObject(r);
     return rc;

@@ -5,8 +5,8 @@
  *
  * These are the operations a producer or operator must get exactly right
  * (the position formula, races with the daemon popping and appending), so
- * they live in one place instead of in each tool. Every function returns
- * -1 with a message in err on a Redis error.
+ * they live in one place, allocctl's libctl.a, instead of in each command.
+ * Every function returns -1 with a message in err on a Redis error.
  */
 #ifndef ALLOCD_CTL_QUEUE_H
 #define ALLOCD_CTL_QUEUE_H

@@ -1,4 +1,5 @@
-/* ctl_replay.c -- see ctl_replay.h. Used by allocctl, never by the daemon.
+/* ctl_replay.c -- see ctl_replay.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it.
  *
  * The rebuilt state is kept in jansson objects (user -> holder document in
  * the P:{B}:holders format, item -> units): an operator tool runs this once
@@ -7,13 +8,14 @@
  */
 #include "allocctl/ctl_replay.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+
+#include "core/numtext.h"
 
 struct ctl_replay {
     int room;
@@ -100,16 +102,6 @@ static void map_set(json_t *m, const char *k, int64_t v)
     json_object_set_new(m, k, json_integer(v));
 }
 
-static int parse_int(const char *s, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end) return -1;
-    *out = v;
-    return 0;
-}
-
 static char *compact(json_t *v)
 {
     return v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
@@ -129,7 +121,7 @@ static int entry_int(ctl_replay *r, const entry *e, const ctl_kv *f, size_t n,
 {
     const char *s = field(f, n, name);
     *out = 0;
-    if (!*s || parse_int(s, out) == 0) return 0;
+    if (!*s || numtext_parse_i64(s, out) == 0) return 0;
     finding(r, "log %s: field %s '%s' is not an integer", e->id, name, s);
     return -1;
 }
@@ -481,7 +473,7 @@ static json_t *kv_ints(ctl_replay *r, const char *what, const ctl_kv *kv, size_t
     json_t *m = json_object();
     for (size_t i = 0; i < n; i++) {
         int64_t v;
-        if (parse_int(kv[i].val, &v) < 0) {
+        if (numtext_parse_i64(kv[i].val, &v) < 0) {
             finding(r, "%s[%s]: '%s' is not an integer", what, kv[i].key, kv[i].val);
             continue;
         }

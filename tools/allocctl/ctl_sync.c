@@ -1,9 +1,12 @@
-/* ctl_sync.c -- see ctl_sync.h. Used by the tools, never by the daemon. */
+/* ctl_sync.c -- see ctl_sync.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it. */
 #include "allocctl/ctl_sync.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+
+#include "core/numtext.h"
 
 static struct timeval ms_tv(int ms)
 {
@@ -52,4 +55,12 @@ const char *ctl_reply_error(const redisContext *c, const redisReply *r)
     if (!r) return c->errstr[0] ? c->errstr : "no reply";
     if (r->type == REDIS_REPLY_ERROR) return r->str;
     return NULL;
+}
+
+int64_t ctl_reply_int(const redisReply *r)
+{
+    int64_t v = 0;
+    if (r && r->type == REDIS_REPLY_INTEGER) return r->integer;
+    if (r && r->type == REDIS_REPLY_STRING && numtext_parse_i64(r->str, &v) == 0) return v;
+    return 0;
 }

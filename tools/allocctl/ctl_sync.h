@@ -1,5 +1,5 @@
-/* ctl_sync.h -- a synchronous (blocking) Redis connection for command-line
- * tools, from the same redis_target the daemon uses.
+/* ctl_sync.h -- a synchronous (blocking) Redis connection for allocctl,
+ * from the same redis_target the daemon uses.
  *
  * The daemon talks to Redis through its own libuv adapter (redis_conn);
  * operator tools run one command after another and want nothing more than
@@ -10,6 +10,7 @@
 #define ALLOCD_CTL_SYNC_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <hiredis/hiredis.h>
 
 #include "base/redis_url.h"
@@ -24,5 +25,9 @@ redisContext *ctl_connect(const redis_target *t, int connect_ms, int cmd_ms,
 /* A reply's text for error messages: the error string of an error reply,
  * the context's error when r is NULL, else NULL (not an error). */
 const char *ctl_reply_error(const redisContext *c, const redisReply *r);
+
+/* An integer reply, or a string reply holding an integer (HGET of a
+ * counter); 0 for anything else, nil included (a counter not yet set). */
+int64_t ctl_reply_int(const redisReply *r);
 
 #endif

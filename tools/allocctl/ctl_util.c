@@ -1,25 +1,17 @@
-/* ctl_util.c -- see ctl_util.h. Used by the tools, never by the daemon. */
+/* ctl_util.c -- see ctl_util.h. Part of libctl.a, allocctl's
+ * library in tools/allocctl/; the daemon does not link it. */
 #include "allocctl/ctl_util.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* ---- times ------------------------------------------------------------- */
+#include "core/numtext.h"
 
-static int digits_ms(const char *s, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < 0) return -1;
-    *out = v;
-    return 0;
-}
+/* ---- times ------------------------------------------------------------- */
 
 /* ":SS[.fff]" at *p, advancing it. */
 static int parse_seconds(const char **p, int *sec, int *ms)
@@ -56,7 +48,7 @@ static int parse_zone(const char *p, int64_t *off)
 
 int ctl_parse_time_ms(const char *s, int64_t *out)
 {
-    if (*s && strspn(s, "0123456789") == strlen(s)) return digits_ms(s, out);
+    if (*s && strspn(s, "0123456789") == strlen(s)) return numtext_parse_i64(s, out);
     struct tm tm;
     memset(&tm, 0, sizeof tm);
     int used = 0, sec, ms;
@@ -84,6 +76,19 @@ const char *ctl_iso_ms(int64_t ms, char *buf, size_t len)
     size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf + n, len - n, ".%03dZ", (int)(ms % 1000));
     return buf;
+}
+
+int64_t ctl_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void ctl_sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
 }
 
 /* ---- argument vectors ------------------------------------------------- */
@@ -114,9 +119,8 @@ void ctl_args_add(ctl_args *a, const char *s)
 
 void ctl_args_addi(ctl_args *a, int64_t v)
 {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, v);
-    ctl_args_add(a, buf);
+    char buf[NUMTEXT_MAX];
+    ctl_args_addn(a, buf, numtext_i64(buf, v));
 }
 
 void ctl_args_reset(ctl_args *a)

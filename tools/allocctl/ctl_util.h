@@ -1,8 +1,8 @@
-/* ctl_util.h -- small pieces the command-line tools share: times as
+/* ctl_util.h -- small pieces allocctl's commands share: times as
  * operators write them and argument vectors for hiredis.
  *
- * Kept out of the tools so that each tool (allocctl, benches, future admin
- * tools) parses an ISO 8601 time or builds a long HSET the same way.
+ * In libctl.a (tools/allocctl/) so that every command parses an ISO 8601
+ * time or builds a long HSET the same way.
  */
 #ifndef ALLOCD_CTL_UTIL_H
 #define ALLOCD_CTL_UTIL_H
@@ -17,6 +17,10 @@
 int ctl_parse_time_ms(const char *s, int64_t *out);
 /* ms -> "2025-11-22T08:26:40.123Z" in buf. */
 const char *ctl_iso_ms(int64_t ms, char *buf, size_t len);
+/* The wall clock in ms since the epoch (what ctl_iso_ms prints). */
+int64_t ctl_now_ms(void);
+/* Sleeps ms milliseconds, through signals. */
+void ctl_sleep_ms(int ms);
 
 /* An argument vector for redisCommandArgv / redisAppendCommandArgv. Each
  * argument is copied; allocation failure is sticky in `failed`. */

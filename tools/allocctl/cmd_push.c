@@ -1,0 +1,185 @@
+/* cmd_push.c -- `allocctl push`: builds a request from options (or takes
+ * --json verbatim), checks it as allocd would, and pushes it with the
+ * queue-position transaction (or to the ctl queue with --ctl). */
+#include "allocctl/cmd_push.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <jansson.h>
+
+#include "allocctl/ctl_items.h"
+#include "allocctl/ctl_queue.h"
+#include "wire/request.h"
+
+static void random_id(char *buf, size_t len, const char *prefix)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != sizeof v)
+        v = (uint64_t)ctl_now_ms() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+    snprintf(buf, len, "%s%016" PRIx64, prefix, v);
+}
+
+typedef struct push_opts {
+    const char *user, *op, *id, *item, *qty, *room, *order, *prefs, *members, *filter;
+    const char *json, *capacity;
+    int ctl;
+} push_opts;
+
+/* "a,b,c" -> ["a","b","c"] */
+static json_t *split_list(const char *s)
+{
+    json_t *arr = json_array();
+    while (arr && *s) {
+        size_t n = strcspn(s, ",");
+        if (n) json_array_append_new(arr, json_stringn(s, n));
+        s += n + (s[n] == ',');
+    }
+    return arr;
+}
+
+/* "k=v,k2=v2" -> {"k":v,...}, values typed like CSV cells. NULL if malformed. */
+static json_t *split_filter(const char *s)
+{
+    json_t *obj = json_object();
+    while (obj && *s) {
+        size_t n = strcspn(s, ","), k = strcspn(s, "=");
+        if (k >= n || k == 0) { json_decref(obj); return NULL; }
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)(k < sizeof key ? k : sizeof key - 1), s);
+        json_object_set_new(obj, key, ctl_cell_json(s + k + 1, n - k - 1));
+        s += n + (s[n] == ',');
+    }
+    return obj;
+}
+
+static int set_int_field(const ctx *x, json_t *o, const char *name, const char *v)
+{
+    int64_t n;
+    if (!v) return 0;
+    if (opt_int(x, name, v, INT64_MIN / 2, INT64_MAX / 2, &n) < 0) return -1;
+    json_object_set_new(o, name, json_integer(n));
+    return 0;
+}
+
+/* The request document from the options; NULL on a usage error. */
+static json_t *build_request(const ctx *x, const push_opts *p, const char *id)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    if (p->user) json_object_set_new(o, "user", json_string(p->user));
+    json_object_set_new(o, "op", json_string(p->op));
+    const char *strs[][2] = { { "item", p->item }, { "room", p->room }, { "order", p->order } };
+    for (size_t i = 0; i < 3; i++)
+        if (strs[i][1]) json_object_set_new(o, strs[i][0], json_string(strs[i][1]));
+    if (p->prefs) json_object_set_new(o, "prefs", split_list(p->prefs));
+    if (p->members) json_object_set_new(o, "members", split_list(p->members));
+    if (p->filter) {
+        json_t *f = split_filter(p->filter);
+        if (!f) {
+            errmsg(x, "--filter must be key=value[,key=value...] (got '%s')", p->filter);
+            json_decref(o);
+            return NULL;
+        }
+        json_object_set_new(o, "filter", f);
+    }
+    if (set_int_field(x, o, "qty", p->qty) < 0 || set_int_field(x, o, "capacity", p->capacity) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The JSON text to push (malloc'd) and its id (in idbuf, "-" if none). */
+static char *request_text(ctx *x, const push_opts *p, char *idbuf, size_t idlen)
+{
+    if (p->json && (p->user || p->op || p->id || p->item || p->qty || p->room || p->order ||
+                    p->prefs || p->members || p->filter || p->capacity)) {
+        errmsg(x, "--json is pushed verbatim: it excludes --user, --op and the other fields");
+        return NULL;
+    }
+    if (p->json) {
+        json_error_t je;
+        json_t *doc = json_loads(p->json, 0, &je);
+        const char *id = json_string_value(json_object_get(doc, "id"));
+        snprintf(idbuf, idlen, "%s", id ? id : "-");
+        json_decref(doc);
+        return strdup(p->json);
+    }
+    if (!p->op || (!p->user && !p->ctl)) {
+        errmsg(x, "--op and --user (or --json) are required (try --help)");
+        return NULL;
+    }
+    if (p->id) snprintf(idbuf, idlen, "%s", p->id);
+    else random_id(idbuf, idlen, p->ctl ? "c-" : "r-");
+    json_t *doc = build_request(x, p, idbuf);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!text) return NULL;
+    request q;
+    request_parse(&q, text, strlen(text), (size_t)x->cfg.max_request_bytes, p->ctl);
+    int ok = q.outcome == REQUEST_OK;
+    if (!ok) errmsg(x, "allocd would not accept %s: %s (use --json to push it anyway)", text, q.error);
+    request_clear(&q);
+    if (!ok) { free(text); return NULL; }
+    return text;
+}
+
+static int push_request(ctx *x, const char *batch, const push_opts *p)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc != EX_OK) return rc;
+    char id[80];
+    char *text = request_text(x, p, id, sizeof id);
+    if (!text) return EX_USAGE;
+    rc = ctx_connect(x);
+    if (rc == EX_OK && p->ctl) {
+        redisReply *r = rcmd(x, "RPUSH %s %s", x->k.ctl, text);
+        if (r) printf("id=%s ctl_length=%lld\n", id, r->integer);
+        else rc = EX_REDIS;
+        if (r) freeReplyObject(r);
+    } else if (rc == EX_OK) {
+        int64_t ordinal;
+        char err[300];
+        if (ctl_push_ordinal(x->c, &x->k, text, strlen(text), &ordinal, err, sizeof err) < 0) {
+            errmsg(x, "redis: %s", err);
+            rc = EX_REDIS;
+        } else printf("id=%s ordinal=%" PRId64 "\n", id, ordinal);
+    }
+    free(text);
+    return rc;
+}
+
+static const char HELP_PUSH[] =
+"Usage: allocctl push B --user U --op OP [fields] | --json '{...}' | --ctl --op OP\n"
+"\n"
+"Builds the request (a random id unless --id), checks it as allocd would, pushes it with\n"
+"MULTI; RPUSH P:{B}:queue; HGET P:{B}:stats dequeued; EXEC and prints `id=ID ordinal=N`\n"
+"(N is the request's future `seq`).\n"
+"\n"
+"  --id ID  --item X  --qty N  --room R  --order O\n"
+"  --prefs a,b,c  --members a,b  --filter k=v,k2=v2 (values typed like CSV cells)\n"
+"  --json '{...}'   push these bytes verbatim (no checks; may end up dead)\n"
+"  --ctl            an admin command to P:{B}:ctl (--op pause|resume|close|set_capacity,\n"
+"                   --item X --capacity N); prints `id=ID ctl_length=L`\n";
+
+int cmd_push(ctx *x, int argc, char **argv, int at)
+{
+    push_opts p = { 0 };
+    const char *pos[MAX_POS], *b;
+    size_t npos;
+    const opt spec[] = { GLOBAL_OPTS(x),
+        { "user", 0, &p.user, NULL }, { "op", 0, &p.op, NULL }, { "id", 0, &p.id, NULL },
+        { "item", 0, &p.item, NULL }, { "qty", 0, &p.qty, NULL }, { "room", 0, &p.room, NULL },
+        { "order", 0, &p.order, NULL }, { "prefs", 0, &p.prefs, NULL },
+        { "members", 0, &p.members, NULL }, { "filter", 0, &p.filter, NULL },
+        { "json", 0, &p.json, NULL }, { "capacity", 0, &p.capacity, NULL },
+        { "ctl", 0, NULL, &p.ctl } };
+    int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
+    if (rc) return rc < 0 ? show_help(HELP_PUSH) : rc;
+    rc = one_batch(x, npos, pos, &b);
+    return rc ? rc : push_request(x, b, &p);
+}

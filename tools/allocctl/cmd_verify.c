@@ -1,0 +1,193 @@
+/* cmd_verify.c -- `allocctl verify`: reads a batch's hashes and the end of
+ * its log in one MULTI, replays the log (ctl_replay) and prints every
+ * difference and a summary. */
+#include "allocctl/cmd_verify.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocctl/ctl_queue.h"
+#include "allocctl/ctl_replay.h"
+#include "allocctl/ctl_sync.h"
+
+#define MAX_FINDINGS_SHOWN 200 /* verify prints at most this many */
+
+enum { SN_META, SN_CAP, SN_HOLDERS, SN_FREE, SN_STATS, SN_XLEN, SN_LAST, SN_XINFO, SN_N };
+
+static void on_finding(void *ud, const char *msg)
+{
+    size_t *shown = ud;
+    if (++*shown <= MAX_FINDINGS_SHOWN) printf("DIFF %s\n", msg);
+}
+
+/* Everything verify compares, read in one MULTI so that holders, free and
+ * the log's last entry belong to the same moment (the daemon writes them in
+ * one atomic script). Returns the EXEC reply (SN_N elements) or NULL. */
+static redisReply *snapshot(ctx *x)
+{
+    redisAppendCommand(x->c, "MULTI");
+    redisAppendCommand(x->c, "HGETALL %s", x->k.meta);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.capacity);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.holders);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.free);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.stats);
+    redisAppendCommand(x->c, "XLEN %s", x->k.log);
+    redisAppendCommand(x->c, "XREVRANGE %s + - COUNT 1", x->k.log);
+    redisAppendCommand(x->c, "XINFO STREAM %s", x->k.log);
+    redisAppendCommand(x->c, "EXEC");
+    redisReply *r[SN_N + 2];
+    if (replies(x, SN_N + 2, r) < 0) return NULL;
+    redisReply *exec = r[SN_N + 1];
+    r[SN_N + 1] = NULL;
+    free_replies(r, SN_N + 1);
+    int ok = exec->type == REDIS_REPLY_ARRAY && exec->elements == SN_N;
+    for (int i = 0; ok && i < SN_XINFO; i++)   /* XINFO fails when there is no log */
+        if (exec->element[i]->type == REDIS_REPLY_ERROR) {
+            errmsg(x, "redis: %s", exec->element[i]->str);
+            ok = 0;
+        }
+    if (!ok) freeReplyObject(exec);
+    return ok ? exec : NULL;
+}
+
+/* HGETALL reply -> ctl_kv array (pointing into the reply). */
+static ctl_kv *kv_of(const redisReply *h, size_t *n)
+{
+    *n = h->elements / 2;
+    ctl_kv *kv = calloc(*n ? *n : 1, sizeof *kv);
+    for (size_t i = 0; kv && i < *n; i++)
+        kv[i] = (ctl_kv){ h->element[2 * i]->str, h->element[2 * i + 1]->str,
+                          h->element[2 * i + 1]->len };
+    return kv;
+}
+
+static void replay_page(ctl_replay *rp, const redisReply *page)
+{
+    for (size_t i = 0; i < page->elements; i++) {
+        const redisReply *e = page->element[i], *f = e->element[1];
+        ctl_kv kv[32];
+        size_t n = 0;
+        for (size_t j = 0; j + 1 < f->elements && n < 32; j += 2)
+            kv[n++] = (ctl_kv){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
+        ctl_replay_entry(rp, e->element[0]->str, kv, n);
+    }
+}
+
+/* XRANGE from the start up to last_id, CTL_QUEUE_PAGE entries at a time. */
+static int replay_log(ctx *x, ctl_replay *rp, const char *last_id)
+{
+    char start[80] = "-";
+    for (;;) {
+        redisReply *r = rcmd(x, "XRANGE %s %s %s COUNT %d", x->k.log, start, last_id, CTL_QUEUE_PAGE);
+        if (!r) return -1;
+        replay_page(rp, r);
+        size_t n = r->elements;
+        if (n) snprintf(start, sizeof start, "(%s", r->element[n - 1]->element[0]->str);
+        freeReplyObject(r);
+        if (n < CTL_QUEUE_PAGE) return 0;
+    }
+}
+
+/* 1 when entries were removed from the log (MAXLEN trimming, XDEL): then
+ * replaying it cannot rebuild the state. Needs Redis 7 (entries-added). */
+static int log_trimmed(const redisReply *xinfo, int64_t xlen, int64_t *added)
+{
+    *added = -1;
+    if (xinfo->type != REDIS_REPLY_ARRAY) return 0;
+    for (size_t i = 0; i + 1 < xinfo->elements; i += 2)
+        if (xinfo->element[i]->str && !strcmp(xinfo->element[i]->str, "entries-added"))
+            *added = ctl_reply_int(xinfo->element[i + 1]);
+    return *added > xlen;
+}
+
+static void verify_summary(const ctl_replay_counts *c)
+{
+    printf("replayed %zu log entries (", c->entries);
+    for (int i = 0; i < CTL_EV_N; i++)
+        printf("%s%s %zu", i ? ", " : "", ctl_event_name(i), c->by_type[i]);
+    printf("); users holding: %zu (holders: %zu); items: %zu\n", c->users, c->holders, c->items);
+    size_t total = c->findings;
+    if (total > MAX_FINDINGS_SHOWN)
+        printf("(%zu more differences not shown)\n", total - MAX_FINDINGS_SHOWN);
+    if (total) printf("FAIL: %zu difference%s\n", total, total == 1 ? "" : "s");
+    else printf("OK: holders and free match the log, and the invariants hold\n");
+}
+
+static int verify_run(ctx *x, redisReply *sn, ctl_replay *rp, size_t *shown)
+{
+    int64_t xlen = ctl_reply_int(sn->element[SN_XLEN]), added;
+    const redisReply *last = sn->element[SN_LAST];
+    if (log_trimmed(sn->element[SN_XINFO], xlen, &added)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the log was trimmed: %" PRId64 " of %" PRId64 " entries are "
+                 "left, so it cannot rebuild the state (log_maxlen must be 0 to verify)", xlen, added);
+        on_finding(shown, msg);
+        printf("FAIL: nothing else was compared\n");
+        return EX_NOT;
+    }
+    if (xlen > 0 && replay_log(x, rp, last->element[0]->element[0]->str) < 0) return EX_REDIS;
+    size_t nc, nh, nf;
+    ctl_kv *cap = kv_of(sn->element[SN_CAP], &nc), *hold = kv_of(sn->element[SN_HOLDERS], &nh);
+    ctl_kv *fr = kv_of(sn->element[SN_FREE], &nf);
+    const char *fu = hfield(sn->element[SN_STATS], "free_units");
+    ctl_snapshot s = { cap, nc, hold, nh, fr, nf, fu != NULL, hfield_int(sn->element[SN_STATS], "free_units", 0) };
+    int oom = !cap || !hold || !fr;
+    if (!oom) ctl_replay_finish(rp, &s);
+    free(cap);
+    free(hold);
+    free(fr);
+    if (oom) {
+        errmsg(x, "out of memory");
+        return EX_REDIS;
+    }
+    const ctl_replay_counts *c = ctl_replay_counts_get(rp);
+    verify_summary(c);
+    return c->findings ? EX_NOT : EX_OK;
+}
+
+static int verify_batch(ctx *x, const char *batch)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc == EX_OK) rc = ctx_connect(x);
+    if (rc != EX_OK) return rc;
+    redisReply *sn = snapshot(x);
+    if (!sn) return EX_REDIS;
+    const char *kind = hfield(sn->element[SN_META], "kind");
+    if (!kind || (strcmp(kind, "stock") && strcmp(kind, "room"))) {
+        errmsg(x, "batch %s has no valid meta kind; nothing to verify", batch);
+        freeReplyObject(sn);
+        return EX_NOT;
+    }
+    printf("verify %s (%s), log %s: %lld entries\n", batch, kind, x->k.log,
+           sn->element[SN_XLEN]->integer);
+    size_t shown = 0;
+    ctl_replay *rp = ctl_replay_new(!strcmp(kind, "room"),
+                                    hfield_int(sn->element[SN_META], "per_user", 1),
+                                    on_finding, &shown);
+    rc = rp ? verify_run(x, sn, rp, &shown) : EX_REDIS;
+    ctl_replay_free(rp);
+    freeReplyObject(sn);
+    return rc;
+}
+
+static const char HELP_VERIFY[] =
+"Usage: allocctl verify B\n"
+"\n"
+"Replays P:{B}:log from the start and compares the rebuilt holdings with P:{B}:holders\n"
+"and P:{B}:free (free = capacity - held), and checks the invariants (free + held =\n"
+"capacity, free >= 0, stock units = sum of orders <= per_user, stats.free_units = sum of\n"
+"free). Works on a live batch: the hashes and the log's end are read in one MULTI.\n"
+"Prints every difference (DIFF ...) and a summary. Exit 0 clean, 1 differences.\n";
+
+int cmd_verify(ctx *x, int argc, char **argv, int at)
+{
+    const char *pos[MAX_POS], *b;
+    size_t npos;
+    const opt spec[] = { GLOBAL_OPTS(x) };
+    int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
+    if (rc) return rc < 0 ? show_help(HELP_VERIFY) : rc;
+    rc = one_batch(x, npos, pos, &b);
+    return rc ? rc : verify_batch(x, b);
+}

@@ -1,0 +1,20 @@
+/* print.h -- how allocctl prints what allocd stored: results, holdings
+ * and dead entries, as labelled text (or, with --raw, the JSON as it is).
+ * Shared by status, wait and dead, so a field reads the same everywhere.
+ */
+#ifndef ALLOCD_CTL_PRINT_H
+#define ALLOCD_CTL_PRINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <hiredis/hiredis.h>
+
+/* A result (P:{B}:results), one field per line, times also in ISO 8601,
+ * plus "you beat X%" for a grant when participants > 0. */
+void print_result(const char *text, size_t len, int64_t participants, int raw);
+/* What user holds (P:{B}:holders): a bed, or units and their orders. */
+void print_holder(const char *user, const char *text, size_t len, int raw);
+/* One element of P:{B}:dead, numbered by its index in the list. */
+void print_dead(int64_t index, const redisReply *e);
+
+#endif
