@@ -13,6 +13,7 @@
 #include "core/jsonw.h"
 #include <jansson.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "service/metrics.h"
 #include "redis/redis_conn.h"
@@ -49,12 +50,6 @@ struct registry {
 
 static void maybe_finish(registry *r);
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 static void on_conn_closed_fwd(void *data);
 
 static registry_entry *find(registry *r, const char *batch)
@@ -154,7 +149,7 @@ static void read_membership(registry *r, redisReply *rep)
     if (rep->type != REDIS_REPLY_ARRAY) return;
     r->live = calloc(rep->elements / 2 + 1, sizeof *r->live);
     if (!r->live) return;
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_ms();
     for (size_t i = 0; i + 1 < rep->elements; i += 2) {
         json_error_t e;
         json_t *hb = json_loadb(rep->element[i + 1]->str, rep->element[i + 1]->len, 0, &e);
@@ -249,7 +244,7 @@ static void heartbeat_json(registry *r, jsonw *w, const char *state)
     jsonw_kstr(w, "version", ALLOCD_VERSION);
     jsonw_kstr(w, "state", state);
     jsonw_kint(w, "started_at", r->started_at);
-    jsonw_kint(w, "heartbeat_at", wall_ms());
+    jsonw_kint(w, "heartbeat_at", clock_wall_ms());
     jsonw_kint(w, "interval_ms", r->cfg->registry_interval_ms);
     jsonw_kint(w, "batches", (int64_t)serving);
     jsonw_key(w, "serving");
@@ -315,7 +310,7 @@ int registry_start(registry **out, uv_loop_t *loop, const allocd_config *cfg,
     snprintf(r->key, sizeof r->key, "%s:batches", cfg->prefix);
     snprintf(r->instances_key, sizeof r->instances_key, "%s:instances", cfg->prefix);
     snprintf(r->instance_key, sizeof r->instance_key, "%s:instance:%s", cfg->prefix, cfg->instance);
-    r->started_at = wall_ms();
+    r->started_at = clock_wall_ms();
     char name[128];
     snprintf(name, sizeof name, "%s/registry", cfg->instance);
     int rc = redis_router_init(&r->conn, loop, cfg, name, on_ready, r);

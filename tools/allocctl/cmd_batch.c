@@ -1,6 +1,7 @@
 /* cmd_batch.c -- `allocctl batch create|list|rm`: defining a batch from an
  * items file and making it live, listing the live batches, and taking one
  * out of P:batches. */
+#include "base/clock.h"
 #include "allocctl/cmd_batch.h"
 
 #include <inttypes.h>
@@ -117,7 +118,7 @@ static int unlist_and_wait(ctx *x)
     int wait = x->cfg.registry_interval_ms * 2 + 500;
     fprintf(stderr, "allocctl batch create: %s is live; removed it from %s, waiting %d ms "
             "for the daemon to stop serving it\n", x->batch, x->batches_key, wait);
-    ctl_sleep_ms(wait);
+    clock_sleep_ms(wait);
     long long keys;
     int live;
     return batch_exists(x, &keys, &live);

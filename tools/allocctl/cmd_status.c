@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_sync.h"
 #include "allocctl/print.h"
@@ -156,14 +157,14 @@ static int wait_run(ctx *x, const char *batch, const char *id, const char *timeo
     }
     rc = ctx_connect(x);
     if (rc != EX_OK) return rc;
-    int64_t deadline = ctl_now_ms() + (int64_t)(secs * 1000);
+    int64_t deadline = clock_wall_ms() + (int64_t)(secs * 1000);
     int delay = 10;
     for (;;) {
         rc = show_result(x, id, raw);
         if (rc != EX_NOT) return rc;
-        int64_t left = deadline - ctl_now_ms();
+        int64_t left = deadline - clock_wall_ms();
         if (secs > 0 && left <= 0) break;
-        ctl_sleep_ms(secs > 0 && left < delay ? (int)left : delay);
+        clock_sleep_ms(secs > 0 && left < delay ? (int)left : delay);
         delay = delay * 3 / 2 > 200 ? 200 : delay * 3 / 2;
     }
     errmsg(x, "no result for %s in batch %s after %g s", id, x->batch, secs);

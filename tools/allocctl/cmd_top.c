@@ -12,6 +12,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "allocctl/ctl_sync.h"
 
 /* The only global: SIGINT/SIGTERM/SIGHUP ask the dashboard to stop, so it
@@ -85,7 +86,7 @@ static int top_gather(ctx *x, top_frame *f)
     int rc = names && r && f->rows && replies(x, n * 4, r) == 0 ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < n; i++) top_fill(&f->rows[i], names[i], r + 4 * i);
     f->n = rc == 0 ? n : 0;
-    f->at = ctl_now_ms();
+    f->at = clock_wall_ms();
     if (r && rc == 0) free_replies(r, n * 4);
     free(r);
     free(names);
@@ -151,7 +152,7 @@ static void top_render(const ctx *x, const top_frame *f, const char *err, int in
     const char *eol = live ? "\x1b[K\n" : "\n";
     if (live) fputs("\x1b[H", stdout);
     snprintf(line, sizeof line, "allocctl top  %s  %s  every %d ms%s", x->batches_key,
-             ctl_iso_ms(f->at ? f->at : ctl_now_ms(), when, sizeof when), interval, live ? "  (q quits)" : "");
+             ctl_iso_ms(f->at ? f->at : clock_wall_ms(), when, sizeof when), interval, live ? "  (q quits)" : "");
     printf("%.*s%s", cols, line, eol);
     if (err && *err) printf("%.*s%s", cols, err, eol);
     snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %5s %5s  %s", "BATCH",

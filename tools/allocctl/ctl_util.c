@@ -78,19 +78,6 @@ const char *ctl_iso_ms(int64_t ms, char *buf, size_t len)
     return buf;
 }
 
-int64_t ctl_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void ctl_sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
-}
-
 /* ---- argument vectors ------------------------------------------------- */
 
 void ctl_args_addn(ctl_args *a, const char *s, size_t n)

@@ -17,10 +17,6 @@
 int ctl_parse_time_ms(const char *s, int64_t *out);
 /* ms -> "2025-11-22T08:26:40.123Z" in buf. */
 const char *ctl_iso_ms(int64_t ms, char *buf, size_t len);
-/* The wall clock in ms since the epoch (what ctl_iso_ms prints). */
-int64_t ctl_now_ms(void);
-/* Sleeps ms milliseconds, through signals. */
-void ctl_sleep_ms(int ms);
 
 /* An argument vector for redisCommandArgv / redisAppendCommandArgv. Each
  * argument is copied; allocation failure is sticky in `failed`. */
