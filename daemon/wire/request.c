@@ -45,11 +45,12 @@
  * The fast path copies the strings it keeps (id, user, op, item, room,
  * prefs, members) into the request's inline buffer, one malloc when they
  * do not fit, so a typical request costs no malloc at all and `doc` stays
- * NULL. The contract checks are written twice, once per tree shape; the
- * differential test (tests/unit/test_request_fast.c) runs both paths over
- * the request table, the fuzz corpus and many generated variants and
- * requires identical outcomes, messages and fields, so the two copies
- * cannot drift apart silently.
+ * NULL. The jansson path hands the raw field values it found to the one
+ * validator (wire/request_fields.h); the fast path still checks the
+ * contract itself, on fast_val. The differential test
+ * (tests/unit/test_request_fast.c) runs both paths over the request table,
+ * the fuzz corpus and many generated variants and requires identical
+ * outcomes, messages and fields, so the two cannot drift apart silently.
  */
 #include "wire/request.h"
 
@@ -59,6 +60,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+
+#include "wire/request_fields.h"
+
+/* Where an empty array's (absent) elements are: raw_value.u.list is never
+ * NULL, and an empty array needs no allocation. */
+static const char *const no_elements[1];
 
 #define QTY_MAX 1000000          /* units in one buy */
 #define CAPACITY_MAX 2000000000LL
@@ -97,42 +104,8 @@ static int valid_name(const char *s)
     return chars >= 1 && chars <= ENGINE_ID_MAX;
 }
 
-/* Fetches a required name field; on failure sets an invalid detail. */
-static const char *name_field(request *q, json_t *obj, const char *key)
-{
-    json_t *v = json_object_get(obj, key);
-    if (!v) { set_error(q, REQUEST_INVALID, "missing field '%s'", key); return NULL; }
-    if (!json_is_string(v)) { set_error(q, REQUEST_INVALID, "'%s' must be a string", key); return NULL; }
-    const char *s = json_string_value(v);
-    if (!valid_name(s)) {
-        set_error(q, REQUEST_INVALID, "'%s' must be 1 to %d characters without control characters",
-                  key, ENGINE_ID_MAX);
-        return NULL;
-    }
-    return s;
-}
-
-/* Optional integer in [lo, hi]; returns 0 and *out (dflt when absent) or -1. */
-static int int_field(request *q, json_t *obj, const char *key, long long dflt,
-                     long long lo, long long hi, int64_t *out)
-{
-    json_t *v = json_object_get(obj, key);
-    if (!v) { *out = dflt; return 0; }
-    if (!json_is_integer(v)) {
-        set_error(q, REQUEST_INVALID, "'%s' must be an integer", key);
-        return -1;
-    }
-    long long x = json_integer_value(v);
-    if (x < lo || x > hi) {
-        set_error(q, REQUEST_INVALID, "'%s' must be between %lld and %lld", key, lo, hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
 /* An order id given as a string: 1 to 20 decimal digits, not 0, that fit
- * in 64 bits. Shared by both parsers. */
+ * in 64 bits. */
 static int order_digits(request *q, const char *s)
 {
     size_t n = s ? strlen(s) : 0;
@@ -147,79 +120,14 @@ static int order_digits(request *q, const char *s)
     return ok ? 0 : -1;
 }
 
-/* An order id: a string of 1 to 20 decimal digits, or a positive integer. */
-static int order_field(request *q, json_t *obj)
-{
-    json_t *v = json_object_get(obj, "order");
-    if (!v) { set_error(q, REQUEST_INVALID, "missing field 'order'"); return -1; }
-    if (json_is_integer(v) && json_integer_value(v) > 0) {
-        q->r.order = (uint64_t)json_integer_value(v);
-        return 0;
-    }
-    return order_digits(q, json_is_string(v) ? json_string_value(v) : NULL);
-}
-
-/* A JSON array of names into q->lists[at..]; returns the count or -1. */
-static long list_field(request *q, json_t *obj, const char *key, size_t at, int required)
-{
-    json_t *v = json_object_get(obj, key);
-    if (!v) {
-        if (required) { set_error(q, REQUEST_INVALID, "missing field '%s'", key); return -1; }
-        return 0;
-    }
-    if (!json_is_array(v)) { set_error(q, REQUEST_INVALID, "'%s' must be an array of strings", key); return -1; }
-    size_t n = json_array_size(v);
-    if (n > REQUEST_MAX_LIST) {
-        set_error(q, REQUEST_INVALID, "'%s' has %zu entries, at most %d are allowed", key, n, REQUEST_MAX_LIST);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_t *e = json_array_get(v, i);
-        if (!json_is_string(e) || !valid_name(json_string_value(e))) {
-            set_error(q, REQUEST_INVALID, "'%s'[%zu] must be a string of 1 to %d characters",
-                      key, i, ENGINE_ID_MAX);
-            return -1;
-        }
-        q->lists[at + i] = json_string_value(e);
-    }
-    return (long)n;
-}
-
 char *request_canonical_json(const void *json_value)
 {
     return json_dumps((const json_t *)json_value,
                       JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 }
 
-static int filter_field(request *q, json_t *obj)
-{
-    json_t *f = json_object_get(obj, "filter");
-    if (!f) return 0;
-    if (!json_is_object(f)) { set_error(q, REQUEST_INVALID, "'filter' must be an object"); return -1; }
-    size_t n = json_object_size(f);
-    if (n > REQUEST_MAX_LIST) { set_error(q, REQUEST_INVALID, "'filter' has too many keys"); return -1; }
-    q->filter = calloc(n ? n : 1, sizeof *q->filter);
-    q->filter_values = calloc(n ? n : 1, sizeof *q->filter_values);
-    if (!q->filter || !q->filter_values) { set_error(q, REQUEST_INVALID, "out of memory"); return -1; }
-    size_t i = 0;
-    const char *key;
-    json_t *val;
-    json_object_foreach(f, key, val) {
-        q->filter_values[i] = request_canonical_json(val);
-        if (!q->filter_values[i]) { set_error(q, REQUEST_INVALID, "out of memory"); return -1; }
-        q->n_filter_values = i + 1;
-        q->filter[i].key = key;
-        q->filter[i].value = q->filter_values[i];
-        i++;
-    }
-    q->r.filter = q->filter;
-    q->r.n_filter = n;
-    q->r.has_filter = 1;
-    return 0;
-}
 
-
-/* Shared by both parsers: no member twice, and the requester among them. */
+/* The fast path's: no member twice, and the requester among them. */
 static int check_members(request *q)
 {
     int has_user = 0;
@@ -233,80 +141,6 @@ static int check_members(request *q)
     }
     if (!has_user) { set_error(q, REQUEST_INVALID, "'members' must include 'user'"); return -1; }
     return 0;
-}
-
-static int parse_prefs_members(request *q, json_t *obj, int group)
-{
-    json_t *p = json_object_get(obj, "prefs"), *m = json_object_get(obj, "members");
-    size_t cap = (json_is_array(p) ? json_array_size(p) : 0) +
-                 (json_is_array(m) ? json_array_size(m) : 0);
-    q->lists = calloc(cap ? cap : 1, sizeof *q->lists);
-    if (!q->lists) { set_error(q, REQUEST_INVALID, "out of memory"); return -1; }
-    long np = list_field(q, obj, "prefs", 0, 0);
-    if (np < 0) return -1;
-    q->r.prefs = q->lists;
-    q->r.n_prefs = (size_t)np;
-    if (filter_field(q, obj) < 0) return -1;
-    if (!group) {
-        if (np == 0 && !q->r.has_filter) {
-            set_error(q, REQUEST_INVALID, "'auto' needs 'prefs' or 'filter'");
-            return -1;
-        }
-        return 0;
-    }
-    long nm = list_field(q, obj, "members", (size_t)np, 1);
-    if (nm < 0) return -1;
-    q->r.members = q->lists + np;
-    q->r.n_members = (size_t)nm;
-    return check_members(q);
-}
-
-static int parse_user_op(request *q, json_t *obj)
-{
-    engine_request *r = &q->r;
-    if (!(r->user = name_field(q, obj, "user"))) return -1;
-    switch (r->op) {
-    case OP_BUY:
-        if (!(r->item = name_field(q, obj, "item"))) return -1;
-        return int_field(q, obj, "qty", 1, 1, QTY_MAX, &r->qty);
-    case OP_CONFIRM:
-    case OP_CANCEL:
-        return order_field(q, obj);
-    case OP_CHOOSE:
-    case OP_SWITCH:
-        return (r->item = name_field(q, obj, "room")) ? 0 : -1;
-    case OP_AUTO:
-        return parse_prefs_members(q, obj, 0);
-    case OP_GROUP:
-        return parse_prefs_members(q, obj, 1);
-    case OP_RELEASE:
-        return 0;
-    default:
-        set_error(q, REQUEST_INVALID, "op '%s' is an admin command: push it to the ctl list", q->op_name);
-        return -1;
-    }
-}
-
-static int parse_admin_op(request *q, json_t *obj)
-{
-    engine_request *r = &q->r;
-    switch (r->op) {
-    case OP_PAUSE:
-    case OP_RESUME:
-    case OP_CLOSE:
-        return 0;
-    case OP_SET_CAPACITY:
-        if (!(r->item = name_field(q, obj, "item"))) return -1;
-        if (!json_object_get(obj, "capacity")) {
-            set_error(q, REQUEST_INVALID, "missing field 'capacity'");
-            return -1;
-        }
-        return int_field(q, obj, "capacity", 0, 0, CAPACITY_MAX, &r->qty);
-    default:
-        set_error(q, REQUEST_INVALID, "op '%s' is not an admin command (pause, resume, close, set_capacity)",
-                  q->op_name);
-        return -1;
-    }
 }
 
 /* A number jansson cannot hold (an integer beyond 64 bits, a real that
@@ -342,6 +176,101 @@ static json_t *parse_tolerating_overflow(const char *raw, size_t len, json_error
     return doc;
 }
 
+/* A jansson value as the validator sees it: its kind and, for strings and
+ * integers, its value. Arrays and the filter are completed by
+ * json_lists() and json_filter(). */
+static raw_value json_raw(const json_t *v)
+{
+    raw_value r = { .kind = RAW_ABSENT };
+    if (!v) return r;
+    switch (json_typeof(v)) {
+    case JSON_STRING: r.kind = RAW_STRING; r.u.str = json_string_value(v); break;
+    case JSON_INTEGER: r.kind = RAW_INT; r.u.i = json_integer_value(v); break;
+    case JSON_ARRAY: r.kind = RAW_ARRAY; r.n = json_array_size(v); r.u.list = no_elements; break;
+    case JSON_OBJECT: r.kind = RAW_OBJECT; r.n = json_object_size(v); break;
+    default: r.kind = RAW_OTHER; break;
+    }
+    return r;
+}
+
+/* The elements of every array among the fields, in one allocation
+ * (q->lists, freed by request_clear): each element's string, or NULL for
+ * one that is not a string (the validator refuses it, naming its index).
+ * Arrays are laid out whatever the op, as the fast reader does: the
+ * validator decides which it reads. */
+static void json_lists(request *q, json_t *const *vals, request_fields *f)
+{
+    size_t elements = 0;
+    for (int k = 0; k < FIELD_COUNT; k++)
+        if (f->v[k].kind == RAW_ARRAY) elements += f->v[k].n;
+    if (elements == 0) return; /* every array is empty: no_elements */
+    const char **next = q->lists = malloc(elements * sizeof *q->lists);
+    for (int k = 0; k < FIELD_COUNT; k++) {
+        if (f->v[k].kind != RAW_ARRAY || f->v[k].n == 0) continue;
+        if (!q->lists) {
+            f->v[k].kind = RAW_NOMEM;
+            continue;
+        }
+        f->v[k].u.list = next;
+        for (size_t i = 0; i < f->v[k].n; i++) {
+            const json_t *e = json_array_get(vals[k], i);
+            *next++ = json_is_string(e) ? json_string_value(e) : NULL;
+        }
+    }
+}
+
+/* The filter's values as canonical JSON, the form the engine compares
+ * with attrs. The only value whose reading needs jansson's writer, so it
+ * is done here, whatever the op (the validator decides whether it is
+ * read; a filter sent with another op costs the slow path a little work
+ * and changes nothing). Not done for what the validator refuses anyway:
+ * a filter that is not an object or has too many keys. */
+static void json_filter(request *q, json_t *obj, raw_value *v)
+{
+    if (v->kind != RAW_OBJECT || v->n > REQUEST_MAX_LIST) return;
+    size_t n = v->n;
+    q->filter = calloc(n ? n : 1, sizeof *q->filter);
+    q->filter_values = calloc(n ? n : 1, sizeof *q->filter_values);
+    if (!q->filter || !q->filter_values) {
+        v->kind = RAW_NOMEM;
+        return;
+    }
+    size_t i = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach(obj, key, val) {
+        q->filter_values[i] = request_canonical_json(val);
+        if (!q->filter_values[i]) {
+            v->kind = RAW_NOMEM;
+            return;
+        }
+        q->n_filter_values = i + 1;
+        q->filter[i].key = key;
+        q->filter[i].value = q->filter_values[i];
+        i++;
+    }
+    v->u.filter = q->filter;
+}
+
+/* The raw value of every field of the document (an object). One pass
+ * over its keys, looked up as the fast reader does, costs less than a
+ * hash lookup per field. jansson keeps one value per key (the last), so
+ * each field is met at most once, and refuses NUL bytes in keys, so a
+ * key's strlen is its length. */
+static void json_fields(request *q, json_t *doc, request_fields *f)
+{
+    json_t *vals[FIELD_COUNT] = { 0 };
+    const char *key;
+    json_t *val;
+    json_object_foreach(doc, key, val) {
+        int field = request_field_lookup(key, strlen(key));
+        if (field >= 0) vals[field] = val;
+    }
+    for (int k = 0; k < FIELD_COUNT; k++) f->v[k] = json_raw(vals[k]);
+    json_lists(q, vals, f);
+    json_filter(q, vals[FIELD_FILTER], &f->v[FIELD_FILTER]);
+}
+
 static void describe_json_error(request *q, const json_error_t *e)
 {
     set_error(q, REQUEST_DEAD, "invalid JSON at line %d column %d: %s", e->line, e->column, e->text);
@@ -368,35 +297,20 @@ static int fast_parse(request *q, const char *raw, size_t len, int admin);
 static void parse_slow(request *q, const char *raw, size_t len, int admin)
 {
     json_error_t jerr;
-    int overflowed = 0;
-    json_t *doc = parse_tolerating_overflow(raw, len, &jerr, &overflowed);
-    if (!doc) { describe_json_error(q, &jerr); return; }
+    request_fields f;
+    f.number_overflowed = 0;
+    json_t *doc = parse_tolerating_overflow(raw, len, &jerr, &f.number_overflowed);
+    if (!doc) {
+        describe_json_error(q, &jerr);
+        return;
+    }
     q->doc = doc;
-    if (!json_is_object(doc)) { set_error(q, REQUEST_DEAD, "request is not a JSON object"); return; }
-    json_t *id = json_object_get(doc, "id");
-    if (!json_is_string(id)) { set_error(q, REQUEST_DEAD, "missing or non-string 'id'"); return; }
-    q->r.id = json_string_value(id);
-    /* From here on the id is readable: every problem is an `invalid` result. */
-    json_t *user = json_object_get(doc, "user");
-    if (json_is_string(user) && valid_name(json_string_value(user))) q->r.user = json_string_value(user);
-    if (!valid_id(q->r.id)) {
-        set_error(q, REQUEST_INVALID, "'id' must be 1 to %d printable ASCII characters", ENGINE_ID_MAX);
+    if (!json_is_object(doc)) {
+        set_error(q, REQUEST_DEAD, "request is not a JSON object");
         return;
     }
-    if (overflowed) {
-        set_error(q, REQUEST_INVALID, "a number is out of range (beyond a 64-bit integer or a double)");
-        return;
-    }
-    json_t *op = json_object_get(doc, "op");
-    if (!json_is_string(op)) { set_error(q, REQUEST_INVALID, "missing or non-string 'op'"); return; }
-    q->op_name = json_string_value(op);
-    q->r.op = engine_op_parse(q->op_name);
-    if (q->r.op == OP_NONE) {
-        set_error(q, REQUEST_INVALID, "unknown op '%.40s'", q->op_name);
-        return;
-    }
-    int rc = admin ? parse_admin_op(q, doc) : parse_user_op(q, doc);
-    if (rc == 0) q->outcome = REQUEST_OK;
+    json_fields(q, doc, &f);
+    request_validate(q, &f, admin);
 }
 
 void request_parse(request *q, const char *raw, size_t len, size_t max_bytes, int admin)
@@ -651,11 +565,10 @@ static int fast_store(request *q, fast_val *vals, const char *end, const char **
     return 0;
 }
 
-/* The contract checks again, on fast_val instead of json_t. Each one is the
- * jansson path's function of the same name without the fast_ prefix, same
- * order, same messages, same fields set on failure: keep them in step (the
- * differential test fails when they are not). Strings here are printable
- * ASCII by construction, but valid_id()/valid_name() still decide. */
+/* The contract checks again, on fast_val: the same order, messages and
+ * fields set on failure as request_validate() (the differential test fails
+ * when they are not). Strings here are printable ASCII by construction,
+ * but valid_id()/valid_name() still decide. */
 static const char *fast_name_field(request *q, const fast_val *v, const char *key)
 {
     if (v->kind == FV_ABSENT) { set_error(q, REQUEST_INVALID, "missing field '%s'", key); return NULL; }
@@ -786,7 +699,7 @@ static int fast_admin_op(request *q, const fast_val *vals)
 
 /* The fast path: 0 when it parsed (any outcome), -1 when it gave up, with q
  * untouched (still as zero_request() left it). The tail mirrors
- * parse_slow() after its json_loadb. */
+ * request_validate(). */
 static int fast_parse(request *q, const char *raw, size_t len, int admin)
 {
     fast_val vals[FK_COUNT];
