@@ -10,8 +10,8 @@
  * - REQUEST_OK: a validated engine_request, its strings owned by this struct.
  *
  * Parsing happens in the shell (it needs jansson, or a hand-written fast path
- * for the common flat shape, see request.c); the engine only ever sees
- * validated requests.
+ * for the common flat shape, see request.c); both feed one validator
+ * (wire/request_fields.h). The engine only ever sees validated requests.
  */
 #ifndef ALLOCD_REQUEST_H
 #define ALLOCD_REQUEST_H
@@ -32,8 +32,8 @@ typedef struct request {
     const char *op_name;      /* the op as given (for the result), may be NULL */
     void *doc;                /* the parsed JSON document (jansson json_t *);
                                  NULL when the fast path parsed it */
-    const char **lists;       /* prefs then members, one allocation (jansson
-                                 path only) */
+    const char **lists;       /* the elements of the array fields (prefs,
+                                 members), one allocation (jansson path only) */
     engine_kv *filter;
     char **filter_values;     /* canonical JSON of each filter value */
     size_t n_filter_values;

@@ -1,6 +1,7 @@
 /* test_request.c -- the request parser against the table in
  * tests/data/requests.txt, plus the cases a text file cannot hold
- * (NUL bytes, invalid UTF-8, size limits, deep nesting). */
+ * (NUL bytes, invalid UTF-8, size limits, deep nesting), and the field
+ * lookup both readers share. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "wire/request.h"
+#include "wire/request_fields.h"
 
 #define MAX_BYTES 4096
 
@@ -145,6 +147,65 @@ static void test_deep_nesting(void **state)
     request_clear(&q);
 }
 
+/* The messages of values too long for a line of requests.txt, given
+ * whole like the others there: lists and filters over REQUEST_MAX_LIST,
+ * on both readers (a list of plain strings is the fast reader's, a filter
+ * always jansson's). */
+static void test_messages_of_long_values(void **state)
+{
+    size_t cap = 16384, n;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    request q;
+    for (int members = 0; members < 2; members++) {
+        n = (size_t)sprintf(buf, "{\"id\":\"r1\",\"user\":\"u0\",\"op\":\"%s\",\"%s\":[",
+                            members ? "group" : "auto", members ? "members" : "prefs");
+        for (int i = 0; i <= REQUEST_MAX_LIST; i++) n += (size_t)sprintf(buf + n, "%s\"u%d\"", i ? "," : "", i);
+        n += (size_t)sprintf(buf + n, "]}");
+        request_parse(&q, buf, n, cap, 0);
+        assert_int_equal(q.outcome, REQUEST_INVALID);
+        assert_string_equal(q.error, members ? "'members' has 257 entries, at most 256 are allowed"
+                                             : "'prefs' has 257 entries, at most 256 are allowed");
+        request_clear(&q);
+    }
+    n = (size_t)sprintf(buf, "{\"id\":\"r1\",\"user\":\"u0\",\"op\":\"auto\",\"filter\":{");
+    for (int i = 0; i <= REQUEST_MAX_LIST; i++) n += (size_t)sprintf(buf + n, "%s\"k%d\":1", i ? "," : "", i);
+    n += (size_t)sprintf(buf + n, "}}");
+    request_parse(&q, buf, n, cap, 0);
+    assert_int_equal(q.outcome, REQUEST_INVALID);
+    assert_string_equal(q.error, "'filter' has too many keys");
+    request_clear(&q);
+    request_parse(&q, buf, n, 100, 0);
+    assert_int_equal(q.outcome, REQUEST_DEAD);
+    char expected[100];
+    snprintf(expected, sizeof expected, "request is %zu bytes, more than max_request_bytes (100)", n);
+    assert_string_equal(q.error, expected);
+    request_clear(&q);
+    free(buf);
+}
+
+/* request_field_lookup() dispatches on the key's length by hand (it runs
+ * for every key on the fast path); every field must still be found by its
+ * own name, and nothing else may be taken for one. A field filed under
+ * the wrong length would be ignored by both readers. */
+static void test_field_lookup(void **state)
+{
+    for (int f = 0; f < FIELD_COUNT; f++) {
+        const char *name = request_field_name((request_field)f);
+        assert_non_null(name);
+        assert_int_equal(request_field_lookup(name, strlen(name)), f);
+        /* a prefix, and the name with one more byte, are other keys */
+        assert_int_equal(request_field_lookup(name, strlen(name) - 1), -1);
+        char longer[32];
+        snprintf(longer, sizeof longer, "%sx", name);
+        assert_int_equal(request_field_lookup(longer, strlen(longer)), -1);
+    }
+    static const char *const others[] = { "", "x", "ID", "Id", "iD", "oq", "usr", "users", "Item",
+                                          "rooms", "qtys", "filters", "capacit", "member" };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        assert_int_equal(request_field_lookup(others[i], strlen(others[i])), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +214,8 @@ int main(void)
         cmocka_unit_test(test_size_limit),
         cmocka_unit_test(test_binary_garbage),
         cmocka_unit_test(test_deep_nesting),
+        cmocka_unit_test(test_messages_of_long_values),
+        cmocka_unit_test(test_field_lookup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

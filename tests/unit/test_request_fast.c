@@ -1,9 +1,12 @@
 /* test_request_fast.c -- the fast path of request_parse() against the
  * jansson path (request_parse_slow()), byte for byte.
  *
- * Why: request.c parses the common flat requests with a hand-written
- * scanner and gives up to jansson on anything else; the contract checks
- * exist twice, once per path. The promise is that nobody can tell which
+ * Why: request.c reads the common flat requests with a hand-written
+ * scanner and gives up to jansson on anything else. Both readers hand the
+ * raw field values they found to the one validator (request_fields.c), so
+ * the contract checks exist once; what can still differ is what the two
+ * readers find in the same bytes (a number, an escape, a repeated key,
+ * where the document ends). The promise is that nobody can tell which
  * path ran: the same outcome, the same error text, the same fields. This
  * test holds that promise over
  *   - every case of tests/data/requests.txt,
