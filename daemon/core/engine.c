@@ -253,11 +253,13 @@ static uint32_t find_item(const engine *e, const char *id)
     return strmap_find(&e->item_map, id);
 }
 
-/* Records a failure that left the engine consistent but unable to go on;
- * the shell sees it through engine_error(). */
-static void fail(engine *e, int err)
+/* Records that an allocation failed: the engine is still consistent
+ * (every decision allocates before it changes anything) but refuses further
+ * decisions, and the shell sees -ENOMEM through engine_error(). Memory is
+ * the only thing a pure engine can run out of, hence the one error code. */
+static void stop_out_of_memory(engine *e)
 {
-    if (!e->error) e->error = err;
+    if (!e->error) e->error = -ENOMEM;
 }
 
 /* ---------------------------------------------------------------- records */
@@ -433,7 +435,7 @@ static int reserve(engine *e, size_t n_ev, size_t n_users, size_t n_items,
 {
     if (GROW(e, events, n_ev) < 0 || GROW(e, dirty_users, n_users) < 0 ||
         GROW(e, dirty_items, n_items) < 0 || GROW(e, ended, n_ends) < 0) {
-        fail(e, -ENOMEM);
+        stop_out_of_memory(e);
         return -ENOMEM;
     }
     return 0;
@@ -725,7 +727,9 @@ static void done(engine_result *out, const char *item_id)
     out->item = item_id;
 }
 
-static void count_result(engine *e, const engine_result *out)
+/* Counts a decided queue request in `processed` and in the counter of its
+ * status; ST_NONE (no decision: out of memory) counts nowhere. */
+static void count_decision(engine *e, const engine_result *out)
 {
     engine_counters *c = &e->counters;
     switch (out->status) {
@@ -795,7 +799,7 @@ static engine_reason decide_buy(engine *e, uint32_t ui, const engine_request *r,
     /* Everything that can fail happens before the order source is asked. */
     if (reserve(e, 1, 1, 1, 0) < 0 || orders_reserve(&e->users[ui]) < 0 ||
         (hold && GROW(e, heap, 1) < 0)) {
-        fail(e, -ENOMEM);
+        stop_out_of_memory(e);
         return R_NONE;
     }
     engine_order o = { .id = new_order_id(e), .item = it, .qty = (int32_t)r->qty,
@@ -942,7 +946,7 @@ static char *prepare_seat(engine *e, const char *req_id, size_t events, size_t i
 {
     char *s = intern(req_id ? req_id : "");
     if (!s) {
-        fail(e, -ENOMEM);
+        stop_out_of_memory(e);
         return NULL;
     }
     if (reserve(e, events, 1, items, 0) < 0) {
@@ -1031,7 +1035,7 @@ static void seat_group(engine *e, const engine_request *r, uint32_t it,
         for (size_t i = 0; i < n; i++) seat(e, ids[i], it, reqs[i], r->id, now);
         granted(e, out, e->items[it].id);
     } else {
-        fail(e, -ENOMEM);
+        stop_out_of_memory(e);
         for (size_t i = 0; reqs && i < n; i++) free(reqs[i]);
     }
     free(reqs);
@@ -1098,7 +1102,7 @@ static engine_reason decide_set_capacity(engine *e, const engine_request *r,
     if (it == STRMAP_NONE) {
         it = add_item(e, r->item, r->qty);
         if (it == STRMAP_NONE) {
-            fail(e, -ENOMEM);
+            stop_out_of_memory(e);
             return R_NONE;
         }
     } else {
@@ -1213,7 +1217,7 @@ static engine_reason decide_user(engine *e, const engine_request *r,
     }
     uint32_t ui = touch_user(e, r->user);
     if (ui == STRMAP_NONE) {
-        fail(e, -ENOMEM);
+        stop_out_of_memory(e);
         return R_NONE;
     }
     if (!request_ok(r)) {
@@ -1243,12 +1247,12 @@ void engine_decide(engine *e, const engine_request *r, int64_t now,
         return;
     }
     if (admin) e->counters.ctl++;
-    else count_result(e, out);
+    else count_decision(e, out);
 }
 
 void engine_note_invalid(engine *e, const char *uid, int64_t now)
 {
-    if (id_ok(uid) && touch_user(e, uid) == STRMAP_NONE) fail(e, -ENOMEM);
+    if (id_ok(uid) && touch_user(e, uid) == STRMAP_NONE) stop_out_of_memory(e);
     e->counters.invalid++;
     e->counters.processed++;
 }
