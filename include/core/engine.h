@@ -280,8 +280,9 @@ void engine_drain_clear(engine *e);
  * entry per held reservation, one bed per user in a room that exists, the
  * id maps, free_units and participants, the drain lists. O(users + items +
  * orders); ALLOCD_DEBUG builds run it after decisions and expiries (every
- * one while the engine is small) and abort naming the breach. Cheap checks
- * on each change run in every build (core/assert.h). */
+ * one while the engine is small, then amortized to a few dozen record
+ * checks a call) and abort naming the breach. Cheap checks on each change
+ * run in every build (core/assert.h). */
 const char *engine_check_invariants(const engine *e);
 
 /* A uniformly random permutation of 0..n-1 from a 64-bit seed (Fisher-Yates
