@@ -271,6 +271,20 @@ size_t engine_event_count(const engine *e);
 const engine_event *engine_event_at(const engine *e, size_t i);
 void engine_drain_clear(engine *e);
 
+/* ---- invariants ---- */
+/* Checks the whole state: NULL when every invariant holds, else a short
+ * description (a static string) of the first one broken. The invariants:
+ * held + free == capacity for every item (free < 0 only for an item loaded
+ * beyond its capacity), units == the sum of live orders and <= per_user
+ * (unless loaded beyond it), live orders before ended ones, one live heap
+ * entry per held reservation, one bed per user in a room that exists, the
+ * id maps, free_units and participants, the drain lists. O(users + items +
+ * orders); ALLOCD_DEBUG builds run it after decisions and expiries (every
+ * one while the engine is small, then amortized to a few dozen record
+ * checks a call) and abort naming the breach. Cheap checks on each change
+ * run in every build (core/assert.h). */
+const char *engine_check_invariants(const engine *e);
+
 /* A uniformly random permutation of 0..n-1 from a 64-bit seed (Fisher-Yates
  * over a seeded PRNG): the early=shuffle lottery, reproducible on restart. */
 void engine_shuffle(uint32_t *perm, size_t n, uint64_t seed);

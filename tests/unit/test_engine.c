@@ -67,10 +67,13 @@ static void per_user_3_hold(engine_meta *m) { m->per_user = 3; m->hold_ms = 1000
 
 /* ------------------------------------------------------------ requests */
 
+/* Every decision of every test must leave the engine sound. */
 static engine_result run(engine *e, engine_request r, int64_t now)
 {
     engine_result out;
     engine_decide(e, &r, now, &out);
+    const char *why = engine_check_invariants(e);
+    if (why) fail_msg("invariant broken: %s", why);
     return out;
 }
 

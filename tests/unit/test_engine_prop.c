@@ -718,6 +718,9 @@ static void check_state(run *x)
     model *m = &x->m;
     engine *e = x->e;
 
+    const char *why = engine_check_invariants(e);   /* the engine's own view */
+    if (why) print_error("engine_check_invariants: %s\n", why);
+    CHECK(t, why == NULL);
     CHECK(t, engine_event_count(e) == (size_t)m->n_ev);
     for (int i = 0; i < m->n_ev; i++) check_event(x, engine_event_at(e, (size_t)i), &m->ev[i]);
     for (; x->applied < engine_event_count(e); x->applied++)

@@ -350,6 +350,7 @@ static int arrow_at(const scenario *s)
     return -1;
 }
 
+/* After every line, loading included, the engine must be sound. */
 static void one_line(scenario *s, char *line)
 {
     tokenize(s, line);
@@ -363,6 +364,8 @@ static void one_line(scenario *s, char *line)
     } else if (!setup_line(s)) {
         SC_FAIL(s, "cannot read this line");
     }
+    const char *why = s->e ? engine_check_invariants(s->e) : NULL;
+    if (why) SC_FAIL(s, "invariant broken: %s", why);
 }
 
 static void run_file(void **state)
