@@ -28,10 +28,12 @@
  * queue outside an apply (that would make `dequeued` lag behind the queue
  * and the position formula would be off by one).
  *
- * The steps' own work lives beside this file, one module each: chunk.h
+ * This file is the control flow only: what runs when, and what a failure
+ * does. The steps' own work lives beside it, one module each: chunk.h
  * (the chunks and their ring), batch_load.h (reading the state), dedup.h
- * (which ids have a result), order_ids.h (order-id blocks) and
- * lottery_pool.h (the opening lottery).
+ * (which ids have a result), decide.h (the engine's part of a chunk),
+ * apply_txn.h (the transaction that writes it), order_ids.h (order-id
+ * blocks) and lottery_pool.h (the opening lottery).
  */
 #include "worker/batch_worker.h"
 
@@ -47,11 +49,12 @@
 #include "core/engine.h"
 #include "redis/argbuf.h"
 #include "redis/redis_conn.h"
-#include "wire/records.h"
+#include "worker/apply_txn.h"
 #include "worker/batch_keys.h"
 #include "worker/batch_lease.h"
 #include "worker/batch_load.h"
 #include "worker/chunk.h"
+#include "worker/decide.h"
 #include "worker/dedup.h"
 #include "worker/lottery_pool.h"
 #include "worker/order_ids.h"
@@ -75,6 +78,9 @@ typedef struct worker_op {
     worker_op_kind kind;
     int busy;
 } worker_op;
+
+/* Requests decided between two flushes of the command connection. */
+#define DECIDE_SLICE 64
 
 struct batch_worker {
     uv_loop_t *loop;
@@ -703,201 +709,6 @@ static void on_orders(batch_worker *w, chunk *ch, redisReply *r)
 
 /* ------------------------------------------------------ decide, apply -- */
 
-/* "HSET key" (or another command and key) opening a command of the apply;
- * cmd_close drops it again when no field followed. */
-static void cmd_open(argbuf *a, const char *cmd, const char *key)
-{
-    args_cmd_begin(a);
-    arg_str(a, cmd);
-    arg_str(a, key);
-}
-
-static void cmd_close(argbuf *a)
-{
-    if (args_cmd_nargs(a) > 2) args_cmd_end(a);
-    else args_cmd_cancel(a);
-}
-
-/* Decides every request of the chunk, writing the results as one HSET.
- * -ENOMEM when an answered id could not be remembered (the chunk must not
- * be applied: a later resubmission would not be asked about). */
-static int decide_items(batch_worker *w, chunk *ch, int64_t now)
-{
-    argbuf *a = &w->args;
-    int oom = 0;
-    cmd_open(a, "HSET", w->keys.results);
-    for (size_t i = 0; i < ch->n_items; i++) {
-        chunk_item *it = &ch->items[i];
-        /* Counters describe the queue (dequeued = processed + dead +
-         * duplicates + in flight); admin commands are counted in `ctl`. */
-        int counts = ch->kind != CHUNK_CTL;
-        /* keep feeding the previous apply to Redis while this one is built */
-        if ((i & 63) == 63) redis_conn_flush(w->cmd);
-        if (it->q.outcome == REQUEST_DEAD) { if (counts) engine_note_dead(w->eng); continue; }
-        if (it->dup) { if (counts) engine_note_duplicate(w->eng); continue; }
-        if (idfilter_add(&w->dedup.answered, it->id_hash) < 0) oom = 1;
-        arg_str(a, it->q.r.id);
-        size_t start = arg_begin(a);
-        if (it->q.outcome == REQUEST_INVALID) {
-            if (counts) engine_note_invalid(w->eng, it->q.r.user, now);
-            records_invalid(&a->data, &it->q, it->seq, now);
-            chunk_count_result(ch, ST_INVALID, R_NONE);
-        } else {
-            engine_result res;
-            it->q.r.seq = it->seq;
-            engine_decide(w->eng, &it->q.r, now, &res);
-            records_result(&a->data, &it->q, &res, it->seq, now);
-            chunk_count_result(ch, res.status, res.reason);
-        }
-        arg_end(a, start);
-    }
-    cmd_close(a);
-    return oom ? -ENOMEM : 0;
-}
-
-static int user_holds_something(const engine_user_view *v)
-{
-    return v->room != NULL || v->units > 0;
-}
-
-static void add_holders(batch_worker *w)
-{
-    argbuf *a = &w->args;
-    size_t n = engine_dirty_user_count(w->eng);
-    engine_user_view v;
-    cmd_open(a, "HSET", w->keys.holders);
-    for (size_t i = 0; i < n; i++) {
-        engine_dirty_user_at(w->eng, i, &v);
-        if (!user_holds_something(&v)) continue;
-        arg_str(a, v.id);
-        size_t start = arg_begin(a);
-        records_holder(&a->data, w->eng, &v);
-        arg_end(a, start);
-    }
-    cmd_close(a);
-    cmd_open(a, "HDEL", w->keys.holders);
-    for (size_t i = 0; i < n; i++) {
-        engine_dirty_user_at(w->eng, i, &v);
-        if (!user_holds_something(&v)) arg_str(a, v.id);
-    }
-    cmd_close(a);
-}
-
-static void add_items(batch_worker *w)
-{
-    argbuf *a = &w->args;
-    engine_item_view v;
-    int cap_changed;
-    cmd_open(a, "HSET", w->keys.free);
-    size_t n = w->first_apply ? engine_item_count(w->eng) : engine_dirty_item_count(w->eng);
-    for (size_t i = 0; i < n; i++) {
-        if (w->first_apply) engine_item_view_at(w->eng, i, &v);
-        else engine_dirty_item_at(w->eng, i, &v, &cap_changed);
-        arg_str(a, v.id);
-        arg_int(a, v.free);
-    }
-    cmd_close(a);
-    cmd_open(a, "HSET", w->keys.capacity);
-    for (size_t i = 0; i < engine_dirty_item_count(w->eng); i++) {
-        engine_dirty_item_at(w->eng, i, &v, &cap_changed);
-        if (!cap_changed) continue;
-        arg_str(a, v.id);
-        arg_int(a, v.capacity);
-    }
-    cmd_close(a);
-}
-
-static void add_ended(batch_worker *w)
-{
-    argbuf *a = &w->args;
-    size_t n = engine_ended_count(w->eng);
-    cmd_open(a, "HSET", w->keys.orders_ended);
-    for (size_t i = 0; i < n; i++) {
-        const char *user;
-        engine_order o;
-        engine_ended_at(w->eng, i, &user, &o);
-        arg_u64(a, o.id);
-        size_t start = arg_begin(a);
-        records_ended(&a->data, w->eng, user, &o);
-        arg_end(a, start);
-    }
-    cmd_close(a);
-}
-
-static const char *admin_state_name(engine_admin_state s)
-{
-    return s == ADMIN_PAUSED ? "paused" : s == ADMIN_CLOSED ? "closed" : "none";
-}
-
-static void add_internal_and_participants(batch_worker *w, chunk *ch)
-{
-    argbuf *a = &w->args;
-    cmd_open(a, "HSET", w->keys.internal);
-    if (ch->kind == CHUNK_CTL || w->first_apply) {
-        arg_str(a, "admin_state");
-        arg_str(a, admin_state_name(engine_get_admin_state(w->eng)));
-    }
-    int pool_done = 0;
-    if (ch->kind == CHUNK_POOL) {
-        size_t served = w->pool.served + ch->pool_len;
-        arg_str(a, "early_served");
-        arg_int(a, (int64_t)served);
-        if (served == w->pool.n) { arg_str(a, "lottery_done"); arg_str(a, "1"); pool_done = 1; }
-    }
-    cmd_close(a);
-    if (pool_done) { cmd_open(a, "DEL", w->keys.early); args_cmd_end(a); }
-    size_t n = engine_new_participant_count(w->eng);
-    /* a list, not a set: every user is appended once (the engine knows who
-     * is new), and appending costs Redis far less than a set insert */
-    cmd_open(a, "RPUSH", w->keys.participants);
-    for (size_t i = 0; i < n; i++) arg_str(a, engine_new_participant_at(w->eng, i));
-    cmd_close(a);
-}
-
-static void add_dead(batch_worker *w, chunk *ch, int64_t now)
-{
-    argbuf *a = &w->args;
-    cmd_open(a, "RPUSH", w->keys.dead);
-    for (size_t i = 0; i < ch->n_items; i++) {
-        chunk_item *it = &ch->items[i];
-        if (it->q.outcome != REQUEST_DEAD) continue;
-        size_t start = arg_begin(a);
-        records_dead(&a->data, it->raw, it->raw_len, it->q.error, now);
-        arg_end(a, start);
-    }
-    cmd_close(a);
-}
-
-/* One XADD per event: the contract wants one stream entry per change. */
-static void add_event(batch_worker *w, const engine_event *ev)
-{
-    argbuf *a = &w->args;
-    cmd_open(a, "XADD", w->keys.log);
-    if (w->cfg->log_maxlen > 0) {
-        arg_str(a, "MAXLEN");
-        arg_str(a, "~");
-        arg_int(a, w->cfg->log_maxlen);
-    }
-    arg_str(a, "*");
-    arg_str(a, "type");  arg_str(a, engine_event_name(ev->type));
-    arg_str(a, "user");  arg_str(a, ev->user ? ev->user : "");
-    arg_str(a, "item");  arg_str(a, ev->item ? ev->item : "");
-    arg_str(a, "qty");   arg_int(a, ev->qty);
-    arg_str(a, "order");
-    if (ev->order) arg_u64(a, ev->order); else arg_str(a, "");
-    arg_str(a, "req");   arg_str(a, ev->req ? ev->req : "");
-    arg_str(a, "at");    arg_int(a, ev->at);
-    if (ev->expires_at) { arg_str(a, "expires_at"); arg_int(a, ev->expires_at); }
-    if (ev->state) { arg_str(a, "state"); arg_str(a, ev->state); }
-    args_cmd_end(a);
-}
-
-static void add_log(batch_worker *w)
-{
-    size_t n = engine_event_count(w->eng);
-    for (size_t i = 0; i < n; i++) add_event(w, engine_event_at(w->eng, i));
-}
-
 /* Over the current and the previous 10 s window. */
 static int64_t recent_quantile_us(const batch_worker *w, double q)
 {
@@ -907,120 +718,57 @@ static int64_t recent_quantile_us(const batch_worker *w, double q)
     return (int64_t)(metrics_hist_quantile(&h, q) * 1e6);
 }
 
-/* Takes the chunk's requests off the head of their list, and (for the
- * queue) advances dequeued in the same transaction: the position formula
- * of the contract needs both to move together. */
-static void add_consume_and_stats(batch_worker *w, chunk *ch, int64_t now)
+/* Decides the chunk in slices: between them the apply sent last keeps
+ * flowing to Redis (its socket may not have taken it all), so Redis works
+ * on it while this chunk is decided. Every id answered is remembered. */
+static int decide(batch_worker *w, chunk *ch, int64_t now)
 {
-    argbuf *a = &w->args;
-    if (ch->queue_len || ch->ctl_len) {
-        cmd_open(a, "LTRIM", ch->queue_len ? w->keys.queue : w->keys.ctl);
-        arg_int(a, ch->queue_len ? ch->queue_len : ch->ctl_len);
-        arg_str(a, "-1");
-        args_cmd_end(a);
+    uint64_t t0 = uv_hrtime();
+    size_t i = 0;
+    do {
+        size_t to = ch->n_items - i > DECIDE_SLICE ? i + DECIDE_SLICE : ch->n_items;
+        chunk_decide(ch, w->eng, now, i, to);
+        i = to;
+        if (i < ch->n_items) redis_conn_flush(w->cmd);
+    } while (i < ch->n_items);
+    metrics_hist_observe(&w->stats.decide, (double)(uv_hrtime() - t0) / 1e9);
+    /* a forgotten id would not be asked about when resubmitted: the chunk
+     * must not be applied then */
+    int remembered = dedup_remember(&w->dedup, ch);
+    if (remembered < 0 || engine_error(w->eng)) {
+        worker_fail(w, "decide", "out of memory in the engine");
+        return -1;
     }
-    const engine_counters *c = engine_get_counters(w->eng);
-    engine_phase ph = engine_phase_at(w->eng, now);
-    struct { const char *name; int64_t v; } f[] = {
-        { "dequeued", w->dequeued + ch->queue_len },
-        { "processed", c->processed }, { "granted", c->granted }, { "done", c->done },
-        { "rejected", c->rejected }, { "invalid", c->invalid }, { "dead", c->dead },
-        { "duplicates", c->duplicates }, { "ctl", c->ctl },
-        { "participants", c->participants }, { "free_units", c->free_units },
-        { "updated_at", now },
-        { "decision_p50_us", recent_quantile_us(w, 0.50) },
-        { "decision_p99_us", recent_quantile_us(w, 0.99) },
-    };
-    cmd_open(a, "HSET", w->keys.stats);
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { arg_str(a, f[i].name); arg_int(a, f[i].v); }
-    arg_str(a, "state"); arg_str(a, engine_phase_name(ph));
-    arg_str(a, "owner"); arg_str(a, w->cfg->instance);
-    args_cmd_end(a);
-    w->written_phase = ph;
+    return 0;
 }
 
-/* Fault injection for tests (as SQLite does it): with ALLOCD_FAULT_APPLY_ID
- * set, an apply containing that request id has FENCE refuse it. */
-static int chunk_has_fault(const batch_worker *w, const chunk *ch)
-{
-    return w->fault_apply_id && chunk_has_id(ch, w->fault_apply_id);
-}
-
-/* WATCH, FENCE (scripts.h), MULTI: the head of every apply pipeline. */
-static void add_fence(batch_worker *w, chunk *ch)
-{
-    argbuf *a = &w->args;
-    const char *keys[FENCE_NKEYS] = {
-        [FENCE_KEY_LEASE] = w->keys.lease, [FENCE_KEY_INTERNAL] = w->keys.internal,
-        [FENCE_KEY_TRIP] = w->trip_key, [FENCE_KEY_RESULTS] = w->keys.results,
-        [FENCE_KEY_HOLDERS] = w->keys.holders, [FENCE_KEY_FREE] = w->keys.free,
-        [FENCE_KEY_STATS] = w->keys.stats, [FENCE_KEY_LOG] = w->keys.log,
-        [FENCE_KEY_DEAD] = w->keys.dead, [FENCE_KEY_PARTICIPANTS] = w->keys.participants,
-        [FENCE_KEY_CAPACITY] = w->keys.capacity, [FENCE_KEY_ORDERS_ENDED] = w->keys.orders_ended,
-        [FENCE_KEY_EARLY] = w->keys.early, [FENCE_KEY_QUEUE] = w->keys.queue,
-        [FENCE_KEY_CTL] = w->keys.ctl,
-    };
-    args_cmd_begin(a);
-    arg_str(a, "WATCH");
-    for (int i = 0; i < FENCE_NWATCH; i++) arg_str(a, keys[i]);
-    args_cmd_end(a);
-    args_cmd_begin(a);
-    arg_str(a, "EVAL");
-    arg_str(a, w->scripts->fence.source);
-    arg_int(a, FENCE_NKEYS);
-    for (int i = 0; i < FENCE_NKEYS; i++) arg_str(a, keys[i]);
-    arg_str(a, w->lease.token);
-    arg_str(a, w->lease.epoch);
-    arg_int(a, w->chunks_applied);
-    arg_str(a, chunk_has_fault(w, ch) ? "1" : "0");
-    args_cmd_end(a);
-    args_cmd_begin(a);
-    arg_str(a, "MULTI");
-    args_cmd_end(a);
-    /* A small first command, so that it reaches Redis in the same read as
-     * FENCE as often as possible (scripts.h, BUSY). */
-    args_cmd_begin(a);
-    arg_str(a, "HSET");
-    arg_str(a, w->keys.internal);
-    arg_str(a, "chunks_applied");
-    arg_int(a, w->chunks_applied + 1);
-    args_cmd_end(a);
-}
-
-/* Decides the chunk and builds its apply pipeline in w->args; apply_send
- * sends it. */
-static int apply_encode(batch_worker *w, chunk *ch)
+/* Decides the chunk and encodes its apply transaction into w->args;
+ * apply_send sends it. */
+static int apply_build(batch_worker *w, chunk *ch)
 {
     int64_t now = wall_ms();
-    argbuf *a = &w->args;
-    args_reset(a);
     w->orders.block.now_ms = now;
-    add_fence(w, ch);
-    uint64_t t0 = uv_hrtime();
-    engine_expire(w->eng, now);
-    int decided = decide_items(w, ch, now);
-    metrics_hist_observe(&w->stats.decide, (double)(uv_hrtime() - t0) / 1e9);
-    if (decided < 0 || engine_error(w->eng)) { worker_fail(w, "decide", "out of memory in the engine"); return -1; }
-    add_holders(w);
-    add_items(w);
-    add_ended(w);
-    add_internal_and_participants(w, ch);
-    add_dead(w, ch, now);
-    add_log(w);
-    add_consume_and_stats(w, ch, now);
-    args_cmd_begin(a);
-    arg_str(a, "EXEC");
-    args_cmd_end(a);
-    if (args_failed(a)) { worker_fail(w, "apply", "out of memory"); return -1; }
+    if (decide(w, ch, now) < 0) return -1;
+    apply_txn_ctx ctx = {
+        .keys = &w->keys, .trip_key = w->trip_key, .fence_src = w->scripts->fence.source,
+        .token = w->lease.token, .epoch = w->lease.epoch,
+        .chunks_applied = w->chunks_applied, .dequeued = w->dequeued, .now = now,
+        .first_apply = w->first_apply, .pool_served = w->pool.served, .pool_n = w->pool.n,
+        .log_maxlen = w->cfg->log_maxlen, .instance = w->cfg->instance,
+        .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
+        .fault_apply_id = w->fault_apply_id,
+    };
+    if (apply_txn_encode(&w->args, &ctx, ch, w->eng) < 0) { worker_fail(w, "apply", "out of memory"); return -1; }
     /* The next chunk builds on this one: the engine has moved on, and Redis
      * will have too once this transaction is in (FENCE refuses the next one
      * otherwise). */
+    w->written_phase = engine_phase_at(w->eng, now);
     engine_drain_clear(w->eng);
     w->first_apply = 0;
     return 0;
 }
 
-/* Sends the pipeline apply_encode built. hiredis copies it, so w->args is
+/* Sends the pipeline apply_build built. hiredis copies it, so w->args is
  * free again for the next chunk. */
 static void apply_send(batch_worker *w, chunk *ch)
 {
@@ -1067,7 +815,7 @@ static void advance(batch_worker *w)
             }
             return;
         }
-        if (apply_encode(w, ch) < 0) return;
+        if (apply_build(w, ch) < 0) return;
         apply_send(w, ch);
     }
 }

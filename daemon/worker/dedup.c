@@ -129,3 +129,12 @@ int dedup_mark_in_flight(dedup *d, chunk_ring *ring, chunk *ch)
     }
     return 0;
 }
+
+int dedup_remember(dedup *d, const chunk *ch)
+{
+    int rc = 0;
+    for (size_t i = 0; i < ch->n_items; i++)
+        if (chunk_item_answered(&ch->items[i]) && idfilter_add(&d->answered, ch->items[i].id_hash) < 0)
+            rc = -ENOMEM;
+    return rc;
+}

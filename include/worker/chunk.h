@@ -2,10 +2,11 @@
  *
  * A chunk is the unit of a batch worker's work: the requests one take
  * brought (from the head of the queue, of ctl, or from the lottery pool),
- * deduplicated together, decided at one `now` and written in one
- * transaction. Each item carries what every step learns about its request
- * -- the parse, its seq, the dedup marks -- so that the steps hand the
- * chunk on instead of talking to each other.
+ * deduplicated together, decided at one `now` (worker/decide.h) and
+ * written in one transaction (worker/apply_txn.h). Each item carries what
+ * every step learns about its request -- the parse, its seq, the dedup
+ * marks, the engine's result -- so that the steps hand the chunk on instead
+ * of talking to each other.
  *
  * Up to CHUNK_RING_MAX chunks are in flight, oldest first, in a fixed ring
  * (docs/DESIGN.md, "Overlap"). The item arrays are kept when a chunk is
@@ -37,6 +38,10 @@ typedef struct chunk_item {
     uint64_t id_hash;         /* keyed hash of the id (dedup, idfilter) */
     char *raw;                /* copy of the bytes, only for dead entries */
     size_t raw_len;
+    /* What the engine answered (chunk_decide). Only meaningful when the
+     * item has a result (chunk_item_answered) and q.outcome is REQUEST_OK;
+     * pointers in it live as long as the engine. */
+    engine_result res;
 } chunk_item;
 
 /* A chunk goes TAKING -> DEDUP -> DEDUPED -> APPLYING -> DONE. A DONE chunk
@@ -69,6 +74,11 @@ int chunk_reserve(chunk *ch, size_t n);
  * 0, or -ENOMEM when a dead entry's bytes could not be copied. */
 int chunk_add(chunk *ch, const char *raw, size_t len, int64_t seq,
               size_t max_bytes, const char *dead_reason);
+/* The item gets a result: it is neither dead nor a duplicate. */
+static inline int chunk_item_answered(const chunk_item *it)
+{
+    return it->q.outcome != REQUEST_DEAD && !it->dup;
+}
 /* Counts one result into the chunk's status and reject tallies. */
 void chunk_count_result(chunk *ch, engine_status st, engine_reason reason);
 /* Buys the chunk will decide: each may need an order id. */

@@ -55,5 +55,9 @@ int dedup_take_reply(chunk *ch, const redisReply *r);
 /* Marks ch's items whose id occurs in an older chunk of the ring or
  * earlier in ch. 0 or -ENOMEM. */
 int dedup_mark_in_flight(dedup *d, chunk_ring *ring, chunk *ch);
+/* Remembers the ids that got a result in the decided chunk ch. 0, or
+ * -ENOMEM: then the chunk must not be applied, since a later resubmission
+ * of a forgotten id would not be asked about. */
+int dedup_remember(dedup *d, const chunk *ch);
 
 #endif
