@@ -14,10 +14,12 @@
 #include "core/numtext.h"
 #include "wire/state_load.h"
 
+/* The replies of one load, in the order they are sent (and answered). */
 enum {
     LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED,
     LOAD_UPGRADE, LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL
 };
+_Static_assert(LOAD_INTERNAL + 1 == BATCH_LOAD_STEPS, "one batch_load_step per reply");
 
 void batch_load_init(batch_load *l, redis_conn *conn, const allocd_config *cfg,
                      const allocd_scripts *scripts, const batch_keys *keys,
