@@ -1,0 +1,276 @@
+/* apply_txn.c -- a decided chunk as its apply transaction (see
+ * apply_txn.h). The order of the commands is part of the design: FENCE
+ * and the small chunks_applied HSET lead, the LTRIM and stats.dequeued
+ * move together at the end. Each add_* writes one part; a command that
+ * ends up with no field is dropped again (cmd_close), so the transaction
+ * carries nothing Redis would reject.
+ */
+#include "worker/apply_txn.h"
+
+#include <errno.h>
+
+#include "wire/records.h"
+#include "worker/scripts.h"
+
+/* "HSET key" (or another command and key) opening a command of the apply;
+ * cmd_close drops it again when no field followed. */
+static void cmd_open(argbuf *a, const char *cmd, const char *key)
+{
+    args_cmd_begin(a);
+    arg_str(a, cmd);
+    arg_str(a, key);
+}
+
+static void cmd_close(argbuf *a)
+{
+    if (args_cmd_nargs(a) > 2) args_cmd_end(a);
+    else args_cmd_cancel(a);
+}
+
+/* WATCH, FENCE (scripts.h), MULTI: the head of every apply pipeline. */
+static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
+{
+    const batch_keys *k = c->keys;
+    const char *keys[FENCE_NKEYS] = {
+        [FENCE_KEY_LEASE] = k->lease, [FENCE_KEY_INTERNAL] = k->internal,
+        [FENCE_KEY_TRIP] = c->trip_key, [FENCE_KEY_RESULTS] = k->results,
+        [FENCE_KEY_HOLDERS] = k->holders, [FENCE_KEY_FREE] = k->free,
+        [FENCE_KEY_STATS] = k->stats, [FENCE_KEY_LOG] = k->log,
+        [FENCE_KEY_DEAD] = k->dead, [FENCE_KEY_PARTICIPANTS] = k->participants,
+        [FENCE_KEY_CAPACITY] = k->capacity, [FENCE_KEY_ORDERS_ENDED] = k->orders_ended,
+        [FENCE_KEY_EARLY] = k->early, [FENCE_KEY_QUEUE] = k->queue,
+        [FENCE_KEY_CTL] = k->ctl,
+    };
+    /* Fault injection for tests (as SQLite does it): an apply containing
+     * ALLOCD_FAULT_APPLY_ID has FENCE refuse it. */
+    int fault = c->fault_apply_id && chunk_has_id(ch, c->fault_apply_id);
+    args_cmd_begin(a);
+    arg_str(a, "WATCH");
+    for (int i = 0; i < FENCE_NWATCH; i++) arg_str(a, keys[i]);
+    args_cmd_end(a);
+    args_cmd_begin(a);
+    arg_str(a, "EVAL");
+    arg_str(a, c->fence_src);
+    arg_int(a, FENCE_NKEYS);
+    for (int i = 0; i < FENCE_NKEYS; i++) arg_str(a, keys[i]);
+    arg_str(a, c->token);
+    arg_str(a, c->epoch);
+    arg_int(a, c->chunks_applied);
+    arg_str(a, fault ? "1" : "0");
+    args_cmd_end(a);
+    args_cmd_begin(a);
+    arg_str(a, "MULTI");
+    args_cmd_end(a);
+    /* A small first command, so that it reaches Redis in the same read as
+     * FENCE as often as possible (scripts.h, BUSY). */
+    args_cmd_begin(a);
+    arg_str(a, "HSET");
+    arg_str(a, k->internal);
+    arg_str(a, "chunks_applied");
+    arg_int(a, c->chunks_applied + 1);
+    args_cmd_end(a);
+}
+
+/* One HSET of every result: the engine's, or the parser's `invalid`. The
+ * JSON is written straight into the transaction (through argbuf's scratch
+ * buffer), once per result. */
+static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
+{
+    cmd_open(a, "HSET", c->keys->results);
+    for (size_t i = 0; i < ch->n_items; i++) {
+        const chunk_item *it = &ch->items[i];
+        if (!chunk_item_answered(it)) continue;
+        arg_str(a, it->q.r.id);
+        size_t start = arg_begin(a);
+        if (it->q.outcome == REQUEST_INVALID) records_invalid(&a->data, &it->q, it->seq, c->now);
+        else records_result(&a->data, &it->q, &it->res, it->seq, c->now);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+}
+
+static int user_holds_something(const engine_user_view *v)
+{
+    return v->room != NULL || v->units > 0;
+}
+
+/* Dirty users: rewritten when they hold something, deleted when not. */
+static void add_holders(argbuf *a, const apply_txn_ctx *c, const engine *e)
+{
+    size_t n = engine_dirty_user_count(e);
+    engine_user_view v;
+    cmd_open(a, "HSET", c->keys->holders);
+    for (size_t i = 0; i < n; i++) {
+        engine_dirty_user_at(e, i, &v);
+        if (!user_holds_something(&v)) continue;
+        arg_str(a, v.id);
+        size_t start = arg_begin(a);
+        records_holder(&a->data, e, &v);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+    cmd_open(a, "HDEL", c->keys->holders);
+    for (size_t i = 0; i < n; i++) {
+        engine_dirty_user_at(e, i, &v);
+        if (!user_holds_something(&v)) arg_str(a, v.id);
+    }
+    cmd_close(a);
+}
+
+/* Free units of the dirty items (of every item on the first apply: Redis
+ * may hold anything there before), and capacities that changed. */
+static void add_items(argbuf *a, const apply_txn_ctx *c, const engine *e)
+{
+    engine_item_view v;
+    int cap_changed;
+    cmd_open(a, "HSET", c->keys->free);
+    size_t n = c->first_apply ? engine_item_count(e) : engine_dirty_item_count(e);
+    for (size_t i = 0; i < n; i++) {
+        if (c->first_apply) engine_item_view_at(e, i, &v);
+        else engine_dirty_item_at(e, i, &v, &cap_changed);
+        arg_str(a, v.id);
+        arg_int(a, v.free);
+    }
+    cmd_close(a);
+    cmd_open(a, "HSET", c->keys->capacity);
+    for (size_t i = 0; i < engine_dirty_item_count(e); i++) {
+        engine_dirty_item_at(e, i, &v, &cap_changed);
+        if (!cap_changed) continue;
+        arg_str(a, v.id);
+        arg_int(a, v.capacity);
+    }
+    cmd_close(a);
+}
+
+static void add_ended(argbuf *a, const apply_txn_ctx *c, const engine *e)
+{
+    size_t n = engine_ended_count(e);
+    cmd_open(a, "HSET", c->keys->orders_ended);
+    for (size_t i = 0; i < n; i++) {
+        const char *user;
+        engine_order o;
+        engine_ended_at(e, i, &user, &o);
+        arg_u64(a, o.id);
+        size_t start = arg_begin(a);
+        records_ended(&a->data, e, user, &o);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+}
+
+static const char *admin_state_name(engine_admin_state s)
+{
+    return s == ADMIN_PAUSED ? "paused" : s == ADMIN_CLOSED ? "closed" : "none";
+}
+
+/* The admin state (after an admin chunk, and on the first apply), the
+ * lottery's progress, and the users seen for the first time. */
+static void add_internal_and_participants(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
+                                          const engine *e)
+{
+    cmd_open(a, "HSET", c->keys->internal);
+    if (ch->kind == CHUNK_CTL || c->first_apply) {
+        arg_str(a, "admin_state");
+        arg_str(a, admin_state_name(engine_get_admin_state(e)));
+    }
+    int pool_done = 0;
+    if (ch->kind == CHUNK_POOL) {
+        size_t served = c->pool_served + ch->pool_len;
+        arg_str(a, "early_served");
+        arg_int(a, (int64_t)served);
+        if (served == c->pool_n) { arg_str(a, "lottery_done"); arg_str(a, "1"); pool_done = 1; }
+    }
+    cmd_close(a);
+    if (pool_done) { cmd_open(a, "DEL", c->keys->early); args_cmd_end(a); }
+    size_t n = engine_new_participant_count(e);
+    /* a list, not a set: every user is appended once (the engine knows who
+     * is new), and appending costs Redis far less than a set insert */
+    cmd_open(a, "RPUSH", c->keys->participants);
+    for (size_t i = 0; i < n; i++) arg_str(a, engine_new_participant_at(e, i));
+    cmd_close(a);
+}
+
+static void add_dead(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
+{
+    cmd_open(a, "RPUSH", c->keys->dead);
+    for (size_t i = 0; i < ch->n_items; i++) {
+        const chunk_item *it = &ch->items[i];
+        if (it->q.outcome != REQUEST_DEAD) continue;
+        size_t start = arg_begin(a);
+        records_dead(&a->data, it->raw, it->raw_len, it->q.error, c->now);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+}
+
+/* One XADD per event: the contract wants one stream entry per change. */
+static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
+{
+    cmd_open(a, "XADD", c->keys->log);
+    if (c->log_maxlen > 0) {
+        arg_str(a, "MAXLEN");
+        arg_str(a, "~");
+        arg_int(a, c->log_maxlen);
+    }
+    arg_str(a, "*");
+    arg_str(a, "type");  arg_str(a, engine_event_name(ev->type));
+    arg_str(a, "user");  arg_str(a, ev->user ? ev->user : "");
+    arg_str(a, "item");  arg_str(a, ev->item ? ev->item : "");
+    arg_str(a, "qty");   arg_int(a, ev->qty);
+    arg_str(a, "order");
+    if (ev->order) arg_u64(a, ev->order); else arg_str(a, "");
+    arg_str(a, "req");   arg_str(a, ev->req ? ev->req : "");
+    arg_str(a, "at");    arg_int(a, ev->at);
+    if (ev->expires_at) { arg_str(a, "expires_at"); arg_int(a, ev->expires_at); }
+    if (ev->state) { arg_str(a, "state"); arg_str(a, ev->state); }
+    args_cmd_end(a);
+}
+
+/* Takes the chunk's requests off the head of their list, and (for the
+ * queue) advances dequeued in the same transaction: the position formula
+ * of the contract needs both to move together. Counters are absolute
+ * values (HSET, never HINCRBY): no command depends on what Redis holds. */
+static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
+                                  const engine *e)
+{
+    if (ch->queue_len || ch->ctl_len) {
+        cmd_open(a, "LTRIM", ch->queue_len ? c->keys->queue : c->keys->ctl);
+        arg_int(a, ch->queue_len ? ch->queue_len : ch->ctl_len);
+        arg_str(a, "-1");
+        args_cmd_end(a);
+    }
+    const engine_counters *n = engine_get_counters(e);
+    struct { const char *name; int64_t v; } f[] = {
+        { "dequeued", c->dequeued + ch->queue_len },
+        { "processed", n->processed }, { "granted", n->granted }, { "done", n->done },
+        { "rejected", n->rejected }, { "invalid", n->invalid }, { "dead", n->dead },
+        { "duplicates", n->duplicates }, { "ctl", n->ctl },
+        { "participants", n->participants }, { "free_units", n->free_units },
+        { "updated_at", c->now },
+        { "decision_p50_us", c->decision_p50_us },
+        { "decision_p99_us", c->decision_p99_us },
+    };
+    cmd_open(a, "HSET", c->keys->stats);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { arg_str(a, f[i].name); arg_int(a, f[i].v); }
+    arg_str(a, "state"); arg_str(a, engine_phase_name(engine_phase_at(e, c->now)));
+    arg_str(a, "owner"); arg_str(a, c->instance);
+    args_cmd_end(a);
+}
+
+int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
+{
+    args_reset(out);
+    add_fence(out, ctx, ch);
+    add_results(out, ctx, ch);
+    add_holders(out, ctx, e);
+    add_items(out, ctx, e);
+    add_ended(out, ctx, e);
+    add_internal_and_participants(out, ctx, ch, e);
+    add_dead(out, ctx, ch);
+    for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));
+    add_consume_and_stats(out, ctx, ch, e);
+    args_cmd_begin(out);
+    arg_str(out, "EXEC");
+    args_cmd_end(out);
+    return args_failed(out) ? -ENOMEM : 0;
+}

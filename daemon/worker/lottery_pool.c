@@ -1,0 +1,71 @@
+/* lottery_pool.c -- the early=shuffle lottery pool (see lottery_pool.h). */
+#include "worker/lottery_pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+
+void lottery_pool_free(lottery_pool *p)
+{
+    for (size_t i = 0; i < p->n; i++) free(p->raw[i]);
+    free(p->raw);
+    free(p->len);
+    free(p->perm);
+    memset(p, 0, sizeof *p);
+}
+
+static int load(lottery_pool *p, const redisReply *items, int64_t base, size_t served, uint64_t seed)
+{
+    size_t n = items->elements;
+    p->raw = calloc(n ? n : 1, sizeof *p->raw);
+    p->len = calloc(n ? n : 1, sizeof *p->len);
+    p->perm = calloc(n ? n : 1, sizeof *p->perm);
+    if (!p->raw || !p->len || !p->perm) return -ENOMEM;
+    p->n = n;
+    for (size_t i = 0; i < n; i++) {
+        p->raw[i] = malloc(items->element[i]->len + 1);
+        if (!p->raw[i]) return -ENOMEM;
+        memcpy(p->raw[i], items->element[i]->str, items->element[i]->len);
+        p->len[i] = items->element[i]->len;
+    }
+    /* the same seed gives the same order after a restart */
+    engine_shuffle(p->perm, n, seed);
+    p->base = base;
+    p->served = served > n ? n : served;
+    p->active = 1;
+    return 0;
+}
+
+int lottery_pool_from_reply(lottery_pool *p, const redisReply *r, int *done, int64_t *dequeued)
+{
+    *done = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) return -EPROTO;
+    if (!strcmp(r->element[0]->str, "done")) {
+        *done = 1;
+        return 0;
+    }
+    if (r->elements != 6 || r->element[4]->type != REDIS_REPLY_ARRAY) return -EPROTO;
+    uint64_t seed = strtoull(r->element[3]->str, NULL, 10);
+    int rc = load(p, r->element[4], r->element[1]->integer, (size_t)r->element[2]->integer, seed);
+    if (rc < 0) return rc;
+    *dequeued = r->element[5]->integer;   /* the rename counted the pool */
+    return 0;
+}
+
+void lottery_pool_at(const lottery_pool *p, size_t j, const char **raw, size_t *len, int64_t *seq)
+{
+    uint32_t idx = p->perm[p->served + j];
+    *raw = p->raw[idx];
+    *len = p->len[idx];
+    *seq = p->base + idx + 1;
+}
+
+int lottery_pool_served(lottery_pool *p, size_t k)
+{
+    p->served += k;
+    if (p->served != p->n) return 0;
+    lottery_pool_free(p);
+    return 1;
+}

@@ -1,0 +1,62 @@
+/* apply_txn.h -- encoding a decided chunk as its apply transaction.
+ *
+ * Everything a chunk changed is written in one MULTI/EXEC pipeline
+ * (docs/DESIGN.md, "The apply transaction"):
+ *
+ *   WATCH <keys only allocd writes>
+ *   EVAL FENCE <keys> token epoch chunks_applied fault
+ *   MULTI
+ *   HSET internal chunks_applied <n+1>          (small: see scripts.h, BUSY)
+ *   HSET results <id> <result> ...
+ *   HSET holders ... / HDEL holders ...         (dirty users)
+ *   HSET free ... / HSET capacity ...           (dirty items)
+ *   HSET orders_ended ...                       (tombstones)
+ *   HSET internal admin_state / early_served / lottery_done, DEL early
+ *   RPUSH participants ... / RPUSH dead ...
+ *   XADD log ...                                (one per event)
+ *   LTRIM queue|ctl <n> -1
+ *   HSET stats dequeued ... state ... owner ...
+ *   EXEC
+ *
+ * Commands that would carry no field are left out. The encoding is a
+ * function of the decided chunk (worker/decide.h), the engine's drained
+ * changes and the small context below -- no clock, no socket, no worker --
+ * so a test can pin the exact bytes (tests/unit/test_apply_txn.c, golden
+ * files in tests/data/apply_txn).
+ */
+#ifndef ALLOCD_APPLY_TXN_H
+#define ALLOCD_APPLY_TXN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/engine.h"
+#include "redis/argbuf.h"
+#include "worker/batch_keys.h"
+#include "worker/chunk.h"
+
+/* What the transaction needs besides the chunk and the engine. */
+typedef struct apply_txn_ctx {
+    const batch_keys *keys;
+    const char *trip_key;         /* FENCE's trip key for our token */
+    const char *fence_src;        /* FENCE's source: sent with EVAL, never EVALSHA */
+    const char *token, *epoch;    /* the lease the worker holds */
+    int64_t chunks_applied;       /* internal.chunks_applied this chunk builds on */
+    int64_t dequeued;             /* stats.dequeued before this chunk */
+    int64_t now;                  /* ms: when the chunk was decided */
+    int first_apply;              /* first apply after a load: every item's free
+                                     and the admin state are written */
+    size_t pool_served, pool_n;   /* the lottery pool: served before this chunk, size */
+    int64_t log_maxlen;           /* XADD MAXLEN ~ n; 0 = unbounded */
+    const char *instance;         /* stats.owner */
+    int64_t decision_p50_us, decision_p99_us; /* recent latency, for stats */
+    const char *fault_apply_id;   /* tests: FENCE refuses a chunk with this id; NULL */
+} apply_txn_ctx;
+
+/* Writes the chunk's whole transaction into out (reset first), as one
+ * argbuf command per Redis command (args_slices gives them). ch must be
+ * decided at ctx->now on e, and e's changes not drained yet; the caller
+ * calls engine_drain_clear(e) once the transaction is sent. 0, or -ENOMEM. */
+int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e);
+
+#endif
