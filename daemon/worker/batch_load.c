@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -19,7 +20,65 @@ enum {
     LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED,
     LOAD_UPGRADE, LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL
 };
-_Static_assert(LOAD_INTERNAL + 1 == BATCH_LOAD_STEPS, "one batch_load_step per reply");
+#define BATCH_LOAD_STEPS (LOAD_INTERNAL + 1)
+
+typedef struct batch_load_step {
+    batch_load_run *run;
+    int tag;
+} batch_load_step;
+
+struct batch_load_run {
+    batch_load *l;            /* NULL once abandoned */
+    int outstanding;          /* replies not in yet */
+    batch_load_step steps[BATCH_LOAD_STEPS];
+    batch_load_step scan;     /* every HSCAN page */
+};
+
+/* A new run for a new load; the old one is abandoned (freed now if all its
+ * replies are in, else by the last of them). */
+static batch_load_run *run_new(batch_load *l)
+{
+    if (l->run) {
+        l->run->l = NULL;
+        if (!l->run->outstanding) free(l->run);
+        l->run = NULL;
+    }
+    batch_load_run *run = calloc(1, sizeof *run);
+    if (!run) return NULL;
+    run->l = l;
+    for (int i = 0; i < BATCH_LOAD_STEPS; i++) { run->steps[i].run = run; run->steps[i].tag = i; }
+    run->scan.run = run;
+    run->scan.tag = -1;
+    l->run = run;
+    return run;
+}
+
+/* A reply arrived: the load it belongs to, or NULL when that load was
+ * abandoned (and the run freed with its last reply). */
+static batch_load *run_reply(batch_load_step *s)
+{
+    batch_load_run *run = s->run;
+    run->outstanding--;
+    if (run->l) return run->l;
+    if (!run->outstanding) free(run);
+    return NULL;
+}
+
+/* Counts a command whose callback will come (a refused send gets none). */
+static int sent(batch_load_run *run, int rc)
+{
+    if (rc == 0) run->outstanding++;
+    return rc;
+}
+
+void batch_load_free(batch_load *l)
+{
+    batch_load_clear(l);
+    if (!l->run) return;
+    l->run->l = NULL;
+    if (!l->run->outstanding) free(l->run);
+    l->run = NULL;
+}
 
 void batch_load_init(batch_load *l, redis_conn *conn, const allocd_config *cfg,
                      const allocd_scripts *scripts, const batch_keys *keys,
@@ -34,7 +93,6 @@ void batch_load_init(batch_load *l, redis_conn *conn, const allocd_config *cfg,
     l->dedup = d;
     l->cb = cb;
     l->data = data;
-    for (int i = 0; i < BATCH_LOAD_STEPS; i++) { l->steps[i].l = l; l->steps[i].tag = i; }
 }
 
 void batch_load_fail(batch_load *l, const char *fmt, ...)
@@ -207,8 +265,8 @@ static void load_upgraded(batch_load *l, const redisReply *r)
 static void on_load_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
     batch_load_step *s = priv;
-    batch_load *l = s->l;
-    if (!l->cb->loading(l->data)) return;
+    batch_load *l = run_reply(s);
+    if (!l || !l->cb->loading(l->data)) return;
     const char *e = reply_error(r, err);
     if (e) batch_load_fail(l, "Redis: %s", e);
     else if (s->tag == LOAD_META) load_meta(l, r);
@@ -235,22 +293,27 @@ int batch_load_start(batch_load *l, const char *trip_key, uint64_t seed)
     l->err[0] = '\0';
     const batch_keys *k = l->keys;
     int to = l->cfg->redis_timeout_ms;
+    batch_load_run *run = run_new(l);
+    if (!run) return -ENOMEM;
+    batch_load_step *st = run->steps;
     int rc = 0;
-    rc |= redis_conn_command(l->conn, on_load_reply, &l->steps[LOAD_META], to, "HGETALL %s", k->meta);
-    rc |= redis_conn_command(l->conn, on_load_reply, &l->steps[LOAD_CAPACITY], to, "HGETALL %s", k->capacity);
-    rc |= redis_conn_command(l->conn, on_load_reply, &l->steps[LOAD_ATTRS], to, "HGETALL %s", k->attrs);
-    rc |= redis_conn_command(l->conn, on_load_reply, &l->steps[LOAD_HOLDERS], to, "HGETALL %s", k->holders);
-    rc |= redis_conn_command(l->conn, on_load_reply, &l->steps[LOAD_ENDED], to, "HGETALL %s", k->orders_ended);
+    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_META], to, "HGETALL %s", k->meta));
+    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_CAPACITY], to, "HGETALL %s", k->capacity));
+    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ATTRS], to, "HGETALL %s", k->attrs));
+    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_HOLDERS], to, "HGETALL %s", k->holders));
+    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ENDED], to, "HGETALL %s", k->orders_ended));
     /* the lists an older allocd kept requests in while it decided them */
     char processing[BATCH_KEY_MAX + 16], ctlprocessing[BATCH_KEY_MAX + 16];
     snprintf(processing, sizeof processing, "%s:{%s}:processing", l->cfg->prefix, l->batch);
     snprintf(ctlprocessing, sizeof ctlprocessing, "%s:{%s}:ctlprocessing", l->cfg->prefix, l->batch);
     const char *prep[] = { k->participants, processing, k->queue, k->stats, ctlprocessing, k->ctl, trip_key };
-    rc |= redis_conn_eval(l->conn, &l->scripts->load_prepare, on_load_reply, &l->steps[LOAD_UPGRADE],
-                          to, 7, 7, prep, NULL);
-    rc |= redis_conn_command(l->conn, on_load_reply, &l->steps[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", k->participants);
-    rc |= redis_conn_command(l->conn, on_load_reply, &l->steps[LOAD_STATS], to, "HGETALL %s", k->stats);
-    rc |= redis_conn_command(l->conn, on_load_reply, &l->steps[LOAD_INTERNAL], to, "HGETALL %s", k->internal);
+    rc |= sent(run, redis_conn_eval(l->conn, &l->scripts->load_prepare, on_load_reply, &st[LOAD_UPGRADE],
+                                    to, 7, 7, prep, NULL));
+    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", k->participants));
+    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_STATS], to, "HGETALL %s", k->stats));
+    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_INTERNAL], to, "HGETALL %s", k->internal));
+    /* every command sent gets exactly one callback (redis_conn), even one
+     * whose send failed later; a send refused now gets none */
     return rc ? -ENOTCONN : 0;
 }
 
@@ -260,8 +323,8 @@ static void scan_page(batch_load *l, const char *cursor);
 
 static void on_scan_reply(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
-    batch_load *l = priv;
-    if (!l->cb->loading(l->data)) return;
+    batch_load *l = run_reply(priv);
+    if (!l || !l->cb->loading(l->data)) return;
     const char *e = reply_error(r, err);
     if (e) { batch_load_fail(l, "results: %s", e); l->cb->on_done(l->data); return; }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
@@ -284,7 +347,8 @@ static void on_scan_reply(redis_conn *c, redisReply *r, const char *err, void *p
 static void scan_page(batch_load *l, const char *cursor)
 {
     const char *argv[] = { "HSCAN", l->keys->results, cursor, "COUNT", "2000" };
-    if (redis_conn_commandargv(l->conn, on_scan_reply, l, l->cfg->redis_timeout_ms, 5, argv, NULL) < 0) {
+    if (sent(l->run, redis_conn_commandargv(l->conn, on_scan_reply, &l->run->scan,
+                                            l->cfg->redis_timeout_ms, 5, argv, NULL)) < 0) {
         batch_load_fail(l, "results: Redis not connected");
         l->cb->on_done(l->data);
     }

@@ -45,6 +45,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "core/engine.h"
 #include "redis/argbuf.h"
@@ -151,17 +152,10 @@ static void on_handle_closed(batch_worker *w);
 static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
 static void issue_waits(batch_worker *w);
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static uint64_t random_u64(void)
 {
     uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != sizeof v) v = (uint64_t)wall_ms() * 0x9e3779b97f4a7c15ULL;
+    if (getrandom(&v, sizeof v, 0) != sizeof v) v = (uint64_t)clock_wall_ms() * 0x9e3779b97f4a7c15ULL;
     return v;
 }
 
@@ -346,7 +340,9 @@ static void load_start(batch_worker *w)
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* A send that failed means the connection is down; the commands already
      * sent get their error callbacks, and on_ready starts a new load. */
-    if (batch_load_start(&w->load, w->trip_key, random_u64()) < 0) {
+    int rc = batch_load_start(&w->load, w->trip_key, random_u64());
+    if (rc == -ENOMEM) { worker_fail(w, "loading", "out of memory"); return; }
+    if (rc < 0) {
         w->state = W_CONNECTING;
         drop_engine(w);
     }
@@ -507,7 +503,7 @@ static void take_one(batch_worker *w)
         return;
     }
     if (chunk_ring_busy(&w->ring) > 0 && !may_read_ahead(w)) return;
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_ms();
     if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now)) { lottery_start(w); return; }
     if (lease_check(w, "take") < 0) return;
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
@@ -548,7 +544,7 @@ static void on_take_list(batch_worker *w, chunk *ch, chunk_kind kind, redisReply
 static void nothing_taken(batch_worker *w)
 {
     if (w->pool.active) { pool_chunk(w); return; }
-    if (needs_empty_apply(w, wall_ms())) {
+    if (needs_empty_apply(w, clock_wall_ms())) {
         chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
         if (!ch) { worker_fail(w, "apply", "no free chunk"); return; }
         ch->state = CS_DEDUPED;
@@ -746,7 +742,7 @@ static int decide(batch_worker *w, chunk *ch, int64_t now)
  * apply_send sends it. */
 static int apply_build(batch_worker *w, chunk *ch)
 {
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_ms();
     w->orders.block.now_ms = now;
     if (decide(w, ch, now) < 0) return -1;
     apply_txn_ctx ctx = {
@@ -992,7 +988,7 @@ static void issue_wait(batch_worker *w, redis_conn *c, const char *key, int *pen
 static void issue_waits(batch_worker *w)
 {
     issue_wait(w, w->wait_ctl, w->keys.ctl, &w->wait_ctl_pending);
-    if (take_queue_now(w, wall_ms()))
+    if (take_queue_now(w, clock_wall_ms()))
         issue_wait(w, w->wait_queue, w->keys.queue, &w->wait_queue_pending);
 }
 
@@ -1000,7 +996,7 @@ static void issue_waits(batch_worker *w)
  * (opens_at, closes_at), whichever comes first. */
 static void go_idle(batch_worker *w)
 {
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_ms();
     const engine_meta *m = engine_get_meta(w->eng);
     int64_t next = engine_next_expiry(w->eng);
     if (m->opens_at > now && m->opens_at < next) next = m->opens_at;
@@ -1123,6 +1119,7 @@ static void on_handle_closed(batch_worker *w)
     if (--w->handles_open > 0) return;
     chunk_ring_free(&w->ring);
     drop_engine(w);
+    batch_load_free(&w->load);
     dedup_free(&w->dedup);
     args_free(&w->args);
     args_free(&w->reads_args);

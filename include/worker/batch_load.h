@@ -41,12 +41,11 @@ typedef struct batch_load_callbacks {
     void (*on_done)(void *data);
 } batch_load_callbacks;
 
-#define BATCH_LOAD_STEPS 9
-
-typedef struct batch_load_step {
-    batch_load *l;
-    int tag;
-} batch_load_step;
+/* The commands of one load, as the privdata of their replies. A load that
+ * is abandoned (the worker failed and loads again) keeps its run until the
+ * last of its replies is in, and those replies are dropped: they belong to
+ * a generation that is gone, and must not be read as the new load's. */
+typedef struct batch_load_run batch_load_run;
 
 struct batch_load {
     redis_conn *conn;
@@ -65,7 +64,7 @@ struct batch_load {
     int lottery_done;         /* internal.lottery_done */
     int failed;
     char err[256];
-    batch_load_step steps[BATCH_LOAD_STEPS];
+    batch_load_run *run;      /* the current load's replies */
 };
 
 void batch_load_init(batch_load *l, redis_conn *conn, const allocd_config *cfg,
@@ -85,6 +84,8 @@ void batch_load_fail(batch_load *l, const char *fmt, ...)
 engine *batch_load_take_engine(batch_load *l);
 /* Frees an engine built and not taken. */
 void batch_load_clear(batch_load *l);
+/* At the worker's end, once its connections are closed (every reply in). */
+void batch_load_free(batch_load *l);
 /* One P:{B}:meta field into m; unknown fields are the operator's own.
  * 0, or -1 with a message in err. */
 int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *err, size_t errlen);
