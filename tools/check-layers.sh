@@ -1,7 +1,8 @@
 #!/bin/sh
 # The layers of daemon/ and what each may include (docs/DESIGN.md, "Map").
 # A layer's files may include the headers of the layers named for it (as
-# "layer/name.h") and, in angle brackets, the C library plus the outside
+# "layer/name.h"), a private header beside them in daemon/<layer>/ (as
+# "name.h", like core/engine_int.h) and, in angle brackets, the C library plus the outside
 # libraries named for it. The core may include only the core and a short
 # list of C library headers: no I/O, no clock, no Redis, no JSON library.
 #
@@ -42,14 +43,18 @@ complain() { echo "check-layers: $1" >&2; bad=1; }
 
 for layer in core wire base redis worker service; do
     allowed=$(layers_of $layer); libs=$(libs_of $layer)
-    for f in daemon/$layer/*.c include/$layer/*.h; do
+    for f in daemon/$layer/*.c daemon/$layer/*.h include/$layer/*.h; do
         [ -f "$f" ] || continue
         grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r line; do
             n=${line%%:*}; inc=${line#*:}
             case $inc in
             *'"'*)
                 h=$(echo "$inc" | sed 's/.*"\(.*\)".*/\1/'); dir=${h%%/*}
-                [ "$dir" = "$h" ] && { echo "$f:$n: \"$h\" names no layer (write \"layer/$h\")"; continue; }
+                if [ "$dir" = "$h" ]; then     # a module's private header, beside it
+                    [ -f "daemon/$layer/$h" ] ||
+                        echo "$f:$n: \"$h\" names no layer (write \"layer/$h\", or keep a private header in daemon/$layer/)"
+                    continue
+                fi
                 case " $allowed " in *" $dir "*) ;; *)
                     echo "$f:$n: $layer may not include \"$h\" (allowed: $allowed)";; esac ;;
             *'<'*)

@@ -40,167 +40,11 @@
 #include "core/engine.h"
 #include "core/assert.h"
 #include "core/strmap.h"
+#include "engine_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NO_ROOM UINT32_MAX
-
-/* *_LOADED_OVER: loaded holding more than capacity / per_user (see the
- * note at the top); the only records the sweep lets break those limits. */
-enum { USER_DIRTY = 1, USER_WINDOW = 2, USER_LOADED_OVER = 4 };
-enum { ITEM_DIRTY = 1, ITEM_CAP_CHANGED = 2, ITEM_LOADED_OVER = 4 };
-
-typedef struct attr {
-    char *key;
-    char *value;   /* canonical JSON, compared with strcmp */
-} attr;
-
-typedef struct item {
-    char *id;
-    int64_t capacity;
-    int64_t free;  /* capacity - held; < 0 only if ITEM_LOADED_OVER */
-    attr *attrs;
-    uint32_t n_attrs;
-    uint8_t flags;
-} item;
-
-typedef struct user {
-    char *id;
-    union {
-        struct {             /* rooms */
-            char *req;       /* request that gave the bed, NULL without one */
-            int64_t since;
-            uint32_t room;   /* item index or NO_ROOM */
-        } r;
-        struct {             /* stock */
-            /* Live orders (HELD, CONFIRMED) first in grant order, then
-             * tombstones. The capacity is implicit: the smallest power of
-             * two >= n_orders, which saves a field per user. */
-            engine_order *orders;
-            int64_t units;
-            uint32_t n_live;
-            uint32_t n_orders;
-        } s;
-    } u;
-    int64_t win_start;       /* throttle: fixed window start */
-    int64_t penalty_until;
-    uint32_t win_count;
-    uint8_t flags;
-} user;
-
-/* The per-participant memory budget (256 bytes at a million users) rests
- * on this record staying small; see the note at the top. */
-_Static_assert(sizeof(user) <= 56, "user record grew past its memory budget");
-
-typedef struct expiry {
-    int64_t at;
-    uint64_t order;
-    uint32_t user;
-} expiry;
-
-typedef struct ended {
-    uint32_t user;
-    engine_order order;
-} ended;
-
-struct engine {
-    engine_meta meta;
-    engine_admin_state admin;
-    engine_counters counters;
-    int error;
-
-    item *items;
-    size_t n_items, cap_items;
-    strmap item_map;
-    user *users;
-    size_t n_users, cap_users;
-    strmap user_map;
-
-    expiry *heap;
-    size_t n_heap, cap_heap;
-
-    uint32_t *dirty_users;
-    size_t n_dirty_users, cap_dirty_users;
-    uint32_t *dirty_items;
-    size_t n_dirty_items, cap_dirty_items;
-    uint32_t *fresh;            /* new participants */
-    size_t n_fresh, cap_fresh;
-    ended *ended;
-    size_t n_ended, cap_ended;
-    engine_event *events;
-    size_t n_events, cap_events;
-
-    engine_order_fn order_fn;
-    void *order_ctx;
-    uint64_t next_order;        /* fallback order ids without a source */
-    size_t unchecked;           /* ALLOCD_DEBUG: decisions since the last sweep */
-};
-
-/* ---------------------------------------------------------------- names */
-
-static const char *const op_names[] = {
-    [OP_BUY] = "buy", [OP_CONFIRM] = "confirm", [OP_CANCEL] = "cancel",
-    [OP_CHOOSE] = "choose", [OP_AUTO] = "auto", [OP_GROUP] = "group",
-    [OP_SWITCH] = "switch", [OP_RELEASE] = "release", [OP_PAUSE] = "pause",
-    [OP_RESUME] = "resume", [OP_CLOSE] = "close",
-    [OP_SET_CAPACITY] = "set_capacity",
-};
-
-static const char *const reason_names[] = {
-    [R_SOLD_OUT] = "sold_out", [R_ROOM_FULL] = "room_full",
-    [R_NO_ROOM] = "no_room", [R_LIMIT] = "limit",
-    [R_ALREADY_HOLDING] = "already_holding", [R_MEMBER_BUSY] = "member_busy",
-    [R_NOT_HOLDING] = "not_holding", [R_UNKNOWN_ITEM] = "unknown_item",
-    [R_UNKNOWN_ORDER] = "unknown_order", [R_EXPIRED] = "expired",
-    [R_NOT_OPEN] = "not_open", [R_CLOSED] = "closed", [R_PAUSED] = "paused",
-    [R_THROTTLED] = "throttled", [R_WRONG_KIND] = "wrong_kind",
-    [R_GROUP_TOO_LARGE] = "group_too_large",
-};
-
-static const char *const status_names[] = {
-    [ST_GRANTED] = "granted", [ST_DONE] = "done", [ST_REJECTED] = "rejected",
-    [ST_INVALID] = "invalid",
-};
-
-static const char *const event_names[] = {
-    [EV_GRANT] = "grant", [EV_RELEASE] = "release", [EV_EXPIRE] = "expire",
-    [EV_CONFIRM] = "confirm", [EV_CANCEL] = "cancel",
-    [EV_CAPACITY] = "capacity", [EV_STATE] = "state",
-};
-
-static const char *const phase_names[] = {
-    [PHASE_WAITING] = "waiting", [PHASE_OPEN] = "open",
-    [PHASE_PAUSED] = "paused", [PHASE_CLOSED] = "closed",
-};
-
-#define NAME_OF(table, i) \
-    ((size_t)(i) < sizeof(table) / sizeof(table[0]) ? table[(size_t)(i)] : NULL)
-
-const char *engine_op_name(engine_op op) { return NAME_OF(op_names, op); }
-const char *engine_reason_name(engine_reason r) { return NAME_OF(reason_names, r); }
-const char *engine_status_name(engine_status s) { return NAME_OF(status_names, s); }
-const char *engine_event_name(engine_event_type t) { return NAME_OF(event_names, t); }
-const char *engine_phase_name(engine_phase p) { return NAME_OF(phase_names, p); }
-
-engine_op engine_op_parse(const char *name)
-{
-    if (!name) return OP_NONE;
-    for (size_t i = 1; i < sizeof op_names / sizeof op_names[0]; i++)
-        if (op_names[i] && strcmp(op_names[i], name) == 0) return (engine_op)i;
-    return OP_NONE;
-}
-
-void engine_meta_defaults(engine_meta *m)
-{
-    memset(m, 0, sizeof *m);
-    m->early = EARLY_REJECT;
-    m->per_user = 1;
-    m->max_group = 8;
-    m->rate_window_ms = 1000;
-    m->penalty_ms = 15000;
-}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -258,20 +102,8 @@ static const char *item_key(const void *ctx, uint32_t i)
     return ((const engine *)ctx)->items[i].id;
 }
 
-static int is_rooms(const engine *e) { return e->meta.kind == BATCH_ROOM; }
 
-static void debug_sweep(engine *e);   /* after engine_check_invariants */
 
-/* Index of a user or item, STRMAP_NONE when unknown. */
-static uint32_t find_user(const engine *e, const char *id)
-{
-    return strmap_find(&e->user_map, id);
-}
-
-static uint32_t find_item(const engine *e, const char *id)
-{
-    return strmap_find(&e->item_map, id);
-}
 
 /* Records that an allocation failed: the engine is still consistent
  * (every decision allocates before it changes anything) but refuses further
@@ -382,15 +214,6 @@ static int orders_reserve(user *u)
     return 0;
 }
 
-static int order_is_live(uint8_t state)
-{
-    return state == ORDER_HELD || state == ORDER_CONFIRMED;
-}
-
-static int order_is_tombstone(uint8_t state)
-{
-    return state == ORDER_EXPIRED || state == ORDER_CANCELLED;
-}
 
 /* Appends a live order after the other live ones (orders_reserve first). */
 static void orders_add_live(user *u, engine_order o)
@@ -409,12 +232,6 @@ static void orders_add_tombstone(user *u, engine_order o)
     u->u.s.orders[u->u.s.n_orders++] = o;
 }
 
-static uint32_t orders_find(const user *u, uint64_t id)
-{
-    for (uint32_t i = 0; i < u->u.s.n_orders; i++)
-        if (u->u.s.orders[i].id == id) return i;
-    return STRMAP_NONE;
-}
 
 /* Moves live order i to the tombstones with `state`; live order stays in
  * grant order. Returns the order as it is now. Only a live order ends, and
@@ -436,10 +253,6 @@ static engine_order orders_end(user *u, uint32_t i, uint8_t state)
 
 /* ---------------------------------------------------------------- heap */
 
-static int expiry_less(const expiry *a, const expiry *b)
-{
-    return a->at < b->at || (a->at == b->at && a->order < b->order);
-}
 
 static void heap_push(engine *e, expiry x)
 {
@@ -469,14 +282,6 @@ static void heap_pop(engine *e)
     if (n) e->heap[i] = x;
 }
 
-/* An entry is live while its order is still HELD (confirm and cancel do
- * not search the heap; they leave the entry to be dropped here). */
-static int expiry_live(const engine *e, const expiry *x)
-{
-    const user *u = &e->users[x->user];
-    uint32_t i = orders_find(u, x->order);
-    return i != STRMAP_NONE && u->u.s.orders[i].state == ORDER_HELD;
-}
 
 static void heap_settle(engine *e)
 {
@@ -758,7 +563,7 @@ static size_t expire_due(engine *e, int64_t now)
 size_t engine_expire(engine *e, int64_t now)
 {
     size_t n = expire_due(e, now);
-    debug_sweep(e);
+    if (ALLOC_DEBUG) engine_debug_sweep(e);
     return n;
 }
 
@@ -1363,7 +1168,7 @@ void engine_decide(engine *e, const engine_request *r, int64_t now,
                    engine_result *out)
 {
     decide_counted(e, r, now, out);
-    debug_sweep(e);
+    if (ALLOC_DEBUG) engine_debug_sweep(e);
 }
 
 void engine_note_invalid(engine *e, const char *uid, int64_t now)
@@ -1375,364 +1180,3 @@ void engine_note_invalid(engine *e, const char *uid, int64_t now)
 
 void engine_note_dead(engine *e) { e->counters.dead++; }
 void engine_note_duplicate(engine *e) { e->counters.duplicates++; }
-
-/* ---------------------------------------------------------------- views */
-
-/* The orders pointer of a view is into the user's own array: valid until
- * the next call that changes state, which is all the writer needs. */
-static void user_view(const engine *e, uint32_t ui, engine_user_view *v)
-{
-    const user *u = &e->users[ui];
-    memset(v, 0, sizeof *v);
-    v->id = u->id;
-    if (is_rooms(e)) {
-        if (u->u.r.room != NO_ROOM) {
-            v->room = e->items[u->u.r.room].id;
-            v->since = u->u.r.since;
-            v->req = u->u.r.req;
-        }
-    } else {
-        v->units = u->u.s.units;
-        v->orders = u->u.s.orders;
-        v->n_orders = u->u.s.n_live;   /* tombstones are not holdings */
-    }
-}
-
-static void item_view(const engine *e, uint32_t it, engine_item_view *v)
-{
-    const item *p = &e->items[it];
-    v->id = p->id;
-    v->capacity = p->capacity;
-    v->free = p->free;
-}
-
-int engine_user_view_get(const engine *e, const char *uid, engine_user_view *v)
-{
-    uint32_t ui = find_user(e, uid);
-    if (ui == STRMAP_NONE) return -ENOENT;
-    user_view(e, ui, v);
-    return 0;
-}
-
-int engine_item_view_get(const engine *e, const char *id, engine_item_view *v)
-{
-    uint32_t it = find_item(e, id);
-    if (it == STRMAP_NONE) return -ENOENT;
-    item_view(e, it, v);
-    return 0;
-}
-
-size_t engine_item_count(const engine *e) { return e->n_items; }
-
-void engine_item_view_at(const engine *e, size_t i, engine_item_view *v)
-{
-    item_view(e, (uint32_t)i, v);
-}
-
-size_t engine_user_count(const engine *e) { return e->n_users; }
-
-void engine_user_view_at(const engine *e, size_t i, engine_user_view *v)
-{
-    user_view(e, (uint32_t)i, v);
-}
-
-/* ---------------------------------------------------------------- drain */
-
-size_t engine_dirty_user_count(const engine *e) { return e->n_dirty_users; }
-
-void engine_dirty_user_at(const engine *e, size_t i, engine_user_view *v)
-{
-    user_view(e, e->dirty_users[i], v);
-}
-
-size_t engine_dirty_item_count(const engine *e) { return e->n_dirty_items; }
-
-void engine_dirty_item_at(const engine *e, size_t i, engine_item_view *v,
-                          int *capacity_changed)
-{
-    uint32_t it = e->dirty_items[i];
-    item_view(e, it, v);
-    if (capacity_changed)
-        *capacity_changed = (e->items[it].flags & ITEM_CAP_CHANGED) != 0;
-}
-
-size_t engine_new_participant_count(const engine *e) { return e->n_fresh; }
-
-const char *engine_new_participant_at(const engine *e, size_t i)
-{
-    return e->users[e->fresh[i]].id;
-}
-
-size_t engine_ended_count(const engine *e) { return e->n_ended; }
-
-void engine_ended_at(const engine *e, size_t i, const char **uid,
-                     engine_order *order)
-{
-    if (uid) *uid = e->users[e->ended[i].user].id;
-    if (order) *order = e->ended[i].order;
-}
-
-size_t engine_event_count(const engine *e) { return e->n_events; }
-
-const engine_event *engine_event_at(const engine *e, size_t i)
-{
-    return &e->events[i];
-}
-
-void engine_drain_clear(engine *e)
-{
-    for (size_t i = 0; i < e->n_dirty_users; i++)
-        e->users[e->dirty_users[i]].flags &= (uint8_t)~USER_DIRTY;
-    for (size_t i = 0; i < e->n_dirty_items; i++)
-        e->items[e->dirty_items[i]].flags &= (uint8_t)~(ITEM_DIRTY | ITEM_CAP_CHANGED);
-    e->n_dirty_users = e->n_dirty_items = e->n_fresh = e->n_ended = e->n_events = 0;
-}
-
-/* ---------------------------------------------------------------- invariants */
-
-/* What the pass over the users found, for the checks that follow it. */
-typedef struct sweep {
-    int64_t *held;          /* per item: units (beds) the users hold */
-    uint8_t *seen;          /* per user or item: marks, to find repeats */
-    size_t dirty_users;     /* users flagged USER_DIRTY */
-    size_t dirty_items;     /* items flagged ITEM_DIRTY */
-    size_t held_orders;     /* HELD orders: each needs one live heap entry */
-} sweep;
-
-/* Lists fit their arrays; the enums hold one of their values. */
-static const char *check_shape(const engine *e)
-{
-    if (e->meta.kind != BATCH_STOCK && e->meta.kind != BATCH_ROOM) return "meta: unknown batch kind";
-    if (e->admin != ADMIN_NONE && e->admin != ADMIN_PAUSED && e->admin != ADMIN_CLOSED)
-        return "admin state out of range";
-    if (e->error != 0 && e->error != -ENOMEM) return "error is neither 0 nor -ENOMEM";
-    if (e->n_users > e->cap_users || e->n_items > e->cap_items || e->n_heap > e->cap_heap ||
-        e->n_events > e->cap_events || e->n_dirty_users > e->cap_dirty_users ||
-        e->n_dirty_items > e->cap_dirty_items || e->n_fresh > e->cap_fresh ||
-        e->n_ended > e->cap_ended)
-        return "a list is longer than its array";
-    return NULL;
-}
-
-/* A bed in a room that exists, and a request id only with a bed. */
-static const char *check_room_user(const engine *e, const user *u, sweep *w)
-{
-    if (u->u.r.room == NO_ROOM)
-        return u->u.r.req ? "room user: request id kept without a bed" : NULL;
-    if (u->u.r.room >= e->n_items) return "room user: bed in a room that does not exist";
-    w->held[u->u.r.room]++;
-    return NULL;
-}
-
-/* Live orders first, then tombstones; units is the sum of the live ones. */
-static const char *check_stock_user(const engine *e, const user *u, sweep *w)
-{
-    const engine_order *v = u->u.s.orders;
-    uint32_t n_live = u->u.s.n_live, n = u->u.s.n_orders;
-    int64_t units = 0;
-    if (n_live > n || (n && !v)) return "stock user: order counts broken";
-    for (uint32_t i = 0; i < n; i++) {
-        const engine_order *o = &v[i];
-        if (o->id == 0 || o->item >= e->n_items || o->qty < 1)
-            return "order: id 0, unknown item or qty < 1";
-        if (i < n_live ? !order_is_live(o->state) : !order_is_tombstone(o->state))
-            return "order: an ended order among the live ones, or a live one among the ended";
-        if (i >= n_live) continue;
-        if (o->state == ORDER_CONFIRMED && o->expires_at != 0)
-            return "order: confirmed but still expiring";
-        /* confirm and cancel find an order by id: the first one must be it */
-        if (orders_find(u, o->id) != i) return "order: two live orders of one user share an id";
-        units += o->qty;
-        w->held[o->item] += o->qty;
-        w->held_orders += o->state == ORDER_HELD;
-    }
-    if (units != u->u.s.units) return "stock user: units != the sum of live orders";
-    if (units > e->meta.per_user && !(u->flags & USER_LOADED_OVER))
-        return "stock user: holds more than per_user";
-    return NULL;
-}
-
-static const char *check_users(const engine *e, sweep *w)
-{
-    if (e->counters.participants != (int64_t)e->n_users) return "participants != number of users";
-    for (uint32_t i = 0; i < e->n_users; i++) {
-        const user *u = &e->users[i];
-        if (!u->id || find_user(e, u->id) != i) return "user map: a user's id does not find it";
-        w->dirty_users += (u->flags & USER_DIRTY) != 0;
-        const char *why = is_rooms(e) ? check_room_user(e, u, w) : check_stock_user(e, u, w);
-        if (why) return why;
-    }
-    return NULL;
-}
-
-/* held + free == capacity, exactly: free is never clamped (see the note at
- * the top), so this holds for items loaded beyond capacity too. */
-static const char *check_items(const engine *e, sweep *w)
-{
-    int64_t free_sum = 0;
-    for (uint32_t i = 0; i < e->n_items; i++) {
-        const item *p = &e->items[i];
-        if (!p->id || find_item(e, p->id) != i) return "item map: an item's id does not find it";
-        if (p->capacity < 0) return "item: capacity < 0";
-        if (p->capacity - p->free != w->held[i]) return "item: held + free != capacity";
-        if (p->free < 0 && !(p->flags & ITEM_LOADED_OVER)) return "item: free < 0";
-        if ((p->flags & ITEM_CAP_CHANGED) && !(p->flags & ITEM_DIRTY))
-            return "item: capacity changed but not dirty";
-        w->dirty_items += (p->flags & ITEM_DIRTY) != 0;
-        free_sum += p->free;
-    }
-    if (free_sum != e->counters.free_units) return "free_units != the sum of free";
-    return NULL;
-}
-
-/* A heap on (at, order) whose top is live, and one live entry, at the
- * order's expires_at, for every HELD order (else it would never expire). */
-static const char *check_heap(const engine *e, const sweep *w)
-{
-    size_t live = 0;
-    if (is_rooms(e)) return e->n_heap ? "heap: reservations in a room batch" : NULL;
-    for (size_t i = 0; i < e->n_heap; i++) {
-        const expiry *x = &e->heap[i];
-        if (x->user >= e->n_users) return "heap: entry of an unknown user";
-        if (i && expiry_less(x, &e->heap[(i - 1) / 2])) return "heap: entry before its parent";
-        if (!expiry_live(e, x)) continue;
-        const user *u = &e->users[x->user];
-        if (u->u.s.orders[orders_find(u, x->order)].expires_at != x->at)
-            return "heap: entry and order disagree on the expiry";
-        live++;
-    }
-    if (e->n_heap && !expiry_live(e, &e->heap[0])) return "heap: top entry is not a held order";
-    if (live != w->held_orders) return "heap: held orders and live entries differ";
-    return NULL;
-}
-
-/* Each of v[0..n) below `limit` and none twice; leaves seen[] all 0. */
-static int distinct(uint8_t *seen, const uint32_t *v, size_t n, size_t limit)
-{
-    size_t i = 0;
-    int ok = 1;
-    for (; i < n && ok; i++) {
-        ok = v[i] < limit && !seen[v[i]];
-        if (ok) seen[v[i]] = 1;
-    }
-    for (size_t j = 0; j < i; j++)
-        if (v[j] < limit) seen[v[j]] = 0;
-    return ok;
-}
-
-/* The drain lists: every flagged record listed once, nothing else; ended
- * orders are tombstones of their user (an ended order is never held). */
-static const char *check_outputs(const engine *e, const sweep *w)
-{
-    if (w->dirty_users != e->n_dirty_users ||
-        !distinct(w->seen, e->dirty_users, e->n_dirty_users, e->n_users))
-        return "dirty users: flags and list differ";
-    for (size_t i = 0; i < e->n_dirty_users; i++)
-        if (!(e->users[e->dirty_users[i]].flags & USER_DIRTY)) return "dirty users: listed, not flagged";
-    if (w->dirty_items != e->n_dirty_items ||
-        !distinct(w->seen, e->dirty_items, e->n_dirty_items, e->n_items))
-        return "dirty items: flags and list differ";
-    for (size_t i = 0; i < e->n_dirty_items; i++)
-        if (!(e->items[e->dirty_items[i]].flags & ITEM_DIRTY)) return "dirty items: listed, not flagged";
-    if (!distinct(w->seen, e->fresh, e->n_fresh, e->n_users))
-        return "new participants: unknown or listed twice";
-    for (size_t i = 0; i < e->n_ended; i++) {
-        const ended *x = &e->ended[i];
-        if (is_rooms(e) || x->user >= e->n_users || !order_is_tombstone(x->order.state))
-            return "ended orders: not a tombstone";
-        const user *u = &e->users[x->user];
-        uint32_t oi = orders_find(u, x->order.id);
-        if (oi == STRMAP_NONE || !order_is_tombstone(u->u.s.orders[oi].state))
-            return "ended orders: the order is still live";
-    }
-    return NULL;
-}
-
-const char *engine_check_invariants(const engine *e)
-{
-    const char *why = check_shape(e);
-    if (why) return why;
-    size_t n_seen = e->n_users > e->n_items ? e->n_users : e->n_items;
-    sweep w = { .held = calloc(e->n_items + 1, sizeof *w.held),
-                .seen = calloc(n_seen + 1, 1) };
-    /* Without memory for the scratch arrays there is nothing to check
-     * with: that is not a breach. */
-    if (w.held && w.seen && !(why = check_users(e, &w)) && !(why = check_items(e, &w)) &&
-        !(why = check_heap(e, &w)))
-        why = check_outputs(e, &w);
-    free(w.held);
-    free(w.seen);
-    return why;
-}
-
-/* ALLOCD_DEBUG builds sweep the whole state after decisions and expiries.
- * A sweep costs O(users + items + orders), so it runs after every call
- * only while the engine has fewer than SWEEP_BUDGET records (users + items
- * + reservations: every unit test), then every size / SWEEP_BUDGET-th
- * call, which costs about SWEEP_BUDGET record checks a decision -- near
- * what the decision itself costs. Sweeping a 10,000-user batch after
- * every decision made one 4096-request chunk take seconds under ASan, and
- * the daemon lost its lease (tests/integration/test_stock.c,
- * test_many_grants_never_reload); an O(1) check per change still runs on
- * every decision. */
-#define SWEEP_BUDGET 64
-
-static void debug_sweep(engine *e)
-{
-    if (!ALLOC_DEBUG) return;
-    size_t size = e->n_users + e->n_items + e->n_heap;
-    if (++e->unchecked < size / SWEEP_BUDGET) return;
-    e->unchecked = 0;
-    const char *why = engine_check_invariants(e);
-    if (why) ALLOC_PANIC(why);
-}
-
-/* ---------------------------------------------------------------- shuffle */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-/* xoshiro256** */
-static uint64_t xoshiro_next(uint64_t s[4])
-{
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
-
-/* Uniform in [0, bound): draws below 2^64 mod bound are rejected, so every
- * residue has the same number of draws behind it (plain % would favour the
- * small ones). */
-static uint64_t below(uint64_t s[4], uint64_t bound)
-{
-    uint64_t threshold = (0 - bound) % bound;
-    for (;;) {
-        uint64_t x = xoshiro_next(s);
-        if (x >= threshold) return x % bound;
-    }
-}
-
-void engine_shuffle(uint32_t *perm, size_t n, uint64_t seed)
-{
-    uint64_t s[4];
-    for (int i = 0; i < 4; i++) s[i] = splitmix64(&seed);
-    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
-    for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)below(s, i);
-        uint32_t t = perm[i - 1];
-        perm[i - 1] = perm[j];
-        perm[j] = t;
-    }
-}

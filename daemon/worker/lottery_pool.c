@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/shuffle.h"
 
 void lottery_pool_free(lottery_pool *p)
 {
@@ -31,7 +32,7 @@ static int load(lottery_pool *p, const redisReply *items, int64_t base, size_t s
         p->len[i] = items->element[i]->len;
     }
     /* the same seed gives the same order after a restart */
-    engine_shuffle(p->perm, n, seed);
+    shuffle_permutation(p->perm, n, seed);
     p->base = base;
     p->served = served > n ? n : served;
     p->active = 1;

@@ -285,8 +285,5 @@ void engine_drain_clear(engine *e);
  * run in every build (core/assert.h). */
 const char *engine_check_invariants(const engine *e);
 
-/* A uniformly random permutation of 0..n-1 from a 64-bit seed (Fisher-Yates
- * over a seeded PRNG): the early=shuffle lottery, reproducible on restart. */
-void engine_shuffle(uint32_t *perm, size_t n, uint64_t seed);
 
 #endif

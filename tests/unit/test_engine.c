@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/shuffle.h"
 #include "core/strmap.h"
 
 #define T0 1763800000000LL   /* an arbitrary "now" in ms */
@@ -1489,15 +1490,15 @@ static void test_shuffle_is_permutation(void **state)
     enum { N = 1000 };
     uint32_t p[N];
     unsigned char seen[N] = { 0 };
-    engine_shuffle(p, N, 12345);
+    shuffle_permutation(p, N, 12345);
     for (size_t i = 0; i < N; i++) {
         assert_true(p[i] < N);
         assert_false(seen[p[i]]);
         seen[p[i]] = 1;
     }
-    engine_shuffle(p, 0, 1);   /* nothing to do, nothing touched */
+    shuffle_permutation(p, 0, 1);   /* nothing to do, nothing touched */
     p[0] = 77;
-    engine_shuffle(p, 1, 1);
+    shuffle_permutation(p, 1, 1);
     assert_int_equal(p[0], 0);
 }
 
@@ -1505,9 +1506,9 @@ static void test_shuffle_seeds(void **state)
 {
     enum { N = 100 };
     uint32_t a[N], b[N], c[N];
-    engine_shuffle(a, N, 1);
-    engine_shuffle(b, N, 1);
-    engine_shuffle(c, N, 2);
+    shuffle_permutation(a, N, 1);
+    shuffle_permutation(b, N, 1);
+    shuffle_permutation(c, N, 2);
     assert_memory_equal(a, b, sizeof a);
     assert_memory_not_equal(a, c, sizeof a);
     int moved = 0;
@@ -1525,7 +1526,7 @@ static void test_shuffle_uniform_first(void **state)
     long count[N] = { 0 };
     uint32_t p[N];
     for (uint64_t s = 0; s < RUNS; s++) {
-        engine_shuffle(p, N, s);
+        shuffle_permutation(p, N, s);
         count[p[0]]++;
     }
     double expect = (double)RUNS / N, chi = 0;
@@ -1534,7 +1535,7 @@ static void test_shuffle_uniform_first(void **state)
     /* And the last position, which Fisher-Yates fills first. */
     memset(count, 0, sizeof count);
     for (uint64_t s = 0; s < RUNS; s++) {
-        engine_shuffle(p, N, s * 7919);
+        shuffle_permutation(p, N, s * 7919);
         count[p[N - 1]]++;
     }
     chi = 0;

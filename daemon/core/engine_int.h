@@ -1,0 +1,154 @@
+/* engine_int.h -- the engine's records, shared by the files of the engine
+ * only (engine.c decides; engine_view.c reads; engine_check.c sweeps). Not
+ * a public header: everything outside the engine goes through engine.h.
+ * The small lookups are static inline so the split costs the hot path
+ * nothing.
+ */
+#ifndef ALLOCD_ENGINE_INT_H
+#define ALLOCD_ENGINE_INT_H
+
+#include "core/engine.h"
+#include "core/strmap.h"
+
+#define NO_ROOM UINT32_MAX
+
+/* *_LOADED_OVER: loaded holding more than capacity / per_user (see engine.c's
+ * note at its top); the only records the sweep lets break those limits. */
+enum { USER_DIRTY = 1, USER_WINDOW = 2, USER_LOADED_OVER = 4 };
+enum { ITEM_DIRTY = 1, ITEM_CAP_CHANGED = 2, ITEM_LOADED_OVER = 4 };
+
+typedef struct attr {
+    char *key;
+    char *value;   /* canonical JSON, compared with strcmp */
+} attr;
+
+typedef struct item {
+    char *id;
+    int64_t capacity;
+    int64_t free;  /* capacity - held; < 0 only if ITEM_LOADED_OVER */
+    attr *attrs;
+    uint32_t n_attrs;
+    uint8_t flags;
+} item;
+
+typedef struct user {
+    char *id;
+    union {
+        struct {             /* rooms */
+            char *req;       /* request that gave the bed, NULL without one */
+            int64_t since;
+            uint32_t room;   /* item index or NO_ROOM */
+        } r;
+        struct {             /* stock */
+            /* Live orders (HELD, CONFIRMED) first in grant order, then
+             * tombstones. The capacity is implicit: the smallest power of
+             * two >= n_orders, which saves a field per user. */
+            engine_order *orders;
+            int64_t units;
+            uint32_t n_live;
+            uint32_t n_orders;
+        } s;
+    } u;
+    int64_t win_start;       /* throttle: fixed window start */
+    int64_t penalty_until;
+    uint32_t win_count;
+    uint8_t flags;
+} user;
+
+/* The per-participant memory budget (256 bytes at a million users) rests
+ * on this record staying small; see engine.c's note at its top. */
+_Static_assert(sizeof(user) <= 56, "user record grew past its memory budget");
+
+typedef struct expiry {
+    int64_t at;
+    uint64_t order;
+    uint32_t user;
+} expiry;
+
+typedef struct ended {
+    uint32_t user;
+    engine_order order;
+} ended;
+
+struct engine {
+    engine_meta meta;
+    engine_admin_state admin;
+    engine_counters counters;
+    int error;
+
+    item *items;
+    size_t n_items, cap_items;
+    strmap item_map;
+    user *users;
+    size_t n_users, cap_users;
+    strmap user_map;
+
+    expiry *heap;
+    size_t n_heap, cap_heap;
+
+    uint32_t *dirty_users;
+    size_t n_dirty_users, cap_dirty_users;
+    uint32_t *dirty_items;
+    size_t n_dirty_items, cap_dirty_items;
+    uint32_t *fresh;            /* new participants */
+    size_t n_fresh, cap_fresh;
+    ended *ended;
+    size_t n_ended, cap_ended;
+    engine_event *events;
+    size_t n_events, cap_events;
+
+    engine_order_fn order_fn;
+    void *order_ctx;
+    uint64_t next_order;        /* fallback order ids without a source */
+    size_t unchecked;           /* ALLOCD_DEBUG: decisions since the last sweep */
+};
+
+static inline int is_rooms(const engine *e) { return e->meta.kind == BATCH_ROOM; }
+
+/* Index of a user or item, STRMAP_NONE when unknown. */
+static inline uint32_t find_user(const engine *e, const char *id)
+{
+    return strmap_find(&e->user_map, id);
+}
+
+static inline uint32_t find_item(const engine *e, const char *id)
+{
+    return strmap_find(&e->item_map, id);
+}
+
+static inline int order_is_live(uint8_t state)
+{
+    return state == ORDER_HELD || state == ORDER_CONFIRMED;
+}
+
+static inline int order_is_tombstone(uint8_t state)
+{
+    return state == ORDER_EXPIRED || state == ORDER_CANCELLED;
+}
+
+static inline uint32_t orders_find(const user *u, uint64_t id)
+{
+    for (uint32_t i = 0; i < u->u.s.n_orders; i++)
+        if (u->u.s.orders[i].id == id) return i;
+    return STRMAP_NONE;
+}
+
+static inline int expiry_less(const expiry *a, const expiry *b)
+{
+    return a->at < b->at || (a->at == b->at && a->order < b->order);
+}
+
+/* An entry is live while its order is still HELD (confirm and cancel do
+ * not search the heap; they leave the entry to be dropped here). */
+static inline int expiry_live(const engine *e, const expiry *x)
+{
+    const user *u = &e->users[x->user];
+    uint32_t i = orders_find(u, x->order);
+    return i != STRMAP_NONE && u->u.s.orders[i].state == ORDER_HELD;
+}
+
+/* ALLOCD_DEBUG builds: the whole-state sweep after a decision or an
+ * expiry (engine_check.c); a no-op otherwise. */
+void engine_debug_sweep(engine *e);
+
+#endif
