@@ -135,8 +135,9 @@ static void on_status(uv_timer_t *t)
 static void render_metrics(jsonw *out, void *data)
 {
     allocd *d = data;
-    char labels[256];
-    snprintf(labels, sizeof labels, "version=\"%s\",instance=\"%s\"", ALLOCD_VERSION, d->cfg.instance);
+    char labels[512], instance[300];
+    snprintf(labels, sizeof labels, "version=\"%s\",instance=\"%s\"", ALLOCD_VERSION,
+             metrics_label_escape(d->cfg.instance, instance, sizeof instance));
     metrics_header(out, "allocd_info", "gauge", "Version and instance of this daemon.");
     metrics_value(out, "allocd_info", labels, 1);
     metrics_header(out, "allocd_uptime_seconds", "gauge", "Seconds since start.");

@@ -25,6 +25,23 @@ void metrics_header(jsonw *out, const char *name, const char *type, const char *
     printf_out(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* The exposition format's label value escapes: backslash, double quote and
+ * line feed. Anything else is copied; a value cut for room stays escaped
+ * whole (an escape is never split). */
+const char *metrics_label_escape(const char *v, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (; *v && len; v++) {
+        const char *esc = *v == '\\' ? "\\\\" : *v == '"' ? "\\\"" : *v == '\n' ? "\\n" : NULL;
+        size_t n = esc ? 2 : 1;
+        if (o + n >= len) break;
+        if (esc) { buf[o++] = esc[0]; buf[o++] = esc[1]; }
+        else buf[o++] = *v;
+    }
+    if (len) buf[o] = '\0';
+    return buf;
+}
+
 void metrics_value(jsonw *out, const char *name, const char *labels, double v)
 {
     if (labels && *labels) printf_out(out, "%s{%s} %.17g\n", name, labels, v);

@@ -16,7 +16,10 @@
 #include "core/jsonw.h"
 #include "core/metrics_hist.h"
 
-/* Text-format helpers; `labels` is e.g. `batch="b1"` or "" . */
+/* Text-format helpers; `labels` is e.g. `batch="b1"` or "" . A label value
+ * that is not known to be plain (an instance name from the config) goes
+ * through metrics_label_escape first, into buf (returned). */
+const char *metrics_label_escape(const char *v, char *buf, size_t len);
 void metrics_header(jsonw *out, const char *name, const char *type, const char *help);
 void metrics_value(jsonw *out, const char *name, const char *labels, double v);
 void metrics_hist_render(jsonw *out, const char *name, const char *labels,

@@ -69,7 +69,9 @@ static void test_metrics_endpoint(void **state)
     freeReplyObject(r);
     int port = free_port();
     char conf[128];
-    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
+    /* an instance name with a quote and a backslash must not break the
+     * scrape: label values are escaped per the exposition format */
+    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\"; instance = \"web\\\"1\\\\x\";", port);
     harness_allocd d;
     assert_int_equal(harness_allocd_start(&d, &redis, conf), 0);
     for (int i = 0; i < 10; i++) {
@@ -99,6 +101,7 @@ static void test_metrics_endpoint(void **state)
     assert_non_null(strstr(text, "allocd_chunk_latency_seconds_bucket{batch=\"m1\",le=\"+Inf\"}"));
     assert_non_null(strstr(text, "# TYPE allocd_apply_seconds histogram"));
     assert_non_null(strstr(text, "allocd_info{version=\""));
+    assert_non_null(strstr(text, ",instance=\"web\\\"1\\\\x\"} 1\n"));
     free(text);
     text = http_get(port, "/nope");
     assert_non_null(text);
