@@ -82,7 +82,7 @@ ALLOCD    := $(BUILD)/allocd
 .DELETE_ON_ERROR:
 
 .PHONY: all check-layers test test-repeat unit integration asan install uninstall clean deps run check-deps bench
-all: $(ALLOCD) $(TOOL_BIN)
+all: check-layers $(ALLOCD) $(TOOL_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -136,8 +136,9 @@ test: deps
 	$(MAKE) --no-print-directory tests-build
 	BUILD=$(BUILD) sh tests/run.sh
 
-# `make test-repeat N=10`: the whole suite N times on a fresh build, with a
-# table of every test that ever failed (tests/repeat.sh).
+# `make test-repeat N=10`: the whole suite N times on a fresh build (in
+# REPEAT_BUILD, default build/repeat), with a table of every test that ever
+# failed (tests/repeat.sh).
 N ?= 10
 test-repeat: deps
 	sh tests/repeat.sh $(N)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "itest.h"
@@ -43,6 +44,17 @@ void itest_cmd(redisContext *c, const char *fmt, ...)
     assert_non_null(r);
     if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
     freeReplyObject(r);
+}
+
+int itest_sh(const char *fmt, ...)
+{
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    int st = system(line);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 void itest_push(itest *t, const char *b, const char *fmt, ...)

@@ -35,5 +35,7 @@ void itest_expect(itest *t, const char *b, const char *id, const char *status,
                   const char *detail);
 /* Lines of the daemon's log containing needle. */
 int itest_count_in_log(const harness_allocd *d, const char *needle);
+/* Runs a shell command line (printf-style); its exit status, -1 if killed. */
+int itest_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

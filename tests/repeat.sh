@@ -3,11 +3,12 @@
 # test that ever failed, with how often and the first assertion it failed
 # on. Usage: tests/repeat.sh N   (make test-repeat N=10)
 #
-# The build is made from nothing in $BUILD (default build/repeat), so a
-# stale object cannot hide or cause a failure. Each run's whole output is
-# kept in $BUILD/repeat-K.log.
+# The build is made from nothing in $REPEAT_BUILD (default build/repeat; a
+# variable of its own, so that a BUILD set for other targets is never
+# wiped), so a stale object cannot hide or cause a failure. Each run's
+# whole output is kept in $REPEAT_BUILD/repeat-K.log.
 N=${1:-10}
-BUILD=${BUILD:-build/repeat}
+BUILD=${REPEAT_BUILD:-build/repeat}
 rm -rf "$BUILD"
 mkdir -p "$BUILD"
 make --no-print-directory BUILD="$BUILD" tests-build >"$BUILD/build.log" 2>&1 ||
@@ -22,8 +23,9 @@ for k in $(seq 1 "$N"); do
     # died without cmocka's summary; binary(leftover) for survivors
     awk -v run="$k" '
         /^=== / { bin = substr($2, index($2, "/") + 1) }
-        /^\[  ERROR   \] --- / && !(bin in why) { sub(/^\[  ERROR   \] --- /, ""); why[bin] = $0 }
-        /^\[  FAILED  \] test_/ { if (!seen[bin "/" $3]++) print run "\t" bin "/" $3 "\t" why[bin] }
+        /^\[ RUN      \] / { test = $4 }
+        /^\[  ERROR   \] --- / && !((bin "/" test) in why) { sub(/^\[  ERROR   \] --- /, ""); why[bin "/" test] = $0 }
+        /^\[  FAILED  \] test_/ { if (!seen[bin "/" $4]++) print run "\t" bin "/" $4 "\t" why[bin "/" $4] }
         /^crashed or exited non-zero:/ { for (i = 5; i <= NF; i++) print run "\t" $i "\t(crash)" }
         /^left processes or files behind:/ { for (i = 6; i <= NF; i++) print run "\t" $i "(leftover)\t" }
     ' "$log" >> "$table"

@@ -11,6 +11,7 @@
 # redis-server or an allocd running would otherwise disturb the tests after
 # it (a stale instance taking leases) and is how a suite becomes flaky.
 BUILD=${BUILD:-build}
+TEST_TIMEOUT=${TEST_TIMEOUT:-900}     # seconds one binary may take
 kinds=${1:-"unit integration"}
 passed=0; failed=0; broken=""; leftovers=""
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/allocd-tests-XXXXXX") || exit 1
@@ -51,7 +52,10 @@ for kind in $kinds; do
         echo "=== $kind/$name"
         tmp="$scratch/$name"; mkdir -p "$tmp"
         marker="$run_id/$kind/$name"
-        out=$(ALLOCD_TEST_RUN="$marker" TMPDIR="$tmp" "$t" 2>&1); rc=$?
+        # a hung binary is stopped (timeout: 124) instead of stalling the suite
+        out=$(ALLOCD_TEST_RUN="$marker" TMPDIR="$tmp" timeout -k 10 "$TEST_TIMEOUT" "$t" 2>&1); rc=$?
+        [ "$rc" -eq 124 ] && out="$out
+$name: stopped after $TEST_TIMEOUT s"
         echo "$out"
         p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n1)
         f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n1)

@@ -59,6 +59,8 @@ for layer in core wire base redis worker service; do
                     echo "$f:$n: $layer may not include \"$h\" (allowed: $allowed)";; esac ;;
             *'<'*)
                 h=$(echo "$inc" | sed 's/.*<\(.*\)>.*/\1/')
+                case ${h%%/*} in core|wire|base|redis|worker|service|allocctl|proc)
+                    echo "$f:$n: include the project's own header as \"$h\", not <$h>"; continue;; esac
                 if [ $layer = core ]; then
                     case " $CORE_LIBC " in *" $h "*) ;; *)
                         echo "$f:$n: the core may include only the core and pure C library headers, not <$h>";; esac

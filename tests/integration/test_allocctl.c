@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "itest.h"
 
 #define DATA "tests/data/allocctl/"
 
@@ -144,17 +145,6 @@ static void contains(const char *out, const char *needle)
     if (!strstr(out, needle)) fail_msg("expected '%s' in:\n%s", needle, out);
 }
 
-static void cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
-    freeReplyObject(r);
-}
-
 /* push ... -> the ordinal it printed; the id goes to id (if given). */
 static long long push(fixture *f, char *id, size_t idlen, const char *batch, ...)
 {
@@ -247,7 +237,7 @@ static void test_create_from_csv(void **state)
     contains(out, "already exists");
     free(out);
     assert_int_equal(harness_int(f->c, "HLEN alloc:{dorm}:capacity"), 4);
-    cmd(f->c, "RPUSH alloc:{dorm}:queue leftover");
+    itest_cmd(f->c, "RPUSH alloc:{dorm}:queue leftover");
     out = CTL(f, 0, "batch", "create", "dorm", "--kind", "room", "--from", DATA "rooms.json", "--replace");
     free(out);
     assert_int_equal(harness_int(f->c, "HLEN alloc:{dorm}:capacity"), 3);
@@ -484,25 +474,25 @@ static void test_verify_stock(void **state)
     free(out);
 
     /* hand-made corruption is named */
-    cmd(f->c, "HSET alloc:{st}:free sku1 7");
+    itest_cmd(f->c, "HSET alloc:{st}:free sku1 7");
     out = CTL(f, 1, "verify", "st");
     contains(out, "DIFF free[sku1] is 7 but the log gives capacity 10 - held 5 = 5");
     contains(out, "stats.free_units");
     free(out);
-    cmd(f->c, "HSET alloc:{st}:free sku1 5");
+    itest_cmd(f->c, "HSET alloc:{st}:free sku1 5");
     free(CTL(f, 0, "verify", "st"));
     char *h = harness_str(f->c, "HGET alloc:{st}:holders a");
     char *bad = strdup(h);
     char *p = strstr(bad, "\"units\":2");
     assert_non_null(p);
     p[8] = '1';
-    cmd(f->c, "HSET alloc:{st}:holders a %s", bad);
+    itest_cmd(f->c, "HSET alloc:{st}:holders a %s", bad);
     out = CTL(f, 1, "verify", "st");
     contains(out, "DIFF holders[a]: the log gives");
     contains(out, "holders[a]: units is 1 but the orders add up to 2");
     free(out);
-    cmd(f->c, "HSET alloc:{st}:holders a %s", h);
-    cmd(f->c, "HDEL alloc:{st}:holders e");
+    itest_cmd(f->c, "HSET alloc:{st}:holders a %s", h);
+    itest_cmd(f->c, "HDEL alloc:{st}:holders e");
     out = CTL(f, 1, "verify", "st");
     contains(out, "DIFF holders[e]: the log gives {\"orders\"");
     contains(out, "holders has nothing");
@@ -545,14 +535,14 @@ static void test_verify_rooms(void **state)
     contains(out, "OK: holders and free match");
     free(out);
 
-    cmd(f->c, "HSET alloc:{rm}:holders s5 {\"item\":\"R101\",\"since\":1,\"req\":\"q3\"}");
+    itest_cmd(f->c, "HSET alloc:{rm}:holders s5 {\"item\":\"R101\",\"since\":1,\"req\":\"q3\"}");
     out = CTL(f, 1, "verify", "rm");
     contains(out, "DIFF holders[s5]");
     contains(out, "free[R101] + units held in holders");
     free(out);
 
     /* a trimmed log cannot prove anything */
-    cmd(f->c, "XTRIM alloc:{rm}:log MAXLEN 3");
+    itest_cmd(f->c, "XTRIM alloc:{rm}:log MAXLEN 3");
     out = CTL(f, 1, "verify", "rm");
     contains(out, "the log was trimmed: 3 of 9 entries are left");
     free(out);
@@ -566,7 +556,7 @@ static void test_dead_list_and_requeue(void **state)
     free(CTL(f, 0, "batch", "create", "dd", "--kind", "stock", "--from", DATA "stock.json"));
     start_allocd(f);
     free(CTL(f, 0, "push", "dd", "--json", "garbage"));
-    cmd(f->c, "RPUSH alloc:{dd}:queue %b", "\xff\x00zz", (size_t)4);
+    itest_cmd(f->c, "RPUSH alloc:{dd}:queue %b", "\xff\x00zz", (size_t)4);
     char id[80];
     PUSH(f, id, "dd", "--user", "u1", "--op", "buy", "--item", "sku1", "--id", "m1");
     expect_status(f, "dd", "m1", "granted");
@@ -593,7 +583,7 @@ static void test_dead_list_and_requeue(void **state)
 
     /* an entry whose request is fine (as after raising max_request_bytes)
      * gets served when requeued, and leaves the dead list */
-    cmd(f->c, "RPUSH alloc:{dd}:dead %s",
+    itest_cmd(f->c, "RPUSH alloc:{dd}:dead %s",
         "{\"raw\":\"{\\\"id\\\":\\\"fixed\\\",\\\"user\\\":\\\"u2\\\",\\\"op\\\":\\\"buy\\\",\\\"item\\\":\\\"sku2\\\"}\",\"error\":\"too large\",\"at\":1}");
     out = CTL(f, 0, "dead", "dd", "--requeue", "--index", "2");
     contains(out, "requeued dead entry 2: ordinal=6");
@@ -624,18 +614,6 @@ static void test_top_snapshot_without_tty(void **state)
     contains(out, "   6% 1/15");
     assert_null(strstr(out, "\x1b["));
     free(out);
-}
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    int st = system(line);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static char *sh_out(const char *cmdline)
@@ -682,8 +660,8 @@ static void top_in_tmux(fixture *f, const char *keys)
      * unexpectedly"), so give it three tries. */
     int rc = -1;
     for (int attempt = 0; attempt < 3 && rc != 0; attempt++) {
-        if (attempt) { sh("%s kill-server >/dev/null 2>&1", tm); harness_sleep_ms(200); }
-        rc = sh("%s -f /dev/null new-session -d -s top -x 160 -y 40 "
+        if (attempt) { itest_sh("%s kill-server >/dev/null 2>&1", tm); harness_sleep_ms(200); }
+        rc = itest_sh("%s -f /dev/null new-session -d -s top -x 160 -y 40 "
                 "'trap \"\" INT; %s -c %s top --interval 200; echo top-exit=$?; "
                 "stty -a | grep -o -- \"-icanon\\|icanon\"; sleep 30'",
                 tm, ctl_bin(), f->conf);
@@ -696,10 +674,10 @@ static void top_in_tmux(fixture *f, const char *keys)
     char *st = pane(tm, "display -p -t top '#{alternate_on} #{cursor_flag}'");
     assert_string_equal(st, "1 0\n");
     free(st);
-    assert_int_equal(sh("%s send-keys -t top %s", tm, keys), 0);
+    assert_int_equal(itest_sh("%s send-keys -t top %s", tm, keys), 0);
     screen = pane_wait(tm, "icanon");
     st = pane(tm, "display -p -t top '#{alternate_on} #{cursor_flag}'");
-    sh("%s kill-server >/dev/null 2>&1", tm);
+    itest_sh("%s kill-server >/dev/null 2>&1", tm);
     contains(screen, "top-exit=0");
     if (strstr(screen, "-icanon")) fail_msg("terminal left in raw mode after %s:\n%s", keys, screen);
     assert_string_equal(st, "0 1\n");
@@ -710,7 +688,7 @@ static void top_in_tmux(fixture *f, const char *keys)
 static void test_top_in_tmux(void **state)
 {
     fixture *f = *state;
-    if (sh("command -v tmux >/dev/null 2>&1") != 0) {
+    if (itest_sh("command -v tmux >/dev/null 2>&1") != 0) {
         print_message("SKIPPED: tmux is not installed (apt-get install tmux); top's live mode is untested\n");
         skip();
     }

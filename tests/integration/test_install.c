@@ -15,17 +15,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "itest.h"
 
 static const char *build(void)
 {
@@ -41,19 +31,11 @@ static int exists(const char *dir, const char *rel)
     return stat(p, &st) == 0;
 }
 
-/* A fresh dir under $TMPDIR, removed at exit even if the test fails. */
-static void temp_dir(char *dir, size_t len, const char *stem)
-{
-    snprintf(dir, len, "%s/%s-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", stem);
-    assert_non_null(mkdtemp(dir));
-    harness_track_dir(dir);
-}
-
 static void test_install_and_uninstall(void **state)
 {
     char dir[400];
-    temp_dir(dir, sizeof dir, "allocd-install");
-    assert_int_equal(sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
+    assert_int_equal(proc_temp_dir(dir, sizeof dir, "allocd-install"), 0);
+    assert_int_equal(itest_sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
     const char *files[] = {
         "/usr/local/bin/allocd", "/usr/local/etc/allocd/allocd.conf",
         "/usr/local/lib/systemd/system/allocd.service",
@@ -67,38 +49,38 @@ static void test_install_and_uninstall(void **state)
         if (access("man/allocctl.1", F_OK) == 0) assert_true(exists(dir, "/usr/local/share/man/man1/allocctl.1"));
     }
     /* a second install keeps the operator's config */
-    assert_int_equal(sh("echo '# edited' >> %s/usr/local/etc/allocd/allocd.conf", dir), 0);
-    assert_int_equal(sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
-    assert_int_equal(sh("grep -q edited %s/usr/local/etc/allocd/allocd.conf", dir), 0);
+    assert_int_equal(itest_sh("echo '# edited' >> %s/usr/local/etc/allocd/allocd.conf", dir), 0);
+    assert_int_equal(itest_sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
+    assert_int_equal(itest_sh("grep -q edited %s/usr/local/etc/allocd/allocd.conf", dir), 0);
     assert_true(exists(dir, "/usr/local/etc/allocd/allocd.conf.new"));
-    assert_int_equal(sh("make -s uninstall BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
+    assert_int_equal(itest_sh("make -s uninstall BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (i != 1 && exists(dir, files[i])) fail_msg("not uninstalled: %s", files[i]);
     assert_true(exists(dir, "/usr/local/etc/allocd/allocd.conf"));
-    sh("rm -rf %s", dir);
+    itest_sh("rm -rf %s", dir);
 }
 
 static void test_installed_unit_and_config(void **state)
 {
     char dir[400];
-    temp_dir(dir, sizeof dir, "allocd-unit");
-    assert_int_equal(sh("make -s install BUILD=%s PREFIX=%s/usr SYSCONFDIR=%s/etc >/dev/null", build(), dir, dir), 0);
-    assert_int_equal(sh("%s/usr/bin/allocd -c %s/etc/allocd/allocd.conf --check-config >/dev/null", dir, dir), 0);
-    assert_int_equal(sh("grep -q 'ExecStart=%s/usr/bin/allocd -c %s/etc/allocd/allocd.conf' %s/usr/lib/systemd/system/allocd.service",
+    assert_int_equal(proc_temp_dir(dir, sizeof dir, "allocd-unit"), 0);
+    assert_int_equal(itest_sh("make -s install BUILD=%s PREFIX=%s/usr SYSCONFDIR=%s/etc >/dev/null", build(), dir, dir), 0);
+    assert_int_equal(itest_sh("%s/usr/bin/allocd -c %s/etc/allocd/allocd.conf --check-config >/dev/null", dir, dir), 0);
+    assert_int_equal(itest_sh("grep -q 'ExecStart=%s/usr/bin/allocd -c %s/etc/allocd/allocd.conf' %s/usr/lib/systemd/system/allocd.service",
                         dir, dir, dir), 0);
-    if (sh("command -v systemd-analyze >/dev/null") != 0) {
-        sh("rm -rf %s", dir);
+    if (itest_sh("command -v systemd-analyze >/dev/null") != 0) {
+        itest_sh("rm -rf %s", dir);
         skip();
     }
     /* verify prints nothing and exits 0 for a clean unit */
-    assert_int_equal(sh("test -z \"$(systemd-analyze verify --man=no %s/usr/lib/systemd/system/allocd.service 2>&1)\"", dir), 0);
+    assert_int_equal(itest_sh("test -z \"$(systemd-analyze verify --man=no %s/usr/lib/systemd/system/allocd.service 2>&1)\"", dir), 0);
     /* --threshold=20: exit non-zero when the exposure is above 2.0 */
-    int rc = sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
+    int rc = itest_sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
                 "| tail -n1", dir);
     assert_int_equal(rc, 0);
-    assert_int_equal(sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
+    assert_int_equal(itest_sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
                         ">/dev/null 2>&1", dir), 0);
-    sh("rm -rf %s", dir);
+    itest_sh("rm -rf %s", dir);
 }
 
 int main(void)

@@ -1,5 +1,5 @@
 /* test_config.c -- defaults, the config file, the command line, and how
- * they combine (daemon/config.c).
+ * they combine (daemon/base/config.c).
  *
  * Bad config files are data, not code: each tests/data/config/bad-*.conf
  * starts with `# expect: <text>` and must fail with an error containing that

@@ -1,4 +1,4 @@
-/* test_log.c -- the stderr logger (daemon/log.c).
+/* test_log.c -- the stderr logger (daemon/base/log.c).
  *
  * Each test points file descriptor 2 at a temporary file (dup2), logs, puts
  * stderr back and compares what was written: the `<N>` journald prefixes,

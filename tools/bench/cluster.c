@@ -4,8 +4,8 @@
  * cluster is up (nothing migrates during a run) and sends every key to the
  * master of its slot. Batch names are picked so that batch j lands on
  * master j % M and on instance j % N: the slot comes from CRC16 of the hash
- * tag (include/cluster_slots.h), the instance from the same rendezvous
- * score allocd's registry uses (daemon/registry.c: FNV-1a of instance,
+ * tag (include/redis/cluster_slots.h), the instance from the same rendezvous
+ * score allocd's registry uses (daemon/service/registry.c: FNV-1a of instance,
  * 0xff, batch, then a murmur finaliser). After the run each batch's lease
  * holder is read back, so a wrong guess shows as `misplaced`, not as a
  * silently skewed measurement.
