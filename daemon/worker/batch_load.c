@@ -296,25 +296,26 @@ int batch_load_start(batch_load *l, const char *trip_key, uint64_t seed)
     batch_load_run *run = run_new(l);
     if (!run) return -ENOMEM;
     batch_load_step *st = run->steps;
-    int rc = 0;
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_META], to, "HGETALL %s", k->meta));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_CAPACITY], to, "HGETALL %s", k->capacity));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ATTRS], to, "HGETALL %s", k->attrs));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_HOLDERS], to, "HGETALL %s", k->holders));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ENDED], to, "HGETALL %s", k->orders_ended));
+    /* the first refused send's error is the one returned: after it nothing
+     * more is sent, since the load is abandoned anyway */
+    int rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_META], to, "HGETALL %s", k->meta));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_CAPACITY], to, "HGETALL %s", k->capacity));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ATTRS], to, "HGETALL %s", k->attrs));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_HOLDERS], to, "HGETALL %s", k->holders));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ENDED], to, "HGETALL %s", k->orders_ended));
     /* the lists an older allocd kept requests in while it decided them */
     char processing[BATCH_KEY_MAX + 16], ctlprocessing[BATCH_KEY_MAX + 16];
     snprintf(processing, sizeof processing, "%s:{%s}:processing", l->cfg->prefix, l->batch);
     snprintf(ctlprocessing, sizeof ctlprocessing, "%s:{%s}:ctlprocessing", l->cfg->prefix, l->batch);
     const char *prep[] = { k->participants, processing, k->queue, k->stats, ctlprocessing, k->ctl, trip_key };
-    rc |= sent(run, redis_conn_eval(l->conn, &l->scripts->load_prepare, on_load_reply, &st[LOAD_UPGRADE],
+    if (!rc) rc = sent(run, redis_conn_eval(l->conn, &l->scripts->load_prepare, on_load_reply, &st[LOAD_UPGRADE],
                                     to, 7, 7, prep, NULL));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", k->participants));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_STATS], to, "HGETALL %s", k->stats));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_INTERNAL], to, "HGETALL %s", k->internal));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", k->participants));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_STATS], to, "HGETALL %s", k->stats));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_INTERNAL], to, "HGETALL %s", k->internal));
     /* every command sent gets exactly one callback (redis_conn), even one
      * whose send failed later; a send refused now gets none */
-    return rc ? -ENOTCONN : 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ answered -- */

@@ -338,13 +338,15 @@ static void load_start(batch_worker *w)
     drop_engine(w);
     w->state = W_LOADING;
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
-    /* A send that failed means the connection is down; the commands already
-     * sent get their error callbacks, and on_ready starts a new load. */
+    /* -ENOTCONN: the connection is down; the commands already sent get
+     * their error callbacks, and on_ready starts a new load. Any other
+     * error would not be cured by a reconnect: the load fails. */
     int rc = batch_load_start(&w->load, w->trip_key, random_u64());
-    if (rc == -ENOMEM) { worker_fail(w, "loading", "out of memory"); return; }
-    if (rc < 0) {
+    if (rc == -ENOTCONN) {
         w->state = W_CONNECTING;
         drop_engine(w);
+    } else if (rc < 0) {
+        worker_fail(w, "loading", rc == -ENOMEM ? "out of memory" : strerror(-rc));
     }
 }
 
@@ -686,7 +688,10 @@ static void dedup_start(batch_worker *w, chunk *ch)
 static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
 {
     w->dedups_out--;
-    if (dedup_take_reply(ch, r) < 0) { worker_fail(w, "dedup", "unexpected reply"); return; }
+    if (dedup_take_reply(ch, r) < 0) {
+        worker_fail(w, "dedup", "HMGET reply is not one element per id asked");
+        return;
+    }
     if (dedup_mark_in_flight(&w->dedup, &w->ring, ch) < 0) { worker_fail(w, "dedup", "out of memory"); return; }
     ch->state = CS_DEDUPED;
     chunks_gc(w);
