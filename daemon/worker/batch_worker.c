@@ -762,7 +762,9 @@ static int apply_build(batch_worker *w, chunk *ch)
     if (apply_txn_encode(&w->args, &ctx, ch, w->eng) < 0) { worker_fail(w, "apply", "out of memory"); return -1; }
     /* The next chunk builds on this one: the engine has moved on, and Redis
      * will have too once this transaction is in (FENCE refuses the next one
-     * otherwise). */
+     * otherwise). The drain lists are cleared now, before the send: w->args
+     * holds every change, and if the send or the apply fails the worker
+     * reloads the engine from Redis instead of writing them again. */
     w->written_phase = engine_phase_at(w->eng, now);
     engine_drain_clear(w->eng);
     w->first_apply = 0;

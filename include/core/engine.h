@@ -255,7 +255,8 @@ void engine_user_view_at(const engine *e, size_t i, engine_user_view *v);
 /* Users whose holding changed (their holders entry must be rewritten, or
  * deleted when the view holds nothing), items whose free changed or whose
  * capacity changed, users seen for the first time, and events in order.
- * engine_drain_clear() forgets all of them (call after a successful write). */
+ * engine_drain_clear() forgets all of them (call once they are encoded
+ * for writing; a write that then fails must reload the engine). */
 size_t engine_dirty_user_count(const engine *e);
 void engine_dirty_user_at(const engine *e, size_t i, engine_user_view *v);
 size_t engine_dirty_item_count(const engine *e);
