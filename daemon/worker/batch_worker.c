@@ -47,6 +47,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "core/assert.h"
 #include "core/engine.h"
 #include "redis/argbuf.h"
 #include "redis/redis_conn.h"
@@ -509,6 +510,7 @@ static void take_one(batch_worker *w)
     if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now)) { lottery_start(w); return; }
     if (lease_check(w, "take") < 0) return;
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
+    ALLOC_ASSERT(ch != NULL);   /* the ring is not full: checked above */
     ch->state = CS_TAKING;
     ch->asked = isolating(w) ? 1 : w->cfg->chunk;
     long from = w->queue_unsent + takes_out_queue(w);
@@ -794,6 +796,8 @@ static void apply_send(batch_worker *w, chunk *ch)
     w->dequeued += ch->queue_len;
     w->queue_unsent -= ch->queue_len;
     w->ctl_unsent -= ch->ctl_len;
+    /* a chunk's entries were counted in when it was taken (on_take) */
+    ALLOC_ASSERT(w->queue_unsent >= 0 && w->ctl_unsent >= 0);
     w->chunks_applied++;
 }
 
