@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "core/numtext.h"
 
 static uint64_t valid_for_ns(const batch_lease *l)
 {
@@ -117,9 +118,15 @@ int batch_lease_holder_dead(const batch_lease *l, const char *holder)
 {
     size_t n = strlen(l->instance);
     if (strncmp(holder, l->instance, n) || holder[n] != '/') return 0;
-    char *end;
-    long pid = strtol(holder + n + 1, &end, 10);
-    if (*end != '/' || pid <= 0 || pid == (long)getpid()) return 0;
+    /* A holder whose pid is not plain digits is never taken for dead: the
+     * lease is then waited out, which is slow but safe. */
+    const char *p = holder + n + 1, *slash = strchr(p, '/');
+    char num[NUMTEXT_MAX + 1];
+    if (!slash || slash == p || (size_t)(slash - p) > NUMTEXT_MAX) return 0;
+    memcpy(num, p, (size_t)(slash - p));
+    num[slash - p] = '\0';
+    int64_t pid;
+    if (numtext_parse_i64(num, &pid) < 0 || pid <= 0 || pid > INT32_MAX || pid == (int64_t)getpid()) return 0;
     return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 

@@ -229,10 +229,16 @@ static void load_stats(batch_load *l, const redisReply *r)
         { "duplicates", &c.duplicates }, { "ctl", &c.ctl }, { "dequeued", &l->dequeued },
     };
     l->dequeued = 0;
+    /* allocd wrote these counters (HINCRBY): one that is not an integer
+     * was changed under us, and dequeued places every later take, so the
+     * load fails rather than start from a guess */
     for (size_t i = 0; i + 1 < r->elements; i += 2)
         for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
-            if (!strcmp(r->element[i]->str, f[j].name))
-                numtext_parse_i64(r->element[i + 1]->str, f[j].dst);
+            if (!strcmp(r->element[i]->str, f[j].name) &&
+                numtext_parse_i64(r->element[i + 1]->str, f[j].dst) < 0) {
+                batch_load_fail(l, "stats %s '%s' is not an integer", f[j].name, r->element[i + 1]->str);
+                return;
+            }
     engine_load_counters(l->eng, &c);
 }
 
@@ -242,7 +248,12 @@ static void load_internal(batch_load *l, const redisReply *r)
     l->chunks_applied = 0;
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
-        if (!strcmp(k, "chunks_applied")) numtext_parse_i64(v, &l->chunks_applied);
+        /* FENCE compares it with ours: a damaged value must fail here,
+         * with a message, not as a refused apply later */
+        if (!strcmp(k, "chunks_applied") && numtext_parse_i64(v, &l->chunks_applied) < 0) {
+            batch_load_fail(l, "internal chunks_applied '%s' is not an integer", v);
+            return;
+        }
         if (!strcmp(k, "lottery_done")) l->lottery_done = !strcmp(v, "1");
         if (!strcmp(k, "admin_state"))
             engine_load_admin_state(l->eng, !strcmp(v, "paused") ? ADMIN_PAUSED
