@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/random.h"
 #include "core/numtext.h"
 
 static uint64_t valid_for_ns(const batch_lease *l)
@@ -86,9 +86,7 @@ void batch_lease_init(batch_lease *l, uv_loop_t *loop, redis_conn *conn,
     l->ttl_ms = ttl_ms;
     l->cb = cb;
     l->data = data;
-    uint64_t rnd = 0;
-    if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd) rnd = uv_hrtime();
-    snprintf(l->token, sizeof l->token, "%s/%ld/%016" PRIx64, instance, (long)getpid(), rnd);
+    snprintf(l->token, sizeof l->token, "%s/%ld/%016" PRIx64, instance, (long)getpid(), random_u64());
     snprintf(l->instance, sizeof l->instance, "%s", instance);
     uv_timer_init(loop, &l->timer);
     l->timer.data = l;

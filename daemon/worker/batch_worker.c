@@ -42,11 +42,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/random.h"
 #include "core/assert.h"
 #include "core/engine.h"
 #include "redis/argbuf.h"
@@ -152,13 +152,6 @@ static void lottery_start(batch_worker *w);
 static void on_handle_closed(batch_worker *w);
 static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
 static void issue_waits(batch_worker *w);
-
-static uint64_t random_u64(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != sizeof v) v = (uint64_t)clock_wall_ms() * 0x9e3779b97f4a7c15ULL;
-    return v;
-}
 
 static const char *reply_error(redisReply *r, const char *err)
 {
