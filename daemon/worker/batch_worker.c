@@ -723,7 +723,7 @@ static int decide(batch_worker *w, chunk *ch, int64_t now)
     size_t i = 0;
     do {
         size_t to = ch->n_items - i > DECIDE_SLICE ? i + DECIDE_SLICE : ch->n_items;
-        chunk_decide(ch, w->eng, now, i, to);
+        decide_chunk(ch, w->eng, now, i, to);
         i = to;
         if (i < ch->n_items) redis_conn_flush(w->cmd);
     } while (i < ch->n_items);
