@@ -31,6 +31,24 @@ int numtext_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+int numtext_parse_hex_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s) return -1;
+    uint64_t v = 0;
+    size_t n = 0;
+    for (; *s; s++, n++) {
+        unsigned d;
+        if (*s >= '0' && *s <= '9') d = (unsigned)(*s - '0');
+        else if (*s >= 'a' && *s <= 'f') d = (unsigned)(*s - 'a' + 10);
+        else if (*s >= 'A' && *s <= 'F') d = (unsigned)(*s - 'A' + 10);
+        else return -1;
+        if (n == 16) return -1;
+        v = v << 4 | d;
+    }
+    *out = v;
+    return 0;
+}
+
 int numtext_parse_i64(const char *s, int64_t *out)
 {
     if (!s) return -1;

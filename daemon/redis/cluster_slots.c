@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/numtext.h"
+
 /* CRC16/XMODEM (polynomial 0x1021, init 0), bitwise: it runs once per batch
  * and per global key, never per request. */
 uint16_t cluster_crc16(const char *buf, size_t len)
@@ -89,20 +91,34 @@ void cluster_node_target(const cluster_node *n, const redis_target *base, redis_
     out->port = n->port;
 }
 
+/* Strict: the slot and the port are digits only and in range (atoi took
+ * "63x" for 63 and a bad port for 0); the host is whatever precedes the
+ * last ':' (Redis 7 may leave it empty). Text after the node, if a later
+ * Redis adds any, is ignored. */
 int cluster_parse_redirect(const char *err, uint16_t *slot, cluster_node *node)
 {
-    char host[256];
-    unsigned s;
-    int port;
     const char *sp = strchr(err, ' ');
-    if (!sp || sscanf(sp + 1, "%u %255[^ ]", &s, host) != 2) return -EINVAL;
+    if (!sp) return -EINVAL;
+    const char *slot_s = sp + 1, *slot_e = strchr(slot_s, ' ');
+    if (!slot_e) return -EINVAL;
+    const char *node_s = slot_e + 1, *node_e = strchr(node_s, ' ');
+    size_t slot_len = (size_t)(slot_e - slot_s);
+    size_t node_len = node_e ? (size_t)(node_e - node_s) : strlen(node_s);
+    char num[NUMTEXT_MAX + 1], host[256];
+    if (slot_len == 0 || slot_len > NUMTEXT_MAX || node_len == 0 || node_len >= sizeof host) return -EINVAL;
+    memcpy(num, slot_s, slot_len);
+    num[slot_len] = '\0';
+    uint64_t s;
+    if (numtext_parse_u64(num, &s) < 0 || s >= CLUSTER_SLOTS) return -EINVAL;
+    memcpy(host, node_s, node_len);
+    host[node_len] = '\0';
     char *colon = strrchr(host, ':');
     if (!colon) return -EINVAL;
     *colon = '\0';
-    port = atoi(colon + 1);
-    if (s >= CLUSTER_SLOTS || port <= 0) return -EINVAL;
+    uint64_t port;
+    if (numtext_parse_u64(colon + 1, &port) < 0 || port == 0 || port > 65535) return -EINVAL;
     *slot = (uint16_t)s;
     snprintf(node->host, sizeof node->host, "%s", host);
-    node->port = port;
+    node->port = (int)port;
     return 0;
 }

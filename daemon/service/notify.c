@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "core/numtext.h"
 
 int notifier_init(notifier *n, uv_loop_t *loop)
 {
@@ -27,8 +28,24 @@ int notifier_init(notifier *n, uv_loop_t *loop)
     n->path_len = len;
     n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (n->fd < 0) return -errno;
+    /* The watchdog is ours when WATCHDOG_PID is unset or names us (as
+     * sd_watchdog_enabled). A value that is not a number is refused with a
+     * warning rather than read as a prefix: atol/strtoull turned "5s" into
+     * 5 us, and systemd would then kill a healthy daemon. */
     const char *wd = getenv("WATCHDOG_USEC"), *wd_pid = getenv("WATCHDOG_PID");
-    if (wd && (!wd_pid || atol(wd_pid) == (long)getpid())) n->watchdog_usec = strtoull(wd, NULL, 10);
+    if (!wd) return 0;
+    int64_t pid;
+    if (wd_pid && (numtext_parse_i64(wd_pid, &pid) < 0 || pid <= 0)) {
+        log_warn("WATCHDOG_PID '%s' is not a process id: watchdog pings off", wd_pid);
+        return 0;
+    }
+    if (wd_pid && pid != (int64_t)getpid()) return 0;
+    uint64_t usec;
+    if (numtext_parse_u64(wd, &usec) < 0) {
+        log_warn("WATCHDOG_USEC '%s' is not a number of microseconds: watchdog pings off", wd);
+        return 0;
+    }
+    n->watchdog_usec = usec;
     return 0;
 }
 

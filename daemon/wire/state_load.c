@@ -86,9 +86,11 @@ int state_load_ended(engine *e, const char *order, const char *json,
     const char *item = json_string_value(json_object_get(doc, "item"));
     json_t *qty = json_object_get(doc, "qty");
     int st = records_order_state_parse(json_string_value(json_object_get(doc, "state")));
-    uint64_t id = strtoull(order, NULL, 10);
+    /* the field is an order id allocd wrote: only its digits will do */
+    uint64_t id = 0;
+    int id_ok = numtext_parse_u64(order, &id) == 0 && id != 0;
     int rc = -1;
-    if (user && item && json_is_integer(qty) && st && id)
+    if (user && item && json_is_integer(qty) && st && id_ok)
         rc = engine_load_order(e, user, id, item, json_integer_value(qty), st, 0);
     if (rc < 0) snprintf(err, errlen, "ended order '%s' is malformed or unknown", order);
     json_decref(doc);

@@ -7,10 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/random.h"
+#include "core/numtext.h"
 
 static uint64_t valid_for_ns(const batch_lease *l)
 {
@@ -85,9 +86,7 @@ void batch_lease_init(batch_lease *l, uv_loop_t *loop, redis_conn *conn,
     l->ttl_ms = ttl_ms;
     l->cb = cb;
     l->data = data;
-    uint64_t rnd = 0;
-    if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd) rnd = uv_hrtime();
-    snprintf(l->token, sizeof l->token, "%s/%ld/%016" PRIx64, instance, (long)getpid(), rnd);
+    snprintf(l->token, sizeof l->token, "%s/%ld/%016" PRIx64, instance, (long)getpid(), random_u64());
     snprintf(l->instance, sizeof l->instance, "%s", instance);
     uv_timer_init(loop, &l->timer);
     l->timer.data = l;
@@ -117,9 +116,15 @@ int batch_lease_holder_dead(const batch_lease *l, const char *holder)
 {
     size_t n = strlen(l->instance);
     if (strncmp(holder, l->instance, n) || holder[n] != '/') return 0;
-    char *end;
-    long pid = strtol(holder + n + 1, &end, 10);
-    if (*end != '/' || pid <= 0 || pid == (long)getpid()) return 0;
+    /* A holder whose pid is not plain digits is never taken for dead: the
+     * lease is then waited out, which is slow but safe. */
+    const char *p = holder + n + 1, *slash = strchr(p, '/');
+    char num[NUMTEXT_MAX + 1];
+    if (!slash || slash == p || (size_t)(slash - p) > NUMTEXT_MAX) return 0;
+    memcpy(num, p, (size_t)(slash - p));
+    num[slash - p] = '\0';
+    int64_t pid;
+    if (numtext_parse_i64(num, &pid) < 0 || pid <= 0 || pid > INT32_MAX || pid == (int64_t)getpid()) return 0;
     return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 

@@ -229,10 +229,16 @@ static void load_stats(batch_load *l, const redisReply *r)
         { "duplicates", &c.duplicates }, { "ctl", &c.ctl }, { "dequeued", &l->dequeued },
     };
     l->dequeued = 0;
+    /* allocd wrote these counters (HINCRBY): one that is not an integer
+     * was changed under us, and dequeued places every later take, so the
+     * load fails rather than start from a guess */
     for (size_t i = 0; i + 1 < r->elements; i += 2)
         for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
-            if (!strcmp(r->element[i]->str, f[j].name))
-                numtext_parse_i64(r->element[i + 1]->str, f[j].dst);
+            if (!strcmp(r->element[i]->str, f[j].name) &&
+                numtext_parse_i64(r->element[i + 1]->str, f[j].dst) < 0) {
+                batch_load_fail(l, "stats %s '%s' is not an integer", f[j].name, r->element[i + 1]->str);
+                return;
+            }
     engine_load_counters(l->eng, &c);
 }
 
@@ -242,7 +248,12 @@ static void load_internal(batch_load *l, const redisReply *r)
     l->chunks_applied = 0;
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
-        if (!strcmp(k, "chunks_applied")) numtext_parse_i64(v, &l->chunks_applied);
+        /* FENCE compares it with ours: a damaged value must fail here,
+         * with a message, not as a refused apply later */
+        if (!strcmp(k, "chunks_applied") && numtext_parse_i64(v, &l->chunks_applied) < 0) {
+            batch_load_fail(l, "internal chunks_applied '%s' is not an integer", v);
+            return;
+        }
         if (!strcmp(k, "lottery_done")) l->lottery_done = !strcmp(v, "1");
         if (!strcmp(k, "admin_state"))
             engine_load_admin_state(l->eng, !strcmp(v, "paused") ? ADMIN_PAUSED
@@ -296,25 +307,26 @@ int batch_load_start(batch_load *l, const char *trip_key, uint64_t seed)
     batch_load_run *run = run_new(l);
     if (!run) return -ENOMEM;
     batch_load_step *st = run->steps;
-    int rc = 0;
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_META], to, "HGETALL %s", k->meta));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_CAPACITY], to, "HGETALL %s", k->capacity));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ATTRS], to, "HGETALL %s", k->attrs));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_HOLDERS], to, "HGETALL %s", k->holders));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ENDED], to, "HGETALL %s", k->orders_ended));
+    /* the first refused send's error is the one returned: after it nothing
+     * more is sent, since the load is abandoned anyway */
+    int rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_META], to, "HGETALL %s", k->meta));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_CAPACITY], to, "HGETALL %s", k->capacity));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ATTRS], to, "HGETALL %s", k->attrs));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_HOLDERS], to, "HGETALL %s", k->holders));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ENDED], to, "HGETALL %s", k->orders_ended));
     /* the lists an older allocd kept requests in while it decided them */
     char processing[BATCH_KEY_MAX + 16], ctlprocessing[BATCH_KEY_MAX + 16];
     snprintf(processing, sizeof processing, "%s:{%s}:processing", l->cfg->prefix, l->batch);
     snprintf(ctlprocessing, sizeof ctlprocessing, "%s:{%s}:ctlprocessing", l->cfg->prefix, l->batch);
     const char *prep[] = { k->participants, processing, k->queue, k->stats, ctlprocessing, k->ctl, trip_key };
-    rc |= sent(run, redis_conn_eval(l->conn, &l->scripts->load_prepare, on_load_reply, &st[LOAD_UPGRADE],
+    if (!rc) rc = sent(run, redis_conn_eval(l->conn, &l->scripts->load_prepare, on_load_reply, &st[LOAD_UPGRADE],
                                     to, 7, 7, prep, NULL));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", k->participants));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_STATS], to, "HGETALL %s", k->stats));
-    rc |= sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_INTERNAL], to, "HGETALL %s", k->internal));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", k->participants));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_STATS], to, "HGETALL %s", k->stats));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_INTERNAL], to, "HGETALL %s", k->internal));
     /* every command sent gets exactly one callback (redis_conn), even one
      * whose send failed later; a send refused now gets none */
-    return rc ? -ENOTCONN : 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ answered -- */

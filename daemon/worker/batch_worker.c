@@ -42,11 +42,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/random.h"
+#include "core/assert.h"
 #include "core/engine.h"
 #include "redis/argbuf.h"
 #include "redis/redis_conn.h"
@@ -151,13 +152,6 @@ static void lottery_start(batch_worker *w);
 static void on_handle_closed(batch_worker *w);
 static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
 static void issue_waits(batch_worker *w);
-
-static uint64_t random_u64(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != sizeof v) v = (uint64_t)clock_wall_ms() * 0x9e3779b97f4a7c15ULL;
-    return v;
-}
 
 static const char *reply_error(redisReply *r, const char *err)
 {
@@ -338,13 +332,15 @@ static void load_start(batch_worker *w)
     drop_engine(w);
     w->state = W_LOADING;
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
-    /* A send that failed means the connection is down; the commands already
-     * sent get their error callbacks, and on_ready starts a new load. */
+    /* -ENOTCONN: the connection is down; the commands already sent get
+     * their error callbacks, and on_ready starts a new load. Any other
+     * error would not be cured by a reconnect: the load fails. */
     int rc = batch_load_start(&w->load, w->trip_key, random_u64());
-    if (rc == -ENOMEM) { worker_fail(w, "loading", "out of memory"); return; }
-    if (rc < 0) {
+    if (rc == -ENOTCONN) {
         w->state = W_CONNECTING;
         drop_engine(w);
+    } else if (rc < 0) {
+        worker_fail(w, "loading", rc == -ENOMEM ? "out of memory" : strerror(-rc));
     }
 }
 
@@ -507,6 +503,7 @@ static void take_one(batch_worker *w)
     if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now)) { lottery_start(w); return; }
     if (lease_check(w, "take") < 0) return;
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
+    ALLOC_ASSERT(ch != NULL);   /* the ring is not full: checked above */
     ch->state = CS_TAKING;
     ch->asked = isolating(w) ? 1 : w->cfg->chunk;
     long from = w->queue_unsent + takes_out_queue(w);
@@ -686,7 +683,10 @@ static void dedup_start(batch_worker *w, chunk *ch)
 static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
 {
     w->dedups_out--;
-    if (dedup_take_reply(ch, r) < 0) { worker_fail(w, "dedup", "unexpected reply"); return; }
+    if (dedup_take_reply(ch, r) < 0) {
+        worker_fail(w, "dedup", "HMGET reply is not one element per id asked");
+        return;
+    }
     if (dedup_mark_in_flight(&w->dedup, &w->ring, ch) < 0) { worker_fail(w, "dedup", "out of memory"); return; }
     ch->state = CS_DEDUPED;
     chunks_gc(w);
@@ -723,7 +723,7 @@ static int decide(batch_worker *w, chunk *ch, int64_t now)
     size_t i = 0;
     do {
         size_t to = ch->n_items - i > DECIDE_SLICE ? i + DECIDE_SLICE : ch->n_items;
-        chunk_decide(ch, w->eng, now, i, to);
+        decide_chunk(ch, w->eng, now, i, to);
         i = to;
         if (i < ch->n_items) redis_conn_flush(w->cmd);
     } while (i < ch->n_items);
@@ -757,7 +757,9 @@ static int apply_build(batch_worker *w, chunk *ch)
     if (apply_txn_encode(&w->args, &ctx, ch, w->eng) < 0) { worker_fail(w, "apply", "out of memory"); return -1; }
     /* The next chunk builds on this one: the engine has moved on, and Redis
      * will have too once this transaction is in (FENCE refuses the next one
-     * otherwise). */
+     * otherwise). The drain lists are cleared now, before the send: w->args
+     * holds every change, and if the send or the apply fails the worker
+     * reloads the engine from Redis instead of writing them again. */
     w->written_phase = engine_phase_at(w->eng, now);
     engine_drain_clear(w->eng);
     w->first_apply = 0;
@@ -787,6 +789,8 @@ static void apply_send(batch_worker *w, chunk *ch)
     w->dequeued += ch->queue_len;
     w->queue_unsent -= ch->queue_len;
     w->ctl_unsent -= ch->ctl_len;
+    /* a chunk's entries were counted in when it was taken (on_take) */
+    ALLOC_ASSERT(w->queue_unsent >= 0 && w->ctl_unsent >= 0);
     w->chunks_applied++;
 }
 

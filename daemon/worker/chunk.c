@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/assert.h"
+
 void chunk_clear(chunk *ch)
 {
     for (size_t i = 0; i < ch->n_items; i++) {
@@ -37,6 +39,9 @@ int chunk_reserve(chunk *ch, size_t n)
 int chunk_add(chunk *ch, const char *raw, size_t len, int64_t seq,
               size_t max_bytes, const char *dead_reason)
 {
+    /* the take reserved room for every entry it asked for (chunk_reserve
+     * may not run here: a parsed request may point into itself) */
+    ALLOC_ASSERT(ch->n_items < ch->cap_items);
     chunk_item *it = &ch->items[ch->n_items];
     memset(it, 0, sizeof *it);
     request_parse(&it->q, raw, len, max_bytes, ch->kind == CHUNK_CTL);
@@ -105,12 +110,14 @@ chunk *chunk_ring_push(chunk_ring *r, chunk_kind kind)
 
 void chunk_ring_pop_newest(chunk_ring *r)
 {
+    ALLOC_ASSERT(r->n > 0);
     chunk_clear(chunk_ring_newest(r));
     r->n--;
 }
 
 void chunk_ring_pop_oldest(chunk_ring *r)
 {
+    ALLOC_ASSERT(r->n > 0);
     chunk_clear(chunk_ring_at(r, 0));
     r->head = (r->head + 1) % CHUNK_RING_MAX;
     r->n--;

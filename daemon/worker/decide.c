@@ -1,7 +1,7 @@
 /* decide.c -- deciding a chunk (see decide.h). The results stay on the
  * chunk's items as engine_result structs, not as JSON: the encoder writes
- * each result straight into the transaction, so a result is formatted once
- * and copied once, as before deciding and encoding were separate.
+ * each result straight into the transaction, so a result is formatted
+ * once and copied once.
  */
 #include "worker/decide.h"
 
@@ -29,7 +29,7 @@ static void decide_item(chunk *ch, chunk_item *it, engine *e, int64_t now)
     chunk_count_result(ch, it->res.status, it->res.reason);
 }
 
-void chunk_decide(chunk *ch, engine *e, int64_t now, size_t from, size_t to)
+void decide_chunk(chunk *ch, engine *e, int64_t now, size_t from, size_t to)
 {
     if (from == 0) engine_expire(e, now);
     if (to > ch->n_items) to = ch->n_items;

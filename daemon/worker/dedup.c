@@ -66,13 +66,19 @@ size_t dedup_ask(dedup *d, chunk *ch, argbuf *a, const char *results_key)
     return asked;
 }
 
+/* A reply with fewer (or more) elements than ids asked cannot be matched
+ * to the ids: an id left without its element would be decided a second
+ * time, so such a reply is refused before anything is marked. */
 int dedup_take_reply(chunk *ch, const redisReply *r)
 {
-    if (r->type != REDIS_REPLY_ARRAY) return -EPROTO;
+    if (!r || r->type != REDIS_REPLY_ARRAY) return -EPROTO;
+    size_t asked = 0;
+    for (size_t i = 0; i < ch->n_items; i++) asked += ch->items[i].asked != 0;
+    if (r->elements != asked) return -EPROTO;
     size_t k = 0;
     for (size_t i = 0; i < ch->n_items; i++) {
         if (!ch->items[i].asked) continue;
-        if (k < r->elements && r->element[k]->type != REDIS_REPLY_NIL) ch->items[i].dup = 1;
+        if (r->element[k]->type != REDIS_REPLY_NIL) ch->items[i].dup = 1;
         k++;
     }
     return 0;

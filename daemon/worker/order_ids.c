@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/numtext.h"
+
 void order_ids_init(order_ids *o, const char *prefix, uint64_t chunk, uint64_t key_proposal)
 {
     memset(o, 0, sizeof *o);
@@ -41,7 +43,9 @@ int order_ids_take(order_ids *o, const redisReply *r, uint64_t need)
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
         r->element[1]->type != REDIS_REPLY_INTEGER)
         return -EPROTO;
-    o->block.key = strtoull(r->element[0]->str, NULL, 16);
+    /* the key is the hex an allocd proposed (key_hex): anything else is a
+     * damaged counter, and a made-up key could repeat another's order ids */
+    if (numtext_parse_hex_u64(r->element[0]->str, &o->block.key) < 0) return -EPROTO;
     o->block.end = (uint64_t)r->element[1]->integer + 1;
     o->block.next = o->block.end - order_ids_block_size(o, need);
     return 0;

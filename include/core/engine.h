@@ -9,12 +9,13 @@
  * reproducible: a test can replay any sequence of requests and times and get
  * the same results, byte for byte.
  *
- * The batch worker (batch_worker.c) is the imperative shell around it: it
- * loads state from Redis with the engine_load_* calls, feeds parsed requests
- * to engine_decide(), then drains what changed (dirty users and items, new
- * participants, log events) and writes it back in one atomic step. If that
- * write fails the worker throws the engine away and loads a fresh one, so
- * the engine never needs to undo anything.
+ * The worker modules are the imperative shell around it: batch_load.c and
+ * wire/state_load.c load state from Redis with the engine_load_* calls,
+ * decide.c feeds a chunk's parsed requests to engine_decide(), and
+ * apply_txn.c drains what changed (dirty users and items, new participants,
+ * log events) into one atomic transaction; batch_worker.c only sequences
+ * them. If that write fails the worker throws the engine away and loads a
+ * fresh one, so the engine never needs to undo anything.
  *
  * Strings passed in are copied when the engine keeps them; pointers the engine
  * hands out (item ids, user ids) stay valid until engine_free(). Event `req`
@@ -255,7 +256,8 @@ void engine_user_view_at(const engine *e, size_t i, engine_user_view *v);
 /* Users whose holding changed (their holders entry must be rewritten, or
  * deleted when the view holds nothing), items whose free changed or whose
  * capacity changed, users seen for the first time, and events in order.
- * engine_drain_clear() forgets all of them (call after a successful write). */
+ * engine_drain_clear() forgets all of them (call once they are encoded
+ * for writing; a write that then fails must reload the engine). */
 size_t engine_dirty_user_count(const engine *e);
 void engine_dirty_user_at(const engine *e, size_t i, engine_user_view *v);
 size_t engine_dirty_item_count(const engine *e);

@@ -23,5 +23,7 @@ size_t numtext_i64(char *out, int64_t v);
 int numtext_parse_i64(const char *s, int64_t *out);
 /* Digits only, within range of uint64_t. 0 or -1. */
 int numtext_parse_u64(const char *s, uint64_t *out);
+/* Hex digits only (either case, no "0x"), at most 16 of them. 0 or -1. */
+int numtext_parse_hex_u64(const char *s, uint64_t *out);
 
 #endif

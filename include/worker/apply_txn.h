@@ -55,8 +55,11 @@ typedef struct apply_txn_ctx {
 
 /* Writes the chunk's whole transaction into out (reset first), as one
  * argbuf command per Redis command (args_slices gives them). ch must be
- * decided at ctx->now on e, and e's changes not drained yet; the caller
- * calls engine_drain_clear(e) once the transaction is sent. 0, or -ENOMEM. */
+ * decided at ctx->now on e, and e's changes not drained yet. The caller
+ * calls engine_drain_clear(e) as soon as this returns 0, before the send:
+ * out then holds every change, the next chunk's drain must start empty,
+ * and a send or apply that fails reloads the engine from Redis, so the
+ * lists are never needed again. 0, or -ENOMEM. */
 int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e);
 
 #endif

@@ -72,8 +72,10 @@ void batch_load_init(batch_load *l, redis_conn *conn, const allocd_config *cfg,
                      const char *batch, dedup *d, const batch_load_callbacks *cb, void *data);
 /* Starts a load (dropping what an earlier one built, and the dedup
  * filter). trip_key: FENCE's trip key for the lease token now held; seed:
- * the new engine's hash seed. 0, or -ENOTCONN: not everything could be
- * sent (the connection is down; its on_ready starts a new load). */
+ * the new engine's hash seed. 0; -ENOTCONN: not everything could be sent
+ * (the connection is down; its on_ready starts a new load); or another
+ * negative errno (-ENOMEM, -EINVAL) from the first send refused, which no
+ * reconnect will cure. */
 int batch_load_start(batch_load *l, const char *trip_key, uint64_t seed);
 /* The last step: the ids with a result, page by page; then on_done. */
 void batch_load_scan(batch_load *l);

@@ -39,7 +39,7 @@ typedef struct batch_worker_stats {
     metrics_hist decide;      /* seconds the engine spent on a chunk */
     metrics_hist apply;       /* seconds from sending the apply to its reply */
     metrics_hist latency;     /* seconds from take reply to apply reply */
-    uint64_t reconnects;      /* failures of the worker's three connections */
+    uint64_t reconnects;      /* failures of the worker's four connections */
 } batch_worker_stats;
 
 /* Starts serving `batch` (connects, loads, serves). Returns 0 or -EINVAL

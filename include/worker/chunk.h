@@ -38,7 +38,7 @@ typedef struct chunk_item {
     uint64_t id_hash;         /* keyed hash of the id (dedup, idfilter) */
     char *raw;                /* copy of the bytes, only for dead entries */
     size_t raw_len;
-    /* What the engine answered (chunk_decide). Only meaningful when the
+    /* What the engine answered (decide_chunk). Only meaningful when the
      * item has a result (chunk_item_answered) and q.outcome is REQUEST_OK;
      * pointers in it live as long as the engine. */
     engine_result res;

@@ -24,6 +24,6 @@
  * records them. Dead and duplicate items are only counted. Check
  * engine_error() afterwards: after an allocation failure the results are
  * not to be written. */
-void chunk_decide(chunk *ch, engine *e, int64_t now, size_t from, size_t to);
+void decide_chunk(chunk *ch, engine *e, int64_t now, size_t from, size_t to);
 
 #endif

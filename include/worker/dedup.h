@@ -50,7 +50,9 @@ int dedup_add_answered(dedup *d, const char *id, size_t len);
  * result>` into a (reset first). Returns how many ids it asks about: 0
  * means there is nothing to send. Check args_failed(a). */
 size_t dedup_ask(dedup *d, chunk *ch, argbuf *a, const char *results_key);
-/* The HMGET's reply: the ids it found are duplicates. 0 or -EPROTO. */
+/* The HMGET's reply: the ids it found are duplicates. 0, or -EPROTO when
+ * the reply is not an array of exactly one element per id asked (the
+ * count dedup_ask returned); then nothing is marked. */
 int dedup_take_reply(chunk *ch, const redisReply *r);
 /* Marks ch's items whose id occurs in an older chunk of the ring or
  * earlier in ch. 0 or -ENOMEM. */

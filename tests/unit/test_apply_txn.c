@@ -1,7 +1,7 @@
 /* test_apply_txn.c -- the exact bytes a decided chunk writes to Redis.
  *
  * Each tests/data/apply_txn/NAME.case sets a batch up, decides one chunk
- * with the worker's own chunk_decide (worker/decide.h) and encodes it with
+ * with the worker's own decide_chunk (worker/decide.h) and encodes it with
  * apply_txn_encode (worker/apply_txn.h) under a fixed context: batch "b"
  * with prefix "alloc", a fixed lease token and epoch, now = NOW below. The
  * RESP bytes -- every command of the transaction, back to back, as they go
@@ -285,7 +285,7 @@ static void run_case(void **state)
     c->line = 0;
     if (!c->chunk_set) CASE_FAIL(c, "no 'chunk' line");
     finish_chunk(c);
-    chunk_decide(&c->ch, eng(c), NOW, 0, c->ch.n_items);
+    decide_chunk(&c->ch, eng(c), NOW, 0, c->ch.n_items);
     assert_int_equal(engine_error(c->e), 0);
     assert_int_equal(apply_txn_encode(&c->out, &c->ctx, &c->ch, c->e), 0);
     redis_slice cmds[256];

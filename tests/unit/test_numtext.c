@@ -61,6 +61,16 @@ static void test_parsers_are_strict(void **state)
     assert_int_equal(numtext_parse_u64("18446744073709551616", &u), -1);
     assert_int_equal(numtext_parse_i64(NULL, &v), -1);
     assert_true(u == 42);
+    uint64_t h;
+    assert_int_equal(numtext_parse_hex_u64("00ff00FF00ff00Ff", &h), 0);
+    assert_true(h == UINT64_C(0x00ff00ff00ff00ff));
+    assert_int_equal(numtext_parse_hex_u64("a", &h), 0);
+    assert_true(h == 10);
+    assert_int_equal(numtext_parse_hex_u64("", &h), -1);
+    assert_int_equal(numtext_parse_hex_u64("0x1", &h), -1);
+    assert_int_equal(numtext_parse_hex_u64("1g", &h), -1);
+    assert_int_equal(numtext_parse_hex_u64(" 1", &h), -1);
+    assert_int_equal(numtext_parse_hex_u64("10000000000000000", &h), -1);
 }
 
 static void test_base64(void **state)

@@ -7,21 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
 #include <jansson.h>
 
-#include "base/clock.h"
+#include "base/random.h"
 #include "allocctl/ctl_items.h"
 #include "allocctl/ctl_queue.h"
 #include "wire/request.h"
 
 static void random_id(char *buf, size_t len, const char *prefix)
 {
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != sizeof v)
-        v = (uint64_t)clock_wall_ms() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
-    snprintf(buf, len, "%s%016" PRIx64, prefix, v);
+    snprintf(buf, len, "%s%016" PRIx64, prefix, random_u64());
 }
 
 typedef struct push_opts {
