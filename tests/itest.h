@@ -35,6 +35,11 @@ void itest_expect(itest *t, const char *b, const char *id, const char *status,
                   const char *detail);
 /* Lines of the daemon's log containing needle. */
 int itest_count_in_log(const harness_allocd *d, const char *needle);
+/* A loopback TCP port free right now (for metrics_listen). */
+int itest_free_port(void);
+/* GET path on 127.0.0.1:port; the malloc'd response (headers and body),
+ * or NULL when nothing answers. */
+char *itest_http_get(int port, const char *path);
 /* Runs a shell command line (printf-style); its exit status, -1 if killed. */
 int itest_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

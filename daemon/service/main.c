@@ -7,6 +7,7 @@
  * that can change while running.
  */
 #include <signal.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,12 @@ static void render_metrics(jsonw *out, void *data)
     metrics_value(out, "allocd_uptime_seconds", "", (double)(uv_hrtime() - d->started_ns) / 1e9);
     metrics_header(out, "allocd_loop_idle_seconds_total", "counter", "Time the event loop spent waiting for events.");
     metrics_value(out, "allocd_loop_idle_seconds_total", "", (double)uv_metrics_idle_time(d->loop) / 1e9);
+    /* glibc's count of bytes handed out and not freed: unlike RSS it does
+     * not move when the allocator keeps or trims free memory, so growth
+     * under a steady load means a leak */
+    struct mallinfo2 mi = mallinfo2();
+    metrics_header(out, "allocd_heap_inuse_bytes", "gauge", "Heap bytes allocated and not freed (glibc mallinfo2).");
+    metrics_value(out, "allocd_heap_inuse_bytes", "", (double)(mi.uordblks + mi.hblkhd));
     metrics_header(out, "allocd_batches", "gauge", "Batches served.");
     metrics_value(out, "allocd_batches", "", d->reg ? (double)registry_batch_count(d->reg) : 0);
     metrics_header(out, "allocd_redis_up", "gauge", "1 when the registry's Redis connection is ready.");

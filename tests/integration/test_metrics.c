@@ -15,36 +15,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-/* GET path; returns malloc'd response (headers and body) or NULL. */
-static char *http_get(int port, const char *path)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) { close(fd); return NULL; }
-    char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
-    if (write(fd, req, (size_t)n) != n) { close(fd); return NULL; }
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    ssize_t r;
-    while ((r = read(fd, buf + len, cap - 1 - len)) > 0) len += (size_t)r;
-    buf[len] = '\0';
-    close(fd);
-    return buf;
-}
+#include "itest.h"
 
 /* The value of the sample line "SERIES VALUE". */
 static double metric(const char *text, const char *series)
@@ -67,7 +38,7 @@ static void test_metrics_endpoint(void **state)
     freeReplyObject(r);
     r = redisCommand(c, "SADD alloc:batches m1");
     freeReplyObject(r);
-    int port = free_port();
+    int port = itest_free_port();
     char conf[128];
     /* an instance name with a quote and a backslash must not break the
      * scrape: label values are escaped per the exposition format */
@@ -84,7 +55,7 @@ static void test_metrics_endpoint(void **state)
     harness_sleep_ms(200);
 
     char *text = NULL;
-    for (int i = 0; i < 50 && !text; i++) { text = http_get(port, "/metrics"); if (!text) harness_sleep_ms(50); }
+    for (int i = 0; i < 50 && !text; i++) { text = itest_http_get(port, "/metrics"); if (!text) harness_sleep_ms(50); }
     assert_non_null(text);
     assert_non_null(strstr(text, "HTTP/1.1 200 OK"));
     assert_non_null(strstr(text, "text/plain; version=0.0.4"));
@@ -103,7 +74,7 @@ static void test_metrics_endpoint(void **state)
     assert_non_null(strstr(text, "allocd_info{version=\""));
     assert_non_null(strstr(text, ",instance=\"web\\\"1\\\\x\"} 1\n"));
     free(text);
-    text = http_get(port, "/nope");
+    text = itest_http_get(port, "/nope");
     assert_non_null(text);
     assert_non_null(strstr(text, "404"));
     free(text);
