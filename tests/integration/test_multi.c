@@ -217,9 +217,9 @@ static void test_spread_and_takeover(void **state)
 /* A paused owner loses its lease; the other instance takes over; the
  * paused one, resumed, must not write: every request is applied once, and
  * Redis executed no write of the batch from an instance that did not hold
- * the lease. The resumed owner may learn it lost the lease four ways (its
- * clock, a refused renewal, a FENCED apply, its registry stopping the
- * worker); which one does not matter. */
+ * the lease. The resumed owner may learn it lost the lease in several ways
+ * (its lease timer, the check before a write, a refused renewal, a FENCED
+ * apply, its registry stopping the worker); which one does not matter. */
 static void test_paused_owner_is_fenced(void **state)
 {
     harness_redis redis;
@@ -271,10 +271,13 @@ static void test_paused_owner_is_fenced(void **state)
     assert_int_equal(audit.writes[2], 0);
     assert_int_equal(audit.stale_writes, 0);
     /* and the resumed instance let go of the batch, one way or another:
-     * its lease ran out on its clock or a renewal was refused ("lease
-     * failed"), an apply was refused (FENCED), or its registry, seeing the
-     * batch placed on the other instance, stopped the worker first */
+     * the lease timer found it run out on our clock or a renewal refused
+     * ("lease failed"), the check before a take or an apply found it run
+     * out first ("not valid any more"), an apply was refused (FENCED), or
+     * its registry, seeing the batch placed on the other instance, stopped
+     * the worker */
     int let_go = itest_count_in_log(owner, "batch f1: lease failed") +
+                 itest_count_in_log(owner, "the lease is not valid any more") +
                  itest_count_in_log(owner, "FENCED") +
                  itest_count_in_log(owner, "registry: batch f1: ");
     if (!let_go) harness_allocd_dump_log(owner);
