@@ -95,15 +95,6 @@ void harness_allocd_dump_log(const harness_allocd *d)
     fclose(f);
 }
 
-long long harness_int(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    long long v = proc_vint(c, fmt, ap);
-    va_end(ap);
-    return v;
-}
-
 char *harness_str(redisContext *c, const char *fmt, ...)
 {
     va_list ap;
@@ -122,7 +113,7 @@ long long harness_wait_hlen(redisContext *c, const char *key, long long n,
 {
     long long len = -1;
     for (int waited = 0; waited <= timeout_ms; waited += 10) {
-        len = harness_int(c, "HLEN %s", key);
+        len = proc_int(c, "HLEN %s", key);
         if (len >= n) break;
         harness_sleep_ms(10);
     }

@@ -68,8 +68,7 @@ void harness_track_dir(const char *dir);
 int64_t harness_now_ms(void);
 void harness_sleep_ms(int ms);
 
-/* Runs a command and returns its integer reply (or -1). */
-long long harness_int(redisContext *c, const char *fmt, ...);
+/* A command's integer reply is proc_int (tools/proc/proc.h). */
 /* Runs a command and returns a malloc'd string reply (or NULL). */
 char *harness_str(redisContext *c, const char *fmt, ...);
 /* Polls until HLEN key >= n or timeout; returns the last HLEN. */

@@ -17,13 +17,11 @@ passed=0; failed=0; broken=""; leftovers=""
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/allocd-tests-XXXXXX") || exit 1
 run_id="run-$$-$(date +%s)"
 
-# The pids of live processes whose environment holds ALLOCD_TEST_RUN=$1.
+# The pids of live processes whose environment holds ALLOCD_TEST_RUN=$1
+# (one grep over every environ file; -z: entries are NUL-separated).
 marked_pids() {
-    for env in /proc/[0-9]*/environ; do
-        pid=${env#/proc/}; pid=${pid%/environ}
-        [ "$pid" = "$$" ] && continue
-        { tr '\0' '\n' < "$env"; } 2>/dev/null | grep -qxF "ALLOCD_TEST_RUN=$1" && echo "$pid"
-    done
+    grep -lzxF "ALLOCD_TEST_RUN=$1" /proc/[0-9]*/environ 2>/dev/null |
+        sed 's|^/proc/\([0-9]*\)/environ$|\1|' | grep -vx "$$"
 }
 
 # Lists, kills and removes what the binary $1 left behind; non-zero if any.

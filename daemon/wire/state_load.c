@@ -44,16 +44,27 @@ static int load_stock_orders(engine *e, const char *user, json_t *orders,
     return 0;
 }
 
-int state_load_holder(engine *e, const char *user, const char *json,
-                      size_t len, char *err, size_t errlen)
+/* The JSON object a saved value must be, or NULL with the message (a
+ * format naming `name` once) in err. */
+static json_t *load_object(const char *json, size_t len, const char *msg, const char *name,
+                           char *err, size_t errlen)
+    __attribute__((format(printf, 3, 0)));
+static json_t *load_object(const char *json, size_t len, const char *msg, const char *name,
+                           char *err, size_t errlen)
 {
     json_error_t jerr;
     json_t *doc = json_loadb(json, len, 0, &jerr);
-    if (!json_is_object(doc)) {
-        snprintf(err, errlen, "holder '%s': not a JSON object", user);
-        json_decref(doc);
-        return -1;
-    }
+    if (json_is_object(doc)) return doc;
+    snprintf(err, errlen, msg, name);
+    json_decref(doc);
+    return NULL;
+}
+
+int state_load_holder(engine *e, const char *user, const char *json,
+                      size_t len, char *err, size_t errlen)
+{
+    json_t *doc = load_object(json, len, "holder '%s': not a JSON object", user, err, errlen);
+    if (!doc) return -1;
     int rc = 0;
     json_t *item = json_object_get(doc, "item"), *orders = json_object_get(doc, "orders");
     if (json_is_string(item)) {
@@ -100,13 +111,8 @@ int state_load_ended(engine *e, const char *order, const char *json,
 int state_load_attrs(engine *e, const char *item, const char *json,
                      size_t len, char *err, size_t errlen)
 {
-    json_error_t jerr;
-    json_t *doc = json_loadb(json, len, 0, &jerr);
-    if (!json_is_object(doc)) {
-        snprintf(err, errlen, "attrs of '%s' is not a JSON object", item);
-        json_decref(doc);
-        return -1;
-    }
+    json_t *doc = load_object(json, len, "attrs of '%s' is not a JSON object", item, err, errlen);
+    if (!doc) return -1;
     const char *key;
     json_t *val;
     int rc = 0;

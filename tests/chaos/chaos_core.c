@@ -395,7 +395,7 @@ static redisReply *rcmd(chaos_ctx *cx, rconn *rc, uint16_t slot, const char *fmt
     return r;
 }
 
-/* harness_int over the router: integer or numeric string, 0 for nil, -1 else. */
+/* proc_int over the router: integer or numeric string, 0 for nil, -1 else. */
 static long long rint_(chaos_ctx *cx, rconn *rc, uint16_t slot, const char *fmt, ...)
 {
     va_list ap;

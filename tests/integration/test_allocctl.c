@@ -199,7 +199,7 @@ static void wait_idle(fixture *f, const char *batch)
     char key[128];
     snprintf(key, sizeof key, "alloc:{%s}:queue", batch);
     for (int i = 0; i < 500; i++) {
-        long long q = harness_int(f->c, "LLEN %s", key);
+        long long q = proc_int(f->c, "LLEN %s", key);
         if (q == 0) break;
         harness_sleep_ms(10);
     }
@@ -217,10 +217,10 @@ static void test_create_from_csv(void **state)
     char *v = harness_str(f->c, "HGET alloc:{dorm}:meta kind");
     assert_string_equal(v, "room");
     free(v);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{dorm}:meta max_group"), 3);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{dorm}:meta opens_at"), 1767258000000LL);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{dorm}:capacity R102"), 3);
-    assert_int_equal(harness_int(f->c, "HLEN alloc:{dorm}:capacity"), 4);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{dorm}:meta max_group"), 3);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{dorm}:meta opens_at"), 1767258000000LL);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{dorm}:capacity R102"), 3);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{dorm}:capacity"), 4);
     v = harness_str(f->c, "HGET alloc:{dorm}:attrs R101");
     assert_string_equal(v, "{\"building\":\"7\",\"floor\":1,\"gender\":\"F\"}");
     free(v);
@@ -230,20 +230,20 @@ static void test_create_from_csv(void **state)
     v = harness_str(f->c, "HGET alloc:{dorm}:attrs R202");   /* 007 is no JSON number */
     assert_string_equal(v, "{\"building\":8,\"floor\":2,\"gender\":\"M\",\"note\":\"007\"}");
     free(v);
-    assert_int_equal(harness_int(f->c, "SISMEMBER alloc:batches dorm"), 1);
+    assert_int_equal(proc_int(f->c, "SISMEMBER alloc:batches dorm"), 1);
 
     /* an existing batch is refused, --replace rewrites it */
     out = CTL(f, 1, "batch", "create", "dorm", "--kind", "room", "--from", DATA "rooms.json");
     contains(out, "already exists");
     free(out);
-    assert_int_equal(harness_int(f->c, "HLEN alloc:{dorm}:capacity"), 4);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{dorm}:capacity"), 4);
     itest_cmd(f->c, "RPUSH alloc:{dorm}:queue leftover");
     out = CTL(f, 0, "batch", "create", "dorm", "--kind", "room", "--from", DATA "rooms.json", "--replace");
     free(out);
-    assert_int_equal(harness_int(f->c, "HLEN alloc:{dorm}:capacity"), 3);
-    assert_int_equal(harness_int(f->c, "EXISTS alloc:{dorm}:queue"), 0);
-    assert_int_equal(harness_int(f->c, "HEXISTS alloc:{dorm}:meta max_group"), 0);
-    assert_int_equal(harness_int(f->c, "SISMEMBER alloc:batches dorm"), 1);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{dorm}:capacity"), 3);
+    assert_int_equal(proc_int(f->c, "EXISTS alloc:{dorm}:queue"), 0);
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{dorm}:meta max_group"), 0);
+    assert_int_equal(proc_int(f->c, "SISMEMBER alloc:batches dorm"), 1);
 
     out = CTL(f, 0, "batch", "list");
     contains(out, "dorm\troom");
@@ -251,8 +251,8 @@ static void test_create_from_csv(void **state)
     out = CTL(f, 0, "batch", "rm", "dorm");
     contains(out, "keys are kept");
     free(out);
-    assert_int_equal(harness_int(f->c, "SISMEMBER alloc:batches dorm"), 0);
-    assert_int_equal(harness_int(f->c, "EXISTS alloc:{dorm}:meta"), 1);
+    assert_int_equal(proc_int(f->c, "SISMEMBER alloc:batches dorm"), 0);
+    assert_int_equal(proc_int(f->c, "EXISTS alloc:{dorm}:meta"), 1);
     free(CTL(f, 1, "batch", "rm", "dorm"));
 }
 
@@ -262,23 +262,23 @@ static void test_create_from_json(void **state)
     free(CTL(f, 0, "batch", "create", "sale", "--kind", "stock", "--from", DATA "stock.json",
              "--per-user", "2", "--hold-ms", "500", "--early", "shuffle", "--rate-max", "5",
              "--rate-window-ms", "1000", "--penalty-ms", "2000"));
-    assert_int_equal(harness_int(f->c, "HGET alloc:{sale}:capacity sku1"), 10);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{sale}:capacity sku3"), 0);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{sale}:meta per_user"), 2);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{sale}:meta hold_ms"), 500);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{sale}:meta penalty_ms"), 2000);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{sale}:capacity sku1"), 10);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{sale}:capacity sku3"), 0);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{sale}:meta per_user"), 2);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{sale}:meta hold_ms"), 500);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{sale}:meta penalty_ms"), 2000);
     char *v = harness_str(f->c, "HGET alloc:{sale}:meta early");
     assert_string_equal(v, "shuffle");
     free(v);
-    assert_int_equal(harness_int(f->c, "EXISTS alloc:{sale}:attrs"), 0);
+    assert_int_equal(proc_int(f->c, "EXISTS alloc:{sale}:attrs"), 0);
 
     free(CTL(f, 0, "batch", "create", "dorm2", "--kind", "room", "--from", DATA "rooms.json"));
     v = harness_str(f->c, "HGET alloc:{dorm2}:attrs A2");
     assert_string_equal(v, "{\"building\":\"A\",\"floor\":2}");
     free(v);
-    assert_int_equal(harness_int(f->c, "HEXISTS alloc:{dorm2}:attrs B1"), 0);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{dorm2}:capacity B1"), 3);
-    assert_int_equal(harness_int(f->c, "SCARD alloc:batches"), 2);
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{dorm2}:attrs B1"), 0);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{dorm2}:capacity B1"), 3);
+    assert_int_equal(proc_int(f->c, "SCARD alloc:batches"), 2);
 
     /* usage errors */
     free(CTL(f, 2, "batch", "create", "x", "--kind", "shop", "--from", DATA "stock.json"));
@@ -314,8 +314,8 @@ static void test_bad_files_name_the_line(void **state)
         contains(out, cases[i].what);
         free(out);
     }
-    assert_int_equal(harness_int(f->c, "EXISTS alloc:{b1}:meta alloc:{b1}:capacity"), 0);
-    assert_int_equal(harness_int(f->c, "EXISTS alloc:batches"), 0);
+    assert_int_equal(proc_int(f->c, "EXISTS alloc:{b1}:meta alloc:{b1}:capacity"), 0);
+    assert_int_equal(proc_int(f->c, "EXISTS alloc:batches"), 0);
 }
 
 /* ---- push, status, wait ------------------------------------------------ */
@@ -574,9 +574,9 @@ static void test_dead_list_and_requeue(void **state)
     contains(out, "requeued dead entry 0: ordinal=4");
     contains(out, "ordinal=5");
     free(out);
-    for (int i = 0; i < 500 && harness_int(f->c, "HGET alloc:{dd}:stats dead") < 4; i++) harness_sleep_ms(10);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{dd}:stats dead"), 4);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{dd}:dead"), 2);
+    for (int i = 0; i < 500 && proc_int(f->c, "HGET alloc:{dd}:stats dead") < 4; i++) harness_sleep_ms(10);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{dd}:stats dead"), 4);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{dd}:dead"), 2);
     char *d = harness_str(f->c, "LINDEX alloc:{dd}:dead 1");
     contains(d, "\"raw_base64\":\"/wB6eg==\"");
     free(d);
@@ -589,7 +589,7 @@ static void test_dead_list_and_requeue(void **state)
     contains(out, "requeued dead entry 2: ordinal=6");
     free(out);
     expect_status(f, "dd", "fixed", "granted");
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{dd}:dead"), 2);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{dd}:dead"), 2);
     free(CTL(f, 1, "dead", "dd", "--requeue", "--index", "7"));
     out = CTL(f, 0, "dead", "dd", "--limit", "1");
     contains(out, "(1 shown; --limit 0 shows all)");
@@ -606,7 +606,7 @@ static void test_top_snapshot_without_tty(void **state)
     char id[80];
     PUSH(f, id, "t1", "--user", "u1", "--op", "buy", "--item", "sku1", "--qty", "1", "--id", "x1");
     expect_status(f, "t1", "x1", "granted");
-    for (int i = 0; i < 300 && harness_int(f->c, "HGET alloc:{t1}:stats free_units") != 14; i++)
+    for (int i = 0; i < 300 && proc_int(f->c, "HGET alloc:{t1}:stats free_units") != 14; i++)
         harness_sleep_ms(10);
     char *out = CTL(f, 0, "top");
     contains(out, "BATCH");

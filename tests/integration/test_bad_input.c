@@ -227,7 +227,7 @@ static json_t *result_of(fixture *f, const char *id)
 
 static void one_round(fixture *f, int round)
 {
-    long long dead_before = harness_int(f->c, "LLEN alloc:{bad}:dead");
+    long long dead_before = proc_int(f->c, "LLEN alloc:{bad}:dead");
     char **ids = calloc(f->n, sizeof *ids);
     char last_valid[64] = "";
     for (size_t i = 0; i < f->n; i++) {
@@ -309,13 +309,13 @@ static void one_round(fixture *f, int round)
     }
     freeReplyObject(dl);
     free(ids);
-    long long d = harness_int(f->c, "HGET alloc:{bad}:stats dequeued"),
-              p = harness_int(f->c, "HGET alloc:{bad}:stats processed"),
-              dd = harness_int(f->c, "HGET alloc:{bad}:stats dead"),
-              du = harness_int(f->c, "HGET alloc:{bad}:stats duplicates");
+    long long d = proc_int(f->c, "HGET alloc:{bad}:stats dequeued"),
+              p = proc_int(f->c, "HGET alloc:{bad}:stats processed"),
+              dd = proc_int(f->c, "HGET alloc:{bad}:stats dead"),
+              du = proc_int(f->c, "HGET alloc:{bad}:stats duplicates");
     if (d != p + dd + du) fail_msg("round %d: dequeued %lld != processed %lld + dead %lld + duplicates %lld", round, d, p, dd, du);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{bad}:dead"), dd);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{bad}:queue"), 0);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{bad}:dead"), dd);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{bad}:queue"), 0);
 }
 
 static void test_corpus_rounds_and_memory(void **state)

@@ -141,9 +141,9 @@ static void test_redis_restart_while_serving(void **state)
     if (n != 6000) harness_allocd_dump_log(&d);
     assert_int_equal(n, 6000);
     harness_sleep_ms(300);
-    assert_int_equal(harness_int(c, "HGET alloc:{r1}:free sku"), 100000 - 6000);
-    assert_int_equal(harness_int(c, "HGET alloc:{r1}:stats granted"), 6000);
-    assert_int_equal(harness_int(c, "XLEN alloc:{r1}:log"), 6000);
+    assert_int_equal(proc_int(c, "HGET alloc:{r1}:free sku"), 100000 - 6000);
+    assert_int_equal(proc_int(c, "HGET alloc:{r1}:stats granted"), 6000);
+    assert_int_equal(proc_int(c, "XLEN alloc:{r1}:log"), 6000);
     assert_true(harness_allocd_alive(&d));
     assert_true(itest_count_in_log(&d, "connection lost") >= 1);
     assert_int_equal(harness_allocd_stop(&d), 0);
@@ -171,8 +171,8 @@ static void test_slow_redis(void **state)
     if (n != 4000) harness_allocd_dump_log(&d);
     assert_int_equal(n, 4000);
     harness_sleep_ms(300);
-    assert_int_equal(harness_int(c, "HGET alloc:{s1}:free sku"), 100000 - 4000);
-    assert_int_equal(harness_int(c, "XLEN alloc:{s1}:log"), 4000);
+    assert_int_equal(proc_int(c, "HGET alloc:{s1}:free sku"), 100000 - 4000);
+    assert_int_equal(proc_int(c, "XLEN alloc:{s1}:log"), 4000);
     assert_true(itest_count_in_log(&d, "timeout") >= 1); /* the deadline did fire */
     assert_int_equal(harness_allocd_stop(&d), 0);
     redisFree(c);
@@ -199,16 +199,16 @@ static void test_poison_request_goes_to_dead(void **state)
     long long n = harness_wait_hlen(c, "alloc:{p1}:results", 19, 15000);
     if (n != 19) harness_allocd_dump_log(&d);
     assert_int_equal(n, 19);
-    for (int w = 0; w < 300 && harness_int(c, "LLEN alloc:{p1}:dead") < 1; w++) harness_sleep_ms(10);
-    assert_int_equal(harness_int(c, "LLEN alloc:{p1}:dead"), 1);
+    for (int w = 0; w < 300 && proc_int(c, "LLEN alloc:{p1}:dead") < 1; w++) harness_sleep_ms(10);
+    assert_int_equal(proc_int(c, "LLEN alloc:{p1}:dead"), 1);
     char *dead = harness_str(c, "LINDEX alloc:{p1}:dead 0");
     assert_non_null(strstr(dead, "could not be applied after 4 attempts"));
     assert_non_null(strstr(dead, "poison5"));
     free(dead);
-    assert_int_equal(harness_int(c, "HEXISTS alloc:{p1}:results poison5"), 0);
-    assert_int_equal(harness_int(c, "HGET alloc:{p1}:stats dead"), 1);
-    assert_int_equal(harness_int(c, "HGET alloc:{p1}:stats processed"), 19);
-    assert_int_equal(harness_int(c, "HGET alloc:{p1}:free sku"), 1000 - 19);
+    assert_int_equal(proc_int(c, "HEXISTS alloc:{p1}:results poison5"), 0);
+    assert_int_equal(proc_int(c, "HGET alloc:{p1}:stats dead"), 1);
+    assert_int_equal(proc_int(c, "HGET alloc:{p1}:stats processed"), 19);
+    assert_int_equal(proc_int(c, "HGET alloc:{p1}:free sku"), 1000 - 19);
     assert_true(itest_count_in_log(&d, "one request at a time") >= 1);
     assert_int_equal(harness_allocd_stop(&d), 0);
     redisFree(c);

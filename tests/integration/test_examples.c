@@ -361,7 +361,7 @@ static int run_scenario(int lang_id, const char *tag, const step *steps, size_t 
                 char beat[256], batch[80], pct[32];
                 if (!find_line(out, "beat id=", beat, sizeof beat)) FAILF("granted without a 'beat' line");
                 step_batch(s->prog, args, batch, sizeof batch);
-                long long part = harness_int(c, "HGET alloc:{%s}:stats participants", batch);
+                long long part = proc_int(c, "HGET alloc:{%s}:stats participants", batch);
                 long long want = part > 0 ? 100 * (part - atoll(rank)) / part : 0;
                 if (want < 0) want = 0;
                 field(beat, "percent", pct, sizeof pct);
@@ -649,14 +649,14 @@ static void test_books_balance_after_examples(void **state)
         if (f->langs[i].unavailable) continue;
         char key[80];
         snprintf(key, sizeof key, "%s-shop", f->langs[i].tag);
-        long long dq = harness_int(f->c, "HGET alloc:{%s}:stats dequeued", key);
-        long long pr = harness_int(f->c, "HGET alloc:{%s}:stats processed", key);
-        long long du = harness_int(f->c, "HGET alloc:{%s}:stats duplicates", key);
-        long long de = harness_int(f->c, "HGET alloc:{%s}:stats dead", key);
+        long long dq = proc_int(f->c, "HGET alloc:{%s}:stats dequeued", key);
+        long long pr = proc_int(f->c, "HGET alloc:{%s}:stats processed", key);
+        long long du = proc_int(f->c, "HGET alloc:{%s}:stats duplicates", key);
+        long long de = proc_int(f->c, "HGET alloc:{%s}:stats dead", key);
         assert_true(dq > 0);
         assert_int_equal(dq, pr + du + de);
         assert_int_equal(du, 1);               /* the one resubmission */
-        assert_int_equal(harness_int(f->c, "LLEN alloc:{%s}:queue", key), 0);
+        assert_int_equal(proc_int(f->c, "LLEN alloc:{%s}:queue", key), 0);
     }
 }
 

@@ -83,7 +83,7 @@ static void test_metrics_endpoint(void **state)
     r = redisCommand(c, "RPUSH alloc:{m1}:queue {\"id\":\"late\",\"user\":\"u9\",\"op\":\"buy\",\"item\":\"sku\"}");
     freeReplyObject(r);
     assert_int_equal(harness_wait_hlen(c, "alloc:{m1}:results", 11, 10000), 11);
-    long long p99 = harness_int(c, "HGET alloc:{m1}:stats decision_p99_us");
+    long long p99 = proc_int(c, "HGET alloc:{m1}:stats decision_p99_us");
     assert_true(p99 > 0);
     assert_int_equal(harness_allocd_stop(&d), 0);
     redisFree(c);

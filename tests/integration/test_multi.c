@@ -198,7 +198,7 @@ static void test_spread_and_takeover(void **state)
      * again: paused first, so that it is surely the owner when it dies */
     harness_allocd *dead = pause_owner(c, "m0", &a, &b);
     harness_allocd *alive = dead == &a ? &b : &a;
-    long long epoch = harness_int(c, "HGET alloc:{m0}:internal epoch");
+    long long epoch = proc_int(c, "HGET alloc:{m0}:internal epoch");
     int64_t t0 = harness_now_ms();
     harness_allocd_kill(dead);
     push(c, "m0", "after-kill");
@@ -206,7 +206,7 @@ static void test_spread_and_takeover(void **state)
     int64_t takeover = harness_now_ms() - t0;
     print_message("takeover after SIGKILL: %lld ms (lease TTL %d ms)\n", (long long)takeover, TTL_MS);
     assert_true(takeover <= TTL_MS + 1000 + 600);   /* + heartbeat staleness margin */
-    assert_int_equal(harness_int(c, "HGET alloc:{m0}:internal epoch"), epoch + 1); /* one new lease */
+    assert_int_equal(proc_int(c, "HGET alloc:{m0}:internal epoch"), epoch + 1); /* one new lease */
     for (size_t i = 0; i < NB; i++) push(c, batches[i], "second");
     for (size_t i = 0; i < NB; i++) assert_true(wait_served(c, batches[i], "second", 15000));
     assert_int_equal(harness_allocd_stop(alive), 0);
@@ -255,10 +255,10 @@ static void test_paused_owner_is_fenced(void **state)
     assert_true(wait_served(c, "f1", "r300", 15000));
     harness_sleep_ms(500);
     /* every request applied exactly once: 301 grants, 301 log entries */
-    assert_int_equal(harness_int(c, "HLEN alloc:{f1}:results"), 301);
-    assert_int_equal(harness_int(c, "HGET alloc:{f1}:stats granted"), 301);
-    assert_int_equal(harness_int(c, "XLEN alloc:{f1}:log"), 301);
-    assert_int_equal(harness_int(c, "HGET alloc:{f1}:free sku"), 1000000 - 301);
+    assert_int_equal(proc_int(c, "HLEN alloc:{f1}:results"), 301);
+    assert_int_equal(proc_int(c, "HGET alloc:{f1}:stats granted"), 301);
+    assert_int_equal(proc_int(c, "XLEN alloc:{f1}:log"), 301);
+    assert_int_equal(proc_int(c, "HGET alloc:{f1}:free sku"), 1000000 - 301);
     assert_int_equal(harness_allocd_stop(owner), 0);
     assert_int_equal(harness_allocd_stop(other), 0);
     harness_reap(monitor, SIGTERM);

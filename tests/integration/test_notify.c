@@ -95,7 +95,7 @@ static void test_notify_protocol_and_heartbeat(void **state)
     free(hb);
     redisReply *keys = redisCommand(c, "KEYS alloc:instance:*");
     assert_int_equal(keys->elements, 1);
-    long long ttl = harness_int(c, "PTTL %s", keys->element[0]->str);
+    long long ttl = proc_int(c, "PTTL %s", keys->element[0]->str);
     assert_true(ttl > 0 && ttl <= 2000);   /* liveness: 3 intervals, at least 2 s */
     char key[200];
     snprintf(key, sizeof key, "%s", keys->element[0]->str);
@@ -108,7 +108,7 @@ static void test_notify_protocol_and_heartbeat(void **state)
     assert_true(wait_for(&l, "STOPPING=1", 2000));
     for (int i = 0; i < 500 && harness_allocd_alive(&d); i++) harness_sleep_ms(10);
     assert_false(harness_allocd_alive(&d));          /* exits on its own after the drain */
-    assert_int_equal(harness_int(c, "EXISTS %s", key), 0);
+    assert_int_equal(proc_int(c, "EXISTS %s", key), 0);
     redisReply *all = redisCommand(c, "HVALS alloc:instances");
     assert_int_equal(all->elements, 1);
     assert_non_null(strstr(all->element[0]->str, "\"state\":\"stopped\""));

@@ -56,7 +56,7 @@ static void sale(fixture *f, int units, int hold_ms)
 
 static long long free_units(fixture *f)
 {
-    return harness_int(f->c, "HGET alloc:{rs}:free sku");
+    return proc_int(f->c, "HGET alloc:{rs}:free sku");
 }
 
 static void test_confirm_cancel_and_limits(void **state)
@@ -111,7 +111,7 @@ static void test_expiry_while_running(void **state)
     assert_int_equal(free_units(f), 5);
     assert_true(back - expires < 1000);
     print_message("units back %lld ms after expires_at\n", back - expires);
-    assert_int_equal(harness_int(f->c, "HEXISTS alloc:{rs}:holders ann"), 0);
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{rs}:holders ann"), 0);
     push(f, "{\"id\":\"c1\",\"user\":\"ann\",\"op\":\"confirm\",\"order\":\"%s\"}", o1);
     expect(f, "c1", "rejected", "expired");
     push(f, "{\"id\":\"k1\",\"user\":\"ann\",\"op\":\"cancel\",\"order\":\"%s\"}", o1);

@@ -36,7 +36,7 @@ static void dorm(fixture *f, const char *b, const char *meta)
 
 static long long hint(fixture *f, const char *b, const char *h, const char *field)
 {
-    return harness_int(f->c, "HGET alloc:{%s}:%s %s", b, h, field);
+    return proc_int(f->c, "HGET alloc:{%s}:%s %s", b, h, field);
 }
 
 static void test_every_op_and_reason(void **state)
@@ -95,8 +95,8 @@ static void test_every_op_and_reason(void **state)
     assert_string_equal(itest_jstr(hold, "req"), "g1");
     json_decref(hold);
     free(h);
-    assert_int_equal(harness_int(f->c, "HEXISTS alloc:{d1}:holders s1"), 0);
-    assert_int_equal(harness_int(f->c, "HLEN alloc:{d1}:holders"), 5);
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{d1}:holders s1"), 0);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{d1}:holders"), 5);
     assert_int_equal(hint(f, "d1", "stats", "free_units"), 5);
 }
 
@@ -150,7 +150,7 @@ static void test_shuffle_lottery(void **state)
     char *st = harness_str(f->c, "HGET alloc:{lot}:stats state");
     assert_string_equal(st, "waiting");
     free(st);
-    assert_int_equal(harness_int(f->c, "HLEN alloc:{lot}:results"), 0);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{lot}:results"), 0);
     while (harness_now_ms() < opens + 50) harness_sleep_ms(20);
     for (int i = 0; i < LATE; i++)
         itest_push(f, "lot", "{\"id\":\"l%d\",\"user\":\"t%d\",\"op\":\"choose\",\"room\":\"HALL\"}", i, i);
@@ -177,8 +177,8 @@ static void test_shuffle_lottery(void **state)
         assert_int_equal(json_integer_value(json_object_get(r, "rank")), EARLY + i + 1);
         json_decref(r);
     }
-    assert_int_equal(harness_int(f->c, "EXISTS alloc:{lot}:early"), 0);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{lot}:stats dequeued"), EARLY + LATE);
+    assert_int_equal(proc_int(f->c, "EXISTS alloc:{lot}:early"), 0);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{lot}:stats dequeued"), EARLY + LATE);
 }
 
 static void test_throttle(void **state)
@@ -215,7 +215,7 @@ static void test_admin_commands_race_requests(void **state)
     for (int i = 0; i < 50; i++)
         itest_push(f, "ad", "{\"id\":\"y%d\",\"user\":\"u%d\",\"op\":\"auto\",\"prefs\":[\"R1\",\"R2\",\"R3\",\"R4\"]}", i, i);
     harness_sleep_ms(500);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{ad}:queue"), 50);   /* requests stay queued */
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{ad}:queue"), 50);   /* requests stay queued */
     ctl(f, "ad", "{\"id\":\"sc1\",\"op\":\"set_capacity\",\"item\":\"R1\",\"capacity\":0}");
     itest_expect(f, "ad", "sc1", "rejected", "limit");                           /* s1 holds a bed */
     ctl(f, "ad", "{\"id\":\"sc2\",\"op\":\"set_capacity\",\"item\":\"R4\",\"capacity\":10}");
@@ -235,8 +235,8 @@ static void test_admin_commands_race_requests(void **state)
         json_decref(r);
     }
     assert_int_equal(granted, 15);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{ad}:capacity R4"), 10);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{ad}:capacity R5"), 2);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{ad}:capacity R4"), 10);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{ad}:capacity R5"), 2);
     ctl(f, "ad", "{\"id\":\"cl\",\"op\":\"close\"}");
     itest_expect(f, "ad", "cl", "done", NULL);
     itest_push(f, "ad", "{\"id\":\"z1\",\"user\":\"s1\",\"op\":\"release\"}");
@@ -246,8 +246,8 @@ static void test_admin_commands_race_requests(void **state)
     st = harness_str(f->c, "HGET alloc:{ad}:stats state");
     assert_string_equal(st, "closed");
     free(st);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{ad}:stats ctl"), 7);
-    assert_int_equal(harness_int(f->c, "HGET alloc:{ad}:stats processed"), 52);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{ad}:stats ctl"), 7);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{ad}:stats processed"), 52);
     /* the state survives a restart: still closed */
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);

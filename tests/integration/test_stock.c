@@ -48,7 +48,7 @@ static void push_buy(redisContext *c, const char *b, const char *id, const char 
 
 static long long hget_int(fixture *f, const char *b, const char *name, const char *field)
 {
-    return harness_int(f->c, "HGET alloc:{%s}:%s %s", b, name, field);
+    return proc_int(f->c, "HGET alloc:{%s}:%s %s", b, name, field);
 }
 
 /* ------------------------------------------------------------------ */
@@ -112,8 +112,8 @@ static void test_buy_and_every_rejection(void **state)
     char *st = harness_str(f->c, "HGET alloc:{s1}:stats state");
     assert_string_equal(st, "open");
     free(st);
-    assert_int_equal(harness_int(f->c, "XLEN alloc:{s1}:log"), 3);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{s1}:queue"), 0);
+    assert_int_equal(proc_int(f->c, "XLEN alloc:{s1}:log"), 3);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{s1}:queue"), 0);
 }
 
 static void test_garbage_between_valid_requests(void **state)
@@ -138,7 +138,7 @@ static void test_garbage_between_valid_requests(void **state)
     assert_string_equal(itest_jstr(r, "status"), "invalid");
     assert_non_null(strstr(itest_jstr(r, "detail"), "unknown op"));
     json_decref(r);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{g1}:dead"), 4);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{g1}:dead"), 4);
     char *d = harness_str(f->c, "LINDEX alloc:{g1}:dead 0");
     json_error_t e;
     json_t *dead = json_loads(d, 0, &e);
@@ -209,7 +209,7 @@ static void test_state_left_by_an_earlier_run(void **state)
     json_t *p1 = itest_result(f, "e1", "p1");
     assert_int_equal(json_integer_value(json_object_get(p1, "seq")), 2);
     json_decref(p1);
-    assert_int_equal(harness_int(f->c, "EXISTS alloc:{e1}:processing"), 0);
+    assert_int_equal(proc_int(f->c, "EXISTS alloc:{e1}:processing"), 0);
     assert_int_equal(hget_int(f, "e1", "stats", "dequeued"), 4);
     char *old = harness_str(f->c, "HGET alloc:{e1}:results old");
     assert_non_null(strstr(old, "\"marker\":1"));
@@ -220,7 +220,7 @@ static void test_state_left_by_an_earlier_run(void **state)
     char *type = harness_str(f->c, "TYPE alloc:{e1}:participants");
     assert_string_equal(type, "list");
     free(type);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{e1}:participants"), 4);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{e1}:participants"), 4);
 }
 
 static void test_queue_position_is_exact(void **state)
@@ -299,8 +299,8 @@ static void test_batches_come_and_go_without_restart(void **state)
     harness_sleep_ms(800);
     push_buy(f->c, "late1", "x2", "u2", "sku1", 1);
     harness_sleep_ms(800);
-    assert_int_equal(harness_int(f->c, "HEXISTS alloc:{late1}:results x2"), 0);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{late1}:queue"), 1);
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{late1}:results x2"), 0);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{late1}:queue"), 1);
     itest_cmd(f->c, "SADD alloc:batches late1");
     itest_expect(f, "late1", "x2", "granted", NULL);
 }
@@ -343,7 +343,7 @@ static void test_kill9_loses_nothing(void **state)
     long long distinct = N - 500;
     long long got = harness_wait_hlen(f->c, "alloc:{k1}:results", distinct, 60000);
     assert_int_equal(got, distinct);
-    for (int w = 0; w < 500 && harness_int(f->c, "HGET alloc:{k1}:stats dequeued") < N; w++) harness_sleep_ms(10);
+    for (int w = 0; w < 500 && proc_int(f->c, "HGET alloc:{k1}:stats dequeued") < N; w++) harness_sleep_ms(10);
     harness_sleep_ms(200);
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);
 
@@ -391,7 +391,7 @@ static void test_kill9_loses_nothing(void **state)
     assert_int_equal(processed, distinct);
     assert_int_equal(processed + dups, N);
     assert_int_equal(hget_int(f, "k1", "stats", "granted"), rank_max);
-    assert_int_equal(harness_int(f->c, "XLEN alloc:{k1}:log"), rank_max);
+    assert_int_equal(proc_int(f->c, "XLEN alloc:{k1}:log"), rank_max);
     print_message("kill -9: %d requests, %d kills, %lld results, %lld units granted, lost 0, doubled 0\n",
                   N, kills, got, granted_units);
 }
@@ -433,7 +433,7 @@ static void test_sigterm_drains_and_exits_zero(void **state)
     push_buy(f->c, "t1", "first", "u1", "sku1", 1);
     itest_expect(f, "t1", "first", "granted", NULL);
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);
-    assert_int_equal(harness_int(f->c, "LLEN alloc:{t1}:queue"), 0);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{t1}:queue"), 0);
 }
 
 int main(void)
