@@ -657,7 +657,11 @@ static engine_reason gate(engine *e, user *u, engine_op op, int64_t now)
 {
     switch (engine_phase_at(e, now)) {
     case PHASE_CLOSED: return R_CLOSED;
-    case PHASE_WAITING: return R_NOT_OPEN;
+    case PHASE_WAITING:
+        /* early=shuffle: the throttle counts early requests as they are
+         * read (contract 9.1); the rest wait for the draw */
+        if (e->meta.early != EARLY_SHUFFLE) return R_NOT_OPEN;
+        return throttled(e, u, now) ? R_THROTTLED : R_KEEP_FOR_LOTTERY;
     case PHASE_PAUSED: return R_PAUSED;
     case PHASE_OPEN: break;
     }
@@ -1125,6 +1129,10 @@ static engine_reason decide_user(engine *e, const engine_request *r,
         return R_NONE;
     }
     engine_reason why = gate(e, &e->users[ui], r->op, now);
+    if (why == R_KEEP_FOR_LOTTERY) {
+        out->kept = 1;
+        return R_NONE;
+    }
     if (why != R_NONE) return why;
     return decide_op(e, ui, r, now, out);
 }
@@ -1156,6 +1164,7 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
         return;
     }
     if (admin) e->counters.ctl++;
+    else if (out->kept) return;    /* decided (and counted) when served */
     else count_decision(e, out);
     const engine_counters *c = &e->counters;
     ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin && c->processed == processed + !admin);

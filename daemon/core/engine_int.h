@@ -12,6 +12,10 @@
 
 #define NO_ROOM UINT32_MAX
 
+/* gate()'s answer for an early=shuffle request before opens_at that passed
+ * the throttle: kept for the lottery (engine_result.kept), never a result. */
+#define R_KEEP_FOR_LOTTERY ((engine_reason)1000)
+
 /* *_LOADED_OVER: loaded holding more than capacity / per_user (see engine.c's
  * note at its top); the only records the sweep lets break those limits. */
 enum { USER_DIRTY = 1, USER_WINDOW = 2, USER_LOADED_OVER = 4 };

@@ -111,6 +111,9 @@ typedef struct engine_result {
     uint64_t order;         /* stock: order id, 0 if none */
     int64_t expires_at;     /* stock reservation: ms, 0 if final */
     int64_t rank;           /* granted: grants so far including this one */
+    int kept;               /* early=shuffle before opens_at: no result yet; the
+                               request waits in the lottery pool (status ST_NONE,
+                               not counted until it is served) */
 } engine_result;
 
 /* One state change, for P:{B}:log. Replaying all events of a batch in order
