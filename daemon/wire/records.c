@@ -30,8 +30,7 @@ static void stock_fields(jsonw *w, const engine_result *res)
     if (res->expires_at) jsonw_kint(w, "expires_at", res->expires_at);
 }
 
-void records_result(jsonw *w, const request *q, const engine_result *res,
-                  int64_t seq, int64_t at)
+static void result_fields(jsonw *w, const request *q, const engine_result *res)
 {
     common_head(w, q);
     jsonw_kstr(w, "status", engine_status_name(res->status));
@@ -49,6 +48,20 @@ void records_result(jsonw *w, const request *q, const engine_result *res,
         jsonw_arr_end(w);
     }
     if (res->status == ST_GRANTED) jsonw_kint(w, "rank", res->rank);
+}
+
+void records_result(jsonw *w, const request *q, const engine_result *res,
+                  int64_t seq, int64_t at)
+{
+    result_fields(w, q, res);
+    common_tail(w, seq, at);
+}
+
+void records_result_drawn(jsonw *w, const request *q, const engine_result *res,
+                          int64_t seq, int64_t at, int64_t draw)
+{
+    result_fields(w, q, res);
+    jsonw_kint(w, "draw", draw);
     common_tail(w, seq, at);
 }
 

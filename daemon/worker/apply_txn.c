@@ -79,10 +79,11 @@ static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     cmd_open(a, "HSET", c->keys->results);
     for (size_t i = 0; i < ch->n_items; i++) {
         const chunk_item *it = &ch->items[i];
-        if (!chunk_item_answered(it)) continue;
+        if (!chunk_item_answered(it) || it->res.kept) continue;  /* kept: answered when drawn */
         arg_str(a, it->q.r.id);
         size_t start = arg_begin(a);
         if (it->q.outcome == REQUEST_INVALID) records_invalid(&a->data, &it->q, it->seq, c->now);
+        else if (it->draw) records_result_drawn(&a->data, &it->q, &it->res, it->seq, c->now, it->draw);
         else records_result(&a->data, &it->q, &it->res, it->seq, c->now);
         arg_end(a, start);
     }
@@ -173,15 +174,13 @@ static void add_internal_and_participants(argbuf *a, const apply_txn_ctx *c, con
         arg_str(a, "admin_state");
         arg_str(a, admin_state_name(engine_get_admin_state(e)));
     }
-    int pool_done = 0;
     if (ch->kind == CHUNK_POOL) {
         size_t served = c->pool_served + ch->pool_len;
         arg_str(a, "early_served");
         arg_int(a, (int64_t)served);
-        if (served == c->pool_n) { arg_str(a, "lottery_done"); arg_str(a, "1"); pool_done = 1; }
+        if (served == c->pool_n) { arg_str(a, "lottery_done"); arg_str(a, "1"); }
     }
-    cmd_close(a);
-    if (pool_done) { cmd_open(a, "DEL", c->keys->early); args_cmd_end(a); }
+    cmd_close(a);   /* P:{B}:early stays: `allocctl lottery verify` replays it */
     size_t n = engine_new_participant_count(e);
     /* a list, not a set: every user is appended once (the engine knows who
      * is new), and appending costs Redis far less than a set insert */
@@ -257,6 +256,38 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
     args_cmd_end(a);
 }
 
+/* The lottery (lottery_pool.h): the requests this chunk kept and the users
+ * it throttled before the opening join P:{B}:early; the seed is stored
+ * and its commitment published with the first of them; the first chunk
+ * served from the pool reveals the seed. */
+static void add_lottery(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
+{
+    const lottery_pool *p = c->pool;
+    if (!p) return;
+    cmd_open(a, "RPUSH", c->keys->early);
+    for (size_t i = 0; i < p->n_pending; i++) arg_str(a, p->pending[i]);
+    cmd_close(a);
+    if (p->seed_unsaved) {
+        char commit[LOTTERY_SEED_HEX + 1];
+        lottery_commit(p->seed, commit);
+        cmd_open(a, "HSET", c->keys->internal);
+        arg_str(a, "lottery_seed"); arg_str(a, p->seed);
+        args_cmd_end(a);
+        cmd_open(a, "HSET", c->keys->stats);
+        arg_str(a, "lottery_commit"); arg_str(a, commit);
+        args_cmd_end(a);
+    }
+    cmd_open(a, "HSET", c->keys->stats);
+    if (p->n_pending) {
+        arg_str(a, "early_kept"); arg_int(a, (int64_t)p->n);
+        arg_str(a, "lottery_users"); arg_int(a, (int64_t)lottery_ticket_count(&p->lot));
+    }
+    if (ch->kind == CHUNK_POOL && c->pool_served == 0 && p->seed[0]) {
+        arg_str(a, "lottery_seed"); arg_str(a, p->seed);
+    }
+    cmd_close(a);
+}
+
 int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
 {
     args_reset(out);
@@ -266,6 +297,7 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     add_items(out, ctx, e);
     add_ended(out, ctx, e);
     add_internal_and_participants(out, ctx, ch, e);
+    add_lottery(out, ctx, ch);
     add_dead(out, ctx, ch);
     for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));
     add_consume_and_stats(out, ctx, ch, e);

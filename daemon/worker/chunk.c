@@ -53,8 +53,9 @@ int chunk_add(chunk *ch, const char *raw, size_t len, int64_t seq,
         ch->dead_lettering = 1;
     }
     ch->n_items++;
-    if (it->q.outcome == REQUEST_DEAD) {
-        /* only dead entries keep the bytes: they are written as they came */
+    if (it->q.outcome == REQUEST_DEAD || ch->early) {
+        /* only dead entries keep the bytes: they are written as they came;
+         * and an early chunk's, which may join the lottery pool */
         it->raw = malloc(len + 1);
         if (!it->raw) return -ENOMEM;
         memcpy(it->raw, raw, len);

@@ -16,6 +16,11 @@
 /* A result for a request the engine decided. seq 0 = admin command (no seq). */
 void records_result(jsonw *w, const request *q, const engine_result *res,
                     int64_t seq, int64_t at);
+/* The same for a request served from the early=shuffle lottery pool: with
+ * `draw`, the 1-based position of its user's ticket in the draw (what
+ * `allocctl lottery verify` checks against the replay). */
+void records_result_drawn(jsonw *w, const request *q, const engine_result *res,
+                          int64_t seq, int64_t at, int64_t draw);
 /* An `invalid` result: reason bad_request, detail = q->error. */
 void records_invalid(jsonw *w, const request *q, int64_t seq, int64_t at);
 /* The P:{B}:holders value of a user (rooms or stock form). */

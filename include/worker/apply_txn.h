@@ -11,8 +11,11 @@
  *   HSET holders ... / HDEL holders ...         (dirty users)
  *   HSET free ... / HSET capacity ...           (dirty items)
  *   HSET orders_ended ...                       (tombstones)
- *   HSET internal admin_state / early_served / lottery_done, DEL early
- *   RPUSH participants ... / RPUSH dead ...
+ *   HSET internal admin_state / early_served / lottery_done
+ *   RPUSH participants ...
+ *   RPUSH early ..., HSET internal lottery_seed, HSET stats lottery_commit,
+ *   HSET stats early_kept lottery_users / lottery_seed  (the lottery)
+ *   RPUSH dead ...
  *   XADD log ...                                (one per event)
  *   LTRIM queue|ctl <n> -1
  *   HSET stats dequeued ... state ... owner ...
@@ -34,6 +37,7 @@
 #include "redis/argbuf.h"
 #include "worker/batch_keys.h"
 #include "worker/chunk.h"
+#include "worker/lottery_pool.h"
 
 /* What the transaction needs besides the chunk and the engine. */
 typedef struct apply_txn_ctx {
@@ -47,6 +51,8 @@ typedef struct apply_txn_ctx {
     int first_apply;              /* first apply after a load: every item's free
                                      and the admin state are written */
     size_t pool_served, pool_n;   /* the lottery pool: served before this chunk, size */
+    const lottery_pool *pool;     /* early=shuffle: its entries not yet written,
+                                     the seed; NULL otherwise */
     int64_t log_maxlen;           /* XADD MAXLEN ~ n; 0 = unbounded */
     const char *instance;         /* stats.owner */
     int64_t decision_p50_us, decision_p99_us; /* recent latency, for stats */

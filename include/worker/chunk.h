@@ -36,8 +36,10 @@ typedef struct chunk_item {
     int dup;                  /* its id already has a result: not decided */
     int asked;                /* its id was in the dedup HMGET */
     uint64_t id_hash;         /* keyed hash of the id (dedup, idfilter) */
-    char *raw;                /* copy of the bytes, only for dead entries */
+    char *raw;                /* copy of the bytes, only for dead entries
+                                 and the requests of an early chunk */
     size_t raw_len;
+    int64_t draw;             /* lottery pool: its user's position in the draw */
     /* What the engine answered (decide_chunk). Only meaningful when the
      * item has a result (chunk_item_answered) and q.outcome is REQUEST_OK;
      * pointers in it live as long as the engine. */
@@ -59,6 +61,9 @@ typedef struct chunk {
     size_t pool_len;          /* lottery pool requests in it */
     int64_t seq_base;         /* seq of its first queue entry, minus one */
     int dead_lettering;       /* its first request goes to dead (poison) */
+    int early;                /* taken before opens_at with early=shuffle: decided
+                                 before the opening, its kept requests go to the
+                                 lottery pool (their bytes are kept) */
     uint64_t taken_at, apply_sent_at;      /* uv_hrtime() of its steps */
     uint64_t status[ST_INVALID + 1];       /* counted into stats once applied */
     uint64_t rejects[R_GROUP_TOO_LARGE + 1];

@@ -58,15 +58,12 @@ enum {
  * producers too; their types are checked but a push must not abort). */
 #define FENCE_NWATCH (FENCE_KEY_ORDERS_ENDED + 1)
 
-/* The early=shuffle lottery, run once the batch opens.
- * KEYS: queue, early, stats, internal, lease
- * ARGV: seed (decimal), token, epoch
- * The first run renames the whole queue to `early` (O(1): everything queued
- * before the opening, in push order) and advances dequeued by its length;
- * it records early_base (dequeued before), early_served = 0 and the seed in
- * internal. Later runs (after a restart) find that record.
+/* The early=shuffle lottery pool, read back after every load while the
+ * lottery is not over (worker/lottery_pool.h).
+ * KEYS: queue, early, stats, internal, lease (queue and stats unused)
+ * ARGV: unused, token, epoch
  * Reply: {"done"} when the lottery is over, else
- *        {"pool", early_base, early_served, seed, items, dequeued}. */
+ *        {"pool", early_served, lottery_seed or "", entries of early}. */
 extern const char script_lottery_src[];
 
 /* Batch leases (docs/DESIGN.md, "Leases and fencing").

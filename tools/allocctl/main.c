@@ -23,6 +23,7 @@
 
 #include "allocctl/cmd_batch.h"
 #include "allocctl/cmd_dead.h"
+#include "allocctl/cmd_lottery.h"
 #include "allocctl/cmd_push.h"
 #include "allocctl/cmd_status.h"
 #include "allocctl/cmd_top.h"
@@ -43,6 +44,7 @@ static const char USAGE[] =
 "  wait B --id ID [--timeout S]    block until a request has its result\n"
 "  dead B [--requeue ...]      list dead requests, or push them back to the queue\n"
 "  verify B                    replay the event log and compare with holders and free\n"
+"  lottery verify B            replay the opening lottery's draw and compare with what was served\n"
 "  top [--interval MS]         live dashboard of all batches (one snapshot if not a tty)\n"
 "\n"
 "Options (also accepted after the command):\n"
@@ -101,6 +103,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*run)(ctx *, int, char **, int); } CMDS[] = {
         { "batch", cmd_batch }, { "push", cmd_push }, { "status", cmd_status },
         { "wait", cmd_wait }, { "dead", cmd_dead }, { "verify", cmd_verify }, { "top", cmd_top },
+        { "lottery", cmd_lottery },
     };
     rc = -1;
     for (size_t i = 0; i < sizeof CMDS / sizeof *CMDS; i++)
