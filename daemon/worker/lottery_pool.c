@@ -187,7 +187,7 @@ int lottery_pool_take_chunk(lottery_pool *p, const chunk *ch)
 
 int lottery_pool_draw(lottery_pool *p)
 {
-    ALLOC_ASSERT(p->loaded && !p->active);
+    ALLOC_ASSERT(!p->active);
     uint8_t seed[LOTTERY_SEED_LEN] = { 0 };
     if (p->n && lottery_seed_parse(p->seed, seed) < 0) return -EPROTO;
     p->serve = malloc((p->n ? p->n : 1) * sizeof *p->serve);
