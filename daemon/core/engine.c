@@ -382,6 +382,7 @@ void engine_free(engine *e)
     free(e->fresh);
     free(e->ended);
     free(e->events);
+    engine_groups_free(e);
     free(e);
 }
 
@@ -590,9 +591,16 @@ const engine_counters *engine_get_counters(const engine *e) { return &e->counter
 
 static void reject(engine_result *out, engine_reason r)
 {
+    /* a group refusal names the group, and `conflict` the current version */
+    const char *group = out->group;
+    int64_t version = out->version;
+    int has_version = out->has_version;
     memset(out, 0, sizeof *out);
     out->status = ST_REJECTED;
     out->reason = r;
+    out->group = group;
+    out->version = version;
+    out->has_version = has_version;
 }
 
 static void granted(engine *e, engine_result *out, const char *item_id)
@@ -954,6 +962,19 @@ static engine_reason decide_group(engine *e, const engine_request *r,
     return R_NONE;
 }
 
+/* ---------------------------------------------------------------- hooks for engine_groups.c */
+
+engine_reason engine_seat_members(engine *e, const engine_request *r, int64_t now, engine_result *out)
+{
+    return decide_group(e, r, now, out);
+}
+
+uint32_t engine_touch_user(engine *e, const char *id) { return touch_user(e, id); }
+uint32_t engine_load_user(engine *e, const char *id) { return id_ok(id) ? get_or_load_user(e, id) : STRMAP_NONE; }
+int engine_reserve_users(engine *e, size_t n) { return GROW(e, dirty_users, n); }
+void engine_mark_user(engine *e, uint32_t u) { dirty_user(e, u); }
+void engine_out_of_memory(engine *e) { stop_out_of_memory(e); }
+
 static engine_reason decide_switch(engine *e, uint32_t ui,
                                    const engine_request *r, int64_t now,
                                    engine_result *out)
@@ -1057,6 +1078,14 @@ static int names_ok(const char *const *v, size_t n)
     return 1;
 }
 
+static int ids_ok(const char *const *v, size_t n)
+{
+    if (!names_ok(v, n)) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!id_ok(v[i])) return 0;
+    return 1;
+}
+
 /* Group members: valid ids, no one twice, and the sender among them. A
  * member twice would get two beds, so this is checked here even though the
  * parser should never let it through. */
@@ -1084,7 +1113,10 @@ static int request_ok(const engine_request *r)
     switch (r->op) {
     case OP_BUY: return r->item && r->qty >= 1 && r->qty <= INT32_MAX;
     case OP_CHOOSE: case OP_SWITCH: return r->item != NULL;
-    case OP_GROUP: return members_ok(r);
+    case OP_GROUP: return r->n_members == 0 || members_ok(r);  /* formed: none */
+    case OP_INVITE: return r->n_to > 0 && ids_ok(r->to, r->n_to);
+    case OP_ACCEPT: case OP_DECLINE: return id_ok(r->peer);
+    case OP_LEAVE: case OP_PREFS: return 1;
     case OP_CONFIRM: case OP_CANCEL: case OP_AUTO: case OP_RELEASE: return 1;
     default: return 0;
     }
@@ -1099,7 +1131,8 @@ static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
     case OP_CANCEL: return decide_cancel(e, ui, r, now, out);
     case OP_CHOOSE: return decide_choose(e, ui, r, now, out);
     case OP_AUTO: return decide_auto(e, ui, r, now, out);
-    case OP_GROUP: return decide_group(e, r, now, out);
+    case OP_GROUP: case OP_INVITE: case OP_ACCEPT: case OP_DECLINE: case OP_LEAVE: case OP_PREFS:
+        return engine_groups_decide(e, ui, r, now, out);
     case OP_SWITCH: return decide_switch(e, ui, r, now, out);
     case OP_RELEASE: return decide_release(e, ui, r, now, out);
     default: return R_NONE;   /* request_ok() let no other op through */

@@ -105,6 +105,7 @@ struct engine {
     void *order_ctx;
     uint64_t next_order;        /* fallback order ids without a source */
     size_t unchecked;           /* ALLOCD_DEBUG: decisions since the last sweep */
+    struct engine_groups *groups; /* formed groups (engine_groups.c), NULL until one */
 };
 
 static inline int is_rooms(const engine *e) { return e->meta.kind == BATCH_ROOM; }
@@ -150,6 +151,20 @@ static inline int expiry_live(const engine *e, const expiry *x)
     uint32_t i = orders_find(u, x->order);
     return i != STRMAP_NONE && u->u.s.orders[i].state == ORDER_HELD;
 }
+
+/* Hooks between engine.c and engine_groups.c (groups formed by consent). */
+engine_reason engine_groups_decide(engine *e, uint32_t ui, const engine_request *r,
+                                   int64_t now, engine_result *out);
+const char *engine_groups_user_group(const engine *e, uint32_t ui);
+void engine_groups_drain_clear(engine *e);
+void engine_groups_free(engine *e);
+/* engine.c's own steps, for engine_groups.c */
+engine_reason engine_seat_members(engine *e, const engine_request *r, int64_t now, engine_result *out);
+uint32_t engine_touch_user(engine *e, const char *id);
+uint32_t engine_load_user(engine *e, const char *id);   /* not a new participant */
+int engine_reserve_users(engine *e, size_t n);
+void engine_mark_user(engine *e, uint32_t u);
+void engine_out_of_memory(engine *e);
 
 /* ALLOCD_DEBUG builds: the whole-state sweep after a decision or an
  * expiry (engine_check.c); a no-op otherwise. */

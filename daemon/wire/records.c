@@ -41,10 +41,15 @@ static void result_fields(jsonw *w, const request *q, const engine_result *res)
     } else {
         stock_fields(w, res);
     }
+    if (res->group) jsonw_kstr(w, "group", res->group);
+    if (res->has_version) jsonw_kint(w, "version", res->version);
     if (q->r.op == OP_GROUP && res->status == ST_GRANTED) {
+        /* a formed group's members are the engine's, not the request's */
+        const char *const *m = res->members ? res->members : q->r.members;
+        size_t n = res->members ? res->n_members : q->r.n_members;
         jsonw_key(w, "members");
         jsonw_arr_begin(w);
-        for (size_t i = 0; i < q->r.n_members; i++) jsonw_str(w, q->r.members[i]);
+        for (size_t i = 0; i < n; i++) jsonw_str(w, m[i]);
         jsonw_arr_end(w);
     }
     if (res->status == ST_GRANTED) jsonw_kint(w, "rank", res->rank);
@@ -109,6 +114,7 @@ void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
         jsonw_kstr(w, "item", v->room);
         jsonw_kint(w, "since", v->since);
         if (v->req) jsonw_kstr(w, "req", v->req);
+        if (v->group) jsonw_kstr(w, "group", v->group);
         jsonw_obj_end(w);
         return;
     }
@@ -166,5 +172,33 @@ void records_ended(jsonw *w, const engine *e, const char *user,
     jsonw_kstr(w, "item", item_id(e, o->item));
     jsonw_kint(w, "qty", o->qty);
     jsonw_kstr(w, "state", records_order_state_name(o->state));
+    jsonw_obj_end(w);
+}
+
+static void names(jsonw *w, const char *key, const char *const *v, size_t n)
+{
+    jsonw_key(w, key);
+    jsonw_arr_begin(w);
+    for (size_t i = 0; i < n; i++) jsonw_str(w, v[i]);
+    jsonw_arr_end(w);
+}
+
+void records_group(jsonw *w, const engine_group_view *g)
+{
+    jsonw_obj_begin(w);
+    jsonw_kstr(w, "leader", g->members[0]);
+    names(w, "members", g->members, g->n_members);
+    names(w, "invited", g->invited, g->n_invited);
+    names(w, "prefs", g->prefs, g->n_prefs);
+    jsonw_key(w, "filter");
+    jsonw_obj_begin(w);
+    for (size_t i = 0; i < g->n_filter; i++) {
+        /* the value is canonical JSON already (engine_kv) */
+        jsonw_str(w, g->filter[i].key);
+        jsonw_raw(w, ":", 1);
+        jsonw_raw(w, g->filter[i].value, strlen(g->filter[i].value));
+    }
+    jsonw_obj_end(w);
+    jsonw_kint(w, "version", g->version);
     jsonw_obj_end(w);
 }

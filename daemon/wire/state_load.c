@@ -1,14 +1,17 @@
 /* state_load.c -- see state_load.h. */
 #include "wire/state_load.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 
+#include "core/engine_groups.h"
 #include "core/numtext.h"
 #include "wire/records.h"
+#include "wire/request.h"
 
 
 static uint64_t order_parse(json_t *v)
@@ -128,4 +131,59 @@ int state_load_attrs(engine *e, const char *item, const char *json,
     }
     json_decref(doc);
     return rc;
+}
+
+/* An array of strings as a vector pointing into doc (NULL on a bad shape;
+ * an empty array gives a vector of none). */
+static const char **strings(json_t *arr, size_t *n)
+{
+    *n = 0;
+    if (!json_is_array(arr)) return NULL;
+    size_t k = json_array_size(arr);
+    const char **v = calloc(k ? k : 1, sizeof *v);
+    for (size_t i = 0; v && i < k; i++)
+        if (!(v[i] = json_string_value(json_array_get(arr, i)))) { free(v); return NULL; }
+    *n = k;
+    return v;
+}
+
+int state_load_group(engine *e, const char *id, const char *json,
+                     size_t len, char *err, size_t errlen)
+{
+    json_t *doc = load_object(json, len, "group '%s': not a JSON object", id, err, errlen);
+    if (!doc) return -1;
+    engine_group_view g = { .id = id, .alive = 1 };
+    size_t nm, ni, np;
+    const char **m = strings(json_object_get(doc, "members"), &nm);
+    const char **inv = strings(json_object_get(doc, "invited"), &ni);
+    const char **prefs = strings(json_object_get(doc, "prefs"), &np);
+    json_t *filter = json_object_get(doc, "filter"), *version = json_object_get(doc, "version");
+    size_t nf = json_is_object(filter) ? json_object_size(filter) : 0;
+    engine_kv *kv = calloc(nf ? nf : 1, sizeof *kv);
+    char **canon = calloc(nf ? nf : 1, sizeof *canon);
+    int rc = -1;
+    if (m && inv && prefs && kv && canon && json_is_integer(version)) {
+        const char *key;
+        json_t *val;
+        size_t k = 0;
+        int ok = 1;
+        if (json_is_object(filter)) json_object_foreach(filter, key, val) {
+            canon[k] = request_canonical_json(val);
+            kv[k] = (engine_kv){ key, canon[k] };
+            ok &= canon[k++] != NULL;
+        }
+        g.members = m; g.n_members = nm; g.invited = inv; g.n_invited = ni;
+        g.prefs = prefs; g.n_prefs = np; g.filter = kv; g.n_filter = nf; g.has_filter = nf > 0;
+        g.version = json_integer_value(version);
+        rc = ok ? engine_load_group(e, &g) : -ENOMEM;
+    }
+    if (rc < 0) snprintf(err, errlen, "group '%s': malformed, or a member in two groups (%d)", id, rc);
+    for (size_t i = 0; canon && i < nf; i++) free(canon[i]);
+    free(canon);
+    free(kv);
+    free(m);
+    free(inv);
+    free(prefs);
+    json_decref(doc);
+    return rc < 0 ? -1 : 0;
 }

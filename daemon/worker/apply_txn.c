@@ -39,7 +39,7 @@ static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
         [FENCE_KEY_DEAD] = k->dead, [FENCE_KEY_PARTICIPANTS] = k->participants,
         [FENCE_KEY_CAPACITY] = k->capacity, [FENCE_KEY_ORDERS_ENDED] = k->orders_ended,
         [FENCE_KEY_EARLY] = k->early, [FENCE_KEY_QUEUE] = k->queue,
-        [FENCE_KEY_CTL] = k->ctl,
+        [FENCE_KEY_CTL] = k->ctl, [FENCE_KEY_GROUPS] = k->groups,
     };
     /* Fault injection for tests (as SQLite does it): an apply containing
      * ALLOCD_FAULT_APPLY_ID has FENCE refuse it. */
@@ -288,12 +288,37 @@ static void add_lottery(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     cmd_close(a);
 }
 
+/* Groups formed by consent (contract 9.2) the chunk changed: written
+ * whole, or deleted once dissolved. */
+static void add_groups(argbuf *a, const apply_txn_ctx *c, const engine *e)
+{
+    size_t n = engine_dirty_group_count(e);
+    engine_group_view g;
+    cmd_open(a, "HSET", c->keys->groups);
+    for (size_t i = 0; i < n; i++) {
+        engine_dirty_group_at(e, i, &g);
+        if (!g.alive) continue;
+        arg_str(a, g.id);
+        size_t start = arg_begin(a);
+        records_group(&a->data, &g);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+    cmd_open(a, "HDEL", c->keys->groups);
+    for (size_t i = 0; i < n; i++) {
+        engine_dirty_group_at(e, i, &g);
+        if (!g.alive) arg_str(a, g.id);
+    }
+    cmd_close(a);
+}
+
 int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
 {
     args_reset(out);
     add_fence(out, ctx, ch);
     add_results(out, ctx, ch);
     add_holders(out, ctx, e);
+    add_groups(out, ctx, e);
     add_items(out, ctx, e);
     add_ended(out, ctx, e);
     add_internal_and_participants(out, ctx, ch, e);

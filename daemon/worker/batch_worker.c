@@ -860,7 +860,7 @@ static void note_applied(batch_worker *w, chunk *ch)
     st->requests += ch->n_items;
     st->last_chunk = ch->n_items;
     for (size_t i = 0; i <= ST_INVALID; i++) st->by_status[i] += ch->status[i];
-    for (size_t i = 0; i <= R_GROUP_TOO_LARGE; i++) st->rejects[i] += ch->rejects[i];
+    for (size_t i = 0; i <= R_LAST; i++) st->rejects[i] += ch->rejects[i];
     for (size_t i = 0; i < ch->n_items; i++) {
         if (ch->items[i].q.outcome == REQUEST_DEAD) st->dead++;
         else if (ch->items[i].dup) st->duplicates++;

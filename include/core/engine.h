@@ -32,6 +32,9 @@
 
 typedef enum { BATCH_STOCK = 1, BATCH_ROOM = 2 } batch_kind;
 typedef enum { EARLY_REJECT = 0, EARLY_SHUFFLE = 1 } early_mode;
+/* Contract 9.2: formed = groups exist only through invite/accept (default);
+ * listed = a `group` places the members it names (version 1). */
+typedef enum { GROUPS_FORMED = 0, GROUPS_LISTED = 1 } groups_mode;
 
 /* Batch definition, from P:{B}:meta (section 2 of the contract). */
 typedef struct engine_meta {
@@ -45,6 +48,7 @@ typedef struct engine_meta {
     int64_t rate_max;       /* 0 = throttle off */
     int64_t rate_window_ms;
     int64_t penalty_ms;
+    groups_mode groups;     /* rooms */
 } engine_meta;
 
 void engine_meta_defaults(engine_meta *m); /* kind left 0: caller must set it */
@@ -56,7 +60,9 @@ typedef enum {
     /* rooms */
     OP_CHOOSE, OP_AUTO, OP_GROUP, OP_SWITCH, OP_RELEASE,
     /* admin (P:{B}:ctl) */
-    OP_PAUSE, OP_RESUME, OP_CLOSE, OP_SET_CAPACITY
+    OP_PAUSE, OP_RESUME, OP_CLOSE, OP_SET_CAPACITY,
+    /* rooms, groups formed by consent (contract 9.2: core/engine_groups.c) */
+    OP_INVITE, OP_ACCEPT, OP_DECLINE, OP_LEAVE, OP_PREFS
 } engine_op;
 
 const char *engine_op_name(engine_op op);
@@ -85,6 +91,10 @@ typedef struct engine_request {
     const engine_kv *filter;   /* auto, group: NULL when absent */
     size_t n_filter;
     int has_filter;            /* a filter object was given (maybe empty) */
+    const char *const *to;     /* invite: the users invited */
+    size_t n_to;
+    const char *peer;          /* accept, decline: `from` (the inviter) */
+    int64_t version;           /* prefs: the version the sender read */
 } engine_request;
 
 typedef enum {
@@ -96,7 +106,9 @@ typedef enum {
     R_SOLD_OUT, R_ROOM_FULL, R_NO_ROOM, R_LIMIT, R_ALREADY_HOLDING,
     R_MEMBER_BUSY, R_NOT_HOLDING, R_UNKNOWN_ITEM, R_UNKNOWN_ORDER, R_EXPIRED,
     R_NOT_OPEN, R_CLOSED, R_PAUSED, R_THROTTLED, R_WRONG_KIND,
-    R_GROUP_TOO_LARGE
+    R_GROUP_TOO_LARGE,
+    R_NO_INVITATION, R_NOT_IN_GROUP, R_CONFLICT,
+    R_LAST = R_CONFLICT
 } engine_reason;
 
 const char *engine_status_name(engine_status s);
@@ -111,6 +123,12 @@ typedef struct engine_result {
     uint64_t order;         /* stock: order id, 0 if none */
     int64_t expires_at;     /* stock reservation: ms, 0 if final */
     int64_t rank;           /* granted: grants so far including this one */
+    const char *group;      /* group ops: the group id, NULL if none */
+    int64_t version;        /* prefs: the new version (done) or the current
+                               one (conflict); has_version says it is set */
+    int has_version;
+    const char *const *members; /* a formed group's grant: its members */
+    size_t n_members;
     int kept;               /* early=shuffle before opens_at: no result yet; the
                                request waits in the lottery pool (status ST_NONE,
                                not counted until it is served) */
@@ -159,6 +177,7 @@ typedef struct engine_user_view {
     int64_t since;
     const char *req;
     /* stock */
+    const char *group;      /* rooms: the user's group id, NULL when none */
     int64_t units;          /* held + confirmed */
     const engine_order *orders; /* live orders only (HELD, CONFIRMED), oldest first */
     size_t n_orders;

@@ -12,6 +12,7 @@
 #include "core/engine.h"
 #include "core/jsonw.h"
 #include "wire/request.h"
+#include "core/engine_groups.h"
 
 /* A result for a request the engine decided. seq 0 = admin command (no seq). */
 void records_result(jsonw *w, const request *q, const engine_result *res,
@@ -41,5 +42,9 @@ void records_ended(jsonw *w, const engine *e, const char *user,
  * anything else). */
 const char *records_order_state_name(int s);
 int records_order_state_parse(const char *s);
+
+/* A live group of P:{B}:groups (contract 9.2): {"leader","members",
+ * "invited","prefs","filter","version"}. */
+void records_group(jsonw *w, const engine_group_view *g);
 
 #endif

@@ -18,5 +18,8 @@ int state_load_attrs(engine *e, const char *item, const char *json,
                      size_t len, char *err, size_t errlen);
 int state_load_ended(engine *e, const char *order, const char *json,
                      size_t len, char *err, size_t errlen);
+/* One P:{B}:groups entry (records_group's format). */
+int state_load_group(engine *e, const char *id, const char *json,
+                     size_t len, char *err, size_t errlen);
 
 #endif

@@ -66,7 +66,7 @@ typedef struct chunk {
                                  lottery pool (their bytes are kept) */
     uint64_t taken_at, apply_sent_at;      /* uv_hrtime() of its steps */
     uint64_t status[ST_INVALID + 1];       /* counted into stats once applied */
-    uint64_t rejects[R_GROUP_TOO_LARGE + 1];
+    uint64_t rejects[R_LAST + 1];
 } chunk;
 
 /* Frees the chunk's requests and zeroes it, keeping its item array. */

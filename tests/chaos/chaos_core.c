@@ -1771,7 +1771,7 @@ static int create_batches(chaos_ctx *cx)
     for (int bi = 0; bi < NB; bi++) {
         const batch_def *b = &cx->b[bi];
         uint16_t sl = cx->bslot[bi];
-        redisReply *r = rcmd(cx, &c, sl, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d",
+        redisReply *r = rcmd(cx, &c, sl, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d groups listed",
                              b->name, b->room ? "room" : "stock", b->per_user, b->hold_ms,
                              b->max_group ? b->max_group : 8);
         bad |= !r || r->type == REDIS_REPLY_ERROR;

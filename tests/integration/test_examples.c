@@ -407,7 +407,7 @@ static void stock(redisContext *c, const char *tag, const char *name, const char
 static void dorm(redisContext *c, const char *tag, const char *name, const char *meta)
 {
     char line[512];
-    snprintf(line, sizeof line, "HSET alloc:{%s-%s}:meta kind room %s", tag, name, meta);
+    snprintf(line, sizeof line, "HSET alloc:{%s-%s}:meta kind room groups listed %s", tag, name, meta);
     cmd(c, line);
     cmd(c, "HSET alloc:{%s-%s}:capacity R1 2 R2 3 R3 1", tag, name);
     cmd(c, "HSET alloc:{%s-%s}:attrs R1 %s R2 %s R3 %s", tag, name,

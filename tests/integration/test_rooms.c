@@ -25,7 +25,7 @@ static void dorm(fixture *f, const char *b, const char *meta)
 {
     itest_cmd(f->c, "DEL alloc:{%s}:meta", b);
     char line[512];
-    snprintf(line, sizeof line, "HSET alloc:{%s}:meta kind room %s", b, meta);
+    snprintf(line, sizeof line, "HSET alloc:{%s}:meta kind room groups listed %s", b, meta);
     itest_cmd(f->c, line);
     itest_cmd(f->c, "HSET alloc:{%s}:capacity R1 2 R2 3 R3 1 R4 4", b);
     itest_cmd(f->c, "HSET alloc:{%s}:attrs R1 %s R2 %s R3 %s R4 %s", b,

@@ -981,6 +981,7 @@ static void setup_run(run *x, uint64_t seed)
     model *m = &x->m;
     engine_meta_defaults(&m->meta);
     m->meta.kind = seed & 1 ? BATCH_ROOM : BATCH_STOCK;
+    m->meta.groups = GROUPS_LISTED;
     m->meta.opens_at = chance(g, 50) ? 0 : T0 + rnd(g, 300);
     m->meta.closes_at = chance(g, 70) ? 0 : T0 + 200 + rnd(g, 3000);
     m->meta.hold_ms = chance(g, 40) ? 0 : 5 + rnd(g, 300);
