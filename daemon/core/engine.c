@@ -383,6 +383,7 @@ void engine_free(engine *e)
     free(e->ended);
     free(e->events);
     engine_groups_free(e);
+    engine_swaps_free(e);
     free(e);
 }
 
@@ -558,6 +559,8 @@ static size_t expire_due(engine *e, int64_t now)
     }
     /* The loop's own exit condition, unless memory ran out: debug only. */
     ALLOC_DEBUG_ASSERT(e->error || e->n_heap == 0 || e->heap[0].at > now);
+    /* closes_at passed: open swap offers end `closed` (contract 9.3) */
+    if (e->swaps && e->meta.closes_at != 0 && now >= e->meta.closes_at) engine_swaps_close(e, now);
     return n;
 }
 
@@ -970,6 +973,22 @@ engine_reason engine_seat_members(engine *e, const engine_request *r, int64_t no
 }
 
 uint32_t engine_touch_user(engine *e, const char *id) { return touch_user(e, id); }
+int engine_holds_bed(const engine *e, uint32_t ui) { return holds_bed(e, ui); }
+
+int engine_exchange_beds(engine *e, uint32_t ui, uint32_t vi, const char *req_u,
+                         const char *req_v, int64_t now)
+{
+    char *ru = prepare_seat(e, req_u, 4, 2), *rv = ru ? intern(req_v ? req_v : "") : NULL;
+    if (!ru || !rv || reserve(e, 4, 2, 2, 0) < 0) {
+        free(ru);
+        free(rv);
+        return -ENOMEM;
+    }
+    uint32_t a = unseat(e, ui, req_u, now), b = unseat(e, vi, req_v, now);
+    seat(e, ui, b, ru, req_u, now);
+    seat(e, vi, a, rv, req_v, now);
+    return 0;
+}
 uint32_t engine_load_user(engine *e, const char *id) { return id_ok(id) ? get_or_load_user(e, id) : STRMAP_NONE; }
 int engine_reserve_users(engine *e, size_t n) { return GROW(e, dirty_users, n); }
 void engine_mark_user(engine *e, uint32_t u) { dirty_user(e, u); }
@@ -986,6 +1005,7 @@ static engine_reason decide_switch(engine *e, uint32_t ui,
     if (e->items[it].free <= 0) return R_ROOM_FULL;   /* the old bed stays */
     char *req = prepare_seat(e, r->id, 2, 2);
     if (!req) return R_NONE;
+    if (engine_swaps_bed_gone(e, ui, now) < 0) { free(req); return R_NONE; }
     unseat(e, ui, r->id, now);
     seat(e, ui, it, req, r->id, now);
     granted(e, out, e->items[it].id);
@@ -997,7 +1017,7 @@ static engine_reason decide_release(engine *e, uint32_t ui,
                                     engine_result *out)
 {
     if (!holds_bed(e, ui)) return R_NOT_HOLDING;
-    if (reserve(e, 1, 1, 1, 0) < 0) return R_NONE;
+    if (reserve(e, 1, 1, 1, 0) < 0 || engine_swaps_bed_gone(e, ui, now) < 0) return R_NONE;
     done(out, e->items[unseat(e, ui, r->id, now)].id);
     return R_NONE;
 }
@@ -1008,6 +1028,7 @@ static void set_state(engine *e, engine_admin_state s, const engine_request *r,
                       int64_t now)
 {
     e->admin = s;
+    if (s == ADMIN_CLOSED) engine_swaps_close(e, now);
     emit(e, &(engine_event){ .type = EV_STATE, .req = r->id, .at = now,
                              .state = engine_phase_name(engine_phase_at(e, now)) });
 }
@@ -1117,6 +1138,7 @@ static int request_ok(const engine_request *r)
     case OP_INVITE: return r->n_to > 0 && ids_ok(r->to, r->n_to);
     case OP_ACCEPT: case OP_DECLINE: return id_ok(r->peer);
     case OP_LEAVE: case OP_PREFS: return 1;
+    case OP_SWAP: return id_ok(r->peer);
     case OP_CONFIRM: case OP_CANCEL: case OP_AUTO: case OP_RELEASE: return 1;
     default: return 0;
     }
@@ -1133,6 +1155,7 @@ static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
     case OP_AUTO: return decide_auto(e, ui, r, now, out);
     case OP_GROUP: case OP_INVITE: case OP_ACCEPT: case OP_DECLINE: case OP_LEAVE: case OP_PREFS:
         return engine_groups_decide(e, ui, r, now, out);
+    case OP_SWAP: return engine_swaps_decide(e, ui, r, now, out);
     case OP_SWITCH: return decide_switch(e, ui, r, now, out);
     case OP_RELEASE: return decide_release(e, ui, r, now, out);
     default: return R_NONE;   /* request_ok() let no other op through */
@@ -1198,6 +1221,7 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     }
     if (admin) e->counters.ctl++;
     else if (out->kept) return;    /* decided (and counted) when served */
+    else if (out->status == ST_WAITING) return;  /* counted when replaced */
     else count_decision(e, out);
     const engine_counters *c = &e->counters;
     ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin && c->processed == processed + !admin);

@@ -106,6 +106,7 @@ struct engine {
     uint64_t next_order;        /* fallback order ids without a source */
     size_t unchecked;           /* ALLOCD_DEBUG: decisions since the last sweep */
     struct engine_groups *groups; /* formed groups (engine_groups.c), NULL until one */
+    struct engine_swaps *swaps;   /* open swap offers (engine_swap.c), NULL until one */
 };
 
 static inline int is_rooms(const engine *e) { return e->meta.kind == BATCH_ROOM; }
@@ -158,6 +159,22 @@ engine_reason engine_groups_decide(engine *e, uint32_t ui, const engine_request 
 const char *engine_groups_user_group(const engine *e, uint32_t ui);
 void engine_groups_drain_clear(engine *e);
 void engine_groups_free(engine *e);
+/* Hooks between engine.c and engine_swap.c (swaps, contract 9.3). */
+engine_reason engine_swaps_decide(engine *e, uint32_t ui, const engine_request *r,
+                                  int64_t now, engine_result *out);
+/* User ui's bed is about to go (release, switch): their offers and the
+ * offers to them end not_holding. -ENOMEM (nothing changed) or 0. */
+int engine_swaps_bed_gone(engine *e, uint32_t ui, int64_t now);
+/* The batch closed (by command or at closes_at): every offer ends closed. */
+void engine_swaps_close(engine *e, int64_t now);
+void engine_swaps_drain_clear(engine *e);
+void engine_swaps_free(engine *e);
+/* engine.c: exchanges the beds of ui and vi (both hold one), as two
+ * releases and two grants in the log. -ENOMEM (nothing changed) or 0. */
+int engine_exchange_beds(engine *e, uint32_t ui, uint32_t vi, const char *req_u,
+                         const char *req_v, int64_t now);
+int engine_holds_bed(const engine *e, uint32_t ui);
+
 /* engine.c's own steps, for engine_groups.c */
 engine_reason engine_seat_members(engine *e, const engine_request *r, int64_t now, engine_result *out);
 uint32_t engine_touch_user(engine *e, const char *id);

@@ -12,7 +12,7 @@ static const char *const op_names[] = {
     [OP_SWITCH] = "switch", [OP_RELEASE] = "release", [OP_PAUSE] = "pause",
     [OP_RESUME] = "resume", [OP_CLOSE] = "close",
     [OP_SET_CAPACITY] = "set_capacity", [OP_INVITE] = "invite", [OP_ACCEPT] = "accept",
-    [OP_DECLINE] = "decline", [OP_LEAVE] = "leave", [OP_PREFS] = "prefs",
+    [OP_DECLINE] = "decline", [OP_LEAVE] = "leave", [OP_PREFS] = "prefs", [OP_SWAP] = "swap",
 };
 
 static const char *const reason_names[] = {
@@ -29,7 +29,7 @@ static const char *const reason_names[] = {
 
 static const char *const status_names[] = {
     [ST_GRANTED] = "granted", [ST_DONE] = "done", [ST_REJECTED] = "rejected",
-    [ST_INVALID] = "invalid",
+    [ST_INVALID] = "invalid", [ST_WAITING] = "waiting",
 };
 
 static const char *const event_names[] = {

@@ -107,6 +107,25 @@ static const char *item_id(const engine *e, uint32_t idx)
     return iv.id;
 }
 
+/* A room holder's open swap offers (contract 9.3): kept with the bed they
+ * offer, so they are written and loaded with it. */
+static void swap_offers(jsonw *w, const engine *e, const char *user)
+{
+    engine_swap_offer o[ENGINE_SWAP_OFFERS_MAX];
+    size_t n = engine_swap_offers_of(e, user, o, ENGINE_SWAP_OFFERS_MAX);
+    if (!n) return;
+    jsonw_key(w, "swap_offers");
+    jsonw_arr_begin(w);
+    for (size_t i = 0; i < n && i < ENGINE_SWAP_OFFERS_MAX; i++) {
+        jsonw_obj_begin(w);
+        jsonw_kstr(w, "req", o[i].req);
+        jsonw_kstr(w, "with", o[i].with);
+        jsonw_kint(w, "seq", o[i].seq);
+        jsonw_obj_end(w);
+    }
+    jsonw_arr_end(w);
+}
+
 void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
 {
     jsonw_obj_begin(w);
@@ -115,6 +134,7 @@ void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
         jsonw_kint(w, "since", v->since);
         if (v->req) jsonw_kstr(w, "req", v->req);
         if (v->group) jsonw_kstr(w, "group", v->group);
+        swap_offers(w, e, v->id);
         jsonw_obj_end(w);
         return;
     }

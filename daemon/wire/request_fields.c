@@ -72,6 +72,7 @@ static const field_spec field_specs[FIELD_COUNT] = {
     [FIELD_TO]       = { KEY("to"), CHECK_NAMES, AT(to), AT(n_to) },
     [FIELD_FROM]     = { KEY("from"), CHECK_NAME, AT(peer) },
     [FIELD_VERSION]  = { KEY("version"), CHECK_INT, AT(version), .lo = 0, .hi = VERSION_MAX },
+    [FIELD_WITH]     = { KEY("with"), CHECK_NAME, AT(peer) },
 };
 
 /* The slots' types, as the checks write them. */
@@ -112,6 +113,7 @@ typedef struct op_rule {
 static int prefs_or_filter(request *q);
 static int members_include_user_once(request *q);
 static int to_not_empty(request *q);
+static int with_another_user(request *q);
 
 /* Every op of the contract. An op the engine knows and this table does
  * not (GRAMMAR_NONE) is refused in both lists. */
@@ -137,6 +139,7 @@ static const op_rule op_rules[] = {
     [OP_LEAVE]        = { GRAMMAR_QUEUE, { { 0 } } },
     [OP_PREFS]        = { GRAMMAR_QUEUE, { { FIELD_PREFS, OPTIONAL }, { FIELD_FILTER, OPTIONAL },
                                            { FIELD_VERSION, REQUIRED } } },
+    [OP_SWAP]         = { GRAMMAR_QUEUE, { { FIELD_WITH, REQUIRED } }, with_another_user },
 };
 
 typedef struct grammar_rule {
@@ -190,7 +193,7 @@ int request_field_lookup(const char *key, size_t n)
     switch (n) {
     case 2: IS(FIELD_ID); IS(FIELD_OP); IS(FIELD_TO); break;
     case 3: IS(FIELD_QTY); break;
-    case 4: IS(FIELD_USER); IS(FIELD_ITEM); IS(FIELD_ROOM); IS(FIELD_FROM); break;
+    case 4: IS(FIELD_USER); IS(FIELD_ITEM); IS(FIELD_ROOM); IS(FIELD_FROM); IS(FIELD_WITH); break;
     case 5: IS(FIELD_ORDER); IS(FIELD_PREFS); break;
     case 6: IS(FIELD_FILTER); break;
     case 7: IS(FIELD_MEMBERS); IS(FIELD_VERSION); break;
@@ -418,6 +421,15 @@ static int to_not_empty(request *q)
 {
     if (q->r.n_to == 0) {
         request_fail(q, REQUEST_INVALID, "'to' must name at least one user");
+        return -1;
+    }
+    return 0;
+}
+
+static int with_another_user(request *q)
+{
+    if (strcmp(q->r.peer, q->r.user) == 0) {
+        request_fail(q, REQUEST_INVALID, "'with' must name another user");
         return -1;
     }
     return 0;

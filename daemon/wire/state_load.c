@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "core/engine_groups.h"
+#include "core/engine_swap.h"
 #include "core/numtext.h"
 #include "wire/records.h"
 #include "wire/request.h"
@@ -63,6 +64,22 @@ static json_t *load_object(const char *json, size_t len, const char *msg, const 
     return NULL;
 }
 
+/* A room holder's open swap offers (records_holder writes them). */
+static int load_swap_offers(engine *e, const char *user, json_t *offers)
+{
+    if (!offers) return 0;
+    if (!json_is_array(offers)) return -EINVAL;
+    for (size_t i = 0; i < json_array_size(offers); i++) {
+        json_t *o = json_array_get(offers, i), *seq = json_object_get(o, "seq");
+        const char *req = json_string_value(json_object_get(o, "req"));
+        const char *with = json_string_value(json_object_get(o, "with"));
+        if (!req || !with || !json_is_integer(seq)) return -EINVAL;
+        int rc = engine_load_swap_offer(e, user, with, req, json_integer_value(seq));
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
 int state_load_holder(engine *e, const char *user, const char *json,
                       size_t len, char *err, size_t errlen)
 {
@@ -76,6 +93,7 @@ int state_load_holder(engine *e, const char *user, const char *json,
         int erc = engine_load_room_holder(e, user, json_string_value(item),
                                           json_is_integer(since) ? json_integer_value(since) : 0,
                                           req ? req : "");
+        if (erc == 0) erc = load_swap_offers(e, user, json_object_get(doc, "swap_offers"));
         if (erc < 0) {
             snprintf(err, errlen, "holder '%s': room '%s' rejected by the engine (%d)",
                      user, json_string_value(item), erc);

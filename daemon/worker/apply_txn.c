@@ -8,6 +8,7 @@
 #include "worker/apply_txn.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "wire/records.h"
 #include "worker/scripts.h"
@@ -312,11 +313,36 @@ static void add_groups(argbuf *a, const apply_txn_ctx *c, const engine *e)
     cmd_close(a);
 }
 
+/* Swap offers that ended in this chunk (contract 9.3): their `waiting`
+ * result is replaced by the final one, in the same transaction as the
+ * change that ended them. */
+static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const engine *e)
+{
+    size_t n = engine_swap_resolved_count(e);
+    cmd_open(a, "HSET", c->keys->results);
+    for (size_t i = 0; i < n; i++) {
+        engine_swap_resolved s;
+        engine_swap_resolved_at(e, i, &s);
+        request q;
+        memset(&q, 0, sizeof q);
+        q.r.op = OP_SWAP;
+        q.r.id = s.req;
+        q.r.user = s.user;
+        q.op_name = "swap";
+        arg_str(a, s.req);
+        size_t start = arg_begin(a);
+        records_result(&a->data, &q, &s.res, s.seq, c->now);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+}
+
 int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
 {
     args_reset(out);
     add_fence(out, ctx, ch);
     add_results(out, ctx, ch);
+    add_swap_results(out, ctx, e);
     add_holders(out, ctx, e);
     add_groups(out, ctx, e);
     add_items(out, ctx, e);

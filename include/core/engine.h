@@ -62,7 +62,8 @@ typedef enum {
     /* admin (P:{B}:ctl) */
     OP_PAUSE, OP_RESUME, OP_CLOSE, OP_SET_CAPACITY,
     /* rooms, groups formed by consent (contract 9.2: core/engine_groups.c) */
-    OP_INVITE, OP_ACCEPT, OP_DECLINE, OP_LEAVE, OP_PREFS
+    OP_INVITE, OP_ACCEPT, OP_DECLINE, OP_LEAVE, OP_PREFS,
+    OP_SWAP                    /* rooms, contract 9.3: core/engine_swap.c */
 } engine_op;
 
 const char *engine_op_name(engine_op op);
@@ -93,12 +94,13 @@ typedef struct engine_request {
     int has_filter;            /* a filter object was given (maybe empty) */
     const char *const *to;     /* invite: the users invited */
     size_t n_to;
-    const char *peer;          /* accept, decline: `from` (the inviter) */
+    const char *peer;          /* accept, decline: `from` (the inviter); swap: `with` */
     int64_t version;           /* prefs: the version the sender read */
 } engine_request;
 
 typedef enum {
-    ST_NONE = 0, ST_GRANTED, ST_DONE, ST_REJECTED, ST_INVALID
+    ST_NONE = 0, ST_GRANTED, ST_DONE, ST_REJECTED, ST_INVALID,
+    ST_WAITING   /* contract 9.5: replaced exactly once later (a swap offer) */
 } engine_status;
 
 typedef enum {

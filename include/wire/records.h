@@ -13,6 +13,7 @@
 #include "core/jsonw.h"
 #include "wire/request.h"
 #include "core/engine_groups.h"
+#include "core/engine_swap.h"
 
 /* A result for a request the engine decided. seq 0 = admin command (no seq). */
 void records_result(jsonw *w, const request *q, const engine_result *res,

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "core/engine.h"
+#include "core/engine_swap.h"
 #include "redis/argbuf.h"
 #include "worker/batch_keys.h"
 #include "worker/chunk.h"

@@ -1211,7 +1211,8 @@ static void test_prop_rooms(void **state) { run_many(1); }
 
 /* Groups formed by consent (contract 9.2) on random sequences of invite,
  * accept, decline, leave, prefs and group mixed with choose, switch and
- * release. No reference model here: the properties the contract promises
+ * release (and swap, whose exchanges must keep every bed single). No
+ * reference model here: the properties the contract promises
  * are checked after every step instead --
  *   - no bed twice (the engine's own sweep, and beds counted per room);
  *   - no member split: a group grant puts every member in the one room;
@@ -1325,7 +1326,7 @@ static void fg_request(fg_run *x, engine_request *r, char ids[4][8], const char 
     uint64_t *g = &x->rng;
     static const engine_op ops[] = { OP_INVITE, OP_INVITE, OP_ACCEPT, OP_ACCEPT, OP_ACCEPT, OP_DECLINE,
                                      OP_LEAVE, OP_PREFS, OP_GROUP, OP_GROUP, OP_CHOOSE, OP_RELEASE,
-                                     OP_SWITCH };
+                                     OP_SWITCH, OP_SWAP, OP_SWAP };
     r->op = ops[rnd(g, sizeof ops / sizeof ops[0])];
     snprintf(ids[0], 8, "u%d", (int)rnd(g, FG_USERS));
     snprintf(ids[1], 8, "u%d", (int)rnd(g, FG_USERS));

@@ -40,6 +40,7 @@
 
 #include "core/engine.h"
 #include "core/engine_groups.h"
+#include "core/engine_swap.h"
 
 #define MAX_TOK 32
 #define MAX_LIST 16
@@ -177,6 +178,8 @@ static void list_arg(scenario *s, engine_request *r, req_lists *l, char *t)
         r->n_to = split_list(t + 3, l->to);
         r->to = l->to;
     } else if (strncmp(t, "from=", 5) == 0) {
+        r->peer = t + 5;
+    } else if (strncmp(t, "with=", 5) == 0) {
         r->peer = t + 5;
     } else if (strncmp(t, "version=", 8) == 0) {
         r->version = num(s, t + 8);
@@ -338,12 +341,35 @@ static void check_group_list(scenario *s, engine *e, const char *id, const char 
     if (strcmp(got, want) != 0) SC_FAIL(s, "%s of %s: expected %s, got %s", which, id, want, got);
 }
 
+/* check resolved REQ STATUS [REASON|ITEM]: a waiting swap result replaced
+ * since the last drain (the request id of line N is LN) */
+static void check_resolved(scenario *s, engine *e)
+{
+    char **t = s->tok;
+    for (size_t i = 0; i < engine_swap_resolved_count(e); i++) {
+        engine_swap_resolved r;
+        engine_swap_resolved_at(e, i, &r);
+        if (strcmp(r.req, t[2])) continue;
+        const char *st = engine_status_name(r.res.status);
+        if (strcmp(st, t[3])) SC_FAIL(s, "resolved %s: expected %s, got %s", t[2], t[3], st);
+        const char *d = r.res.status == ST_REJECTED ? engine_reason_name(r.res.reason) : r.res.item;
+        if (s->n_tok > 4 && (!d || strcmp(d, t[4])))
+            SC_FAIL(s, "resolved %s: expected %s, got %s", t[2], t[4], d ? d : "-");
+        return;
+    }
+    SC_FAIL(s, "no resolved result for %s", t[2]);
+}
+
 static void check_line(scenario *s)
 {
     engine *e = get_engine(s);
     char **t = s->tok;
     if (s->n_tok >= 2 && strcmp(t[1], "events") == 0) {
         check_events(s);
+        return;
+    }
+    if (s->n_tok >= 4 && strcmp(t[1], "resolved") == 0) {
+        check_resolved(s, e);
         return;
     }
     if (s->n_tok != 4) SC_FAIL(s, "check WHAT ARG VALUE");
