@@ -3,6 +3,7 @@
  * out of P:batches. */
 #include "base/clock.h"
 #include "allocctl/cmd_batch.h"
+#include "allocctl/cmd_groups.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -322,6 +323,11 @@ static const char HELP_CREATE[] =
 static const char HELP_LIST[] =
 "Usage: allocctl batch list\n\nOne line per batch of P:batches: id, kind, state, queue length, owner.\n";
 
+static const char HELP_SHOW[] =
+"Usage: allocctl batch show B\n\n"
+"B's definition (meta) and its groups formed by consent (P:{B}:groups): leader,\n"
+"members, pending invitations, shared prefs and filter, version.\n";
+
 static const char HELP_RM[] =
 "Usage: allocctl batch rm B\n\n"
 "Removes B from P:batches: daemons stop serving it within a second. Its keys are\n"
@@ -356,8 +362,16 @@ int cmd_batch(ctx *x, int argc, char **argv, int at)
         if (npos != (list ? 0u : 1u)) { errmsg(x, "wrong number of arguments (try --help)"); return EX_USAGE; }
         return list ? batch_list(x) : batch_rm(x, pos[0]);
     }
+    if (!strcmp(sub, "show")) {
+        const opt spec[] = { GLOBAL_OPTS(x) };
+        x->cmd = "batch show";
+        int rc = parse_opts(x, argc, argv, at + 1, spec, sizeof spec / sizeof *spec, pos, &npos);
+        if (rc) return rc < 0 ? show_help(HELP_SHOW) : rc;
+        if (npos != 1) { errmsg(x, "wrong number of arguments (try --help)"); return EX_USAGE; }
+        return groups_batch_show(x, pos[0]);
+    }
     if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) return show_help(HELP_CREATE);
     x->cmd = "batch";
-    errmsg(x, "unknown subcommand '%s' (create, list, rm)", sub);
+    errmsg(x, "unknown subcommand '%s' (create, list, rm, show)", sub);
     return EX_USAGE;
 }

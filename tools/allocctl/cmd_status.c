@@ -12,6 +12,7 @@
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_sync.h"
 #include "allocctl/print.h"
+#include "allocctl/cmd_groups.h"
 
 /* ---- status ------------------------------------------------------------------ */
 
@@ -126,7 +127,10 @@ static int status_user(ctx *x, const status_opts *o)
     if (found) print_holder(o->user, r->str, r->len, o->raw);
     else printf("%s holds nothing in batch %s\n", o->user, x->batch);
     freeReplyObject(r);
-    return found ? EX_OK : EX_NOT;
+    /* a group, invitations and swap offers are about the user too (9.2, 9.3) */
+    int more = o->raw ? 0 : groups_user_status(x, o->user);
+    if (more < 0) return EX_REDIS;
+    return found || more ? EX_OK : EX_NOT;
 }
 
 static int status_run(ctx *x, const char *batch, const status_opts *o)
@@ -178,7 +182,7 @@ static const char HELP_STATUS[] =
 "  --id ID       the result, with \"you beat X%\" for a grant; else the live position\n"
 "                (\"N ahead of you\"). Without --ordinal the queue is scanned in pages of\n"
 "                1000 (O(queue length): fine for an operator, not for a front end)\n"
-"  --user U      what U holds now\n"
+"  --user U      what U holds now, U's group, pending invitations and swap offers\n"
 "  --raw         print the stored JSON as it is\n"
 "\n"
 "Exit: 0 found, 1 unknown batch / no result and not queued / user holds nothing.\n";

@@ -39,6 +39,7 @@ static const char USAGE[] =
 "  batch create B --kind stock|room --from FILE [...]   define a batch and make it live\n"
 "  batch list                  the batches in P:batches, with kind, state, queue\n"
 "  batch rm B                  stop serving B (SREM only: its keys are kept)\n"
+"  batch show B                the batch's meta and its groups formed by consent\n"
 "  push B --user U --op OP ... push a request with the queue-position transaction\n"
 "  status B [--id ID | --user U]   batch stats, a request's result or position, a holding\n"
 "  wait B --id ID [--timeout S]    block until a request has its result\n"
