@@ -84,7 +84,7 @@ static int locate(ctx *x, const char *id)
     if (found == 1) return print_position(x, id, ordinal);
     if (found == 0) found = ctl_list_find(x->c, x->k.early, id, err, sizeof err);
     if (found == 1) {
-        printf("%s: in the opening lottery pool, served in a random order\n", id);
+        printf("%s: in the opening lottery pool: decided when its user's ticket is drawn\n", id);
         return EX_OK;
     }
     if (found < 0) errmsg(x, "redis: %s", err);
