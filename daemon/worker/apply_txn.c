@@ -316,9 +316,21 @@ static void add_groups(argbuf *a, const apply_txn_ctx *c, const engine *e)
 /* Swap offers that ended in this chunk (contract 9.3): their `waiting`
  * result is replaced by the final one, in the same transaction as the
  * change that ended them. */
-static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const engine *e)
+static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch, const engine *e)
 {
     size_t n = engine_swap_resolved_count(e);
+    /* stats.swap_offers: the open offers, whenever an offer came or went
+     * (dequeued = processed + dead + duplicates + swap_offers + the early
+     * requests kept for the lottery and not served yet) */
+    int changed = n > 0;
+    for (size_t i = 0; i < ch->n_items && !changed; i++)
+        changed = chunk_item_answered(&ch->items[i]) && ch->items[i].res.status == ST_WAITING;
+    if (changed) {
+        cmd_open(a, "HSET", c->keys->stats);
+        arg_str(a, "swap_offers");
+        arg_int(a, (int64_t)engine_swap_open_count(e));
+        args_cmd_end(a);
+    }
     cmd_open(a, "HSET", c->keys->results);
     for (size_t i = 0; i < n; i++) {
         engine_swap_resolved s;
@@ -342,7 +354,7 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     args_reset(out);
     add_fence(out, ctx, ch);
     add_results(out, ctx, ch);
-    add_swap_results(out, ctx, e);
+    add_swap_results(out, ctx, ch, e);
     add_holders(out, ctx, e);
     add_groups(out, ctx, e);
     add_items(out, ctx, e);
