@@ -222,6 +222,7 @@ static engine_reason decide_invite(engine *e, engine_groups *gs, uint32_t ui, co
         for (int k = 2; strmap_find(&gs->map, id) != STRMAP_NONE; k++)
             snprintf(id, sizeof id, "g%" PRId64 "-%d", r->seq, k);
         if ((gi = group_new(e, gs, ui, id)) == GROUP_NONE) { free(to); return oom(e); }
+        engine_mark_user(e, ui);     /* a bed held now shows the group (reserved above) */
     }
     grp *g = &gs->g[gi];
     if (grow32((void **)&g->invited, &g->cap_invited, g->n_invited + r->n_to, sizeof *g->invited) < 0) {
