@@ -107,13 +107,15 @@ static engine_result rejected(engine_reason why)
     return (engine_result){ .status = ST_REJECTED, .reason = why };
 }
 
-/* Ends every offer from or to ui with `why`, after reserving the marks. */
+/* Ends every offer from or to ui with `why`, after reserving the marks --
+ * and two more: the caller reserved its own marks (the release or switch
+ * that follows marks ui) before calling, and these may use them up. */
 static int end_all_of(engine *e, uint32_t ui, engine_reason why)
 {
     engine_swaps *s = e->swaps;
     uint32_t n = involved(s, ui);
     if (!n) return 0;
-    if (engine_reserve_users(e, n) < 0) return -ENOMEM;
+    if (engine_reserve_users(e, (size_t)n + 2) < 0) return -ENOMEM;
     for (size_t k = s->n; k-- > 0;)
         if (s->o[k].from == ui || s->o[k].to == ui) end_offer(e, s, k, rejected(why));
     ALLOC_ASSERT(involved(s, ui) == 0);
@@ -132,7 +134,7 @@ void engine_swaps_close(engine *e, int64_t now)
     (void)now;
     engine_swaps *s = e->swaps;
     if (!s || !s->n) return;
-    if (engine_reserve_users(e, s->n) < 0) { engine_out_of_memory(e); return; }
+    if (engine_reserve_users(e, s->n + 2) < 0) { engine_out_of_memory(e); return; }
     while (s->n) end_offer(e, s, s->n - 1, rejected(R_CLOSED));
 }
 
