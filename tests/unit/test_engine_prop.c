@@ -1301,7 +1301,7 @@ static void fg_reload(fg_run *x)
 {
     engine_free(x->e);
     x->e = fg_new_engine(x);
-    char id[8];
+    char id[16];
     for (int u = 0; u < FG_USERS; u++) {
         snprintf(id, sizeof id, "u%d", u);
         assert_int_equal(engine_load_participant(x->e, id), 0);
@@ -1321,21 +1321,21 @@ static void fg_reload(fg_run *x)
     }
 }
 
-static void fg_request(fg_run *x, engine_request *r, char ids[4][8], const char **list, const char **prefs)
+static void fg_request(fg_run *x, engine_request *r, char ids[4][16], const char **list, const char **prefs)
 {
     uint64_t *g = &x->rng;
     static const engine_op ops[] = { OP_INVITE, OP_INVITE, OP_ACCEPT, OP_ACCEPT, OP_ACCEPT, OP_DECLINE,
                                      OP_LEAVE, OP_PREFS, OP_GROUP, OP_GROUP, OP_CHOOSE, OP_RELEASE,
                                      OP_SWITCH, OP_SWAP, OP_SWAP };
     r->op = ops[rnd(g, sizeof ops / sizeof ops[0])];
-    snprintf(ids[0], 8, "u%d", (int)rnd(g, FG_USERS));
-    snprintf(ids[1], 8, "u%d", (int)rnd(g, FG_USERS));
+    snprintf(ids[0], 16, "u%d", (int)rnd(g, FG_USERS));
+    snprintf(ids[1], 16, "u%d", (int)rnd(g, FG_USERS));
     r->user = ids[0];
     r->peer = ids[1];
     r->item = FG_ROOM_IDS[rnd(g, FG_ROOMS)];
     size_t n = 1 + (size_t)rnd(g, 3);
     for (size_t i = 0; i < n; i++) {
-        snprintf(ids[1 + i], 8, "u%d", (int)rnd(g, FG_USERS));
+        snprintf(ids[1 + i], 16, "u%d", (int)rnd(g, FG_USERS));
         list[i] = ids[1 + i];
     }
     r->to = list;
@@ -1377,7 +1377,7 @@ static void fg_check(fg_run *x, int step, const engine_request *r, const engine_
         if (!g.n_members || (int64_t)g.n_members > x->meta.max_group) fg_fail(x, step, "group size");
         for (size_t j = 0; j < g.n_members; j++) in_groups[fg_user(g.members[j])]++;
     }
-    char id[8];
+    char id[16];
     for (int k = 0; k < FG_USERS; k++) {
         engine_user_view v;
         snprintf(id, sizeof id, "u%d", k);
@@ -1411,7 +1411,7 @@ static void fg_one_run(uint64_t seed, fg_tally *t)
     for (int step = 0; step < FG_STEPS; step++) {
         engine_request r;
         memset(&r, 0, sizeof r);
-        char ids[4][8];
+        char ids[4][16];
         const char *list[3], *prefs[3];
         fg_request(x, &r, ids, list, prefs);
         snprintf(rid, sizeof rid, "r%d", step);
