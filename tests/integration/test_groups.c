@@ -178,7 +178,7 @@ static void test_groups_survive_kill9(void **state)
     itest_push(f, "h2", "{\"id\":\"g2\",\"user\":\"cat\",\"op\":\"group\"}");
     itest_expect(f, "h2", "g2", "rejected", "member_busy");
     for (int i = 0; i < 3; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "l%d", i);
         itest_push(f, "h2", "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"leave\"}", id,
                    (const char *[]){ "ann", "bob", "cat" }[i]);

@@ -109,7 +109,7 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
     assert_string_equal(want, commit);
     /* the spammer's ticket is the last: three beds went to others */
     for (int i = 0; i < 3; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "x%d", i);
         json_t *r = itest_result(f, "sp", id);
         assert_string_equal(itest_jstr(r, "status"), "rejected");
