@@ -176,7 +176,7 @@ static void round_run(uint32_t round, int per_request, long *wins)
         assert_int_equal(lottery_add_request(&l, users[i]), 0);
     }
     uint8_t seed[LOTTERY_SEED_LEN];
-    char text[16];
+    char text[32];
     snprintf(text, sizeof text, "round %u", round);
     sha256(text, strlen(text), seed);
     uint32_t serve[N], pos[N];
