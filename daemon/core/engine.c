@@ -39,6 +39,7 @@
  */
 #include "core/engine.h"
 #include "core/assert.h"
+#include "core/engine_swap.h"
 #include "core/strmap.h"
 #include "engine_int.h"
 
@@ -1211,6 +1212,7 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     if (e->error) return;   /* out of memory, now or before: no decision */
     const int64_t ctl = e->counters.ctl, processed = e->counters.processed,
                   grants = e->counters.granted;
+    const size_t resolved = engine_swap_resolved_count(e);
     int admin = is_admin(r->op);
     engine_reason why = admin ? decide_admin(e, r, now, out)
                               : decide_user(e, r, now, out);
@@ -1224,8 +1226,16 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     else if (out->status == ST_WAITING) return;  /* counted when replaced */
     else count_decision(e, out);
     const engine_counters *c = &e->counters;
-    ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin && c->processed == processed + !admin);
-    ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == ST_GRANTED));
+    /* swap offers this decision ended (9.3) were counted as they ended */
+    int64_t swaps_ended = 0, ended_granted = 0;
+    for (size_t i = resolved; ALLOC_DEBUG && i < engine_swap_resolved_count(e); i++) {
+        engine_swap_resolved s;
+        engine_swap_resolved_at(e, i, &s);
+        swaps_ended++;
+        ended_granted += s.res.status == ST_GRANTED;
+    }
+    ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin && c->processed == processed + !admin + swaps_ended);
+    ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == ST_GRANTED) + ended_granted);
     ALLOC_DEBUG_ASSERT(out->status != ST_GRANTED || out->rank == c->granted);
     ALLOC_DEBUG_ASSERT((out->status == ST_REJECTED) == (out->reason != R_NONE));
 }
