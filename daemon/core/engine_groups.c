@@ -537,3 +537,47 @@ int engine_load_group(engine *e, const engine_group_view *v)
     g->version = v->version;
     return 0;
 }
+
+/* ------------------------------------------------------------ invariants */
+
+/* Every live group has members; each member's record points at the group
+ * and each invited user's record lists it; a user's group lists the user;
+ * nobody is both a member and invited. O(groups x members + users). */
+const char *engine_groups_check(const engine *e)
+{
+    const engine_groups *gs = e->groups;
+    if (!gs) return NULL;
+    for (size_t gi = 0; gi < gs->n; gi++) {
+        const grp *g = &gs->g[gi];
+        if (!g->alive) {
+            if (g->n_members || g->n_invited) return "groups: a dissolved group keeps members or invitations";
+            continue;
+        }
+        if (!g->n_members) return "groups: a live group without members";
+        for (uint32_t i = 0; i < g->n_members; i++) {
+            uint32_t ui = find_user(e, g->members[i]);
+            if (ui == STRMAP_NONE || group_of_user(e, ui) != gi) return "groups: a member whose record names another group";
+        }
+        for (uint32_t i = 0; i < g->n_invited; i++) {
+            uint32_t ti = find_user(e, g->invited[i]);
+            if (ti == STRMAP_NONE || ti >= gs->n_u) return "groups: an invited user without a record";
+            if (group_of_user(e, ti) == gi) return "groups: a member is invited to their own group";
+            const guser *t = &gs->u[ti];
+            uint32_t k = 0;
+            while (k < t->n_inv && t->inv[k] != gi) k++;
+            if (k == t->n_inv) return "groups: an invitation missing from the user's list";
+        }
+    }
+    for (size_t ui = 0; ui < gs->n_u; ui++) {
+        uint32_t gi = gs->u[ui].group;
+        if (gi != GROUP_NONE &&
+            (gi >= gs->n || !gs->g[gi].alive || find_name(gs->g[gi].members, gs->g[gi].n_members, e->users[ui].id) < 0))
+            return "groups: a user's group does not list the user";
+        for (uint32_t k = 0; k < gs->u[ui].n_inv; k++) {
+            const grp *g = &gs->g[gs->u[ui].inv[k]];
+            if (!g->alive || find_name(g->invited, g->n_invited, e->users[ui].id) < 0)
+                return "groups: a user's invitation the group does not list";
+        }
+    }
+    return NULL;
+}

@@ -159,6 +159,9 @@ engine_reason engine_groups_decide(engine *e, uint32_t ui, const engine_request 
 const char *engine_groups_user_group(const engine *e, uint32_t ui);
 void engine_groups_drain_clear(engine *e);
 void engine_groups_free(engine *e);
+/* engine_check_invariants' part for groups / swaps: NULL or the breach. */
+const char *engine_groups_check(const engine *e);
+const char *engine_swaps_check(const engine *e);
 /* Hooks between engine.c and engine_swap.c (swaps, contract 9.3). */
 engine_reason engine_swaps_decide(engine *e, uint32_t ui, const engine_request *r,
                                   int64_t now, engine_result *out);

@@ -246,3 +246,23 @@ int engine_load_swap_offer(engine *e, const char *uid, const char *with, const c
     s->involved[vi]++;
     return 0;
 }
+
+/* Every open offer is between two holders of a bed, other than each other,
+ * and the per-user counts are the offers' (engine_check_invariants). */
+const char *engine_swaps_check(const engine *e)
+{
+    const engine_swaps *s = e->swaps;
+    if (!s) return NULL;
+    uint64_t sum = 0;
+    for (size_t k = 0; k < s->n; k++) {
+        const swap_offer *o = &s->o[k];
+        if (o->from == o->to || o->from >= e->n_users || o->to >= e->n_users)
+            return "swaps: an offer to oneself or to no user";
+        if (!engine_holds_bed(e, o->from) || !engine_holds_bed(e, o->to))
+            return "swaps: an open offer by or to someone without a bed";
+    }
+    for (size_t ui = 0; ui < s->n_involved; ui++) sum += s->involved[ui];
+    if (sum != 2 * (uint64_t)s->n) return "swaps: the per-user offer counts do not add up";
+    if (s->cap_done < s->n_done + s->n) return "swaps: an open offer without its reserved result slot";
+    return NULL;
+}
