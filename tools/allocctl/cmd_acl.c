@@ -45,7 +45,10 @@ static const char HELP[] =
 "  --cluster         client roles may also read the Cluster topology\n"
 "                    (CLUSTER SLOTS/SHARDS/NODES, ASKING)\n"
 "\n"
-"Apply: allocctl acl --password-dir /etc/allocd/acl | redis-cli --user admin --askpass\n";
+"Apply (redis-cli reads the lines from stdin, the admin password from REDISCLI_AUTH):\n"
+"  allocctl acl --password-dir /etc/allocd/acl |\n"
+"    REDISCLI_AUTH=\"$(cat /root/redis-admin)\" redis-cli --user admin\n"
+"docs/DEPLOYMENT.md (\"Lock it down\") explains every rule.\n";
 
 typedef struct acl_cli {
     const char *format, *user_prefix, *password_dir;
