@@ -663,6 +663,149 @@ static void test_password_never_shown(void **state)
     free(out);
 }
 
+/* ------------------------------------------------------------ cluster */
+
+/* Two nodes, half of the slots each, every node with the roles applied
+ * (--cluster, as ACL SETUSER lines) and the default user off; allocd under
+ * the daemon role with cluster = "yes" serves batches on both nodes, and a
+ * producer and a front end talk to the node of each batch's slot. */
+typedef struct mini_cluster {
+    harness_redis node[2];
+    int port[2];
+    redisContext *admin[2];
+} mini_cluster;
+
+static redisContext *tcp_as(const fixture *f, int port, const char *user)
+{
+    redisContext *c = redisConnect("127.0.0.1", port);
+    if (!c || c->err) { if (c) redisFree(c); return NULL; }
+    redisReply *r = redisCommand(c, "AUTH %s %s", user, pw_of(f, user));
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    if (!ok) { redisFree(c); return NULL; }
+    return c;
+}
+
+static int mini_cluster_start(const fixture *f, mini_cluster *m)
+{
+    int p = 21000 + (int)(getpid() % 1000) * 2;
+    for (int i = 0; i < 2; i++) {
+        m->port[i] = p = harness_cluster_port(p + 1);
+        char extra[256];
+        snprintf(extra, sizeof extra, "--port %d --bind 127.0.0.1 --cluster-enabled yes "
+                 "--cluster-config-file nodes.conf --appendonly no", p);
+        if (harness_redis_start(&m->node[i], extra) < 0) return -1;
+        redisContext *c = redisConnect("127.0.0.1", p);
+        if (!c || c->err) return -1;
+        redisReply *r = redisCommand(c, "CLUSTER ADDSLOTSRANGE %d %d", i ? 8192 : 0, i ? 16383 : 8191);
+        if (r) freeReplyObject(r);
+        r = redisCommand(c, "ACL SETUSER admin on >%s ~* &* +@all", ADMIN_PW);
+        if (r) freeReplyObject(r);
+        redisFree(c);
+        int st;
+        char *out = run(&st, "%s/allocctl --prefix alloc acl --cluster --password-dir %s/pw "
+                        "--instance acl-a --instance acl-b --instance acl-c 2>/dev/null | "
+                        "redis-cli -p %d; REDISCLI_AUTH=%s redis-cli --user admin -p %d "
+                        "ACL SETUSER default reset off", build_dir(), f->dir, p, ADMIN_PW, p);
+        free(out);
+        if (st != 0 || !(m->admin[i] = tcp_as(f, p, "admin"))) return -1;
+    }
+    redisReply *r = redisCommand(m->admin[0], "CLUSTER MEET 127.0.0.1 %d", m->port[1]);
+    if (r) freeReplyObject(r);
+    for (int waited = 0; waited < 10000; waited += 50) {
+        int ok = 0;
+        for (int i = 0; i < 2; i++) {
+            r = redisCommand(m->admin[i], "CLUSTER INFO");
+            ok += r && r->str && strstr(r->str, "cluster_state:ok") && strstr(r->str, "cluster_known_nodes:2");
+            if (r) freeReplyObject(r);
+        }
+        if (ok == 2) return 0;
+        harness_sleep_ms(50);
+    }
+    return -1;
+}
+
+static void mini_cluster_stop(mini_cluster *m)
+{
+    for (int i = 0; i < 2; i++) {
+        if (m->admin[i]) redisFree(m->admin[i]);
+        harness_redis_stop(&m->node[i]);
+    }
+}
+
+static void test_cluster_under_roles(void **state)
+{
+    fixture *f = *state;
+    mini_cluster m;
+    memset(&m, 0, sizeof m);
+    assert_int_equal(mini_cluster_start(f, &m), 0);
+    /* two batches, one on each node (and P:batches on one of them) */
+    const char *batch[2] = { NULL, NULL };
+    static const char *const names[] = { "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8" };
+    for (size_t i = 0; i < 8; i++) {
+        long long slot = proc_int(m.admin[0], "CLUSTER KEYSLOT alloc:{%s}:queue", names[i]);
+        int node = slot >= 8192;
+        if (!batch[node]) batch[node] = names[i];
+    }
+    assert_non_null(batch[0]);
+    assert_non_null(batch[1]);
+    long long bslot = proc_int(m.admin[0], "CLUSTER KEYSLOT alloc:batches");
+    redisContext *bnode = m.admin[bslot >= 8192];
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = redisCommand(m.admin[i], "HSET alloc:{%s}:meta kind stock", batch[i]);
+        freeReplyObject(r);
+        r = redisCommand(m.admin[i], "HSET alloc:{%s}:capacity sku1 2", batch[i]);
+        freeReplyObject(r);
+        r = redisCommand(bnode, "SADD alloc:batches %s", batch[i]);
+        freeReplyObject(r);
+    }
+    harness_allocd d;
+    char extra[1600];
+    snprintf(extra, sizeof extra, "redis = \"redis://127.0.0.1:%d\";\ncluster = \"yes\";\n"
+             "instance = \"acl-c\";\nredis_user = \"alloc-daemon\";\n"
+             "redis_password_file = \"%s/pw/alloc-daemon\";\nregistry_interval_ms = 100;\n",
+             m.port[0], f->dir);
+    assert_int_equal(harness_allocd_start(&d, &f->redis, extra), 0);
+    for (int i = 0; i < 2; i++) {
+        redisContext *p = tcp_as(f, m.port[i], "alloc-producer");
+        redisContext *fe = tcp_as(f, m.port[i], "alloc-frontend");
+        assert_non_null(p);
+        assert_non_null(fe);
+        redisReply *r = redisCommand(p, "CLUSTER SLOTS");       /* --cluster: topology */
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        freeReplyObject(r);
+        redisAppendCommand(p, "MULTI");
+        redisAppendCommand(p, "RPUSH alloc:{%s}:queue {\"id\":\"k%d\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku1\"}",
+                           batch[i], i);
+        redisAppendCommand(p, "HGET alloc:{%s}:stats dequeued", batch[i]);
+        redisAppendCommand(p, "EXEC");
+        for (int k = 0; k < 4; k++) {
+            assert_int_equal(redisGetReply(p, (void **)&r), REDIS_OK);
+            if (k == 3) assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+            freeReplyObject(r);
+        }
+        r = redisCommand(p, "HSET alloc:{%s}:results k%d x", batch[i], i);
+        assert_int_equal(r->type, REDIS_REPLY_ERROR);
+        assert_memory_equal(r->str, "NOPERM", 6);
+        freeReplyObject(r);
+        char key[64], id[8];
+        snprintf(key, sizeof key, "alloc:{%s}:results", batch[i]);
+        snprintf(id, sizeof id, "k%d", i);
+        char *res = harness_wait_hget(fe, key, id, 10000);
+        if (!res) harness_allocd_dump_log(&d);
+        assert_non_null(res);
+        assert_non_null(strstr(res, "\"status\":\"granted\""));
+        free(res);
+        redisFree(p);
+        redisFree(fe);
+    }
+    harness_allocd_stop(&d);
+    assert_false(file_has(d.log, "NOPERM"));
+    assert_false(file_has(d.log, "no permissions"));
+    assert_no_password(f, d.log);
+    mini_cluster_stop(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -673,6 +816,7 @@ int main(void)
         cmocka_unit_test(test_rounds_under_roles),
         cmocka_unit_test(test_examples_under_roles),
         cmocka_unit_test(test_password_never_shown),
+        cmocka_unit_test(test_cluster_under_roles),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
