@@ -788,7 +788,7 @@ static void test_cluster_under_roles(void **state)
         assert_int_equal(r->type, REDIS_REPLY_ERROR);
         assert_memory_equal(r->str, "NOPERM", 6);
         freeReplyObject(r);
-        char key[64], id[8];
+        char key[64], id[16];
         snprintf(key, sizeof key, "alloc:{%s}:results", batch[i]);
         snprintf(id, sizeof id, "k%d", i);
         char *res = harness_wait_hget(fe, key, id, 10000);
