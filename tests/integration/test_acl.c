@@ -5,8 +5,9 @@
  *
  * - the table tests/data/acl/dryrun.txt (ACL DRYRUN: what each role may and
  *   may not do; a new command is a line there);
- * - every command found in daemon/ (tests/data/acl/daemon-commands.sh) is
- *   allowed to the daemon role;
+ * - every command found in daemon/ (tests/data/acl/sent-commands.sh) is
+ *   allowed to the daemon role, every one in tools/allocctl/ to the
+ *   operator;
  * - a producer's forbidden writes are refused for real and change nothing;
  * - two allocd under the daemon role serve a stock round (reservations,
  *   confirm, cancel, expiry) and a room round (choose, auto, group, switch,
@@ -325,24 +326,25 @@ static void test_dryrun_table(void **state)
 }
 
 /* Every command allocd's sources send (and its scripts run) is in the
- * daemon role. */
-static void test_daemon_role_covers_the_sources(void **state)
+ * daemon role, and every command allocctl sends in the operator role:
+ * tests/data/acl/sent-commands.sh finds them. Returns how many are missing;
+ * *commands counts the real commands found. */
+static int role_misses(fixture *f, const char *dir, const char *role, int *commands)
 {
-    fixture *f = *state;
-    int st;
-    char *rules = run(&st, "%s/allocctl --prefix alloc acl --user d=daemon 2>/dev/null", build_dir());
+    int st, missing = 0;
+    char *rules = run(&st, "%s/allocctl --prefix alloc acl --user x=%s 2>/dev/null", build_dir(), role);
     assert_int_equal(st, 0);
-    char *words = run(&st, "sh tests/data/acl/daemon-commands.sh daemon");
+    char *words = run(&st, "sh tests/data/acl/sent-commands.sh %s", dir);
     assert_int_equal(st, 0);
-    int commands = 0, missing = 0;
     char *save = NULL;
+    *commands = 0;
     for (char *w = strtok_r(words, "\n", &save); w; w = strtok_r(NULL, "\n", &save)) {
         redisReply *r = redisCommand(f->admin, "COMMAND INFO %s", w);
         int is_cmd = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
                      r->element[0]->type == REDIS_REPLY_ARRAY;
         if (r) freeReplyObject(r);
         if (!is_cmd || !strcmp(w, "auth")) continue;   /* AUTH is never subject to ACL */
-        commands++;
+        (*commands)++;
         /* "+name" as a whole rule: after a space or "(", before a space,
          * ")" or the closing quote; a container word ("client") when
          * any of its subcommands is granted */
@@ -350,12 +352,21 @@ static void test_daemon_role_covers_the_sources(void **state)
         int n = snprintf(plus, sizeof plus, "+%s", w), found = 0;
         for (const char *p = rules; !found && (p = strstr(p, plus)); p++)
             found = strchr(" (", p[-1]) && (p[n] == '|' ? !strchr(w, '|') : strchr(" )\"", p[n]) != NULL);
-        if (!found) { fprintf(stderr, "daemon role lacks %s\n", w); missing++; }
+        if (!found) { fprintf(stderr, "the %s role lacks %s (sent by %s/)\n", role, w, dir); missing++; }
     }
     free(words);
     free(rules);
-    assert_true(commands >= 25);
-    assert_int_equal(missing, 0);
+    return missing;
+}
+
+static void test_roles_cover_the_sources(void **state)
+{
+    fixture *f = *state;
+    int n;
+    assert_int_equal(role_misses(f, "daemon", "daemon", &n), 0);
+    assert_true(n >= 25);
+    assert_int_equal(role_misses(f, "tools/allocctl", "operator", &n), 0);
+    assert_true(n >= 20);
 }
 
 /* Refused for real, and nothing changed. */
@@ -799,7 +810,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_user_is_off),
         cmocka_unit_test(test_dryrun_table),
-        cmocka_unit_test(test_daemon_role_covers_the_sources),
+        cmocka_unit_test(test_roles_cover_the_sources),
         cmocka_unit_test(test_producer_refused),
         cmocka_unit_test(test_rounds_under_roles),
         cmocka_unit_test(test_examples_under_roles),
