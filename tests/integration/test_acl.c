@@ -438,12 +438,10 @@ static int owner_of(fixture *f, const char *batch)
     return i;
 }
 
-/* Stock and room rounds, operator and producers and front ends through
- * allocctl, two daemons, the owner killed half way. */
-static void test_rounds_under_roles(void **state)
+/* The operator defines three batches. */
+static void create_batches(fixture *f)
 {
-    fixture *f = *state;
-    char args[1024], order[64], order2[64];
+    char args[1024];
     make_items(f);
     snprintf(args, sizeof args, "batch create acl-shop --kind stock --from %s/items.csv "
              "--per-user 2 --hold-ms 60000", f->dir);
@@ -454,7 +452,12 @@ static void test_rounds_under_roles(void **state)
     snprintf(args, sizeof args, "batch create acl-dorm --kind room --from %s/rooms.csv "
              "--max-group 3", f->dir);
     free(ctl_ok(f, "alloc-operator", 0, args));
+}
 
+/* Reservations: grant, sold out, confirm, cancel, expiry; one dead request. */
+static void stock_round(fixture *f)
+{
+    char args[1024], order[64], order2[64];
     push(f, "acl-shop", "--user u1 --op buy --item sku1 --qty 2 --id s1");
     expect_result(f, "acl-shop", "s1", "\"status\":\"granted\"", order, sizeof order);
     push(f, "acl-shop", "--user u2 --op buy --item sku1 --qty 2 --id s2");
@@ -474,14 +477,16 @@ static void test_rounds_under_roles(void **state)
     push(f, "acl-fast", args);
     expect_result(f, "acl-fast", "f2", "\"reason\":\"expired\"", NULL, 0);
     push(f, "acl-shop", "--json 'not json at all'");
+}
 
+/* Rooms; the owner of the batch dies half way and the other instance takes
+ * it over once the lease runs out. Returns the index of the dead one. */
+static int room_round_with_takeover(fixture *f)
+{
     push(f, "acl-dorm", "--user s1 --op choose --room R3 --id d1");
     expect_result(f, "acl-dorm", "d1", "\"status\":\"granted\"", NULL, 0);
     push(f, "acl-dorm", "--user s2 --op auto --prefs R3 --filter building=7 --id d2");
     expect_result(f, "acl-dorm", "d2", "\"item\":\"R1\"", NULL, 0);
-
-    /* the owner of the room batch dies: the other instance takes it over
-     * once the lease runs out */
     int owner = owner_of(f, "acl-dorm");
     harness_allocd_kill(&f->d[owner]);
     push(f, "acl-dorm", "--user s4 --op group --members s4,s5,s6 --prefs R2 --id d3");
@@ -491,8 +496,14 @@ static void test_rounds_under_roles(void **state)
     push(f, "acl-dorm", "--user s1 --op release --id d5");
     expect_result(f, "acl-dorm", "d5", "\"status\":\"done\"", NULL, 0);
     assert_int_equal(owner_of(f, "acl-dorm"), 1 - owner);
+    return owner;
+}
 
-    /* the front end's other reads */
+/* The front end's other reads and the operator's work: list, status, top,
+ * an admin command, verify, dead list and requeue, close, rm. */
+static void frontend_and_operator(fixture *f)
+{
+    char args[256];
     free(ctl_ok(f, "alloc-frontend", 0, "status acl-dorm --user s2"));
     free(ctl_ok(f, "alloc-frontend", 0, "status acl-shop --id s1 --ordinal 1"));
     /* the operator's */
@@ -518,6 +529,18 @@ static void test_rounds_under_roles(void **state)
     free(ctl_ok(f, "alloc-operator", 0, "push acl-fast --ctl --op close --id c2"));
     expect_result(f, "acl-fast", "c2", "\"status\":\"done\"", NULL, 0);
     free(ctl_ok(f, "alloc-operator", 0, "batch rm acl-fast"));
+}
+
+/* Stock and room rounds, operator and producers and front ends through
+ * allocctl, two daemons, the owner killed half way. */
+static void test_rounds_under_roles(void **state)
+{
+    fixture *f = *state;
+    char args[512];
+    create_batches(f);
+    stock_round(f);
+    int owner = room_round_with_takeover(f);
+    frontend_and_operator(f);
     /* a producer cannot do the operator's part */
     int st;
     free(ctl_as(f, "alloc-producer", &st, "push acl-shop --ctl --op close --id x1"));
@@ -571,13 +594,12 @@ static void test_examples_under_roles(void **state)
      * test_examples */
 }
 
-/* --check-config, a bad URL, a wrong password, a reconnect: never the
- * password. */
-static void test_password_never_shown(void **state)
+/* --check-config: the file, the environment, a bad URL, both sources, a
+ * systemd credential, a missing file. */
+static void check_config_outputs(fixture *f)
 {
-    fixture *f = *state;
     const char *pw = f->pw[3];
-    char conf[400], text[1200], path[400], cred[400];
+    char conf[400], text[1200];
     int st;
     snprintf(conf, sizeof conf, "%s/check.conf", f->dir);
     snprintf(text, sizeof text, "redis = \"%s\";\nredis_user = \"alloc-daemon\";\n"
@@ -625,8 +647,15 @@ static void test_password_never_shown(void **state)
     assert_int_equal(st, 1);
     assert_non_null(strstr(out, "check.conf:3: "));
     free(out);
+}
 
-    /* a wrong password: refused, said so, not shown */
+/* A wrong password (refused, said so, not shown); a reconnect (every
+ * daemon connection killed). */
+static void daemon_error_paths(fixture *f)
+{
+    const char *pw = f->pw[3];
+    char path[400], cred[400];
+    /* a wrong password */
     snprintf(path, sizeof path, "%s/pw/wrong", f->dir);
     snprintf(cred, sizeof cred, "Wrong-%s\n", pw);
     write_file(path, cred, 0600);
@@ -655,8 +684,18 @@ static void test_password_never_shown(void **state)
     push(f, "acl-shop", "--user u9 --op buy --item sku2 --id after-kill");
     expect_result(f, "acl-shop", "after-kill", "\"status\":\"granted\"", NULL, 0);
     for (int i = 0; i < 2; i++) assert_no_password(f, f->d[i].log);
+}
+
+/* --check-config, a bad URL, a wrong password, a reconnect: never the
+ * password. */
+static void test_password_never_shown(void **state)
+{
+    fixture *f = *state;
+    int st;
+    check_config_outputs(f);
+    daemon_error_paths(f);
     /* allocctl takes the password from the environment too */
-    out = run(&st, "ALLOCD_REDIS_PASSWORD=%s %s/allocctl --redis %s --redis-user alloc-frontend "
+    char *out = run(&st, "ALLOCD_REDIS_PASSWORD=%s %s/allocctl --redis %s --redis-user alloc-frontend "
               "status acl-shop --id s1", f->pw[1], build_dir(), f->redis.url);
     assert_int_equal(st, 0);
     free(out);
