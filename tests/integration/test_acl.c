@@ -16,12 +16,13 @@
  *   and removes the batches with allocctl; producers push and front ends
  *   read with allocctl and examples/redis-cli (test_examples runs every
  *   example under these roles);
- * - the same on a two-node Redis Cluster;
+ * - the same on a two-node Redis Cluster; the sentinel role on a Sentinel;
  * - the password never shows in allocd's logs or --check-config output,
  *   also when it is wrong, when the URL is bad, and across a reconnect.
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,7 +38,7 @@
 #define ADMIN_PW "admin-Pw-7c1e"
 
 static const char *const USERS[] = { "alloc-producer", "alloc-frontend", "alloc-operator",
-                                     "alloc-daemon", "web" };
+                                     "alloc-daemon", "web", "alloc-sentinel" };
 #define NUSERS (sizeof USERS / sizeof *USERS)
 
 typedef struct fixture {
@@ -844,6 +845,58 @@ static void test_cluster_under_roles(void **state)
     mini_cluster_stop(&m);
 }
 
+/* ----------------------------------------------------------- sentinel */
+
+/* The sentinel role on a real Sentinel (whose ACL is its own): allocd's
+ * questions are answered, changing or failing over the master is not. */
+static void test_sentinel_role(void **state)
+{
+    fixture *f = *state;
+    char dir[300], conf[400], text[600];
+    assert_int_equal(proc_temp_dir(dir, sizeof dir, "allocd-acl-sentinel"), 0);
+    int port = harness_cluster_port(26000 + (int)(getpid() % 1000));
+    assert_true(port > 0);
+    snprintf(conf, sizeof conf, "%s/sentinel.conf", dir);
+    snprintf(text, sizeof text, "port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mm 127.0.0.1 6399 1\n",
+             port, dir);
+    assert_int_equal(write_file(conf, text, 0600), 0);
+    char *argv[] = { "redis-server", conf, "--sentinel", NULL };
+    pid_t pid = harness_spawn(argv, NULL);
+    assert_true(pid > 0);
+    redisContext *c = NULL;
+    for (int i = 0; i < 200 && !c; i++) {
+        c = redisConnect("127.0.0.1", port);
+        if (c && c->err) { redisFree(c); c = NULL; harness_sleep_ms(20); }
+    }
+    assert_non_null(c);
+    int st;
+    char *out = run(&st, "%s/allocctl --prefix alloc acl --user alloc-sentinel=sentinel "
+                    "--password-dir %s/pw 2>/dev/null | redis-cli -p %d", build_dir(), f->dir, port);
+    assert_string_equal(out, "OK\n");
+    free(out);
+    redisFree(c);
+    c = tcp_as(f, port, "alloc-sentinel");
+    assert_non_null(c);
+    static const struct { const char *cmd; int ok; } checks[] = {
+        { "SENTINEL GET-MASTER-ADDR-BY-NAME mm", 1 }, { "SENTINEL SENTINELS mm", 1 },
+        { "PING", 1 }, { "SENTINEL FAILOVER mm", 0 }, { "SENTINEL SET mm quorum 2", 0 },
+        { "SENTINEL REMOVE mm", 0 }, { "SENTINEL RESET *", 0 }, { "SUBSCRIBE +sdown", 0 },
+        { "SUBSCRIBE +switch-master", 1 },      /* last: the connection is subscribed then */
+    };
+    for (size_t i = 0; i < sizeof checks / sizeof *checks; i++) {
+        redisReply *r = redisCommand(c, checks[i].cmd);
+        assert_non_null(r);
+        int refused = r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOPERM", 6);
+        if (refused == checks[i].ok) fprintf(stderr, "sentinel role: %s: %s\n", checks[i].cmd,
+                                             r->str ? r->str : "(reply)");
+        assert_int_equal(refused, !checks[i].ok);
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    harness_reap(pid, SIGTERM);
+    proc_remove_dir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -855,6 +908,7 @@ int main(void)
         cmocka_unit_test(test_examples_under_roles),
         cmocka_unit_test(test_password_never_shown),
         cmocka_unit_test(test_cluster_under_roles),
+        cmocka_unit_test(test_sentinel_role),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
