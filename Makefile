@@ -175,8 +175,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SYSCONFDIR)/allocd $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0755 $(ALLOCD) $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
 	if [ -e $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf ]; then \
-	  install -m 0644 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new; \
-	else install -m 0644 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf; fi
+	  install -m 0640 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new; \
+	else install -m 0640 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf; fi
 	sed -e 's#/usr/local/etc#$(SYSCONFDIR)#g' -e 's#/usr/local/bin#$(PREFIX)/bin#g' \
 	  systemd/allocd.service > $(DESTDIR)$(UNITDIR)/allocd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/allocd.service

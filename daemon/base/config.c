@@ -18,6 +18,7 @@
  */
 #include "base/config.h"
 #include "base/log.h"
+#include "base/secret.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -99,6 +100,27 @@ static int set_redis(allocd_config *c, const char *v, char *msg, size_t len)
     if (replace_string(&c->redis_url, v, msg, len) < 0) return -1;
     c->redis = t;
     return 0;
+}
+
+static int set_redis_user(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    if (strlen(v) >= sizeof c->redis.user || strpbrk(v, " \t\r\n")) {
+        seterr(msg, len, "redis_user must be an ACL user name: under 128 characters, no spaces");
+        return -1;
+    }
+    return replace_string(&c->redis_user, v, msg, len);
+}
+
+/* Checked here, so a missing or unreadable file is reported at its line;
+ * read again (and applied) once every source is in, by secret_apply. */
+static int set_password_file(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    char path[4096], pw[SECRET_MAX];
+    if (*v && (secret_path(v, path, sizeof path, msg, len) < 0 ||
+               secret_read_file(path, pw, sizeof pw, msg, len) < 0))
+        return -1;
+    memset(pw, 0, sizeof pw);
+    return replace_string(&c->redis_password_file, v, msg, len);
 }
 
 static int set_prefix(allocd_config *c, const char *v, char *msg, size_t len)
@@ -217,6 +239,8 @@ static const setting_spec SPECS[] = {
     STR("metrics_listen", set_metrics_listen),
     INT("lease_ttl_ms", lease_ttl_ms, 1000, 600000),
     STR("cluster", set_cluster),
+    STR("redis_user", set_redis_user),
+    STR("redis_password_file", set_password_file),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -273,6 +297,8 @@ void config_defaults(allocd_config *c)
     c->metrics_listen = strdup("");
     c->lease_ttl_ms = 5000;
     c->cluster = strdup("auto");
+    c->redis_user = strdup("");
+    c->redis_password_file = strdup("");
     c->source = NULL;
 }
 
@@ -285,6 +311,10 @@ void config_free(allocd_config *c)
     free(c->source);
     free(c->metrics_listen);
     free(c->cluster);
+    free(c->redis_user);
+    free(c->redis_password_file);
+    memset(c->redis.password, 0, sizeof c->redis.password);
+    c->redis_user = c->redis_password_file = NULL;
     c->redis_url = c->prefix = c->instance = c->source = c->metrics_listen = c->cluster = NULL;
 }
 
@@ -299,8 +329,10 @@ static int config_copy(allocd_config *dst, const allocd_config *src)
 {
     *dst = *src;
     dst->redis_url = dst->prefix = dst->instance = dst->source = dst->metrics_listen = NULL;
-    dst->cluster = NULL;
-    if (dup_field(&dst->metrics_listen, src->metrics_listen) < 0 ||
+    dst->cluster = dst->redis_user = dst->redis_password_file = NULL;
+    if (dup_field(&dst->redis_user, src->redis_user) < 0 ||
+        dup_field(&dst->redis_password_file, src->redis_password_file) < 0 ||
+        dup_field(&dst->metrics_listen, src->metrics_listen) < 0 ||
         dup_field(&dst->cluster, src->cluster) < 0 ||
         dup_field(&dst->redis_url, src->redis_url) < 0 ||
         dup_field(&dst->prefix, src->prefix) < 0 ||
@@ -835,6 +867,9 @@ static int apply_cli(allocd_config *c, const cli_args *a, char *err, size_t errl
 {
     if (override(c, set_redis, "redis", a->redis_url, err, errlen) < 0) return -1;
     if (override(c, set_prefix, "prefix", a->prefix, err, errlen) < 0) return -1;
+    if (override(c, set_redis_user, "redis-user", a->redis_user, err, errlen) < 0) return -1;
+    if (override(c, set_password_file, "redis-password-file", a->redis_password_file,
+                 err, errlen) < 0) return -1;
     return override(c, set_instance, "instance", a->instance, err, errlen);
 }
 
@@ -843,7 +878,8 @@ static int apply_cli(allocd_config *c, const cli_args *a, char *err, size_t errl
 static int validate(const allocd_config *c, char *err, size_t errlen)
 {
     char msg[MSG_MAX];
-    if (!c->redis_url || !c->prefix || !c->instance || !c->cluster || !c->metrics_listen) {
+    if (!c->redis_url || !c->prefix || !c->instance || !c->cluster || !c->metrics_listen ||
+        !c->redis_user || !c->redis_password_file) {
         seterr(err, errlen, "config: out of memory");
         return -1;
     }
@@ -852,9 +888,20 @@ static int validate(const allocd_config *c, char *err, size_t errlen)
     return -1;
 }
 
+/* The URL, redis_user, redis_password_file and $ALLOCD_REDIS_PASSWORD
+ * together give the login (base/secret.h). */
+static int apply_secret(allocd_config *c, char *err, size_t errlen)
+{
+    char msg[MSG_MAX];
+    if (secret_apply(&c->redis, c->redis_user, c->redis_password_file, msg, sizeof msg) == 0)
+        return 0;
+    seterr(err, errlen, "%s: %s", c->source ? c->source : "config", msg);
+    return -1;
+}
+
 int config_load(allocd_config *c, const cli_args *a, char *err, size_t errlen)
 {
-    static const cli_args none = { CLI_RUN, NULL, NULL, NULL, NULL };
+    static const cli_args none = { CLI_RUN, NULL, NULL, NULL, NULL, NULL, NULL };
     if (!a) a = &none;
     config_defaults(c);
     int rc = -1;
@@ -865,7 +912,8 @@ int config_load(allocd_config *c, const cli_args *a, char *err, size_t errlen)
     else
         rc = config_load_file(c, config_default_path(), 0, err, errlen);
     /* rc == 1: no default file; the defaults stand and source stays NULL. */
-    if (rc >= 0 && apply_cli(c, a, err, errlen) == 0 && validate(c, err, errlen) == 0)
+    if (rc >= 0 && apply_cli(c, a, err, errlen) == 0 && validate(c, err, errlen) == 0 &&
+        apply_secret(c, err, errlen) == 0)
         return 0;
     config_free(c);
     return -1;

@@ -5,9 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The URL as an error message may show it: never the user:password part,
+ * which goes to logs, journals and --check-config output. */
 static int fail(char *err, size_t errlen, const char *msg, const char *url)
 {
-    snprintf(err, errlen, "redis URL '%s': %s", url, msg);
+    const char *scheme = strstr(url, "://");
+    const char *at = scheme ? strrchr(scheme, '@') : NULL;
+    if (at)
+        snprintf(err, errlen, "redis URL '%.*s***@%s': %s", (int)(scheme + 3 - url), url,
+                 at + 1, msg);
+    else
+        snprintf(err, errlen, "redis URL '%s': %s", url, msg);
     return -1;
 }
 

@@ -43,11 +43,15 @@ export const REASON_MESSAGES = {
   group_too_large: 'Your group is larger than a room allows.',
 };
 
-// redis://[user:password@]host:port, rediss://..., or unix:///path/to/redis.sock
+// redis://[user:password@]host:port, rediss://..., or unix:///path/to/redis.sock;
+// $ALLOCD_REDIS_USER and $ALLOCD_REDIS_PASSWORD give the ACL login (see
+// docs/DEPLOYMENT.md, "Lock it down"), so the password need not be in the URL.
 export async function connect(url = process.env.ALLOCD_REDIS || DEFAULT_URL) {
   const opts = url.startsWith('unix://')
     ? { socket: { path: url.slice('unix://'.length), connectTimeout: 5000 } }
     : { url, socket: { connectTimeout: 5000 } };
+  if (process.env.ALLOCD_REDIS_USER) opts.username = process.env.ALLOCD_REDIS_USER;
+  if (process.env.ALLOCD_REDIS_PASSWORD) opts.password = process.env.ALLOCD_REDIS_PASSWORD;
   const client = createClient(opts);
   // Without a listener an 'error' event would crash the process; node-redis
   // reconnects by itself, commands fail while it is down.

@@ -18,7 +18,11 @@
 
 typedef struct allocd_config {
     char *redis_url;          /* "redis"; default redis://127.0.0.1:6379 */
-    redis_target redis;       /* parsed redis_url */
+    redis_target redis;       /* parsed redis_url, then redis_user and the
+                                 password applied (base/secret.h) */
+    char *redis_user;         /* "redis_user"; "" = the URL's user (or none) */
+    char *redis_password_file;/* "redis_password_file"; "" = none; relative =
+                                 under $CREDENTIALS_DIRECTORY (systemd) */
     char *prefix;             /* "prefix"; default "alloc"; [A-Za-z0-9_.:-]{1,64} */
     char *instance;           /* "instance"; default: host name */
     int chunk;                /* "chunk"; requests per atomic step; 512 (1..4096) */
@@ -53,6 +57,8 @@ typedef struct cli_args {
     const char *redis_url;    /* --redis */
     const char *prefix;       /* --prefix */
     const char *instance;     /* --instance */
+    const char *redis_user;   /* allocctl --redis-user */
+    const char *redis_password_file; /* allocctl --redis-password-file */
 } cli_args;
 
 #define ALLOCD_VERSION "0.1.0"

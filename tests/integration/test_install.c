@@ -44,6 +44,8 @@ static void test_install_and_uninstall(void **state)
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (!exists(dir, files[i])) fail_msg("not installed: %s", files[i]);
+    /* the config may name a password file or hold a URL password: 0640 */
+    assert_int_equal(itest_sh("test \"$(stat -c %%a %s/usr/local/etc/allocd/allocd.conf)\" = 640", dir), 0);
     if (access("tools/allocctl/main.c", F_OK) == 0) {
         assert_true(exists(dir, "/usr/local/bin/allocctl"));
         if (access("man/allocctl.1", F_OK) == 0) assert_true(exists(dir, "/usr/local/share/man/man1/allocctl.1"));

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "allocctl/cmd_acl.h"
 #include "allocctl/cmd_batch.h"
 #include "allocctl/cmd_dead.h"
 #include "allocctl/cmd_push.h"
@@ -44,12 +45,16 @@ static const char USAGE[] =
 "  dead B [--requeue ...]      list dead requests, or push them back to the queue\n"
 "  verify B                    replay the event log and compare with holders and free\n"
 "  top [--interval MS]         live dashboard of all batches (one snapshot if not a tty)\n"
+"  acl [--format setuser|aclfile] ...   the Redis ACL users of each role, to apply\n"
 "\n"
 "Options (also accepted after the command):\n"
 "  -c, --config FILE   allocd config file to take `redis` and `prefix` from\n"
 "                      (default: %s, if present; $ALLOCD_CONFIG changes it)\n"
 "      --redis URL     redis://[user:password@]host:port or unix:///path (overrides the file)\n"
 "      --prefix P      key prefix (default alloc)\n"
+"      --redis-user U  Redis ACL user (overrides redis_user of the file)\n"
+"      --redis-password-file F   the password from file F (overrides the file's\n"
+"                      redis_password_file; $ALLOCD_REDIS_PASSWORD overrides both)\n"
 "\n"
 "Exit codes:\n"
 "  0  success\n"
@@ -101,6 +106,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*run)(ctx *, int, char **, int); } CMDS[] = {
         { "batch", cmd_batch }, { "push", cmd_push }, { "status", cmd_status },
         { "wait", cmd_wait }, { "dead", cmd_dead }, { "verify", cmd_verify }, { "top", cmd_top },
+        { "acl", cmd_acl },
     };
     rc = -1;
     for (size_t i = 0; i < sizeof CMDS / sizeof *CMDS; i++)
