@@ -588,11 +588,17 @@ const engine_counters *engine_get_counters(const engine *e) { return &e->counter
 
 /* ---------------------------------------------------------------- results */
 
+/* Keeps only the times a refusal owes the user (section 9.6 of the
+ * contract): retry_at for throttled, opens_at for not_open. */
 static void reject(engine_result *out, engine_reason r)
 {
+    int64_t retry_at = r == R_THROTTLED ? out->retry_at : 0;
+    int64_t opens_at = r == R_NOT_OPEN ? out->opens_at : 0;
     memset(out, 0, sizeof *out);
     out->status = ST_REJECTED;
     out->reason = r;
+    out->retry_at = retry_at;
+    out->opens_at = opens_at;
 }
 
 static void granted(engine *e, engine_result *out, const char *item_id)
@@ -1125,6 +1131,8 @@ static engine_reason decide_user(engine *e, const engine_request *r,
         return R_NONE;
     }
     engine_reason why = gate(e, &e->users[ui], r->op, now);
+    if (why == R_THROTTLED) out->retry_at = e->users[ui].penalty_until;
+    if (why == R_NOT_OPEN) out->opens_at = e->meta.opens_at;
     if (why != R_NONE) return why;
     return decide_op(e, ui, r, now, out);
 }

@@ -36,6 +36,8 @@ void records_result(jsonw *w, const request *q, const engine_result *res,
     common_head(w, q);
     jsonw_kstr(w, "status", engine_status_name(res->status));
     if (res->status == ST_REJECTED) jsonw_kstr(w, "reason", engine_reason_name(res->reason));
+    if (res->retry_at) jsonw_kint(w, "retry_at", res->retry_at);
+    if (res->opens_at) jsonw_kint(w, "opens_at", res->opens_at);
     if (res->item) jsonw_kstr(w, "item", res->item);
     if (q->r.op == OP_SET_CAPACITY) {
         if (res->status != ST_REJECTED) jsonw_kint(w, "capacity", res->qty);

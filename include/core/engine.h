@@ -111,6 +111,8 @@ typedef struct engine_result {
     uint64_t order;         /* stock: order id, 0 if none */
     int64_t expires_at;     /* stock reservation: ms, 0 if final */
     int64_t rank;           /* granted: grants so far including this one */
+    int64_t retry_at;       /* rejected/throttled: ms the penalty ends */
+    int64_t opens_at;       /* rejected/not_open: ms the user may be served */
 } engine_result;
 
 /* One state change, for P:{B}:log. Replaying all events of a batch in order
