@@ -40,6 +40,7 @@
 #include "core/engine.h"
 #include "core/assert.h"
 #include "core/strmap.h"
+#include "core/engine_wait.h"
 #include "engine_int.h"
 
 #include <errno.h>
@@ -170,6 +171,7 @@ static uint32_t add_item(engine *e, const char *id, int64_t capacity)
     }
     e->n_items++;
     e->counters.free_units += capacity;
+    if (capacity > 0) e->wait_kick = 1;
     return i;
 }
 
@@ -178,6 +180,7 @@ static uint32_t add_item(engine *e, const char *id, int64_t capacity)
  * return_free, which assert that the units are there to move. */
 static void add_free(engine *e, uint32_t it, int64_t delta)
 {
+    if (delta > 0) e->wait_kick = 1;   /* units came back: serve the waitlist */
     e->items[it].free += delta;
     e->counters.free_units += delta;
 }
@@ -382,6 +385,7 @@ void engine_free(engine *e)
     free(e->fresh);
     free(e->ended);
     free(e->events);
+    engine_wait_free(e);
     free(e);
 }
 
@@ -515,6 +519,10 @@ void engine_load_counters(engine *e, const engine_counters *c)
     e->counters.dead = c->dead;
     e->counters.duplicates = c->duplicates;
     e->counters.ctl = c->ctl;
+    /* waiting is what was loaded; tickets never go back */
+    if (e->counters.wait_joined < c->wait_joined) e->counters.wait_joined = c->wait_joined;
+    e->counters.wait_served = c->wait_served;
+    e->counters.wait_ended = c->wait_ended;
 }
 
 void engine_load_admin_state(engine *e, engine_admin_state s) { e->admin = s; }
@@ -563,13 +571,16 @@ static size_t expire_due(engine *e, int64_t now)
 size_t engine_expire(engine *e, int64_t now)
 {
     size_t n = expire_due(e, now);
+    engine_wait_step(e, now);
     if (ALLOC_DEBUG) engine_debug_sweep(e);
     return n;
 }
 
 int64_t engine_next_expiry(const engine *e)
 {
-    return e->n_heap ? e->heap[0].at : INT64_MAX;
+    int64_t at = e->n_heap ? e->heap[0].at : INT64_MAX;
+    int64_t wait = engine_wait_next_deadline(e);
+    return wait < at ? wait : at;
 }
 
 /* ---------------------------------------------------------------- phase */
@@ -626,6 +637,7 @@ static void count_decision(engine *e, const engine_result *out)
     case ST_DONE: c->done++; break;
     case ST_REJECTED: c->rejected++; break;
     case ST_INVALID: c->invalid++; break;
+    case ST_WAITING: break;   /* counted in `waiting` by engine_wait_join */
     default: ALLOC_PANIC("invariant: a request decided without a result");
     }
     c->processed++;
@@ -1108,6 +1120,12 @@ static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
     }
 }
 
+engine_reason engine_op_decide(engine *e, uint32_t ui, const engine_request *r,
+                               int64_t now, engine_result *out)
+{
+    return decide_op(e, ui, r, now, out);
+}
+
 static int is_admin(engine_op op)
 {
     return op >= OP_PAUSE && op <= OP_SET_CAPACITY;
@@ -1152,12 +1170,14 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
      * decided at `now`, whether or not the shell called engine_expire: a
      * buy must not be refused for units that are already free again. */
     expire_due(e, now);
+    engine_wait_step(e, now);   /* returned units go to those waiting first */
     if (e->error) return;   /* out of memory, now or before: no decision */
     const int64_t ctl = e->counters.ctl, processed = e->counters.processed,
                   grants = e->counters.granted;
     int admin = is_admin(r->op);
     engine_reason why = admin ? decide_admin(e, r, now, out)
                               : decide_user(e, r, now, out);
+    if (why != R_NONE && !admin && engine_wait_join(e, r, &why, now, out)) why = R_NONE;
     if (why != R_NONE) reject(out, why);
     if (e->error) {
         memset(out, 0, sizeof *out);
@@ -1170,6 +1190,7 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == ST_GRANTED));
     ALLOC_DEBUG_ASSERT(out->status != ST_GRANTED || out->rank == c->granted);
     ALLOC_DEBUG_ASSERT((out->status == ST_REJECTED) == (out->reason != R_NONE));
+    engine_wait_step(e, now);   /* what this decision returned or closed */
 }
 
 void engine_decide(engine *e, const engine_request *r, int64_t now,

@@ -183,6 +183,7 @@ const char *engine_check_invariants(const engine *e)
     if (w.held && w.seen && !(why = check_users(e, &w)) && !(why = check_items(e, &w)) &&
         !(why = check_heap(e, &w)))
         why = check_outputs(e, &w);
+    if (!why) why = engine_wait_check(e);
     free(w.held);
     free(w.seen);
     return why;

@@ -97,6 +97,14 @@ struct engine {
     engine_event *events;
     size_t n_events, cap_events;
 
+    /* the waitlist (engine_wait.c): live entries in wl[wl_head..n_wl) */
+    struct wait_entry **wl;
+    size_t n_wl, cap_wl, wl_head;
+    struct wait_entry **wdone;  /* ended since the last drain */
+    size_t n_wdone, cap_wdone;
+    uint8_t wait_kick;          /* units came back: serve at the end of the call */
+    uint8_t wait_unsorted;      /* loaded in hash order: sort before use */
+
     engine_order_fn order_fn;
     void *order_ctx;
     uint64_t next_order;        /* fallback order ids without a source */
@@ -150,5 +158,21 @@ static inline int expiry_live(const engine *e, const expiry *x)
 /* ALLOCD_DEBUG builds: the whole-state sweep after a decision or an
  * expiry (engine_check.c); a no-op otherwise. */
 void engine_debug_sweep(engine *e);
+
+/* The waitlist's hooks (engine_wait.c). join: a request refused `why`
+ * joins instead when it asked to wait and may (1, *out is ST_WAITING);
+ * step: ends what ran out and serves what fits, at the end of every
+ * decision and expiry; the engine's drain and free. */
+int engine_wait_join(engine *e, const engine_request *r, engine_reason *why,
+                     int64_t now, engine_result *out);
+void engine_wait_step(engine *e, int64_t now);
+void engine_wait_drain_clear(engine *e);
+void engine_wait_free(engine *e);
+/* The waitlist's part of engine_check_invariants (NULL when sound). */
+const char *engine_wait_check(const engine *e);
+/* One op's own decision (engine.c's decide_op) for the waitlist's serving:
+ * no phase, throttle or kind gate, no counting. */
+engine_reason engine_op_decide(engine *e, uint32_t ui, const engine_request *r,
+                               int64_t now, engine_result *out);
 
 #endif

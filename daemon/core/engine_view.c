@@ -116,4 +116,5 @@ void engine_drain_clear(engine *e)
     for (size_t i = 0; i < e->n_dirty_items; i++)
         e->items[e->dirty_items[i]].flags &= (uint8_t)~(ITEM_DIRTY | ITEM_CAP_CHANGED);
     e->n_dirty_users = e->n_dirty_items = e->n_fresh = e->n_ended = e->n_events = 0;
+    engine_wait_drain_clear(e);
 }

@@ -45,6 +45,7 @@ typedef struct engine_meta {
     int64_t rate_max;       /* 0 = throttle off */
     int64_t rate_window_ms;
     int64_t penalty_ms;
+    int64_t wait_ms;        /* waitlist: longest wait, 0 = until close */
 } engine_meta;
 
 void engine_meta_defaults(engine_meta *m); /* kind left 0: caller must set it */
@@ -85,10 +86,13 @@ typedef struct engine_request {
     const engine_kv *filter;   /* auto, group: NULL when absent */
     size_t n_filter;
     int has_filter;            /* a filter object was given (maybe empty) */
+    int wait;                  /* "wait":true: join the waitlist instead of
+                                  sold_out/room_full/no_room (core/engine_wait.h) */
 } engine_request;
 
 typedef enum {
-    ST_NONE = 0, ST_GRANTED, ST_DONE, ST_REJECTED, ST_INVALID
+    ST_NONE = 0, ST_GRANTED, ST_DONE, ST_REJECTED, ST_INVALID,
+    ST_WAITING               /* on the waitlist: replaced once (engine_wait.h) */
 } engine_status;
 
 typedef enum {
@@ -113,13 +117,15 @@ typedef struct engine_result {
     int64_t rank;           /* granted: grants so far including this one */
     int64_t retry_at;       /* rejected/throttled: ms the penalty ends */
     int64_t opens_at;       /* rejected/not_open: ms the user may be served */
+    int64_t wait_pos;       /* waiting: place on the waitlist when it joined, 1 = first */
+    int64_t wait_no;        /* waiting: its ticket on the waitlist, batch-wide */
 } engine_result;
 
 /* One state change, for P:{B}:log. Replaying all events of a batch in order
  * rebuilds every user's holding and every item's free units. */
 typedef enum {
     EV_GRANT = 1, EV_RELEASE, EV_EXPIRE, EV_CONFIRM, EV_CANCEL, EV_CAPACITY,
-    EV_STATE
+    EV_STATE, EV_WAIT, EV_WAIT_SERVED
 } engine_event_type;
 
 const char *engine_event_name(engine_event_type t);
@@ -134,6 +140,9 @@ typedef struct engine_event {
     int64_t at;             /* ms */
     int64_t expires_at;     /* grant of a reservation, else 0 */
     const char *state;      /* EV_STATE: "open", "paused", "closed", ... */
+    int64_t wait_no;        /* EV_WAIT, EV_WAIT_SERVED: the ticket */
+    engine_status status;   /* EV_WAIT_SERVED: the final result */
+    engine_reason reason;   /* EV_WAIT_SERVED: R_NONE unless rejected */
 } engine_event;
 
 /* Order states. HELD and CONFIRMED orders are live (in holders); EXPIRED and
@@ -174,6 +183,10 @@ typedef struct engine_item_view {
  * commands are counted in `ctl` only. */
 typedef struct engine_counters {
     int64_t processed, granted, done, rejected, invalid, dead, duplicates, ctl;
+    /* waitlist (engine_wait.h): waiting now (read-only: derived), tickets
+     * drawn so far, served from it (granted or refused at serve time),
+     * ended by wait_ms or close */
+    int64_t waiting, wait_joined, wait_served, wait_ended;
     int64_t participants;   /* distinct users seen (read-only: derived) */
     int64_t free_units;     /* sum of free over items (read-only: derived) */
 } engine_counters;

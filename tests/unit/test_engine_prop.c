@@ -636,6 +636,8 @@ static void rp_apply(ctx *t, replay *p, const model *m, const engine_event *ev)
         }
         break;
     case EV_STATE:
+    case EV_WAIT:            /* the waitlist: checked by wait_check() */
+    case EV_WAIT_SERVED:
         break;
     }
 }
