@@ -173,7 +173,10 @@ int engine_wait_load(engine *e, const engine_request *r, int64_t wait_no,
         return -EINVAL;
     for (size_t i = e->wl_head; i < e->n_wl; i++)   /* load only: O(n) is fine */
         if (e->wl[i] && e->wl[i]->no == wait_no) return -EEXIST;
-    if (wgrow((void **)&e->wl, &e->cap_wl, e->n_wl + 1, sizeof *e->wl) < 0) return -ENOMEM;
+    /* its user is a participant (the store lists them too; this makes the
+     * engine sound whatever order the shell loads them in) */
+    if (engine_load_participant(e, r->user) < 0 ||
+        wgrow((void **)&e->wl, &e->cap_wl, e->n_wl + 1, sizeof *e->wl) < 0) return -ENOMEM;
     struct wait_entry *w = entry_copy(r);
     if (!w) return -ENOMEM;
     w->no = wait_no;
@@ -391,6 +394,16 @@ void engine_wait_done_at(const engine *e, size_t i, const engine_request **r,
     ALLOC_ASSERT(i < e->n_wdone);
     if (r) *r = &e->wdone[i]->r;
     if (res) *res = e->wdone[i]->res;
+}
+
+engine_reason engine_wait_reason_of(engine_op op)
+{
+    switch (op) {
+    case OP_BUY: return R_SOLD_OUT;
+    case OP_CHOOSE: return R_ROOM_FULL;
+    case OP_AUTO: case OP_GROUP: return R_NO_ROOM;
+    default: return R_NONE;
+    }
 }
 
 engine_reason engine_wait_reason_parse(const char *name)

@@ -64,6 +64,11 @@ void engine_wait_done_at(const engine *e, size_t i, const engine_request **r,
 void engine_wait_at(const engine *e, size_t i, const engine_request **r,
                     int64_t *wait_no, int64_t *joined_at, engine_reason *why);
 
+/* The refusal an op joins the waitlist instead of (buy: sold_out, choose:
+ * room_full, auto and group: no_room), and the one it ends with after
+ * wait_ms or at close; R_NONE for an op that cannot wait. */
+engine_reason engine_wait_reason_of(engine_op op);
+
 /* The reason a request may join for, by name ("sold_out", "room_full",
  * "no_room"); R_NONE for anything else. */
 engine_reason engine_wait_reason_parse(const char *name);
