@@ -81,6 +81,28 @@ static int served_entries(fixture *f, const char *b, const char *id)
     return n;
 }
 
+/* allocctl verify: the log rebuilds holders, free and the waitlist. */
+static void verify(fixture *f, const char *b)
+{
+    const char *build = getenv("BUILD");
+    assert_int_equal(itest_sh("%s/allocctl --redis %s verify %s >&2", build && *build ? build : "build",
+                              f->redis.url, b), 0);
+}
+
+/* verify notices a waiting request that vanished from P:{B}:waitlist. */
+static void allocd_stop_and_tamper(fixture *f)
+{
+    assert_int_equal(harness_allocd_stop(&f->allocd), 0);
+    itest_cmd(f->c, "HDEL alloc:{d}:waitlist w5");
+    const char *build = getenv("BUILD");
+    assert_int_not_equal(itest_sh("%s/allocctl --redis %s verify d 2>&1 | grep -q \"waitlist: request 'w5'\"; "
+                                  "%s/allocctl --redis %s verify d >/dev/null 2>&1",
+                                  build && *build ? build : "build", f->redis.url,
+                                  build && *build ? build : "build", f->redis.url), 0);
+    assert_int_equal(itest_sh("%s/allocctl --redis %s verify d 2>&1 | grep -q \"waitlist: request 'w5'\"",
+                              build && *build ? build : "build", f->redis.url), 0);
+}
+
 static char *order_of(fixture *f, const char *b, const char *id)
 {
     json_t *r = final_result(f, b, id);
@@ -132,6 +154,7 @@ static void test_stock_cancel_and_expiry_serve_the_head(void **state)
     assert_int_equal(proc_int(f->c, "HLEN alloc:{s}:waitlist"), 0);
     assert_int_equal(served_entries(f, "s", "w1"), 1);
     assert_int_equal(served_entries(f, "s", "w2"), 1);
+    verify(f, "s");
     free(o1);
 }
 
@@ -155,6 +178,7 @@ static void test_per_user_checked_again(void **state)
     assert_int_equal(served_entries(f, "p", "w1"), 1);
     assert_int_equal(stat(f, "p", "wait_served"), 2);
     assert_int_equal(proc_int(f->c, "HGET alloc:{p}:free a"), 0);
+    verify(f, "p");
 }
 
 static void test_wait_ms_and_close(void **state)
@@ -209,6 +233,10 @@ static void test_rooms_release_switch_and_capacity(void **state)
     assert_non_null(strstr(h, "\"R1\""));
     free(h);
     assert_int_equal(stat(f, "d", "wait_served"), 3);
+    itest_push(f, "d", "{\"id\":\"w5\",\"user\":\"s5\",\"op\":\"choose\",\"room\":\"R1\",\"wait\":true}");
+    expect_waiting(f, "d", "w5", 1);
+    verify(f, "d");                          /* with one still waiting */
+    allocd_stop_and_tamper(f);
 }
 
 /* A waiting group needs a room with beds for all; the single behind it is
@@ -275,6 +303,7 @@ static void test_kill9_loses_nothing(void **state)
     assert_int_equal(served_entries(f, "k", "w1"), 1);
     assert_int_equal(stat(f, "k", "waiting"), 1);
     assert_int_equal(stat(f, "k", "wait_joined"), 3);
+    verify(f, "k");
     free(ob);
 }
 

@@ -26,16 +26,18 @@ struct ctl_replay {
     json_t *held;       /* item -> units held */
     json_t *cap_log;    /* item -> capacity of its last `capacity` entry */
     json_t *seg_max;    /* item -> most units held at once since that entry */
+    json_t *waiting;    /* request id -> ticket, from wait / wait_served */
     ctl_replay_counts counts;
 };
 
 typedef struct entry {
     const char *id, *type, *user, *item, *order, *req;
-    int64_t qty, at, expires_at;
+    int64_t qty, at, expires_at, wait_no;
 } entry;
 
 static const char *const EV_NAMES[CTL_EV_N] = {
-    "grant", "release", "confirm", "cancel", "expire", "capacity", "state", "other",
+    "grant", "release", "confirm", "cancel", "expire", "capacity", "state", "wait",
+    "wait_served", "other",
 };
 
 const char *ctl_event_name(int type)
@@ -68,7 +70,8 @@ ctl_replay *ctl_replay_new(int room, int64_t per_user, ctl_finding_fn fn, void *
     r->held = json_object();
     r->cap_log = json_object();
     r->seg_max = json_object();
-    if (!r->users || !r->held || !r->cap_log || !r->seg_max) {
+    r->waiting = json_object();
+    if (!r->users || !r->held || !r->cap_log || !r->seg_max || !r->waiting) {
         ctl_replay_free(r);
         return NULL;
     }
@@ -82,6 +85,7 @@ void ctl_replay_free(ctl_replay *r)
     json_decref(r->held);
     json_decref(r->cap_log);
     json_decref(r->seg_max);
+    json_decref(r->waiting);
     free(r);
 }
 
@@ -143,7 +147,8 @@ static int entry_read(ctl_replay *r, entry *e, const char *id, const ctl_kv *f, 
     e->req = field(f, n, "req");
     int bad = entry_int(r, e, f, n, "qty", &e->qty) |
               entry_int(r, e, f, n, "at", &e->at) |
-              entry_int(r, e, f, n, "expires_at", &e->expires_at);
+              entry_int(r, e, f, n, "expires_at", &e->expires_at) |
+              entry_int(r, e, f, n, "wait_no", &e->wait_no);
     return bad ? -1 : 0;
 }
 
@@ -289,6 +294,55 @@ static void stock_end(ctl_replay *r, const entry *e)
 
 /* ---- one entry ----------------------------------------------------------- */
 
+/* ---- the waitlist ------------------------------------------------------ */
+
+/* wait puts a request on the waitlist with its ticket, wait_served takes
+ * it off (its grant, if any, is a grant entry of its own). */
+static void on_wait(ctl_replay *r, const entry *e, int join)
+{
+    json_t *have = json_object_get(r->waiting, e->req);
+    if (join) {
+        if (have) finding(r, "log %s: request '%s' joins the waitlist twice", e->id, e->req);
+        else if (e->wait_no < 1) finding(r, "log %s: wait entry without a wait_no", e->id);
+        else json_object_set_new(r->waiting, e->req, json_integer(e->wait_no));
+        return;
+    }
+    if (!have) finding(r, "log %s: request '%s' served from the waitlist but not on it", e->id, e->req);
+    else json_object_del(r->waiting, e->req);
+}
+
+/* The rebuilt waitlist against P:{B}:waitlist (same requests, same
+ * tickets) and stats.waiting. */
+static void check_waitlist(ctl_replay *r, const ctl_snapshot *s)
+{
+    json_t *seen = json_object();
+    for (size_t i = 0; i < s->n_waitlist; i++) {
+        const ctl_kv *kv = &s->waitlist[i];
+        json_error_t jerr;
+        json_t *doc = json_loadb(kv->val, kv->vlen, 0, &jerr);
+        json_t *want = json_object_get(r->waiting, kv->key);
+        json_t *no = json_object_get(doc, "no");
+        if (!json_is_integer(no)) finding(r, "waitlist[%s]: malformed", kv->key);
+        else if (!want) finding(r, "waitlist[%s]: on the waitlist, but the log says it is not", kv->key);
+        else if (json_integer_value(want) != json_integer_value(no))
+            finding(r, "waitlist[%s]: ticket %" JSON_INTEGER_FORMAT ", the log says %" JSON_INTEGER_FORMAT,
+                    kv->key, json_integer_value(no), json_integer_value(want));
+        json_object_set_new(seen, kv->key, json_true());
+        json_decref(doc);
+    }
+    const char *req;
+    json_t *v;
+    json_object_foreach(r->waiting, req, v)
+        if (!json_object_get(seen, req))
+            finding(r, "waitlist: request '%s' (ticket %" JSON_INTEGER_FORMAT ") is waiting by the log, "
+                    "but not in the waitlist", req, json_integer_value(v));
+    if (s->has_waiting && s->waiting != (int64_t)json_object_size(r->waiting))
+        finding(r, "stats.waiting is %" PRId64 " but the log leaves %zu waiting", s->waiting,
+                json_object_size(r->waiting));
+    r->counts.waiting = json_object_size(r->waiting);
+    json_decref(seen);
+}
+
 static int kind_ok(const ctl_replay *r, int type)
 {
     if (type == CTL_EV_CONFIRM || type == CTL_EV_CANCEL || type == CTL_EV_EXPIRE)
@@ -319,6 +373,8 @@ void ctl_replay_entry(ctl_replay *r, const char *id, const ctl_kv *fields, size_
     case CTL_EV_CANCEL:
     case CTL_EV_EXPIRE:   stock_end(r, &e); break;
     case CTL_EV_CAPACITY: on_capacity(r, &e); break;
+    case CTL_EV_WAIT:
+    case CTL_EV_WAIT_SERVED: on_wait(r, &e, type == CTL_EV_WAIT); break;
     default:              break;      /* state: no effect on holdings */
     }
 }
@@ -556,6 +612,7 @@ void ctl_replay_finish(ctl_replay *r, const ctl_snapshot *s)
     compare_holders(r, actual);
     json_t *held_now = check_actual(r, actual);
     check_items(r, s, held_now);
+    check_waitlist(r, s);
     r->counts.users = json_object_size(r->users);
     r->counts.holders = s->n_holders;
     json_decref(held_now);
