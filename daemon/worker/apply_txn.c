@@ -310,6 +310,7 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
         { "participants", n->participants }, { "free_units", n->free_units },
         { "waiting", n->waiting }, { "wait_served", n->wait_served },
         { "wait_ended", n->wait_ended }, { "wait_joined", n->wait_joined },
+        { "wait_head", engine_wait_head(e) },
         { "updated_at", c->now },
         { "decision_p50_us", c->decision_p50_us },
         { "decision_p99_us", c->decision_p99_us },
