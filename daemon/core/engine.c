@@ -386,6 +386,7 @@ void engine_free(engine *e)
     free(e->ended);
     free(e->events);
     engine_wait_free(e);
+    engine_hold_free(e);
     free(e);
 }
 
@@ -477,6 +478,8 @@ int engine_load_order(engine *e, const char *uid, uint64_t order,
                       const char *item_id, int64_t qty, int state,
                       int64_t expires_at)
 {
+    if (is_rooms(e) && id_ok(uid) && item_id && order != 0 && order_state_ok(state))
+        return engine_hold_load(e, uid, order, item_id, state, expires_at);
     if (is_rooms(e) || !id_ok(uid) || !item_id || order == 0 || qty < 1 ||
         qty > INT32_MAX || !order_state_ok(state))
         return -EINVAL;
@@ -559,7 +562,8 @@ static size_t expire_due(engine *e, int64_t now)
         if (reserve(e, 1, 1, 1, 1) < 0) break;
         expiry x = e->heap[0];
         heap_pop(e);
-        expire_order(e, x.user, orders_find(&e->users[x.user], x.order), now);
+        if (is_rooms(e)) engine_hold_expire(e, x.user, now);
+        else expire_order(e, x.user, orders_find(&e->users[x.user], x.order), now);
         n++;
         heap_settle(e);
     }
@@ -680,7 +684,7 @@ static engine_reason gate(engine *e, user *u, engine_op op, int64_t now)
     case PHASE_OPEN: break;
     }
     if (throttled(e, u, now)) return R_THROTTLED;
-    if (op_kind(op) != e->meta.kind) return R_WRONG_KIND;
+    if (op_kind(op) != e->meta.kind && !engine_hold_op_ok(e, op)) return R_WRONG_KIND;
     return R_NONE;
 }
 
@@ -856,7 +860,7 @@ static char *prepare_seat(engine *e, const char *req_id, size_t events, size_t i
         stop_out_of_memory(e);
         return NULL;
     }
-    if (reserve(e, events, 1, items, 0) < 0) {
+    if (reserve(e, events, 1, items, 0) < 0 || engine_hold_reserve(e, 1) < 0) {
         free(s);
         return NULL;
     }
@@ -874,6 +878,7 @@ static engine_reason decide_choose(engine *e, uint32_t ui,
     char *req = prepare_seat(e, r->id, 1, 1);
     if (!req) return R_NONE;
     seat(e, ui, it, req, r->id, now);
+    engine_hold_start(e, ui, now, out);
     granted(e, out, e->items[it].id);
     return R_NONE;
 }
@@ -920,6 +925,7 @@ static engine_reason decide_auto(engine *e, uint32_t ui, const engine_request *r
     char *req = prepare_seat(e, r->id, 1, 1);
     if (!req) return R_NONE;
     seat(e, ui, it, req, r->id, now);
+    engine_hold_start(e, ui, now, out);
     granted(e, out, e->items[it].id);
     return R_NONE;
 }
@@ -932,7 +938,7 @@ static void seat_group(engine *e, const engine_request *r, uint32_t it,
     size_t n = r->n_members;
     char **reqs = calloc(n, sizeof *reqs);
     uint32_t *ids = calloc(n, sizeof *ids);
-    int ok = reqs && ids && reserve(e, n, n, 1, 0) == 0;
+    int ok = reqs && ids && reserve(e, n, n, 1, 0) == 0 && engine_hold_reserve(e, n) == 0;
     for (size_t i = 0; ok && i < n; i++) {
         reqs[i] = intern(r->id ? r->id : "");
         ids[i] = reqs[i] ? touch_user(e, r->members[i]) : STRMAP_NONE;
@@ -941,6 +947,10 @@ static void seat_group(engine *e, const engine_request *r, uint32_t it,
     if (ok) {
         int64_t free_before = e->items[it].free;
         for (size_t i = 0; i < n; i++) seat(e, ids[i], it, reqs[i], r->id, now);
+        /* every member holds their own bed (and pays their own deposit);
+         * the result carries the requester's order */
+        for (size_t i = 0; i < n; i++)
+            engine_hold_start(e, ids[i], now, strcmp(r->members[i], r->user) ? NULL : out);
         /* All members in one room: n beds of room `it`, and each member
          * there (a search of n users: debug builds only). */
         ALLOC_ASSERT(e->items[it].free == free_before - (int64_t)n);
@@ -991,6 +1001,7 @@ static engine_reason decide_release(engine *e, uint32_t ui,
 {
     if (!holds_bed(e, ui)) return R_NOT_HOLDING;
     if (reserve(e, 1, 1, 1, 0) < 0) return R_NONE;
+    engine_hold_clear(e, ui);   /* a held bed given back ends its hold */
     done(out, e->items[unseat(e, ui, r->id, now)].id);
     return R_NONE;
 }
@@ -1109,8 +1120,10 @@ static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
 {
     switch (r->op) {
     case OP_BUY: return decide_buy(e, ui, r, now, out);
-    case OP_CONFIRM: return decide_confirm(e, ui, r, now, out);
-    case OP_CANCEL: return decide_cancel(e, ui, r, now, out);
+    case OP_CONFIRM:
+        return is_rooms(e) ? engine_hold_confirm(e, ui, r, now, out) : decide_confirm(e, ui, r, now, out);
+    case OP_CANCEL:
+        return is_rooms(e) ? engine_hold_cancel(e, ui, r, now, out) : decide_cancel(e, ui, r, now, out);
     case OP_CHOOSE: return decide_choose(e, ui, r, now, out);
     case OP_AUTO: return decide_auto(e, ui, r, now, out);
     case OP_GROUP: return decide_group(e, r, now, out);
@@ -1118,6 +1131,20 @@ static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
     case OP_RELEASE: return decide_release(e, ui, r, now, out);
     default: return R_NONE;   /* request_ok() let no other op through */
     }
+}
+
+uint64_t engine_new_order_id(engine *e) { return new_order_id(e); }
+void engine_heap_push(engine *e, expiry x) { heap_push(e, x); }
+void engine_heap_settle(engine *e) { heap_settle(e); }
+int engine_reserve(engine *e, size_t n_ev, size_t n_users, size_t n_items, size_t n_ends)
+{
+    return reserve(e, n_ev, n_users, n_items, n_ends);
+}
+void engine_emit(engine *e, const engine_event *ev) { emit(e, ev); }
+void engine_dirty_user(engine *e, uint32_t ui) { dirty_user(e, ui); }
+uint32_t engine_unseat(engine *e, uint32_t ui, const char *req_id, int64_t now)
+{
+    return unseat(e, ui, req_id, now);
 }
 
 engine_reason engine_op_decide(engine *e, uint32_t ui, const engine_request *r,

@@ -104,6 +104,11 @@ struct engine {
     size_t n_wdone, cap_wdone;
     uint8_t wait_kick;          /* units came back: serve at the end of the call */
     uint8_t wait_unsorted;      /* loaded in hash order: sort before use */
+    /* room holds (engine_hold.c): by user index; ended room orders */
+    struct room_hold *holds;
+    size_t cap_holds;
+    struct room_ended *room_ended;
+    size_t n_room_ended, cap_room_ended;
 
     engine_order_fn order_fn;
     void *order_ctx;
@@ -148,8 +153,11 @@ static inline int expiry_less(const expiry *a, const expiry *b)
 
 /* An entry is live while its order is still HELD (confirm and cancel do
  * not search the heap; they leave the entry to be dropped here). */
+int engine_hold_live(const engine *e, const expiry *x);
+
 static inline int expiry_live(const engine *e, const expiry *x)
 {
+    if (is_rooms(e)) return engine_hold_live(e, x);
     const user *u = &e->users[x->user];
     uint32_t i = orders_find(u, x->order);
     return i != STRMAP_NONE && u->u.s.orders[i].state == ORDER_HELD;
@@ -168,6 +176,37 @@ int engine_wait_join(engine *e, const engine_request *r, engine_reason *why,
 void engine_wait_step(engine *e, int64_t now);
 void engine_wait_drain_clear(engine *e);
 void engine_wait_free(engine *e);
+/* Holds for rooms (engine_hold.c): on (rooms with hold_ms), reserve room
+ * for n more before a decision, start one after a seat (out gets order and
+ * expires_at), clear at release, expire (from the heap), confirm and
+ * cancel, the gate's exception for confirm/cancel, views, loading. */
+int engine_hold_on(const engine *e);
+int engine_hold_reserve(engine *e, size_t n);
+void engine_hold_start(engine *e, uint32_t ui, int64_t now, engine_result *out);
+void engine_hold_clear(engine *e, uint32_t ui);
+void engine_hold_expire(engine *e, uint32_t ui, int64_t now);
+engine_reason engine_hold_confirm(engine *e, uint32_t ui, const engine_request *r,
+                                  int64_t now, engine_result *out);
+engine_reason engine_hold_cancel(engine *e, uint32_t ui, const engine_request *r,
+                                 int64_t now, engine_result *out);
+int engine_hold_op_ok(const engine *e, engine_op op);
+void engine_hold_view(const engine *e, uint32_t ui, engine_user_view *v);
+int engine_hold_load(engine *e, const char *uid, uint64_t order, const char *room,
+                     int state, int64_t expires_at);
+void engine_hold_free(engine *e);
+/* check_heap for a room batch: NULL when the heap and the holds agree. */
+const char *engine_hold_check(const engine *e);
+/* engine.c's own steps, for engine_hold.c: an order id, a heap entry (room
+ * reserved), the output reservation, an event, a dirty user, and taking a
+ * user's bed away (an EV_RELEASE; returns the room). */
+uint64_t engine_new_order_id(engine *e);
+void engine_heap_push(engine *e, expiry x);
+void engine_heap_settle(engine *e);   /* drops dead entries off the top */
+int engine_reserve(engine *e, size_t n_ev, size_t n_users, size_t n_items, size_t n_ends);
+void engine_emit(engine *e, const engine_event *ev);
+void engine_dirty_user(engine *e, uint32_t ui);
+uint32_t engine_unseat(engine *e, uint32_t ui, const char *req_id, int64_t now);
+
 /* The waitlist's part of engine_check_invariants (NULL when sound). */
 const char *engine_wait_check(const engine *e);
 /* One op's own decision (engine.c's decide_op) for the waitlist's serving:

@@ -20,6 +20,7 @@ static void user_view(const engine *e, uint32_t ui, engine_user_view *v)
             v->room = e->items[u->u.r.room].id;
             v->since = u->u.r.since;
             v->req = u->u.r.req;
+            engine_hold_view(e, ui, v);
         }
     } else {
         v->units = u->u.s.units;

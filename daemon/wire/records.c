@@ -105,6 +105,12 @@ void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
         jsonw_kstr(w, "item", v->room);
         jsonw_kint(w, "since", v->since);
         if (v->req) jsonw_kstr(w, "req", v->req);
+        if (v->room_order) {   /* a held bed (contract 9.4) */
+            jsonw_key(w, "order");
+            jsonw_u64_str(w, v->room_order);
+            jsonw_kstr(w, "state", records_order_state_name(v->room_state));
+            if (v->room_expires_at) jsonw_kint(w, "expires_at", v->room_expires_at);
+        }
         jsonw_obj_end(w);
         return;
     }

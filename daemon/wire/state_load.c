@@ -1,6 +1,7 @@
 /* state_load.c -- see state_load.h. */
 #include "wire/state_load.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,20 @@ int state_load_holder(engine *e, const char *user, const char *json,
             snprintf(err, errlen, "holder '%s': room '%s' rejected by the engine (%d)",
                      user, json_string_value(item), erc);
             rc = -1;
+        }
+        json_t *order = json_object_get(doc, "order");
+        if (rc == 0 && order) {   /* a held bed (contract 9.4) */
+            json_t *exp = json_object_get(doc, "expires_at");
+            int st = records_order_state_parse(json_string_value(json_object_get(doc, "state")));
+            uint64_t id = order_parse(order);
+            erc = id && st ? engine_load_order(e, user, id, json_string_value(item), 1, st,
+                                              json_is_integer(exp) ? json_integer_value(exp) : 0)
+                           : -EINVAL;
+            if (erc < 0) {
+                snprintf(err, errlen, "holder '%s': the hold of room '%s' rejected (%d)",
+                         user, json_string_value(item), erc);
+                rc = -1;
+            }
         }
     } else if (json_is_array(orders)) {
         rc = load_stock_orders(e, user, orders, err, errlen);

@@ -166,6 +166,9 @@ typedef struct engine_user_view {
     const char *room;       /* NULL when holding no bed */
     int64_t since;
     const char *req;
+    uint64_t room_order;    /* with hold_ms: the bed's order, 0 without */
+    int room_state;         /* ORDER_HELD or ORDER_CONFIRMED, 0 without */
+    int64_t room_expires_at;/* ORDER_HELD: the deadline */
     /* stock */
     int64_t units;          /* held + confirmed */
     const engine_order *orders; /* live orders only (HELD, CONFIRMED), oldest first */
@@ -226,7 +229,9 @@ int engine_load_attr(engine *e, const char *item, const char *key,
 int engine_load_room_holder(engine *e, const char *user, const char *room,
                             int64_t since, const char *req);
 /* state: ORDER_HELD, ORDER_CONFIRMED, or a tombstone (EXPIRED/CANCELLED,
- * which holds no units). */
+ * which holds no units). Room batches with hold_ms (contract 9.4): the
+ * hold of a bed loaded with engine_load_room_holder (item = its room,
+ * qty 1), or a tombstone. */
 int engine_load_order(engine *e, const char *user, uint64_t order,
                       const char *item, int64_t qty, int state,
                       int64_t expires_at);

@@ -27,6 +27,7 @@ struct ctl_replay {
     json_t *cap_log;    /* item -> capacity of its last `capacity` entry */
     json_t *seg_max;    /* item -> most units held at once since that entry */
     json_t *waiting;    /* request id -> ticket, from wait / wait_served */
+    json_t *moving;     /* rooms: user -> {req, hold} between a switch's release and grant */
     ctl_replay_counts counts;
 };
 
@@ -71,7 +72,8 @@ ctl_replay *ctl_replay_new(int room, int64_t per_user, ctl_finding_fn fn, void *
     r->cap_log = json_object();
     r->seg_max = json_object();
     r->waiting = json_object();
-    if (!r->users || !r->held || !r->cap_log || !r->seg_max || !r->waiting) {
+    r->moving = json_object();
+    if (!r->users || !r->held || !r->cap_log || !r->seg_max || !r->waiting || !r->moving) {
         ctl_replay_free(r);
         return NULL;
     }
@@ -86,6 +88,7 @@ void ctl_replay_free(ctl_replay *r)
     json_decref(r->cap_log);
     json_decref(r->seg_max);
     json_decref(r->waiting);
+    json_decref(r->moving);
     free(r);
 }
 
@@ -188,9 +191,21 @@ static void room_grant(ctl_replay *r, const entry *e)
                 e->id, e->item, e->user, old ? old : "?");
         if (old) held_add(r, e, old, -1);
     }
-    json_object_set_new(r->users, e->user,
-                        json_pack("{s:s, s:I, s:s}", "item", e->item, "since",
-                                  (json_int_t)e->at, "req", e->req));
+    json_t *doc = json_pack("{s:s, s:I, s:s}", "item", e->item, "since", (json_int_t)e->at,
+                            "req", e->req);
+    json_t *mv = json_object_get(r->moving, e->user);
+    if (*e->order) {   /* a held bed (contract 9.4) */
+        json_object_set_new(doc, "order", json_string(e->order));
+        json_object_set_new(doc, "state", json_string("held"));
+        json_object_set_new(doc, "expires_at", json_integer(e->expires_at));
+    } else if (mv && !strcmp(json_string_value(json_object_get(mv, "req")), e->req)) {
+        /* the grant of a switch: the hold moves with the bed */
+        const char *k[] = { "order", "state", "expires_at" };
+        for (int i = 0; i < 3; i++)
+            if (json_object_get(mv, k[i])) json_object_set(doc, k[i], json_object_get(mv, k[i]));
+    }
+    json_object_del(r->moving, e->user);
+    json_object_set_new(r->users, e->user, doc);
     held_add(r, e, e->item, 1);
 }
 
@@ -207,6 +222,29 @@ static void room_release(ctl_replay *r, const entry *e)
         finding(r, "log %s: release of '%s' by '%s', whose bed is in '%s'", e->id,
                 e->item, e->user, old);
     held_add(r, e, old, -1);
+    json_object_set_new(u, "req", json_string(e->req));   /* remembered for a switch's grant */
+    json_object_set(r->moving, e->user, u);
+    json_object_del(r->users, e->user);
+}
+
+/* confirm, cancel and expire of a held bed (rooms with hold_ms). */
+static void room_order(ctl_replay *r, const entry *e, int type)
+{
+    json_t *u = json_object_get(r->users, e->user);
+    const char *order = json_string_value(json_object_get(u, "order"));
+    if (!order || strcmp(order, e->order)) {
+        finding(r, "log %s: %s of order '%s', which '%s' does not hold", e->id, e->type,
+                e->order, e->user);
+        return;
+    }
+    if (type == CTL_EV_CONFIRM) {
+        json_object_set_new(u, "state", json_string("confirmed"));
+        json_object_del(u, "expires_at");
+        return;
+    }
+    if (type == CTL_EV_EXPIRE && strcmp(json_string_value(json_object_get(u, "state")), "held"))
+        finding(r, "log %s: expiry of order '%s', which was confirmed", e->id, e->order);
+    held_add(r, e, json_string_value(json_object_get(u, "item")), -1);
     json_object_del(r->users, e->user);
 }
 
@@ -345,9 +383,9 @@ static void check_waitlist(ctl_replay *r, const ctl_snapshot *s)
 
 static int kind_ok(const ctl_replay *r, int type)
 {
-    if (type == CTL_EV_CONFIRM || type == CTL_EV_CANCEL || type == CTL_EV_EXPIRE)
-        return !r->room;
-    return 1;
+    (void)r;
+    (void)type;
+    return 1;   /* confirm, cancel, expire: rooms too, with hold_ms (contract 9.4) */
 }
 
 void ctl_replay_entry(ctl_replay *r, const char *id, const ctl_kv *fields, size_t n)
@@ -369,9 +407,13 @@ void ctl_replay_entry(ctl_replay *r, const char *id, const ctl_kv *fields, size_
         if (r->room) room_release(r, &e);
         else finding(r, "log %s: a release entry in a stock batch", id);
         break;
-    case CTL_EV_CONFIRM:  stock_confirm(r, &e); break;
+    case CTL_EV_CONFIRM:
     case CTL_EV_CANCEL:
-    case CTL_EV_EXPIRE:   stock_end(r, &e); break;
+    case CTL_EV_EXPIRE:
+        if (r->room) room_order(r, &e, type);
+        else if (type == CTL_EV_CONFIRM) stock_confirm(r, &e);
+        else stock_end(r, &e);
+        break;
     case CTL_EV_CAPACITY: on_capacity(r, &e); break;
     case CTL_EV_WAIT:
     case CTL_EV_WAIT_SERVED: on_wait(r, &e, type == CTL_EV_WAIT); break;
@@ -415,9 +457,13 @@ static json_t *norm_holder(json_t *doc, int room)
     if (room) {
         json_t *req = json_object_get(doc, "req"), *since = json_object_get(doc, "since");
         if (!json_is_string(json_object_get(doc, "item"))) return NULL;
-        return json_pack("{s:O, s:o, s:o}", "item", json_object_get(doc, "item"),
-                         "since", since ? json_incref(since) : json_null(),
-                         "req", req ? json_incref(req) : json_string(""));
+        json_t *n = json_pack("{s:O, s:o, s:o}", "item", json_object_get(doc, "item"),
+                              "since", since ? json_incref(since) : json_null(),
+                              "req", req ? json_incref(req) : json_string(""));
+        const char *k[] = { "order", "state", "expires_at" };   /* a held bed */
+        for (int i = 0; n && i < 3; i++)
+            if (json_object_get(doc, k[i])) json_object_set(n, k[i], json_object_get(doc, k[i]));
+        return n;
     }
     if (!json_is_integer(json_object_get(doc, "units")) ||
         !json_is_array(json_object_get(doc, "orders")))
