@@ -40,6 +40,7 @@
 #include "core/engine.h"
 #include "core/assert.h"
 #include "core/strmap.h"
+#include "core/engine_slots.h"
 #include "core/engine_wait.h"
 #include "engine_int.h"
 
@@ -387,6 +388,7 @@ void engine_free(engine *e)
     free(e->events);
     engine_wait_free(e);
     engine_hold_free(e);
+    engine_slots_free(e);
     free(e);
 }
 
@@ -675,14 +677,16 @@ static batch_kind op_kind(engine_op op)
 }
 
 /* Steps 2-6 of the spec: everything that is not about the op itself. */
-static engine_reason gate(engine *e, user *u, engine_op op, int64_t now)
+static engine_reason gate(engine *e, user *u, const engine_request *r, int64_t now)
 {
+    engine_op op = r->op;
     switch (engine_phase_at(e, now)) {
     case PHASE_CLOSED: return R_CLOSED;
-    case PHASE_WAITING: return R_NOT_OPEN;
     case PHASE_PAUSED: return R_PAUSED;
-    case PHASE_OPEN: break;
+    case PHASE_WAITING: case PHASE_OPEN: break;
     }
+    /* the batch's opens_at, or the user's own selection slot (engine_slots.c) */
+    if (now < engine_opens_for(e, r)) return R_NOT_OPEN;
     if (throttled(e, u, now)) return R_THROTTLED;
     if (op_kind(op) != e->meta.kind && !engine_hold_op_ok(e, op)) return R_WRONG_KIND;
     return R_NONE;
@@ -1175,9 +1179,9 @@ static engine_reason decide_user(engine *e, const engine_request *r,
         out->status = ST_INVALID;
         return R_NONE;
     }
-    engine_reason why = gate(e, &e->users[ui], r->op, now);
+    engine_reason why = gate(e, &e->users[ui], r, now);
     if (why == R_THROTTLED) out->retry_at = e->users[ui].penalty_until;
-    if (why == R_NOT_OPEN) out->opens_at = e->meta.opens_at;
+    if (why == R_NOT_OPEN) out->opens_at = engine_opens_for(e, r);
     if (why != R_NONE) return why;
     return decide_op(e, ui, r, now, out);
 }

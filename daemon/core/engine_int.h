@@ -110,6 +110,12 @@ struct engine {
     struct room_ended *room_ended;
     size_t n_room_ended, cap_room_ended;
 
+    /* selection slots (engine_slots.c): user -> ms, apart from the users */
+    struct slot_entry *slots;
+    size_t n_slots, cap_slots;
+    strmap slot_map;
+    int slots_ready;
+
     engine_order_fn order_fn;
     void *order_ctx;
     uint64_t next_order;        /* fallback order ids without a source */
@@ -206,6 +212,8 @@ int engine_reserve(engine *e, size_t n_ev, size_t n_users, size_t n_items, size_
 void engine_emit(engine *e, const engine_event *ev);
 void engine_dirty_user(engine *e, uint32_t ui);
 uint32_t engine_unseat(engine *e, uint32_t ui, const char *req_id, int64_t now);
+
+void engine_slots_free(engine *e);
 
 /* The waitlist's part of engine_check_invariants (NULL when sound). */
 const char *engine_wait_check(const engine *e);

@@ -32,6 +32,8 @@
 
 typedef enum { BATCH_STOCK = 1, BATCH_ROOM = 2 } batch_kind;
 typedef enum { EARLY_REJECT = 0, EARLY_SHUFFLE = 1 } early_mode;
+/* Whose selection slot a group uses (contract 9.4, core/engine_slots.h). */
+typedef enum { GROUP_SLOT_EARLIEST = 0, GROUP_SLOT_LATEST, GROUP_SLOT_LEADER } group_slot_rule;
 
 /* Batch definition, from P:{B}:meta (section 2 of the contract). */
 typedef struct engine_meta {
@@ -46,6 +48,7 @@ typedef struct engine_meta {
     int64_t rate_window_ms;
     int64_t penalty_ms;
     int64_t wait_ms;        /* waitlist: longest wait, 0 = until close */
+    group_slot_rule group_slot; /* rooms: whose slot a group uses */
 } engine_meta;
 
 void engine_meta_defaults(engine_meta *m); /* kind left 0: caller must set it */
