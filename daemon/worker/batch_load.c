@@ -13,11 +13,12 @@
 
 #include "base/log.h"
 #include "core/numtext.h"
+#include "core/engine_slots.h"
 #include "wire/state_load.h"
 
 /* The replies of one load, in the order they are sent (and answered). */
 enum {
-    LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED, LOAD_WAITLIST,
+    LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED, LOAD_WAITLIST, LOAD_SLOTS,
     LOAD_UPGRADE, LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL
 };
 #define BATCH_LOAD_STEPS (LOAD_INTERNAL + 1)
@@ -152,6 +153,13 @@ int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *er
         if (rc == 0) m->kind = (batch_kind)choice;
         return rc;
     }
+    if (!strcmp(k, "group_slot")) {
+        if (!strcmp(v, "earliest")) m->group_slot = GROUP_SLOT_EARLIEST;
+        else if (!strcmp(v, "latest")) m->group_slot = GROUP_SLOT_LATEST;
+        else if (!strcmp(v, "leader")) m->group_slot = GROUP_SLOT_LEADER;
+        else { snprintf(err, errlen, "meta group_slot '%s' is not earliest, latest or leader", v); return -1; }
+        return 0;
+    }
     if (!strcmp(k, "early")) {
         rc = meta_choice(&choice, k, v, "reject", EARLY_REJECT, "shuffle", EARLY_SHUFFLE, err, errlen);
         if (rc == 0) m->early = (early_mode)choice;
@@ -210,6 +218,9 @@ static void load_pair(batch_load *l, int tag, const char *k, const char *v, size
         if (state_load_ended(l->eng, k, v, vlen, err, sizeof err) < 0)
             log_warn("batch %s: %s", l->batch, err);
         break;
+    case LOAD_SLOTS:
+        batch_load_slot(l->eng, l->batch, k, v);
+        break;
     case LOAD_WAITLIST:
         /* a waiting request allocd wrote and cannot read back would lose
          * its final result: the load fails, as for a bad holder */
@@ -217,6 +228,18 @@ static void load_pair(batch_load *l, int tag, const char *k, const char *v, size
             batch_load_fail(l, "%s", err);
         break;
     }
+}
+
+/* One P:{B}:slots field (the operator's): a user and ms. A bad one is
+ * warned about and skipped -- that user then waits for the batch's
+ * opens_at -- rather than stop the whole round. */
+void batch_load_slot(engine *e, const char *batch, const char *user, const char *v)
+{
+    int64_t at;
+    if (numtext_parse_i64(v, &at) < 0 || at < 0)
+        log_warn("batch %s: slots %s '%s' is not a time in ms: ignored", batch, user, v);
+    else if (engine_slot_set(e, user, at) == -EINVAL)
+        log_warn("batch %s: slots: '%s' is not a user id: ignored", batch, user);
 }
 
 static void load_pairs(batch_load *l, const redisReply *r, int tag)
@@ -324,6 +347,7 @@ int batch_load_start(batch_load *l, const char *trip_key, uint64_t seed)
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_HOLDERS], to, "HGETALL %s", k->holders));
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ENDED], to, "HGETALL %s", k->orders_ended));
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_WAITLIST], to, "HGETALL %s", k->waitlist));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_SLOTS], to, "HGETALL %s", k->slots));
     /* the lists an older allocd kept requests in while it decided them */
     char processing[BATCH_KEY_MAX + 16], ctlprocessing[BATCH_KEY_MAX + 16];
     snprintf(processing, sizeof processing, "%s:{%s}:processing", l->cfg->prefix, l->batch);

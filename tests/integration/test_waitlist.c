@@ -138,6 +138,14 @@ static void test_stock_cancel_and_expiry_serve_the_head(void **state)
     expect_waiting(f, "s", "w2", 2);
     assert_int_equal(stat(f, "s", "waiting"), 2);
     assert_int_equal(proc_int(f->c, "HLEN alloc:{s}:waitlist"), 2);
+    /* the operator sees it: top's WAIT/SERVED, batch list, status */
+    const char *build = getenv("BUILD");
+    build = build && *build ? build : "build";
+    assert_int_equal(itest_sh("%s/allocctl --redis %s top | grep -q ' 2/0 '", build, f->redis.url), 0);
+    assert_int_equal(itest_sh("%s/allocctl --redis %s batch list | grep -q 'waiting=2.wait_served=0'", build,
+                              f->redis.url), 0);
+    assert_int_equal(itest_sh("%s/allocctl --redis %s status s | grep -q '^waiting  *2'", build,
+                              f->redis.url), 0);
     /* ann cancels: bob is served in the same step, a reservation of his own */
     itest_push(f, "s", "{\"id\":\"k1\",\"user\":\"ann\",\"op\":\"cancel\",\"order\":\"%s\"}", o1);
     itest_expect(f, "s", "k1", "done", NULL);
