@@ -258,7 +258,7 @@ static void test_group_does_not_block(void **state)
     start(f);
     for (int i = 0; i < 3; i++) {
         itest_push(f, "g", "{\"id\":\"o%d\",\"user\":\"o%d\",\"op\":\"choose\",\"room\":\"R3\"}", i, i);
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "o%d", i);
         itest_expect(f, "g", id, "granted", "R3");
     }

@@ -123,7 +123,7 @@ static void test_stock_expiry_serves_in_order(void **state)
     assert_int_equal(buy(e, "b1", "u1", "sku", 1, 1, T0).status, ST_GRANTED);
     assert_int_equal(buy(e, "b2", "u2", "sku", 1, 1, T0).status, ST_GRANTED);
     for (int i = 0; i < 3; i++) {
-        char id[8], u[8];
+        char id[16], u[16];
         snprintf(id, sizeof id, "w%d", i);
         snprintf(u, sizeof u, "v%d", i);
         expect_waiting(buy(e, id, u, "sku", 1, 1, T0 + 1 + i), i + 1, i + 1);
@@ -255,7 +255,7 @@ static void test_group_waits_without_blocking(void **state)
     engine *e = mk_dorm();
     static const char *const three[] = { "g1", "g2", "g3" }, *const r3[] = { "R3" };
     for (int i = 0; i < 3; i++) {
-        char id[8], u[8];
+        char id[16], u[16];
         snprintf(id, sizeof id, "o%d", i);
         snprintf(u, sizeof u, "o%d", i);
         assert_int_equal(user_op(e, OP_CHOOSE, id, u, "R3", 0, 0, T0).status, ST_GRANTED);
