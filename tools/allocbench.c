@@ -898,6 +898,10 @@ static int run_tickets(bench *b)
     double load0 = bench_loadavg();
     int fa = tickets_allocd(&t, &a, err, sizeof err);
     if (fa < 0) fprintf(stderr, "allocbench: tickets, allocd: %s\n", err);
+    if (fa == 0 && b->daemon.pid > 0 && !bench_daemon_alive(&b->daemon)) {
+        fprintf(stderr, "allocbench: tickets: allocd died during the run (its log: %s)\n", b->dir);
+        fa = -1;
+    }
     if (b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
     int fl = tickets_lua(&t, &l, err, sizeof err);
     if (fl < 0) fprintf(stderr, "allocbench: tickets, lua: %s\n", err);

@@ -406,6 +406,7 @@ int engine_error(const engine *e) { return e->error; }
  * tools) ids count up from 1. */
 static uint64_t new_order_id(engine *e)
 {
+    if (e->n_spare) return e->spare[--e->n_spare];
     if (e->order_fn) return e->order_fn(e->order_ctx);
     return e->next_order++;
 }

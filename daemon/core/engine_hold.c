@@ -97,6 +97,7 @@ void engine_hold_start(engine *e, uint32_t ui, int64_t now, engine_result *out)
     struct room_hold *h = hold_of(e, ui);
     ALLOC_ASSERT(h && h->state == 0 && e->n_heap < e->cap_heap);   /* reserved */
     h->order = engine_new_order_id(e);
+    ALLOC_ASSERT(h->order != 0);   /* the shell provides ids for every grant */
     h->expires_at = now > INT64_MAX - e->meta.hold_ms ? INT64_MAX : now + e->meta.hold_ms;
     h->state = ORDER_HELD;
     engine_heap_push(e, (expiry){ h->expires_at, h->order, ui });

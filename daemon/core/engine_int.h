@@ -11,6 +11,7 @@
 #include "core/strmap.h"
 
 #define NO_ROOM UINT32_MAX
+#define REQUEST_SPARE_IDS 260   /* > the largest group (256 members) */
 
 /* *_LOADED_OVER: loaded holding more than capacity / per_user (see engine.c's
  * note at its top); the only records the sweep lets break those limits. */
@@ -115,6 +116,13 @@ struct engine {
     size_t n_slots, cap_slots;
     strmap slot_map;
     int slots_ready;
+
+    /* order ids drawn ahead by the waitlist's serving (engine_wait.c), used
+     * first by new_order_id; wait_stalled: a serving pass stopped because
+     * the source had none left (the shell brings more, then calls again) */
+    uint64_t spare[REQUEST_SPARE_IDS];
+    size_t n_spare;
+    uint8_t wait_stalled;
 
     engine_order_fn order_fn;
     void *order_ctx;

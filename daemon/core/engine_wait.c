@@ -291,10 +291,40 @@ static void end_due(engine *e, int64_t now)
     if (e->wl_head > 64 && e->wl_head * 2 > e->n_wl) compact(e);
 }
 
-/* Decides entry i again: 1 when it ended (served), 0 when it stays. */
+/* Order ids a serving of r may take: one for a buy, one per bed with
+ * holds (engine_hold.c), none otherwise. */
+static size_t ids_needed(const engine *e, const engine_request *r)
+{
+    if (r->op == OP_BUY) return 1;
+    if (!is_rooms(e) || e->meta.hold_ms <= 0) return 0;
+    return r->op == OP_GROUP ? r->n_members : 1;
+}
+
+/* Draws ids ahead until `need` are in hand. The shell guarantees ids for
+ * the requests of a chunk, not for the units that come back in it (an
+ * expiry of thousands of reservations at once): when the source runs dry
+ * the pass stops, wait_stalled tells the shell, and the pass goes on at
+ * the next call once the shell has more (the ids drawn stay in hand). */
+static int ids_ready(engine *e, size_t need)
+{
+    ALLOC_ASSERT(need <= REQUEST_SPARE_IDS);
+    while (e->n_spare < need) {
+        uint64_t id = e->order_fn ? e->order_fn(e->order_ctx) : e->next_order++;
+        if (!id) return 0;
+        e->spare[e->n_spare++] = id;
+    }
+    return 1;
+}
+
+/* Decides entry i again: 1 when it ended (served), 0 when it stays, -1
+ * when the pass must stop for lack of order ids. */
 static int serve_one(engine *e, size_t i, int64_t now)
 {
     struct wait_entry *w = e->wl[i];
+    if (!ids_ready(e, ids_needed(e, &w->r))) {
+        e->wait_stalled = 1;
+        return -1;
+    }
     if (reserve_events(e, w->r.n_members + 3) < 0) return 0;
     uint32_t ui = find_user(e, w->r.user);
     ALLOC_ASSERT(ui != STRMAP_NONE);
@@ -318,10 +348,17 @@ static void serve(engine *e, int64_t now)
     if (!e->wait_kick || e->counters.waiting == 0) { e->wait_kick = 0; return; }
     if (engine_phase_at(e, now) != PHASE_OPEN) return;   /* kept for resume */
     e->wait_kick = 0;
+    e->wait_stalled = 0;
     int took = 0;
     for (size_t i = e->wl_head; i < e->n_wl && !e->error; i++) {
         if (e->counters.free_units <= 0) break;
-        if (e->wl[i]) took |= serve_one(e, i, now);
+        if (!e->wl[i]) continue;
+        int rc = serve_one(e, i, now);
+        if (rc < 0) {            /* out of order ids: the rest at the next call */
+            e->wait_kick = 1;
+            break;
+        }
+        took |= rc;
     }
     if (took) compact(e);
 }
@@ -342,6 +379,8 @@ void engine_wait_step(engine *e, int64_t now)
 /* ---------------------------------------------------------------- views */
 
 size_t engine_wait_count(const engine *e) { return (size_t)e->counters.waiting; }
+
+int engine_wait_stalled(const engine *e) { return e->wait_stalled; }
 
 static const struct wait_entry *live_at(const engine *e, size_t i)
 {

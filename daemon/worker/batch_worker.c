@@ -49,6 +49,7 @@
 #include "base/random.h"
 #include "core/assert.h"
 #include "core/engine_slots.h"
+#include "core/engine_wait.h"
 #include "core/engine.h"
 #include "redis/argbuf.h"
 #include "redis/redis_conn.h"
@@ -406,9 +407,19 @@ static int add_list(batch_worker *w, chunk *ch, redisReply *list)
     return 0;
 }
 
+/* Order ids chunk ch needs before it is decided: its own grants, and
+ * when the waitlist's last pass stopped for want of ids, a chunk's worth
+ * more for it to go on (core/engine_wait.h). */
+static size_t ids_needed(batch_worker *w, const chunk *ch)
+{
+    size_t n = chunk_buys(ch);
+    if (engine_wait_stalled(w->eng)) n += (size_t)w->cfg->chunk;
+    return n;
+}
+
 static int needs_empty_apply(batch_worker *w, int64_t now)
 {
-    return w->first_apply || engine_next_expiry(w->eng) <= now ||
+    return w->first_apply || engine_next_expiry(w->eng) <= now || engine_wait_stalled(w->eng) ||
            engine_phase_at(w->eng, now) != w->written_phase;
 }
 
@@ -728,7 +739,7 @@ static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
 
 static void on_orders(batch_worker *w, chunk *ch, redisReply *r)
 {
-    if (order_ids_take(&w->orders, r, chunk_buys(ch)) < 0) {
+    if (order_ids_take(&w->orders, r, ids_needed(w, ch)) < 0) {
         worker_fail(w, "order id block", "unexpected reply");
         return;
     }
@@ -836,7 +847,7 @@ static void advance(batch_worker *w)
         chunk *ch = chunk_ring_at(&w->ring, i);
         if (ch->state == CS_DONE || ch->state == CS_APPLYING) continue;
         if (ch->state != CS_DEDUPED) return;
-        size_t buys = chunk_buys(ch);
+        size_t buys = ids_needed(w, ch);
         if (order_block_left(&w->orders.block) < buys) {
             if (w->orders.outstanding) return;
             worker_op *o = op_new(w, WOP_ORDERS, ch);

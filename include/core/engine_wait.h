@@ -43,6 +43,12 @@
 int engine_wait_load(engine *e, const engine_request *r, int64_t wait_no,
                      int64_t joined_at, engine_reason why);
 
+/* 1 when the last serving pass stopped because the order source ran dry:
+ * the shell brings ids (a chunk's own buys are its to provide; units
+ * returned in bulk are not) and makes another engine call, which goes on
+ * serving. */
+int engine_wait_stalled(const engine *e);
+
 /* Requests waiting now. */
 size_t engine_wait_count(const engine *e);
 /* The ticket of the oldest request still waiting, 0 when none. */

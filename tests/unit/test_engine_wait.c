@@ -313,6 +313,48 @@ static void test_load_keeps_ticket_order(void **state)
     engine_free(e);
 }
 
+/* An order source with `left` ids, then none (a worker's block running
+ * out). */
+static uint64_t few_ids(void *ctx)
+{
+    uint64_t *left = ctx;
+    if (*left == 0) return 0;
+    return 1000 + (*left)--;
+}
+
+/* Units coming back in bulk may need more order ids than the shell has in
+ * hand: the pass stops without taking an id it does not have (no order 0,
+ * nobody skipped), says so, and goes on at the next call. */
+static void test_serving_stops_without_order_ids(void **state)
+{
+    engine *e = mk(BATCH_STOCK, 1, 0, 0);
+    uint64_t left = 2;
+    engine_set_order_source(e, few_ids, &left);
+    assert_int_equal(engine_load_item(e, "sku", 0), 0);
+    for (int i = 0; i < 5; i++) {
+        char id[16], u[16];
+        snprintf(id, sizeof id, "w%d", i);
+        snprintf(u, sizeof u, "v%d", i);
+        expect_waiting(buy(e, id, u, "sku", 1, 1, T0 + i), i + 1, i + 1);
+    }
+    engine_drain_clear(e);
+    admin(e, OP_SET_CAPACITY, "sku", 5, T0 + 10);
+    assert_int_equal(engine_wait_done_count(e), 2);
+    assert_string_equal(done_at(e, 0, "w0").item, "sku");
+    done_at(e, 1, "w1");
+    assert_true(engine_wait_stalled(e));
+    assert_int_equal(engine_next_expiry(e), INT64_MAX);
+    engine_drain_clear(e);
+    left = 10;                                   /* the shell brought a block */
+    engine_expire(e, T0 + 11);
+    assert_false(engine_wait_stalled(e));
+    assert_int_equal(engine_wait_done_count(e), 3);
+    done_at(e, 0, "w2");
+    done_at(e, 2, "w4");
+    assert_int_equal(engine_wait_count(e), 0);
+    engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_rooms_release_and_switch_serve),
         cmocka_unit_test(test_group_waits_without_blocking),
         cmocka_unit_test(test_load_keeps_ticket_order),
+        cmocka_unit_test(test_serving_stops_without_order_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
