@@ -9,6 +9,9 @@
 #                         except memory); BENCH_ARGS replaces its arguments
 #   make bench-memory     RSS per participant at one million participants
 #   make bench-scaling    stock at chunk 64/256/1024/4096
+#   make bench-tickets    a ticket sale with expiring reservations: allocd's
+#                         waitlist (wait:true) against Lua with polling losers
+#                         (also the last part of `make bench`)
 #   make bench-cluster    stock over Redis Cluster: (1 Redis, 1 instance),
 #                         (3 masters, 3 instances), (3 masters, 1 instance),
 #                         6 batches, 200,000 requests, 2 rounds
@@ -28,9 +31,15 @@ BENCH_MEMORY_ARGS ?= --scenario stock --users 1000000 --requests 1000000 --memor
 BENCH_SCALING_ARGS ?= --scenario stock --chunk-sweep 64,256,1024,4096
 BENCH_CLUSTER_ARGS ?= --cluster-sweep 1x1,3x3,3x1 --batches 6 --requests 200000 --runs 2
 
-.PHONY: bench bench-memory bench-scaling bench-cluster
+.PHONY: bench bench-memory bench-scaling bench-cluster bench-tickets
+BENCH_TICKETS_ARGS ?= --tickets --users 100000 --hold-ms 2000
+
 bench: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_ARGS)
+	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_TICKETS_ARGS)
+
+bench-tickets: $(ALLOCD) $(BUILD)/allocbench
+	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_TICKETS_ARGS)
 
 bench-memory: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_MEMORY_ARGS)

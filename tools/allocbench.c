@@ -13,6 +13,7 @@
  * --cluster-sweep is a separate scenario (tools/bench/cluster.h): allocd
  * over M Redis masters with N instances, aggregate throughput and CPU.
  */
+#include "bench/tickets.h"
 #include "bench/designs.h"
 #include "bench/cluster.h"
 
@@ -43,6 +44,7 @@ typedef struct options {
     int designs, lua_seconds, lock_threads, lock_sleep_us, lock_seconds, lock_precheck;
     int probe, rate_test, targets, memory;
     int lua_pairs;                /* --lua-pairs: stock allocd+Lua pairs for the target */
+    int tickets;                  /* --tickets: the waitlist scenario (bench/tickets.h) */
     int sweep[MAX_SWEEP], n_sweep;
     int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
     uint64_t seed;
@@ -111,6 +113,8 @@ static void usage(FILE *f)
           "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n"
           "  --lua-pairs N         run stock prepushed allocd + Lua N times (fresh daemon each) and\n"
           "                        judge the Lua target on the median ratio (with --targets: 5)\n"
+          "  --tickets             the tickets scenario: --users buyers (100000) for a tenth as many\n"
+          "                        tickets, --hold-ms (2000), allocd wait:true vs Lua with polling losers\n"
           "  --targets             the standard comparison: all scenarios, --compare, --rate-test,\n"
           "                        --probe 300, --chunk-sweep 256,1024, and every TARGET line\n"
           "  --chunk N             allocd chunk (512)\n"
@@ -222,7 +226,7 @@ static void apply_targets(options *o)
 enum {
     O_SCENARIO = 256, O_MODE, O_REQUESTS, O_USERS, O_ITEMS, O_HOLD, O_PRODUCERS, O_DEPTH,
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
-    O_RATE_TEST, O_SWEEP, O_MEMORY, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
+    O_RATE_TEST, O_SWEEP, O_MEMORY, O_TICKETS, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
     O_LUA_PAIRS,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
@@ -236,7 +240,7 @@ static const struct option long_opts[] = {
     { "lock-threads", 1, 0, O_LOCK_T }, { "lock-sleep-us", 1, 0, O_LOCK_SLEEP },
     { "lock-seconds", 1, 0, O_LOCK_S }, { "lock-precheck", 0, 0, O_LOCK_PRE },
     { "probe", 1, 0, O_PROBE }, { "rate-test", 0, 0, O_RATE_TEST }, { "chunk-sweep", 1, 0, O_SWEEP },
-    { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "lua-pairs", 1, 0, O_LUA_PAIRS }, { "chunk", 1, 0, O_CHUNK },
+    { "tickets", 0, 0, O_TICKETS }, { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "lua-pairs", 1, 0, O_LUA_PAIRS }, { "chunk", 1, 0, O_CHUNK },
     { "registry-ms", 1, 0, O_REGISTRY }, { "redis", 1, 0, O_REDIS }, { "allocd", 1, 0, O_ALLOCD },
     { "no-daemon", 0, 0, O_NO_DAEMON }, { "pid", 1, 0, O_PID }, { "prefix", 1, 0, O_PREFIX },
     { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
@@ -293,6 +297,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_SWEEP: return parse_sweep(o, v);
     case O_CL_SWEEP: return parse_cluster_sweep(o, v);
     case O_MEMORY: o->memory = 1; return 0;
+    case O_TICKETS: o->tickets = 1; return 0;
     case O_TARGETS: *targets = 1; return 0;
     case O_LUA_PAIRS: o->lua_pairs = atoi(v); return o->lua_pairs >= 1 && o->lua_pairs <= 20 ? 0 : -1;
     case O_REDIS: o->redis_url = v; return 0;
@@ -874,6 +879,58 @@ static int run_cluster(const options *o)
     return failed;
 }
 
+/* ---------------------------------------------------------- tickets --- */
+
+/* The tickets scenario (bench/tickets.h): allocd with wait:true, then the
+ * Lua design with polling losers, on the same Redis. --users buyers
+ * (default 100,000), a tenth as many tickets, --hold-ms (default 2000). */
+static int run_tickets(bench *b)
+{
+    options *o = &b->opt;
+    if (start_redis(b) < 0 || fresh_daemon(b, o->chunk) < 0) { stop_all(b); return 1; }
+    tickets_opts t = {
+        .target = &b->target, .prefix = o->prefix, .buyers = o->users ? o->users : 100000,
+        .hold_ms = o->hold_ms ? o->hold_ms : 2000, .seconds = 12, .retry_ms = 200, .seed = o->seed | 1,
+    };
+    t.tickets = t.buyers / 10;
+    tickets_result a, l;
+    char err[256] = "";
+    double load0 = bench_loadavg();
+    int fa = tickets_allocd(&t, &a, err, sizeof err);
+    if (fa < 0) fprintf(stderr, "allocbench: tickets, allocd: %s\n", err);
+    if (fa == 0 && b->daemon.pid > 0 && !bench_daemon_alive(&b->daemon)) {
+        fprintf(stderr, "allocbench: tickets: allocd died during the run (its log: %s)\n", b->dir);
+        fa = -1;
+    }
+    if (b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
+    int fl = tickets_lua(&t, &l, err, sizeof err);
+    if (fl < 0) fprintf(stderr, "allocbench: tickets, lua: %s\n", err);
+    stop_all(b);
+    printf("tickets: %ld buyers, %ld tickets, reservations held %d ms, half never paid; %d s after the first wave;\n"
+           "load average %.2f at the start, %.2f at the end\n\n", t.buyers, t.tickets, t.hold_ms, t.seconds,
+           load0, bench_loadavg());
+    printf("%-22s %10s %12s %10s %10s %8s %10s %10s %10s\n", "design", "wave_s", "wave_req/s", "calls",
+           "calls/s", "paid", "returned", "regranted", "to_longest");
+    const struct { const char *name; tickets_result *r; int failed; } rows[] = {
+        { "allocd (wait:true)", &a, fa < 0 }, { "lua (losers retry)", &l, fl < 0 },
+    };
+    for (int i = 0; i < 2; i++) {
+        const tickets_result *r = rows[i].r;
+        printf("%-22s %10.2f %12.0f %10ld %10.0f %8ld %10ld %10ld %10ld%s\n", rows[i].name, r->first_wave_s,
+               r->first_wave_rps, r->calls, r->calls_per_s, r->paid, r->returned, r->regranted,
+               r->to_longest_waiting, rows[i].failed ? "  FAILED" : "");
+    }
+    for (int i = 0; i < 2; i++) {
+        const tickets_result *r = rows[i].r;
+        printf("RESULT scenario=tickets design=%s buyers=%ld tickets=%ld hold_ms=%d first_wave_s=%.3f "
+               "first_wave_rps=%.0f calls=%ld calls_per_s=%.0f paid=%ld returned=%ld regranted=%ld "
+               "to_longest_waiting=%ld ok=%d\n", i ? "lua" : "allocd", t.buyers, t.tickets, t.hold_ms,
+               r->first_wave_s, r->first_wave_rps, r->calls, r->calls_per_s, r->paid, r->returned, r->regranted,
+               r->to_longest_waiting, r->ok && !rows[i].failed);
+    }
+    return fa < 0 || fl < 0;
+}
+
 /* ------------------------------------------------------------- main --- */
 
 int main(int argc, char **argv)
@@ -896,6 +953,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "allocbench: %s is not executable (build it, or --allocd PATH)\n", b.opt.allocd_bin);
         return 2;
     }
+    if (b.opt.tickets) return run_tickets(&b);
     b.rows = calloc(MAX_ROWS, sizeof *b.rows);
     if (!b.rows || start_redis(&b) < 0) { free(b.rows); stop_all(&b); return 1; }
     redis_version(&b, b.redis_ver, sizeof b.redis_ver);

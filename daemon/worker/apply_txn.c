@@ -9,6 +9,9 @@
 
 #include <errno.h>
 
+#include <string.h>
+
+#include "core/engine_wait.h"
 #include "wire/records.h"
 #include "worker/scripts.h"
 
@@ -39,7 +42,7 @@ static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
         [FENCE_KEY_DEAD] = k->dead, [FENCE_KEY_PARTICIPANTS] = k->participants,
         [FENCE_KEY_CAPACITY] = k->capacity, [FENCE_KEY_ORDERS_ENDED] = k->orders_ended,
         [FENCE_KEY_EARLY] = k->early, [FENCE_KEY_QUEUE] = k->queue,
-        [FENCE_KEY_CTL] = k->ctl,
+        [FENCE_KEY_CTL] = k->ctl, [FENCE_KEY_WAITLIST] = k->waitlist,
     };
     /* Fault injection for tests (as SQLite does it): an apply containing
      * ALLOCD_FAULT_APPLY_ID has FENCE refuse it. */
@@ -85,6 +88,52 @@ static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
         if (it->q.outcome == REQUEST_INVALID) records_invalid(&a->data, &it->q, it->seq, c->now);
         else records_result(&a->data, &it->q, &it->res, it->seq, c->now);
         arg_end(a, start);
+    }
+    cmd_close(a);
+}
+
+/* The waitlist's part (contract 9.5), after the chunk's results: the
+ * requests that joined (their `waiting` result is in add_results) are
+ * saved whole in P:{B}:waitlist, so a restart puts them back in place;
+ * the ones that left it get their final result -- written after
+ * add_results, so one that joined and left in this chunk ends final --
+ * and leave the hash. All in the chunk's transaction: the units that came
+ * back and the requests they served are one atomic step. */
+static void add_waitlist(argbuf *a, const apply_txn_ctx *c, const chunk *ch, const engine *e)
+{
+    cmd_open(a, "HSET", c->keys->waitlist);
+    for (size_t i = 0; i < ch->n_items; i++) {
+        const chunk_item *it = &ch->items[i];
+        if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK || it->res.status != ST_WAITING)
+            continue;
+        arg_str(a, it->q.r.id);
+        size_t start = arg_begin(a);
+        records_wait_entry(&a->data, &it->res, engine_reason_name(engine_wait_reason_of(it->q.r.op)),
+                           it->seq, c->now, &it->q.r);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+    size_t n = engine_wait_done_count(e);
+    cmd_open(a, "HSET", c->keys->results);
+    for (size_t i = 0; i < n; i++) {
+        const engine_request *r;
+        engine_result res;
+        engine_wait_done_at(e, i, &r, &res);
+        request q;
+        memset(&q, 0, sizeof q);
+        q.r = *r;
+        q.op_name = engine_op_name(r->op);
+        arg_str(a, r->id);
+        size_t start = arg_begin(a);
+        records_result(&a->data, &q, &res, r->seq, c->now);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+    cmd_open(a, "HDEL", c->keys->waitlist);
+    for (size_t i = 0; i < n; i++) {
+        const engine_request *r;
+        engine_wait_done_at(e, i, &r, NULL);
+        arg_str(a, r->id);
     }
     cmd_close(a);
 }
@@ -203,6 +252,18 @@ static void add_dead(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     cmd_close(a);
 }
 
+/* A waitlist entry of the log: its ticket, and for wait_served the final
+ * status (and reason) that replaced `waiting`. */
+static void add_wait_event_fields(argbuf *a, const engine_event *ev)
+{
+    arg_str(a, "wait_no");
+    arg_int(a, ev->wait_no);
+    if (ev->type != EV_WAIT_SERVED) return;
+    arg_str(a, "status");
+    arg_str(a, engine_status_name(ev->status));
+    if (ev->reason != R_NONE) { arg_str(a, "reason"); arg_str(a, engine_reason_name(ev->reason)); }
+}
+
 /* One XADD per event: the contract wants one stream entry per change. */
 static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
 {
@@ -223,6 +284,7 @@ static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
     arg_str(a, "at");    arg_int(a, ev->at);
     if (ev->expires_at) { arg_str(a, "expires_at"); arg_int(a, ev->expires_at); }
     if (ev->state) { arg_str(a, "state"); arg_str(a, ev->state); }
+    if (ev->type == EV_WAIT || ev->type == EV_WAIT_SERVED) add_wait_event_fields(a, ev);
     args_cmd_end(a);
 }
 
@@ -246,6 +308,9 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
         { "rejected", n->rejected }, { "invalid", n->invalid }, { "dead", n->dead },
         { "duplicates", n->duplicates }, { "ctl", n->ctl },
         { "participants", n->participants }, { "free_units", n->free_units },
+        { "waiting", n->waiting }, { "wait_served", n->wait_served },
+        { "wait_ended", n->wait_ended }, { "wait_joined", n->wait_joined },
+        { "wait_head", engine_wait_head(e) },
         { "updated_at", c->now },
         { "decision_p50_us", c->decision_p50_us },
         { "decision_p99_us", c->decision_p99_us },
@@ -262,6 +327,7 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     args_reset(out);
     add_fence(out, ctx, ch);
     add_results(out, ctx, ch);
+    add_waitlist(out, ctx, ch, e);
     add_holders(out, ctx, e);
     add_items(out, ctx, e);
     add_ended(out, ctx, e);

@@ -48,6 +48,8 @@
 #include "base/log.h"
 #include "base/random.h"
 #include "core/assert.h"
+#include "core/engine_slots.h"
+#include "core/engine_wait.h"
 #include "core/engine.h"
 #include "redis/argbuf.h"
 #include "redis/redis_conn.h"
@@ -70,7 +72,7 @@ typedef enum {
  * generation when it was sent: worker_fail() starts a new one, and a reply
  * from an older generation is dropped (its chunk was thrown away). The
  * first four kinds name their step in worker_fail's message. */
-typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS } worker_op_kind;
+typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS, WOP_SLOTS } worker_op_kind;
 #define MAX_OPS 64
 
 typedef struct worker_op {
@@ -121,6 +123,7 @@ struct batch_worker {
     uint32_t take_gen;        /* takes sent before a change are dropped */
     int dedups_out;           /* dedup HMGETs not answered yet */
     int64_t dequeued;         /* stats.dequeued once every apply sent is in */
+    int64_t slots_read_at;    /* ms: P:{B}:slots last read (slots_refresh) */
     int64_t chunks_applied;   /* internal.chunks_applied, likewise */
     long queue_unsent, ctl_unsent; /* entries taken whose apply is not sent */
     dedup dedup;
@@ -152,6 +155,7 @@ static void lottery_start(batch_worker *w);
 static void on_handle_closed(batch_worker *w);
 static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
 static void issue_waits(batch_worker *w);
+static void slots_refresh(batch_worker *w, int64_t now);
 
 static const char *reply_error(redisReply *r, const char *err)
 {
@@ -330,6 +334,7 @@ static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load
 static void load_start(batch_worker *w)
 {
     drop_engine(w);
+    w->slots_read_at = clock_wall_ms();   /* the load reads them */
     w->state = W_LOADING;
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* -ENOTCONN: the connection is down; the commands already sent get
@@ -402,9 +407,19 @@ static int add_list(batch_worker *w, chunk *ch, redisReply *list)
     return 0;
 }
 
+/* Order ids chunk ch needs before it is decided: its own grants, and
+ * when the waitlist's last pass stopped for want of ids, a chunk's worth
+ * more for it to go on (core/engine_wait.h). */
+static size_t ids_needed(batch_worker *w, const chunk *ch)
+{
+    size_t n = chunk_buys(ch);
+    if (engine_wait_stalled(w->eng)) n += (size_t)w->cfg->chunk;
+    return n;
+}
+
 static int needs_empty_apply(batch_worker *w, int64_t now)
 {
-    return w->first_apply || engine_next_expiry(w->eng) <= now ||
+    return w->first_apply || engine_next_expiry(w->eng) <= now || engine_wait_stalled(w->eng) ||
            engine_phase_at(w->eng, now) != w->written_phase;
 }
 
@@ -502,6 +517,7 @@ static void take_one(batch_worker *w)
     int64_t now = clock_wall_ms();
     if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now)) { lottery_start(w); return; }
     if (lease_check(w, "take") < 0) return;
+    slots_refresh(w, now);
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
     ALLOC_ASSERT(ch != NULL);   /* the ring is not full: checked above */
     ch->state = CS_TAKING;
@@ -513,6 +529,33 @@ static void take_one(batch_worker *w)
     int rc = send_take(w, ch, from);
     if (rc) { worker_fail(w, "take", rc == -ENOMEM ? "too many commands in flight" : "Redis not connected"); return; }
     w->takes_out++;
+}
+
+/* Selection slots (contract 9.4) are the operator's to change during a
+ * round: at most every SLOTS_REFRESH_MS a take is preceded by an HGETALL
+ * of P:{B}:slots on the same connection, so its reply -- which replaces
+ * the engine's table -- arrives before the take's, and every chunk taken
+ * from then on is decided with the new slots. */
+#define SLOTS_REFRESH_MS 1000
+
+static void slots_refresh(batch_worker *w, int64_t now)
+{
+    if (now - w->slots_read_at < SLOTS_REFRESH_MS) return;
+    worker_op *o = op_new(w, WOP_SLOTS, NULL);
+    if (!o) return;   /* busy: the next take tries again */
+    if (redis_conn_command(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, "HGETALL %s", w->keys.slots) < 0) {
+        o->busy = 0;
+        return;
+    }
+    w->slots_read_at = now;
+}
+
+static void on_slots(batch_worker *w, redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY) { worker_fail(w, "slots", "unexpected reply"); return; }
+    engine_slots_clear(w->eng);
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        batch_load_slot(w->eng, w->batch, r->element[i]->str, r->element[i + 1]->str);
 }
 
 /* As many takes as are due: one, or several reading ahead. */
@@ -696,7 +739,7 @@ static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
 
 static void on_orders(batch_worker *w, chunk *ch, redisReply *r)
 {
-    if (order_ids_take(&w->orders, r, chunk_buys(ch)) < 0) {
+    if (order_ids_take(&w->orders, r, ids_needed(w, ch)) < 0) {
         worker_fail(w, "order id block", "unexpected reply");
         return;
     }
@@ -804,7 +847,7 @@ static void advance(batch_worker *w)
         chunk *ch = chunk_ring_at(&w->ring, i);
         if (ch->state == CS_DONE || ch->state == CS_APPLYING) continue;
         if (ch->state != CS_DEDUPED) return;
-        size_t buys = chunk_buys(ch);
+        size_t buys = ids_needed(w, ch);
         if (order_block_left(&w->orders.block) < buys) {
             if (w->orders.outstanding) return;
             worker_op *o = op_new(w, WOP_ORDERS, ch);
@@ -932,7 +975,8 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     if ((kind == WOP_ORDERS || kind == WOP_LOAD_ORDERS) && order_reply_handled(o, r, err)) return;
     if (!op_current(o)) return;
     if (kind == WOP_TAKE && o->take_gen != w->take_gen) return;
-    static const char *const names[] = { "take", "dedup", "order id block", "apply" };
+    static const char *const names[] = { "take", "dedup", "order id block", "apply", "order id block",
+                                         "slots" };
     const char *e = reply_error(r, err);
     if (e) { worker_fail(w, names[kind], e); return; }
     switch (kind) {
@@ -941,6 +985,7 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     case WOP_ORDERS: on_orders(w, o->ch, r); break;
     case WOP_APPLY: on_applied(w, o->ch, r); break;
     case WOP_LOAD_ORDERS: break;        /* handled above */
+    case WOP_SLOTS: on_slots(w, r); break;
     }
 }
 

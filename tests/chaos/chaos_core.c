@@ -87,13 +87,15 @@ static char *xmemdup(const char *s, size_t n)
 /* ----------------------------------------------------------- batches -- */
 
 enum { B_CS1, B_CS2, B_CR1, NB };
+#define CHAOS_WAIT_MS 1200   /* cs2 and cr1: the longest a waiting request waits */
 #define MAX_ITEMS 96
 
 typedef struct batch_def {
     const char *name;
     int room;
     int per_user;
-    int hold_ms;
+    int hold_ms;         /* stock reservations; rooms: held beds (contract 9.4) */
+    int wait_ms;         /* > 0: some requests carry "wait":true (contract 9.5) */
     int max_group;
     int n_items;
     char items[MAX_ITEMS][16];
@@ -122,6 +124,7 @@ typedef struct rec {
     uint8_t status;      /* 1 granted 2 done 3 rejected 4 invalid */
     uint16_t want_grants;
     uint16_t ev_grant, ev_release, ev_confirm, ev_cancel, ev_capacity, ev_state;
+    uint16_t ev_wait, ev_wait_served;
     char result_op[16];
 } rec;
 
@@ -501,8 +504,8 @@ static void gen_stock(uint64_t *rng, const batch_def *b, gen *g)
             gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\"}",
                     g->id, g->user, item);
         else
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\",\"qty\":%d,\"note\":{\"x\":[1,2]}}",
-                    g->id, g->user, item, qty);
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\",\"qty\":%d,\"note\":{\"x\":[1,2]}%s}",
+                    g->id, g->user, item, qty, b->wait_ms && rnd(rng, 3) == 0 ? ",\"wait\":true" : "");
     } else if (r < 94) {
         snprintf(g->op, sizeof g->op, r < 91 ? "confirm" : "cancel");
         gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"order\":\"%u\"}",
@@ -550,13 +553,15 @@ static void gen_room(uint64_t *rng, const batch_def *b, gen *g)
     if (r < 20) {
         snprintf(g->op, sizeof g->op, "choose");
         const char *room = rnd(rng, 40) == 0 ? "R999" : b->items[rnd(rng, (uint32_t)b->n_items)];
-        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"%s\"}", g->id, g->user, room);
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"%s\"%s}", g->id, g->user, room,
+                b->wait_ms && rnd(rng, 3) == 0 ? ",\"wait\":true" : "");
     } else if (r < 45) {
         snprintf(g->op, sizeof g->op, "auto");
         uint32_t how = rnd(rng, 3);
         gen_prefs(rng, b, prefs, sizeof prefs);
         if (how == 0)
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s}", g->id, g->user, prefs);
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s%s}", g->id, g->user, prefs,
+                    b->wait_ms && rnd(rng, 3) == 0 ? ",\"wait\":true" : "");
         else if (how == 1)
             gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s,\"filter\":%s}",
                     g->id, g->user, prefs, gen_filter(rng));
@@ -585,8 +590,8 @@ static void gen_room(uint64_t *rng, const batch_def *b, gen *g)
         snprintf(members + len, sizeof members - len, "]");
         gen_prefs(rng, b, prefs, sizeof prefs);
         if (rnd(rng, 2))
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s}",
-                    g->id, g->user, members, prefs);
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s%s}",
+                    g->id, g->user, members, prefs, b->wait_ms && rnd(rng, 4) == 0 ? ",\"wait\":true" : "");
         else
             gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s,\"filter\":%s}",
                     g->id, g->user, members, prefs, gen_filter(rng));
@@ -1354,6 +1359,7 @@ typedef struct replay {
     long long cap[MAX_ITEMS];
     long long held[MAX_ITEMS];
     json_t *holders;     /* user -> holder JSON, the shape of P:{B}:holders */
+    json_t *moving;      /* rooms: user -> the bed a switch just released */
 } replay;
 
 static json_t *stock_orders(json_t *h) { return json_object_get(h, "orders"); }
@@ -1370,6 +1376,16 @@ static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
     if (*req && (!rc || rc->batch != (uint8_t)(b - cx->b)))
         violation(cx, &k->rep->phantom, "%s: log %s (%s) names request '%s' that was never pushed here", b->name, sid, type, req);
     if (!strcmp(type, "state")) { if (rc) rc->ev_state++; return; }
+    if (!strcmp(type, "wait") || !strcmp(type, "wait_served")) {   /* contract 9.5 */
+        if (!rc) return;
+        if (type[4]) rc->ev_wait_served++;
+        else rc->ev_wait++;
+        if (rc->ev_wait_served > rc->ev_wait)
+            violation(cx, &k->rep->mismatches, "%s: log %s: '%s' served from the waitlist without joining it",
+                      b->name, sid, req);
+        k->rep->waits += !type[4];
+        return;
+    }
     int it = item_index(b, item);
     if (it < 0) {
         violation(cx, &k->rep->mismatches, "%s: log %s (%s) names unknown item '%s'", b->name, sid, type, item);
@@ -1394,8 +1410,19 @@ static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
         if (b->room) {
             if (h) violation(cx, &k->rep->oversold, "%s: log %s gives %s a second bed (%s, holds %s)",
                              b->name, sid, user, item, js(h, "item"));
-            json_object_set_new(rp->holders, user,
-                                json_pack("{s:s,s:I,s:s}", "item", item, "since", (json_int_t)at, "req", req));
+            json_t *doc = json_pack("{s:s,s:I,s:s}", "item", item, "since", (json_int_t)at, "req", req);
+            json_t *mv = json_object_get(rp->moving, user);
+            if (*order) {   /* a held bed (contract 9.4) */
+                json_object_set_new(doc, "order", json_string(order));
+                json_object_set_new(doc, "state", json_string("held"));
+                json_object_set_new(doc, "expires_at", json_integer(exp));
+            } else if (mv && !strcmp(js(mv, "req"), req)) {   /* a switch keeps its hold */
+                const char *keys[] = { "order", "state", "expires_at" };
+                for (int i = 0; i < 3; i++)
+                    if (json_object_get(mv, keys[i])) json_object_set(doc, keys[i], json_object_get(mv, keys[i]));
+            }
+            json_object_del(rp->moving, user);
+            json_object_set_new(rp->holders, user, doc);
         } else {
             if (!h) {
                 h = json_pack("{s:I,s:[]}", "units", (json_int_t)0, "orders");
@@ -1418,6 +1445,29 @@ static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
         if (!b->room || !h || strcmp(js(h, "item"), item)) {
             violation(cx, &k->rep->mismatches, "%s: log %s releases %s of %s, who holds %s",
                       b->name, sid, item, user, h ? js(h, "item") : "nothing");
+            return;
+        }
+        rp->held[it] -= 1;
+        json_object_set_new(h, "req", json_string(req));   /* for a switch's grant */
+        json_object_set(rp->moving, user, h);
+        json_object_del(rp->holders, user);
+        return;
+    }
+    if (b->room && (!strcmp(type, "confirm") || !strcmp(type, "cancel") || !strcmp(type, "expire"))) {
+        int confirm = type[1] == 'o', cancel = type[1] == 'a';
+        if (rc) { if (confirm) rc->ev_confirm++; else if (cancel) rc->ev_cancel++; }
+        if (!cancel && !confirm) k->rep->expiries++;
+        if (!h || strcmp(js(h, "order"), order) || strcmp(js(h, "item"), item)) {
+            violation(cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s of %s, who does not hold it",
+                      b->name, sid, type, order, user);
+            return;
+        }
+        if ((confirm || !cancel) && strcmp(js(h, "state"), "held"))
+            violation(cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s that is %s", b->name, sid, type, order,
+                      js(h, "state"));
+        if (confirm) {
+            json_object_set_new(h, "state", json_string("confirmed"));
+            json_object_del(h, "expires_at");
             return;
         }
         rp->held[it] -= 1;
@@ -1574,6 +1624,9 @@ static void check_effects(checker *k, rec *rc)
         if (!strcmp(op, "confirm")) max_conf = 1;
         if (!strcmp(op, "set_capacity")) want_cap = 1;
     }
+    if (rc->ev_wait > 1 || rc->ev_wait != rc->ev_wait_served)   /* joined once, served once */
+        violation(cx, &k->rep->applied_twice, "%s: '%s' has %d wait and %d wait_served entries", bn, rc->id,
+                  rc->ev_wait, rc->ev_wait_served);
     if (g > want_g || rel > want_rel || conf > max_conf || can > want_can || cap > want_cap)
         violation(cx, &k->rep->applied_twice,
                   "%s: '%s' (%s, status %d) left grant %d release %d confirm %d cancel %d capacity %d in the log (%.120s)",
@@ -1700,11 +1753,12 @@ static void run_checks(chaos_ctx *cx)
     for (int bi = 0; bi < NB; bi++) {
         long long counts[5] = { 0 }, granted = 0, free_sum = 0, dead_acked = 0, dead_attempts = 0;
         check_results(&k, bi, &granted, counts);
-        replay rp = { .b = &cx->b[bi], .holders = json_object() };
+        replay rp = { .b = &cx->b[bi], .holders = json_object(), .moving = json_object() };
         for (int it = 0; it < cx->b[bi].n_items; it++) rp.cap[it] = cx->b[bi].caps[it];
         replay_log(&k, &rp);
         compare_state(&k, &rp, &free_sum);
         json_decref(rp.holders);
+        json_decref(rp.moving);
         for (int i = 0; i < n_all; i++) {
             dead_acked += all[i]->k.dead_acked[bi];
             dead_attempts += all[i]->k.dead_attempts[bi];
@@ -1743,6 +1797,7 @@ static void define_batches(chaos_ctx *cx)
     b->name = "cs2";
     b->per_user = 2;
     b->hold_ms = 700;
+    b->wait_ms = CHAOS_WAIT_MS;
     b->n_items = 4;
     long long caps2[] = { R / 60 + 20, R / 150 + 10, 40, 2 };
     for (int i = 0; i < b->n_items; i++) {
@@ -1753,6 +1808,9 @@ static void define_batches(chaos_ctx *cx)
     b->name = "cr1";
     b->room = 1;
     b->per_user = 1;
+    b->hold_ms = 900;            /* held beds; nobody confirms them here (the follower
+                                  * is for stock), so every bed turns over for the waitlist */
+    b->wait_ms = CHAOS_WAIT_MS;
     b->max_group = 4;
     b->n_items = 80;
     static const char *const building[] = { "A", "B", "C" };
@@ -1771,9 +1829,9 @@ static int create_batches(chaos_ctx *cx)
     for (int bi = 0; bi < NB; bi++) {
         const batch_def *b = &cx->b[bi];
         uint16_t sl = cx->bslot[bi];
-        redisReply *r = rcmd(cx, &c, sl, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d",
+        redisReply *r = rcmd(cx, &c, sl, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d wait_ms %d",
                              b->name, b->room ? "room" : "stock", b->per_user, b->hold_ms,
-                             b->max_group ? b->max_group : 8);
+                             b->max_group ? b->max_group : 8, b->wait_ms);
         bad |= !r || r->type == REDIS_REPLY_ERROR;
         if (r) freeReplyObject(r);
         for (int i = 0; i < b->n_items; i++) {
@@ -2019,7 +2077,9 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
         violation(cx, &rep->lost, "allocd did not drain within %d s (queue or ctl not empty, or stats do not add up)",
                   p.drain_seconds);
     /* reservations still held must run out and be expired by allocd */
-    harness_sleep_ms(cx->b[B_CS2].hold_ms + 1500);
+    /* and waits end by wait_ms; a request served at the last moment holds
+     * for hold_ms more */
+    harness_sleep_ms(CHAOS_WAIT_MS + cx->b[B_CR1].hold_ms + 1500);
     if (wait_drain(cx) < 0) violation(cx, &rep->lost, "allocd busy again after the expiry wait");
     rep->drain_seconds = now_s() - dstart;
     allocd_watch(cx);
@@ -2078,7 +2138,7 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             "redis restarts    %d   (outages %d, DEBUG SLEEPs %d)\n"
             "results           %ld   (granted %ld, done %ld, rejected %ld, invalid %ld)\n"
             "dead entries      %ld   duplicates %ld\n"
-            "log entries       %ld   (grants %ld, expiries %ld)\n"
+            "log entries       %ld   (grants %ld, expiries %ld, waits %ld)\n"
             "allocd log        %d connection-lost, %d timeout, %d connected lines\n"
             "time              push %.1f s, drain %.1f s, total %.1f s\n"
             "lost              %ld\n"
@@ -2094,7 +2154,7 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             r->instances, r->instances == 1 ? "" : "s", r->kills, r->allocd_starts,
             r->allocd_unexpected_exits, r->allocd_final_exit, r->pauses, r->redis_restarts, r->outages,
             r->slow_sleeps, r->results, r->granted, r->done, r->rejected, r->invalid,
-            r->dead_entries, r->duplicates, r->log_entries, r->grants_logged, r->expiries,
+            r->dead_entries, r->duplicates, r->log_entries, r->grants_logged, r->expiries, r->waits,
             r->log_connection_lost, r->log_timeouts, r->log_connected, r->push_seconds,
             r->drain_seconds, r->total_seconds, r->lost, r->applied_twice, r->oversold,
             r->phantom, r->mismatches, r->stats_errors, r->other, r->dir,

@@ -80,6 +80,7 @@ typedef struct chaos_report {
     long results;
     long granted, done, rejected, invalid;
     long log_entries, grants_logged, expiries;
+    long waits;          /* requests that joined a waitlist (each got one final result) */
     long dead_entries;
     long duplicates;        /* stats.duplicates, summed over batches */
     long lost;              /* pushed readable ids without a result */

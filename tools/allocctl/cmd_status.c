@@ -2,6 +2,7 @@
  * a request's result or its place in the queue, what a user holds; and
  * waiting for a request's result. */
 #include "allocctl/cmd_status.h"
+#include "core/numtext.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@ typedef struct status_opts { const char *id, *user, *ordinal; int raw; } status_
 static const char *const STAT_FIELDS[] = {
     "state", "owner", "updated_at", "dequeued", "processed", "granted", "done", "rejected",
     "invalid", "dead", "duplicates", "ctl", "participants", "free_units",
+    "waiting", "wait_served", "wait_ended", "wait_head",
 };
 
 static int status_overview(ctx *x)
@@ -125,6 +127,15 @@ static int status_user(ctx *x, const status_opts *o)
     int found = r->type == REDIS_REPLY_STRING;
     if (found) print_holder(o->user, r->str, r->len, o->raw);
     else printf("%s holds nothing in batch %s\n", o->user, x->batch);
+    freeReplyObject(r);
+    r = rcmd(x, "HGET %s %s", x->k.slots, o->user);   /* contract 9.4 */
+    if (!r) return EX_REDIS;
+    if (r->type == REDIS_REPLY_STRING) {
+        int64_t at = 0;
+        char iso[40];
+        if (numtext_parse_i64(r->str, &at) == 0) printf("selection slot: %s (%s)\n", ctl_iso_ms(at, iso, sizeof iso), r->str);
+        else printf("selection slot: '%s' (not a time: the daemon ignores it)\n", r->str);
+    }
     freeReplyObject(r);
     return found ? EX_OK : EX_NOT;
 }

@@ -31,6 +31,7 @@ static void top_on_signal(int sig)
 typedef struct top_row {
     char batch[BATCH_ID_MAX + 1], kind[8], state[16], owner[72];
     int64_t queue, processed, free_units, capacity, dead, invalid;
+    int64_t waiting, wait_served;   /* the waitlist: length now, served so far */
     int64_t p50_us, p99_us;   /* stats.decision_p50_us/p99_us; < 0 when unknown */
     double rate;              /* requests/s; < 0 when unknown */
 } top_row;
@@ -57,6 +58,8 @@ static void top_fill(top_row *row, const char *batch, redisReply **r)
     row->free_units = hfield_int(r[0], "free_units", -1);
     row->dead = hfield_int(r[0], "dead", 0);
     row->invalid = hfield_int(r[0], "invalid", 0);
+    row->waiting = hfield_int(r[0], "waiting", 0);
+    row->wait_served = hfield_int(r[0], "wait_served", 0);
     row->p50_us = hfield_int(r[0], "decision_p50_us", -1);
     row->p99_us = hfield_int(r[0], "decision_p99_us", -1);
     row->queue = r[2]->integer;
@@ -127,15 +130,16 @@ static void ms_text(char *buf, size_t len, int64_t us)
 
 static void top_line(char *buf, size_t len, const top_row *r)
 {
-    char rate[32], prog[96], p50[32], p99[32];
+    char rate[32], prog[96], p50[32], p99[32], wait[48];
     if (r->rate < 0) snprintf(rate, sizeof rate, "-");
     else snprintf(rate, sizeof rate, "%.1f", r->rate);
     progress(prog, sizeof prog, r);
     ms_text(p50, sizeof p50, r->p50_us);
     ms_text(p99, sizeof p99, r->p99_us);
+    snprintf(wait, sizeof wait, "%" PRId64 "/%" PRId64, r->waiting, r->wait_served);
     snprintf(buf, len, "%-20s %-5s %-8s %8" PRId64 " %9s  %-38s %6" PRId64 " %7" PRId64
-             " %5s %5s  %s", r->batch, r->kind, r->state, r->queue, rate, prog, r->dead,
-             r->invalid, p50, p99, r->owner);
+             " %13s %5s %5s  %s", r->batch, r->kind, r->state, r->queue, rate, prog, r->dead,
+             r->invalid, wait, p50, p99, r->owner);
 }
 
 static int term_cols(void)
@@ -155,8 +159,9 @@ static void top_render(const ctx *x, const top_frame *f, const char *err, int in
              ctl_iso_ms(f->at ? f->at : clock_wall_ms(), when, sizeof when), interval, live ? "  (q quits)" : "");
     printf("%.*s%s", cols, line, eol);
     if (err && *err) printf("%.*s%s", cols, err, eol);
-    snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %5s %5s  %s", "BATCH",
-             "KIND", "STATE", "QUEUE", "REQ/S", "GIVEN", "DEAD", "INVALID", "P50", "P99", "OWNER");
+    snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %13s %5s %5s  %s", "BATCH",
+             "KIND", "STATE", "QUEUE", "REQ/S", "GIVEN", "DEAD", "INVALID", "WAIT/SERVED", "P50", "P99",
+             "OWNER");
     printf("%.*s%s", cols, line, eol);
     for (size_t i = 0; i < f->n; i++) {
         top_line(line, sizeof line, &f->rows[i]);
@@ -268,7 +273,8 @@ static const char HELP_TOP[] =
 "Usage: allocctl top [--interval MS]\n"
 "\n"
 "A live view of every batch in P:batches, refreshed every MS (default 1000): state,\n"
-"queue length, requests/s, units or beds given, dead and invalid counts, owner. q or\n"
+"queue length, requests/s, units or beds given, dead and invalid counts, the\n"
+"waitlist (requests waiting now / served from it so far), owner. q or\n"
 "Ctrl-C quits. When stdout is not a terminal, prints one snapshot and exits.\n"
 "P50/P99 (ms) are stats.decision_p50_us/p99_us: from a chunk taken off the\n"
 "queue to its results written, over the last 10-20 s (- before any chunk).\n";
