@@ -9,6 +9,7 @@
 
 #include <errno.h>
 
+#include "wire/log_entry.h"
 #include "wire/records.h"
 #include "worker/scripts.h"
 
@@ -203,8 +204,7 @@ static void add_dead(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     cmd_close(a);
 }
 
-/* One XADD per event: the contract wants one stream entry per change. */
-static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
+static void open_xadd(argbuf *a, const apply_txn_ctx *c)
 {
     cmd_open(a, "XADD", c->keys->log);
     if (c->log_maxlen > 0) {
@@ -213,6 +213,28 @@ static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
         arg_int(a, c->log_maxlen);
     }
     arg_str(a, "*");
+}
+
+/* log_format chunk: one XADD carrying every event of the chunk
+ * (wire/log_entry.h); none when nothing changed. */
+static void add_chunk_log(argbuf *a, const apply_txn_ctx *c, const engine *e)
+{
+    size_t n = engine_event_count(e);
+    if (!n) return;
+    open_xadd(a, c);
+    arg_str(a, "format"); arg_str(a, "chunk");
+    arg_str(a, "n");      arg_int(a, (int64_t)n);
+    arg_str(a, "events");
+    size_t start = arg_begin(a);
+    log_entry_write_events(&a->data, e);
+    arg_end(a, start);
+    args_cmd_end(a);
+}
+
+/* One XADD per event: the contract wants one stream entry per change. */
+static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
+{
+    open_xadd(a, c);
     arg_str(a, "type");  arg_str(a, engine_event_name(ev->type));
     arg_str(a, "user");  arg_str(a, ev->user ? ev->user : "");
     arg_str(a, "item");  arg_str(a, ev->item ? ev->item : "");
@@ -267,7 +289,8 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     add_ended(out, ctx, e);
     add_internal_and_participants(out, ctx, ch, e);
     add_dead(out, ctx, ch);
-    for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));
+    if (ctx->log_chunk) add_chunk_log(out, ctx, e);
+    else for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));
     add_consume_and_stats(out, ctx, ch, e);
     args_cmd_begin(out);
     arg_str(out, "EXEC");
