@@ -48,6 +48,7 @@ typedef struct options {
     int e2e_pairs;                /* --e2e-pairs: live end-to-end rounds (e2e.c) */
     int open_loop;                /* --open-loop: offered vs accepted at 25..90% */
     int aof;                      /* --aof: private Redis with appendfsync everysec */
+    const char *log_format;       /* --log-format: allocd's log_format (event) */
     int sweep[MAX_SWEEP], n_sweep;
     int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
     uint64_t seed;
@@ -124,6 +125,7 @@ static void usage(FILE *f)
           "                        allocd result read once by a poller inside the clock (the headline)\n"
           "  --open-loop           paced (open-loop) allocd and Lua at 25/50/75/90%% of their\n"
           "                        e2e saturation: offered vs accepted, p50/p99/p100\n"
+          "  --log-format F        allocd's log_format: event (default) or chunk\n"
           "  --aof                 the private Redis with appendonly yes, appendfsync everysec\n"
           "  --lua-pairs N         run stock prepushed allocd + Lua N times (fresh daemon each) and\n"
           "                        judge the Lua target on the median ratio (with --targets: 5)\n"
@@ -242,7 +244,7 @@ enum {
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
-    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_AOF,
+    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_AOF, O_LOG_FORMAT,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
@@ -261,6 +263,7 @@ static const struct option long_opts[] = {
     { "designs", 1, 0, O_DESIGNS }, { "batches", 1, 0, O_BATCHES },
     { "tick-us", 1, 0, O_TICK },
     { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "aof", 0, 0, O_AOF },
+    { "log-format", 1, 0, O_LOG_FORMAT },
     { "cluster-masters", 1, 0, O_CL_MASTERS }, { "instances", 1, 0, O_CL_INSTANCES },
     { "cluster-sweep", 1, 0, O_CL_SWEEP }, { "runs", 1, 0, O_RUNS },
     { 0, 0, 0, 0 }
@@ -316,6 +319,9 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_E2E_PAIRS: o->e2e_pairs = atoi(v); return o->e2e_pairs >= 1 && o->e2e_pairs <= MAX_E2E ? 0 : -1;
     case O_OPEN_LOOP: o->open_loop = 1; return 0;
     case O_AOF: o->aof = 1; return 0;
+    case O_LOG_FORMAT:
+        o->log_format = v;
+        return !strcmp(v, "event") || !strcmp(v, "chunk") ? 0 : -1;
     case O_LUA_PAIRS: o->lua_pairs = atoi(v); return o->lua_pairs >= 1 && o->lua_pairs <= 20 ? 0 : -1;
     case O_REDIS: o->redis_url = v; return 0;
     case O_ALLOCD: o->allocd_bin = v; return 0;
@@ -391,6 +397,7 @@ static int fresh_daemon(bench *b, int chunk)
     bench_daemon_opts d = {
         .bin = b->opt.allocd_bin, .dir = b->dir, .redis_url = b->target.url,
         .prefix = b->opt.prefix, .chunk = chunk, .registry_ms = b->opt.registry_ms,
+        .log_format = b->opt.log_format,
     };
     if (bench_daemon_start(&b->daemon, &d) < 0) return -1;
     proc_sleep_us(200000); /* connected, first registry poll done */
@@ -752,11 +759,12 @@ static void print_machine(const bench *b)
     char cpu[128];
     cpu_model(cpu, sizeof cpu);
     printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it)\n"
-           "setup: redis %s (%s); allocd %s, chunk %d; producers / Lua connections %d x depth %d; "
+           "setup: redis %s (%s); allocd %s, chunk %d, log_format %s; producers / Lua connections %d x depth %d; "
            "lock threads %d, retry sleep %d-%d us\n",
            sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->redis_ver,
            b->own_redis ? "private, unix socket, no persistence" : b->target.url,
-           b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk, b->opt.producers,
+           b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk,
+           b->opt.log_format ? b->opt.log_format : "event", b->opt.producers,
            b->opt.depth, b->opt.lock_threads, b->opt.lock_sleep_us, 2 * b->opt.lock_sleep_us);
 }
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { READ_SLICE = 512, READ_MIN = 16, READ_IDLE_US = 100 };
+enum { READ_SLICE = 512, READ_MIN = 8, READ_IDLE_US = 100 };
 
 typedef struct rstate {
     reader_job *j;
@@ -83,7 +83,7 @@ static long take_hmget(rstate *s, int p, redisReply *r, int64_t now)
     for (size_t e = (size_t)got; e < r->elements; e++)
         s->j->nil_fields += r->element[e]->type != REDIS_REPLY_STRING;
     s->next[p] += got;
-    s->want[p] = got + got / 2 + READ_MIN; /* room to grow, few nil fields */
+    s->want[p] = got + got / 4 + READ_MIN; /* room to grow, few nil fields */
     return got;
 }
 

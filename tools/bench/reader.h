@@ -17,8 +17,8 @@
  *   are decided: no id is asked for twice;
  * - without (plain RPUSH), requests of one producer connection are queued,
  *   decided and answered in their push order, so the answered ids of a
- *   producer are a prefix: the reader asks for 1.5 times as many ids as
- *   the last round answered, plus 16, and moves over the prefix.
+ *   producer are a prefix: the reader asks for 1.25 times as many ids as
+ *   the last round answered, plus 8, and moves over the prefix.
  */
 #ifndef ALLOCBENCH_READER_H
 #define ALLOCBENCH_READER_H
