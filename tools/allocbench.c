@@ -48,7 +48,12 @@ typedef struct options {
     int e2e_pairs;                /* --e2e-pairs: live end-to-end rounds (e2e.c) */
     int open_loop;                /* --open-loop: offered vs accepted at 25..90% */
     int aof;                      /* --aof: private Redis with appendfsync everysec */
+    const char *redis_args;       /* --redis-args: more redis-server arguments */
+    int targets_e2e;              /* --targets-e2e: the TARGET lines of e2e and open loop */
     const char *log_format;       /* --log-format: allocd's log_format (event) */
+    double saturation;            /* --saturation: open loop's 100% for both designs */
+    int ol_pcts[8], n_ol_pcts;    /* --open-loop-pcts (25,50,75,90) */
+    const char *ol_designs;       /* --open-loop-designs (allocd,lua) */
     int sweep[MAX_SWEEP], n_sweep;
     int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
     uint64_t seed;
@@ -125,7 +130,11 @@ static void usage(FILE *f)
           "                        allocd result read once by a poller inside the clock (the headline)\n"
           "  --open-loop           paced (open-loop) allocd and Lua at 25/50/75/90%% of their\n"
           "                        e2e saturation: offered vs accepted, p50/p99/p100\n"
+          "  --saturation R        open loop: 100%% = R req/s for both designs (no rounds to measure it)\n"
+          "  --open-loop-pcts LIST open loop: shares of saturation (25,50,75,90)\n"
           "  --log-format F        allocd's log_format: event (default) or chunk\n"
+          "  --redis-args \"ARGS\"   more arguments for the private redis-server (measuring a setting)\n"
+          "  --targets-e2e         print the TARGET lines of the e2e rounds and the open loop\n"
           "  --aof                 the private Redis with appendonly yes, appendfsync everysec\n"
           "  --lua-pairs N         run stock prepushed allocd + Lua N times (fresh daemon each) and\n"
           "                        judge the Lua target on the median ratio (with --targets: 5)\n"
@@ -156,6 +165,16 @@ static int parse_cluster_sweep(options *o, const char *list)
         o->cl_instances[o->n_cluster++] = n;
     }
     return o->n_cluster ? 0 : -1;
+}
+
+static int parse_pcts(options *o, const char *list)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", list);
+    o->n_ol_pcts = 0;
+    for (char *s = strtok(buf, ","); s && o->n_ol_pcts < 8; s = strtok(NULL, ","))
+        if ((o->ol_pcts[o->n_ol_pcts++] = atoi(s)) <= 0) return -1;
+    return o->n_ol_pcts ? 0 : -1;
 }
 
 static int parse_sweep(options *o, const char *list)
@@ -244,7 +263,7 @@ enum {
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
-    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_AOF, O_LOG_FORMAT,
+    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_REDIS_ARGS, O_TARGETS_E2E,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
@@ -263,7 +282,9 @@ static const struct option long_opts[] = {
     { "designs", 1, 0, O_DESIGNS }, { "batches", 1, 0, O_BATCHES },
     { "tick-us", 1, 0, O_TICK },
     { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "aof", 0, 0, O_AOF },
-    { "log-format", 1, 0, O_LOG_FORMAT },
+    { "log-format", 1, 0, O_LOG_FORMAT }, { "saturation", 1, 0, O_SATURATION },
+    { "open-loop-pcts", 1, 0, O_OL_PCTS }, { "redis-args", 1, 0, O_REDIS_ARGS },
+    { "targets-e2e", 0, 0, O_TARGETS_E2E },
     { "cluster-masters", 1, 0, O_CL_MASTERS }, { "instances", 1, 0, O_CL_INSTANCES },
     { "cluster-sweep", 1, 0, O_CL_SWEEP }, { "runs", 1, 0, O_RUNS },
     { 0, 0, 0, 0 }
@@ -319,6 +340,10 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_E2E_PAIRS: o->e2e_pairs = atoi(v); return o->e2e_pairs >= 1 && o->e2e_pairs <= MAX_E2E ? 0 : -1;
     case O_OPEN_LOOP: o->open_loop = 1; return 0;
     case O_AOF: o->aof = 1; return 0;
+    case O_REDIS_ARGS: o->redis_args = v; return 0;
+    case O_TARGETS_E2E: o->targets_e2e = 1; return 0;
+    case O_SATURATION: o->saturation = atof(v); o->open_loop = 1; return o->saturation > 0 ? 0 : -1;
+    case O_OL_PCTS: return parse_pcts(o, v);
     case O_LOG_FORMAT:
         o->log_format = v;
         return !strcmp(v, "event") || !strcmp(v, "chunk") ? 0 : -1;
@@ -347,7 +372,7 @@ static int parse_options(options *o, int argc, char **argv)
     if (targets) { o->targets = 1; apply_targets(o); }
     for (int i = 0; i < SC_COUNT; i++) any |= o->scenarios[i];
     if (!any) o->scenarios[SC_STOCK] = 1;
-    if (!o->designs) o->designs = D_ALLOCD;
+    if (!o->designs) o->designs = o->e2e_pairs || o->open_loop ? D_ALLOCD | D_LUA : D_ALLOCD;
     if (!o->prefix) o->prefix = o->no_daemon ? "alloc" : "allocbench";
     if (o->n_cluster == 1 && !o->cl_instances[0]) o->cl_instances[0] = 1;
     if (o->cl_instances[0] && !o->n_cluster) { fprintf(stderr, "allocbench: --instances needs --cluster-masters\n"); return -1; }
@@ -368,9 +393,10 @@ static int start_redis(bench *b)
         /* for the daemon's config and log */
         return proc_temp_dir(b->dir, sizeof b->dir, "allocbench");
     }
-    if (proc_redis_start(&b->redis, "allocbench",
-                         b->opt.aof ? "--appendonly yes --appendfsync everysec" : "--appendonly no") < 0)
-        return -1;
+    char args[600];
+    snprintf(args, sizeof args, "%s %s", b->opt.aof ? "--appendonly yes --appendfsync everysec" : "--appendonly no",
+             b->opt.redis_args ? b->opt.redis_args : "");
+    if (proc_redis_start(&b->redis, "allocbench", args) < 0) return -1;
     b->own_redis = 1;
     if (bench_target_parse(&b->target, b->redis.url) < 0) return -1;
     b->redis_pid = b->redis.pid;
@@ -675,12 +701,19 @@ static void ol_fill_lua(ol_row *r, const alt_result *l)
  * of the rounds; one round first when none ran). */
 static void run_open_loop(bench *b)
 {
-    static const int pcts[] = { 25, 50, 75, 90 };
-    if (b->n_pairs == 0) { int keep = b->opt.e2e_pairs; b->opt.e2e_pairs = 1; run_e2e_pairs(b); b->opt.e2e_pairs = keep; }
-    double sat_a = e2e_median(b, 2, NULL), sat_l = e2e_median(b, 3, NULL);
+    static const int dflt[] = { 25, 50, 75, 90 };
+    const int *pcts = b->opt.n_ol_pcts ? b->opt.ol_pcts : dflt;
+    int n_pcts = b->opt.n_ol_pcts ? b->opt.n_ol_pcts : 4;
+    double sat_a = b->opt.saturation, sat_l = b->opt.saturation;
+    if (!sat_a) {
+        if (b->n_pairs == 0) { int keep = b->opt.e2e_pairs; b->opt.e2e_pairs = 1; run_e2e_pairs(b); b->opt.e2e_pairs = keep; }
+        sat_a = e2e_median(b, 2, NULL);
+        sat_l = e2e_median(b, 3, NULL);
+    }
     workload w = e2e_workload(b);
-    for (size_t k = 0; k < sizeof pcts / sizeof pcts[0] && b->n_ol + 2 <= MAX_OL; k++) {
+    for (int k = 0; k < n_pcts && b->n_ol + 2 <= MAX_OL; k++) {
         for (int d = 0; d < 2; d++) {
+            if (!(b->opt.designs & (d ? D_LUA : D_ALLOCD))) continue;
             ol_row *r = &b->ol[b->n_ol++];
             memset(r, 0, sizeof *r);
             r->design = d ? "lua" : "allocd";
@@ -759,10 +792,12 @@ static void print_machine(const bench *b)
     char cpu[128];
     cpu_model(cpu, sizeof cpu);
     printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it)\n"
+           "redis: durability %s; extra arguments: %s\n"
            "setup: redis %s (%s); allocd %s, chunk %d, log_format %s; producers / Lua connections %d x depth %d; "
            "lock threads %d, retry sleep %d-%d us\n",
-           sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->redis_ver,
-           b->own_redis ? "private, unix socket, no persistence" : b->target.url,
+           sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->durability,
+           b->opt.redis_args ? b->opt.redis_args : "none", b->redis_ver,
+           b->own_redis ? "private, unix socket" : b->target.url,
            b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk,
            b->opt.log_format ? b->opt.log_format : "event", b->opt.producers,
            b->opt.depth, b->opt.lock_threads, b->opt.lock_sleep_us, 2 * b->opt.lock_sleep_us);
@@ -1126,6 +1161,11 @@ static void report(const bench *b)
         printf("RESULT scenario=probe samples=%ld p50_ms=%.3f p99_ms=%.3f max_ms=%.3f\n",
                b->probe.samples, b->probe.p50, b->probe.p99, b->probe.max);
     if (b->opt.targets) print_targets(b);
+    else if (b->opt.targets_e2e) {
+        printf("\n");
+        if (b->n_pairs) target_e2e(b);
+        if (b->n_ol) target_open_loop(b);
+    }
     else if (b->opt.memory) { printf("\n"); target_memory(b); }
 }
 

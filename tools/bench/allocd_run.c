@@ -480,7 +480,10 @@ static int read_all(const run_opts *o, const bset *bs, window *win, const int64_
         .ordinal = o->plain ? NULL : ordinal,
         .deadline_us = proc_mono_us() + (int64_t)o->timeout_s * 1000000,
     };
+    const char *path = getenv("ALLOCBENCH_DUMP"); /* latency over time, as in live mode */
+    rj.dump = path ? fopen(path, "w") : NULL;
     int rc = reader_run(&rj);
+    if (rj.dump) fclose(rj.dump);
     win->t_end = rj.t_last ? rj.t_last : proc_wall_us();
     win->t_first = win->t0;
     res->hmgets = rj.hmgets;

@@ -68,6 +68,7 @@ static void note(rstate *s, long i, const redisReply *e, int64_t now)
     const char *st = strstr(e->str, "\"status\":\"");
     if (st) outcome_note(&j->out, st + 10, strlen(st + 10));
     latency_add(&j->lat, (double)(now - j->push_us[i]) / 1000.0);
+    if (j->dump) fprintf(j->dump, "%ld %.3f %.3f\n", i, (double)j->push_us[i] / 1000.0, (double)now / 1000.0);
     if (j->ordinal && field_int(e->str, "\"seq\":") != j->ordinal[i]) j->out.errors++;
     j->read++;
 }

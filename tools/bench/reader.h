@@ -23,6 +23,8 @@
 #ifndef ALLOCBENCH_READER_H
 #define ALLOCBENCH_READER_H
 
+#include <stdio.h>
+
 #include "bench.h"
 
 typedef struct reader_job {
@@ -35,6 +37,7 @@ typedef struct reader_job {
     const int64_t *push_us;   /* wall us of each push (paced: when it was due) */
     const int64_t *ordinal;   /* per request, or NULL (plain RPUSH) */
     int64_t deadline_us;      /* mono */
+    FILE *dump;               /* or NULL: "index push_ms read_ms" per result */
     /* results */
     latency lat;              /* ms, push -> read */
     outcome out;
