@@ -1165,6 +1165,7 @@ static void report(const bench *b)
         printf("\n");
         if (b->n_pairs) target_e2e(b);
         if (b->n_ol) target_open_loop(b);
+        if (find_row(b, SC_STOCK, "prepushed", 1)) target_lua(b);
     }
     else if (b->opt.memory) { printf("\n"); target_memory(b); }
 }
