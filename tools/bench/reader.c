@@ -31,7 +31,15 @@ static int askable(const rstate *s, int p)
     const reader_job *j = s->j;
     long avail = load_acked(j, p) - s->next[p];
     if (avail > READ_SLICE) avail = READ_SLICE;
-    if (!j->ordinal) return (int)(avail < s->want[p] ? avail : s->want[p]);
+    if (!j->ordinal) {
+        /* decided but not read yet, shared evenly by the producers (they
+         * push at the same rate), with a margin; nothing when none is */
+        long budget = (long)s->dequeued - j->read;
+        if (budget <= 0) return 0;
+        long share = budget / j->producers + budget / (4 * j->producers) + READ_MIN;
+        if (share > s->want[p]) share = s->want[p];
+        return (int)(avail < share ? avail : share);
+    }
     int c = 0;
     while (c < avail) {
         int64_t o = j->ordinal[req_index(s, p, s->next[p] + c)];
@@ -88,24 +96,22 @@ static long take_hmget(rstate *s, int p, redisReply *r, int64_t now)
     return got;
 }
 
-/* One round: HGET dequeued (with ordinals), one HMGET per producer with
- * something to ask; returns the results read, or -1. */
+/* One round: HGET dequeued (what the previous round's value allows is
+ * asked for now), one HMGET per producer with something to ask; returns
+ * the results read, or -1. */
 static long round_trip(rstate *s)
 {
     reader_job *j = s->j;
-    int any = 0;
-    if (j->ordinal) { redisAppendCommand(s->c, "HGET %s dequeued", j->stats); j->dequeued_polls++; }
+    redisAppendCommand(s->c, "HGET %s dequeued", j->stats);
+    j->dequeued_polls++;
     for (int p = 0; p < j->producers; p++) {
         s->asked[p] = askable(s, p);
-        if (s->asked[p] > 0) { append_hmget(s, p, s->asked[p]); any = 1; }
+        if (s->asked[p] > 0) append_hmget(s, p, s->asked[p]);
     }
-    if (!j->ordinal && !any) return 0;
     redisReply *r = NULL;
-    if (j->ordinal) {
-        if (redisGetReply(s->c, (void **)&r) != REDIS_OK) return -1;
-        if (r->type == REDIS_REPLY_STRING) s->dequeued = strtoll(r->str, NULL, 10);
-        freeReplyObject(r);
-    }
+    if (redisGetReply(s->c, (void **)&r) != REDIS_OK) return -1;
+    if (r->type == REDIS_REPLY_STRING) s->dequeued = strtoll(r->str, NULL, 10);
+    freeReplyObject(r);
     long got = 0;
     int64_t now = 0;
     for (int p = 0; p < j->producers; p++) {

@@ -11,14 +11,19 @@
  * the reader" minus the push (or, paced, the scheduled push).
  *
  * How it avoids asking for results that cannot exist yet (every nil field
- * is Redis work too, so it is counted and reported):
+ * is Redis work too, so it is counted and reported): each round reads
+ * `stats.dequeued` (one HGET; what a status page polls anyway), which
+ * counts the requests decided so far, all of them answered in the same
+ * transaction;
  * - with ordinals (the position transaction gives each request its
- *   ordinal), one `HGET stats dequeued` per round tells exactly which ids
- *   are decided: no id is asked for twice;
- * - without (plain RPUSH), requests of one producer connection are queued,
- *   decided and answered in their push order, so the answered ids of a
- *   producer are a prefix: the reader asks for 1.25 times as many ids as
- *   the last round answered, plus 8, and moves over the prefix.
+ *   ordinal) that tells exactly which ids are decided: no id is asked for
+ *   twice;
+ * - without (plain RPUSH) it tells how many decided results are not read
+ *   yet; requests of one producer connection are queued, decided and
+ *   answered in their push order, so the answered ids of a producer are a
+ *   prefix: the reader asks each producer for its share of that number
+ *   plus a quarter and 8 (at most 1.25 times the last round's answer plus
+ *   8) and moves over the prefix.
  */
 #ifndef ALLOCBENCH_READER_H
 #define ALLOCBENCH_READER_H
