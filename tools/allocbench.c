@@ -9,7 +9,12 @@
  * lock-per-room design, and prints a table, one machine-readable RESULT
  * line per run, and a TARGET line (MET / NOT MET) per goal of the issue.
  * The pieces live in tools/bench/ (see bench.h and designs.h); this file
- * only parses options, sequences the runs and reports. --cluster-masters /
+ * only parses options, sequences the runs and reports. The headline is
+ * --e2e-pairs (tools/bench/e2e.h): live end to end, producers pushing
+ * while the design serves and every allocd result read once by a poller
+ * (tools/bench/reader.h) inside the clock, against Lua returning its
+ * result inline; --open-loop paces both at shares of their saturation.
+ * --cluster-masters /
  * --cluster-sweep is a separate scenario (tools/bench/cluster.h): allocd
  * over M Redis masters with N instances, aggregate throughput and CPU.
  */
