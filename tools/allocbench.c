@@ -55,6 +55,7 @@ typedef struct options {
     int aof;                      /* --aof: private Redis with appendfsync everysec */
     const char *redis_args;       /* --redis-args: more redis-server arguments */
     int targets_e2e;              /* --targets-e2e: the TARGET lines of e2e and open loop */
+    int peek;                     /* --peek: e2e rounds also run the HGET/RPUSH/HGET producers */
     const char *log_format;       /* --log-format: allocd's log_format (event) */
     double saturation;            /* --saturation: open loop's 100% for both designs */
     int ol_pcts[8], n_ol_pcts;    /* --open-loop-pcts (25,50,75,90) */
@@ -139,6 +140,8 @@ static void usage(FILE *f)
           "  --open-loop-pcts LIST open loop: shares of saturation (25,50,75,90)\n"
           "  --log-format F        allocd's log_format: event (default) or chunk\n"
           "  --redis-args \"ARGS\"   more arguments for the private redis-server (measuring a setting)\n"
+          "  --peek                e2e rounds also run producers learning their position with\n"
+          "                        HGET dequeued; RPUSH; HGET dequeued (no MULTI; docs/PERFORMANCE.md)\n"
           "  --targets-e2e         print the TARGET lines of the e2e rounds and the open loop\n"
           "  --aof                 the private Redis with appendonly yes, appendfsync everysec\n"
           "  --lua-pairs N         run stock prepushed allocd + Lua N times (fresh daemon each) and\n"
@@ -268,7 +271,7 @@ enum {
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
-    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_REDIS_ARGS, O_TARGETS_E2E,
+    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
@@ -289,7 +292,7 @@ static const struct option long_opts[] = {
     { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "aof", 0, 0, O_AOF },
     { "log-format", 1, 0, O_LOG_FORMAT }, { "saturation", 1, 0, O_SATURATION },
     { "open-loop-pcts", 1, 0, O_OL_PCTS }, { "redis-args", 1, 0, O_REDIS_ARGS },
-    { "targets-e2e", 0, 0, O_TARGETS_E2E },
+    { "targets-e2e", 0, 0, O_TARGETS_E2E }, { "peek", 0, 0, O_PEEK },
     { "cluster-masters", 1, 0, O_CL_MASTERS }, { "instances", 1, 0, O_CL_INSTANCES },
     { "cluster-sweep", 1, 0, O_CL_SWEEP }, { "runs", 1, 0, O_RUNS },
     { 0, 0, 0, 0 }
@@ -347,6 +350,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_AOF: o->aof = 1; return 0;
     case O_REDIS_ARGS: o->redis_args = v; return 0;
     case O_TARGETS_E2E: o->targets_e2e = 1; return 0;
+    case O_PEEK: o->peek = 1; return 0;
     case O_SATURATION: o->saturation = atof(v); o->open_loop = 1; return o->saturation > 0 ? 0 : -1;
     case O_OL_PCTS: return parse_pcts(o, v);
     case O_LOG_FORMAT:
@@ -602,21 +606,24 @@ static workload e2e_workload(const bench *b)
     return w;
 }
 
+enum { PUSH_TXN, PUSH_PLAIN, PUSH_PEEK };
+
 /* allocd live, every result read by the poller; fresh daemon, empty Redis. */
-static int e2e_allocd(bench *b, const workload *w, int plain, double rate, run_result *res)
+static int e2e_allocd(bench *b, const workload *w, int push, double rate, run_result *res)
 {
+    static const char *const names[] = { "position txn", "plain RPUSH", "peek (HGET/RPUSH/HGET)" };
     char batch[96], err[256];
+    int plain = push == PUSH_PLAIN;
     if (fresh_daemon(b, b->opt.chunk) < 0) return 0;
     next_batch(b, plain ? "e2e-plain" : "e2e-txn", batch, sizeof batch);
     run_opts ro = {
         .target = &b->target, .w = w, .prefix = b->opt.prefix, .batch = batch, .batches = 1,
-        .live = 1, .plain = plain, .e2e = 1, .rate = rate, .open_loop = rate > 0,
+        .live = 1, .plain = plain, .peek = push == PUSH_PEEK, .e2e = 1, .rate = rate, .open_loop = rate > 0,
         .tick_us = b->opt.tick_us, .producers = b->opt.producers, .depth = b->opt.depth,
         .timeout_s = b->opt.timeout_s, .chunk = b->opt.chunk, .allocd_pid = daemon_pid(b),
         .redis_pid = b->redis_pid,
     };
-    fprintf(stderr, "allocbench: e2e allocd %s%s%.0f...\n", plain ? "plain RPUSH" : "position txn",
-            rate > 0 ? " paced at " : "", rate);
+    fprintf(stderr, "allocbench: e2e allocd %s%s%.0f...\n", names[push], rate > 0 ? " paced at " : "", rate);
     int ok = allocd_run(&ro, res, err, sizeof err) == 0 && !res->missing;
     if (!ok) fprintf(stderr, "allocbench: e2e allocd run failed: %s (%ld missing)\n", err, res->missing);
     cleanup(b, batch);
@@ -649,14 +656,17 @@ static void run_e2e_pairs(bench *b)
         e2e_pair *p = &b->pairs[b->n_pairs++];
         memset(p, 0, sizeof *p);
         p->load = bench_loadavg();
+        p->has_peek = b->opt.peek;
         if (i % 2 == 0) {
-            p->ok_plain = e2e_allocd(b, &w, 1, 0, &p->plain);
-            p->ok_txn = e2e_allocd(b, &w, 0, 0, &p->txn);
+            p->ok_plain = e2e_allocd(b, &w, PUSH_PLAIN, 0, &p->plain);
+            p->ok_txn = e2e_allocd(b, &w, PUSH_TXN, 0, &p->txn);
+            if (p->has_peek) p->ok_peek = e2e_allocd(b, &w, PUSH_PEEK, 0, &p->peek);
             p->ok_lua = e2e_lua(b, &w, 0, &p->lua);
         } else {
             p->ok_lua = e2e_lua(b, &w, 0, &p->lua);
-            p->ok_txn = e2e_allocd(b, &w, 0, 0, &p->txn);
-            p->ok_plain = e2e_allocd(b, &w, 1, 0, &p->plain);
+            if (p->has_peek) p->ok_peek = e2e_allocd(b, &w, PUSH_PEEK, 0, &p->peek);
+            p->ok_txn = e2e_allocd(b, &w, PUSH_TXN, 0, &p->txn);
+            p->ok_plain = e2e_allocd(b, &w, PUSH_PLAIN, 0, &p->plain);
         }
     }
 }
@@ -734,7 +744,7 @@ static void run_open_loop(bench *b)
             } else {
                 run_result *a = calloc(1, sizeof *a);
                 if (!a) continue;
-                r->ok = e2e_allocd(b, &w, 1, r->offered, a);
+                r->ok = e2e_allocd(b, &w, PUSH_PLAIN, r->offered, a);
                 ol_fill_allocd(r, a);
                 free(a);
             }
@@ -1095,6 +1105,12 @@ static void print_e2e(const bench *b)
                ratio(p->plain.tput, p->lua.tput), ratio(p->txn.tput, p->lua.tput));
         print_e2e_row("allocd rpush", &p->plain, p->ok_plain);
         print_e2e_row("allocd txn", &p->txn, p->ok_txn);
+        if (p->has_peek) {
+            print_e2e_row("allocd peek", &p->peek, p->ok_peek);
+            printf("  %-14s peek/Lua %.2fx; %ld of %ld positions a range (the two reads differed), "
+                   "%ld exact ones checked, %ld wrong\n", "", ratio(p->peek.tput, p->lua.tput),
+                   p->peek.pos_inexact, p->peek.n, p->peek.pos_checked, p->peek.pos_mismatch);
+        }
         printf("  %-14s %9.0f %7.2f %7.2f %7.2f %8.2f %8.2f %8s %8.2f%s\n", "lua", p->lua.tput, p->lua.p50,
                p->lua.p99, p->lua.pmax, p->lua.cpu_redis_us, p->lua.redis_usec_per_req, "-", p->lua.cpu_bench_us,
                p->ok_lua ? "" : "  FAILED");
@@ -1105,6 +1121,7 @@ static void print_e2e(const bench *b)
            "  exec/evalsha usec include the commands run inside them\n");
     print_mix("rpush", &p->plain.cmds, p->plain.n);
     print_mix("txn", &p->txn.cmds, p->txn.n);
+    if (p->has_peek) print_mix("peek", &p->peek.cmds, p->peek.n);
     print_mix("lua", &p->lua.cmds, p->lua.decided);
 }
 
@@ -1135,17 +1152,19 @@ static void print_e2e_results(const bench *b)
 {
     for (int i = 0; i < b->n_pairs; i++) {
         const e2e_pair *p = &b->pairs[i];
-        const run_result *a[2] = { &p->plain, &p->txn };
-        for (int t = 0; t < 2; t++)
+        const run_result *a[3] = { &p->plain, &p->txn, &p->peek };
+        static const char *const push[3] = { "rpush", "txn", "peek" };
+        int ok[3] = { p->ok_plain, p->ok_txn, p->ok_peek };
+        for (int t = 0; t < (p->has_peek ? 3 : 2); t++)
             printf("RESULT scenario=e2e round=%d push=%s durability=\"%s\" ok=%d load=%.2f throughput=%.0f "
                    "p50_ms=%.3f p99_ms=%.3f p100_ms=%.3f redis_usec_per_req=%.2f cpu_redis_us_per_req=%.2f "
                    "cpu_allocd_us_per_req=%.2f hmgets=%ld fields_asked=%ld nil_fields=%ld dequeued_polls=%ld "
-                   "pos_checked=%ld pos_mismatch=%ld lua_ok=%d lua_throughput=%.0f lua_redis_usec_per_req=%.2f "
+                   "pos_checked=%ld pos_mismatch=%ld pos_inexact=%ld lua_ok=%d lua_throughput=%.0f lua_redis_usec_per_req=%.2f "
                    "lua_cpu_redis_us_per_req=%.2f ratio_lua=%.3f\n",
-                   i + 1, t ? "txn" : "rpush", b->durability, t ? p->ok_txn : p->ok_plain, p->load, a[t]->tput,
+                   i + 1, push[t], b->durability, ok[t], p->load, a[t]->tput,
                    a[t]->p50, a[t]->p99, a[t]->pmax, a[t]->redis_usec_per_req, a[t]->cpu_redis_us,
                    a[t]->cpu_allocd_us, a[t]->hmgets, a[t]->fields_asked, a[t]->nil_fields, a[t]->dequeued_polls,
-                   a[t]->pos_checked, a[t]->pos_mismatch, p->ok_lua, p->lua.tput, p->lua.redis_usec_per_req,
+                   a[t]->pos_checked, a[t]->pos_mismatch, a[t]->pos_inexact, p->ok_lua, p->lua.tput, p->lua.redis_usec_per_req,
                    p->lua.cpu_redis_us, ratio(a[t]->tput, p->lua.tput));
     }
 }

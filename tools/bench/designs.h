@@ -27,6 +27,9 @@ typedef struct run_opts {
     double rate;              /* live: total req/s, 0 = unpaced */
     int tick_us;              /* live, paced: producers send every tick_us */
     int plain;                /* live: plain RPUSH, not the position transaction */
+    int peek;                 /* live: HGET dequeued; RPUSH; HGET dequeued, pipelined
+                               * without MULTI: the ordinal is exact when the two
+                               * reads agree (docs/PERFORMANCE.md) */
     int e2e;                  /* live: a poller reads every result once (reader.h);
                                * the clock stops at the last result read */
     int open_loop;            /* live, paced: no cap on pushes in flight, and
@@ -41,6 +44,7 @@ typedef struct run_result {
     long n, results, missing;
     outcome out;
     long pos_checked, pos_mismatch; /* live: ordinal from the transaction vs seq */
+    long pos_inexact;         /* peek: the two reads differed (ordinal a range) */
     long participants;
     double secs, secs_drain;  /* from SADD/first push; from the first take */
     double tput, tput_drain;  /* requests decided per second */

@@ -21,9 +21,9 @@
 #define MAX_OL 16
 
 typedef struct e2e_pair {
-    run_result plain, txn;
+    run_result plain, txn, peek;  /* peek: only with --peek */
     alt_result lua;
-    int ok_plain, ok_txn, ok_lua;
+    int ok_plain, ok_txn, ok_lua, ok_peek, has_peek;
     double load;
 } e2e_pair;
 

@@ -43,7 +43,8 @@ static int askable(const rstate *s, int p)
     int c = 0;
     while (c < avail) {
         int64_t o = j->ordinal[req_index(s, p, s->next[p] + c)];
-        if (o <= 0 || o > s->dequeued) break;
+        if (o < 0) o = -o; /* peek: only an upper bound is known */
+        if (o == 0 || o > s->dequeued) break;
         c++;
     }
     return c;
@@ -77,7 +78,10 @@ static void note(rstate *s, long i, const redisReply *e, int64_t now)
     if (st) outcome_note(&j->out, st + 10, strlen(st + 10));
     latency_add(&j->lat, (double)(now - j->push_us[i]) / 1000.0);
     if (j->dump) fprintf(j->dump, "%ld %.3f %.3f\n", i, (double)j->push_us[i] / 1000.0, (double)now / 1000.0);
-    if (j->ordinal && field_int(e->str, "\"seq\":") != j->ordinal[i]) j->out.errors++;
+    if (j->ordinal) {
+        long seq = field_int(e->str, "\"seq\":");
+        if (j->ordinal[i] > 0 ? seq != j->ordinal[i] : seq > -j->ordinal[i]) j->out.errors++;
+    }
     j->read++;
 }
 

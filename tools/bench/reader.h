@@ -40,7 +40,8 @@ typedef struct reader_job {
     int producers;
     const long *acked;        /* per producer: pushes returned (atomic reads) */
     const int64_t *push_us;   /* wall us of each push (paced: when it was due) */
-    const int64_t *ordinal;   /* per request, or NULL (plain RPUSH) */
+    const int64_t *ordinal;   /* per request, or NULL (plain RPUSH); negative:
+                               * only an upper bound is known (peek) */
     int64_t deadline_us;      /* mono */
     FILE *dump;               /* or NULL: "index push_ms read_ms" per result */
     /* results */
