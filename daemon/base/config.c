@@ -190,6 +190,16 @@ static int set_metrics_listen(allocd_config *c, const char *v, char *msg, size_t
     return 0;
 }
 
+static int set_log_format(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    if (strcmp(v, "event") && strcmp(v, "chunk")) {
+        seterr(msg, len, "log_format must be event or chunk (got '%s')", v);
+        return -1;
+    }
+    c->log_chunk = !strcmp(v, "chunk");
+    return 0;
+}
+
 static int set_cluster(allocd_config *c, const char *v, char *msg, size_t len)
 {
     if (strcmp(v, "auto") && strcmp(v, "yes") && strcmp(v, "no")) {
@@ -228,6 +238,7 @@ static const setting_spec SPECS[] = {
     INT("max_request_bytes", max_request_bytes, 64, 1048576),
     STR("log_level", set_log_level),
     INT64("log_maxlen", log_maxlen, 0, INT64_MAX),
+    STR("log_format", set_log_format),
     INT("redis_timeout_ms", redis_timeout_ms, 10, 3600000),
     INT("connect_timeout_ms", connect_timeout_ms, 10, 3600000),
     INT("backoff_min_ms", backoff_min_ms, 1, 3600000),

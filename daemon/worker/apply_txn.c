@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/engine_wait.h"
+#include "wire/log_entry.h"
 #include "wire/records.h"
 #include "worker/scripts.h"
 
@@ -252,20 +253,7 @@ static void add_dead(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     cmd_close(a);
 }
 
-/* A waitlist entry of the log: its ticket, and for wait_served the final
- * status (and reason) that replaced `waiting`. */
-static void add_wait_event_fields(argbuf *a, const engine_event *ev)
-{
-    arg_str(a, "wait_no");
-    arg_int(a, ev->wait_no);
-    if (ev->type != EV_WAIT_SERVED) return;
-    arg_str(a, "status");
-    arg_str(a, engine_status_name(ev->status));
-    if (ev->reason != R_NONE) { arg_str(a, "reason"); arg_str(a, engine_reason_name(ev->reason)); }
-}
-
-/* One XADD per event: the contract wants one stream entry per change. */
-static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
+static void open_xadd(argbuf *a, const apply_txn_ctx *c)
 {
     cmd_open(a, "XADD", c->keys->log);
     if (c->log_maxlen > 0) {
@@ -274,6 +262,28 @@ static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
         arg_int(a, c->log_maxlen);
     }
     arg_str(a, "*");
+}
+
+/* log_format chunk: one XADD carrying every event of the chunk
+ * (wire/log_entry.h); none when nothing changed. */
+static void add_chunk_log(argbuf *a, const apply_txn_ctx *c, const engine *e)
+{
+    size_t n = engine_event_count(e);
+    if (!n) return;
+    open_xadd(a, c);
+    arg_str(a, "format"); arg_str(a, "chunk");
+    arg_str(a, "n");      arg_int(a, (int64_t)n);
+    arg_str(a, "events");
+    size_t start = arg_begin(a);
+    log_entry_write_events(&a->data, e);
+    arg_end(a, start);
+    args_cmd_end(a);
+}
+
+/* One XADD per event: the contract wants one stream entry per change. */
+static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
+{
+    open_xadd(a, c);
     arg_str(a, "type");  arg_str(a, engine_event_name(ev->type));
     arg_str(a, "user");  arg_str(a, ev->user ? ev->user : "");
     arg_str(a, "item");  arg_str(a, ev->item ? ev->item : "");
@@ -284,7 +294,12 @@ static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
     arg_str(a, "at");    arg_int(a, ev->at);
     if (ev->expires_at) { arg_str(a, "expires_at"); arg_int(a, ev->expires_at); }
     if (ev->state) { arg_str(a, "state"); arg_str(a, ev->state); }
-    if (ev->type == EV_WAIT || ev->type == EV_WAIT_SERVED) add_wait_event_fields(a, ev);
+    log_extra x[LOG_EVENT_MAX_EXTRAS];
+    size_t nx = log_entry_extras(ev, x);
+    for (size_t i = 0; i < nx; i++) {
+        arg_str(a, x[i].key);
+        if (x[i].str) arg_str(a, x[i].str); else arg_int(a, x[i].num);
+    }
     args_cmd_end(a);
 }
 
@@ -333,7 +348,8 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     add_ended(out, ctx, e);
     add_internal_and_participants(out, ctx, ch, e);
     add_dead(out, ctx, ch);
-    for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));
+    if (ctx->log_chunk) add_chunk_log(out, ctx, e);
+    else for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));
     add_consume_and_stats(out, ctx, ch, e);
     args_cmd_begin(out);
     arg_str(out, "EXEC");

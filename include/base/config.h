@@ -29,6 +29,8 @@ typedef struct allocd_config {
     int max_request_bytes;    /* "max_request_bytes"; 4096 (64..1048576) */
     int log_level;            /* "log_level": error|warning|notice|info|debug */
     int64_t log_maxlen;       /* "log_maxlen"; 0 = never trim the event log */
+    int log_chunk;            /* "log_format": "event" (0, default) or "chunk" (1),
+                                 see wire/log_entry.h */
     int redis_timeout_ms;     /* "redis_timeout_ms"; command deadline, 5000 */
     int connect_timeout_ms;   /* "connect_timeout_ms"; 2000 */
     int backoff_min_ms;       /* "backoff_min_ms"; 100 */

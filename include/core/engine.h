@@ -247,6 +247,12 @@ void engine_load_admin_state(engine *e, engine_admin_state s);
  * ST_GRANTED or ST_DONE may change state and emit events. Reservations due
  * by `now` are expired first, exactly as engine_expire(now) would (EXPIRE
  * events, ended orders), so any call may emit those. */
+/* Cache warming for a run of decisions (engine_prefetch.c): h is
+ * engine_user_hash of a request's user; stage 0 asks for the user's hash
+ * slot, 1 (once 0 is in cache) for the user's record, 2 for its id. Never
+ * changes a decision. */
+uint32_t engine_user_hash(const engine *e, const char *id);
+void engine_prefetch_user(const engine *e, uint32_t h, int stage);
 void engine_decide(engine *e, const engine_request *r, int64_t now,
                    engine_result *out);
 /* Counts a result the shell decided without the engine (an `invalid` from the

@@ -11,6 +11,7 @@
  *         [--drain-seconds N] [--keep] [--quiet]
  *         [--cluster] [--instances N] [--pauses N]
  *
+ * --log-chunk runs allocd with log_format = "chunk" (one log entry per chunk).
  * --cluster runs the same checks over a 3-master Redis Cluster on loopback
  * (needs redis-cli): each batch on another master, --instances allocd
  * instances (default 3) with fixed names, killed and restarted under their
@@ -31,7 +32,7 @@ static void usage(FILE *f)
             "usage: chaos [--requests N] [--kills N] [--redis-restarts N] [--seconds N]\n"
             "             [--seed N] [--outage-seconds N] [--slow N] [--producers N]\n"
             "             [--drain-seconds N] [--keep] [--quiet]\n"
-            "             [--cluster] [--instances N] [--pauses N]\n"
+            "             [--cluster] [--instances N] [--pauses N] [--log-chunk]\n"
             "Runs allocd ($ALLOCD_BIN or $BUILD/allocd) against a private redis-server\n"
             "while killing and restarting both, then checks every guarantee of the\n"
             "contract against what was pushed. Exit 0 = no violation.\n");
@@ -62,6 +63,7 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--keep")) { p.keep = 1; continue; }
         if (!strcmp(a, "--quiet")) { p.verbose = 0; continue; }
         if (!strcmp(a, "--cluster")) { p.cluster = 1; continue; }
+        if (!strcmp(a, "--log-chunk")) { p.log_chunk = 1; continue; }
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--requests")) { if (num(a, val, 1, &v)) return 2; p.requests = v; }
         else if (!strcmp(a, "--kills")) { if (num(a, val, 0, &v)) return 2; p.kills = (int)v; }

@@ -39,6 +39,7 @@
 #include <jansson.h>
 
 #include "redis/cluster_slots.h"
+#include "wire/log_entry.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ basics -- */
@@ -1507,6 +1508,23 @@ static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
     violation(cx, &k->rep->other, "%s: log %s has unknown type '%s'", b->name, sid, type);
 }
 
+typedef struct replay_ctx {
+    checker *k;
+    replay *rp;
+    const char *sid;
+} replay_ctx;
+
+static int replay_one(void *ud, const log_field *f, size_t n)
+{
+    replay_ctx *o = ud;
+    json_t *ev = json_object();
+    for (size_t j = 0; j < n; j++) json_object_set_new(ev, f[j].key, json_stringn(f[j].val, f[j].vlen));
+    o->k->rep->log_entries++;
+    replay_event(o->k, o->rp, o->sid, ev);
+    json_decref(ev);
+    return 0;
+}
+
 static void replay_log(checker *k, replay *rp)
 {
     const batch_def *b = rp->b;
@@ -1519,12 +1537,15 @@ static void replay_log(checker *k, replay *rp)
             redisReply *e = r->element[i];
             const char *sid = e->element[0]->str;
             redisReply *f = e->element[1];
-            json_t *ev = json_object();
-            for (size_t j = 0; j + 1 < f->elements; j += 2)
-                json_object_set_new(ev, f->element[j]->str, json_stringn(f->element[j + 1]->str, f->element[j + 1]->len));
-            k->rep->log_entries++;
-            replay_event(k, rp, sid, ev);
-            json_decref(ev);
+            log_field fields[32];
+            size_t nf = 0;
+            for (size_t j = 0; j + 1 < f->elements && nf < 32; j += 2)
+                fields[nf++] = (log_field){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
+            /* both log formats, through the one decoder (wire/log_entry.h) */
+            replay_ctx one = { k, rp, sid };
+            char err[160];
+            if (log_entry_decode(fields, nf, replay_one, &one, err, sizeof err) < 0)
+                violation(k->cx, &k->rep->other, "%s: log %s: %s", b->name, sid, err);
             snprintf(start, sizeof start, "(%s", sid);
         }
         size_t n = r->elements;
@@ -2027,7 +2048,8 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
                  slot_node(cx, cx->bslot[bi]), cx->port[slot_node(cx, cx->bslot[bi])]);
     snprintf(cx->allocd_conf, sizeof cx->allocd_conf,
              "chunk = 64;\nredis_timeout_ms = 1000;\nconnect_timeout_ms = 1000;\n"
-             "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\n");
+             "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\n%s",
+             p.log_chunk ? "log_format = \"chunk\";\n" : "");
     for (int i = 0; i < cx->n_inst; i++) {
         /* one instance keeps the harness's naming (a new name per start),
          * several get fixed names and come back under them */

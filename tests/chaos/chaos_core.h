@@ -52,6 +52,7 @@ typedef struct chaos_params {
     int cluster;
     int instances;        /* allocd instances; 0 = 1 (single Redis) or 3 (cluster) */
     int pauses;           /* SIGSTOPs of one instance past its lease, then SIGCONT */
+    int log_chunk;        /* allocd with log_format = "chunk" (wire/log_entry.h) */
 } chaos_params;
 
 #define CHAOS_MAX_MSGS 20

@@ -11,6 +11,7 @@
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_replay.h"
 #include "allocctl/ctl_sync.h"
+#include "wire/log_entry.h"
 
 #define MAX_FINDINGS_SHOWN 200 /* verify prints at most this many */
 
@@ -64,15 +65,37 @@ static ctl_kv *kv_of(const redisReply *h, size_t *n)
     return kv;
 }
 
+typedef struct replay_one {
+    ctl_replay *rp;
+    const char *id;
+} replay_one;
+
+static int replay_event(void *ud, const log_field *f, size_t n)
+{
+    replay_one *o = ud;
+    ctl_kv kv[LOG_EVENT_MAX_FIELDS + 23];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof kv / sizeof kv[0]; i++) kv[k++] = (ctl_kv){ f[i].key, f[i].val, f[i].vlen };
+    ctl_replay_entry(o->rp, o->id, kv, k);
+    return 0;
+}
+
+/* Every entry through wire/log_entry.h: an event-format entry is one event,
+ * a chunk-format entry (log_format chunk) all of its events, in order. */
 static void replay_page(ctl_replay *rp, const redisReply *page)
 {
     for (size_t i = 0; i < page->elements; i++) {
         const redisReply *e = page->element[i], *f = e->element[1];
-        ctl_kv kv[32];
+        log_field fields[32];
         size_t n = 0;
         for (size_t j = 0; j + 1 < f->elements && n < 32; j += 2)
-            kv[n++] = (ctl_kv){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
-        ctl_replay_entry(rp, e->element[0]->str, kv, n);
+            fields[n++] = (log_field){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
+        replay_one o = { rp, e->element[0]->str };
+        char err[160], msg[240];
+        if (log_entry_decode(fields, n, replay_event, &o, err, sizeof err) < 0) {
+            snprintf(msg, sizeof msg, "log %s: %s", o.id, err);
+            ctl_replay_finding(rp, msg);
+        }
     }
 }
 

@@ -59,6 +59,11 @@ static void finding(ctl_replay *r, const char *fmt, ...)
     if (r->fn) r->fn(r->ud, msg);
 }
 
+void ctl_replay_finding(ctl_replay *r, const char *msg)
+{
+    finding(r, "%s", msg);
+}
+
 ctl_replay *ctl_replay_new(int room, int64_t per_user, ctl_finding_fn fn, void *ud)
 {
     ctl_replay *r = calloc(1, sizeof *r);

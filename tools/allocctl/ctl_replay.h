@@ -61,6 +61,8 @@ void ctl_replay_free(ctl_replay *r);
 
 /* One log entry (its stream id and field/value pairs), in log order. */
 void ctl_replay_entry(ctl_replay *r, const char *id, const ctl_kv *fields, size_t n);
+/* A finding the caller made (a log entry it could not decode). */
+void ctl_replay_finding(ctl_replay *r, const char *msg);
 /* Compares the rebuilt state with the snapshot and checks the invariants. */
 void ctl_replay_finish(ctl_replay *r, const ctl_snapshot *s);
 const ctl_replay_counts *ctl_replay_counts_get(const ctl_replay *r);
