@@ -216,6 +216,7 @@ static const setting_spec SPECS[] = {
     INT("max_attempts", max_attempts, 1, 100),
     STR("metrics_listen", set_metrics_listen),
     INT("lease_ttl_ms", lease_ttl_ms, 1000, 600000),
+    INT("answer_ms", answer_ms, 1000, 86400000),
     STR("cluster", set_cluster),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
@@ -272,6 +273,7 @@ void config_defaults(allocd_config *c)
     c->max_attempts = 5;
     c->metrics_listen = strdup("");
     c->lease_ttl_ms = 5000;
+    c->answer_ms = 60000;
     c->cluster = strdup("auto");
     c->source = NULL;
 }

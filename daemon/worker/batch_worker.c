@@ -55,6 +55,7 @@
 #include "worker/batch_keys.h"
 #include "worker/batch_lease.h"
 #include "worker/batch_load.h"
+#include "worker/batch_watch.h"
 #include "worker/chunk.h"
 #include "worker/decide.h"
 #include "worker/dedup.h"
@@ -137,6 +138,12 @@ struct batch_worker {
     metrics_hist recent, recent_prev;      /* latency of the last ~10 s, for stats */
     uint64_t recent_started;
     batch_worker_stats stats;
+
+    /* every request answered (batch_watch.h) */
+    batch_watch watch;
+    int lease_wait;           /* backing off because another instance holds the lease */
+    int gave_up;              /* stopped because it could not serve */
+    char last_failure[200];   /* the last step that failed, for the give-up's log line */
 };
 
 static void take_start(batch_worker *w);
@@ -245,6 +252,8 @@ static void worker_fail(batch_worker *w, const char *what, const char *why)
 {
     if (w->state == W_CLOSING) return;
     log_warn("batch %s: %s failed: %s; reloading from Redis", w->batch, what, why);
+    snprintf(w->last_failure, sizeof w->last_failure, "%s failed: %s", what, why);
+    w->lease_wait = 0;
     if (!strncmp(why, "MOVED", 5) || !strncmp(why, "ASK ", 4) || !strncmp(why, "CLUSTERDOWN", 11) ||
         !strncmp(why, "TRYAGAIN", 8))
         redis_router_refresh(w->router); /* the backoff then follows the slot */
@@ -888,6 +897,7 @@ static void on_applied(batch_worker *w, chunk *ch, redisReply *r)
         return;
     }
     note_applied(w, ch);
+    answer_watch_applied(&w->watch.aw, batch_watch_now_ms());
     if (ch->kind == CHUNK_POOL) {
         size_t n = w->pool.n;
         if (lottery_pool_served(&w->pool, ch->pool_len)) {
@@ -1039,6 +1049,7 @@ static void on_lease_acquired(batch_lease *l, void *data)
     batch_worker *w = data;
     if (w->state != W_ACQUIRING) return;
     log_notice("batch %s: lease acquired (epoch %s)", w->batch, l->epoch);
+    w->lease_wait = 0;
     w->lease_holder_seen[0] = '\0';
     if (w->stopping) { finish(w); return; }
     load_start(w);
@@ -1063,6 +1074,7 @@ static void on_lease_busy(batch_lease *l, int64_t pttl, const char *holder, void
     uint64_t cap = (uint64_t)w->cfg->lease_ttl_ms / 5;
     uint64_t delay = pttl >= 0 && (uint64_t)pttl + 20 < cap ? (uint64_t)pttl + 20 : cap;
     w->state = W_BACKOFF;
+    w->lease_wait = 1;
     uv_timer_start(&w->timer, on_timer_backoff, delay, 0);
 }
 
@@ -1091,6 +1103,71 @@ static void finish(batch_worker *w)
     w->state = W_RELEASING;
     batch_lease_release(&w->lease);
 }
+
+/* ------------------------------------------------------ answered -- */
+
+/* Whether the worker can serve right now: parked idle with the waits that
+ * wake it, a step under way with no failure since the last apply, or
+ * waiting for a lease another instance holds (that one answers). */
+static int can_serve(batch_worker *w)
+{
+    switch (w->state) {
+    case W_IDLE:
+        return w->wait_ctl_pending && (w->wait_queue_pending || !take_queue_now(w, clock_wall_ms()));
+    case W_ACQUIRING: case W_LOADING: case W_SERVING: case W_LOTTERY:
+        return w->attempts == 0;
+    case W_BACKOFF:
+        return w->lease_wait;
+    default:
+        return 0;
+    }
+}
+
+static const char *state_name(worker_state s)
+{
+    static const char *const names[] = { "connecting to Redis", "acquiring the lease", "loading",
+        "idle", "serving", "drawing the lottery", "backing off after a failure", "releasing", "closing" };
+    return names[s];
+}
+
+/* Contract 9.6: a worker that cannot serve for half of answer_ms, or that
+ * has a request older than that and applied nothing meanwhile while the
+ * batch is open, lets the batch go -- lease released, worker stopped, the
+ * registry hands it to another instance -- and says so at error level. */
+static void give_up(batch_worker *w, const char *why, int64_t ms)
+{
+    log_err("batch %s: cannot serve: %s for %" PRId64 " ms (%s%s%s); giving up the batch so "
+            "another instance serves it", w->batch, why, ms, state_name(w->state),
+            w->last_failure[0] ? "; last: " : "", w->last_failure);
+    w->gave_up = 1;
+    w->stopping = 1;
+    w->gen++;
+    finish(w);
+}
+
+static void watch_check(void *data, int64_t now)
+{
+    batch_worker *w = data;
+    if (w->state == W_RELEASING || w->state == W_CLOSING || w->stopping) return;
+    answer_watch *aw = &w->watch.aw;
+    if (can_serve(w)) answer_watch_good(aw, now);
+    int64_t bound = w->cfg->answer_ms / 2;
+    int64_t unable = answer_watch_unable_ms(aw, now), oldest = answer_watch_oldest_ms(aw, now);
+    if (unable > bound) { give_up(w, "unable to serve", unable); return; }
+    if (oldest > bound && answer_watch_idle_ms(aw, now) > bound && w->eng &&
+        take_queue_now(w, clock_wall_ms()))
+        give_up(w, "a request unanswered and no chunk applied", oldest);
+}
+
+/* Probes only while holding the lease: the holder reports the batch. */
+static redis_conn *watch_probe_conn(void *data)
+{
+    batch_worker *w = data;
+    if (!batch_lease_valid(&w->lease)) { answer_watch_reset(&w->watch.aw); return NULL; }
+    return redis_conn_is_ready(w->reads) ? w->reads : w->cmd;
+}
+
+static const batch_watch_callbacks watch_cb = { watch_probe_conn, watch_check };
 
 /* --------------------------------------------------------- start, stop -- */
 
@@ -1135,6 +1212,7 @@ static void on_handle_closed(batch_worker *w)
 static void on_conn_closed(redis_conn *c, void *data) { on_handle_closed(data); }
 static void on_timer_closed(uv_handle_t *h) { on_handle_closed(h->data); }
 static void on_lease_closed(uv_handle_t *h) { on_handle_closed(((batch_lease *)h->data)->data); }
+static void on_watch_closed(uv_handle_t *h) { on_handle_closed(((batch_watch *)h->data)->data); }
 
 static void close_all(batch_worker *w)
 {
@@ -1142,8 +1220,9 @@ static void close_all(batch_worker *w)
     w->state = W_CLOSING;
     log_info("batch %s: stopped after %" PRIu64 " chunks", w->batch, w->stats.chunks);
     uv_timer_stop(&w->timer);
-    w->handles_open = 6 + w->orders.outstanding;
+    w->handles_open = 7 + w->orders.outstanding;
     batch_lease_close(&w->lease, on_lease_closed);
+    batch_watch_close(&w->watch, on_watch_closed);
     redis_conn_close(w->cmd, on_conn_closed, w);
     redis_conn_close(w->reads, on_conn_closed, w);
     redis_conn_close(w->wait_queue, on_conn_closed, w);
@@ -1176,8 +1255,12 @@ const batch_worker_stats *batch_worker_get_stats(batch_worker *w)
     w->stats.reconnects = 0;
     for (size_t i = 0; i < 4; i++)
         if (conns[i]) w->stats.reconnects += redis_conn_get_stats(conns[i])->failures;
+    w->stats.oldest_unanswered_seconds =
+        (double)answer_watch_oldest_ms(&w->watch.aw, batch_watch_now_ms()) / 1000.0;
     return &w->stats;
 }
+
+int batch_worker_gave_up(const batch_worker *w) { return w->gave_up; }
 
 static int open_conn(batch_worker *w, redis_conn **out, const char *role,
                      const redis_conn_callbacks *cb)
@@ -1236,6 +1319,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
         return -ENOMEM;
     }
     batch_load_init(&w->load, w->cmd, cfg, scripts, &w->keys, w->batch, &w->dedup, &load_cb, w);
+    batch_watch_init(&w->watch, loop, &w->keys, cfg->answer_ms, cfg->redis_timeout_ms, &watch_cb, w);
     batch_lease_init(&w->lease, loop, w->cmd, scripts, &w->keys, cfg->lease_ttl_ms,
                      cfg->instance, &lease_cb, w);
     *out = w;
