@@ -217,6 +217,7 @@ static const setting_spec SPECS[] = {
     STR("metrics_listen", set_metrics_listen),
     INT("lease_ttl_ms", lease_ttl_ms, 1000, 600000),
     INT("answer_ms", answer_ms, 1000, 86400000),
+    INT("wait_replicas", wait_replicas, 0, 16),
     STR("cluster", set_cluster),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])

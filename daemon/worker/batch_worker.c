@@ -71,7 +71,7 @@ typedef enum {
  * generation when it was sent: worker_fail() starts a new one, and a reply
  * from an older generation is dropped (its chunk was thrown away). The
  * first four kinds name their step in worker_fail's message. */
-typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS } worker_op_kind;
+typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS, WOP_REPLICAS } worker_op_kind;
 #define MAX_OPS 64
 
 typedef struct worker_op {
@@ -144,6 +144,8 @@ struct batch_worker {
     int lease_wait;           /* backing off because another instance holds the lease */
     int gave_up;              /* stopped because it could not serve */
     char last_failure[200];   /* the last step that failed, for the give-up's log line */
+    /* wait_replicas: one apply at a time, each after a WAIT (replicas_wait) */
+    int replicas_out, replicas_acked;
 };
 
 static void take_start(batch_worker *w);
@@ -267,6 +269,7 @@ static void worker_fail(batch_worker *w, const char *what, const char *why)
         if (n > w->isolate_left) w->isolate_left = n;
     }
     w->gen++;                 /* replies still on their way are dropped */
+    w->replicas_out = w->replicas_acked = 0;
     chunks_drop_all(w);
     drop_engine(w);
     w->stats.failures++;
@@ -803,6 +806,45 @@ static void apply_send(batch_worker *w, chunk *ch)
     w->chunks_applied++;
 }
 
+/* wait_replicas: no apply is sent before `WAIT n` confirmed that n replicas
+ * hold every write before it (so a failover to one of them can take back
+ * at most the last apply), and only one apply is in flight. 1 while the
+ * apply must wait. */
+static int replicas_wait(batch_worker *w)
+{
+    for (size_t i = 0; i < w->ring.n; i++)
+        if (chunk_ring_at(&w->ring, i)->state == CS_APPLYING) return 1;
+    if (w->replicas_acked) { w->replicas_acked = 0; return 0; }
+    if (w->replicas_out) return 1;
+    char n[16], ms[16];
+    snprintf(n, sizeof n, "%d", w->cfg->wait_replicas);
+    snprintf(ms, sizeof ms, "%d", w->cfg->redis_timeout_ms / 2);
+    const char *argv[] = { "WAIT", n, ms };
+    worker_op *o = op_new(w, WOP_REPLICAS, NULL);
+    if (!o || redis_conn_commandargv(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, 3, argv, NULL) < 0) {
+        if (o) o->busy = 0;
+        worker_fail(w, "wait for replicas", o ? "Redis not connected" : "too many commands in flight");
+        return 1;
+    }
+    w->replicas_out = 1;
+    return 1;
+}
+
+static void on_replicas(batch_worker *w, redisReply *r)
+{
+    w->replicas_out = 0;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < w->cfg->wait_replicas) {
+        char why[120];
+        snprintf(why, sizeof why, "%lld of %d replicas acknowledged within %d ms",
+                 r->type == REDIS_REPLY_INTEGER ? (long long)r->integer : -1LL,
+                 w->cfg->wait_replicas, w->cfg->redis_timeout_ms / 2);
+        worker_fail(w, "wait for replicas", why);
+        return;
+    }
+    w->replicas_acked = 1;
+    advance(w);
+}
+
 /* Decides the chunks that are ready, oldest first, and sends their applies
  * (pipelined: FENCE's chunks_applied check keeps them in order; scripts.h
  * has the one case it cannot cover). A chunk waits for the ones before it
@@ -824,6 +866,7 @@ static void advance(batch_worker *w)
             }
             return;
         }
+        if (w->cfg->wait_replicas > 0 && replicas_wait(w)) return;
         if (apply_build(w, ch) < 0) return;
         apply_send(w, ch);
     }
@@ -942,7 +985,7 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     if ((kind == WOP_ORDERS || kind == WOP_LOAD_ORDERS) && order_reply_handled(o, r, err)) return;
     if (!op_current(o)) return;
     if (kind == WOP_TAKE && o->take_gen != w->take_gen) return;
-    static const char *const names[] = { "take", "dedup", "order id block", "apply" };
+    static const char *const names[] = { "take", "dedup", "order id block", "apply", "load", "wait for replicas" };
     const char *e = reply_error(r, err);
     if (e) { worker_fail(w, names[kind], e); return; }
     switch (kind) {
@@ -951,6 +994,7 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     case WOP_ORDERS: on_orders(w, o->ch, r); break;
     case WOP_APPLY: on_applied(w, o->ch, r); break;
     case WOP_LOAD_ORDERS: break;        /* handled above */
+    case WOP_REPLICAS: on_replicas(w, r); break;
     }
 }
 
@@ -1154,6 +1198,14 @@ static void watch_check(void *data, int64_t now)
     int64_t bound = w->cfg->answer_ms / 2;
     int64_t unable = answer_watch_unable_ms(aw, now), oldest = answer_watch_oldest_ms(aw, now);
     if (unable > bound) { give_up(w, "unable to serve", unable); return; }
+    /* Sentinel moved the master (redis_router follows it): every connection
+     * of the worker goes there, through the failure path's follow_slot */
+    redis_target t;
+    if (!redis_router_is_cluster(w->router) && w->state != W_BACKOFF &&
+        redis_router_target(w->router, w->keys.meta, &t) == 0 && memcmp(&t, &w->target, sizeof t)) {
+        worker_fail(w, "redis", "the master moved (Sentinel)");
+        return;
+    }
     if (oldest > bound && answer_watch_idle_ms(aw, now) > bound && w->eng &&
         take_queue_now(w, clock_wall_ms()))
         give_up(w, "a request unanswered and no chunk applied", oldest);
