@@ -952,7 +952,8 @@ static void on_applied(batch_worker *w, chunk *ch, redisReply *r)
     note_poison(w, ch);
     ch->state = CS_DONE;
     chunks_gc(w);
-    take_start(w);
+    if (w->cfg->wait_replicas > 0) advance(w);   /* the next apply waited for this one */
+    if (w->state == W_SERVING) take_start(w);
 }
 
 /* An order-id block's reply, on the router's connections, which outlive
