@@ -1,5 +1,8 @@
 # mk/fuzz.mk -- libFuzzer targets and their replay in `make test`.
 #
+# Targets: request (request_parse, both grammars, every op of contract v2 in
+# the dict and the corpus), engine, config (base/config: the file parser,
+# file:line errors, ranges) and items (allocctl's CSV/JSON item loaders).
 # tests/fuzz/fuzz_request.c (request_parse, both grammars, + wire/records) and
 # tests/fuzz/fuzz_engine.c (operation sequences on a small engine, with the
 # invariants checked after each one) are built two ways:
@@ -17,7 +20,7 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_TARGETS := request engine
+FUZZ_TARGETS := request engine config items
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -Iinclude -Itools -Itests \
                 -DALLOCD_SYSCONFDIR='"$(SYSCONFDIR)"' $(PKG_CFLAGS)
