@@ -48,12 +48,23 @@ void ctl_items_free(ctl_items *items)
 
 /* ---- checks shared by both formats ---------------------------------- */
 
+/* Ids, column names and cells become JSON strings written as they are (the
+ * _nocheck calls): bytes that are not UTF-8 would make the attrs written
+ * to Redis invalid JSON, so they are refused here (found by fuzz_items). */
+static int utf8_ok(const char *s, size_t n)
+{
+    json_t *t = json_stringn(s, n);
+    json_decref(t);
+    return t != NULL;
+}
+
 static const char *id_problem(const char *id, size_t n)
 {
     if (n < 1 || n > CTL_ITEM_ID_MAX) return "item id must be 1 to 64 characters";
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)id[i] < 0x20 || id[i] == 0x7f)
             return "item id must not contain control characters";
+    if (!utf8_ok(id, n)) return "item id is not valid UTF-8";
     return NULL;
 }
 
@@ -213,16 +224,6 @@ static const char *split_row(const char *line, size_t len, row *r)
         if (p >= end) return NULL;
         p++;                      /* the comma */
     }
-}
-
-/* Column names and cells become JSON strings written as they are (the
- * _nocheck calls): bytes that are not UTF-8 would make the attrs written
- * to Redis invalid JSON, so they are refused here (found by fuzz_items). */
-static int utf8_ok(const char *s, size_t n)
-{
-    json_t *t = json_stringn(s, n);
-    json_decref(t);
-    return t != NULL;
 }
 
 static int parse_header(const row *h, const char *name, char *err, size_t errlen)
