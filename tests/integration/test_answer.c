@@ -2,9 +2,10 @@
  * within answer_ms, even when the instance placement gives a batch to cannot
  * serve it.
  *
- * - Two instances, one of them started under `ulimit -n 17` (11 descriptors
- *   are its own, so one batch worker of 4 connections fits and the next gets
- *   half of its connections): the batches placement gives it are stuck --
+ * - Two instances, one of them started under `ulimit -n` its own
+ *   descriptors (measured on an idle allocd) + 6, so one batch worker of 4
+ *   connections fits and the next gets half of its connections: the
+ *   batches placement gives it are stuck --
  *   connections failing with "Too many open files", a lease held by a worker
  *   whose idle waits never park. Requests are pushed to every batch for a few
  *   seconds; every one must be answered within answer_ms of its push, which
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 
@@ -64,6 +66,27 @@ static void start_limited(harness_allocd *d, harness_redis *r, const char *conf,
     else unsetenv("ALLOCD_BIN");
 }
 
+/* Descriptors an allocd with no batch holds (stdio, log, loop, registry). */
+static int idle_fds(harness_redis *r)
+{
+    harness_allocd p;
+    assert_int_equal(harness_allocd_start(&p, r, CONF " instance = \"ans-probe\";"), 0);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)p.pid);
+    int n = 0;
+    for (int waited = 0; waited < 5000 && !itest_count_in_log(&p, "registry: connected") &&
+                         !itest_count_in_log(&p, "single server"); waited += 50)
+        harness_sleep_ms(50);
+    harness_sleep_ms(300);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d))) n += e->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(harness_allocd_stop(&p), 0);
+    return n;
+}
+
 typedef struct sent {
     int batch;
     char id[32];
@@ -75,6 +98,7 @@ static void test_starved_instance_hands_batches_over(void **state)
     harness_redis redis;
     assert_int_equal(harness_redis_start(&redis, NULL), 0);
     redisContext *c = harness_redis_connect(&redis);
+    int limit = idle_fds(&redis) + 6;
     char names[NBATCH][16];
     int on_a = 0;
     for (int i = 0; i < NBATCH; i++) {
@@ -82,10 +106,10 @@ static void test_starved_instance_hands_batches_over(void **state)
         create(c, names[i]);
         on_a += registry_placement_score("ans-a", names[i]) > registry_placement_score("ans-b", names[i]);
     }
-    print_message("placement gives %d of %d batches to the starved instance\n", on_a, NBATCH);
+    print_message("placement gives %d of %d batches to the starved instance (ulimit -n %d)\n", on_a, NBATCH, limit);
     assert_true(on_a >= 3);     /* more than its descriptors can serve */
     harness_allocd a, b;
-    start_limited(&a, &redis, CONF " instance = \"ans-a\";", 17);
+    start_limited(&a, &redis, CONF " instance = \"ans-a\";", limit);
     assert_int_equal(harness_allocd_start(&b, &redis, CONF " instance = \"ans-b\";"), 0);
     harness_sleep_ms(1500);     /* both heartbeats seen: placement settled */
 
