@@ -3,7 +3,8 @@
  * and results polled throughout, while the master is killed (kill -9) and
  * later failed over on purpose (SENTINEL FAILOVER).
  *
- * Asserted: allocd follows both failovers (its log names each new master);
+ * Asserted: allocd follows both failovers (its log names each new master,
+ * and two idle batches answer on the final master: every worker moved);
  * every request pushed gets exactly one final result once producers
  * resubmit what has none (pushes acknowledged by a master that died before
  * replicating them are gone: resubmitting the same id is the contract's
@@ -235,6 +236,11 @@ static void run(int wait_replicas, int long_form, outcome *out)
     itest_cmd(c, "HSET alloc:{s1}:meta kind stock per_user 1");
     itest_cmd(c, "HSET alloc:{s1}:capacity sku %d", CAPACITY);
     itest_cmd(c, "SADD alloc:batches s1");
+    for (int b = 2; b <= 3; b++) {     /* idle batches: their workers must follow too */
+        itest_cmd(c, "HSET alloc:{s%d}:meta kind stock per_user 1", b);
+        itest_cmd(c, "HSET alloc:{s%d}:capacity sku 10", b);
+        itest_cmd(c, "SADD alloc:batches s%d", b);
+    }
     redisFree(c);
     char conf[400];
     snprintf(conf, sizeof conf,
@@ -402,6 +408,15 @@ static void run(int wait_replicas, int long_form, outcome *out)
     }
     freeReplyObject(r);
     assert_int_equal(logged, holders);
+    /* every worker followed: the idle batches answer on the final master */
+    for (int b = 2; b <= 3; b++) {
+        itest_cmd(m, "RPUSH alloc:{s%d}:queue {\"id\":\"late\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku\"}", b);
+        char key[64];
+        snprintf(key, sizeof key, "alloc:{s%d}:results", b);
+        char *v = harness_wait_hget(m, key, "late", 10000);
+        assert_non_null(v);
+        free(v);
+    }
     /* allocctl, given the same sentinel URL, finds the master and the
      * log replays to holders and free there */
     const char *build = getenv("BUILD");
