@@ -249,6 +249,8 @@ static const setting_spec SPECS[] = {
     INT("max_attempts", max_attempts, 1, 100),
     STR("metrics_listen", set_metrics_listen),
     INT("lease_ttl_ms", lease_ttl_ms, 1000, 600000),
+    INT("answer_ms", answer_ms, 1000, 86400000),
+    INT("wait_replicas", wait_replicas, 0, 16),
     STR("cluster", set_cluster),
     STR("redis_user", set_redis_user),
     STR("redis_password_file", set_password_file),
@@ -307,6 +309,7 @@ void config_defaults(allocd_config *c)
     c->max_attempts = 5;
     c->metrics_listen = strdup("");
     c->lease_ttl_ms = 5000;
+    c->answer_ms = 60000;
     c->cluster = strdup("auto");
     c->redis_user = strdup("");
     c->redis_password_file = strdup("");

@@ -42,6 +42,11 @@ typedef struct allocd_config {
                                  its requests go to dead one by one, 5 */
     char *cluster;            /* "cluster": "auto" (CLUSTER SLOTS decides), "yes", "no" */
     int lease_ttl_ms;         /* "lease_ttl_ms"; batch lease lifetime, 5000 (1000..600000) */
+    int answer_ms;            /* "answer_ms"; contract 9.6: every request answered within
+                                 it, 60000 (1000..86400000); a worker unable to serve
+                                 for half of it gives its batch up */
+    int wait_replicas;        /* "wait_replicas"; 0 (0..16): before each apply, WAIT until this
+                                 many replicas have every earlier write (DEPLOYMENT.md) */
     char *metrics_listen;     /* "metrics_listen"; "" = off, else host:port on loopback */
     char metrics_host[64];    /* parsed metrics_listen */
     int metrics_port;

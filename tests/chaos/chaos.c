@@ -9,7 +9,7 @@
  *   chaos [--requests N] [--kills N] [--redis-restarts N] [--seconds N]
  *         [--seed N] [--outage-seconds N] [--slow N] [--producers N]
  *         [--drain-seconds N] [--keep] [--quiet]
- *         [--cluster] [--instances N] [--pauses N]
+ *         [--cluster] [--instances N] [--pauses N] [--answer-ms N]
  *
  * --log-chunk runs allocd with log_format = "chunk" (one log entry per chunk).
  * --cluster runs the same checks over a 3-master Redis Cluster on loopback
@@ -32,7 +32,7 @@ static void usage(FILE *f)
             "usage: chaos [--requests N] [--kills N] [--redis-restarts N] [--seconds N]\n"
             "             [--seed N] [--outage-seconds N] [--slow N] [--producers N]\n"
             "             [--drain-seconds N] [--keep] [--quiet]\n"
-            "             [--cluster] [--instances N] [--pauses N] [--log-chunk]\n"
+            "             [--cluster] [--instances N] [--pauses N] [--log-chunk] [--answer-ms N]\n"
             "Runs allocd ($ALLOCD_BIN or $BUILD/allocd) against a private redis-server\n"
             "while killing and restarting both, then checks every guarantee of the\n"
             "contract against what was pushed. Exit 0 = no violation.\n");
@@ -75,6 +75,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--producers")) { if (num(a, val, 1, &v)) return 2; p.producers = (int)v; }
         else if (!strcmp(a, "--instances")) { if (num(a, val, 1, &v)) return 2; p.instances = (int)v; }
         else if (!strcmp(a, "--pauses")) { if (num(a, val, 0, &v)) return 2; p.pauses = (int)v; }
+        else if (!strcmp(a, "--answer-ms")) { if (num(a, val, 1000, &v)) return 2; p.answer_ms = (int)v; }
         else if (!strcmp(a, "--drain-seconds")) { if (num(a, val, 1, &v)) return 2; p.drain_seconds = (int)v; }
         else { fprintf(stderr, "chaos: unknown argument '%s'\n", a); usage(stderr); return 2; }
         i++;

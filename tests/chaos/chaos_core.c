@@ -38,6 +38,7 @@
 #include <sys/socket.h>
 #include <jansson.h>
 
+#include "core/answer_watch.h"
 #include "redis/cluster_slots.h"
 #include "wire/log_entry.h"
 #include "harness.h"
@@ -214,6 +215,8 @@ struct chaos_ctx {
     atomic_int producers_running;
     atomic_int stop_helpers;
     atomic_int redis_down;       /* an outage is in progress */
+    atomic_int answer_stop;      /* the answer watcher stops */
+    pthread_t answer_th;
     atomic_long follow_pushed;
     /* follower input */
     pthread_mutex_t mu;
@@ -1100,6 +1103,58 @@ static void redis_back(chaos_ctx *cx)
     atomic_store(&cx->redis_down, 0);
     cx->rep->outages++;
     progress(cx, "Redis outage ends");
+}
+
+/* ---------------------------------------------------------- answers -- */
+
+/* Contract 9.6, from outside: every 200 ms each batch's stats.dequeued,
+ * stats.state and queue/ctl lengths, read atomically (one script), feed an
+ * answer_watch; the oldest unanswered request must never be older than
+ * answer_ms. Exempt, as the contract and physics say: a batch that is
+ * paused or waiting (its watch forgets what it saw), and Redis being down
+ * (a failed probe forgets too, so the time Redis was away is not counted). */
+static const char ANSWER_PROBE[] =
+    "return {redis.call('HGET', KEYS[1], 'dequeued') or false, redis.call('HGET', KEYS[1], 'state') or false,"
+    " redis.call('LLEN', KEYS[2]), redis.call('LLEN', KEYS[3])}";
+
+static void answer_probe(chaos_ctx *cx, rconn *rc, int bi, answer_watch *aw)
+{
+    const char *b = cx->b[bi].name;
+    int64_t sent = harness_now_ms();
+    redisReply *r = rcmd(cx, rc, cx->bslot[bi], "EVAL %s 3 alloc:{%s}:stats alloc:{%s}:queue alloc:{%s}:ctl",
+                         ANSWER_PROBE, b, b, b);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+             r->element[2]->type == REDIS_REPLY_INTEGER && r->element[3]->type == REDIS_REPLY_INTEGER;
+    const char *state = ok && r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : "";
+    if (!ok || !strcmp(state, "paused") || !strcmp(state, "waiting") || atomic_load(&cx->redis_down)) {
+        answer_watch_reset(aw);
+        if (!r) rc_close(rc);
+    } else {
+        long long dequeued = r->element[0]->type == REDIS_REPLY_STRING ? atoll(r->element[0]->str) : 0;
+        answer_watch_probe(aw, sent, dequeued, r->element[2]->integer, r->element[3]->integer);
+        double age = answer_watch_oldest_ms(aw, harness_now_ms()) / 1000.0;
+        pthread_mutex_lock(&cx->msg_mu);
+        if (age > cx->rep->max_unanswered_s) {
+            cx->rep->max_unanswered_s = age;
+            snprintf(cx->rep->max_unanswered_batch, sizeof cx->rep->max_unanswered_batch, "%s", b);
+        }
+        pthread_mutex_unlock(&cx->msg_mu);
+    }
+    if (r) freeReplyObject(r);
+}
+
+static void *answer_main(void *arg)
+{
+    chaos_ctx *cx = arg;
+    answer_watch aw[NB];
+    for (int bi = 0; bi < NB; bi++) answer_watch_init(&aw[bi], harness_now_ms());
+    rconn rc = { { NULL } };
+    while (!atomic_load(&cx->answer_stop)) {
+        for (int bi = 0; bi < NB; bi++) answer_probe(cx, &rc, bi, &aw[bi]);
+        harness_sleep_ms(200);
+    }
+    rc_close(&rc);
+    return NULL;
 }
 
 /* -------------------------------------------------------- schedule -- */
@@ -1999,6 +2054,7 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     if (p.seconds <= 0) p.seconds = (int)(p.requests / 2500) + 10;
     if (p.drain_seconds <= 0) p.drain_seconds = 90 + (int)(p.requests / 1000);
     if (p.instances <= 0) p.instances = p.cluster ? 3 : 1;
+    if (p.answer_ms <= 0) p.answer_ms = 15000;
     if (p.instances > MAX_INST) p.instances = MAX_INST;
     if (p.cluster) {   /* the cluster's nodes are not restarted in this mode */
         p.redis_restarts = 0;
@@ -2048,8 +2104,8 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
                  slot_node(cx, cx->bslot[bi]), cx->port[slot_node(cx, cx->bslot[bi])]);
     snprintf(cx->allocd_conf, sizeof cx->allocd_conf,
              "chunk = 64;\nredis_timeout_ms = 1000;\nconnect_timeout_ms = 1000;\n"
-             "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\n%s",
-             p.log_chunk ? "log_format = \"chunk\";\n" : "");
+             "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\nanswer_ms = %d;\n%s",
+             p.answer_ms, p.log_chunk ? "log_format = \"chunk\";\n" : "");
     for (int i = 0; i < cx->n_inst; i++) {
         /* one instance keeps the harness's naming (a new name per start),
          * several get fixed names and come back under them */
@@ -2084,6 +2140,7 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     cx->admin = (producer){ .cx = cx, .idx = 101, .rng = p.seed * 131ULL + 29 };
     pthread_create(&cx->follower.th, NULL, follower_main, &cx->follower);
     pthread_create(&cx->admin.th, NULL, admin_main, &cx->admin);
+    pthread_create(&cx->answer_th, NULL, answer_main, cx);
     progress(cx, "pushing %ld requests over %d s with %d producers", p.requests, p.seconds, p.producers);
 
     run_faults(cx, &rng);
@@ -2104,6 +2161,11 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     harness_sleep_ms(CHAOS_WAIT_MS + cx->b[B_CR1].hold_ms + 1500);
     if (wait_drain(cx) < 0) violation(cx, &rep->lost, "allocd busy again after the expiry wait");
     rep->drain_seconds = now_s() - dstart;
+    atomic_store(&cx->answer_stop, 1);
+    pthread_join(cx->answer_th, NULL);
+    if (rep->max_unanswered_s * 1000 > p.answer_ms)
+        violation(cx, &rep->unanswered_late, "%s: a request stayed unanswered %.1f s while the batch was open "
+                  "(answer_ms %d, contract 9.6)", rep->max_unanswered_batch, rep->max_unanswered_s, p.answer_ms);
     allocd_watch(cx);
     for (int i = 0; i < cx->n_inst; i++) {
         int st = harness_allocd_stop(&cx->allocd[i]);
@@ -2163,6 +2225,7 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             "log entries       %ld   (grants %ld, expiries %ld, waits %ld)\n"
             "allocd log        %d connection-lost, %d timeout, %d connected lines\n"
             "time              push %.1f s, drain %.1f s, total %.1f s\n"
+            "oldest unanswered %.1f s   (batch %s; bound answer_ms %d ms, late %ld)\n"
             "lost              %ld\n"
             "applied twice     %ld\n"
             "oversold          %ld\n"
@@ -2178,7 +2241,9 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             r->slow_sleeps, r->results, r->granted, r->done, r->rejected, r->invalid,
             r->dead_entries, r->duplicates, r->log_entries, r->grants_logged, r->expiries, r->waits,
             r->log_connection_lost, r->log_timeouts, r->log_connected, r->push_seconds,
-            r->drain_seconds, r->total_seconds, r->lost, r->applied_twice, r->oversold,
+            r->drain_seconds, r->total_seconds, r->max_unanswered_s,
+            r->max_unanswered_batch[0] ? r->max_unanswered_batch : "-", p->answer_ms ? p->answer_ms : 15000,
+            r->unanswered_late, r->lost, r->applied_twice, r->oversold,
             r->phantom, r->mismatches, r->stats_errors, r->other, r->dir,
             p->keep ? " (kept)" : " (removed)");
     for (int i = 0; i < r->n_msgs; i++) fprintf(f, "VIOLATION: %s\n", r->msgs[i]);

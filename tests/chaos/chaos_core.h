@@ -53,6 +53,7 @@ typedef struct chaos_params {
     int instances;        /* allocd instances; 0 = 1 (single Redis) or 3 (cluster) */
     int pauses;           /* SIGSTOPs of one instance past its lease, then SIGCONT */
     int log_chunk;        /* allocd with log_format = "chunk" (wire/log_entry.h) */
+    int answer_ms;        /* allocd's answer_ms, the bound asserted (contract 9.6); 0 = 15000 */
 } chaos_params;
 
 #define CHAOS_MAX_MSGS 20
@@ -91,7 +92,13 @@ typedef struct chaos_report {
     long mismatches;        /* holders/free/capacity differ from the log replay */
     long stats_errors;      /* counters that do not add up */
     long other;             /* everything else (wrong status, leftovers, ...) */
+    long unanswered_late;   /* a request older than answer_ms while its batch was open */
     long violations;        /* sum of the above */
+    /* contract 9.6: the oldest unanswered request seen by a probe every
+     * 200 ms (stats.dequeued and the queue's length; core/answer_watch.h),
+     * over time the batch was open and Redis up */
+    double max_unanswered_s;
+    char max_unanswered_batch[16];
     /* allocd's logs */
     int log_connection_lost;
     int log_timeouts;

@@ -34,6 +34,9 @@ static void test_chaos_short(void **state)
     assert_int_equal(rep.applied_twice, 0);
     assert_int_equal(rep.oversold, 0);
     assert_int_equal(rep.violations, 0);
+    /* contract 9.6: nothing waited past answer_ms while its batch was open */
+    assert_int_equal(rep.unanswered_late, 0);
+    assert_true(rep.max_unanswered_s > 0);    /* the probe did see requests waiting */
     assert_int_equal(rep.kills, 8);
     assert_int_equal(rep.redis_restarts, 2);
     assert_true(rep.results > 15000);

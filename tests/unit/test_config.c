@@ -531,7 +531,7 @@ static void test_load_bad_overrides(void **state)
     unsetenv("ALLOCD_CONFIG");
     assert_int_equal(load_with(&c, err, sizeof err, "-c", SHIPPED, "--redis", "tcp://x", NULL), -1);
     assert_string_equal(err, "command line: --redis: redis URL 'tcp://x': "
-                        "must start with redis:// or unix://");
+                        "must start with redis://, unix:// or sentinel://");
     config_free(&c);
     assert_int_equal(load_with(&c, err, sizeof err, "-c", SHIPPED, "--prefix", "a b", NULL), -1);
     assert_contains(err, "command line: --prefix: prefix must be 1 to 64 characters "
