@@ -24,7 +24,7 @@ SYSCONFDIR ?= $(PREFIX)/etc
 CC      ?= cc
 PKGS    := libuv hiredis jansson libconfig
 DEBS    := build-essential pkg-config libuv1-dev libhiredis-dev libjansson-dev \
-           libconfig-dev libcmocka-dev redis-server redis-tools
+           libconfig-dev libcmocka-dev redis-server redis-tools libpq-dev postgresql
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter

