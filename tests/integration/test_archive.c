@@ -116,12 +116,62 @@ static void test_follow_kills_and_pg_restart(void **state)
     free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "k1"));
 }
 
+static long long xinfo_added(afix *f, const char *b)
+{
+    redisReply *r = redisCommand(f->c, "XINFO STREAM alloc:{%s}:log", b);
+    long long v = -1;
+    for (size_t i = 0; r && i + 1 < r->elements; i += 2)
+        if (!strcmp(r->element[i]->str, "entries-added")) v = r->element[i + 1]->integer;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+/* log_maxlen with archive_group: nothing is trimmed before the archive has
+ * its group, nothing it has not acknowledged ever is (a killed archiver's
+ * pending entries included), and what it has is trimmed. */
+static void test_trim_waits_for_the_archive(void **state)
+{
+    afix *f = *state;
+    char q[200];
+    afix_conf(f, "archive_group = \"archive\";");
+    afix_stock_batch(f, "t1", 300, 3);
+    afix_start_allocd(f, "log_maxlen = 20;\narchive_group = \"archive\";");
+    afix_stock_traffic_from(f, "t1", 300, 0);
+    long long xlen = proc_int(f->c, "XLEN alloc:{t1}:log");
+    assert_true(xlen > 100);
+    assert_int_equal(xlen, xinfo_added(f, "t1"));        /* no group yet: nothing trimmed */
+
+    /* a following archiver killed with entries pending */
+    pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, "--follow", "--chunk", "7", NULL);
+    afix_stock_traffic_from(f, "t1", 300, 300);
+    harness_sleep_ms(150);
+    proc_reap(ar, SIGKILL);
+    afix_stock_traffic_from(f, "t1", 300, 600);
+    long long pending = proc_int(f->c, "XLEN alloc:{t1}:log");
+    snprintf(q, sizeof q, "SELECT count(*) FROM alloc_events WHERE batch = 't1'");
+    long long in_db = afix_pg_int(f, q);
+    /* whatever the database lacks is still in the log */
+    assert_true(pending >= xinfo_added(f, "t1") - in_db);
+
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "t1"));
+    afix_stock_traffic_from(f, "t1", 200, 900);      /* now allocd may trim */
+    long long added = xinfo_added(f, "t1");
+    xlen = proc_int(f->c, "XLEN alloc:{t1}:log");
+    assert_true(xlen < added);
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "t1"));
+    assert_int_equal(afix_pg_int(f, q), added);
+    char *out = AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "t1");
+    free(out);
+    afix_assert_results_archived(f, "t1");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_stock_archive_and_reconcile, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_room_archive_and_reconcile, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_follow_kills_and_pg_restart, afix_setup, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_trim_waits_for_the_archive, afix_setup, afix_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
