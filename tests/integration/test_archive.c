@@ -165,6 +165,97 @@ static void test_trim_waits_for_the_archive(void **state)
     afix_assert_results_archived(f, "t1");
 }
 
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static void close_batch(afix *f, const char *b)
+{
+    itest_cmd(f->c, "RPUSH alloc:{%s}:ctl {\"id\":\"c-close\",\"op\":\"close\"}", b);
+    char *st = NULL;
+    for (int i = 0; i < 500; i++) {
+        free(st);
+        st = harness_str(f->c, "HGET alloc:{%s}:stats state", b);
+        if (st && !strcmp(st, "closed")) break;
+        harness_sleep_ms(20);
+    }
+    assert_string_equal(st, "closed");
+    free(st);
+}
+
+static void test_export(void **state)
+{
+    afix *f = *state;
+    afix_stock_batch(f, "e1", 30, 3);
+    afix_start_allocd(f, NULL);
+    afix_stock_traffic(f, "e1", 200);
+    long long results = proc_int(f->c, "HLEN alloc:{e1}:results");
+    long long holders = proc_int(f->c, "HLEN alloc:{e1}:holders");
+    long long xlen = proc_int(f->c, "XLEN alloc:{e1}:log");
+    char *out = AFIX_CTL(f, 0, "export", "e1", "--what", "results");
+    assert_int_equal(count_lines(out), results);
+    assert_non_null(strstr(out, "{\"id\":\"r-0\",\"user\":\"u-0\",\"op\":\"buy\",\"status\":\"granted\""));
+    free(out);
+    out = AFIX_CTL(f, 0, "export", "e1", "--what", "results", "--format", "csv");
+    assert_int_equal(count_lines(out), results + 1);
+    assert_memory_equal(out, "id,user,op,status,reason,item,order,qty,seq,rank,at,expires_at,result\n", 70);
+    assert_non_null(strstr(out, "\nr-0,u-0,buy,granted,,sku-1,"));
+    assert_non_null(strstr(out, ",\"{\"\"id\"\":\"\"r-0\"\""));     /* the JSON cell, quoted */
+    free(out);
+    out = AFIX_CTL(f, 0, "export", "e1", "--what", "holders");
+    assert_int_equal(count_lines(out), holders);
+    assert_non_null(strstr(out, "{\"user\":\"u-"));
+    free(out);
+    out = AFIX_CTL(f, 0, "export", "e1", "--what", "log", "--format", "csv");
+    assert_int_equal(count_lines(out), xlen + 1);
+    assert_non_null(strstr(out, ",grant,u-0,sku-1,1,"));
+    free(out);
+    out = AFIX_CTL(f, 0, "export", "e1", "--what", "log");
+    assert_int_equal(count_lines(out), xlen);
+    free(out);
+    free(AFIX_CTL(f, 2, "export", "e1", "--what", "everything"));
+}
+
+static long long batch_keys_left(afix *f, const char *b)
+{
+    redisReply *r = redisCommand(f->c, "KEYS alloc:{%s}:*", b);
+    long long n = r ? (long long)r->elements : -1;
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+static void test_purge_needs_closed_and_archived(void **state)
+{
+    afix *f = *state;
+    afix_stock_batch(f, "p1", 30, 3);
+    afix_start_allocd(f, NULL);
+    afix_stock_traffic(f, "p1", 200);
+    char *out = AFIX_CTL(f, 1, "purge", "p1");
+    assert_non_null(strstr(out, "not closed"));
+    assert_non_null(strstr(out, "never archived"));
+    free(out);
+    close_batch(f, "p1");
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "p1"));
+    /* a request answered after the archive ran: its result is not in the database yet */
+    itest_cmd(f->c, "RPUSH alloc:{p1}:queue {\"id\":\"late\",\"user\":\"u-1\",\"op\":\"buy\",\"item\":\"sku-1\"}");
+    assert_non_null(harness_wait_hget(f->c, "alloc:{p1}:results", "late", 10000));
+    out = AFIX_CTL(f, 1, "purge", "p1");
+    assert_non_null(strstr(out, "results pass began before"));
+    free(out);
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "p1"));
+    assert_true(batch_keys_left(f, "p1") > 5);
+    out = AFIX_CTL(f, 0, "purge", "p1");
+    assert_non_null(strstr(out, "purge p1: removed"));
+    free(out);
+    assert_int_equal(batch_keys_left(f, "p1"), 0);
+    assert_int_equal(proc_int(f->c, "SISMEMBER alloc:batches p1"), 0);
+    /* the database keeps it */
+    assert_true(afix_pg_int(f, "SELECT count(*) FROM alloc_results WHERE batch = 'p1'") > 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +263,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_room_archive_and_reconcile, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_follow_kills_and_pg_restart, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_trim_waits_for_the_archive, afix_setup, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_export, afix_setup, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_purge_needs_closed_and_archived, afix_setup, afix_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,6 +47,7 @@ typedef struct arch_batch {
     char progress[BATCH_KEY_MAX + 16];
     int read_pending;          /* 1: read our pending entries (id 0) before new ones */
     int log_idle;              /* the last read found nothing new */
+    int listed;                /* in P:batches at the last look */
     int64_t events, results;   /* rows inserted by this run */
     int64_t reported_events;
     /* results pass */
@@ -122,6 +123,7 @@ static int add_batch(archiver *a, const char *id)
     b->k = k;
     archive_progress_key(b->progress, sizeof b->progress, a->x->cfg.prefix, id);
     b->read_pending = 1;
+    b->listed = 1;
     return 0;
 }
 
@@ -138,20 +140,36 @@ static int list_batches(archiver *a)
     if (!m || m->type != REDIS_REPLY_ARRAY) { if (m) freeReplyObject(m); return AR_REDIS; }
     sort_strings(m);
     int rc = AR_OK;
-    for (size_t i = 0; i < m->elements && rc == AR_OK; i++)
+    for (size_t i = 0; i < a->nb; i++) a->b[i].listed = 0;
+    for (size_t i = 0; i < m->elements && rc == AR_OK; i++) {
         if (add_batch(a, m->element[i]->str) < 0) rc = AR_FATAL;
+        arch_batch *b = find_batch(a, m->element[i]->str);
+        if (b) b->listed = 1;
+    }
     freeReplyObject(m);
+    /* a batch out of P:batches (batch rm, purge) is followed until it is
+     * caught up, then dropped: its keys may be about to go */
+    for (size_t i = 0; i < a->nb;) {
+        arch_batch *b = &a->b[i];
+        if (!b->listed && b->log_idle && !b->read_pending && !b->scanning && b->passes)
+            a->b[i] = a->b[--a->nb];
+        else i++;
+    }
     return rc;
 }
 
 /* ------------------------------------------------------------- the log -- */
 
-/* XGROUP CREATE ... 0 MKSTREAM; an existing group is fine. */
-static int ensure_group(archiver *a, arch_batch *b)
+/* XGROUP CREATE ... 0: an existing group is fine, and so is a log that
+ * does not exist yet (no MKSTREAM: a purged batch is not made again).
+ * *no_log: the log is not there. */
+static int ensure_group(archiver *a, arch_batch *b, int *no_log)
 {
-    redisReply *r = redisCommand(a->x->c, "XGROUP CREATE %s %s 0 MKSTREAM", b->k.log, a->group);
+    *no_log = 0;
+    redisReply *r = redisCommand(a->x->c, "XGROUP CREATE %s %s 0", b->k.log, a->group);
     if (!r) return AR_REDIS;
     int ok = r->type != REDIS_REPLY_ERROR || !strncmp(r->str, "BUSYGROUP", 9);
+    if (!ok && strstr(r->str, "requires the key to exist")) ok = *no_log = 1;
     if (!ok) errmsg(a->x, "%s: XGROUP CREATE: %s", b->id, r->str);
     freeReplyObject(r);
     return ok ? AR_OK : AR_REDIS;
@@ -220,7 +238,10 @@ static int log_step(archiver *a, arch_batch *b)
         int nogroup = !strncmp(r->str, "NOGROUP", 7);
         if (!nogroup) errmsg(a->x, "%s: XREADGROUP: %s", b->id, r->str);
         freeReplyObject(r);
-        return nogroup ? ensure_group(a, b) : AR_REDIS;
+        if (!nogroup) return AR_REDIS;
+        b->read_pending = 1;     /* ensure_group runs again in the next round */
+        b->log_idle = 1;
+        return 0;
     }
     const redisReply *entries = NULL;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->elements == 2)
@@ -422,8 +443,10 @@ static int round_robin(archiver *a, int *all_done)
     *all_done = 1;
     for (size_t i = 0; rc >= AR_OK && i < a->nb; i++) {
         arch_batch *b = &a->b[i];
-        if (b->read_pending && (rc = ensure_group(a, b)) != AR_OK) break;
-        rc = log_step(a, b);
+        int no_log = 0;
+        if (b->read_pending && (rc = ensure_group(a, b, &no_log)) != AR_OK) break;
+        if (no_log) b->log_idle = 1;
+        rc = no_log ? 0 : log_step(a, b);
         if (rc == 0) rc = results_step(a, b);
         if (rc > 0) moved++;
         /* done (without --follow): log drained and a pass made after that */

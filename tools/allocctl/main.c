@@ -103,6 +103,7 @@ int main(int argc, char **argv)
         { "batch", cmd_batch }, { "push", cmd_push }, { "status", cmd_status },
         { "wait", cmd_wait }, { "dead", cmd_dead }, { "verify", cmd_verify }, { "top", cmd_top },
         { "archive", cmd_archive }, { "reconcile", cmd_reconcile },
+        { "export", cmd_export }, { "purge", cmd_purge },
     };
     rc = -1;
     for (size_t i = 0; i < sizeof CMDS / sizeof *CMDS; i++)
