@@ -109,6 +109,11 @@ static void test_follow_kills_and_pg_restart(void **state)
     assert_int_equal(proc_pg_restart(&f->pg), 0);   /* while it follows */
     afix_stock_traffic_from(f, "k1", 100, 900);
     afix_wait_archived(f, "k1", 20000);
+    harness_sleep_ms(1100);                   /* a progress report after the last chunk */
+    char *top = AFIX_CTL(f, 0, "top");        /* not a tty: one snapshot */
+    assert_non_null(strstr(top, "ARCHIVE"));
+    assert_non_null(strstr(top, "/s lag 0 0.0s"));
+    free(top);
     assert_int_equal(proc_stop(&ar, 10000), 0);
     free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "k1"));
     afix_assert_log_archived(f, "k1");

@@ -38,3 +38,8 @@ int archive_log_entry_decode(const redisReply *e, json_t *rows)
     if (!row || json_array_append_new(rows, row) < 0) return -1;
     return 1;
 }
+
+void archive_progress_key(char *out, size_t len, const char *prefix, const char *batch)
+{
+    snprintf(out, len, "%s:{%s}:archive", prefix, batch);
+}

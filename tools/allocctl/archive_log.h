@@ -22,6 +22,10 @@
  * or without memory. */
 int archive_log_entry_decode(const redisReply *entry, json_t *rows);
 
+/* P:{B}:archive, the archiver's progress hash (docs/ARCHIVE.md); here,
+ * away from libpq, because `top` reads it too. */
+void archive_progress_key(char *out, size_t len, const char *prefix, const char *batch);
+
 /* The stream id of an entry reply, or NULL. */
 const char *archive_log_entry_id(const redisReply *entry);
 

@@ -80,11 +80,6 @@ enum { AR_OK = 0, AR_REDIS = -1, AR_PG = -2, AR_FATAL = -3 };
 
 static int64_t mono_ms(void) { return clock_mono_us() / 1000; }
 
-void archive_progress_key(char *out, size_t len, const char *prefix, const char *batch)
-{
-    snprintf(out, len, "%s:{%s}:archive", prefix, batch);
-}
-
 static int stop_requested(archiver *a)
 {
     sigset_t p;

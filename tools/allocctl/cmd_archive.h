@@ -18,7 +18,4 @@ int cmd_reconcile(ctx *x, int argc, char **argv, int at);
 int cmd_export(ctx *x, int argc, char **argv, int at);
 int cmd_purge(ctx *x, int argc, char **argv, int at);
 
-/* P:{B}:archive, the archiver's progress hash (docs/ARCHIVE.md). */
-void archive_progress_key(char *out, size_t len, const char *prefix, const char *batch);
-
 #endif

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "allocctl/archive_log.h"
 #include "allocctl/ctl_sync.h"
 
 #define PURGE_STEP 1000
