@@ -24,7 +24,7 @@ $(BUILD)/allocctl $(ARCHIVE_TESTS): LDLIBS += $(PQ_LIBS)
 $(ARCHIVE_LONG): $(BUILD)/tests/archive/archive_long.o $(BUILD)/tests/archive_fixture.o $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(PQ_LIBS) -lcmocka -o $@
 
-# tests-build: $(ARCHIVE_LONG)  (added once it exists)
+tests-build: $(ARCHIVE_LONG)
 
 .PHONY: archive-long
 archive-long: all $(ARCHIVE_LONG)

@@ -38,6 +38,8 @@ static void test_stock_archive_and_reconcile(void **state)
     free(out);
     afix_assert_log_archived(f, "s1");
     afix_assert_results_archived(f, "s1");
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_batches WHERE batch = 's1' AND kind = 'stock' "
+                                    "AND capacity->>'sku-1' = '40' AND stats->>'processed' IS NOT NULL"), 1);
     long long rows = afix_pg_int(f, "SELECT count(*) FROM alloc_events");
     /* a rerun adds nothing */
     free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "s1"));

@@ -63,7 +63,15 @@ static const char SCHEMA[] =
 "CREATE INDEX IF NOT EXISTS alloc_results_order  ON alloc_results (order_id) WHERE order_id IS NOT NULL;\n"
 "CREATE INDEX IF NOT EXISTS alloc_results_item   ON alloc_results (batch, item, status);\n"
 "CREATE INDEX IF NOT EXISTS alloc_results_status ON alloc_results (batch, status, reason);\n"
-"CREATE INDEX IF NOT EXISTS alloc_results_at     ON alloc_results (at);\n";
+"CREATE INDEX IF NOT EXISTS alloc_results_at     ON alloc_results (at);\n"
+"CREATE TABLE IF NOT EXISTS alloc_batches (\n"
+"  batch         text    PRIMARY KEY,\n"
+"  kind          text,\n"
+"  meta          jsonb   NOT NULL,\n"
+"  capacity      jsonb   NOT NULL,\n"
+"  stats         jsonb   NOT NULL,\n"
+"  updated_at    timestamptz NOT NULL DEFAULT now()\n"
+");\n";
 
 static const char PUT_EVENTS[] =
 "INSERT INTO alloc_events (batch, stream_id, id_ms, id_seq, ev_idx, type, user_id, item, qty,\n"
@@ -162,4 +170,18 @@ int archive_pg_put_events(archive_pg *p, const char *batch, const char *json_row
 int archive_pg_put_results(archive_pg *p, const char *batch, const char *json_rows, int64_t *inserted)
 {
     return put(p, PUT_RESULTS, batch, json_rows, inserted);
+}
+
+int archive_pg_put_batch(archive_pg *p, const char *batch, const char *meta, const char *capacity,
+                         const char *stats)
+{
+    const char *params[4] = { batch, meta, capacity, stats };
+    PGresult *r = archive_pg_query(p,
+        "INSERT INTO alloc_batches (batch, kind, meta, capacity, stats) "
+        "VALUES ($1, $2::jsonb->>'kind', $2::jsonb, $3::jsonb, $4::jsonb) "
+        "ON CONFLICT (batch) DO UPDATE SET kind = EXCLUDED.kind, meta = EXCLUDED.meta, "
+        "capacity = EXCLUDED.capacity, stats = EXCLUDED.stats, updated_at = now()", 4, params);
+    if (!r) return -1;
+    PQclear(r);
+    return 0;
 }

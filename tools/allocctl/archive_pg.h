@@ -40,6 +40,11 @@ int archive_pg_put_events(archive_pg *p, const char *batch, const char *json_row
 int archive_pg_put_results(archive_pg *p, const char *batch, const char *json_rows,
                            int64_t *inserted);
 
+/* Upserts the batch's definition and latest stats (alloc_batches): meta,
+ * capacity and stats as JSON objects of their hash fields. */
+int archive_pg_put_batch(archive_pg *p, const char *batch, const char *meta, const char *capacity,
+                         const char *stats);
+
 /* Runs a query with text parameters; the result (PGRES_TUPLES_OK or
  * PGRES_COMMAND_OK) or NULL with err set. */
 PGresult *archive_pg_query(archive_pg *p, const char *sql, int n, const char *const *params);

@@ -170,16 +170,32 @@ static int ensure_group(archiver *a, arch_batch *b, int *no_log)
     return ok ? AR_OK : AR_REDIS;
 }
 
-/* Runs fn until it succeeds, reconnecting to PostgreSQL in between; gives
- * up on a statement the server refuses, or (without --follow) after
+/* One write to PostgreSQL, to be retried as a whole after a reconnect. */
+typedef enum { JOB_EVENTS, JOB_RESULTS, JOB_BATCH } pg_job_kind;
+typedef struct pg_job {
+    pg_job_kind kind;
+    const char *batch;
+    const char *text[3];     /* rows (events, results); meta, capacity, stats (batch) */
+    int64_t inserted;
+} pg_job;
+
+static int pg_job_run(archive_pg *p, pg_job *j)
+{
+    switch (j->kind) {
+    case JOB_EVENTS:  return archive_pg_put_events(p, j->batch, j->text[0], &j->inserted);
+    case JOB_RESULTS: return archive_pg_put_results(p, j->batch, j->text[0], &j->inserted);
+    default:          return archive_pg_put_batch(p, j->batch, j->text[0], j->text[1], j->text[2]);
+    }
+}
+
+/* Runs the job until it succeeds, reconnecting to PostgreSQL in between;
+ * gives up on a statement the server refuses, or (without --follow) after
  * RETRY_NOFOLLOW_MS. */
-static int pg_retry(archiver *a, const char *sql_batch, const char *rows,
-                    int (*fn)(archive_pg *, const char *, const char *, int64_t *), int64_t *n)
+static int pg_retry(archiver *a, pg_job *j)
 {
     int64_t start = mono_ms(), wait = 100;
     for (;;) {
-        if (archive_pg_open(&a->pg, a->conninfo) == 0 && fn(&a->pg, sql_batch, rows, n) == 0)
-            return AR_OK;
+        if (archive_pg_open(&a->pg, a->conninfo) == 0 && pg_job_run(&a->pg, j) == 0) return AR_OK;
         if (!archive_pg_lost(&a->pg)) { errmsg(a->x, "%s", a->pg.err); return AR_FATAL; }
         int64_t now = mono_ms();
         if (now - a->last_outage_msg > 10000) {
@@ -255,8 +271,11 @@ static int log_step(archiver *a, arch_batch *b)
     char *text = rc == AR_OK ? json_dumps(rows, JSON_COMPACT) : NULL;
     int64_t inserted = 0;
     if (rc == AR_OK && !text) rc = AR_FATAL;
-    if (rc == AR_OK && json_array_size(rows) > 0)
-        rc = pg_retry(a, b->id, text, archive_pg_put_events, &inserted);
+    if (rc == AR_OK && json_array_size(rows) > 0) {
+        pg_job j = { JOB_EVENTS, b->id, { text, NULL, NULL }, 0 };
+        rc = pg_retry(a, &j);
+        inserted = j.inserted;
+    }
     if (rc == AR_OK) rc = ack(a, b, entries, inserted);
     if (rc == AR_OK) b->events += inserted;
     if (rc == AR_FATAL) errmsg(a->x, "%s: could not archive a chunk of the log", b->id);
@@ -283,6 +302,41 @@ static char *results_rows(const redisReply *kv)
     char *text = rows ? json_dumps(rows, JSON_COMPACT) : NULL;
     json_decref(rows);
     return text;
+}
+
+/* An HGETALL reply as a JSON object text (values as strings). */
+static char *hash_json(const redisReply *h)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; o && h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2) {
+        json_t *v = json_stringn(h->element[i + 1]->str, h->element[i + 1]->len);
+        if (v) json_object_setn_new(o, h->element[i]->str, h->element[i]->len, v);
+    }
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* After each results pass: meta, capacity and stats into alloc_batches,
+ * so that the database alone answers "when did each item sell out". */
+static int put_batch(archiver *a, arch_batch *b)
+{
+    redisAppendCommand(a->x->c, "HGETALL %s", b->k.meta);
+    redisAppendCommand(a->x->c, "HGETALL %s", b->k.capacity);
+    redisAppendCommand(a->x->c, "HGETALL %s", b->k.stats);
+    redisReply *r[3];
+    if (replies(a->x, 3, r) < 0) return AR_REDIS;
+    char *meta = hash_json(r[0]), *cap = hash_json(r[1]), *stats = hash_json(r[2]);
+    free_replies(r, 3);
+    int rc = AR_FATAL;
+    if (meta && cap && stats) {
+        pg_job j = { JOB_BATCH, b->id, { meta, cap, stats }, 0 };
+        rc = pg_retry(a, &j);
+    }
+    free(meta);
+    free(cap);
+    free(stats);
+    return rc;
 }
 
 /* Whether a new pass is due: none yet, or the daemon wrote since the last
@@ -319,9 +373,10 @@ static int results_step(archiver *a, arch_batch *b)
     int rc = AR_OK;
     int64_t inserted = 0;
     if (r->element[1]->elements) {
-        char *text = results_rows(r->element[1]);
-        rc = text ? pg_retry(a, b->id, text, archive_pg_put_results, &inserted) : AR_FATAL;
-        free(text);
+        pg_job j = { JOB_RESULTS, b->id, { results_rows(r->element[1]), NULL, NULL }, 0 };
+        rc = j.text[0] ? pg_retry(a, &j) : AR_FATAL;
+        inserted = j.inserted;
+        free((char *)j.text[0]);
     }
     if (rc == AR_OK) {
         snprintf(b->cursor, sizeof b->cursor, "%s", r->element[0]->str);
@@ -331,6 +386,7 @@ static int results_step(archiver *a, arch_batch *b)
             b->passes++;
             b->pass_end_ms = mono_ms();
             snprintf(b->done_upto, sizeof b->done_upto, "%s", b->pass_upto);
+            rc = put_batch(a, b);
         }
         redisReply *h = redisCommand(a->x->c, "HINCRBY %s results %lld", b->progress, (long long)inserted);
         if (!h) rc = AR_REDIS; else freeReplyObject(h);
