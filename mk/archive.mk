@@ -7,9 +7,11 @@
 # PostgreSQL (tools/proc: proc_pg_start) beside the private redis-server.
 #
 #   make archive-long     the long forms: kill -9 of the archiver at random
-#                         moments for ARCHIVE_LONG_SECONDS, PostgreSQL restarts
-#                         during --follow, and the export of 1,000,000 results
-#                         with its peak RSS
+#                         moments for 60 s with PostgreSQL restarts during
+#                         --follow, the export of 1,000,000 results with its
+#                         peak RSS, and the archive's rate (ARCHIVE_LONG_ARGS)
+#   make bench-archive    the archive's rate alone (events/s into PostgreSQL);
+#                         `make bench` runs it first, beside allocd's rates
 
 PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null)
 PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
@@ -35,3 +37,9 @@ archive-long: all $(ARCHIVE_LONG)
 ARCHIVE_FIX_OBJ := $(BUILD)/tests/archive_fixture.o
 $(ARCHIVE_TESTS): $(BUILD)/tests/integration/test_archive.o $(ARCHIVE_FIX_OBJ) $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
+
+.PHONY: bench-archive
+bench-archive: all $(ARCHIVE_LONG)
+	BUILD=$(BUILD) $(ARCHIVE_LONG) --only rate --events 200000 2>&1 | grep -E '^rate:|FAIL|ERROR'
+
+bench: bench-archive

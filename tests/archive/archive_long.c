@@ -161,6 +161,12 @@ static void test_archive_rate(void **state)
                   g_events, (double)ms / 1000.0, (double)g_events * 1000.0 / (double)(ms ? ms : 1));
 }
 
+/* The fixture only for the parts asked for (--only): a skipped part
+ * starts no server. */
+static int setup_kills(void **state)  { *state = NULL; return wanted("kills") ? afix_setup(state) : 0; }
+static int setup_export(void **state) { *state = NULL; return wanted("export") ? afix_setup(state) : 0; }
+static int setup_rate(void **state)   { *state = NULL; return wanted("rate") ? afix_setup(state) : 0; }
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -171,9 +177,9 @@ int main(int argc, char **argv)
         else { fprintf(stderr, "usage: %s [--seconds N] [--results N] [--events N] [--only kills|export|rate]\n", argv[0]); return 2; }
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_kills, afix_setup, afix_teardown),
-        cmocka_unit_test_setup_teardown(test_export_memory, afix_setup, afix_teardown),
-        cmocka_unit_test_setup_teardown(test_archive_rate, afix_setup, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_kills, setup_kills, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_export_memory, setup_export, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_archive_rate, setup_rate, afix_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

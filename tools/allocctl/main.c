@@ -45,6 +45,10 @@ static const char USAGE[] =
 "  dead B [--requeue ...]      list dead requests, or push them back to the queue\n"
 "  verify B                    replay the event log and compare with holders and free\n"
 "  top [--interval MS]         live dashboard of all batches (one snapshot if not a tty)\n"
+"  archive --pg CONNINFO [B...] [--follow]   copy logs and results into PostgreSQL\n"
+"  reconcile --pg CONNINFO B   compare the database's copy with Redis\n"
+"  export B --what results|holders|log [--format csv|jsonl]   stream a batch out\n"
+"  purge B [--force]           remove a closed, fully archived batch's keys\n"
 "\n"
 "Options (also accepted after the command):\n"
 "  -c, --config FILE   allocd config file to take `redis` and `prefix` from\n"
@@ -54,10 +58,11 @@ static const char USAGE[] =
 "\n"
 "Exit codes:\n"
 "  0  success\n"
-"  1  not as expected: verify found differences, wait timed out, unknown id, batch exists...\n"
+"  1  not as expected: verify/reconcile found differences, wait timed out, unknown id, purge refused...\n"
 "  2  usage error (bad command line)\n"
 "  3  Redis unreachable, or a Redis error\n"
 "  4  bad input file (items file, config file)\n"
+"  5  PostgreSQL unreachable, or a PostgreSQL error (archive, reconcile)\n"
 "\n"
 "`allocctl COMMAND --help` describes each command; docs/ALLOCCTL.md has examples.\n";
 
