@@ -227,33 +227,36 @@ pid_t afix_ctl_spawn(afix *f, ...)
     return pid;
 }
 
-long long afix_pg_int(afix *f, const char *sql)
+/* A query's result, reconnecting once after a restart of the server. */
+static PGresult *pg_exec(afix *f, const char *sql, ExecStatusType want)
 {
     PGresult *r = PQexec(f->db, sql);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        if (PQstatus(f->db) != CONNECTION_OK) {   /* after a restart of the server */
-            PQclear(r);
-            PQreset(f->db);
-            r = PQexec(f->db, sql);
-        }
+    if (PQresultStatus(r) != want && PQstatus(f->db) != CONNECTION_OK) {
+        PQclear(r);
+        PQreset(f->db);
+        r = PQexec(f->db, sql);
     }
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
-        fail_msg("%s: %s", sql, PQerrorMessage(f->db));
-    long long v = atoll(PQgetvalue(r, 0, 0));
+    if (PQresultStatus(r) != want) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", PQerrorMessage(f->db));
+        PQclear(r);
+        fail_msg("%s: %s", sql, msg);
+    }
+    return r;
+}
+
+long long afix_pg_int(afix *f, const char *sql)
+{
+    PGresult *r = pg_exec(f, sql, PGRES_TUPLES_OK);
+    long long v = PQntuples(r) == 1 ? atoll(PQgetvalue(r, 0, 0)) : -1;
     PQclear(r);
+    if (v < 0) fail_msg("%s: not one row", sql);
     return v;
 }
 
 void afix_pg_exec(afix *f, const char *sql)
 {
-    PGresult *r = PQexec(f->db, sql);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQstatus(f->db) != CONNECTION_OK) {
-        PQclear(r);
-        PQreset(f->db);
-        r = PQexec(f->db, sql);
-    }
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(f->db));
-    PQclear(r);
+    PQclear(pg_exec(f, sql, PGRES_COMMAND_OK));
 }
 
 /* One column of a query, in order, as a list of malloc'd strings. */

@@ -288,7 +288,9 @@ static void test_purge_needs_closed_and_archived(void **state)
     free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "p1"));
     /* a request answered after the archive ran: its result is not in the database yet */
     itest_cmd(f->c, "RPUSH alloc:{p1}:queue {\"id\":\"late\",\"user\":\"u-1\",\"op\":\"buy\",\"item\":\"sku-1\"}");
-    assert_non_null(harness_wait_hget(f->c, "alloc:{p1}:results", "late", 10000));
+    char *late = harness_wait_hget(f->c, "alloc:{p1}:results", "late", 10000);
+    assert_non_null(late);
+    free(late);
     out = AFIX_CTL(f, 1, "purge", "p1");
     assert_non_null(strstr(out, "results pass began before"));
     free(out);
