@@ -33,7 +33,8 @@ int afix_setup(void **state)
 {
     afix *f = calloc(1, sizeof *f);
     *state = f;
-    if (!f || harness_redis_start(&f->redis, NULL) < 0) return -1;
+    /* appendonly: a restart of Redis (archiver and allocd ride it out) keeps the data */
+    if (!f || harness_redis_start(&f->redis, "--appendonly yes --appendfsync no") < 0) return -1;
     if (proc_pg_start(&f->pg, "pg") < 0) return -1;
     f->c = harness_redis_connect(&f->redis);
     f->db = PQconnectdb(f->pg.conninfo);

@@ -150,6 +150,13 @@ static void test_follow_kills_and_pg_restart(void **state)
     harness_sleep_ms(300);
     assert_int_equal(proc_pg_restart(&f->pg), 0);   /* while it follows */
     afix_stock_traffic_from(f, "k1", 100, 900);
+    /* and Redis restarts under it (and under allocd) */
+    redisFree(f->c);
+    assert_int_equal(harness_redis_restart(&f->redis), 0);
+    f->c = harness_redis_connect(&f->redis);
+    assert_non_null(f->c);
+    afix_stock_traffic_from(f, "k1", 100, 1000);
+    assert_true(proc_alive(&ar));
     afix_wait_archived(f, "k1", 20000);
     harness_sleep_ms(1100);                   /* a progress report after the last chunk */
     char *top = AFIX_CTL(f, 0, "top");        /* not a tty: one snapshot */
