@@ -136,7 +136,10 @@ static void test_follow_kills_and_pg_restart(void **state)
 {
     afix *f = *state;
     afix_stock_batch(f, "k1", 200, 2);
+    afix_stock_batch(f, "k0", 0, 1);        /* nothing to give: results, but never a log */
     afix_start_allocd(f, NULL);
+    itest_cmd(f->c, "RPUSH alloc:{k0}:queue {\"id\":\"z1\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku-1\"}");
+    afix_wait_processed(f, "k0", 1);
     unsigned seed = (unsigned)getpid();
     for (int round = 0; round < 6; round++) {
         pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, "--follow",
@@ -168,6 +171,8 @@ static void test_follow_kills_and_pg_restart(void **state)
     afix_assert_log_archived(f, "k1");
     afix_assert_results_archived(f, "k1");
     free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "k1"));
+    assert_int_equal(proc_int(f->c, "EXISTS alloc:{k0}:log"), 0);
+    afix_assert_results_archived(f, "k0");
 }
 
 static long long xinfo_added(afix *f, const char *b)

@@ -424,8 +424,13 @@ static int measure_lag(archiver *a, arch_batch *b)
     redisAppendCommand(a->x->c, "XINFO GROUPS %s", b->k.log);
     redisAppendCommand(a->x->c, "XREVRANGE %s + - COUNT 1", b->k.log);
     redisAppendCommand(a->x->c, "XPENDING %s %s", b->k.log, a->group);
-    redisReply *r[3];
-    if (replies(a->x, 3, r) < 0) return AR_REDIS;
+    /* error replies are answers here (no log yet: no group, no lag) */
+    redisReply *r[3] = { NULL, NULL, NULL };
+    for (int i = 0; i < 3; i++)
+        if (redisGetReply(a->x->c, (void **)&r[i]) != REDIS_OK) {
+            free_replies(r, 3);
+            return AR_REDIS;
+        }
     const redisReply *g = NULL;
     for (size_t i = 0; r[0]->type == REDIS_REPLY_ARRAY && i < r[0]->elements; i++) {
         const redisReply *name = xinfo_field(r[0]->element[i], "name");
