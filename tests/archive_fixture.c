@@ -126,7 +126,7 @@ void afix_stock_traffic_from(afix *f, const char *b, int n, int from)
     for (int i = 0; i < n; i++) {
         int k = from + i;
         assert_true(asprintf(&reqs[i], "{\"id\":\"r-%d\",\"user\":\"u-%d\",\"op\":\"buy\",\"item\":\"sku-%d\"}",
-                             k, k % 60, 1 + k % 3) > 0);
+                             k, k % 6000, 1 + k % 3) > 0);
     }
     push_all(f, b, reqs, n);
     int nc = 0;

@@ -30,7 +30,7 @@ void afix_start_allocd(afix *f, const char *extra_conf);
 void afix_stock_batch(afix *f, const char *b, int cap, int n_items);
 /* rooms: R101.. with beds each */
 void afix_room_batch(afix *f, const char *b, int n_rooms, int beds);
-/* n requests (ids r-<from>..), buys by 60 users and a few cancels; waits
+/* n requests (ids r-<from>..), buys by 6000 users and a few cancels; waits
  * until allocd has answered all of them */
 void afix_stock_traffic_from(afix *f, const char *b, int n, int from);
 void afix_stock_traffic(afix *f, const char *b, int n);

@@ -135,7 +135,7 @@ static void test_room_archive_and_reconcile(void **state)
 static void test_follow_kills_and_pg_restart(void **state)
 {
     afix *f = *state;
-    afix_stock_batch(f, "k1", 200, 2);
+    afix_stock_batch(f, "k1", 5000, 2);
     afix_stock_batch(f, "k0", 0, 1);        /* nothing to give: results, but never a log */
     afix_start_allocd(f, NULL);
     itest_cmd(f->c, "RPUSH alloc:{k0}:queue {\"id\":\"z1\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku-1\"}");
@@ -149,7 +149,24 @@ static void test_follow_kills_and_pg_restart(void **state)
         if (round == 3) assert_int_equal(proc_pg_restart(&f->pg), 0);
         proc_reap(ar, SIGKILL);
     }
-    pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, "--follow", NULL);
+    /* an archiver under another name dies with entries pending: they are
+     * taken over (XAUTOCLAIM) by the next one */
+    long long orphans = 0;
+    for (int tries = 0; tries < 20 && orphans == 0; tries++) {
+        afix_stock_traffic_from(f, "k1", 60, 1100 + tries * 60);
+        long long before = proc_int(f->c, "HGET alloc:{k1}:archive events");
+        pid_t other = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, "--follow", "--consumer",
+                                     "other", "--chunk", "1", NULL);
+        /* killed once it is archiving: mid-chunk, more often than not */
+        for (int i = 0; i < 1000 && proc_int(f->c, "HGET alloc:{k1}:archive events") <= before; i++)
+            harness_sleep_ms(2);
+        proc_reap(other, SIGKILL);
+        redisReply *p = redisCommand(f->c, "XPENDING alloc:{k1}:log archive");
+        orphans = p && p->type == REDIS_REPLY_ARRAY ? p->element[0]->integer : 0;
+        if (p) freeReplyObject(p);
+    }
+    assert_true(orphans > 0);
+    pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, "--follow", "--claim-idle-ms", "0", NULL);
     harness_sleep_ms(300);
     assert_int_equal(proc_pg_restart(&f->pg), 0);   /* while it follows */
     afix_stock_traffic_from(f, "k1", 100, 900);
@@ -172,6 +189,10 @@ static void test_follow_kills_and_pg_restart(void **state)
     afix_assert_results_archived(f, "k1");
     free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "k1"));
     assert_int_equal(proc_int(f->c, "EXISTS alloc:{k0}:log"), 0);
+    redisReply *p = redisCommand(f->c, "XPENDING alloc:{k1}:log archive");
+    assert_non_null(p);
+    assert_int_equal(p->element[0]->integer, 0);     /* nothing left pending, for anyone */
+    freeReplyObject(p);
     afix_assert_results_archived(f, "k0");
 }
 

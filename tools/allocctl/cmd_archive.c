@@ -65,7 +65,7 @@ typedef struct archiver {
     ctx *x;
     archive_pg pg;
     const char *conninfo, *group, *consumer;
-    int64_t chunk, interval_ms;
+    int64_t chunk, interval_ms, claim_idle_ms;
     int follow, quiet;
     const char **named;
     size_t nnamed;
@@ -236,6 +236,22 @@ static int ack(archiver *a, arch_batch *b, const redisReply *entries, int64_t in
     return rc;
 }
 
+/* Entries pending for another consumer of the group that has been idle
+ * for claim_idle_ms (an archiver that died under another --consumer name)
+ * become ours (XAUTOCLAIM), to be read with our own pending ones.
+ * Returns how many were claimed, or AR_REDIS. */
+static int claim_orphans(archiver *a, arch_batch *b)
+{
+    redisReply *r = redisCommand(a->x->c, "XAUTOCLAIM %s %s %s %lld 0-0 COUNT %lld JUSTID", b->k.log,
+                                 a->group, a->consumer, (long long)a->claim_idle_ms, (long long)a->chunk);
+    if (!r) return AR_REDIS;
+    int n = 0;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && r->element[1]->type == REDIS_REPLY_ARRAY)
+        n = (int)r->element[1]->elements;
+    freeReplyObject(r);
+    return n;
+}
+
 /* One chunk of the log: read, insert in one transaction, then XACK.
  * Returns 1 when it moved something, 0 when there was nothing, or AR_*. */
 static int log_step(archiver *a, arch_batch *b)
@@ -259,7 +275,12 @@ static int log_step(archiver *a, arch_batch *b)
         entries = r->element[0]->element[1];
     if (!entries || entries->elements == 0) {
         freeReplyObject(r);
-        if (b->read_pending) { b->read_pending = 0; return 1; }
+        if (b->read_pending) {
+            int claimed = claim_orphans(a, b);
+            if (claimed < 0) return claimed;
+            b->read_pending = claimed > 0;   /* read what was claimed, then new entries */
+            return 1;
+        }
         b->log_idle = 1;
         return 0;
     }
@@ -537,7 +558,7 @@ static int archive_loop(archiver *a)
 
 static const char HELP_ARCHIVE[] =
 "Usage: allocctl archive --pg CONNINFO [B...] [--follow] [--group G] [--consumer C]\n"
-"                        [--chunk N] [--results-interval-ms MS] [--quiet]\n"
+"                        [--chunk N] [--results-interval-ms MS] [--claim-idle-ms MS] [--quiet]\n"
 "\n"
 "Copies each batch's event log (P:{B}:log) into the PostgreSQL table alloc_events and\n"
 "its final results (P:{B}:results; `waiting` is not final) into alloc_results,\n"
@@ -548,7 +569,8 @@ static const char HELP_ARCHIVE[] =
 "\"archive\") as consumer C (\"archiver\"); each chunk of N entries (1000) is one\n"
 "PostgreSQL transaction, and its entries are XACKed only after it committed, so a\n"
 "crash or a rerun never loses or duplicates a row. Results are copied by HSCAN\n"
-"passes, again at most every MS (5000) while the batch changes.\n"
+"passes, again at most every MS (5000) while the batch changes. Entries another\n"
+"consumer of G left pending for --claim-idle-ms (60000) are taken over (XAUTOCLAIM).\n"
 "\n"
 "Without --follow it stops once every batch is caught up; with --follow it runs until\n"
 "SIGINT/SIGTERM, riding out Redis and PostgreSQL restarts. Progress (events/s, lag in\n"
@@ -560,18 +582,21 @@ static const char HELP_ARCHIVE[] =
 
 static int archive_opts(ctx *x, archiver *a, int argc, char **argv, int at)
 {
-    const char *pos[MAX_POS], *chunk = NULL, *interval = NULL;
+    const char *pos[MAX_POS], *chunk = NULL, *interval = NULL, *claim = NULL;
     size_t npos = 0;
     const opt spec[] = { GLOBAL_OPTS(x), { "pg", 0, &a->conninfo, NULL },
         { "follow", 'f', NULL, &a->follow }, { "group", 0, &a->group, NULL },
         { "consumer", 0, &a->consumer, NULL }, { "chunk", 0, &chunk, NULL },
-        { "results-interval-ms", 0, &interval, NULL }, { "quiet", 'q', NULL, &a->quiet } };
+        { "results-interval-ms", 0, &interval, NULL }, { "claim-idle-ms", 0, &claim, NULL },
+        { "quiet", 'q', NULL, &a->quiet } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
     if (rc) return rc < 0 ? -1 : rc;
     a->chunk = 1000;
     a->interval_ms = 5000;
+    a->claim_idle_ms = 60000;
     if (opt_int(x, "--chunk", chunk, 1, 100000, &a->chunk) < 0 ||
-        opt_int(x, "--results-interval-ms", interval, 0, 86400000, &a->interval_ms) < 0)
+        opt_int(x, "--results-interval-ms", interval, 0, 86400000, &a->interval_ms) < 0 ||
+        opt_int(x, "--claim-idle-ms", claim, 0, 86400000, &a->claim_idle_ms) < 0)
         return EX_USAGE;
     if (!a->conninfo) { errmsg(x, "--pg CONNINFO is required (try --help)"); return EX_USAGE; }
     for (size_t i = 0; i < npos; i++)
