@@ -297,6 +297,15 @@ static void test_export(void **state)
     assert_int_equal(count_lines(out), xlen);
     free(out);
     free(AFIX_CTL(f, 2, "export", "e1", "--what", "everything"));
+
+    /* an entry of a type this version does not write (waitlists, groups):
+     * archived with every field, not dropped */
+    itest_cmd(f->c, "XADD alloc:{e1}:log * type wait user u-9 item sku-1 req r-w wait_pos 3 at 1763800000000");
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "e1"));
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'e1' AND type = 'wait' "
+                                    "AND user_id = 'u-9' AND req = 'r-w' AND fields->>'wait_pos' = '3' "
+                                    "AND at = to_timestamp(1763800000)"), 1);
+    afix_assert_log_archived(f, "e1");
 }
 
 static long long batch_keys_left(afix *f, const char *b)
