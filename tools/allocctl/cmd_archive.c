@@ -73,7 +73,7 @@ typedef struct archiver {
     size_t nb;
     sigset_t stop;
     int64_t last_report, last_list, outage_since;
-    int64_t last_outage_msg;
+    int64_t last_outage_msg, last_redis_msg;
 } archiver;
 
 enum { AR_OK = 0, AR_REDIS = -1, AR_PG = -2, AR_FATAL = -3 };
@@ -509,7 +509,17 @@ static int redis_reconnect(archiver *a)
         a->b[i].read_pending = 1;
         a->b[i].scanning = 0;
     }
-    return ctx_connect(a->x) == EX_OK ? AR_OK : AR_REDIS;
+    /* the message once per 10 s, not at every attempt of an outage */
+    char msg[256] = "";
+    a->x->quiet = msg;
+    int rc = ctx_connect(a->x) == EX_OK ? AR_OK : AR_REDIS;
+    a->x->quiet = NULL;
+    int64_t now = mono_ms();
+    if (rc != AR_OK && now - a->last_redis_msg > 10000) {
+        errmsg(a->x, "%s; retrying", msg);
+        a->last_redis_msg = now;
+    }
+    return rc;
 }
 
 /* One round: a chunk of each batch's log, or a page of its results when
@@ -615,7 +625,11 @@ int cmd_archive(ctx *x, int argc, char **argv, int at)
     a.x = x;
     int rc = archive_opts(x, &a, argc, argv, at);
     if (rc) { free(a.named); return rc < 0 ? show_help(HELP_ARCHIVE) : rc; }
-    if ((rc = ctx_connect(x)) != EX_OK) { free(a.named); return rc; }
+    /* with --follow a Redis that is not up yet is waited for, like a lost one */
+    if ((rc = ctx_config(x)) != EX_OK || ((rc = ctx_connect(x)) != EX_OK && !a.follow)) {
+        free(a.named);
+        return rc;
+    }
     if (!a.group) a.group = *x->cfg.archive_group ? x->cfg.archive_group : ARCHIVE_GROUP_DEFAULT;
     if (!a.consumer) a.consumer = ARCHIVE_CONSUMER_DEFAULT;
     if (x->cfg.log_maxlen > 0 && strcmp(x->cfg.archive_group, a.group))
