@@ -127,7 +127,9 @@ typedef struct proc_pg {
 int proc_pg_start(proc_pg *p, const char *prefix);
 /* Fast shutdown (SIGINT) and a new postmaster on the same data. */
 int proc_pg_restart(proc_pg *p);
-void proc_pg_kill(proc_pg *p);       /* SIGKILL of the postmaster, keeps the dir */
+/* SIGKILL of the postmaster, keeps the dir; its backends end on their own
+ * once they notice (PostgreSQL checks for a dead postmaster). */
+void proc_pg_kill(proc_pg *p);
 /* Fast shutdown, waits for it, removes the dir. */
 void proc_pg_stop(proc_pg *p);
 
