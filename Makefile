@@ -24,7 +24,7 @@ SYSCONFDIR ?= $(PREFIX)/etc
 CC      ?= cc
 PKGS    := libuv hiredis jansson libconfig
 DEBS    := build-essential pkg-config libuv1-dev libhiredis-dev libjansson-dev \
-           libconfig-dev libcmocka-dev redis-server redis-tools
+           libconfig-dev libcmocka-dev redis-server redis-tools libpq-dev postgresql
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter
@@ -177,16 +177,17 @@ install: all
 	if [ -e $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf ]; then \
 	  install -m 0640 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new; \
 	else install -m 0640 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf; fi
-	sed -e 's#/usr/local/etc#$(SYSCONFDIR)#g' -e 's#/usr/local/bin#$(PREFIX)/bin#g' \
-	  systemd/allocd.service > $(DESTDIR)$(UNITDIR)/allocd.service
-	chmod 0644 $(DESTDIR)$(UNITDIR)/allocd.service
+	for u in systemd/*.service; do \
+	  sed -e 's#/usr/local/etc#$(SYSCONFDIR)#g' -e 's#/usr/local/bin#$(PREFIX)/bin#g' \
+	    $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
+	  chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
 	for m in $(MANS); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 	  install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/allocd $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOL_BIN)))
-	rm -f $(DESTDIR)$(UNITDIR)/allocd.service $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(wildcard systemd/*.service))) $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new
 	for m in $(MANS); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
 	rm -rf $(DESTDIR)$(DOCDIR)
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf (remove it by hand if unwanted)"

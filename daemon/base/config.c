@@ -143,6 +143,18 @@ static int set_instance(allocd_config *c, const char *v, char *msg, size_t len)
     return replace_string(&c->instance, v, msg, len);
 }
 
+/* A Redis consumer group name, kept in the struct (no allocation). */
+static int set_archive_group(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    size_t n = strlen(v);
+    if (n > 64 || strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-") != n) {
+        seterr(msg, len, "archive_group must be 0 to 64 characters from [A-Za-z0-9_.:-] (got '%s')", v);
+        return -1;
+    }
+    memcpy(c->archive_group, v, n + 1);
+    return 0;
+}
+
 static int set_log_level(allocd_config *c, const char *v, char *msg, size_t len)
 {
     int level = log_level_parse(v);
@@ -239,6 +251,7 @@ static const setting_spec SPECS[] = {
     STR("log_level", set_log_level),
     INT64("log_maxlen", log_maxlen, 0, INT64_MAX),
     STR("log_format", set_log_format),
+    STR("archive_group", set_archive_group),
     INT("redis_timeout_ms", redis_timeout_ms, 10, 3600000),
     INT("connect_timeout_ms", connect_timeout_ms, 10, 3600000),
     INT("backoff_min_ms", backoff_min_ms, 1, 3600000),

@@ -98,6 +98,7 @@ static void reload(allocd *d)
     c->max_request_bytes = fresh.max_request_bytes;
     c->log_level = fresh.log_level;
     c->log_maxlen = fresh.log_maxlen;
+    memcpy(c->archive_group, fresh.archive_group, sizeof c->archive_group);
     c->redis_timeout_ms = fresh.redis_timeout_ms;
     c->idle_wait_ms = fresh.idle_wait_ms;
     c->drain_timeout_ms = fresh.drain_timeout_ms;

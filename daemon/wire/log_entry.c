@@ -151,7 +151,7 @@ static int decode_chunk(const log_field *entry, size_t n, log_event_fn fn, void 
         char num[3 + LOG_EVENT_MAX_EXTRAS][24];
         size_t k;
         if (event_fields(json_array_get(arr, i), f, num, &k) < 0) {
-            snprintf(err, errlen, "chunk log entry: event %zu is not [type,user,item,qty,order,req,at,...,{extras}]", i);
+            snprintf(err, errlen, "chunk log entry: event %zu is not [type,user,item,qty,order,req,at,...] (then {extras})", i);
             rc = -1;
             break;
         }

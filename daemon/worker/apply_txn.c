@@ -14,6 +14,7 @@
 #include "core/engine_wait.h"
 #include "wire/log_entry.h"
 #include "wire/records.h"
+#include "worker/log_trim.h"
 #include "worker/scripts.h"
 
 /* "HSET key" (or another command and key) opening a command of the apply;
@@ -256,7 +257,7 @@ static void add_dead(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
 static void open_xadd(argbuf *a, const apply_txn_ctx *c)
 {
     cmd_open(a, "XADD", c->keys->log);
-    if (c->log_maxlen > 0) {
+    if (c->log_maxlen > 0 && !(c->archive_group && *c->archive_group)) {
         arg_str(a, "MAXLEN");
         arg_str(a, "~");
         arg_int(a, c->log_maxlen);
@@ -350,6 +351,8 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     add_dead(out, ctx, ch);
     if (ctx->log_chunk) add_chunk_log(out, ctx, e);
     else for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));
+    if (ctx->log_maxlen > 0 && ctx->archive_group && *ctx->archive_group && engine_event_count(e))
+        log_trim_encode(out, ctx->keys->log, ctx->archive_group, ctx->log_maxlen);
     add_consume_and_stats(out, ctx, ch, e);
     args_cmd_begin(out);
     arg_str(out, "EXEC");

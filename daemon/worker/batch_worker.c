@@ -805,7 +805,8 @@ static int apply_build(batch_worker *w, chunk *ch)
         .token = w->lease.token, .epoch = w->lease.epoch,
         .chunks_applied = w->chunks_applied, .dequeued = w->dequeued, .now = now,
         .first_apply = w->first_apply, .pool_served = w->pool.served, .pool_n = w->pool.n,
-        .log_maxlen = w->cfg->log_maxlen, .log_chunk = w->cfg->log_chunk, .instance = w->cfg->instance,
+        .log_maxlen = w->cfg->log_maxlen, .log_chunk = w->cfg->log_chunk,
+        .archive_group = w->cfg->archive_group, .instance = w->cfg->instance,
         .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
         .fault_apply_id = w->fault_apply_id,
     };

@@ -31,6 +31,9 @@ typedef struct allocd_config {
     int64_t log_maxlen;       /* "log_maxlen"; 0 = never trim the event log */
     int log_chunk;            /* "log_format": "event" (0, default) or "chunk" (1),
                                  see wire/log_entry.h */
+    char archive_group[65];   /* "archive_group"; "" = none. With log_maxlen, the log
+                                 is trimmed only below what this consumer group (the
+                                 archive, docs/ARCHIVE.md) has acknowledged */
     int redis_timeout_ms;     /* "redis_timeout_ms"; command deadline, 5000 */
     int connect_timeout_ms;   /* "connect_timeout_ms"; 2000 */
     int backoff_min_ms;       /* "backoff_min_ms"; 100 */

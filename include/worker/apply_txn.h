@@ -50,6 +50,8 @@ typedef struct apply_txn_ctx {
     size_t pool_served, pool_n;   /* the lottery pool: served before this chunk, size */
     int64_t log_maxlen;           /* XADD MAXLEN ~ n; 0 = unbounded */
     int log_chunk;                /* one log entry per chunk (wire/log_entry.h) */
+    const char *archive_group;    /* "" or NULL: none; else log_maxlen trims only
+                                     what this group acknowledged (log_trim.h) */
     const char *instance;         /* stats.owner */
     int64_t decision_p50_us, decision_p99_us; /* recent latency, for stats */
     const char *fault_apply_id;   /* tests: FENCE refuses a chunk with this id; NULL */

@@ -19,6 +19,7 @@
  * it, so the same producers and the same checker serve both topologies.
  */
 #include "chaos_core.h"
+#include "chaos_archive.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -196,6 +197,7 @@ typedef struct producer {
 
 struct chaos_ctx {
     const chaos_params *p;
+    chaos_archive *arch;         /* --archive, else NULL */
     chaos_report *rep;
     batch_def b[NB];
     char names[NB][16];
@@ -1200,7 +1202,10 @@ static void run_faults(chaos_ctx *cx, uint64_t *rng)
         allocd_watch(cx);
         if (next < n && now_s() - cx->t0 >= f[next].at) {
             switch (f[next].what) {
-            case F_KILL: allocd_kill(cx, rng); break;
+            case F_KILL:
+                allocd_kill(cx, rng);
+                if (cx->arch) chaos_archive_kill(cx->arch);
+                break;
             case F_REDIS: redis_restart(cx, hard); hard = !hard; break;
             case F_OUTAGE_START: redis_stop(cx); break;
             case F_OUTAGE_END: redis_back(cx); break;
@@ -2123,6 +2128,15 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     }
     cx->t0 = now_s();
     for (int i = 0; i < cx->n_inst; i++) allocd_start(cx, i);
+    chaos_archive arch;
+    if (p.archive && !p.cluster) {
+        if (chaos_archive_start(&arch, cx->redis.url, cx->redis.dir) < 0) {
+            violation(cx, &rep->other, "--archive: PostgreSQL or the archiver did not start");
+            chaos_archive_stop(&arch);
+        } else {
+            cx->arch = &arch;
+        }
+    }
 
     /* producers, follower, admin */
     cx->n_producers = p.producers;
@@ -2191,6 +2205,17 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     rep->push_retries += cx->follower.k.retries + cx->admin.k.retries;
     rep->ctl_pushed = cx->admin.k.pushed;
 
+    if (cx->arch) {
+        const char *names[NB];
+        char msg[400];
+        for (int bi = 0; bi < NB; bi++) names[bi] = cx->b[bi].name;
+        progress(cx, "archiving and reconciling");
+        rep->reconcile_failed = chaos_archive_check(cx->arch, names, NB, msg, sizeof msg);
+        rep->archiver_kills = cx->arch->kills;
+        if (rep->reconcile_failed) violation(cx, &rep->mismatches, "archive: %s", msg);
+        chaos_archive_stop(cx->arch);
+        cx->arch = NULL;
+    }
     tamper(cx);
     run_checks(cx);
     scan_logs(cx);
@@ -2246,6 +2271,9 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             r->unanswered_late, r->lost, r->applied_twice, r->oversold,
             r->phantom, r->mismatches, r->stats_errors, r->other, r->dir,
             p->keep ? " (kept)" : " (removed)");
+    if (p->archive)
+        fprintf(f, "archive           %d archiver kills, %d batches reconcile found different\n",
+                r->archiver_kills, r->reconcile_failed);
     for (int i = 0; i < r->n_msgs; i++) fprintf(f, "VIOLATION: %s\n", r->msgs[i]);
     if (r->violations > r->n_msgs)
         fprintf(f, "... and %ld more violations\n", r->violations - r->n_msgs);

@@ -54,6 +54,9 @@ typedef struct chaos_params {
     int pauses;           /* SIGSTOPs of one instance past its lease, then SIGCONT */
     int log_chunk;        /* allocd with log_format = "chunk" (wire/log_entry.h) */
     int answer_ms;        /* allocd's answer_ms, the bound asserted (contract 9.6); 0 = 15000 */
+    int archive;          /* an archiver (allocctl archive --follow) into a private
+                             PostgreSQL, killed with allocd, reconciled at the end
+                             (tests/chaos/chaos_archive.c); single Redis only */
 } chaos_params;
 
 #define CHAOS_MAX_MSGS 20
@@ -78,6 +81,8 @@ typedef struct chaos_report {
     int allocd_starts;
     int allocd_unexpected_exits;   /* allocd died without being killed */
     int allocd_final_exit;         /* exit status after the final SIGTERM */
+    int archiver_kills;            /* --archive: SIGKILLs of the archiver */
+    int reconcile_failed;          /* --archive: batches reconcile found different */
     /* what was found */
     long results;
     long granted, done, rejected, invalid;

@@ -39,6 +39,7 @@ static void test_install_and_uninstall(void **state)
     const char *files[] = {
         "/usr/local/bin/allocd", "/usr/local/etc/allocd/allocd.conf",
         "/usr/local/lib/systemd/system/allocd.service",
+        "/usr/local/lib/systemd/system/allocd-archive.service",
         "/usr/local/share/man/man8/allocd.8", "/usr/local/share/man/man5/allocd.conf.5",
         "/usr/local/share/doc/allocd/README.md", "/usr/local/share/doc/allocd/PROTOCOL.md",
     };
@@ -81,6 +82,12 @@ static void test_installed_unit_and_config(void **state)
                 "| tail -n1", dir);
     assert_int_equal(rc, 0);
     assert_int_equal(itest_sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
+                        ">/dev/null 2>&1", dir), 0);
+    /* the archive's unit: as clean and as tight (docs/ARCHIVE.md) */
+    assert_int_equal(itest_sh("grep -q 'ExecStart=%s/usr/bin/allocctl -c %s/etc/allocd/allocd.conf archive --follow' "
+                              "%s/usr/lib/systemd/system/allocd-archive.service", dir, dir, dir), 0);
+    assert_int_equal(itest_sh("test -z \"$(systemd-analyze verify --man=no %s/usr/lib/systemd/system/allocd-archive.service 2>&1)\"", dir), 0);
+    assert_int_equal(itest_sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd-archive.service "
                         ">/dev/null 2>&1", dir), 0);
     itest_sh("rm -rf %s", dir);
 }

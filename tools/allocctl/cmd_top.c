@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "allocctl/archive_log.h"
 #include "allocctl/ctl_sync.h"
 
 /* The only global: SIGINT/SIGTERM/SIGHUP ask the dashboard to stop, so it
@@ -34,6 +35,7 @@ typedef struct top_row {
     int64_t waiting, wait_served;   /* the waitlist: length now, served so far */
     int64_t p50_us, p99_us;   /* stats.decision_p50_us/p99_us; < 0 when unknown */
     double rate;              /* requests/s; < 0 when unknown */
+    char archive[40];         /* P:{B}:archive: events/s and lag, or "-" */
 } top_row;
 
 typedef struct top_frame {
@@ -45,6 +47,20 @@ typedef struct top_frame {
 static void copy_field(char *dst, size_t cap, const char *src, const char *dflt)
 {
     snprintf(dst, cap, "%s", src ? src : dflt);
+}
+
+/* The archiver's progress (HMGET rate lag_entries lag_ms updated_at of
+ * P:{B}:archive): "1200/s lag 35 0.4s", "stale" when it has not written
+ * for 10 s, "-" when no archiver ever ran. */
+static void top_archive(top_row *row, const redisReply *h)
+{
+    snprintf(row->archive, sizeof row->archive, "-");
+    if (h->type != REDIS_REPLY_ARRAY || h->elements != 4 || h->element[3]->type != REDIS_REPLY_STRING) return;
+    int64_t at = ctl_reply_int(h->element[3]);
+    if (clock_wall_ms() - at > 10000) { snprintf(row->archive, sizeof row->archive, "stale"); return; }
+    snprintf(row->archive, sizeof row->archive, "%" PRId64 "/s lag %" PRId64 " %.1fs",
+             ctl_reply_int(h->element[0]), ctl_reply_int(h->element[1]),
+             (double)ctl_reply_int(h->element[2]) / 1000.0);
 }
 
 static void top_fill(top_row *row, const char *batch, redisReply **r)
@@ -65,6 +81,7 @@ static void top_fill(top_row *row, const char *batch, redisReply **r)
     row->queue = r[2]->integer;
     for (size_t i = 0; i < r[3]->elements; i++) row->capacity += ctl_reply_int(r[3]->element[i]);
     row->rate = -1;
+    top_archive(row, r[4]);
 }
 
 /* One frame: every batch of P:batches, sorted, in one pipeline. */
@@ -82,15 +99,18 @@ static int top_gather(ctx *x, top_frame *f)
         redisAppendCommand(x->c, "HGET %s kind", k.meta);
         redisAppendCommand(x->c, "LLEN %s", k.queue);
         redisAppendCommand(x->c, "HVALS %s", k.capacity);
+        char progress[BATCH_KEY_MAX + 16];
+        archive_progress_key(progress, sizeof progress, x->cfg.prefix, m->element[i]->str);
+        redisAppendCommand(x->c, "HMGET %s rate lag_entries lag_ms updated_at", progress);
         names[n++] = m->element[i]->str;
     }
-    redisReply **r = calloc(n * 4 + 1, sizeof *r);
+    redisReply **r = calloc(n * 5 + 1, sizeof *r);
     f->rows = calloc(n + 1, sizeof *f->rows);
-    int rc = names && r && f->rows && replies(x, n * 4, r) == 0 ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < n; i++) top_fill(&f->rows[i], names[i], r + 4 * i);
+    int rc = names && r && f->rows && replies(x, n * 5, r) == 0 ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) top_fill(&f->rows[i], names[i], r + 5 * i);
     f->n = rc == 0 ? n : 0;
     f->at = clock_wall_ms();
-    if (r && rc == 0) free_replies(r, n * 4);
+    if (r && rc == 0) free_replies(r, n * 5);
     free(r);
     free(names);
     freeReplyObject(m);
@@ -138,8 +158,8 @@ static void top_line(char *buf, size_t len, const top_row *r)
     ms_text(p99, sizeof p99, r->p99_us);
     snprintf(wait, sizeof wait, "%" PRId64 "/%" PRId64, r->waiting, r->wait_served);
     snprintf(buf, len, "%-20s %-5s %-8s %8" PRId64 " %9s  %-38s %6" PRId64 " %7" PRId64
-             " %13s %5s %5s  %s", r->batch, r->kind, r->state, r->queue, rate, prog, r->dead,
-             r->invalid, wait, p50, p99, r->owner);
+             " %13s %5s %5s  %-22s %s", r->batch, r->kind, r->state, r->queue, rate, prog, r->dead,
+             r->invalid, wait, p50, p99, r->archive, r->owner);
 }
 
 static int term_cols(void)
@@ -159,9 +179,9 @@ static void top_render(const ctx *x, const top_frame *f, const char *err, int in
              ctl_iso_ms(f->at ? f->at : clock_wall_ms(), when, sizeof when), interval, live ? "  (q quits)" : "");
     printf("%.*s%s", cols, line, eol);
     if (err && *err) printf("%.*s%s", cols, err, eol);
-    snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %13s %5s %5s  %s", "BATCH",
+    snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %13s %5s %5s  %-22s %s", "BATCH",
              "KIND", "STATE", "QUEUE", "REQ/S", "GIVEN", "DEAD", "INVALID", "WAIT/SERVED", "P50", "P99",
-             "OWNER");
+             "ARCHIVE", "OWNER");
     printf("%.*s%s", cols, line, eol);
     for (size_t i = 0; i < f->n; i++) {
         top_line(line, sizeof line, &f->rows[i]);
