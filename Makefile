@@ -22,9 +22,9 @@ BUILD   ?= build
 SYSCONFDIR ?= $(PREFIX)/etc
 
 CC      ?= cc
-PKGS    := libuv hiredis jansson libconfig
+PKGS    := libuv hiredis jansson libconfig libmicrohttpd
 DEBS    := build-essential pkg-config libuv1-dev libhiredis-dev libjansson-dev \
-           libconfig-dev libcmocka-dev redis-server redis-tools
+           libconfig-dev libcmocka-dev redis-server redis-tools libmicrohttpd-dev
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter

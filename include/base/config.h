@@ -36,9 +36,14 @@ typedef struct allocd_config {
                                  its requests go to dead one by one, 5 */
     char *cluster;            /* "cluster": "auto" (CLUSTER SLOTS decides), "yes", "no" */
     int lease_ttl_ms;         /* "lease_ttl_ms"; batch lease lifetime, 5000 (1000..600000) */
-    char *metrics_listen;     /* "metrics_listen"; "" = off, else host:port on loopback */
+    char *metrics_listen;     /* "metrics_listen"; "" = off, else host:port */
     char metrics_host[64];    /* parsed metrics_listen */
     int metrics_port;
+    int metrics_loopback;     /* metrics_host is a loopback address */
+    char *metrics_token;      /* "metrics_token", or the first line of
+                                 "metrics_token_file"; "" = none (loopback only) */
+    int metrics_max_connections; /* "metrics_max_connections"; 64 (1..10000) */
+    int metrics_timeout_ms;   /* "metrics_timeout_ms"; idle connection limit, 10000 */
     char *source;             /* file the values came from, NULL = defaults */
 } allocd_config;
 
