@@ -90,7 +90,7 @@ static void test_dashboard_in_chromium(void **state)
     assert_int_equal(harness_wait_hlen(c, "alloc:{d1}:results", 8, 10000), 8);
     assert_non_null(harness_wait_hget(c, "alloc:{d2}:stats", "state", 10000));
     itest_cmd(c, "RPUSH alloc:{d2}:ctl {\"id\":\"p1\",\"op\":\"pause\"}");
-    harness_sleep_ms(500);
+    json_decref(itest_result(t, "d2", "p1"));       /* paused once p1 has its result */
     itest_push(t, "d2", "{\"id\":\"w1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku\"}");
     itest_push(t, "d2", "{\"id\":\"w2\",\"user\":\"u2\",\"op\":\"buy\",\"item\":\"sku\"}");
     /* the batch page's details are read from the tick after it is asked for */
