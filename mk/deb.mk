@@ -20,3 +20,6 @@ deb:
 	sh tools/mkdeb.sh $(DEB_ROOT) $(DEB_FILE) $(DEB_VERSION) $(DEB_ARCH)
 	@if command -v lintian >/dev/null; then lintian --fail-on error $(DEB_FILE); \
 	  else echo "deb: lintian not installed (make deb-deps): not checked"; fi
+
+# make test lints the package it builds (tests/integration/test_install.c)
+DEBS += dpkg-dev lintian
