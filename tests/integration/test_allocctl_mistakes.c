@@ -1,0 +1,101 @@
+/* test_allocctl_mistakes.c -- operator mistakes allocctl used to accept in
+ * silence: a push to a batch nobody serves, and a --filter value typed by
+ * its look instead of by the rooms' attribute (building=7 sent the number 7
+ * where the rooms have the string "7", a filter that matched nothing). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "itest.h"
+
+/* Runs allocctl with args (a shell fragment); its output in *out. */
+static int ctl(itest *t, char **out, const char *fmt, ...)
+{
+    char args[1500], log[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(log, sizeof log, "%s/ctl.out", t->redis.dir);
+    const char *b = getenv("BUILD");
+    int rc = itest_sh("%s/allocctl --redis '%s' %s > %s 2>&1", b && *b ? b : "build", t->redis.url, args, log);
+    FILE *f = fopen(log, "r");
+    char *buf = calloc(1, 8192);
+    if (f) { size_t n = fread(buf, 1, 8191, f); buf[n] = '\0'; fclose(f); }
+    if (out) *out = buf; else free(buf);
+    return rc;
+}
+
+static void test_push_to_missing_batch(void **state)
+{
+    itest *t = *state;
+    char *out;
+    assert_int_equal(ctl(t, &out, "push nosuch --user u1 --op buy --item a"), 1);
+    assert_non_null(strstr(out, "batch nosuch does not exist"));
+    assert_non_null(strstr(out, "--force"));
+    free(out);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{nosuch}:queue"), 0);
+    /* defined but not live */
+    itest_cmd(t->c, "HSET alloc:{s1}:meta kind stock");
+    assert_int_equal(ctl(t, &out, "push s1 --user u1 --op buy --item a"), 1);
+    assert_non_null(strstr(out, "is not live (not in P:batches)"));
+    free(out);
+    /* --force pushes anyway */
+    assert_int_equal(ctl(t, &out, "push s1 --user u1 --op buy --item a --force"), 0);
+    assert_non_null(strstr(out, "ordinal=1"));
+    free(out);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{s1}:queue"), 1);
+    itest_cmd(t->c, "SADD alloc:batches s1");
+    assert_int_equal(ctl(t, NULL, "push s1 --user u2 --op buy --item a"), 0);
+}
+
+static void test_filter_typed_by_attrs(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "HSET alloc:{d1}:meta kind room");
+    itest_cmd(t->c, "HSET alloc:{d1}:capacity R1 2 R2 2");
+    itest_cmd(t->c, "HSET alloc:{d1}:attrs R1 {\"building\":\"7\",\"floor\":3} R2 {\"building\":\"8\",\"floor\":4}");
+    itest_cmd(t->c, "SADD alloc:batches d1");
+    char *out;
+    assert_int_equal(ctl(t, NULL, "push d1 --id g1 --user u1 --op group --members u1,u2 --filter building=7,floor=3"), 0);
+    assert_int_equal(ctl(t, NULL, "push d1 --id g2 --user u3 --op group --members u3,u4 --filter 'building=\"8\"'"), 0);
+    char *q = harness_str(t->c, "LINDEX alloc:{d1}:queue 0");
+    assert_non_null(strstr(q, "\"filter\":{\"building\":\"7\",\"floor\":3}"));
+    free(q);
+    q = harness_str(t->c, "LINDEX alloc:{d1}:queue 1");
+    assert_non_null(strstr(q, "\"filter\":{\"building\":\"8\"}"));   /* not "\"8\"" */
+    free(q);
+    /* a number where the rooms have a number, and no such attribute */
+    assert_int_equal(ctl(t, &out, "push d1 --user u5 --op group --members u5 --filter floor=high"), 2);
+    assert_non_null(strstr(out, "attribute 'floor' is a number"));
+    free(out);
+    assert_int_equal(ctl(t, &out, "push d1 --user u5 --op group --members u5 --filter wing=east"), 2);
+    assert_non_null(strstr(out, "no room of this batch has the attribute 'wing'"));
+    free(out);
+    /* and allocd serves the typed filter: both groups get their building */
+    itest_start(t, NULL);
+    json_t *r = itest_result(t, "d1", "g1");
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    assert_string_equal(itest_jstr(r, "item"), "R1");
+    json_decref(r);
+    r = itest_result(t, "d1", "g2");
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    assert_string_equal(itest_jstr(r, "item"), "R2");
+    json_decref(r);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_push_to_missing_batch, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_filter_typed_by_attrs, itest_setup, itest_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
