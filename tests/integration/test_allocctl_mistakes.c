@@ -1,7 +1,9 @@
 /* test_allocctl_mistakes.c -- operator mistakes allocctl used to accept in
  * silence: a push to a batch nobody serves, and a --filter value typed by
  * its look instead of by the rooms' attribute (building=7 sent the number 7
- * where the rooms have the string "7", a filter that matched nothing). */
+ * where the rooms have the string "7", a filter that matched nothing), a
+ * meaningless "N ahead" before a shuffled opening, and dead entries that
+ * could be neither deleted nor fixed. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -91,11 +93,78 @@ static void test_filter_typed_by_attrs(void **state)
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
 }
 
+/* A request queued before a shuffled opening has no place in line: status
+ * used to print "N ahead of you". */
+static void test_status_before_shuffled_opening(void **state)
+{
+    itest *t = *state;
+    long long opens = (long long)harness_now_ms() + 600000;
+    itest_cmd(t->c, "HSET alloc:{l1}:meta kind stock early shuffle opens_at %lld", opens);
+    itest_cmd(t->c, "HSET alloc:{l1}:capacity a 5");
+    itest_cmd(t->c, "SADD alloc:batches l1");
+    for (int i = 0; i < 3; i++)        /* no daemon: they stay in the queue */
+        assert_int_equal(ctl(t, NULL, "push l1 --id q%d --user u%d --op buy --item a", i, i), 0);
+    char *out;
+    assert_int_equal(ctl(t, &out, "status l1 --id q2"), 0);
+    assert_null(strstr(out, "ahead"));
+    assert_non_null(strstr(out, "joins the opening lottery"));
+    free(out);
+    assert_int_equal(ctl(t, &out, "status l1 --id q2 --ordinal 3"), 0);
+    assert_null(strstr(out, "ahead"));
+    free(out);
+    /* after the opening the line means something again */
+    itest_cmd(t->c, "HSET alloc:{l1}:meta opens_at 1");
+    assert_int_equal(ctl(t, &out, "status l1 --id q2"), 0);
+    assert_non_null(strstr(out, "2 ahead of you"));
+    free(out);
+}
+
+/* Dead entries can be deleted, and requeued as edited. */
+static void test_dead_delete_and_edit(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "HSET alloc:{e1}:meta kind stock");
+    itest_cmd(t->c, "HSET alloc:{e1}:capacity a 5");
+    itest_cmd(t->c, "SADD alloc:batches e1");
+    itest_start(t, NULL);
+    itest_cmd(t->c, "RPUSH alloc:{e1}:queue %s", "{\"id\":\"x1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"a\"");
+    itest_cmd(t->c, "RPUSH alloc:{e1}:queue %s", "junk-1");
+    itest_cmd(t->c, "RPUSH alloc:{e1}:queue %s", "junk-2");
+    for (int i = 0; i < 100 && proc_int(t->c, "LLEN alloc:{e1}:dead") < 3; i++) harness_sleep_ms(50);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{e1}:dead"), 3);
+    char *out;
+    /* an edit allocd would refuse is refused here */
+    assert_int_equal(ctl(t, &out, "dead e1 --requeue --index 0 --json '{\"id\":\"x1\"}'"), 2);
+    assert_non_null(strstr(out, "would not accept"));
+    free(out);
+    /* the truncated request, fixed and requeued */
+    assert_int_equal(ctl(t, &out, "dead e1 --requeue --index 0 --json "
+                                  "'{\"id\":\"x1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"a\"}'"), 0);
+    assert_non_null(strstr(out, "requeued dead entry 0 as edited"));
+    free(out);
+    json_t *r = itest_result(t, "e1", "x1");
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    json_decref(r);
+    assert_int_equal(ctl(t, &out, "dead e1 --delete --index 0"), 0);
+    assert_non_null(strstr(out, "deleted dead entry 0"));
+    free(out);
+    char *left = harness_str(t->c, "LINDEX alloc:{e1}:dead 0");
+    assert_non_null(strstr(left, "junk-2"));
+    free(left);
+    assert_int_equal(ctl(t, NULL, "dead e1 --delete --all"), 0);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{e1}:dead"), 0);
+    assert_int_equal(ctl(t, &out, "dead e1 --delete --index 0"), 1);
+    free(out);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_push_to_missing_batch, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_filter_typed_by_attrs, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_status_before_shuffled_opening, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_dead_delete_and_edit, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
