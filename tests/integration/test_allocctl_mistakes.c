@@ -158,6 +158,48 @@ static void test_dead_delete_and_edit(void **state)
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
 }
 
+/* top: latency from a batch idle for a while is '-', not the last value
+ * frozen (nor 0.00 for "no samples"), and an 80-column terminal still gets
+ * every column. */
+static void test_top_latency_and_width(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "SADD alloc:batches a-rather-long-batch-name idle1 fresh1");
+    itest_cmd(t->c, "HSET alloc:{idle1}:meta kind stock");
+    itest_cmd(t->c, "HSET alloc:{fresh1}:meta kind stock");
+    long long now = (long long)harness_now_ms();
+    itest_cmd(t->c, "HSET alloc:{idle1}:stats state open owner web-1 decision_p50_us 250 decision_p99_us 900 "
+              "updated_at %lld", now - 60000);
+    itest_cmd(t->c, "HSET alloc:{fresh1}:stats state open owner web-2 decision_p50_us 250 decision_p99_us 900 "
+              "updated_at %lld", now);
+    itest_cmd(t->c, "HSET alloc:{a-rather-long-batch-name}:stats state open owner web-3 decision_p50_us 0 "
+              "decision_p99_us 0 updated_at %lld", now);
+    char *out;
+    assert_int_equal(ctl(t, &out, "top"), 0);       /* wide: not a terminal, no $COLUMNS */
+    assert_non_null(strstr(out, "0.25  0.90  web-2"));
+    const char *idle = strstr(out, "\nidle1 ");
+    assert_non_null(idle);
+    assert_non_null(strstr(idle, "    -     -  web-1"));
+    const char *zero = strstr(out, "\na-rather-long-batch-name ");
+    assert_non_null(zero);
+    assert_non_null(strstr(zero, "    -     -  web-3"));
+    free(out);
+    setenv("COLUMNS", "80", 1);
+    int rc = ctl(t, &out, "top");
+    unsetenv("COLUMNS");
+    assert_int_equal(rc, 0);
+    for (char *line = out; *line;) {
+        size_t n = strcspn(line, "\n");
+        if (n > 80) fail_msg("line of %zu columns: %.*s", n, (int)n, line);
+        line += n + (line[n] == '\n');
+    }
+    assert_non_null(strstr(out, "P99"));
+    assert_non_null(strstr(out, "0.25  0.90  web-2"));
+    assert_non_null(strstr(out, "a-rather-long~ "));
+    assert_non_null(strstr(out, "web-3"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -165,6 +207,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_filter_typed_by_attrs, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_status_before_shuffled_opening, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_dead_delete_and_edit, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_top_latency_and_width, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
