@@ -200,6 +200,35 @@ static void test_top_latency_and_width(void **state)
     free(out);
 }
 
+/* An admin command reusing an id: allocctl refuses it up front, and a daemon
+ * that gets one anyway says so in its log (it used to be dropped silently). */
+static void test_ctl_id_reuse(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "HSET alloc:{c1}:meta kind stock");
+    itest_cmd(t->c, "HSET alloc:{c1}:capacity a 5");
+    itest_cmd(t->c, "SADD alloc:batches c1");
+    itest_start(t, NULL);
+    char *out;
+    assert_int_equal(ctl(t, NULL, "push c1 --ctl --op pause --id op1"), 0);
+    json_decref(itest_result(t, "c1", "op1"));
+    assert_int_equal(ctl(t, &out, "push c1 --ctl --op resume --id op1"), 1);
+    assert_non_null(strstr(out, "id op1 already has a result"));
+    free(out);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{c1}:ctl"), 0);
+    assert_int_equal(ctl(t, NULL, "push c1 --ctl --op resume --id op1 --force"), 0);
+    int logged = 0;
+    for (int i = 0; i < 100 && !logged; i++) {
+        logged = itest_count_in_log(&t->allocd, "admin command id 'op1' already has a result") > 0;
+        if (!logged) harness_sleep_ms(50);
+    }
+    assert_true(logged);
+    char *st = harness_str(t->c, "HGET alloc:{c1}:stats state");
+    assert_string_equal(st, "paused");
+    free(st);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -208,6 +237,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_before_shuffled_opening, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_dead_delete_and_edit, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_top_latency_and_width, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_ctl_id_reuse, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

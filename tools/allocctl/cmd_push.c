@@ -129,6 +129,20 @@ static int check_batch(ctx *x, const char *batch)
     return rc;
 }
 
+/* An id that already has a result is not applied again (a request gets
+ * counted as a duplicate, an admin command is ignored): say so before the
+ * push rather than after. */
+static int check_id_unused(ctx *x, const char *id)
+{
+    redisReply *r = rcmd(x, "HGET %s %s", x->k.results, id);
+    if (!r) return EX_REDIS;
+    int used = r->type == REDIS_REPLY_STRING;
+    if (used) errmsg(x, "id %s already has a result (%s): allocd would not apply it again; "
+                     "use a new id (--force to push anyway)", id, r->str);
+    freeReplyObject(r);
+    return used ? EX_NOT : EX_OK;
+}
+
 /* P:{B}:attrs as {room: {attributes}}, or NULL when there are none. */
 static json_t *load_attrs(ctx *x)
 {
@@ -157,6 +171,7 @@ static int push_request(ctx *x, const char *batch, push_opts *p)
     json_decref(p->attrs);
     p->attrs = NULL;
     if (!text) return EX_USAGE;
+    if (p->id && !p->force) rc = check_id_unused(x, id);
     if (rc == EX_OK && p->ctl) {
         redisReply *r = rcmd(x, "RPUSH %s %s", x->k.ctl, text);
         if (r) printf("id=%s ctl_length=%lld\n", id, r->integer);
