@@ -233,15 +233,17 @@ int main(int argc, char **argv)
     allocd d;
     char err[512];
     memset(&d, 0, sizeof d);
+    /* errors before the log is set up still carry journald's priority */
+    const char *err_prefix = log_to_journal() ? "<3>" : "";
     if (cli_parse(argc, argv, &d.args, err, sizeof err) < 0) {
-        fprintf(stderr, "allocd: %s\n", err);
+        fprintf(stderr, "%sallocd: %s\n", err_prefix, err);
         cli_usage(stderr, argv[0]);
         return 2;
     }
     if (d.args.action == CLI_HELP) { cli_usage(stdout, argv[0]); return 0; }
     if (d.args.action == CLI_VERSION) { printf("allocd %s\n", ALLOCD_VERSION); return 0; }
     if (config_load(&d.cfg, &d.args, err, sizeof err) < 0) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "%s%s\n", err_prefix, err);
         config_free(&d.cfg);
         return 1;
     }

@@ -222,6 +222,11 @@ static void test_token(void **state)
     snprintf(cmd, sizeof cmd, "%s/allocd -c %s --check-config 2>&1 | grep -q '%s:2: metrics_listen .* is not a loopback "
              "address: set metrics_token'", getenv("BUILD") ? getenv("BUILD") : "build", conf, conf);
     assert_int_equal(itest_sh("%s", cmd), 0);
+    /* under journald ($JOURNAL_STREAM names stderr) the start-up error is
+     * filed as an error: <3> */
+    snprintf(cmd, sizeof cmd, "f=%s/err.txt; : > $f; JOURNAL_STREAM=$(stat -c %%d:%%i $f) %s/allocd -c %s 2>>$f; "
+             "grep -q '^<3>%s:2: metrics_listen' $f", t->redis.dir, getenv("BUILD") ? getenv("BUILD") : "build", conf, conf);
+    assert_int_equal(itest_sh("%s", cmd), 0);
     /* a short token is refused too */
     f = fopen(conf, "w");
     fprintf(f, "metrics_listen = \"0.0.0.0:%d\";\nmetrics_token = \"short\";\n", port);
