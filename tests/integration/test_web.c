@@ -276,12 +276,39 @@ static void test_token(void **state)
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
 }
 
+/* A plain Redis restarted: every connection reconnects and asks CLUSTER
+ * SLOTS again; that is no reason for a warning (there was one per
+ * connection per reconnect). */
+static void test_no_cluster_warning_on_reconnect(void **state)
+{
+    itest *t = *state;
+    itest_start(t, NULL);
+    int before = 0;
+    for (int i = 0; i < 100 && before < 2; i++) {
+        before = itest_count_in_log(&t->allocd, "connected to");
+        harness_sleep_ms(50);
+    }
+    assert_int_equal(harness_redis_restart(&t->redis), 0);
+    redisFree(t->c);
+    t->c = harness_redis_connect(&t->redis);
+    int after = before;
+    for (int i = 0; i < 200 && after < 2 * before; i++) {
+        after = itest_count_in_log(&t->allocd, "connected to");
+        harness_sleep_ms(50);
+    }
+    assert_true(after >= 2 * before);
+    harness_sleep_ms(300);
+    assert_int_equal(itest_count_in_log(&t->allocd, "CLUSTER SLOTS"), 0);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_slow_connections_capped_and_timed_out, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_escaping_and_operator_series, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_token, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_no_cluster_warning_on_reconnect, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
