@@ -26,6 +26,8 @@ struct watch {
     int stopping, open;       /* open: the timer and the connection */
     char batches_key[200], instances_key[200];
     redis_script snap;
+    watch_meta_fn on_meta;
+    void *meta_data;
 };
 
 /* One atomic read of a batch: a chunk applied between two separate reads
@@ -139,15 +141,37 @@ static void batch_free(watch_batch *b)
 
 /* A reply for a batch that was dropped meanwhile still finds it: batches
  * are freed only when no command of theirs is pending. */
+/* The names of the fields that differ between two metas, comma-separated. */
+static void meta_diff(const json_t *old, const json_t *fresh, char *out, size_t len)
+{
+    const char *k;
+    json_t *v;
+    size_t o = 0;
+    out[0] = '\0';
+    json_object_foreach((json_t *)fresh, k, v)
+        if (!json_equal(v, json_object_get(old, k)) && o < len)
+            o += (size_t)snprintf(out + o, len - o, "%s%s", o ? ", " : "", k);
+    json_object_foreach((json_t *)old, k, v)
+        if (!json_object_get(fresh, k) && o < len)
+            o += (size_t)snprintf(out + o, len - o, "%s%s (removed)", o ? ", " : "", k);
+}
+
 static void on_snapshot(redis_conn *c, redisReply *rep, const char *err, void *data)
 {
     watch_batch *b = data;
     b->pending--;
     if (err || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements < 8) return;
+    json_t *meta = pairs_object(rep->element[1]);
+    watch *w = b->owner;
+    if (b->meta && b->seen_ms && !json_equal(meta, b->meta) && w && w->on_meta && !w->stopping) {
+        char fields[300];
+        meta_diff(b->meta, meta, fields, sizeof fields);
+        w->on_meta(b->id, fields, w->meta_data);
+    }
     json_decref(b->stats);
     json_decref(b->meta);
     b->stats = pairs_object(rep->element[0]);
-    b->meta = pairs_object(rep->element[1]);
+    b->meta = meta;
     b->queue_len = int_of(rep->element[2]);
     b->ctl_len = int_of(rep->element[3]);
     b->dead_len = int_of(rep->element[4]);
@@ -236,6 +260,7 @@ static void add_batch(watch *w, const char *id)
     if (!b) return;
     snprintf(b->id, sizeof b->id, "%s", id);
     b->listed = 1;
+    b->owner = w;
     w->batches[w->n++] = b;
 }
 
@@ -337,6 +362,12 @@ void watch_stop(watch *w)
     w->stopping = 1;
     uv_close((uv_handle_t *)&w->timer, on_timer_closed);
     redis_router_close(w->conn, on_conn_closed, w);
+}
+
+void watch_on_meta_change(watch *w, watch_meta_fn fn, void *data)
+{
+    w->on_meta = fn;
+    w->meta_data = data;
 }
 
 size_t watch_count(const watch *w) { return w->n; }

@@ -305,6 +305,17 @@ static void on_request(const http_request *req, http_response *r, void *data)
     else serve_batch(w, req, r);
 }
 
+/* allocd reads meta when it loads a batch: an edit of a live batch does
+ * nothing until then, so the instance serving it says so. */
+static void on_meta_change(const char *batch, const char *fields, void *data)
+{
+    web *w = data;
+    if (!*w->reg || !registry_worker_stats(*w->reg, batch)) return;
+    log_warn("batch %s: meta changed while it is live (%s): allocd applies meta when it loads "
+             "the batch; to apply it now, SREM and then SADD the batch in %s:batches "
+             "(its worker drains, stops and reloads)", batch, fields, w->cfg->prefix);
+}
+
 int web_start(web **out, uv_loop_t *loop, const allocd_config *cfg, registry *const *reg,
               web_render_fn render, void *data, char *err, size_t errlen)
 {
@@ -327,6 +338,7 @@ int web_start(web **out, uv_loop_t *loop, const allocd_config *cfg, registry *co
         free(w);
         return -1;
     }
+    watch_on_meta_change(w->watch, on_meta_change, w);
     *out = w;
     return 0;
 }

@@ -57,11 +57,17 @@ typedef struct watch_batch {
     json_t *dead_recent;      /* array of the latest dead entries (strings) */
     json_t *log_recent;       /* array of the latest event log entries */
     int pending;
+    struct watch *owner;
 } watch_batch;
 
 typedef struct watch watch;
 
+/* Called when a batch's meta differs from the previous snapshot; fields
+ * names what changed ("per_user, opens_at"). */
+typedef void (*watch_meta_fn)(const char *batch, const char *fields, void *data);
+
 int watch_start(watch **out, uv_loop_t *loop, const allocd_config *cfg);
+void watch_on_meta_change(watch *w, watch_meta_fn fn, void *data);
 /* Frees asynchronously once its connection is closed. */
 void watch_stop(watch *w);
 

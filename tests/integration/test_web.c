@@ -302,6 +302,30 @@ static void test_no_cluster_warning_on_reconnect(void **state)
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
 }
 
+/* Editing meta of a live batch does nothing until the batch is reloaded:
+ * the instance serving it says so (it used to be silent). */
+static void test_meta_edit_warned(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "HSET alloc:{m1}:meta kind stock per_user 1");
+    itest_cmd(t->c, "HSET alloc:{m1}:capacity a 3");
+    itest_cmd(t->c, "SADD alloc:batches m1");
+    int port = itest_free_port();
+    char conf[100];
+    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
+    itest_start(t, conf);
+    assert_non_null(harness_wait_hget(t->c, "alloc:{m1}:stats", "state", 10000));
+    harness_sleep_ms(1500);                       /* the watcher has seen it */
+    itest_cmd(t->c, "HSET alloc:{m1}:meta per_user 3");
+    int found = 0;
+    for (int i = 0; i < 60 && !found; i++) {
+        found = itest_count_in_log(&t->allocd, "batch m1: meta changed while it is live (per_user)") > 0;
+        if (!found) harness_sleep_ms(100);
+    }
+    assert_true(found);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +333,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_escaping_and_operator_series, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_token, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_no_cluster_warning_on_reconnect, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_meta_edit_warned, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
