@@ -198,12 +198,12 @@ int http_server_start(http_server **out, uv_loop_t *loop, const http_options *op
     unsigned timeout_s = (unsigned)((opt->timeout_ms + 999) / 1000);
     unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
     s->mhd = MHD_start_daemon(flags, (uint16_t)opt->port, NULL, NULL, on_request, s,
+                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)opt->max_connections,
                               MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u,
-                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
                               MHD_OPTION_END);
     if (!s->mhd) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this host)",

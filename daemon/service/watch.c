@@ -289,7 +289,7 @@ static void on_list(redis_conn *c, redisReply *rep, const char *err, void *data)
         else w->batches[o++] = b;
     }
     w->n = o;
-    qsort(w->batches, w->n, sizeof *w->batches, cmp_batch);
+    if (w->n > 1) qsort(w->batches, w->n, sizeof *w->batches, cmp_batch);
     for (size_t i = 0; i < w->n; i++)
         if (w->batches[i]->listed) poll_batch(w, w->batches[i]);
 }

@@ -22,6 +22,14 @@
 
 #define TOKEN "dashboard-test-token-0123"
 
+/* Waits (10 s) for a hash field to exist; fails the test if it does not. */
+static void expect_hget(redisContext *c, const char *key, const char *field)
+{
+    char *v = harness_wait_hget(c, key, field, 10000);
+    assert_non_null(v);
+    free(v);
+}
+
 static char *read_all(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -88,7 +96,7 @@ static void test_dashboard_in_chromium(void **state)
         itest_push(t, "d1", "{\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}", i, i);
     itest_cmd(c, "RPUSH alloc:{d1}:queue %s", "not-json<b>x</b>");
     assert_int_equal(harness_wait_hlen(c, "alloc:{d1}:results", 8, 10000), 8);
-    assert_non_null(harness_wait_hget(c, "alloc:{d2}:stats", "state", 10000));
+    expect_hget(c, "alloc:{d2}:stats", "state");
     itest_cmd(c, "RPUSH alloc:{d2}:ctl {\"id\":\"p1\",\"op\":\"pause\"}");
     json_decref(itest_result(t, "d2", "p1"));       /* paused once p1 has its result */
     itest_push(t, "d2", "{\"id\":\"w1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku\"}");

@@ -21,6 +21,14 @@
 #define RULES   "conf/prometheus/allocd-alerts.yml"
 #define GRAFANA "conf/grafana/allocd-dashboard.json"
 
+/* Waits (10 s) for a hash field to exist; fails the test if it does not. */
+static void expect_hget(redisContext *c, const char *key, const char *field)
+{
+    char *v = harness_wait_hget(c, key, field, 10000);
+    assert_non_null(v);
+    free(v);
+}
+
 static char *read_all(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -77,7 +85,7 @@ static void test_names_exist(void **state)
     char conf[100];
     snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
     itest_start(t, conf);
-    assert_non_null(harness_wait_hget(t->c, "alloc:{m1}:stats", "state", 10000));
+    expect_hget(t->c, "alloc:{m1}:stats", "state");
     harness_sleep_ms(1500);                 /* one watcher tick */
     char *scrape = NULL;
     for (int i = 0; i < 50 && !(scrape && strstr(scrape, "allocd_batch_served{")); i++) {
