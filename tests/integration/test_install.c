@@ -110,7 +110,8 @@ static void test_deb(void **state)
     if (itest_sh("command -v dpkg-deb >/dev/null") != 0) skip();
     char dir[400];
     assert_int_equal(proc_temp_dir(dir, sizeof dir, "allocd-deb"), 0);
-    int rc = itest_sh("make -s deb BUILD=%s > %s/deb.log 2>&1", build(), dir);
+    /* lintian leaves files in $TMPDIR: give it one that goes with dir */
+    int rc = itest_sh("mkdir -p %s/tmp && TMPDIR=%s/tmp make -s deb BUILD=%s > %s/deb.log 2>&1", dir, dir, build(), dir);
     if (rc != 0) itest_sh("cat %s/deb.log >&2", dir);
     assert_int_equal(rc, 0);
     if (itest_sh("command -v lintian >/dev/null") == 0)
