@@ -266,6 +266,10 @@ static void on_slots(redis_conn *c, redisReply *reply, const char *err, void *pr
             r->mode = MODE_SINGLE;
             log_info("redis %s: single server (%s)", r->name, reply->str);
             announce(r);
+        } else if (r->mode == MODE_SINGLE) {
+            /* every reconnect to a plain Redis asks again and gets the same
+             * answer: nothing to warn about */
+            log_debug("redis %s: still a single server (%s)", r->name, reply->str);
         } else {
             log_warn("redis %s: CLUSTER SLOTS: %s", r->name, reply->str);
         }

@@ -419,6 +419,12 @@ void registry_abort(registry *r)
 size_t registry_batch_count(const registry *r) { return r->n; }
 int registry_redis_ready(const registry *r) { return r->conn && redis_router_ready(r->conn); }
 
+const batch_worker_stats *registry_worker_stats(registry *r, const char *batch)
+{
+    registry_entry *e = find(r, batch);
+    return e && !e->stopping ? batch_worker_get_stats(e->worker) : NULL;
+}
+
 /* ---- metrics ---- */
 
 typedef double (*stat_fn)(const batch_worker_stats *st, size_t arg);

@@ -5,6 +5,8 @@
  */
 #include "worker/decide.h"
 
+#include "base/log.h"
+
 static void decide_item(chunk *ch, chunk_item *it, engine *e, int64_t now)
 {
     /* Counters describe the queue (dequeued = processed + dead +
@@ -16,6 +18,10 @@ static void decide_item(chunk *ch, chunk_item *it, engine *e, int64_t now)
     }
     if (it->dup) {
         if (counts) engine_note_duplicate(e);
+        /* an operator reusing an admin command's id would otherwise see
+         * nothing happen: say so (its earlier result stays the answer) */
+        else log_warn("admin command id '%s' already has a result: not applied again; "
+                      "send it with a new id", it->q.r.id ? it->q.r.id : "?");
         return;
     }
     if (it->q.outcome == REQUEST_INVALID) {

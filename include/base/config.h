@@ -50,9 +50,14 @@ typedef struct allocd_config {
                                  for half of it gives its batch up */
     int wait_replicas;        /* "wait_replicas"; 0 (0..16): before each apply, WAIT until this
                                  many replicas have every earlier write (DEPLOYMENT.md) */
-    char *metrics_listen;     /* "metrics_listen"; "" = off, else host:port on loopback */
+    char *metrics_listen;     /* "metrics_listen"; "" = off, else host:port */
     char metrics_host[64];    /* parsed metrics_listen */
     int metrics_port;
+    int metrics_loopback;     /* metrics_host is a loopback address */
+    char *metrics_token;      /* "metrics_token", or the first line of
+                                 "metrics_token_file"; "" = none (loopback only) */
+    int metrics_max_connections; /* "metrics_max_connections"; 64 (1..10000) */
+    int metrics_timeout_ms;   /* "metrics_timeout_ms"; idle connection limit, 10000 */
     char *source;             /* file the values came from, NULL = defaults */
 } allocd_config;
 

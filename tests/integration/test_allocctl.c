@@ -689,7 +689,7 @@ static void top_in_tmux(fixture *f, const char *keys)
     int rc = -1;
     for (int attempt = 0; attempt < 3 && rc != 0; attempt++) {
         if (attempt) { itest_sh("%s kill-server >/dev/null 2>&1", tm); harness_sleep_ms(200); }
-        rc = itest_sh("%s -f /dev/null new-session -d -s top -x 160 -y 40 "
+        rc = itest_sh("%s -f /dev/null new-session -d -s top -x 200 -y 40 "
                 "'trap \"\" INT; %s -c %s top --interval 200; echo top-exit=$?; "
                 "stty -a | grep -o -- \"-icanon\\|icanon\"; sleep 30'",
                 tm, ctl_bin(), f->conf);

@@ -658,6 +658,29 @@ static void explain_fail(const char *name, const char *out, const char *fmt, ...
     fail_msg("%s --explain: %s", name, why);
 }
 
+/* Every poller exits 1 when Redis cannot be reached at all, as the docs
+ * promise (node-redis used to retry the first connection for ever). */
+static void test_pollers_exit_1_without_redis(void **state)
+{
+    fixture *f = *state;
+    const char *cmds[N_LANGS] = {
+        PY_BIN " examples/python/poller.py", "node examples/node/poller.mjs", "sh examples/redis-cli/poll.sh",
+    };
+    int checked = 0;
+    for (int i = 0; i < N_LANGS; i++) {
+        if (f->langs[i].unavailable) continue;
+        char cmdline[600];
+        snprintf(cmdline, sizeof cmdline, "ALLOCD_REDIS=unix:///nonexistent/allocd-test.sock timeout 20 %s b1 x1",
+                 cmds[i]);
+        int st;
+        char *out = run(cmdline, &st);
+        if (st != 1) fail_msg("%s with Redis unreachable: exit %d, want 1\n%s", f->langs[i].name, st, out);
+        free(out);
+        checked++;
+    }
+    if (!checked) skip();
+}
+
 static void test_messages_agree_across_languages(void **state)
 {
     fixture *f = *state;
@@ -724,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_messages_agree_across_languages),
         cmocka_unit_test(test_python_examples),
         cmocka_unit_test(test_node_examples),
+        cmocka_unit_test(test_pollers_exit_1_without_redis),
         cmocka_unit_test(test_redis_cli_examples),
         cmocka_unit_test(test_books_balance_after_examples),
     };

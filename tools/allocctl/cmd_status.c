@@ -61,8 +61,30 @@ static int64_t stat_int(ctx *x, const char *field, int *err)
     return v;
 }
 
+/* With early=shuffle, a request queued before opens_at joins the opening
+ * lottery: its place in the queue says nothing about when it is served. */
+static int before_shuffled_opening(ctx *x, int64_t *opens_at)
+{
+    redisReply *r = rcmd(x, "HMGET %s early opens_at", x->k.meta);
+    if (!r) return -1;
+    int shuffled = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                   r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "shuffle");
+    *opens_at = shuffled && r->element[1]->type == REDIS_REPLY_STRING ? strtoll(r->element[1]->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    return shuffled && clock_wall_ms() < *opens_at;
+}
+
 static int print_position(ctx *x, const char *id, int64_t ordinal)
 {
+    int64_t opens_at;
+    int early = before_shuffled_opening(x, &opens_at);
+    if (early < 0) return EX_REDIS;
+    if (early) {
+        printf("%s: queued before the opening (in %.1f s): it joins the opening lottery and is "
+               "served in a random order, so it has no place in line yet\n", id,
+               (double)(opens_at - clock_wall_ms()) / 1000.0);
+        return EX_OK;
+    }
     int err = 0;
     int64_t dequeued = stat_int(x, "dequeued", &err);
     if (err) return EX_REDIS;

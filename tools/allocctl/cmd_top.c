@@ -28,12 +28,14 @@ static void top_on_signal(int sig)
 
 #define TOP_ERR_MAX 256
 #define BAR_WIDTH 20
+#define TOP_LATENCY_FRESH_MS 20000
+#define TOP_WIDE 170              /* columns the full layout needs */
 
 typedef struct top_row {
     char batch[BATCH_ID_MAX + 1], kind[8], state[16], owner[72];
     int64_t queue, processed, free_units, capacity, dead, invalid;
     int64_t waiting, wait_served;   /* the waitlist: length now, served so far */
-    int64_t p50_us, p99_us;   /* stats.decision_p50_us/p99_us; < 0 when unknown */
+    int64_t p50_us, p99_us;   /* stats.decision_p50_us/p99_us; < 0 when unknown or stale */
     double rate;              /* requests/s; < 0 when unknown */
     char archive[40];         /* P:{B}:archive: events/s and lag, or "-" */
 } top_row;
@@ -78,6 +80,12 @@ static void top_fill(top_row *row, const char *batch, redisReply **r)
     row->wait_served = hfield_int(r[0], "wait_served", 0);
     row->p50_us = hfield_int(r[0], "decision_p50_us", -1);
     row->p99_us = hfield_int(r[0], "decision_p99_us", -1);
+    /* The percentiles cover the last ~10-20 s of decisions and are written
+     * with each chunk: once a batch goes idle they stay as they were. Show
+     * them only while fresh, and never a 0 that means "no samples". */
+    int64_t updated = hfield_int(r[0], "updated_at", 0);
+    if (clock_wall_ms() - updated > TOP_LATENCY_FRESH_MS || row->p99_us <= 0)
+        row->p50_us = row->p99_us = -1;
     row->queue = r[2]->integer;
     for (size_t i = 0; i < r[3]->elements; i++) row->capacity += ctl_reply_int(r[3]->element[i]);
     row->rate = -1;
@@ -148,18 +156,33 @@ static void ms_text(char *buf, size_t len, int64_t us)
     else snprintf(buf, len, "%" PRId64, us / 1000);
 }
 
-static void top_line(char *buf, size_t len, const top_row *r)
+static void top_line(char *buf, size_t len, const top_row *r, int wide)
 {
     char rate[32], prog[96], p50[32], p99[32], wait[48];
     if (r->rate < 0) snprintf(rate, sizeof rate, "-");
     else snprintf(rate, sizeof rate, "%.1f", r->rate);
-    progress(prog, sizeof prog, r);
     ms_text(p50, sizeof p50, r->p50_us);
     ms_text(p99, sizeof p99, r->p99_us);
     snprintf(wait, sizeof wait, "%" PRId64 "/%" PRId64, r->waiting, r->wait_served);
-    snprintf(buf, len, "%-20s %-5s %-8s %8" PRId64 " %9s  %-38s %6" PRId64 " %7" PRId64
-             " %13s %5s %5s  %-22s %s", r->batch, r->kind, r->state, r->queue, rate, prog, r->dead,
-             r->invalid, wait, p50, p99, r->archive, r->owner);
+    if (wide) {
+        progress(prog, sizeof prog, r);
+        snprintf(buf, len, "%-20s %-5s %-8s %8" PRId64 " %9s  %-38s %6" PRId64 " %7" PRId64
+                 " %13s %5s %5s  %-22s %s", r->batch, r->kind, r->state, r->queue, rate, prog, r->dead,
+                 r->invalid, wait, p50, p99, r->archive, r->owner);
+        return;
+    }
+    /* a narrow terminal: no bar, no kind, invalid or archive; the waitlist
+     * as its length only; long names are cut with a '~' so the numbers
+     * stay in their columns */
+    if (r->capacity > 0 && r->free_units >= 0)
+        snprintf(prog, sizeof prog, "%3d%%", (int)((r->capacity - r->free_units) * 100 / r->capacity));
+    else snprintf(prog, sizeof prog, "   -");
+    char name[16];
+    size_t nl = strlen(r->batch);
+    memcpy(name, r->batch, nl > 14 ? 14 : nl + 1);
+    if (nl > 14) { name[13] = '~'; name[14] = '\0'; }
+    snprintf(buf, len, "%-14s %-8s %7" PRId64 " %7s %4s %5" PRId64 " %5" PRId64 " %5s %5s  %s", name, r->state,
+             r->queue, rate, prog, r->dead, r->waiting, p50, p99, r->owner);
 }
 
 static int term_cols(void)
@@ -172,19 +195,27 @@ static int term_cols(void)
 static void top_render(const ctx *x, const top_frame *f, const char *err, int interval, int live)
 {
     char line[512], when[40];
-    int cols = live ? term_cols() : (int)sizeof line - 1;
+    /* not a terminal: $COLUMNS if set (as ps and ls do), else unlimited */
+    const char *env = getenv("COLUMNS");
+    int cols = live ? term_cols() : env && atoi(env) > 0 ? atoi(env) : (int)sizeof line - 1;
+    if (cols > (int)sizeof line - 1) cols = (int)sizeof line - 1;
+    int wide = cols >= TOP_WIDE;
     const char *eol = live ? "\x1b[K\n" : "\n";
     if (live) fputs("\x1b[H", stdout);
     snprintf(line, sizeof line, "allocctl top  %s  %s  every %d ms%s", x->batches_key,
              ctl_iso_ms(f->at ? f->at : clock_wall_ms(), when, sizeof when), interval, live ? "  (q quits)" : "");
     printf("%.*s%s", cols, line, eol);
     if (err && *err) printf("%.*s%s", cols, err, eol);
-    snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %13s %5s %5s  %-22s %s", "BATCH",
-             "KIND", "STATE", "QUEUE", "REQ/S", "GIVEN", "DEAD", "INVALID", "WAIT/SERVED", "P50", "P99",
-             "ARCHIVE", "OWNER");
+    if (wide)
+        snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %13s %5s %5s  %-22s %s", "BATCH",
+                 "KIND", "STATE", "QUEUE", "REQ/S", "GIVEN", "DEAD", "INVALID", "WAIT/SERVED", "P50", "P99",
+                 "ARCHIVE", "OWNER");
+    else
+        snprintf(line, sizeof line, "%-14s %-8s %7s %7s %4s %5s %5s %5s %5s  %s", "BATCH", "STATE",
+                 "QUEUE", "REQ/S", "GIVE", "DEAD", "WAIT", "P50", "P99", "OWNER");
     printf("%.*s%s", cols, line, eol);
     for (size_t i = 0; i < f->n; i++) {
-        top_line(line, sizeof line, &f->rows[i]);
+        top_line(line, sizeof line, &f->rows[i], wide);
         printf("%.*s%s", cols, line, eol);
     }
     if (f->n == 0) printf("(no batches in %s)%s", x->batches_key, eol);
@@ -294,9 +325,12 @@ static const char HELP_TOP[] =
 "\n"
 "A live view of every batch in P:batches, refreshed every MS (default 1000): state,\n"
 "queue length, requests/s, units or beds given, dead and invalid counts, the\n"
-"waitlist (requests waiting now / served from it so far), owner. q or\n"
-"Ctrl-C quits. When stdout is not a terminal, prints one snapshot and exits.\n"
-"P50/P99 (ms) are stats.decision_p50_us/p99_us: from a chunk taken off the\n"
+"waitlist (requests waiting now / served from it so far), the archive's progress,\n"
+"owner. q or Ctrl-C quits. When stdout is not a terminal, prints one snapshot and\n"
+"exits ($COLUMNS sets its width). Narrower than 170 columns, a compact layout keeps\n"
+"the state, queue, rate, share given, dead, waiting, latency and owner.\n"
+"P50/P99 (ms) are stats.decision_p50_us/p99_us (`-` once a batch has been idle 20 s:\n"
+"they are written with each chunk and would stay frozen): from a chunk taken off the\n"
 "queue to its results written, over the last 10-20 s (- before any chunk).\n";
 
 int cmd_top(ctx *x, int argc, char **argv, int at)

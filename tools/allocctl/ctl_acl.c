@@ -47,11 +47,15 @@ typedef struct acl_role {
 static const acl_role ROLES[] = {
     /* Pushes requests with the queue-position transaction of the contract
      * (section 6): MULTI; RPUSH queue; HGET stats dequeued; EXEC. PING for
-     * pools' health checks (no data). Nothing can be read but stats, and
+     * pools' health checks (no data). `allocctl push` first checks that
+     * the batch is live (SISMEMBER batches, EXISTS meta: whether it exists,
+     * nothing of its contents). Nothing else can be read but stats, and
      * nothing written but the queue. */
     { "producer", "+multi +exec +discard +ping", CLIENT_CLUSTER, {
         { "+rpush", "%W~$P:{*}:queue" },
         { "+hget", "%R~$P:{*}:stats" },
+        { "+sismember", "%R~$P:batches" },
+        { "+exists", "%R~$P:{*}:meta" },
     } },
     /* Reads what a user may see: results, stats (position, "you beat X%"),
      * holders, groups, slots, free. Hash reads only, no writes at all; TIME
@@ -86,10 +90,13 @@ static const acl_role ROLES[] = {
         { "+xgroup|create +xgroup|createconsumer +xgroup|setid +xgroup|destroy "
           "+xgroup|delconsumer +xreadgroup +xack +xautoclaim +xclaim", "~$P:{*}:log" },
         /* archive progress */
-        { "+hset +hget +hgetall +hdel +get +set +del",
+        { "+hset +hget +hgetall +hdel +hincrby +get +set +del",
           "~$P:{*}:archive ~$P:{*}:archive:*" },
-        /* purge, batch create --replace: delete a batch's keys */
-        { "+del +unlink", "%W~$P:{*}:*" },
+        /* purge, batch create --replace: delete a batch's keys; purge
+         * empties large keys a page at a time first (HDEL, SREM, LPOP,
+         * XTRIM) so no single command blocks Redis -- no more power than
+         * DEL, which the role has anyway */
+        { "+del +unlink +hdel +srem +lpop +xtrim", "%W~$P:{*}:*" },
     } },
     /* allocd: exactly what it sends (grep daemon/ for command strings and
      * the redis.call()s of worker/scripts.c: scripts run with the caller's
@@ -102,10 +109,10 @@ static const acl_role ROLES[] = {
       "+multi +exec +client|setname +cluster|slots +asking +script|load +wait", NULL, {
         { "+watch +eval +evalsha "
           "+get +set +del +exists +type +rename +pexpire +pttl +incrby "     /* lease, order ids */
-          "+hget +hset +hdel +hmget +hgetall +hscan +hincrby "              /* hashes */
+          "+hget +hset +hdel +hmget +hgetall +hvals +hscan +hincrby "       /* hashes; the watcher */
           "+lrange +llen +ltrim +rpush +lpush +blmove "                     /* queue, ctl, dead */
           "+smembers "                                                     /* participants upgrade */
-          "+xadd +xtrim +xinfo|groups +xpending",                          /* log, archive-aware trim */
+          "+xadd +xtrim +xlen +xrevrange +xinfo|groups +xpending",          /* log, archive-aware trim */
           "~$P:{*}:*" },
         { "+smembers", "%R~$P:batches" },
         { "+hgetall +hset", "~$P:instances" },
@@ -114,7 +121,7 @@ static const acl_role ROLES[] = {
     /* allocd on a Sentinel (the Sentinel's own ACL, not the data
      * servers'): ask for the master, follow +switch-master. */
     { "sentinel",
-      "+ping +client|setname +sentinel|get-master-addr-by-name +sentinel|sentinels "
+      "+ping +client|setname +sentinel|master +sentinel|get-master-addr-by-name +sentinel|sentinels "
       "+subscribe +unsubscribe &+switch-master", NULL, { { NULL, NULL } } },
 };
 #define NROLES (sizeof ROLES / sizeof ROLES[0])
