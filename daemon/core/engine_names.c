@@ -36,6 +36,7 @@ static const char *const event_names[] = {
     [EV_GRANT] = "grant", [EV_RELEASE] = "release", [EV_EXPIRE] = "expire",
     [EV_CONFIRM] = "confirm", [EV_CANCEL] = "cancel",
     [EV_CAPACITY] = "capacity", [EV_STATE] = "state",
+    [EV_WAIT] = "wait", [EV_WAIT_SERVED] = "wait_served",
 };
 
 static const char *const phase_names[] = {

@@ -91,7 +91,6 @@ static void end_offer(engine *e, engine_swaps *s, size_t k, engine_result res)
     engine_counters *c = &e->counters;
     if (res.status == ST_GRANTED) c->granted++;
     else c->rejected++;
-    c->processed++;
     s->done_req[s->n_done] = o.req;
     s->done[s->n_done++] = (engine_swap_resolved){ .req = o.req, .user = e->users[o.from].id,
                                                   .seq = o.seq, .res = res };

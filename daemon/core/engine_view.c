@@ -20,6 +20,7 @@ static void user_view(const engine *e, uint32_t ui, engine_user_view *v)
             v->room = e->items[u->u.r.room].id;
             v->since = u->u.r.since;
             v->req = u->u.r.req;
+            engine_hold_view(e, ui, v);
         }
         v->group = engine_groups_user_group(e, ui);
     } else {
@@ -119,4 +120,5 @@ void engine_drain_clear(engine *e)
     e->n_dirty_users = e->n_dirty_items = e->n_fresh = e->n_ended = e->n_events = 0;
     engine_groups_drain_clear(e);
     engine_swaps_drain_clear(e);
+    engine_wait_drain_clear(e);
 }

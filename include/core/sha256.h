@@ -1,7 +1,8 @@
 /* sha256.h -- SHA-256 (FIPS 180-4), for the opening lottery: the seed's
  * public commitment (stats.lottery_commit) and the generator that drives
  * the draw (core/lottery.h). Pure code, so it lives in the core and both
- * the daemon and allocctl's `lottery verify` use the same one.
+ * the daemon and allocctl (`lottery verify`, and `acl` for the `#<sha256>`
+ * of ACL passwords) use the same one.
  */
 #ifndef ALLOCD_SHA256_H
 #define ALLOCD_SHA256_H

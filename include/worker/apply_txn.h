@@ -16,7 +16,8 @@
  *   RPUSH early ..., HSET internal lottery_seed, HSET stats lottery_commit,
  *   HSET stats early_kept lottery_users / lottery_seed  (the lottery)
  *   RPUSH dead ...
- *   XADD log ...                                (one per event)
+ *   XADD log ...                                (one per event, or one per
+ *                                                chunk with log_format chunk)
  *   LTRIM queue|ctl <n> -1
  *   HSET stats dequeued ... state ... owner ...
  *   EXEC
@@ -55,6 +56,9 @@ typedef struct apply_txn_ctx {
     const lottery_pool *pool;     /* early=shuffle: its entries not yet written,
                                      the seed; NULL otherwise */
     int64_t log_maxlen;           /* XADD MAXLEN ~ n; 0 = unbounded */
+    int log_chunk;                /* one log entry per chunk (wire/log_entry.h) */
+    const char *archive_group;    /* "" or NULL: none; else log_maxlen trims only
+                                     what this group acknowledged (log_trim.h) */
     const char *instance;         /* stats.owner */
     int64_t decision_p50_us, decision_p99_us; /* recent latency, for stats */
     const char *fault_apply_id;   /* tests: FENCE refuses a chunk with this id; NULL */

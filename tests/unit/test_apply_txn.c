@@ -28,7 +28,8 @@
  *                           early = a queue chunk taken before opens_at with
  *                           early=shuffle (its kept requests join the pool)
  *   ctx K=V ...             first_apply, chunks_applied, dequeued,
- *                           pool_served, pool_n, log_maxlen, fault (an id),
+ *                           pool_served, pool_n, log_maxlen, log_chunk,
+ *                           fault (an id), archive_group (a name),
  *                           lottery_seed (64 hex: the batch has a lottery
  *                           pool with this seed), new_seed=1 (the seed was
  *                           drawn by this chunk, not yet written)
@@ -76,6 +77,7 @@ typedef struct txn_case {
     batch_keys keys;
     char trip_key[BATCH_KEY_MAX + 64];
     char fault[ENGINE_ID_MAX + 1];
+    char archive_group[72];        /* ctx archive_group=NAME */
     apply_txn_ctx ctx;
     lottery_pool pool;
     argbuf out;
@@ -141,6 +143,12 @@ static void ctx_line(txn_case *c, char *rest)
             known = 1;
         }
         if (!strcmp(kv, "new_seed") && is_int) { c->pool.seed_unsaved = (int)v; known = 1; }
+        if (!strcmp(kv, "log_chunk") && is_int) { c->ctx.log_chunk = (int)v; known = 1; }
+        if (!strcmp(kv, "archive_group")) {
+            snprintf(c->archive_group, sizeof c->archive_group, "%s", eq);
+            c->ctx.archive_group = c->archive_group;
+            known = 1;
+        }
         if (!strcmp(kv, "fault")) {
             snprintf(c->fault, sizeof c->fault, "%s", eq);
             c->ctx.fault_apply_id = c->fault;
