@@ -55,7 +55,8 @@ static void result_fields(jsonw *w, const request *q, const engine_result *res)
         jsonw_arr_end(w);
     }
     if (res->status == ST_GRANTED) jsonw_kint(w, "rank", res->rank);
-    if (res->status == ST_WAITING) records_waiting_fields(w, res);
+    /* a waitlist place; a swap offer (9.3) has none */
+    if (res->status == ST_WAITING && res->wait_no) records_waiting_fields(w, res);
 }
 
 void records_result(jsonw *w, const request *q, const engine_result *res,

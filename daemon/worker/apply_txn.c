@@ -107,7 +107,9 @@ static void add_waitlist(argbuf *a, const apply_txn_ctx *c, const chunk *ch, con
     cmd_open(a, "HSET", c->keys->waitlist);
     for (size_t i = 0; i < ch->n_items; i++) {
         const chunk_item *it = &ch->items[i];
-        if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK || it->res.status != ST_WAITING)
+        /* a swap offer's `waiting` (9.3) is no waitlist place: no ticket */
+        if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK || it->res.status != ST_WAITING ||
+            !it->res.wait_no)
             continue;
         arg_str(a, it->q.r.id);
         size_t start = arg_begin(a);
