@@ -429,7 +429,9 @@ static int add_list(batch_worker *w, chunk *ch, redisReply *list)
  * more for it to go on (core/engine_wait.h). */
 static size_t ids_needed(batch_worker *w, const chunk *ch)
 {
-    size_t n = chunk_buys(ch);
+    const engine_meta *m = engine_get_meta(w->eng);
+    int formed = m->kind == BATCH_ROOM && m->groups == GROUPS_FORMED;
+    size_t n = chunk_buys(ch, formed ? (size_t)m->max_group : 0);
     if (engine_wait_stalled(w->eng)) n += (size_t)w->cfg->chunk;
     return n;
 }

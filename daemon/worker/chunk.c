@@ -71,7 +71,7 @@ void chunk_count_result(chunk *ch, engine_status st, engine_reason reason)
     if (st == ST_REJECTED && reason <= R_LAST) ch->rejects[reason]++;
 }
 
-size_t chunk_buys(const chunk *ch)
+size_t chunk_buys(const chunk *ch, size_t group_ids)
 {
     size_t n = 0;
     for (size_t i = 0; i < ch->n_items; i++) {
@@ -81,7 +81,7 @@ size_t chunk_buys(const chunk *ch)
          * 9.4), one per member of a group: counted for every room grant,
          * a few unused ids cost nothing */
         if (it->q.r.op == OP_BUY || it->q.r.op == OP_CHOOSE || it->q.r.op == OP_AUTO) n++;
-        else if (it->q.r.op == OP_GROUP) n += it->q.r.n_members;
+        else if (it->q.r.op == OP_GROUP) n += group_ids ? group_ids : it->q.r.n_members;
     }
     return n;
 }
