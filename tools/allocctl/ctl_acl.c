@@ -108,7 +108,7 @@ static const acl_role ROLES[] = {
        * SCRIPT LOAD for its scripts; WAIT for wait_replicas */
       "+multi +exec +client|setname +cluster|slots +asking +script|load +wait", NULL, {
         { "+watch +eval +evalsha "
-          "+get +set +del +exists +type +rename +pexpire +pttl +incrby "     /* lease, order ids */
+          "+get +set +del +exists +type +pexpire +pttl +incrby "             /* lease, order ids */
           "+hget +hset +hdel +hmget +hgetall +hvals +hscan +hincrby "       /* hashes; the watcher */
           "+lrange +llen +ltrim +rpush +lpush +blmove "                     /* queue, ctl, dead */
           "+smembers "                                                     /* participants upgrade */
