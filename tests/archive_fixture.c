@@ -284,29 +284,48 @@ static void free_list(char **v, size_t n)
     free(v);
 }
 
-void afix_assert_log_archived(afix *f, const char *b)
+/* How many events a log entry holds: n of a chunk-format entry, else 1. */
+static long long entry_events(const redisReply *e)
+{
+    const redisReply *kv = e->element[1];
+    const char *format = NULL, *n = NULL;
+    for (size_t j = 0; j + 1 < kv->elements; j += 2) {
+        if (!strcmp(kv->element[j]->str, "format")) format = kv->element[j + 1]->str;
+        if (!strcmp(kv->element[j]->str, "n")) n = kv->element[j + 1]->str;
+    }
+    if (!format || strcmp(format, "chunk")) return 1;
+    assert_non_null(n);
+    return atoll(n);
+}
+
+long long afix_assert_log_archived(afix *f, const char *b)
 {
     size_t n;
-    char **db = pg_column(f, "SELECT stream_id FROM alloc_events WHERE batch = $1 "
+    char **db = pg_column(f, "SELECT stream_id || '#' || ev_idx FROM alloc_events WHERE batch = $1 "
                              "ORDER BY id_ms, id_seq, ev_idx", b, &n);
     size_t at = 0;
-    char start[64] = "-";
+    char start[64] = "-", want[96];
     for (;;) {
         redisReply *r = redisCommand(f->c, "XRANGE alloc:{%s}:log %s + COUNT 1000", b, start);
         assert_non_null(r);
-        for (size_t i = 0; i < r->elements; i++, at++) {
+        for (size_t i = 0; i < r->elements; i++) {
             const char *id = r->element[i]->element[0]->str;
-            if (at >= n) fail_msg("%s: log entry %s is not in alloc_events (it has %zu rows)", b, id, n);
-            if (strcmp(db[at], id)) fail_msg("%s: row %zu is %s, log entry is %s", b, at, db[at], id);
+            long long events = entry_events(r->element[i]);
+            for (long long k = 0; k < events; k++, at++) {
+                snprintf(want, sizeof want, "%s#%lld", id, k);
+                if (at >= n) fail_msg("%s: log event %s is not in alloc_events (it has %zu rows)", b, want, n);
+                if (strcmp(db[at], want)) fail_msg("%s: row %zu is %s, log event is %s", b, at, db[at], want);
+            }
         }
         size_t got = r->elements;
         if (got) snprintf(start, sizeof start, "(%s", r->element[got - 1]->element[0]->str);
         freeReplyObject(r);
         if (got < 1000) break;
     }
-    if (at != n) fail_msg("%s: alloc_events has %zu rows, the log %zu entries", b, n, at);
+    if (at != n) fail_msg("%s: alloc_events has %zu rows, the log %zu events", b, n, at);
     assert_true(n > 0);
     free_list(db, n);
+    return (long long)n;
 }
 
 void afix_assert_results_archived(afix *f, const char *b)

@@ -48,8 +48,10 @@ pid_t afix_ctl_spawn(afix *f, ...);
 long long afix_pg_int(afix *f, const char *sql);
 void afix_pg_exec(afix *f, const char *sql);
 
-/* Every entry of P:{b}:log is one alloc_events row and nothing else is. */
-void afix_assert_log_archived(afix *f, const char *b);
+/* Every event of P:{b}:log is one alloc_events row and nothing else is:
+ * an event-format entry one row, a chunk-format entry its n rows (ev_idx
+ * 0..n-1). Returns the number of rows. */
+long long afix_assert_log_archived(afix *f, const char *b);
 /* Every result of P:{b}:results (not waiting) is one alloc_results row,
  * equal as JSON, and nothing else is. */
 void afix_assert_results_archived(afix *f, const char *b);

@@ -199,7 +199,7 @@ static void test_failing_load_gives_up(void **state)
     print_message("gave up after %lld ms (answer_ms %d)\n", (long long)took, ANSWER_MS);
     assert_true(seen);
     assert_true(took <= ANSWER_MS);
-    assert_true(itest_count_in_log(&d, "<3>batch bad: cannot serve") >= 1);  /* at error level */
+    assert_true(itest_count_in_log(&d, "ERROR   batch bad: cannot serve") >= 1);  /* at error level */
     /* the lease went with it (the restarted worker may hold it again later,
      * the only instance there is: it keeps trying, and keeps saying so) */
     assert_true(itest_count_in_log(&d, "given up") >= 1);

@@ -347,6 +347,145 @@ static void test_purge_needs_closed_and_archived(void **state)
     assert_true(afix_pg_int(f, "SELECT count(*) FROM alloc_results WHERE batch = 'p1'") > 200);
 }
 
+/* The status of request id once it is no longer `waiting` (10 s at most). */
+static char *final_status(afix *f, const char *b, const char *id)
+{
+    for (int i = 0; i < 1000; i++) {
+        char *res = harness_str(f->c, "HGET alloc:{%s}:results %s", b, id);
+        json_t *j = res ? json_loads(res, 0, NULL) : NULL;
+        free(res);
+        const char *st = json_string_value(json_object_get(j, "status"));
+        char *out = st && strcmp(st, "waiting") ? strdup(st) : NULL;
+        json_decref(j);
+        if (out) return out;
+        harness_sleep_ms(10);
+    }
+    fail_msg("%s is still waiting", id);
+    return NULL;
+}
+
+static void push_cancel(afix *f, const char *b, const char *id)
+{
+    char *res = harness_str(f->c, "HGET alloc:{%s}:results %s", b, id);
+    json_t *j = json_loads(res, 0, NULL);
+    itest_cmd(f->c, "RPUSH alloc:{%s}:queue {\"id\":\"c-%s\",\"user\":\"%s\",\"op\":\"cancel\",\"order\":\"%s\"}",
+              b, id, itest_jstr(j, "user"), itest_jstr(j, "order"));
+    json_decref(j);
+    free(res);
+}
+
+/* Sum of n over the log's chunk entries, and how many of them have n >= 3. */
+static long long chunk_events(afix *f, const char *b, long long *multi)
+{
+    redisReply *x = redisCommand(f->c, "XRANGE alloc:{%s}:log - +", b);
+    assert_non_null(x);
+    long long sum = 0;
+    *multi = 0;
+    for (size_t i = 0; i < x->elements; i++) {
+        redisReply *kv = x->element[i]->element[1];
+        assert_string_equal(kv->element[0]->str, "format");
+        assert_string_equal(kv->element[1]->str, "chunk");
+        assert_string_equal(kv->element[2]->str, "n");
+        long long n = atoll(kv->element[3]->str);
+        sum += n;
+        *multi += n >= 3;
+    }
+    freeReplyObject(x);
+    return sum;
+}
+
+/* log_format = "chunk" with a waitlist: each chunk entry becomes one row
+ * per event (ev_idx 0..n-1) carrying its extras; reconcile compares them
+ * event by event and checks the waitlist; a row deleted from the middle
+ * or the start of a multi-event entry is named. */
+static void test_chunk_log_with_waits(void **state)
+{
+    afix *f = *state;
+    const char *b = "cw";
+    itest_cmd(f->c, "HSET alloc:{%s}:meta kind stock per_user 1 hold_ms 800", b);
+    itest_cmd(f->c, "HSET alloc:{%s}:capacity sku-1 2 sku-2 1 sku-3 0", b);
+    itest_cmd(f->c, "SADD alloc:batches %s", b);
+    afix_start_allocd(f, "log_format = \"chunk\";");
+    /* r-0, r-1 get sku-1; r-2..r-7 wait for it; u-2 then takes sku-2 (its
+     * limit); r-9 waits for sku-3, which never comes */
+    for (int i = 0; i < 8; i++)
+        itest_cmd(f->c, "RPUSH alloc:{%s}:queue {\"id\":\"r-%d\",\"user\":\"u-%d\",\"op\":\"buy\",\"item\":\"sku-1\",\"wait\":true}",
+                  b, i, i);
+    itest_cmd(f->c, "RPUSH alloc:{%s}:queue {\"id\":\"r-8\",\"user\":\"u-2\",\"op\":\"buy\",\"item\":\"sku-2\"}", b);
+    itest_cmd(f->c, "RPUSH alloc:{%s}:queue {\"id\":\"r-9\",\"user\":\"u-9\",\"op\":\"buy\",\"item\":\"sku-3\",\"wait\":true}", b);
+    afix_wait_processed(f, b, 10);
+    /* two cancels: u-2 is refused at serve time (limit), r-3 and r-4 served */
+    push_cancel(f, b, "r-0");
+    push_cancel(f, b, "r-1");
+    char *st = final_status(f, b, "r-2");
+    assert_string_equal(st, "rejected");
+    free(st);
+    /* nobody confirms: the expiries serve r-5 (and r-6) */
+    st = final_status(f, b, "r-5");
+    assert_string_equal(st, "granted");
+    free(st);
+    assert_int_equal(harness_allocd_stop(&f->allocd), 0);     /* the batch at rest */
+    long long multi, events = chunk_events(f, b, &multi);
+    assert_true(multi >= 2);
+
+    char *out = AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, b);
+    free(out);
+    /* one row per event, in order; as many as the n fields say */
+    assert_int_equal(afix_assert_log_archived(f, b), events);
+    afix_assert_results_archived(f, b);
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND type = 'wait'"), 7);
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND type = 'wait' "
+                                    "AND req = 'r-9' AND fields->>'wait_no' = '7'"), 1);
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND type = 'wait_served' "
+                                    "AND req = 'r-2' AND user_id = 'u-2' AND fields->>'wait_no' = '1' "
+                                    "AND fields->>'status' = 'rejected' AND fields->>'reason' = 'limit'"), 1);
+    assert_true(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND type = 'wait_served' "
+                               "AND fields->>'status' = 'granted' AND NOT fields ? 'reason'") >= 3);
+    out = AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, b);
+    assert_non_null(strstr(out, "OK"));
+    free(out);
+
+    /* the waitlist is checked: r-9 gone from P:{cw}:waitlist is named */
+    char *w9 = harness_str(f->c, "HGET alloc:{%s}:waitlist r-9", b);
+    assert_non_null(w9);
+    itest_cmd(f->c, "HDEL alloc:{%s}:waitlist r-9", b);
+    out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, b);
+    assert_non_null(strstr(out, "waitlist: request 'r-9'"));
+    free(out);
+    itest_cmd(f->c, "HSET alloc:{%s}:waitlist r-9 %s", b, w9);
+    free(w9);
+    free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, b));
+
+    /* one event row deleted from a multi-event entry: the entry is named;
+     * from its middle, then from its start */
+    const char *pick = "SELECT stream_id FROM alloc_events WHERE batch = 'cw' GROUP BY stream_id, id_ms, id_seq "
+                       "HAVING count(*) >= 3 ORDER BY id_ms, id_seq LIMIT 1";
+    PGresult *r = PQexec(f->db, pick);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(r), 1);
+    char sid[64], sql[400], want[160];
+    snprintf(sid, sizeof sid, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND stream_id = '%s'", sid);
+    long long n = afix_pg_int(f, sql);
+    snprintf(want, sizeof want, "DIFF log entry %s has %lld events, alloc_events %lld\n", sid, n, n - 1);
+    for (int idx = 1; idx >= 0; idx--) {
+        snprintf(sql, sizeof sql, "CREATE TEMP TABLE saved AS SELECT * FROM alloc_events "
+                                  "WHERE batch = 'cw' AND stream_id = '%s' AND ev_idx = %d", sid, idx);
+        afix_pg_exec(f, sql);
+        snprintf(sql, sizeof sql, "DELETE FROM alloc_events WHERE batch = 'cw' AND stream_id = '%s' AND ev_idx = %d",
+                 sid, idx);
+        afix_pg_exec(f, sql);
+        out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, b);
+        if (!strstr(out, want) || strstr(out, "is not in alloc_events"))
+            fail_msg("reconcile does not name %s as short of event %d:\n%s", sid, idx, out);
+        free(out);
+        afix_pg_exec(f, "INSERT INTO alloc_events SELECT * FROM saved");
+        afix_pg_exec(f, "DROP TABLE saved");
+        free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, b));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +495,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_trim_waits_for_the_archive, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_export, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_purge_needs_closed_and_archived, afix_setup, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_chunk_log_with_waits, afix_setup, afix_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

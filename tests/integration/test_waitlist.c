@@ -5,7 +5,9 @@
  * again at serve time; the final result replaces `waiting` once (one
  * wait_served entry in the log); wait_ms and close end the wait; the
  * waitlist survives kill -9, also with units returned (expired) while the
- * daemon was down. */
+ * daemon was down; with log_format = "chunk" the waitlist's extras
+ * (wait_no, status, reason) ride in the chunk entries and verify rebuilds
+ * the waitlist from them. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -315,6 +317,161 @@ static void test_kill9_loses_nothing(void **state)
     free(ob);
 }
 
+/* ---- log_format = "chunk": the waitlist's extras in chunk entries ---- */
+
+static char *ctl_out(fixture *f, const char *args, int *rc)
+{
+    const char *build = getenv("BUILD");
+    char path[600];
+    snprintf(path, sizeof path, "%s/verify.out", f->redis.dir);
+    *rc = itest_sh("%s/allocctl --redis %s %s >%s 2>&1", build && *build ? build : "build", f->redis.url,
+                   args, path);
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    static char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf - 1, in);
+    buf[n] = '\0';
+    fclose(in);
+    return strdup(buf);
+}
+
+/* Every entry of the log is a chunk entry; returns the sum of their n and
+ * the events array of every entry, concatenated (caller frees). */
+static char *chunk_log(fixture *f, const char *b, long long *events, long long *entries)
+{
+    redisReply *x = redisCommand(f->c, "XRANGE alloc:{%s}:log - +", b);
+    assert_non_null(x);
+    size_t cap = 1, len = 0;
+    char *all = calloc(1, cap);
+    *events = *entries = 0;
+    for (size_t i = 0; i < x->elements; i++) {
+        redisReply *kv = x->element[i]->element[1];
+        const char *format = NULL, *n = NULL, *ev = NULL;
+        for (size_t j = 0; j + 1 < kv->elements; j += 2) {
+            if (!strcmp(kv->element[j]->str, "format")) format = kv->element[j + 1]->str;
+            if (!strcmp(kv->element[j]->str, "n")) n = kv->element[j + 1]->str;
+            if (!strcmp(kv->element[j]->str, "events")) ev = kv->element[j + 1]->str;
+        }
+        if (!format || strcmp(format, "chunk") || !n || !ev)
+            fail_msg("log entry %s is not a chunk entry", x->element[i]->element[0]->str);
+        json_t *arr = json_loads(ev, 0, NULL);
+        assert_int_equal(json_array_size(arr), atoll(n));
+        json_decref(arr);
+        *events += atoll(n);
+        (*entries)++;
+        size_t l = strlen(ev);
+        all = realloc(all, cap += l + 1);
+        memcpy(all + len, ev, l);
+        all[len += l] = '\n';
+        all[++len] = '\0';
+    }
+    freeReplyObject(x);
+    return all;
+}
+
+static void expect_in(const char *text, const char *needle)
+{
+    if (!strstr(text, needle)) fail_msg("%s is not in:\n%s", needle, text);
+}
+
+/* Whether the events a and b are in the same entry of chunk_log's text. */
+static int same_entry(const char *log, const char *a, const char *b)
+{
+    const char *at = strstr(log, a);
+    if (!at) return 0;
+    while (at > log && at[-1] != '\n') at--;
+    const char *eol = strchr(at, '\n'), *bt = strstr(at, b);
+    return bt && bt < eol;
+}
+
+/* The same story as the event-format tests, logged in chunks: cancel and
+ * expiry serve the head (one refused at serve time by per_user, with its
+ * reason), and verify rebuilds holders, free and the waitlist from the
+ * chunks' extras alone; a hand-altered P:{B}:waitlist is reported. */
+static void test_chunk_log_carries_the_waitlist(void **state)
+{
+    fixture *f = *state;
+    sale(f, "c", 1, 1000, 0, -1, 1, 1);      /* a: 1 unit, b: 1 unit */
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"wl\";\nlog_format = \"chunk\";"), 0);
+    itest_push(f, "c", "{\"id\":\"b1\",\"user\":\"ann\",\"op\":\"buy\",\"item\":\"a\"}");
+    char *o1 = order_of(f, "c", "b1");
+    itest_push(f, "c", "{\"id\":\"w1\",\"user\":\"bob\",\"op\":\"buy\",\"item\":\"a\",\"wait\":true}");
+    itest_push(f, "c", "{\"id\":\"w2\",\"user\":\"cy\",\"op\":\"buy\",\"item\":\"a\",\"wait\":true}");
+    itest_push(f, "c", "{\"id\":\"w3\",\"user\":\"dan\",\"op\":\"buy\",\"item\":\"a\",\"wait\":true}");
+    itest_push(f, "c", "{\"id\":\"x\",\"user\":\"bob\",\"op\":\"buy\",\"item\":\"b\"}");
+    itest_expect(f, "c", "x", "granted", "b");       /* bob now holds per_user */
+    expect_waiting(f, "c", "w3", 3);
+    /* ann cancels: bob is refused (limit), cy gets the unit -- one step */
+    itest_push(f, "c", "{\"id\":\"k1\",\"user\":\"ann\",\"op\":\"cancel\",\"order\":\"%s\"}", o1);
+    itest_expect(f, "c", "k1", "done", NULL);
+    itest_expect(f, "c", "w1", "rejected", "limit");
+    itest_expect(f, "c", "w2", "granted", "a");
+    /* cy never confirms: the expiry serves dan, who confirms at once */
+    char *o3 = order_of(f, "c", "w3");
+    itest_push(f, "c", "{\"id\":\"c3\",\"user\":\"dan\",\"op\":\"confirm\",\"order\":\"%s\"}", o3);
+    itest_expect(f, "c", "c3", "done", NULL);
+    itest_push(f, "c", "{\"id\":\"w4\",\"user\":\"eve\",\"op\":\"buy\",\"item\":\"a\",\"wait\":true}");
+    expect_waiting(f, "c", "w4", 1);
+    assert_int_equal(stat(f, "c", "wait_served"), 3);
+    assert_int_equal(harness_allocd_stop(&f->allocd), 0);
+
+    /* the log: chunk entries only, some with several events, and the
+     * waitlist's extras in them (wait_no; status and reason when served) */
+    long long events, entries;
+    char *log = chunk_log(f, "c", &events, &entries);
+    assert_true(events > entries);
+    expect_in(log, "[\"wait_served\",\"bob\",\"\",0,\"\",\"w1\",");
+    expect_in(log, "{\"wait_no\":1,\"status\":\"rejected\",\"reason\":\"limit\"}");
+    expect_in(log, "{\"wait_no\":2,\"status\":\"granted\"}");
+    expect_in(log, "{\"wait_no\":3,\"status\":\"granted\"}");
+    expect_in(log, "\"wait\",\"eve\",\"a\",1,\"\",\"w4\",");
+    expect_in(log, "{\"wait_no\":4}");
+    /* served in the step that gave the unit back */
+    assert_true(same_entry(log, "[\"cancel\",\"ann\"", "[\"wait_served\",\"cy\""));
+    assert_true(same_entry(log, "[\"cancel\",\"ann\"", "[\"wait_served\",\"bob\""));
+    assert_true(same_entry(log, "[\"expire\",\"cy\"", "[\"wait_served\",\"dan\""));
+    free(log);
+
+    int rc;
+    char *out = ctl_out(f, "verify c", &rc);
+    if (rc != 0) fail_msg("verify of the chunk log: exit %d\n%s", rc, out);
+    /* every event replayed, not every entry, and the waitlist from the extras */
+    char want[64];
+    snprintf(want, sizeof want, "replayed %lld log entries (", events);
+    expect_in(out, want);
+    expect_in(out, "wait 4, wait_served 3,");
+    expect_in(out, "waiting: 1\n");
+    free(out);
+
+    /* a hand-altered ticket in P:{c}:waitlist is named */
+    char *w4 = harness_str(f->c, "HGET alloc:{c}:waitlist w4");
+    assert_non_null(w4);
+    json_t *doc = json_loads(w4, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(doc, "no")), 4);
+    json_object_set_new(doc, "no", json_integer(9));
+    char *bad = json_dumps(doc, JSON_COMPACT);
+    itest_cmd(f->c, "HSET alloc:{c}:waitlist w4 %s", bad);
+    out = ctl_out(f, "verify c", &rc);
+    assert_int_not_equal(rc, 0);
+    if (!strstr(out, "waitlist[w4]: ticket 9, the log says 4")) fail_msg("verify says:\n%s", out);
+    free(out);
+    /* and a waiting request that is not on it */
+    itest_cmd(f->c, "HDEL alloc:{c}:waitlist w4");
+    out = ctl_out(f, "verify c", &rc);
+    assert_int_not_equal(rc, 0);
+    if (!strstr(out, "waitlist: request 'w4' (ticket 4)")) fail_msg("verify says:\n%s", out);
+    free(out);
+    itest_cmd(f->c, "HSET alloc:{c}:waitlist w4 %s", w4);
+    out = ctl_out(f, "verify c", &rc);
+    if (rc != 0) fail_msg("verify after the restore: exit %d\n%s", rc, out);
+    free(out);
+    free(bad);
+    json_decref(doc);
+    free(w4);
+    free(o1);
+    free(o3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +481,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rooms_release_switch_and_capacity, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_group_does_not_block, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_kill9_loses_nothing, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_chunk_log_carries_the_waitlist, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,6 +50,7 @@ typedef struct recon {
     json_t *cur_rows;
     char cur_id[80];
     size_t cur_seen;
+    char db_id[80];          /* the database entry whose events are being read */
 } recon;
 
 static void diff(recon *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -157,10 +158,13 @@ static void open_entry(recon *r, const char *id)
 }
 
 /* One database event (event idx of entry id): compared with the same
- * event of the Redis entry (when the log still has it), then replayed. */
-static void db_event(recon *r, const char *id, json_t *fields, int idx)
+ * event of the Redis entry (when the log still has it), then replayed.
+ * An entry starts where the id changes, not at ev_idx 0: with its first
+ * row deleted the rest must still be matched with the log entry (and it
+ * named as short of an event, not as missing). */
+static void db_event(recon *r, const char *id, json_t *fields, int idx, int starts_entry)
 {
-    if (idx == 0) open_entry(r, id);
+    if (starts_entry) open_entry(r, id);
     if (r->cur_rows && !strcmp(r->cur_id, id)) {
         json_t *rf = json_object_get(json_array_get(r->cur_rows, (size_t)idx), "f");
         r->cur_seen++;
@@ -208,8 +212,10 @@ static int64_t replay_db(recon *r)
         int idx = atoi(PQgetvalue(res, 0, 1));
         json_t *fields = json_loads(PQgetvalue(res, 0, 2), 0, NULL);
         if (!fields) { diff(r, "event %s: fields are not JSON", id); continue; }
-        entries += idx == 0;
-        db_event(r, id, fields, idx);
+        int starts_entry = strcmp(id, r->db_id) != 0;
+        if (starts_entry) snprintf(r->db_id, sizeof r->db_id, "%s", id);
+        entries += starts_entry;
+        db_event(r, id, fields, idx, starts_entry);
         json_decref(fields);
     }
     if (rc < 0) return -1;
