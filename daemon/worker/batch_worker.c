@@ -239,6 +239,18 @@ static void on_timer_backoff(uv_timer_t *t)
     if (redis_conn_is_ready(w->cmd)) acquire_start(w);
 }
 
+/* A Redis error reply starts with an upper-case code (ERR, EXECABORT,
+ * WRONGTYPE, OOM, ...); the connection's own errors do not ("timeout",
+ * "connection lost", "closed"). Only a refusal by Redis may be the
+ * request's fault: a lost link says nothing about the chunk, and counting
+ * it would send healthy requests to dead on a flaky network. */
+static int redis_refused(const char *why)
+{
+    size_t n = 0;
+    while (why[n] >= 'A' && why[n] <= 'Z') n++;
+    return n >= 2 && (why[n] == ' ' || why[n] == '\0');
+}
+
 /* Something went wrong mid-step: forget everything held in memory and load
  * again from Redis after a backoff (100 ms doubling up to 5 s). */
 static void worker_fail(batch_worker *w, const char *what, const char *why)
@@ -249,7 +261,7 @@ static void worker_fail(batch_worker *w, const char *what, const char *why)
         !strncmp(why, "TRYAGAIN", 8))
         redis_router_refresh(w->router); /* the backoff then follows the slot */
     if (!strncmp(why, "FENCED", 6)) batch_lease_drop(&w->lease);
-    else if (!strcmp(what, "apply")) {
+    else if (!strcmp(what, "apply") && redis_refused(why)) {
         w->apply_failures++;
         snprintf(w->apply_error, sizeof w->apply_error, "%s", why);
         /* every request in flight is decided again; one at a time once
