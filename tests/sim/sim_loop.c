@@ -1,0 +1,202 @@
+/* sim_loop.c -- the simulator's event queue, and the machine it replaces:
+ * the libuv timer and close calls the worker makes, base/clock.h and
+ * base/random.h. All of them read the one simulated clock and the one
+ * seeded random stream, so a seed replays exactly.
+ *
+ * A timer remembers its instance (the one whose code created it) in the
+ * handle's fd slot, which an uninitialised libuv never looks at here: an
+ * instance that is paused then also stops firing timers, as a stopped
+ * process would.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/clock.h"
+#include "base/random.h"
+#include "sim/sim.h"
+
+sim_world *sim_w;
+
+typedef struct sim_event {
+    uint64_t t, seq;
+    int inst;
+    sim_fn fn;
+    void *a, *b;
+    uint64_t x;
+} sim_event;
+
+static sim_event *heap;
+static size_t heap_n, heap_cap;
+static uint64_t heap_seq;
+
+static int ev_less(const sim_event *a, const sim_event *b)
+{
+    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static void heap_push(sim_event e)
+{
+    if (heap_n == heap_cap) {
+        heap_cap = heap_cap ? heap_cap * 2 : 256;
+        heap = realloc(heap, heap_cap * sizeof *heap);
+        if (!heap) abort();
+    }
+    size_t i = heap_n++;
+    heap[i] = e;
+    while (i > 0 && ev_less(&heap[i], &heap[(i - 1) / 2])) {
+        sim_event t = heap[i];
+        heap[i] = heap[(i - 1) / 2];
+        heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static sim_event heap_pop(void)
+{
+    sim_event top = heap[0];
+    heap[0] = heap[--heap_n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < heap_n && ev_less(&heap[l], &heap[m])) m = l;
+        if (r < heap_n && ev_less(&heap[r], &heap[m])) m = r;
+        if (m == i) break;
+        sim_event t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+void sim_at(uint64_t t, int inst, sim_fn fn, void *a, void *b, uint64_t x)
+{
+    if (t < sim_w->now) t = sim_w->now;
+    heap_push((sim_event){ t, heap_seq++, inst, fn, a, b, x });
+}
+
+uint64_t sim_next_time(void) { return heap_n ? heap[0].t : UINT64_MAX; }
+
+void sim_queue_clear(void)
+{
+    free(heap);
+    heap = NULL;
+    heap_n = heap_cap = 0;
+    heap_seq = 0;
+}
+
+int sim_step(void)
+{
+    if (!heap_n) return 0;
+    sim_event e = heap_pop();
+    if (e.inst >= 0 && sim_w->inst[e.inst].paused_until > e.t) {
+        /* a stopped process runs nothing: the event waits, in its order */
+        e.t = sim_w->inst[e.inst].paused_until;
+        e.seq = heap_seq++;
+        heap_push(e);
+        return 1;
+    }
+    sim_w->now = e.t;
+    sim_w->cur = e.inst;
+    sim_w->events++;
+    e.fn(e.a, e.b, e.x);
+    sim_w->cur = -1;
+    return 1;
+}
+
+/* splitmix64: small, good enough, and the same everywhere */
+uint64_t sim_rand(void)
+{
+    uint64_t z = (sim_w->rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t sim_below(uint64_t n) { return n ? sim_rand() % n : 0; }
+int sim_chance(double p) { return (double)(sim_rand() >> 11) / 9007199254740992.0 < p; }
+int64_t sim_server_ms(void) { return sim_w->epoch_ms + (int64_t)(sim_w->now / 1000000); }
+
+void sim_fail(const char *fmt, ...)
+{
+    if (sim_w->failed) return;
+    sim_w->failed = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sim_w->failure, sizeof sim_w->failure, fmt, ap);
+    va_end(ap);
+}
+
+/* --------------------------------------------------- base/clock, random -- */
+
+static int64_t inst_offset_ms(void)
+{
+    return sim_w->cur >= 0 ? sim_w->inst[sim_w->cur].wall_offset_ms : 0;
+}
+
+int64_t clock_wall_ms(void) { return sim_server_ms() + inst_offset_ms(); }
+int64_t clock_wall_us(void) { return clock_wall_ms() * 1000 + (int64_t)(sim_w->now / 1000 % 1000); }
+int64_t clock_mono_us(void) { return (int64_t)(sim_w->now / 1000); }
+void clock_sleep_us(int64_t us) { (void)us; }
+void clock_sleep_ms(int ms) { (void)ms; }
+uint64_t random_u64(void) { return sim_rand(); }
+
+/* ------------------------------------------------------------ libuv -- */
+
+/* The simulated monotonic clock (a paused process's clock runs on). */
+uint64_t uv_hrtime(void) { return sim_w->now + 1000000000ULL; }
+
+int uv_timer_init(uv_loop_t *loop, uv_timer_t *h)
+{
+    memset(h, 0, sizeof *h);
+    h->loop = loop;
+    h->type = UV_TIMER;
+    h->u.fd = sim_w->cur;
+    return 0;
+}
+
+static void timer_fire(void *a, void *b, uint64_t gen)
+{
+    uv_timer_t *h = a;
+    if (h->start_id != gen || !h->heap_node[0]) return;
+    if (h->repeat) {
+        h->timeout = sim_w->now + h->repeat * 1000000ULL;
+        sim_at(h->timeout, h->u.fd, timer_fire, h, NULL, h->start_id);
+    } else {
+        h->heap_node[0] = NULL;
+    }
+    h->timer_cb(h);
+}
+
+int uv_timer_start(uv_timer_t *h, uv_timer_cb cb, uint64_t timeout, uint64_t repeat)
+{
+    h->timer_cb = cb;
+    h->repeat = repeat;
+    h->start_id++;
+    h->heap_node[0] = (void *)1;
+    h->timeout = sim_w->now + timeout * 1000000ULL;
+    sim_at(h->timeout, h->u.fd, timer_fire, h, NULL, h->start_id);
+    return 0;
+}
+
+int uv_timer_stop(uv_timer_t *h)
+{
+    h->start_id++;
+    h->heap_node[0] = NULL;
+    return 0;
+}
+
+static void close_fire(void *a, void *b, uint64_t x)
+{
+    uv_handle_t *h = a;
+    if (h->close_cb) h->close_cb(h);
+}
+
+void uv_close(uv_handle_t *h, uv_close_cb cb)
+{
+    if (h->type == UV_TIMER) uv_timer_stop((uv_timer_t *)h);
+    h->close_cb = cb;
+    sim_at(sim_w->now, h->u.fd, close_fire, h, NULL, 0);
+}

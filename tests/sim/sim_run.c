@@ -1,0 +1,643 @@
+/* sim_run.c -- one simulated run: the world, the workload, the faults and
+ * the invariants (see sim.h for the seams).
+ *
+ * In the manner of TigerBeetle's VOPR: the seed draws everything (the
+ * instances' settings, the requests and when they arrive, every latency,
+ * every fault), the real worker code runs unchanged against the Redis
+ * model, and the checks run on every transaction the model commits -- the
+ * only moment the state changes:
+ *   - fencing: a transaction that writes the batch ran FENCE, and at EXEC
+ *     the lease still holds FENCE's token and internal.epoch its epoch;
+ *   - a result, once written, is never rewritten with another value;
+ *   - every request the transaction takes off the queue or ctl has a result
+ *     after it (or went to dead, when it has no id to answer under);
+ *   - replaying the event log from the start gives holders and free exactly
+ *     (allocctl's ctl_replay, which also checks nothing is held twice or
+ *     beyond capacity and per_user).
+ * At the end the faults stop, the batch is resumed and the run drains:
+ * every request left in Redis must have been answered (queue and ctl empty).
+ *
+ * The workload is a table of ops (ops[] below): adding an op of a new
+ * protocol version is one generator function and one line.
+ */
+#include "sim/sim_run.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocctl/ctl_replay.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "sim/sim.h"
+#include "worker/batch_keys.h"
+#include "worker/batch_worker.h"
+#include "worker/scripts.h"
+
+#define BATCH "b1"
+#define NUSERS 8
+#define NITEMS 4
+
+/* ------------------------------------------------------------ workload -- */
+
+typedef struct sent_req {
+    char *raw;
+    char id[32];
+    char user[16];
+    int is_buy;
+} sent_req;
+
+typedef struct workload {
+    uint64_t next_id;
+    sent_req *sent;
+    size_t nsent, cap;
+} workload;
+
+typedef struct sim_op {
+    const char *name;
+    int weight;
+    int ctl;          /* pushed to ctl (an admin command), else the queue */
+    /* writes the request into buf (size n); returns its length, 0 to skip */
+    int (*gen)(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n);
+} sim_op;
+
+static void pick_user(char *user) { snprintf(user, 16, "u%d", (int)sim_below(NUSERS) + 1); }
+
+static int gen_buy(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"sku%d\",\"qty\":%d}",
+                    id, user, (int)sim_below(NITEMS) + 1, (int)sim_below(3) + 1);
+}
+
+/* confirm or cancel an order a buy was granted (its result names it) */
+static int gen_order_op(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf,
+                        size_t n, const char *op)
+{
+    for (int tries = 0; tries < 8 && wl->nsent; tries++) {
+        sent_req *r = &wl->sent[sim_below(wl->nsent)];
+        if (!r->is_buy) continue;
+        const char *res = simr_hget(s, k->results, r->id, NULL);
+        const char *o = res ? strstr(res, "\"order\":\"") : NULL;
+        if (!o) continue;
+        o += 9;
+        const char *e = strchr(o, '"');
+        if (!e) continue;
+        snprintf(user, 16, "%s", r->user);
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"order\":\"%.*s\"}",
+                        id, user, op, (int)(e - o), o);
+    }
+    return 0;
+}
+
+static int gen_confirm(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    return gen_order_op(wl, s, k, id, user, buf, n, "confirm");
+}
+
+static int gen_cancel(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    return gen_order_op(wl, s, k, id, user, buf, n, "cancel");
+}
+
+static int gen_release(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"release\"}", id, user);
+}
+
+/* a resubmission: the same request again (a client retrying) */
+static int gen_resubmit(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    if (!wl->nsent) return 0;
+    sent_req *r = &wl->sent[sim_below(wl->nsent)];
+    if (r->raw[0] != '{' || strstr(r->raw, "\"op\":\"pause\"") || strstr(r->raw, "capacity")) return 0;
+    snprintf(id, 32, "%s", r->id);
+    snprintf(user, 16, "%s", r->user);
+    return snprintf(buf, n, "%s", r->raw);
+}
+
+static int gen_invalid(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"sku1\",\"qty\":0}", id, user);
+}
+
+static int gen_garbage(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    id[0] = '\0';
+    return snprintf(buf, n, "{\"id\":\"g%" PRIu64 "\",\"user\":", sim_rand() % 100000);
+}
+
+static int gen_pause(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"pause\"}", id);
+}
+
+static int gen_resume(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"resume\"}", id);
+}
+
+static int gen_capacity(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"set_capacity\",\"item\":\"sku%d\",\"capacity\":%d}", id,
+                    (int)sim_below(NITEMS) + 1, (int)sim_below(12));
+}
+
+static const sim_op ops[] = {
+    { "buy", 50, 0, gen_buy },
+    { "confirm", 10, 0, gen_confirm },
+    { "cancel", 5, 0, gen_cancel },
+    { "release", 8, 0, gen_release },
+    { "resubmit", 10, 0, gen_resubmit },
+    { "invalid", 2, 0, gen_invalid },
+    { "garbage", 2, 0, gen_garbage },
+    { "pause", 1, 1, gen_pause },
+    { "resume", 3, 1, gen_resume },
+    { "set_capacity", 2, 1, gen_capacity },
+};
+
+/* ------------------------------------------------------------- the run -- */
+
+typedef struct sim_run_state {
+    sim_world w;
+    const sim_opts *o;
+    batch_keys keys;
+    allocd_config cfg[SIM_MAX_INST];
+    allocd_scripts scripts;
+    redis_router *router[SIM_MAX_INST];
+    batch_worker *worker[SIM_MAX_INST];
+    simr_client *producer;
+    workload wl;
+    uint64_t requests, applies;
+    int64_t per_user;
+    /* the transaction being checked (exec_pre -> exec_post) */
+    char **taken;         /* raw entries LTRIMmed off queue or ctl */
+    size_t ntaken, taken_cap;
+    size_t dead_pushed;
+    int checking;
+    simr_db *snap;        /* for a restart that loses the last writes */
+} sim_run_state;
+
+static int64_t producer_ms(void) { return sim_server_ms(); }
+
+static redisReply *server_cmd(sim_run_state *st, int argc, const char **argv)
+{
+    size_t lens[16];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    return simr_exec(st->w.redis, st->producer, argc, argv, lens, producer_ms());
+}
+
+static void server_cmd_quiet(sim_run_state *st, int argc, const char **argv)
+{
+    redisReply *r = server_cmd(st, argc, argv);
+    if (r) freeReplyObject(r);
+}
+
+static void push_request(sim_run_state *st, const sim_op *op)
+{
+    char id[32], user[16] = "", buf[512];
+    snprintf(id, sizeof id, "%c%" PRIu64, op->ctl ? 'c' : 'r', ++st->wl.next_id);
+    int n = op->gen(&st->wl, st->w.redis, &st->keys, id, user, buf, sizeof buf);
+    if (n <= 0 || (size_t)n >= sizeof buf) return;
+    const char *argv[] = { "RPUSH", op->ctl ? st->keys.ctl : st->keys.queue, buf };
+    server_cmd_quiet(st, 3, argv);
+    st->requests++;
+    if (st->wl.nsent == st->wl.cap) {
+        st->wl.cap = st->wl.cap ? st->wl.cap * 2 : 256;
+        st->wl.sent = realloc(st->wl.sent, st->wl.cap * sizeof *st->wl.sent);
+        if (!st->wl.sent) abort();
+    }
+    sent_req *r = &st->wl.sent[st->wl.nsent++];
+    r->raw = strdup(buf);
+    snprintf(r->id, sizeof r->id, "%s", id);
+    snprintf(r->user, sizeof r->user, "%s", user);
+    r->is_buy = op->gen == gen_buy;
+    sim_net_retry_blocked();
+}
+
+static void ev_produce(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (!st->w.faults_on) return;
+    int total = 0;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) total += ops[i].weight;
+    int pick = (int)sim_below((uint64_t)total);
+    size_t i = 0;
+    while (pick >= ops[i].weight) pick -= ops[i++].weight;
+    push_request(st, &ops[i]);
+    /* bursts and lulls: 0.2 ms .. 40 ms apart */
+    uint64_t gap = sim_chance(0.7) ? 200000 + sim_below(2000000) : sim_below(40000000);
+    sim_at(st->w.now + gap, -1, ev_produce, st, NULL, 0);
+}
+
+/* ---------------------------------------------------------- invariants -- */
+
+static int is_key(const char *a, size_t n, const char *key)
+{
+    return n == strlen(key) && !memcmp(a, key, n);
+}
+
+static int batch_write(const sim_run_state *st, const char *cmd, const char *key, size_t kn)
+{
+    static const char *const writes[] = { "HSET", "HDEL", "RPUSH", "XADD", "LTRIM", "DEL", "SET", "HINCRBY" };
+    int w = 0;
+    for (size_t i = 0; i < sizeof writes / sizeof writes[0]; i++) w |= !strcasecmp(cmd, writes[i]);
+    char pfx[64];
+    snprintf(pfx, sizeof pfx, "alloc:{%s}:", BATCH);
+    return w && kn >= strlen(pfx) && !memcmp(key, pfx, strlen(pfx));
+}
+
+static void take_entries(sim_run_state *st, const char *list, long n)
+{
+    for (long i = 0; i < n; i++) {
+        size_t len;
+        const char *raw = simr_lindex(st->w.redis, list, (size_t)i, &len);
+        if (!raw) break;
+        if (st->ntaken == st->taken_cap) {
+            st->taken_cap = st->taken_cap ? st->taken_cap * 2 : 64;
+            st->taken = realloc(st->taken, st->taken_cap * sizeof *st->taken);
+            if (!st->taken) abort();
+        }
+        st->taken[st->ntaken++] = strndup(raw, len);
+    }
+}
+
+static void check_result_write(sim_run_state *st, int argc, char **argv, size_t *lens)
+{
+    for (int i = 2; i + 1 < argc; i += 2) {
+        size_t have_len;
+        const char *have = simr_hget(st->w.redis, st->keys.results, argv[i], &have_len);
+        if (have && (have_len != lens[i + 1] || memcmp(have, argv[i + 1], have_len)))
+            sim_fail("request %s has two results: %.*s, then %s", argv[i], (int)have_len, have, argv[i + 1]);
+    }
+}
+
+static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char ***argv, size_t **lens)
+{
+    sim_run_state *st = ud;
+    int writes = 0;
+    st->ntaken = 0;
+    st->dead_pushed = 0;
+    for (int i = 0; i < n; i++) {
+        if (argc[i] < 2) continue;
+        if (batch_write(st, argv[i][0], argv[i][1], lens[i][1])) writes++;
+        if (!strcasecmp(argv[i][0], "HSET") && is_key(argv[i][1], lens[i][1], st->keys.results))
+            check_result_write(st, argc[i], argv[i], lens[i]);
+        if (!strcasecmp(argv[i][0], "LTRIM") && (is_key(argv[i][1], lens[i][1], st->keys.queue) ||
+                                                 is_key(argv[i][1], lens[i][1], st->keys.ctl)))
+            take_entries(st, argv[i][1], strtol(argv[i][2], NULL, 10));
+        if (!strcasecmp(argv[i][0], "RPUSH") && is_key(argv[i][1], lens[i][1], st->keys.dead))
+            st->dead_pushed += (size_t)argc[i] - 2;
+    }
+    st->checking = writes > 0;
+    if (!writes) return;
+    st->applies++;
+    const char *tok = simr_client_fence_token(c), *ep = simr_client_fence_epoch(c);
+    if (!tok) { sim_fail("fencing: a transaction writes the batch without FENCE"); return; }
+    const char *lease = simr_get_str(s, st->keys.lease, NULL, sim_server_ms());
+    const char *epoch = simr_hget(s, st->keys.internal, "epoch", NULL);
+    if (!lease || strcmp(lease, tok))
+        sim_fail("fencing: a stale owner writes: FENCE passed for %s, the lease is now %s", tok,
+                 lease ? lease : "(none)");
+    else if (!epoch || strcmp(epoch, ep))
+        sim_fail("fencing: epoch %s written under epoch %s", ep, epoch ? epoch : "(none)");
+}
+
+static void replay_finding(void *ud, const char *msg)
+{
+    sim_fail("log replay: %s", msg);
+}
+
+typedef struct kvs { ctl_kv *kv; size_t n, cap; } kvs;
+
+static void kv_add(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    kvs *a = ud;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 32;
+        a->kv = realloc(a->kv, a->cap * sizeof *a->kv);
+        if (!a->kv) abort();
+    }
+    a->kv[a->n++] = (ctl_kv){ k, v, vn };
+}
+
+static void replay_entry(void *ud, const char *id, size_t nf, const char *const *f, const size_t *fl)
+{
+    ctl_kv kv[32];
+    size_t n = 0;
+    for (size_t i = 0; i + 1 < nf && n < 32; i += 2) kv[n++] = (ctl_kv){ f[i], f[i + 1], fl[i + 1] };
+    ctl_replay_entry(ud, id, kv, n);
+}
+
+/* The log replayed from the start equals holders and free. */
+static void check_replay(sim_run_state *st)
+{
+    ctl_replay *r = ctl_replay_new(0, st->per_user, replay_finding, st);
+    if (!r) abort();
+    simr_stream_each(st->w.redis, st->keys.log, replay_entry, r);
+    kvs cap = { 0 }, hold = { 0 }, fr = { 0 };
+    simr_hash_each(st->w.redis, st->keys.capacity, kv_add, &cap);
+    simr_hash_each(st->w.redis, st->keys.holders, kv_add, &hold);
+    simr_hash_each(st->w.redis, st->keys.free, kv_add, &fr);
+    const char *fu = simr_hget(st->w.redis, st->keys.stats, "free_units", NULL);
+    ctl_snapshot snap = { cap.kv, cap.n, hold.kv, hold.n, fr.kv, fr.n, fu != NULL, fu ? strtoll(fu, NULL, 10) : 0 };
+    ctl_replay_finish(r, &snap);
+    ctl_replay_free(r);
+    free(cap.kv);
+    free(hold.kv);
+    free(fr.kv);
+}
+
+static void exec_post(void *ud, simr *s, simr_client *c)
+{
+    sim_run_state *st = ud;
+    if (!st->checking) return;
+    size_t no_id = 0;
+    for (size_t i = 0; i < st->ntaken; i++) {
+        json_t *j = json_loads(st->taken[i], 0, NULL);
+        json_t *id = j && json_is_object(j) ? json_object_get(j, "id") : NULL;
+        if (id && json_is_string(id)) {
+            if (!simr_hget(s, st->keys.results, json_string_value(id), NULL))
+                sim_fail("request %s was taken off the queue without a result", json_string_value(id));
+        } else {
+            no_id++;
+        }
+        json_decref(j);
+        free(st->taken[i]);
+    }
+    if (no_id > st->dead_pushed)
+        sim_fail("%zu requests without an id were taken off the queue, %zu went to dead", no_id, st->dead_pushed);
+    st->ntaken = 0;
+    check_replay(st);
+}
+
+/* -------------------------------------------------------------- faults -- */
+
+static void ev_redis_up(void *a, void *b, uint64_t x)
+{
+    sim_w->redis_down = 0;
+}
+
+/* Results a poller could have read that the restart takes back. */
+typedef struct lost_count { simr_db *after; sim_run_state *st; uint64_t n; } lost_count;
+
+static void ev_snapshot(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    simr_db_free(st->snap);
+    st->snap = simr_snapshot(st->w.redis);
+}
+
+static void count_taken_back(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    sim_run_state *st = ud;
+    (void)kn; (void)v; (void)vn;
+    st->w.taken_back++;   /* adjusted below by what the restored copy still has */
+}
+
+static void count_kept(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    sim_run_state *st = ud;
+    st->w.taken_back--;
+}
+
+/* x: 0 restart keeping everything, 1 AOF everysec losing the tail, 2 failover */
+static void ev_restart(void *a, void *b, uint64_t kind)
+{
+    sim_run_state *st = a;
+    if (!st->w.faults_on) return;
+    st->w.restarts++;
+    st->w.server_gen++;
+    sim_net_reset_all("connection lost");
+    if (kind && st->snap) {
+        simr_hash_each(st->w.redis, st->keys.results, count_taken_back, st);
+        simr_restore(st->w.redis, st->snap);
+        simr_hash_each(st->w.redis, st->keys.results, count_kept, st);
+    } else {
+        simr_flush_scripts(st->w.redis);
+    }
+    simr_db_free(st->snap);
+    st->snap = NULL;
+    /* a restart is down a while; a failover's new master is there at once */
+    st->w.redis_down = 1;
+    uint64_t down = kind == 2 ? 50 + sim_below(300) : 100 + sim_below(2000);
+    sim_at(st->w.now + down * 1000000ULL, -1, ev_redis_up, st, NULL, 0);
+}
+
+static void ev_fault(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (!st->w.faults_on) return;
+    unsigned f = st->w.faults;
+    if ((f & SF_RESET) && sim_chance(0.08)) sim_net_reset_random();
+    if ((f & SF_CLOCK) && sim_chance(0.01)) {
+        sim_inst *in = &st->w.inst[sim_below((uint64_t)st->w.ninst)];
+        in->wall_offset_ms += (int64_t)sim_below(20000) - 10000;
+        st->w.clock_jumps++;
+    }
+    if ((f & SF_PAUSE) && sim_chance(0.006)) {
+        sim_inst *in = &st->w.inst[sim_below((uint64_t)st->w.ninst)];
+        uint64_t ms = 500 + sim_below((uint64_t)st->cfg[0].lease_ttl_ms * 3);
+        in->paused_until = st->w.now + ms * 1000000ULL;
+        st->w.pauses++;
+    }
+    unsigned restarts = f & (SF_RESTART | SF_AOF_LOSS | SF_FAILOVER);
+    if (restarts && sim_chance(0.004)) {
+        unsigned kinds[3];
+        int nk = 0;
+        if (f & SF_RESTART) kinds[nk++] = 0;
+        if (f & SF_AOF_LOSS) kinds[nk++] = 1;
+        if (f & SF_FAILOVER) kinds[nk++] = 2;
+        unsigned k = kinds[sim_below((uint64_t)nk)];
+        uint64_t lag_ms = k == 1 ? sim_below(1001) : k == 2 ? sim_below(300) : 0;
+        /* the copy that survives is the server as it was lag_ms ago: take
+         * it now and restart lag_ms later */
+        if (k) ev_snapshot(st, NULL, 0);
+        sim_at(st->w.now + lag_ms * 1000000ULL, -1, ev_restart, st, NULL, k);
+    }
+    sim_at(st->w.now + 10000000ULL, -1, ev_fault, st, NULL, 0);
+}
+
+/* ------------------------------------------------------------- set up -- */
+
+static void setup_batch(sim_run_state *st)
+{
+    char hold[24], per[24];
+    st->per_user = 2 + (int64_t)sim_below(4);
+    snprintf(per, sizeof per, "%" PRId64, st->per_user);
+    snprintf(hold, sizeof hold, "%d", sim_chance(0.5) ? 0 : 300 + (int)sim_below(3000));
+    const char *meta[] = { "HSET", st->keys.meta, "kind", "stock", "per_user", per, "hold_ms", hold };
+    server_cmd_quiet(st, 8, meta);
+    for (int i = 1; i <= NITEMS; i++) {
+        char item[16], cap[16];
+        snprintf(item, sizeof item, "sku%d", i);
+        snprintf(cap, sizeof cap, "%d", 1 + (int)sim_below(15));
+        const char *c[] = { "HSET", st->keys.capacity, item, cap };
+        server_cmd_quiet(st, 4, c);
+    }
+}
+
+static void setup_instance(sim_run_state *st, int i)
+{
+    allocd_config *c = &st->cfg[i];
+    config_defaults(c);
+    free(c->instance);
+    char name[16];
+    snprintf(name, sizeof name, "sim%c", 'A' + i);
+    c->instance = strdup(name);
+    c->chunk = 1 + (int)sim_below(16);
+    c->lease_ttl_ms = 2000;
+    c->redis_timeout_ms = 1000;
+    c->idle_wait_ms = 100 + (int)sim_below(900);
+    c->backoff_min_ms = 10;
+    c->backoff_max_ms = 500;
+    c->max_attempts = 5;
+    st->w.cur = i;
+    st->w.inst[i].id = i;
+    if (redis_router_init(&st->router[i], NULL, c, name, NULL, NULL) < 0 ||
+        batch_worker_start(&st->worker[i], NULL, c, &st->scripts, st->router[i], BATCH, NULL, NULL) < 0) {
+        sim_fail("sim: instance %d did not start", i);
+    }
+    st->w.cur = -1;
+}
+
+static void teardown(sim_run_state *st)
+{
+    st->w.faults_on = 0;
+    for (int i = 0; i < st->w.ninst; i++) {
+        st->w.inst[i].paused_until = 0;
+        st->w.cur = i;
+        if (st->worker[i]) batch_worker_abort(st->worker[i]);
+        if (st->router[i]) redis_router_close(st->router[i], NULL, NULL);
+        st->w.cur = -1;
+    }
+    /* the closes finish; timers and deliveries left find nothing to do */
+    for (int i = 0; i < 1000000 && sim_step(); i++) {}
+    sim_queue_clear();
+    sim_net_free_all();
+    for (int i = 0; i < st->w.ninst; i++) config_free(&st->cfg[i]);
+    simr_client_free(st->producer);
+    simr_free(st->w.redis);
+    simr_db_free(st->snap);
+    for (size_t i = 0; i < st->wl.nsent; i++) free(st->wl.sent[i].raw);
+    free(st->wl.sent);
+    for (size_t i = 0; i < st->ntaken; i++) free(st->taken[i]);
+    free(st->taken);
+}
+
+/* ------------------------------------------------------------ options -- */
+
+static const struct { const char *name; unsigned bit; } fault_names[] = {
+    { "reset", SF_RESET }, { "lost", SF_LOST_REPLY }, { "delay", SF_DELAY },
+    { "restart", SF_RESTART }, { "aof", SF_AOF_LOSS }, { "failover", SF_FAILOVER },
+    { "clock", SF_CLOCK }, { "pause", SF_PAUSE },
+};
+
+int sim_faults_parse(const char *s, unsigned *out)
+{
+    unsigned f = 0;
+    if (!strcmp(s, "all")) { *out = SF_ALL; return 0; }
+    if (!strcmp(s, "none")) { *out = 0; return 0; }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        size_t i;
+        for (i = 0; i < sizeof fault_names / sizeof fault_names[0]; i++)
+            if (!strcmp(t, fault_names[i].name)) { f |= fault_names[i].bit; break; }
+        if (i == sizeof fault_names / sizeof fault_names[0]) return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+void sim_faults_format(unsigned f, char *buf, size_t n)
+{
+    if (f == SF_ALL) { snprintf(buf, n, "all"); return; }
+    if (!f) { snprintf(buf, n, "none"); return; }
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof fault_names / sizeof fault_names[0]; i++)
+        if (f & fault_names[i].bit) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, n - l, "%s%s", l ? "," : "", fault_names[i].name);
+        }
+}
+
+void sim_replay_line(const sim_opts *o, char *buf, size_t n)
+{
+    char f[128];
+    sim_faults_format(o->faults, f, sizeof f);
+    snprintf(buf, n, "./build/tests/sim/sim --seed %" PRIu64 " --faults=%s --instances %d --duration-ms %d",
+             o->seed, f, o->instances, o->duration_ms);
+}
+
+/* ------------------------------------------------------------- running -- */
+
+static int drained(sim_run_state *st)
+{
+    return simr_llen(st->w.redis, st->keys.queue) == 0 && simr_llen(st->w.redis, st->keys.ctl) == 0;
+}
+
+int sim_run(const sim_opts *o, sim_result *res)
+{
+    sim_run_state *st = calloc(1, sizeof *st);
+    if (!st) abort();
+    st->o = o;
+    sim_w = &st->w;
+    st->w.seed = o->seed;
+    st->w.rng = o->seed * 0x2545f4914f6cdd1dULL + 1;
+    st->w.epoch_ms = 1760000000000LL + (int64_t)sim_below(1000000000);
+    st->w.cur = -1;
+    st->w.faults = o->faults;
+    st->w.faults_on = 1;
+    st->w.verbose = o->verbose;
+    st->w.ninst = o->instances > 0 ? o->instances : 2 + (int)sim_below(2);
+    if (st->w.ninst > SIM_MAX_INST) st->w.ninst = SIM_MAX_INST;
+    log_set_level(o->verbose ? ALOG_DEBUG : -1);
+    st->w.redis = simr_new();
+    simr_observer obs = { exec_pre, exec_post, st };
+    simr_set_observer(st->w.redis, &obs);
+    st->producer = simr_client_new(st->w.redis);
+    batch_keys_init(&st->keys, "alloc", BATCH);
+    scripts_init(&st->scripts);
+    setup_batch(st);
+    for (int i = 0; i < st->w.ninst; i++) setup_instance(st, i);
+    sim_at(1000000, -1, ev_produce, st, NULL, 0);
+    sim_at(5000000, -1, ev_fault, st, NULL, 0);
+
+    uint64_t end = (uint64_t)o->duration_ms * 1000000ULL;
+    while (!st->w.failed && st->w.now < end && sim_step()) {}
+    /* the drain: no faults, every instance awake, the batch resumed */
+    st->w.faults_on = 0;
+    for (int i = 0; i < st->w.ninst; i++) st->w.inst[i].paused_until = 0;
+    st->w.redis_down = 0;
+    push_request(st, &ops[8]);
+    uint64_t drain_end = st->w.now + 60000000000ULL;
+    while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
+    if (!st->w.failed && !drained(st))
+        sim_fail("liveness: %zu requests and %zu commands still queued 60 s after the faults stopped",
+                 simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl));
+    if (!st->w.failed) check_replay(st);
+
+    memset(res, 0, sizeof *res);
+    res->failed = st->w.failed;
+    snprintf(res->failure, sizeof res->failure, "%s", st->w.failure);
+    res->events = st->w.events;
+    res->requests = st->requests;
+    res->applies = st->applies;
+    res->resets = st->w.resets;
+    res->lost_replies = st->w.lost_replies;
+    res->delays = st->w.delays;
+    res->restarts = st->w.restarts;
+    res->clock_jumps = st->w.clock_jumps;
+    res->pauses = st->w.pauses;
+    res->taken_back = st->w.taken_back;
+    res->sim_ms = (int64_t)(st->w.now / 1000000);
+    teardown(st);
+    sim_w = NULL;
+    free(st);
+    return res->failed ? -1 : 0;
+}
