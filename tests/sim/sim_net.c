@@ -120,7 +120,7 @@ static void fail_pending(redis_conn *c, const char *why)
         pcmd *p = c->q[0];
         memmove(c->q, c->q + 1, (c->nq - 1) * sizeof *c->q);
         c->nq--;
-        p->fn(c, NULL, why, p->priv);
+        if (p->fn) p->fn(c, NULL, why, p->priv);
         pcmd_free(p);
     }
 }
@@ -245,7 +245,8 @@ static void on_reply(redis_conn *c, redisReply *r)
     if (p->nreplied < p->ncmds) return;
     memmove(c->q, c->q + 1, (c->nq - 1) * sizeof *c->q);
     c->nq--;
-    if (p->err[0]) p->fn(c, NULL, p->err, p->priv);
+    if (!p->fn) {}   /* fire and forget (the registry's HSET) */
+    else if (p->err[0]) p->fn(c, NULL, p->err, p->priv);
     else p->fn(c, p->last, NULL, p->priv);
     pcmd_free(p);
 }
@@ -389,7 +390,7 @@ void redis_conn_flush(redis_conn *c) { (void)c; }
 int redis_conn_commandargv(redis_conn *c, redis_reply_fn fn, void *privdata, int timeout_ms,
                            int argc, const char **argv, const size_t *argvlen)
 {
-    if (!c || !fn || argc < 1) return -EINVAL;
+    if (!c || argc < 1) return -EINVAL;
     if (!redis_conn_is_ready(c)) return -ENOTCONN;
     pcmd_push(c, fn, privdata, timeout_ms, 1);
     send_packet(c, packet_new(argc, argv, argvlen));

@@ -33,6 +33,7 @@
 #include "base/log.h"
 #include "sim/sim.h"
 #include "worker/batch_keys.h"
+#include "service/registry.h"
 #include "worker/batch_worker.h"
 #include "worker/scripts.h"
 
@@ -168,8 +169,7 @@ typedef struct sim_run_state {
     batch_keys keys;
     allocd_config cfg[SIM_MAX_INST];
     allocd_scripts scripts;
-    redis_router *router[SIM_MAX_INST];
-    batch_worker *worker[SIM_MAX_INST];
+    registry *reg[SIM_MAX_INST];
     simr_client *producer;
     workload wl;
     uint64_t requests, applies;
@@ -472,6 +472,8 @@ static void setup_batch(sim_run_state *st)
     snprintf(hold, sizeof hold, "%d", sim_chance(0.5) ? 0 : 300 + (int)sim_below(3000));
     const char *meta[] = { "HSET", st->keys.meta, "kind", "stock", "per_user", per, "hold_ms", hold };
     server_cmd_quiet(st, 8, meta);
+    const char *list[] = { "SADD", "alloc:batches", BATCH };
+    server_cmd_quiet(st, 3, list);
     for (int i = 1; i <= NITEMS; i++) {
         char item[16], cap[16];
         snprintf(item, sizeof item, "sku%d", i);
@@ -496,12 +498,10 @@ static void setup_instance(sim_run_state *st, int i)
     c->backoff_min_ms = 10;
     c->backoff_max_ms = 500;
     c->max_attempts = 5;
+    c->registry_interval_ms = 100 + (int)sim_below(200);
     st->w.cur = i;
     st->w.inst[i].id = i;
-    if (redis_router_init(&st->router[i], NULL, c, name, NULL, NULL) < 0 ||
-        batch_worker_start(&st->worker[i], NULL, c, &st->scripts, st->router[i], BATCH, NULL, NULL) < 0) {
-        sim_fail("sim: instance %d did not start", i);
-    }
+    if (registry_start(&st->reg[i], NULL, c, &st->scripts) < 0) sim_fail("sim: instance %d did not start", i);
     st->w.cur = -1;
 }
 
@@ -511,8 +511,10 @@ static void teardown(sim_run_state *st)
     for (int i = 0; i < st->w.ninst; i++) {
         st->w.inst[i].paused_until = 0;
         st->w.cur = i;
-        if (st->worker[i]) batch_worker_abort(st->worker[i]);
-        if (st->router[i]) redis_router_close(st->router[i], NULL, NULL);
+        if (st->reg[i]) {
+            registry_stop(st->reg[i], NULL, NULL);
+            registry_abort(st->reg[i]);
+        }
         st->w.cur = -1;
     }
     /* the closes finish; timers and deliveries left find nothing to do */
