@@ -56,6 +56,7 @@ typedef struct sim_world {
     uint64_t server_gen;      /* bumped by every restart: connections die */
     /* counters for the report */
     uint64_t events, resets, lost_replies, delays, restarts, clock_jumps, pauses;
+    uint64_t late_runs;       /* commands the server ran after their client gave up */
     uint64_t taken_back;      /* results a restart lost that a poller could have seen */
     int verbose;
     int failed;

@@ -28,6 +28,7 @@ typedef struct sim_event {
 } sim_event;
 
 static sim_event *heap;
+static sim_fn timer_fire_fn(void);
 static size_t heap_n, heap_cap;
 static uint64_t heap_seq;
 
@@ -81,6 +82,9 @@ uint64_t sim_next_time(void) { return heap_n ? heap[0].t : UINT64_MAX; }
 
 void sim_queue_clear(void)
 {
+    /* events left own their tokens (timers): run none, free them */
+    for (size_t i = 0; i < heap_n; i++)
+        if (heap[i].fn == timer_fire_fn()) free(heap[i].a);
     free(heap);
     heap = NULL;
     heap_n = heap_cap = 0;
@@ -148,6 +152,20 @@ uint64_t random_u64(void) { return sim_rand(); }
 /* The simulated monotonic clock (a paused process's clock runs on). */
 uint64_t uv_hrtime(void) { return sim_w->now + 1000000000ULL; }
 
+/* A started timer's event owns a small token that points back at the
+ * handle; stopping or restarting the timer detaches the token, so an event
+ * still queued for a handle that was stopped (and maybe freed since) finds
+ * a detached token and never touches the handle. The handle keeps its
+ * current token in heap_node[0] (non-NULL: active). */
+typedef struct timer_token { uv_timer_t *h; } timer_token;
+
+static void timer_detach(uv_timer_t *h)
+{
+    timer_token *t = h->heap_node[0];
+    if (t) t->h = NULL;
+    h->heap_node[0] = NULL;
+}
+
 int uv_timer_init(uv_loop_t *loop, uv_timer_t *h)
 {
     memset(h, 0, sizeof *h);
@@ -157,34 +175,38 @@ int uv_timer_init(uv_loop_t *loop, uv_timer_t *h)
     return 0;
 }
 
-static void timer_fire(void *a, void *b, uint64_t gen)
+static void timer_fire(void *a, void *b, uint64_t x)
 {
-    uv_timer_t *h = a;
-    if (h->start_id != gen || !h->heap_node[0]) return;
+    timer_token *t = a;
+    uv_timer_t *h = t->h;
+    if (!h) { free(t); return; }
     if (h->repeat) {
         h->timeout = sim_w->now + h->repeat * 1000000ULL;
-        sim_at(h->timeout, h->u.fd, timer_fire, h, NULL, h->start_id);
+        sim_at(h->timeout, h->u.fd, timer_fire, t, NULL, 0);
     } else {
         h->heap_node[0] = NULL;
+        free(t);
     }
     h->timer_cb(h);
 }
 
 int uv_timer_start(uv_timer_t *h, uv_timer_cb cb, uint64_t timeout, uint64_t repeat)
 {
+    timer_detach(h);
+    timer_token *t = malloc(sizeof *t);
+    if (!t) abort();
+    t->h = h;
+    h->heap_node[0] = t;
     h->timer_cb = cb;
     h->repeat = repeat;
-    h->start_id++;
-    h->heap_node[0] = (void *)1;
     h->timeout = sim_w->now + timeout * 1000000ULL;
-    sim_at(h->timeout, h->u.fd, timer_fire, h, NULL, h->start_id);
+    sim_at(h->timeout, h->u.fd, timer_fire, t, NULL, 0);
     return 0;
 }
 
 int uv_timer_stop(uv_timer_t *h)
 {
-    h->start_id++;
-    h->heap_node[0] = NULL;
+    timer_detach(h);
     return 0;
 }
 
@@ -200,3 +222,5 @@ void uv_close(uv_handle_t *h, uv_close_cb cb)
     h->close_cb = cb;
     sim_at(sim_w->now, h->u.fd, close_fire, h, NULL, 0);
 }
+
+static sim_fn timer_fire_fn(void) { return timer_fire; }

@@ -53,9 +53,9 @@ int main(int argc, char **argv)
         sim_replay_line(&o, line, sizeof line);
         printf("seed %" PRIu64 ": %s: %" PRIu64 " requests, %" PRIu64 " applies, %" PRId64 " ms simulated, "
                "%" PRIu64 " events; faults: %" PRIu64 " resets, %" PRIu64 " lost replies, %" PRIu64
-               " delayed, %" PRIu64 " restarts (%" PRIu64 " results taken back), %" PRIu64 " clock jumps, %"
+               " delayed, %" PRIu64 " run after their client gave up, %" PRIu64 " restarts (%" PRIu64 " results taken back), %" PRIu64 " clock jumps, %"
                PRIu64 " pauses\n", o.seed, rc ? "FAILED" : "ok", r.requests, r.applies, r.sim_ms, r.events,
-               r.resets, r.lost_replies, r.delays, r.restarts, r.taken_back, r.clock_jumps, r.pauses);
+               r.resets, r.lost_replies, r.delays, r.late_runs, r.restarts, r.taken_back, r.clock_jumps, r.pauses);
         if (rc) printf("  %s\n  replay: %s\n", r.failure, line);
         return rc ? 1 : 0;
     }
@@ -63,7 +63,7 @@ int main(int argc, char **argv)
     printf("sim: %" PRIu64 " seeds from %" PRIu64 "\n", seeds, first);
     fflush(stdout);
     double t0 = now_s();
-    uint64_t failed = 0, requests = 0, applies = 0, restarts = 0, lost = 0, taken_back = 0;
+    uint64_t failed = 0, requests = 0, applies = 0, restarts = 0, lost = 0, taken_back = 0, late = 0;
     for (uint64_t s = first; s < first + seeds; s++) {
         o.seed = s;
         sim_result r;
@@ -78,10 +78,12 @@ int main(int argc, char **argv)
         restarts += r.restarts;
         lost += r.lost_replies;
         taken_back += r.taken_back;
+        late += r.late_runs;
     }
     double dt = now_s() - t0;
     printf("sim: %" PRIu64 " seeds, %" PRIu64 " failed, %.1f s, %.2f seeds/s; %" PRIu64 " requests, %" PRIu64
-           " applies, %" PRIu64 " lost replies, %" PRIu64 " restarts, %" PRIu64 " results taken back by restarts\n",
-           seeds, failed, dt, (double)seeds / dt, requests, applies, lost, restarts, taken_back);
+           " applies, %" PRIu64 " lost replies, %" PRIu64 " commands run after their client gave up, %" PRIu64
+           " restarts, %" PRIu64 " results taken back by restarts\n",
+           seeds, failed, dt, (double)seeds / dt, requests, applies, lost, late, restarts, taken_back);
     return failed ? 1 : 0;
 }

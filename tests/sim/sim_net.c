@@ -47,6 +47,9 @@ struct redis_conn {
     uint64_t link;              /* bumped when the link dies: what is on the wire is lost */
     uint64_t server_gen;
     simr_client *sc;
+    simr_client **orphans;      /* server sides of dead links that may still run commands */
+    size_t norphans;
+    uint64_t late_link;         /* that link's commands still reach the server (0: none) */
     pcmd **q;
     size_t nq, qcap;
     uint64_t serial;
@@ -57,6 +60,8 @@ struct redis_conn {
 };
 
 typedef struct packet {
+    simr_client *sc;            /* the server side of the link it was sent on */
+    uint64_t link, server_gen;
     int argc;
     char **argv;
     size_t *lens;
@@ -129,8 +134,23 @@ static void fail_pending(redis_conn *c, const char *why)
  * either direction is lost, MULTI/WATCH and a blocked command with it. */
 static void cut(redis_conn *c)
 {
+    if (c->sc && sim_w->faults_on && (sim_w->faults & SF_DELAY) && sim_chance(0.5)) {
+        /* The server has not noticed yet: what the client wrote before it
+         * gave up is still in the server's socket buffer and runs, on the
+         * old link's MULTI/WATCH state, with no one to read the replies. */
+        simr_client **o = realloc(c->orphans, (c->norphans + 1) * sizeof *o);
+        if (!o) abort();
+        c->orphans = o;
+        redisReply *nil = simr_block_timeout(c->sc);   /* its blocked wait is gone */
+        if (nil) freeReplyObject(nil);
+        c->orphans[c->norphans++] = c->sc;
+        c->sc = NULL;
+        c->late_link = c->link;
+    } else if (c->sc) {
+        simr_client_reset(c->sc);
+        c->late_link = 0;
+    }
     c->link++;
-    if (c->sc) simr_client_reset(c->sc);
     c->blocked_serial = 0;
 }
 
@@ -277,7 +297,7 @@ static void send_reply(redis_conn *c, redisReply *r)
 static void ev_block_timeout(void *a, void *b, uint64_t serial)
 {
     redis_conn *c = a;
-    if (c->closed || c->blocked_serial != serial || !simr_client_blocked(c->sc)) return;
+    if (c->closed || !c->sc || c->blocked_serial != serial || !simr_client_blocked(c->sc)) return;
     c->blocked_serial = 0;
     send_reply(c, simr_block_timeout(c->sc));
 }
@@ -288,7 +308,17 @@ static void ev_deliver(void *a, void *b, uint64_t link)
 {
     redis_conn *c = a;
     packet *p = b;
-    if (c->closed || c->link != link || c->dead || sim_w->redis_down || c->server_gen != sim_w->server_gen) {
+    if (sim_w->redis_down || p->server_gen != sim_w->server_gen) { packet_free(p); return; }
+    if (p->link == c->late_link && p->sc != c->sc) {
+        sim_w->late_runs++;
+        redisReply *r = simr_exec(sim_w->redis, p->sc, p->argc, (const char **)p->argv, p->lens, sim_server_ms());
+        if (!r) r = simr_block_timeout(p->sc);
+        if (r) freeReplyObject(r);
+        packet_free(p);
+        sim_net_retry_blocked();
+        return;
+    }
+    if (c->closed || c->link != link || c->dead || c->server_gen != sim_w->server_gen) {
         packet_free(p);
         return;
     }
@@ -317,7 +347,15 @@ void sim_net_retry_blocked(void)
 static void send_packet(redis_conn *c, packet *p)
 {
     if (c->dead) { packet_free(p); return; }   /* into a dead socket */
+    p->sc = c->sc;
+    p->link = c->link;
+    p->server_gen = c->server_gen;
     uint64_t t = sim_w->now + latency_ns();
+    if (sim_w->faults_on && (sim_w->faults & SF_DELAY) && sim_chance(0.001)) {
+        /* a request held up past the lease and the command deadline */
+        sim_w->delays++;
+        t += (2500 + sim_below(5000)) * 1000000ULL;
+    }
     if (t < c->last_deliver) t = c->last_deliver;
     c->last_deliver = t;
     sim_at(t, -1, ev_deliver, c, p, c->link);
@@ -565,6 +603,8 @@ void sim_net_free_all(void)
         for (size_t j = 0; j < c->nq; j++) pcmd_free(c->q[j]);
         free(c->q);
         simr_client_free(c->sc);
+        for (size_t j = 0; j < c->norphans; j++) simr_client_free(c->orphans[j]);
+        free(c->orphans);
         free(c);
     }
     free(conns);

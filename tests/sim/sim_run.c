@@ -637,6 +637,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     res->clock_jumps = st->w.clock_jumps;
     res->pauses = st->w.pauses;
     res->taken_back = st->w.taken_back;
+    res->late_runs = st->w.late_runs;
     res->sim_ms = (int64_t)(st->w.now / 1000000);
     teardown(st);
     sim_w = NULL;

@@ -20,7 +20,7 @@ typedef struct sim_result {
     int failed;
     char failure[1024];
     uint64_t events, requests, applies, resets, lost_replies, delays, restarts;
-    uint64_t clock_jumps, pauses, taken_back;
+    uint64_t clock_jumps, pauses, taken_back, late_runs;
     int64_t sim_ms;
 } sim_result;
 
