@@ -31,7 +31,8 @@ enum {
     SF_FAILOVER = 1 << 5,     /* a replica lacking the tail is promoted */
     SF_CLOCK = 1 << 6,        /* an instance's wall clock jumps */
     SF_PAUSE = 1 << 7,        /* an instance stops (SIGSTOP, a GC pause) and wakes up */
-    SF_ALL = (1 << 8) - 1,
+    SF_CRASH = 1 << 8,        /* an instance is killed (kill -9) and started again */
+    SF_ALL = (1 << 9) - 1,
 };
 
 typedef struct sim_inst {
@@ -56,7 +57,8 @@ typedef struct sim_world {
     uint64_t server_gen;      /* bumped by every restart: connections die */
     /* counters for the report */
     uint64_t events, resets, lost_replies, delays, restarts, clock_jumps, pauses;
-    uint64_t late_runs;       /* commands the server ran after their client gave up */
+    uint64_t late_runs;
+    uint64_t crashes;       /* commands the server ran after their client gave up */
     uint64_t taken_back;      /* results a restart lost that a poller could have seen */
     int verbose;
     int failed;

@@ -25,7 +25,7 @@ static double now_s(void)
 static int usage(const char *argv0)
 {
     fprintf(stderr, "usage: %s (--seed N | --seeds N [--first S]) [--faults=all|none|reset,lost,delay,"
-                    "restart,aof,failover,clock,pause] [--instances K] [--duration-ms D] [-v]\n", argv0);
+                    "restart,aof,failover,clock,pause,crash] [--instances K] [--duration-ms D] [-v]\n", argv0);
     return 2;
 }
 
@@ -51,11 +51,11 @@ int main(int argc, char **argv)
         sim_result r;
         int rc = sim_run(&o, &r);
         sim_replay_line(&o, line, sizeof line);
-        printf("seed %" PRIu64 ": %s: %" PRIu64 " requests, %" PRIu64 " applies, %" PRId64 " ms simulated, "
+        printf("seed %" PRIu64 ": %s: %s batch, %" PRIu64 " requests, %" PRId64 " granted, %" PRIu64 " applies, %" PRId64 " ms simulated, "
                "%" PRIu64 " events; faults: %" PRIu64 " resets, %" PRIu64 " lost replies, %" PRIu64
                " delayed, %" PRIu64 " run after their client gave up, %" PRIu64 " restarts (%" PRIu64 " results taken back), %" PRIu64 " clock jumps, %"
-               PRIu64 " pauses\n", o.seed, rc ? "FAILED" : "ok", r.requests, r.applies, r.sim_ms, r.events,
-               r.resets, r.lost_replies, r.delays, r.late_runs, r.restarts, r.taken_back, r.clock_jumps, r.pauses);
+               PRIu64 " pauses, %" PRIu64 " crashes\n", o.seed, rc ? "FAILED" : "ok", r.room ? "room" : "stock", r.requests, r.granted, r.applies, r.sim_ms, r.events,
+               r.resets, r.lost_replies, r.delays, r.late_runs, r.restarts, r.taken_back, r.clock_jumps, r.pauses, r.crashes);
         if (rc) printf("  %s\n  replay: %s\n", r.failure, line);
         return rc ? 1 : 0;
     }

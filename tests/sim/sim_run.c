@@ -38,7 +38,7 @@
 #include "worker/scripts.h"
 
 #define BATCH "b1"
-#define NUSERS 8
+#define NUSERS 30
 #define NITEMS 4
 
 /* ------------------------------------------------------------ workload -- */
@@ -51,13 +51,17 @@ typedef struct sent_req {
 } sent_req;
 
 typedef struct workload {
+    int room;         /* a room batch (beds), else stock */
     uint64_t next_id;
     sent_req *sent;
     size_t nsent, cap;
 } workload;
 
+enum { K_ANY, K_STOCK, K_ROOM };
+
 typedef struct sim_op {
     const char *name;
+    int kind;         /* the batches it is drawn for: K_ANY, K_STOCK, K_ROOM */
     int weight;
     int ctl;          /* pushed to ctl (an admin command), else the queue */
     /* writes the request into buf (size n); returns its length, 0 to skip */
@@ -144,22 +148,69 @@ static int gen_resume(workload *wl, simr *s, const batch_keys *k, char *id, char
 
 static int gen_capacity(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
 {
-    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"set_capacity\",\"item\":\"sku%d\",\"capacity\":%d}", id,
-                    (int)sim_below(NITEMS) + 1, (int)sim_below(12));
+    const char *item = wl->room ? "R" : "sku";
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"set_capacity\",\"item\":\"%s%d\",\"capacity\":%d}", id,
+                    item, (int)sim_below(NITEMS) + 1, (int)sim_below(wl->room ? 4 : 40));
 }
 
+/* rooms R1..R4 with 1..3 beds, attrs {"floor":"1"|"2"} */
+static int gen_choose(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"room\":\"R%d\"}", id, user,
+                    sim_chance(0.7) ? "choose" : "switch", (int)sim_below(NITEMS) + 1);
+}
+
+static int gen_auto(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    if (sim_chance(0.5))
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":[\"R%d\",\"R%d\"]}",
+                        id, user, (int)sim_below(NITEMS) + 1, (int)sim_below(NITEMS) + 1);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"filter\":{\"floor\":\"%d\"}}",
+                    id, user, (int)sim_below(2) + 1);
+}
+
+static int gen_group(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    int a = (int)sim_below(NUSERS) + 1, b = (int)sim_below(NUSERS) + 1;
+    if (a == b) b = b % NUSERS + 1;
+    snprintf(user, 16, "u%d", a);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"members\":[\"u%d\",\"u%d\"],"
+                    "\"prefs\":[\"R%d\"]}", id, a, a, b, (int)sim_below(NITEMS) + 1);
+}
+
+/* The workload: one line per op. An op of a new protocol version is a
+ * generator above and a line here. */
 static const sim_op ops[] = {
-    { "buy", 50, 0, gen_buy },
-    { "confirm", 10, 0, gen_confirm },
-    { "cancel", 5, 0, gen_cancel },
-    { "release", 8, 0, gen_release },
-    { "resubmit", 10, 0, gen_resubmit },
-    { "invalid", 2, 0, gen_invalid },
-    { "garbage", 2, 0, gen_garbage },
-    { "pause", 1, 1, gen_pause },
-    { "resume", 3, 1, gen_resume },
-    { "set_capacity", 2, 1, gen_capacity },
+    { "buy", K_STOCK, 50, 0, gen_buy },
+    { "confirm", K_STOCK, 10, 0, gen_confirm },
+    { "cancel", K_STOCK, 5, 0, gen_cancel },
+    { "choose", K_ROOM, 30, 0, gen_choose },
+    { "auto", K_ROOM, 20, 0, gen_auto },
+    { "group", K_ROOM, 8, 0, gen_group },
+    { "release", K_ANY, 8, 0, gen_release },
+    { "resubmit", K_ANY, 10, 0, gen_resubmit },
+    { "invalid", K_ANY, 2, 0, gen_invalid },
+    { "garbage", K_ANY, 2, 0, gen_garbage },
+    { "pause", K_ANY, 1, 1, gen_pause },
+    { "resume", K_ANY, 3, 1, gen_resume },
+    { "set_capacity", K_ANY, 2, 1, gen_capacity },
 };
+
+#define NOPS (sizeof ops / sizeof ops[0])
+
+static int op_drawn(const workload *wl, const sim_op *op)
+{
+    return op->kind == K_ANY || op->kind == (wl->room ? K_ROOM : K_STOCK);
+}
+
+static const sim_op *op_named(const char *name)
+{
+    for (size_t i = 0; i < NOPS; i++)
+        if (!strcmp(ops[i].name, name)) return &ops[i];
+    abort();
+}
 
 /* ------------------------------------------------------------- the run -- */
 
@@ -180,6 +231,9 @@ typedef struct sim_run_state {
     size_t dead_pushed;
     int checking;
     simr_db *snap;        /* for a restart that loses the last writes */
+    int tearing_down;
+    ctl_replay *replay;   /* the log replayed so far (check_replay) */
+    size_t replay_fed;
 } sim_run_state;
 
 static int64_t producer_ms(void) { return sim_server_ms(); }
@@ -224,10 +278,14 @@ static void ev_produce(void *a, void *b, uint64_t x)
     sim_run_state *st = a;
     if (!st->w.faults_on) return;
     int total = 0;
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) total += ops[i].weight;
+    for (size_t i = 0; i < NOPS; i++) total += op_drawn(&st->wl, &ops[i]) ? ops[i].weight : 0;
     int pick = (int)sim_below((uint64_t)total);
     size_t i = 0;
-    while (pick >= ops[i].weight) pick -= ops[i++].weight;
+    for (;; i++) {
+        if (!op_drawn(&st->wl, &ops[i])) continue;
+        if (pick < ops[i].weight) break;
+        pick -= ops[i].weight;
+    }
     push_request(st, &ops[i]);
     /* bursts and lulls: 0.2 ms .. 40 ms apart */
     uint64_t gap = sim_chance(0.7) ? 200000 + sim_below(2000000) : sim_below(40000000);
@@ -325,31 +383,48 @@ static void kv_add(void *ud, const char *k, size_t kn, const char *v, size_t vn)
     a->kv[a->n++] = (ctl_kv){ k, v, vn };
 }
 
+typedef struct replay_feed { sim_run_state *st; size_t i; } replay_feed;
+
 static void replay_entry(void *ud, const char *id, size_t nf, const char *const *f, const size_t *fl)
 {
+    replay_feed *rf = ud;
+    if (rf->i++ < rf->st->replay_fed) return;   /* fed at an earlier check */
     ctl_kv kv[32];
     size_t n = 0;
     for (size_t i = 0; i + 1 < nf && n < 32; i += 2) kv[n++] = (ctl_kv){ f[i], f[i + 1], fl[i + 1] };
-    ctl_replay_entry(ud, id, kv, n);
+    ctl_replay_entry(rf->st->replay, id, kv, n);
+    rf->st->replay_fed++;
 }
 
-/* The log replayed from the start equals holders and free. */
+/* The log replayed from the start equals holders and free. The replay is
+ * kept between checks and fed only the new entries (a restart that loses
+ * writes starts it again): the comparison itself runs on every commit. */
 static void check_replay(sim_run_state *st)
 {
-    ctl_replay *r = ctl_replay_new(0, st->per_user, replay_finding, st);
-    if (!r) abort();
-    simr_stream_each(st->w.redis, st->keys.log, replay_entry, r);
+    if (!st->replay) {
+        st->replay = ctl_replay_new(st->wl.room, st->per_user, replay_finding, st);
+        st->replay_fed = 0;
+        if (!st->replay) abort();
+    }
+    replay_feed rf = { st, 0 };
+    simr_stream_each(st->w.redis, st->keys.log, replay_entry, &rf);
     kvs cap = { 0 }, hold = { 0 }, fr = { 0 };
     simr_hash_each(st->w.redis, st->keys.capacity, kv_add, &cap);
     simr_hash_each(st->w.redis, st->keys.holders, kv_add, &hold);
     simr_hash_each(st->w.redis, st->keys.free, kv_add, &fr);
     const char *fu = simr_hget(st->w.redis, st->keys.stats, "free_units", NULL);
     ctl_snapshot snap = { cap.kv, cap.n, hold.kv, hold.n, fr.kv, fr.n, fu != NULL, fu ? strtoll(fu, NULL, 10) : 0 };
-    ctl_replay_finish(r, &snap);
-    ctl_replay_free(r);
+    ctl_replay_finish(st->replay, &snap);
     free(cap.kv);
     free(hold.kv);
     free(fr.kv);
+}
+
+static void replay_reset(sim_run_state *st)
+{
+    if (st->replay) ctl_replay_free(st->replay);
+    st->replay = NULL;
+    st->replay_fed = 0;
 }
 
 static void exec_post(void *ud, simr *s, simr_client *c)
@@ -416,6 +491,7 @@ static void ev_restart(void *a, void *b, uint64_t kind)
     if (kind && st->snap) {
         simr_hash_each(st->w.redis, st->keys.results, count_taken_back, st);
         simr_restore(st->w.redis, st->snap);
+        replay_reset(st);
         simr_hash_each(st->w.redis, st->keys.results, count_kept, st);
     } else {
         simr_flush_scripts(st->w.redis);
@@ -426,6 +502,28 @@ static void ev_restart(void *a, void *b, uint64_t kind)
     st->w.redis_down = 1;
     uint64_t down = kind == 2 ? 50 + sim_below(300) : 100 + sim_below(2000);
     sim_at(st->w.now + down * 1000000ULL, -1, ev_redis_up, st, NULL, 0);
+}
+
+static void ev_boot(void *a, void *b, uint64_t i)
+{
+    sim_run_state *st = a;
+    if (st->tearing_down || st->reg[i]) return;
+    if (registry_start(&st->reg[i], NULL, &st->cfg[i], &st->scripts) < 0) sim_fail("sim: instance %d did not restart", (int)i);
+}
+
+/* kill -9: nothing is handed back (no lease release, no farewell); what
+ * was written to the sockets may still run (sim_net.c) */
+static void crash(sim_run_state *st, int i)
+{
+    if (!st->reg[i]) return;
+    st->w.crashes++;
+    st->w.cur = i;
+    st->w.inst[i].paused_until = 0;
+    registry_abort(st->reg[i]);
+    registry_stop(st->reg[i], NULL, NULL);
+    st->reg[i] = NULL;
+    st->w.cur = -1;
+    sim_at(st->w.now + (100 + sim_below(2000)) * 1000000ULL, i, ev_boot, st, NULL, (uint64_t)i);
 }
 
 static void ev_fault(void *a, void *b, uint64_t x)
@@ -445,6 +543,7 @@ static void ev_fault(void *a, void *b, uint64_t x)
         in->paused_until = st->w.now + ms * 1000000ULL;
         st->w.pauses++;
     }
+    if ((f & SF_CRASH) && sim_chance(0.003)) crash(st, (int)sim_below((uint64_t)st->w.ninst));
     unsigned restarts = f & (SF_RESTART | SF_AOF_LOSS | SF_FAILOVER);
     if (restarts && sim_chance(0.004)) {
         unsigned kinds[3];
@@ -467,19 +566,25 @@ static void ev_fault(void *a, void *b, uint64_t x)
 static void setup_batch(sim_run_state *st)
 {
     char hold[24], per[24];
+    st->wl.room = sim_chance(0.4);
     st->per_user = 2 + (int64_t)sim_below(4);
     snprintf(per, sizeof per, "%" PRId64, st->per_user);
     snprintf(hold, sizeof hold, "%d", sim_chance(0.5) ? 0 : 300 + (int)sim_below(3000));
     const char *meta[] = { "HSET", st->keys.meta, "kind", "stock", "per_user", per, "hold_ms", hold };
-    server_cmd_quiet(st, 8, meta);
+    const char *room_meta[] = { "HSET", st->keys.meta, "kind", "room", "max_group", "3" };
+    if (st->wl.room) server_cmd_quiet(st, 6, room_meta);
+    else server_cmd_quiet(st, 8, meta);
     const char *list[] = { "SADD", "alloc:batches", BATCH };
     server_cmd_quiet(st, 3, list);
     for (int i = 1; i <= NITEMS; i++) {
-        char item[16], cap[16];
-        snprintf(item, sizeof item, "sku%d", i);
-        snprintf(cap, sizeof cap, "%d", 1 + (int)sim_below(15));
+        char item[16], cap[16], attrs[32];
+        snprintf(item, sizeof item, "%s%d", st->wl.room ? "R" : "sku", i);
+        snprintf(cap, sizeof cap, "%d", st->wl.room ? 1 + (int)sim_below(3) : 1 + (int)sim_below(60));
         const char *c[] = { "HSET", st->keys.capacity, item, cap };
         server_cmd_quiet(st, 4, c);
+        snprintf(attrs, sizeof attrs, "{\"floor\":\"%d\"}", 1 + i % 2);
+        const char *a[] = { "HSET", st->keys.attrs, item, attrs };
+        if (st->wl.room) server_cmd_quiet(st, 4, a);
     }
 }
 
@@ -508,6 +613,7 @@ static void setup_instance(sim_run_state *st, int i)
 static void teardown(sim_run_state *st)
 {
     st->w.faults_on = 0;
+    st->tearing_down = 1;
     for (int i = 0; i < st->w.ninst; i++) {
         st->w.inst[i].paused_until = 0;
         st->w.cur = i;
@@ -525,6 +631,7 @@ static void teardown(sim_run_state *st)
     simr_client_free(st->producer);
     simr_free(st->w.redis);
     simr_db_free(st->snap);
+    replay_reset(st);
     for (size_t i = 0; i < st->wl.nsent; i++) free(st->wl.sent[i].raw);
     free(st->wl.sent);
     for (size_t i = 0; i < st->ntaken; i++) free(st->taken[i]);
@@ -536,7 +643,7 @@ static void teardown(sim_run_state *st)
 static const struct { const char *name; unsigned bit; } fault_names[] = {
     { "reset", SF_RESET }, { "lost", SF_LOST_REPLY }, { "delay", SF_DELAY },
     { "restart", SF_RESTART }, { "aof", SF_AOF_LOSS }, { "failover", SF_FAILOVER },
-    { "clock", SF_CLOCK }, { "pause", SF_PAUSE },
+    { "clock", SF_CLOCK }, { "pause", SF_PAUSE }, { "crash", SF_CRASH },
 };
 
 int sim_faults_parse(const char *s, unsigned *out)
@@ -616,7 +723,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     st->w.faults_on = 0;
     for (int i = 0; i < st->w.ninst; i++) st->w.inst[i].paused_until = 0;
     st->w.redis_down = 0;
-    push_request(st, &ops[8]);
+    push_request(st, op_named("resume"));
     uint64_t drain_end = st->w.now + 60000000000ULL;
     while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
     if (!st->w.failed && !drained(st))
@@ -638,7 +745,11 @@ int sim_run(const sim_opts *o, sim_result *res)
     res->pauses = st->w.pauses;
     res->taken_back = st->w.taken_back;
     res->late_runs = st->w.late_runs;
+    res->crashes = st->w.crashes;
     res->sim_ms = (int64_t)(st->w.now / 1000000);
+    res->room = st->wl.room;
+    const char *g = simr_hget(st->w.redis, st->keys.stats, "granted", NULL);
+    res->granted = g ? strtoll(g, NULL, 10) : 0;
     teardown(st);
     sim_w = NULL;
     free(st);
