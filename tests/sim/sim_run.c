@@ -228,7 +228,6 @@ typedef struct sim_run_state {
     /* the transaction being checked (exec_pre -> exec_post) */
     char **taken;         /* raw entries LTRIMmed off queue or ctl */
     size_t ntaken, taken_cap;
-    size_t dead_pushed;
     int checking;
     simr_db *snap;        /* for a restart that loses the last writes */
     int tearing_down;
@@ -339,7 +338,6 @@ static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char *
     sim_run_state *st = ud;
     int writes = 0;
     st->ntaken = 0;
-    st->dead_pushed = 0;
     for (int i = 0; i < n; i++) {
         if (argc[i] < 2) continue;
         if (batch_write(st, argv[i][0], argv[i][1], lens[i][1])) writes++;
@@ -348,8 +346,9 @@ static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char *
         if (!strcasecmp(argv[i][0], "LTRIM") && (is_key(argv[i][1], lens[i][1], st->keys.queue) ||
                                                  is_key(argv[i][1], lens[i][1], st->keys.ctl)))
             take_entries(st, argv[i][1], strtol(argv[i][2], NULL, 10));
-        if (!strcasecmp(argv[i][0], "RPUSH") && is_key(argv[i][1], lens[i][1], st->keys.dead))
-            st->dead_pushed += (size_t)argc[i] - 2;
+        /* the lottery's pool is deleted with its last chunk: all answered */
+        if (!strcasecmp(argv[i][0], "DEL") && is_key(argv[i][1], lens[i][1], st->keys.early))
+            take_entries(st, st->keys.early, (long)simr_llen(st->w.redis, st->keys.early));
     }
     st->checking = writes > 0;
     if (!writes) return;
@@ -427,25 +426,38 @@ static void replay_reset(sim_run_state *st)
     st->replay_fed = 0;
 }
 
+/* dead holds {"raw": raw, ...} */
+static int in_dead(sim_run_state *st, const char *raw)
+{
+    size_t n = simr_llen(st->w.redis, st->keys.dead);
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *e = simr_lindex(st->w.redis, st->keys.dead, i, &len);
+        json_t *j = json_loadb(e, len, 0, NULL);
+        const char *r = json_string_value(json_object_get(j, "raw"));
+        int hit = r && !strcmp(r, raw);
+        json_decref(j);
+        if (hit) return 1;
+    }
+    return 0;
+}
+
 static void exec_post(void *ud, simr *s, simr_client *c)
 {
     sim_run_state *st = ud;
     if (!st->checking) return;
-    size_t no_id = 0;
     for (size_t i = 0; i < st->ntaken; i++) {
         json_t *j = json_loads(st->taken[i], 0, NULL);
         json_t *id = j && json_is_object(j) ? json_object_get(j, "id") : NULL;
         if (id && json_is_string(id)) {
             if (!simr_hget(s, st->keys.results, json_string_value(id), NULL))
                 sim_fail("request %s was taken off the queue without a result", json_string_value(id));
-        } else {
-            no_id++;
+        } else if (!in_dead(st, st->taken[i])) {
+            sim_fail("a request without an id was taken off the queue and is not in dead: %s", st->taken[i]);
         }
         json_decref(j);
         free(st->taken[i]);
     }
-    if (no_id > st->dead_pushed)
-        sim_fail("%zu requests without an id were taken off the queue, %zu went to dead", no_id, st->dead_pushed);
     st->ntaken = 0;
     check_replay(st);
 }
@@ -574,6 +586,19 @@ static void setup_batch(sim_run_state *st)
     const char *room_meta[] = { "HSET", st->keys.meta, "kind", "room", "max_group", "3" };
     if (st->wl.room) server_cmd_quiet(st, 6, room_meta);
     else server_cmd_quiet(st, 8, meta);
+    /* an opening (early requests rejected, or kept for the lottery) and a
+     * closing, for some seeds */
+    char at[24];
+    if (sim_chance(0.35)) {
+        snprintf(at, sizeof at, "%" PRId64, sim_server_ms() + 300 + (int64_t)sim_below(3000));
+        const char *o[] = { "HSET", st->keys.meta, "opens_at", at, "early", sim_chance(0.5) ? "shuffle" : "reject" };
+        server_cmd_quiet(st, 6, o);
+    }
+    if (sim_chance(0.15)) {
+        snprintf(at, sizeof at, "%" PRId64, sim_server_ms() + 4000 + (int64_t)sim_below(5000));
+        const char *c[] = { "HSET", st->keys.meta, "closes_at", at };
+        server_cmd_quiet(st, 4, c);
+    }
     const char *list[] = { "SADD", "alloc:batches", BATCH };
     server_cmd_quiet(st, 3, list);
     for (int i = 1; i <= NITEMS; i++) {
@@ -687,7 +712,8 @@ void sim_replay_line(const sim_opts *o, char *buf, size_t n)
 
 static int drained(sim_run_state *st)
 {
-    return simr_llen(st->w.redis, st->keys.queue) == 0 && simr_llen(st->w.redis, st->keys.ctl) == 0;
+    return simr_llen(st->w.redis, st->keys.queue) == 0 && simr_llen(st->w.redis, st->keys.ctl) == 0 &&
+           simr_llen(st->w.redis, st->keys.early) == 0;
 }
 
 int sim_run(const sim_opts *o, sim_result *res)
@@ -727,8 +753,9 @@ int sim_run(const sim_opts *o, sim_result *res)
     uint64_t drain_end = st->w.now + 60000000000ULL;
     while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
     if (!st->w.failed && !drained(st))
-        sim_fail("liveness: %zu requests and %zu commands still queued 60 s after the faults stopped",
-                 simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl));
+        sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting 60 s after "
+                 "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
+                 simr_llen(st->w.redis, st->keys.early));
     if (!st->w.failed) check_replay(st);
 
     memset(res, 0, sizeof *res);

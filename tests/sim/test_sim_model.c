@@ -6,7 +6,7 @@
  * values, so commands collide (wrong types, missing keys, overwrites), two
  * clients interleave (WATCH broken by the other client, by the same client,
  * MULTI with a queue-time error), and allocd's own Lua scripts (FENCE, the
- * lease scripts, the order-id block, load_prepare) run for real in Redis
+ * lease scripts, the order-id block, load_prepare, the lottery) run for real in Redis
  * against the model's C versions of their effects, with tokens, epochs and
  * chunk counts drawn to hit every branch. tests/data/sim/model_cases.txt
  * holds hand-written sequences for what a draw hits rarely.
@@ -162,13 +162,14 @@ static void reset_both(void)
 
 static batch_keys K;
 static const char *const vals[] = { "0", "1", "2", "-3", "x", "", "17", "9223372036854775807", "t1", "t2" };
-static const char *fields[] = { "f1", "f2", "epoch", "chunks_applied", "dequeued" };
+static const char *fields[] = { "f1", "f2", "epoch", "chunks_applied", "dequeued", "lottery_done",
+                                "early_base", "early_served", "shuffle_seed" };
 
 static const char *key(void)
 {
     static const char *const plain[] = { "k1", "k2", "k3", "l1", "h1" };
-    const char *batch[] = { K.lease, K.internal, K.results, K.queue, K.stats, K.log, K.participants };
-    return below(3) ? plain[below(5)] : batch[below(7)];
+    const char *batch[] = { K.lease, K.internal, K.results, K.queue, K.stats, K.log, K.participants, K.early };
+    return below(3) ? plain[below(5)] : batch[below(8)];
 }
 
 static const char *val(void) { return vals[below(sizeof vals / sizeof vals[0])]; }
@@ -192,8 +193,14 @@ static void draw_script(int who)
     char ttl[16];
     snprintf(ttl, sizeof ttl, "%d", 1000 + (int)below(9000));
     const char *tok = below(2) ? "t1" : "t2";
-    switch (below(6)) {
+    switch (below(7)) {
     case 0: draw_fence(who); break;
+    case 6: {
+        const char *argv[] = { "EVAL", script_lottery_src, "5", K.queue, K.early, K.stats, K.internal, K.lease,
+                               below(2) ? "42" : "7", tok, below(2) ? "1" : "2" };
+        both(who, 11, argv);
+        break;
+    }
     case 1: {
         const char *argv[] = { "EVAL", script_lease_acquire_src, "2", K.lease, K.internal, tok, ttl,
                                below(3) ? "" : (below(2) ? "t1" : "t2") };
@@ -313,6 +320,7 @@ static const char *expand(const char *w)
         { "$FENCE", script_fence_src }, { "$ACQUIRE", script_lease_acquire_src },
         { "$RENEW", script_lease_renew_src }, { "$RELEASE", script_lease_release_src },
         { "$ORDERS", script_order_block_src }, { "$PREPARE", script_load_prepare_src },
+        { "$LOTTERY", script_lottery_src },
     };
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         if (!strcmp(w, s[i].name)) return s[i].src;
