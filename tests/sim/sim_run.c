@@ -442,6 +442,30 @@ static int in_dead(sim_run_state *st, const char *raw)
     return 0;
 }
 
+static int64_t stat_of(sim_run_state *st, const char *f)
+{
+    const char *v = simr_hget(st->w.redis, st->keys.stats, f, NULL);
+    return v ? strtoll(v, NULL, 10) : 0;
+}
+
+/* The counters' contract (PROTOCOL.md, stats): processed is the sum of the
+ * statuses, and every request taken off the queue is counted once --
+ * dequeued = processed + dead + duplicates -- except while a lottery pool
+ * is served (it counts as dequeued once drawn). */
+static void check_stats(sim_run_state *st)
+{
+    if (!simr_hget(st->w.redis, st->keys.stats, "processed", NULL)) return;
+    int64_t processed = stat_of(st, "processed"), sum = stat_of(st, "granted") + stat_of(st, "done") +
+                        stat_of(st, "rejected") + stat_of(st, "invalid");
+    if (processed != sum)
+        sim_fail("stats: processed %" PRId64 " but granted + done + rejected + invalid = %" PRId64, processed, sum);
+    const char *done = simr_hget(st->w.redis, st->keys.internal, "lottery_done", NULL);
+    int pool = simr_hget(st->w.redis, st->keys.internal, "early_base", NULL) && !(done && !strcmp(done, "1"));
+    int64_t d = stat_of(st, "dequeued"), counted = processed + stat_of(st, "dead") + stat_of(st, "duplicates");
+    if (!pool && d != counted)
+        sim_fail("stats: dequeued %" PRId64 " but processed + dead + duplicates = %" PRId64, d, counted);
+}
+
 static void exec_post(void *ud, simr *s, simr_client *c)
 {
     sim_run_state *st = ud;
@@ -450,7 +474,8 @@ static void exec_post(void *ud, simr *s, simr_client *c)
         json_t *j = json_loads(st->taken[i], 0, NULL);
         json_t *id = j && json_is_object(j) ? json_object_get(j, "id") : NULL;
         if (id && json_is_string(id)) {
-            if (!simr_hget(s, st->keys.results, json_string_value(id), NULL))
+            /* a poison request goes to dead after 2 x max_attempts (PROTOCOL.md 3.1) */
+            if (!simr_hget(s, st->keys.results, json_string_value(id), NULL) && !in_dead(st, st->taken[i]))
                 sim_fail("request %s was taken off the queue without a result", json_string_value(id));
         } else if (!in_dead(st, st->taken[i])) {
             sim_fail("a request without an id was taken off the queue and is not in dead: %s", st->taken[i]);
@@ -460,6 +485,7 @@ static void exec_post(void *ud, simr *s, simr_client *c)
     }
     st->ntaken = 0;
     check_replay(st);
+    check_stats(st);
 }
 
 /* -------------------------------------------------------------- faults -- */
@@ -627,7 +653,7 @@ static void setup_instance(sim_run_state *st, int i)
     c->idle_wait_ms = 100 + (int)sim_below(900);
     c->backoff_min_ms = 10;
     c->backoff_max_ms = 500;
-    c->max_attempts = 5;
+    c->max_attempts = 1 + (int)sim_below(4);
     c->registry_interval_ms = 100 + (int)sim_below(200);
     st->w.cur = i;
     st->w.inst[i].id = i;
@@ -739,6 +765,16 @@ int sim_run(const sim_opts *o, sim_result *res)
     batch_keys_init(&st->keys, "alloc", BATCH);
     scripts_init(&st->scripts);
     setup_batch(st);
+    /* a poison request for some seeds: FENCE refuses every apply holding
+     * it (ALLOCD_FAULT_APPLY_ID, read by each worker as it starts), so it
+     * is isolated, then moved to dead */
+    char poison[32] = "";
+    if (sim_chance(0.2)) {
+        snprintf(poison, sizeof poison, "r%d", 2 + (int)sim_below(200));
+        setenv("ALLOCD_FAULT_APPLY_ID", poison, 1);
+    } else {
+        unsetenv("ALLOCD_FAULT_APPLY_ID");
+    }
     for (int i = 0; i < st->w.ninst; i++) setup_instance(st, i);
     sim_at(1000000, -1, ev_produce, st, NULL, 0);
     sim_at(5000000, -1, ev_fault, st, NULL, 0);
@@ -775,6 +811,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     res->crashes = st->w.crashes;
     res->sim_ms = (int64_t)(st->w.now / 1000000);
     res->room = st->wl.room;
+    unsetenv("ALLOCD_FAULT_APPLY_ID");
     const char *g = simr_hget(st->w.redis, st->keys.stats, "granted", NULL);
     res->granted = g ? strtoll(g, NULL, 10) : 0;
     teardown(st);
