@@ -39,6 +39,7 @@ typedef struct sim_inst {
     int id;
     int64_t wall_offset_ms;   /* its wall clock minus the true time */
     uint64_t paused_until;    /* ns: its events wait until then */
+    int boots;                /* restarts after a crash: a new pid each */
 } sim_inst;
 
 typedef struct sim_world {

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "base/clock.h"
@@ -146,6 +147,17 @@ int64_t clock_mono_us(void) { return (int64_t)(sim_w->now / 1000); }
 void clock_sleep_us(int64_t us) { (void)us; }
 void clock_sleep_ms(int ms) { (void)ms; }
 uint64_t random_u64(void) { return sim_rand(); }
+
+/* Each simulated process has a pid of its own, new at every restart, so a
+ * restarted instance recognises its previous run's lease as a dead
+ * process's and takes it over (batch_lease_holder_dead). They lie above
+ * Linux's largest pid (2^22), so the kill(pid, 0) that checks them finds
+ * no such process; the one an instance asks about for itself is its own. */
+pid_t getpid(void)
+{
+    if (!sim_w || sim_w->cur < 0) return 1;
+    return (pid_t)(5000000 + sim_w->cur * 1000 + sim_w->inst[sim_w->cur].boots);
+}
 
 /* ------------------------------------------------------------ libuv -- */
 

@@ -555,6 +555,7 @@ static void crash(sim_run_state *st, int i)
 {
     if (!st->reg[i]) return;
     st->w.crashes++;
+    st->w.inst[i].boots++;   /* the next run has a new pid */
     st->w.cur = i;
     st->w.inst[i].paused_until = 0;
     registry_abort(st->reg[i]);
