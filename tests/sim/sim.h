@@ -52,6 +52,7 @@ typedef struct sim_world {
     int ninst;
     unsigned faults;
     int faults_on;            /* 0 while draining at the end */
+    double intensity;         /* 0.1..3: scales every fault's rate, drawn per seed */
     /* the server */
     simr *redis;
     int redis_down;           /* restarting: connects fail */

@@ -274,7 +274,7 @@ static void on_reply(redis_conn *c, redisReply *r)
 /* The server answers: the reply travels back, unless a fault takes it. */
 static void send_reply(redis_conn *c, redisReply *r)
 {
-    if (sim_w->faults_on && (sim_w->faults & SF_LOST_REPLY) && sim_chance(0.01)) {
+    if (sim_w->faults_on && (sim_w->faults & SF_LOST_REPLY) && sim_chance(0.01 * sim_w->intensity)) {
         /* the command ran, its reply never arrives: "commit result unknown" */
         sim_w->lost_replies++;
         freeReplyObject(r);
@@ -282,7 +282,7 @@ static void send_reply(redis_conn *c, redisReply *r)
         return;
     }
     uint64_t t = sim_w->now + latency_ns();
-    if (sim_w->faults_on && (sim_w->faults & SF_DELAY) && sim_chance(0.003)) {
+    if (sim_w->faults_on && (sim_w->faults & SF_DELAY) && sim_chance(0.003 * sim_w->intensity)) {
         /* past the lease (5 s here) and past the command deadline */
         sim_w->delays++;
         t += (3000 + sim_below(6000)) * 1000000ULL;
@@ -351,7 +351,7 @@ static void send_packet(redis_conn *c, packet *p)
     p->link = c->link;
     p->server_gen = c->server_gen;
     uint64_t t = sim_w->now + latency_ns();
-    if (sim_w->faults_on && (sim_w->faults & SF_DELAY) && sim_chance(0.001)) {
+    if (sim_w->faults_on && (sim_w->faults & SF_DELAY) && sim_chance(0.001 * sim_w->intensity)) {
         /* a request held up past the lease and the command deadline */
         sim_w->delays++;
         t += (2500 + sim_below(5000)) * 1000000ULL;

@@ -570,21 +570,21 @@ static void ev_fault(void *a, void *b, uint64_t x)
     sim_run_state *st = a;
     if (!st->w.faults_on) return;
     unsigned f = st->w.faults;
-    if ((f & SF_RESET) && sim_chance(0.08)) sim_net_reset_random();
-    if ((f & SF_CLOCK) && sim_chance(0.01)) {
+    if ((f & SF_RESET) && sim_chance(0.08 * st->w.intensity)) sim_net_reset_random();
+    if ((f & SF_CLOCK) && sim_chance(0.01 * st->w.intensity)) {
         sim_inst *in = &st->w.inst[sim_below((uint64_t)st->w.ninst)];
         in->wall_offset_ms += (int64_t)sim_below(20000) - 10000;
         st->w.clock_jumps++;
     }
-    if ((f & SF_PAUSE) && sim_chance(0.006)) {
+    if ((f & SF_PAUSE) && sim_chance(0.006 * st->w.intensity)) {
         sim_inst *in = &st->w.inst[sim_below((uint64_t)st->w.ninst)];
         uint64_t ms = 500 + sim_below((uint64_t)st->cfg[0].lease_ttl_ms * 3);
         in->paused_until = st->w.now + ms * 1000000ULL;
         st->w.pauses++;
     }
-    if ((f & SF_CRASH) && sim_chance(0.003)) crash(st, (int)sim_below((uint64_t)st->w.ninst));
+    if ((f & SF_CRASH) && sim_chance(0.003 * st->w.intensity)) crash(st, (int)sim_below((uint64_t)st->w.ninst));
     unsigned restarts = f & (SF_RESTART | SF_AOF_LOSS | SF_FAILOVER);
-    if (restarts && sim_chance(0.004)) {
+    if (restarts && sim_chance(0.004 * st->w.intensity)) {
         unsigned kinds[3];
         int nk = 0;
         if (f & SF_RESTART) kinds[nk++] = 0;
@@ -756,6 +756,8 @@ int sim_run(const sim_opts *o, sim_result *res)
     st->w.faults = o->faults;
     st->w.faults_on = 1;
     st->w.verbose = o->verbose;
+    /* some runs barely faulty (long stretches of progress), some a storm */
+    st->w.intensity = (double)(1 + sim_below(30)) / 10.0;
     st->w.ninst = o->instances > 0 ? o->instances : 2 + (int)sim_below(2);
     if (st->w.ninst > SIM_MAX_INST) st->w.ninst = SIM_MAX_INST;
     log_set_level(o->verbose ? ALOG_DEBUG : -1);
