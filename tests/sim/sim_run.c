@@ -333,6 +333,49 @@ static void check_result_write(sim_run_state *st, int argc, char **argv, size_t 
     }
 }
 
+/* The position formula (PROTOCOL.md, "Queue position"): a request taken
+ * off the queue at index i of a transaction that starts from dequeued D
+ * is the (D + i + 1)th ever pushed, and its result says so in `seq`. */
+static void check_seq(sim_run_state *st, int n, int *argc, char ***argv, size_t **lens)
+{
+    const char *d = simr_hget(st->w.redis, st->keys.stats, "dequeued", NULL);
+    int64_t base = d ? strtoll(d, NULL, 10) : 0;
+    for (int c = 0; c < n; c++) {
+        if (strcasecmp(argv[c][0], "LTRIM") || !is_key(argv[c][1], lens[c][1], st->keys.queue)) continue;
+        long k = strtol(argv[c][2], NULL, 10);
+        for (long i = 0; i < k; i++) {
+            size_t len;
+            const char *raw = simr_lindex(st->w.redis, st->keys.queue, (size_t)i, &len);
+            json_t *j = raw ? json_loadb(raw, len, 0, NULL) : NULL;
+            const char *id = json_string_value(json_object_get(j, "id"));
+            /* the result this transaction writes for it, if any (not for a
+             * duplicate, or the second copy of an id in one chunk) */
+            for (int h = 0; id && h < n; h++) {
+                if (strcasecmp(argv[h][0], "HSET") || !is_key(argv[h][1], lens[h][1], st->keys.results)) continue;
+                for (int f = 2; f + 1 < argc[h]; f += 2) {
+                    if (strcmp(argv[h][f], id)) continue;
+                    json_t *r = json_loads(argv[h][f + 1], 0, NULL);
+                    json_t *seq = json_object_get(r, "seq");
+                    int first = 1;
+                    for (long e = 0; e < i && first; e++) {
+                        size_t l2;
+                        const char *o = simr_lindex(st->w.redis, st->keys.queue, (size_t)e, &l2);
+                        json_t *oj = json_loadb(o, l2, 0, NULL);
+                        const char *oid = json_string_value(json_object_get(oj, "id"));
+                        first = !(oid && !strcmp(oid, id));
+                        json_decref(oj);
+                    }
+                    if (first && (!json_is_integer(seq) || json_integer_value(seq) != base + i + 1))
+                        sim_fail("request %s: seq %" PRId64 ", but it is the %" PRId64 "th pushed", id,
+                                 json_is_integer(seq) ? (int64_t)json_integer_value(seq) : -1, base + i + 1);
+                    json_decref(r);
+                }
+            }
+            json_decref(j);
+        }
+    }
+}
+
 static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char ***argv, size_t **lens)
 {
     sim_run_state *st = ud;
@@ -352,6 +395,7 @@ static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char *
     }
     st->checking = writes > 0;
     if (!writes) return;
+    check_seq(st, n, argc, argv, lens);
     st->applies++;
     const char *tok = simr_client_fence_token(c), *ep = simr_client_fence_epoch(c);
     if (!tok) { sim_fail("fencing: a transaction writes the batch without FENCE"); return; }
