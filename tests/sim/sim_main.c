@@ -7,7 +7,9 @@
  *       seeds per second and every failing seed's replay line
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +22,26 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A seed that crashes (an assertion, a fault in allocd or here) prints its
+ * replay line too: it is prepared before each run, and the handler only
+ * write()s it and lets the signal kill the process as before. */
+static char crash_line[600];
+
+static void on_crash(int sig)
+{
+    ssize_t n = write(STDOUT_FILENO, crash_line, strlen(crash_line));
+    (void)n;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void arm_crash_line(const sim_opts *o)
+{
+    char line[512];
+    sim_replay_line(o, line, sizeof line);
+    snprintf(crash_line, sizeof crash_line, "CRASHED seed %" PRIu64 "\n  replay: %s\n", o->seed, line);
 }
 
 static int usage(const char *argv0)
@@ -46,9 +68,17 @@ int main(int argc, char **argv)
         else return usage(argv[0]);
     }
     if (!have_seed && !seeds) return usage(argv[0]);
+    signal(SIGABRT, on_crash);
+#ifndef __SANITIZE_ADDRESS__
+    /* under ASan its own handler reports a fault, then aborts: SIGABRT */
+    signal(SIGSEGV, on_crash);
+    signal(SIGBUS, on_crash);
+    signal(SIGFPE, on_crash);
+#endif
     char line[512];
     if (have_seed) {
         sim_result r;
+        arm_crash_line(&o);
         int rc = sim_run(&o, &r);
         sim_replay_line(&o, line, sizeof line);
         printf("seed %" PRIu64 ": %s: %s batch, %" PRIu64 " requests, %" PRId64 " granted, %" PRIu64 " applies, %" PRId64 " ms simulated, "
@@ -67,6 +97,8 @@ int main(int argc, char **argv)
     for (uint64_t s = first; s < first + seeds; s++) {
         o.seed = s;
         sim_result r;
+        fflush(stdout);
+        arm_crash_line(&o);
         if (sim_run(&o, &r) < 0) {
             failed++;
             sim_replay_line(&o, line, sizeof line);
