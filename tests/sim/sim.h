@@ -73,6 +73,8 @@ extern sim_world *sim_w;   /* the one world (the replaced libuv has no other way
  * or the world). A paused instance's events wait. */
 void sim_at(uint64_t t, int inst, sim_fn fn, void *a, void *b, uint64_t x);
 int sim_step(void);   /* one event; 0 when none is left */
+/* Ends an instance's pause now; what it held runs in order. */
+void sim_resume(int inst);
 uint64_t sim_next_time(void);
 void sim_queue_clear(void);
 

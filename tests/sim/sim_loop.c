@@ -29,6 +29,10 @@ typedef struct sim_event {
 } sim_event;
 
 static sim_event *heap;
+/* a paused instance's events, held in order (sim_step) */
+static sim_event *held[SIM_MAX_INST];
+static size_t held_n[SIM_MAX_INST], held_cap[SIM_MAX_INST];
+static int wake_pending[SIM_MAX_INST];
 static sim_fn timer_fire_fn(void);
 static size_t heap_n, heap_cap;
 static uint64_t heap_seq;
@@ -86,28 +90,87 @@ void sim_queue_clear(void)
     /* events left own their tokens (timers): run none, free them */
     for (size_t i = 0; i < heap_n; i++)
         if (heap[i].fn == timer_fire_fn()) free(heap[i].a);
+    for (int k = 0; k < SIM_MAX_INST; k++) {
+        for (size_t i = 0; i < held_n[k]; i++)
+            if (held[k][i].fn == timer_fire_fn()) free(held[k][i].a);
+        free(held[k]);
+        held[k] = NULL;
+        held_n[k] = held_cap[k] = 0;
+        wake_pending[k] = 0;
+    }
     free(heap);
     heap = NULL;
     heap_n = heap_cap = 0;
     heap_seq = 0;
 }
 
+/* A paused instance's events are held, in the order they came due, and run
+ * in that order when it wakes: a stopped process sees its timers and
+ * replies late but never reordered, even when a pause is cut short or a
+ * new one overlaps it. While any are held, the instance's later events
+ * queue behind them. */
+
+static void hold(sim_event e)
+{
+    int i = e.inst;
+    if (held_n[i] == held_cap[i]) {
+        held_cap[i] = held_cap[i] ? held_cap[i] * 2 : 64;
+        held[i] = realloc(held[i], held_cap[i] * sizeof *held[i]);
+        if (!held[i]) abort();
+    }
+    held[i][held_n[i]++] = e;
+}
+
+static void run_event(const sim_event *e)
+{
+    sim_w->cur = e->inst;
+    sim_w->events++;
+    e->fn(e->a, e->b, e->x);
+    sim_w->cur = -1;
+}
+
+static void ev_wake(void *a, void *b, uint64_t inst)
+{
+    sim_inst *in = &sim_w->inst[inst];
+    if (in->paused_until > sim_w->now) {   /* paused again meanwhile */
+        sim_at(in->paused_until, -1, ev_wake, NULL, NULL, inst);
+        return;
+    }
+    wake_pending[inst] = 0;
+    /* run them in order; one may pause the instance again (it cannot: only
+     * world events do), or add events of its own, which queue behind */
+    for (size_t k = 0; k < held_n[inst]; k++) {
+        sim_event e = held[inst][k];
+        run_event(&e);
+    }
+    held_n[inst] = 0;
+}
+
+static void schedule_wake(int inst, uint64_t t)
+{
+    if (wake_pending[inst]) return;
+    wake_pending[inst] = 1;
+    sim_at(t, -1, ev_wake, NULL, NULL, (uint64_t)inst);
+}
+
+void sim_resume(int inst)
+{
+    sim_w->inst[inst].paused_until = 0;
+    if (held_n[inst]) { wake_pending[inst] = 0; schedule_wake(inst, sim_w->now); }
+}
+
 int sim_step(void)
 {
     if (!heap_n) return 0;
     sim_event e = heap_pop();
-    if (e.inst >= 0 && sim_w->inst[e.inst].paused_until > e.t) {
-        /* a stopped process runs nothing: the event waits, in its order */
-        e.t = sim_w->inst[e.inst].paused_until;
-        e.seq = heap_seq++;
-        heap_push(e);
+    sim_w->now = e.t;
+    if (e.inst >= 0 && (sim_w->inst[e.inst].paused_until > e.t || held_n[e.inst])) {
+        hold(e);
+        uint64_t until = sim_w->inst[e.inst].paused_until;
+        schedule_wake(e.inst, until > e.t ? until : e.t);
         return 1;
     }
-    sim_w->now = e.t;
-    sim_w->cur = e.inst;
-    sim_w->events++;
-    e.fn(e.a, e.b, e.x);
-    sim_w->cur = -1;
+    run_event(&e);
     return 1;
 }
 

@@ -57,11 +57,20 @@ struct redis_conn {
     int backoff_ms, backoff_min, backoff_max;
     redis_conn_stats stats;
     uint64_t blocked_serial;
+    uint64_t blocked_for;       /* the pcmd of the blocked command */
 };
+
+/* A reply on its way, with the command record it answers: the client
+ * checks it is the one at the head of its FIFO (a simulator bug else). */
+typedef struct reply_ev {
+    redisReply *r;
+    uint64_t serial;
+} reply_ev;
 
 typedef struct packet {
     simr_client *sc;            /* the server side of the link it was sent on */
     uint64_t link, server_gen;
+    uint64_t serial;            /* the command record (pcmd) it belongs to */
     int argc;
     char **argv;
     size_t *lens;
@@ -222,17 +231,20 @@ static void schedule_connect(redis_conn *c, uint64_t delay_ns)
 
 /* -------------------------------------------------------------- replies -- */
 
-static void on_reply(redis_conn *c, redisReply *r);
+static void on_reply(redis_conn *c, redisReply *r, uint64_t serial);
 
 static void ev_reply(void *a, void *b, uint64_t link)
 {
     redis_conn *c = a;
-    redisReply *r = b;
+    reply_ev *e = b;
+    redisReply *r = e->r;
+    uint64_t serial = e->serial;
+    free(e);
     if (c->closed || c->link != link || c->dead) { freeReplyObject(r); return; }
-    on_reply(c, r);
+    on_reply(c, r, serial);
 }
 
-static void send_packet(redis_conn *c, packet *p);
+static void send_packet(redis_conn *c, packet *p, uint64_t serial);
 
 static void eval_resend(redis_conn *c, pcmd *p)
 {
@@ -243,12 +255,17 @@ static void eval_resend(redis_conn *c, pcmd *p)
     argv[1] = p->script->source; lens[1] = strlen(p->script->source);
     p->retried = 1;
     c->q[c->nq++] = p;   /* to the tail: its reply now comes after the others */
-    send_packet(c, packet_new(p->argc, argv, lens));
+    send_packet(c, packet_new(p->argc, argv, lens), p->serial);
 }
 
-static void on_reply(redis_conn *c, redisReply *r)
+static void on_reply(redis_conn *c, redisReply *r, uint64_t serial)
 {
-    if (!c->nq) { freeReplyObject(r); sim_fail("sim: a reply with no command waiting on %s", c->name); return; }
+    if (!c->nq || c->q[0]->serial != serial) {
+        freeReplyObject(r);
+        sim_fail("sim: %s: the reply of command #%llu arrived while #%llu waits first", c->name,
+                 (unsigned long long)serial, c->nq ? (unsigned long long)c->q[0]->serial : 0ULL);
+        return;
+    }
     pcmd *p = c->q[0];
     if (p->script && !p->retried && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8)) {
         freeReplyObject(r);
@@ -272,7 +289,7 @@ static void on_reply(redis_conn *c, redisReply *r)
 }
 
 /* The server answers: the reply travels back, unless a fault takes it. */
-static void send_reply(redis_conn *c, redisReply *r)
+static void send_reply(redis_conn *c, redisReply *r, uint64_t serial)
 {
     if (sim_w->faults_on && (sim_w->faults & SF_LOST_REPLY) && sim_chance(0.01 * sim_w->intensity)) {
         /* the command ran, its reply never arrives: "commit result unknown" */
@@ -289,7 +306,10 @@ static void send_reply(redis_conn *c, redisReply *r)
     }
     if (t < c->last_reply) t = c->last_reply;
     c->last_reply = t;
-    sim_at(t, c->inst, ev_reply, c, r, c->link);
+    reply_ev *e = malloc(sizeof *e);
+    if (!e) abort();
+    *e = (reply_ev){ r, serial };
+    sim_at(t, c->inst, ev_reply, c, e, c->link);
 }
 
 /* ------------------------------------------------------------ delivery -- */
@@ -299,7 +319,7 @@ static void ev_block_timeout(void *a, void *b, uint64_t serial)
     redis_conn *c = a;
     if (c->closed || !c->sc || c->blocked_serial != serial || !simr_client_blocked(c->sc)) return;
     c->blocked_serial = 0;
-    send_reply(c, simr_block_timeout(c->sc));
+    send_reply(c, simr_block_timeout(c->sc), c->blocked_for);
 }
 
 static uint64_t block_serial;
@@ -323,8 +343,9 @@ static void ev_deliver(void *a, void *b, uint64_t link)
         return;
     }
     redisReply *r = simr_exec(sim_w->redis, c->sc, p->argc, (const char **)p->argv, p->lens, sim_server_ms());
-    if (r) send_reply(c, r);
+    if (r) send_reply(c, r, p->serial);
     else {
+        c->blocked_for = p->serial;
         /* blocked: BLMOVE's server-side timeout */
         double secs = strtod(p->argv[p->argc - 1], NULL);
         c->blocked_serial = ++block_serial;
@@ -340,13 +361,14 @@ void sim_net_retry_blocked(void)
         redis_conn *c = conns[i];
         if (c->closed || c->dead || !c->sc || !simr_client_blocked(c->sc)) continue;
         redisReply *r = simr_retry_blocked(sim_w->redis, c->sc, sim_server_ms());
-        if (r) { c->blocked_serial = 0; send_reply(c, r); }
+        if (r) { c->blocked_serial = 0; send_reply(c, r, c->blocked_for); }
     }
 }
 
-static void send_packet(redis_conn *c, packet *p)
+static void send_packet(redis_conn *c, packet *p, uint64_t serial)
 {
     if (c->dead) { packet_free(p); return; }   /* into a dead socket */
+    p->serial = serial;
     p->sc = c->sc;
     p->link = c->link;
     p->server_gen = c->server_gen;
@@ -431,7 +453,7 @@ int redis_conn_commandargv(redis_conn *c, redis_reply_fn fn, void *privdata, int
     if (!c || argc < 1) return -EINVAL;
     if (!redis_conn_is_ready(c)) return -ENOTCONN;
     pcmd_push(c, fn, privdata, timeout_ms, 1);
-    send_packet(c, packet_new(argc, argv, argvlen));
+    send_packet(c, packet_new(argc, argv, argvlen), c->serial);
     return 0;
 }
 
@@ -470,7 +492,7 @@ int redis_conn_command_resp(redis_conn *c, redis_reply_fn fn, void *privdata, in
     packet *pk = parse_resp(resp, len);
     if (!pk) { sim_fail("sim: %s sent RESP that is not one command", c->name); return -EINVAL; }
     pcmd_push(c, fn, privdata, timeout_ms, 1);
-    send_packet(c, pk);
+    send_packet(c, pk, c->serial);
     return 0;
 }
 
@@ -523,7 +545,7 @@ int redis_conn_eval(redis_conn *c, const redis_script *s, redis_reply_fn fn, voi
         memcpy(p->argv[i], pk->argv[i], pk->lens[i] + 1);
         p->lens[i] = pk->lens[i];
     }
-    send_packet(c, pk);
+    send_packet(c, pk, p->serial);
     return 0;
 }
 
@@ -542,7 +564,7 @@ int redis_conn_pipeline(redis_conn *c, redis_reply_fn fn, void *privdata, int ti
         }
     }
     pcmd_push(c, fn, privdata, timeout_ms, ncmds);
-    for (size_t i = 0; i < ncmds; i++) send_packet(c, pks[i]);
+    for (size_t i = 0; i < ncmds; i++) send_packet(c, pks[i], c->serial);
     return 0;
 }
 

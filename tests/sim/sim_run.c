@@ -601,7 +601,7 @@ static void crash(sim_run_state *st, int i)
     st->w.crashes++;
     st->w.inst[i].boots++;   /* the next run has a new pid */
     st->w.cur = i;
-    st->w.inst[i].paused_until = 0;
+    sim_resume(i);
     registry_abort(st->reg[i]);
     registry_stop(st->reg[i], NULL, NULL);
     st->reg[i] = NULL;
@@ -623,7 +623,8 @@ static void ev_fault(void *a, void *b, uint64_t x)
     if ((f & SF_PAUSE) && sim_chance(0.006 * st->w.intensity)) {
         sim_inst *in = &st->w.inst[sim_below((uint64_t)st->w.ninst)];
         uint64_t ms = 500 + sim_below((uint64_t)st->cfg[0].lease_ttl_ms * 3);
-        in->paused_until = st->w.now + ms * 1000000ULL;
+        uint64_t until = st->w.now + ms * 1000000ULL;
+        if (until > in->paused_until) in->paused_until = until;
         st->w.pauses++;
     }
     if ((f & SF_CRASH) && sim_chance(0.003 * st->w.intensity)) crash(st, (int)sim_below((uint64_t)st->w.ninst));
@@ -711,7 +712,7 @@ static void teardown(sim_run_state *st)
     st->w.faults_on = 0;
     st->tearing_down = 1;
     for (int i = 0; i < st->w.ninst; i++) {
-        st->w.inst[i].paused_until = 0;
+        sim_resume(i);
         st->w.cur = i;
         if (st->reg[i]) {
             registry_stop(st->reg[i], NULL, NULL);
@@ -830,7 +831,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     while (!st->w.failed && st->w.now < end && sim_step()) {}
     /* the drain: no faults, every instance awake, the batch resumed */
     st->w.faults_on = 0;
-    for (int i = 0; i < st->w.ninst; i++) st->w.inst[i].paused_until = 0;
+    for (int i = 0; i < st->w.ninst; i++) sim_resume(i);
     st->w.redis_down = 0;
     push_request(st, op_named("resume"));
     uint64_t drain_end = st->w.now + 60000000000ULL;
