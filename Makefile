@@ -19,12 +19,14 @@
 PREFIX  ?= /usr/local
 DESTDIR ?=
 BUILD   ?= build
-SYSCONFDIR ?= $(PREFIX)/etc
+# /usr installs (distribution packages) keep their config in /etc, as the FHS
+# says; any other prefix keeps it beside the binaries.
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 
 CC      ?= cc
-PKGS    := libuv hiredis jansson libconfig
+PKGS    := libuv hiredis jansson libconfig libmicrohttpd
 DEBS    := build-essential pkg-config libuv1-dev libhiredis-dev libjansson-dev \
-           libconfig-dev libcmocka-dev redis-server redis-tools
+           libconfig-dev libcmocka-dev redis-server redis-tools libpq-dev postgresql libmicrohttpd-dev
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter
@@ -169,24 +171,29 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 MANS    := $(wildcard man/*.[0-9])
 DOCS    := README.md $(wildcard docs/*.md)
 
-# The unit names /usr/local paths; install rewrites them for PREFIX and
-# SYSCONFDIR. An existing config is kept (installed as allocd.conf.new).
+# The units name /usr/local paths; install rewrites them for PREFIX and
+# SYSCONFDIR. An existing config is kept (installed as allocd.conf.new). The
+# config is 0640 (it can hold the Redis password and the metrics token):
+# the units hand it to their dynamic user with LoadCredential.
+UNITS   := allocd.service allocd@.service allocd-archive.service
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SYSCONFDIR)/allocd $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0755 $(ALLOCD) $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
 	if [ -e $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf ]; then \
-	  install -m 0644 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new; \
-	else install -m 0644 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf; fi
-	sed -e 's#/usr/local/etc#$(SYSCONFDIR)#g' -e 's#/usr/local/bin#$(PREFIX)/bin#g' \
-	  systemd/allocd.service > $(DESTDIR)$(UNITDIR)/allocd.service
-	chmod 0644 $(DESTDIR)$(UNITDIR)/allocd.service
+	  install -m 0640 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new; \
+	else install -m 0640 conf/allocd.conf $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf; fi
+	for u in $(UNITS); do \
+	  sed -e 's#/usr/local/etc#$(SYSCONFDIR)#g' -e 's#/usr/local/bin#$(PREFIX)/bin#g' \
+	    systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	install -d $(DESTDIR)$(DOCDIR)/examples
+	install -m 0644 conf/prometheus/allocd-alerts.yml conf/grafana/allocd-dashboard.json $(DESTDIR)$(DOCDIR)/examples/
 	for m in $(MANS); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 	  install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/allocd $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOL_BIN)))
-	rm -f $(DESTDIR)$(UNITDIR)/allocd.service $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS)) $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf.new
 	for m in $(MANS); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
 	rm -rf $(DESTDIR)$(DOCDIR)
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/allocd/allocd.conf (remove it by hand if unwanted)"

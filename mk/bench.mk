@@ -9,9 +9,20 @@
 #                         except memory); BENCH_ARGS replaces its arguments
 #   make bench-memory     RSS per participant at one million participants
 #   make bench-scaling    stock at chunk 64/256/1024/4096
+#   make bench-tickets    a ticket sale with expiring reservations: allocd's
+#                         waitlist (wait:true) against Lua with polling losers
+#                         (also the last part of `make bench`)
 #   make bench-cluster    stock over Redis Cluster: (1 Redis, 1 instance),
 #                         (3 masters, 3 instances), (3 masters, 1 instance),
 #                         6 batches, 200,000 requests, 2 rounds
+#   make bench-e2e        the headline: live end to end, 5 rounds of allocd
+#                         (plain RPUSH), allocd (position transaction) and Lua,
+#                         every result read once; BENCH_E2E_ARGS adds e.g.
+#                         --log-format chunk
+#   make bench-openloop   offered vs accepted load and p50/p99/p100 at 25, 50,
+#                         75, 90% of each design's e2e saturation, allocd and
+#                         Lua, on a Redis without persistence and then with
+#                         appendfsync everysec
 
 BENCH_SRC := $(wildcard tools/bench/*.c)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
@@ -28,9 +39,17 @@ BENCH_MEMORY_ARGS ?= --scenario stock --users 1000000 --requests 1000000 --memor
 BENCH_SCALING_ARGS ?= --scenario stock --chunk-sweep 64,256,1024,4096
 BENCH_CLUSTER_ARGS ?= --cluster-sweep 1x1,3x3,3x1 --batches 6 --requests 200000 --runs 2
 
-.PHONY: bench bench-memory bench-scaling bench-cluster
+BENCH_TICKETS_ARGS ?= --tickets --users 100000 --hold-ms 2000
+BENCH_E2E_ARGS ?=
+BENCH_OPENLOOP_ARGS ?= --e2e-pairs 3
+
+.PHONY: bench bench-memory bench-scaling bench-cluster bench-tickets bench-e2e bench-openloop
 bench: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_ARGS)
+	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_TICKETS_ARGS)
+
+bench-tickets: $(ALLOCD) $(BUILD)/allocbench
+	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_TICKETS_ARGS)
 
 bench-memory: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_MEMORY_ARGS)
@@ -40,3 +59,10 @@ bench-scaling: $(ALLOCD) $(BUILD)/allocbench
 
 bench-cluster: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_CLUSTER_ARGS)
+
+bench-e2e: $(ALLOCD) $(BUILD)/allocbench
+	$(BUILD)/allocbench --allocd $(ALLOCD) --e2e-pairs 5 --targets-e2e $(BENCH_E2E_ARGS)
+
+bench-openloop: $(ALLOCD) $(BUILD)/allocbench
+	$(BUILD)/allocbench --allocd $(ALLOCD) --open-loop --targets-e2e $(BENCH_OPENLOOP_ARGS)
+	$(BUILD)/allocbench --allocd $(ALLOCD) --open-loop --targets-e2e --aof $(BENCH_OPENLOOP_ARGS)

@@ -7,7 +7,9 @@
 # explicit rules here (an explicit rule wins over the pattern rule).
 #
 #   make chaos                 long run: 200k requests, 20 kills, 3 Redis
-#                              restarts, a 60 s Redis outage, DEBUG SLEEPs
+#                              restarts, a 60 s Redis outage, DEBUG SLEEPs, and
+#                              an archiver into PostgreSQL killed with allocd,
+#                              checked by reconcile (--archive)
 #   make chaos CHAOS_ARGS="--requests 50000 --kills 5 --seed 7"
 #   make chaos-cluster         the same checks over a 3-master Redis Cluster:
 #                              3 allocd instances, 60k requests, 10 kills,
@@ -15,10 +17,10 @@
 #   make chaos-cluster CHAOS_CLUSTER_ARGS="--requests 20000 --kills 4 --instances 2"
 #   make valgrind              allocd under valgrind, full serve-drain cycle
 
-CHAOS_CORE_OBJ := $(BUILD)/tests/chaos/chaos_core.o
+CHAOS_CORE_OBJ := $(BUILD)/tests/chaos/chaos_core.o $(BUILD)/tests/chaos/chaos_archive.o
 CHAOS_BIN      := $(BUILD)/tests/chaos/chaos
 CHAOS_ARGS     ?= --requests 200000 --kills 20 --redis-restarts 3 \
-                  --outage-seconds 60 --slow 4 --seconds 90 --seed 1
+                  --outage-seconds 60 --slow 4 --seconds 90 --seed 1 --archive
 CHAOS_CLUSTER_ARGS ?= --cluster --instances 3 --requests 60000 --kills 10 \
                   --pauses 2 --seconds 40 --seed 1
 
@@ -43,7 +45,7 @@ $(BUILD)/tests/integration/test_chaos_cluster: $(BUILD)/tests/integration/test_c
 tests-build: $(BUILD)/tests/integration/test_chaos_short $(BUILD)/tests/integration/test_outage \
 	$(BUILD)/tests/integration/test_chaos_cluster $(CHAOS_BIN)
 
-chaos: $(ALLOCD) $(CHAOS_BIN)
+chaos: $(ALLOCD) $(BUILD)/allocctl $(CHAOS_BIN)
 	BUILD=$(BUILD) $(CHAOS_BIN) $(CHAOS_ARGS)
 
 chaos-cluster: $(ALLOCD) $(CHAOS_BIN)

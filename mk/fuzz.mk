@@ -1,5 +1,8 @@
 # mk/fuzz.mk -- libFuzzer targets and their replay in `make test`.
 #
+# Targets: request (request_parse, both grammars, every op of contract v2 in
+# the dict and the corpus), engine, config (base/config: the file parser,
+# file:line errors, ranges) and items (allocctl's CSV/JSON item loaders).
 # tests/fuzz/fuzz_request.c (request_parse, both grammars, + wire/records) and
 # tests/fuzz/fuzz_engine.c (operation sequences on a small engine, with the
 # invariants checked after each one) are built two ways:
@@ -17,7 +20,7 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_TARGETS := request engine
+FUZZ_TARGETS := request engine config items
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -Iinclude -Itools -Itests \
                 -DALLOCD_SYSCONFDIR='"$(SYSCONFDIR)"' $(PKG_CFLAGS)
@@ -47,11 +50,14 @@ $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_replay.h $(FUZZ_DIR)/lib
 fuzz-build: fuzz-clang
 	$(MAKE) --no-print-directory $(FUZZ_BINS)
 
-# One libFuzzer run per target, one after the other.
+# One libFuzzer run per target, one after the other (FUZZ_TARGETS="config
+# items" runs only those). Leaks inside libconfig are suppressed
+# (tests/fuzz/lsan.supp says which and why).
 fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_DIR)/work/$$t; \
 	  echo "=== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  LSAN_OPTIONS=suppressions=tests/fuzz/lsan.supp \
 	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	    -rss_limit_mb=2048 -print_final_stats=1 \
 	    -dict=tests/fuzz/$$t.dict -artifact_prefix=$(FUZZ_DIR)/crash-$$t- \

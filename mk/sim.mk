@@ -9,6 +9,7 @@
 # linked only for the metrics HTTP server, which registry.o pulls in and the
 # simulator never starts; sim-uv-check fails the build when the worker or
 # the registry call a libuv function the simulator does not provide.
+# clock_gettime is wrapped (--wrap) so the log's timestamps are simulated.
 #   $(BUILD)/tests/sim/sim            the command line: `make sim SEEDS=N`
 #   $(BUILD)/tests/unit/test_sim_sweep  a short sweep, part of `make test`
 #   $(BUILD)/tests/integration/test_sim_model  the model against a real
@@ -28,11 +29,11 @@ SIM_TESTS := $(BUILD)/tests/unit/test_sim_sweep $(BUILD)/tests/integration/test_
 $(SIM_BIN): $(BUILD)/tests/sim/sim_main.o $(SIM_CORE_OBJ) $(LIBCTL) $(LIBS_ALL)
 	@bad=$$(nm -u $(SIM_SIMULATED_OBJ) | awk '$$2 ~ /^uv_/ {print $$2}' | sort -u | grep -vxF "$$(printf '%s\n' $(SIM_UV))"); \
 	  if [ -n "$$bad" ]; then echo "sim: the worker calls libuv functions tests/sim does not simulate: $$bad"; exit 1; fi
-	$(CC) $(LDFLAGS) $^ $(SIM_LIBS) -o $@
+	$(CC) $(LDFLAGS) $^ $(SIM_LIBS) -Wl,--wrap=clock_gettime -o $@
 
 $(BUILD)/tests/unit/test_sim_sweep: $(BUILD)/tests/sim/test_sim_sweep.o $(SIM_CORE_OBJ) $(LIBCTL) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(SIM_LIBS) -lcmocka -o $@
+	$(CC) $(LDFLAGS) $^ $(SIM_LIBS) -lcmocka -Wl,--wrap=clock_gettime -o $@
 
 $(BUILD)/tests/integration/test_sim_model: $(BUILD)/tests/sim/test_sim_model.o $(BUILD)/tests/sim/sim_redis.o \
     $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)

@@ -139,12 +139,18 @@ int itest_free_port(void)
 /* GET path; returns malloc'd response (headers and body) or NULL. */
 char *itest_http_get(int port, const char *path)
 {
+    return itest_http_get_with(port, path, "");
+}
+
+char *itest_http_get_with(int port, const char *path, const char *headers)
+{
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) { close(fd); return NULL; }
-    char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    char req[1024];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s\r\n",
+                     path, headers);
     if (write(fd, req, (size_t)n) != n) { close(fd); return NULL; }
     size_t cap = 1 << 20, len = 0;
     char *buf = malloc(cap);

@@ -40,6 +40,8 @@ int itest_free_port(void);
 /* GET path on 127.0.0.1:port; the malloc'd response (headers and body),
  * or NULL when nothing answers. */
 char *itest_http_get(int port, const char *path);
+/* The same with extra header lines, each ending in "\r\n". */
+char *itest_http_get_with(int port, const char *path, const char *headers);
 /* Runs a shell command line (printf-style); its exit status, -1 if killed. */
 int itest_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

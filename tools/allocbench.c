@@ -9,12 +9,19 @@
  * lock-per-room design, and prints a table, one machine-readable RESULT
  * line per run, and a TARGET line (MET / NOT MET) per goal of the issue.
  * The pieces live in tools/bench/ (see bench.h and designs.h); this file
- * only parses options, sequences the runs and reports. --cluster-masters /
+ * only parses options, sequences the runs and reports. The headline is
+ * --e2e-pairs (tools/bench/e2e.h): live end to end, producers pushing
+ * while the design serves and every allocd result read once by a poller
+ * (tools/bench/reader.h) inside the clock, against Lua returning its
+ * result inline; --open-loop paces both at shares of their saturation.
+ * --cluster-masters /
  * --cluster-sweep is a separate scenario (tools/bench/cluster.h): allocd
  * over M Redis masters with N instances, aggregate throughput and CPU.
  */
+#include "bench/tickets.h"
 #include "bench/designs.h"
 #include "bench/cluster.h"
+#include "bench/e2e.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -43,6 +50,18 @@ typedef struct options {
     int designs, lua_seconds, lock_threads, lock_sleep_us, lock_seconds, lock_precheck;
     int probe, rate_test, targets, memory;
     int lua_pairs;                /* --lua-pairs: stock allocd+Lua pairs for the target */
+    int tickets;                  /* --tickets: the waitlist scenario (bench/tickets.h) */
+    int scenarios_given;          /* --scenario or --mode given */
+    int e2e_pairs;                /* --e2e-pairs: live end-to-end rounds (e2e.c) */
+    int open_loop;                /* --open-loop: offered vs accepted at 25..90% */
+    int aof;                      /* --aof: private Redis with appendfsync everysec */
+    const char *redis_args;       /* --redis-args: more redis-server arguments */
+    int targets_e2e;              /* --targets-e2e: the TARGET lines of e2e and open loop */
+    int peek;                     /* --peek: e2e rounds also run the HGET/RPUSH/HGET producers */
+    const char *log_format;       /* --log-format: allocd's log_format (event) */
+    double saturation;            /* --saturation: open loop's 100% for both designs */
+    int ol_pcts[8], n_ol_pcts;    /* --open-loop-pcts (25,50,75,90) */
+    const char *ol_designs;       /* --open-loop-designs (allocd,lua) */
     int sweep[MAX_SWEEP], n_sweep;
     int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
     uint64_t seed;
@@ -74,7 +93,12 @@ typedef struct bench {
     int probe_ok;
     double max_live;          /* rate-test: unpaced live throughput */
     char redis_ver[64];
+    char durability[64];
     double load_start;
+    e2e_pair pairs[MAX_E2E];
+    int n_pairs;
+    ol_row ol[MAX_OL];
+    int n_ol;
 } bench;
 
 /* ---------------------------------------------------------- options -- */
@@ -109,8 +133,23 @@ static void usage(FILE *f)
           "                        --batches K spread over masters and instances)\n"
           "  --runs R              with --cluster-*: rounds over the configurations (1)\n"
           "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n"
+          "  --e2e-pairs N         live end to end on stock, N rounds of: allocd with plain RPUSH\n"
+          "                        producers, allocd with the position transaction, Lua; every\n"
+          "                        allocd result read once by a poller inside the clock (the headline)\n"
+          "  --open-loop           paced (open-loop) allocd and Lua at 25/50/75/90%% of their\n"
+          "                        e2e saturation: offered vs accepted, p50/p99/p100\n"
+          "  --saturation R        open loop: 100%% = R req/s for both designs (no rounds to measure it)\n"
+          "  --open-loop-pcts LIST open loop: shares of saturation (25,50,75,90)\n"
+          "  --log-format F        allocd's log_format: event (default) or chunk\n"
+          "  --redis-args \"ARGS\"   more arguments for the private redis-server (measuring a setting)\n"
+          "  --peek                e2e rounds also run producers learning their position with\n"
+          "                        HGET dequeued; RPUSH; HGET dequeued (no MULTI; docs/PERFORMANCE.md)\n"
+          "  --targets-e2e         print the TARGET lines of the e2e rounds and the open loop\n"
+          "  --aof                 the private Redis with appendonly yes, appendfsync everysec\n"
           "  --lua-pairs N         run stock prepushed allocd + Lua N times (fresh daemon each) and\n"
           "                        judge the Lua target on the median ratio (with --targets: 5)\n"
+          "  --tickets             the tickets scenario: --users buyers (100000) for a tenth as many\n"
+          "                        tickets, --hold-ms (2000), allocd wait:true vs Lua with polling losers\n"
           "  --targets             the standard comparison: all scenarios, --compare, --rate-test,\n"
           "                        --probe 300, --chunk-sweep 256,1024, and every TARGET line\n"
           "  --chunk N             allocd chunk (512)\n"
@@ -138,6 +177,16 @@ static int parse_cluster_sweep(options *o, const char *list)
         o->cl_instances[o->n_cluster++] = n;
     }
     return o->n_cluster ? 0 : -1;
+}
+
+static int parse_pcts(options *o, const char *list)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", list);
+    o->n_ol_pcts = 0;
+    for (char *s = strtok(buf, ","); s && o->n_ol_pcts < 8; s = strtok(NULL, ","))
+        if ((o->ol_pcts[o->n_ol_pcts++] = atoi(s)) <= 0) return -1;
+    return o->n_ol_pcts ? 0 : -1;
 }
 
 static int parse_sweep(options *o, const char *list)
@@ -215,6 +264,8 @@ static void apply_targets(options *o)
     o->designs |= D_ALLOCD | D_LUA | D_LOCK;
     o->rate_test = 1;
     if (!o->lua_pairs) o->lua_pairs = 5;
+    if (!o->e2e_pairs) o->e2e_pairs = 5;
+    o->open_loop = 1;
     if (!o->probe) o->probe = 300;
     if (!o->n_sweep) parse_sweep(o, "256,1024");
 }
@@ -222,9 +273,9 @@ static void apply_targets(options *o)
 enum {
     O_SCENARIO = 256, O_MODE, O_REQUESTS, O_USERS, O_ITEMS, O_HOLD, O_PRODUCERS, O_DEPTH,
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
-    O_RATE_TEST, O_SWEEP, O_MEMORY, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
+    O_RATE_TEST, O_SWEEP, O_MEMORY, O_TICKETS, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
-    O_LUA_PAIRS,
+    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
@@ -236,12 +287,16 @@ static const struct option long_opts[] = {
     { "lock-threads", 1, 0, O_LOCK_T }, { "lock-sleep-us", 1, 0, O_LOCK_SLEEP },
     { "lock-seconds", 1, 0, O_LOCK_S }, { "lock-precheck", 0, 0, O_LOCK_PRE },
     { "probe", 1, 0, O_PROBE }, { "rate-test", 0, 0, O_RATE_TEST }, { "chunk-sweep", 1, 0, O_SWEEP },
-    { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "lua-pairs", 1, 0, O_LUA_PAIRS }, { "chunk", 1, 0, O_CHUNK },
+    { "tickets", 0, 0, O_TICKETS }, { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "lua-pairs", 1, 0, O_LUA_PAIRS }, { "chunk", 1, 0, O_CHUNK },
     { "registry-ms", 1, 0, O_REGISTRY }, { "redis", 1, 0, O_REDIS }, { "allocd", 1, 0, O_ALLOCD },
     { "no-daemon", 0, 0, O_NO_DAEMON }, { "pid", 1, 0, O_PID }, { "prefix", 1, 0, O_PREFIX },
     { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
     { "designs", 1, 0, O_DESIGNS }, { "batches", 1, 0, O_BATCHES },
     { "tick-us", 1, 0, O_TICK },
+    { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "aof", 0, 0, O_AOF },
+    { "log-format", 1, 0, O_LOG_FORMAT }, { "saturation", 1, 0, O_SATURATION },
+    { "open-loop-pcts", 1, 0, O_OL_PCTS }, { "redis-args", 1, 0, O_REDIS_ARGS },
+    { "targets-e2e", 0, 0, O_TARGETS_E2E }, { "peek", 0, 0, O_PEEK },
     { "cluster-masters", 1, 0, O_CL_MASTERS }, { "instances", 1, 0, O_CL_INSTANCES },
     { "cluster-sweep", 1, 0, O_CL_SWEEP }, { "runs", 1, 0, O_RUNS },
     { 0, 0, 0, 0 }
@@ -284,8 +339,8 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     int rc = parse_int_opts(o, c, v);
     if (rc <= 0) return rc;
     switch (c) {
-    case O_SCENARIO: return parse_scenario(o, v);
-    case O_MODE: return parse_mode(o, v);
+    case O_SCENARIO: o->scenarios_given = 1; return parse_scenario(o, v);
+    case O_MODE: o->scenarios_given = 1; return parse_mode(o, v);
     case O_COMPARE: o->designs |= D_ALLOCD | D_LUA | D_LOCK; return 0;
     case O_DESIGNS: return parse_designs(o, v);
     case O_LOCK_PRE: o->lock_precheck = 1; return 0;
@@ -293,7 +348,19 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_SWEEP: return parse_sweep(o, v);
     case O_CL_SWEEP: return parse_cluster_sweep(o, v);
     case O_MEMORY: o->memory = 1; return 0;
+    case O_TICKETS: o->tickets = 1; return 0;
     case O_TARGETS: *targets = 1; return 0;
+    case O_E2E_PAIRS: o->e2e_pairs = atoi(v); return o->e2e_pairs >= 1 && o->e2e_pairs <= MAX_E2E ? 0 : -1;
+    case O_OPEN_LOOP: o->open_loop = 1; return 0;
+    case O_AOF: o->aof = 1; return 0;
+    case O_REDIS_ARGS: o->redis_args = v; return 0;
+    case O_TARGETS_E2E: o->targets_e2e = 1; return 0;
+    case O_PEEK: o->peek = 1; return 0;
+    case O_SATURATION: o->saturation = atof(v); o->open_loop = 1; return o->saturation > 0 ? 0 : -1;
+    case O_OL_PCTS: return parse_pcts(o, v);
+    case O_LOG_FORMAT:
+        o->log_format = v;
+        return !strcmp(v, "event") || !strcmp(v, "chunk") ? 0 : -1;
     case O_LUA_PAIRS: o->lua_pairs = atoi(v); return o->lua_pairs >= 1 && o->lua_pairs <= 20 ? 0 : -1;
     case O_REDIS: o->redis_url = v; return 0;
     case O_ALLOCD: o->allocd_bin = v; return 0;
@@ -319,7 +386,7 @@ static int parse_options(options *o, int argc, char **argv)
     if (targets) { o->targets = 1; apply_targets(o); }
     for (int i = 0; i < SC_COUNT; i++) any |= o->scenarios[i];
     if (!any) o->scenarios[SC_STOCK] = 1;
-    if (!o->designs) o->designs = D_ALLOCD;
+    if (!o->designs) o->designs = o->e2e_pairs || o->open_loop ? D_ALLOCD | D_LUA : D_ALLOCD;
     if (!o->prefix) o->prefix = o->no_daemon ? "alloc" : "allocbench";
     if (o->n_cluster == 1 && !o->cl_instances[0]) o->cl_instances[0] = 1;
     if (o->cl_instances[0] && !o->n_cluster) { fprintf(stderr, "allocbench: --instances needs --cluster-masters\n"); return -1; }
@@ -340,7 +407,10 @@ static int start_redis(bench *b)
         /* for the daemon's config and log */
         return proc_temp_dir(b->dir, sizeof b->dir, "allocbench");
     }
-    if (proc_redis_start(&b->redis, "allocbench", "--appendonly no") < 0) return -1;
+    char args[600];
+    snprintf(args, sizeof args, "%s %s", b->opt.aof ? "--appendonly yes --appendfsync everysec" : "--appendonly no",
+             b->opt.redis_args ? b->opt.redis_args : "");
+    if (proc_redis_start(&b->redis, "allocbench", args) < 0) return -1;
     b->own_redis = 1;
     if (bench_target_parse(&b->target, b->redis.url) < 0) return -1;
     b->redis_pid = b->redis.pid;
@@ -367,6 +437,7 @@ static int fresh_daemon(bench *b, int chunk)
     bench_daemon_opts d = {
         .bin = b->opt.allocd_bin, .dir = b->dir, .redis_url = b->target.url,
         .prefix = b->opt.prefix, .chunk = chunk, .registry_ms = b->opt.registry_ms,
+        .log_format = b->opt.log_format,
     };
     if (bench_daemon_start(&b->daemon, &d) < 0) return -1;
     proc_sleep_us(200000); /* connected, first registry poll done */
@@ -521,6 +592,191 @@ static void run_sweep(bench *b)
     }
 }
 
+/* ------------------------------------------------- live end to end --- */
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+
+static workload e2e_workload(const bench *b)
+{
+    workload w;
+    const options *o = &b->opt;
+    workload_init(&w, SC_STOCK, o->requests, o->users, o->items, o->hold_ms, o->seed);
+    return w;
+}
+
+enum { PUSH_TXN, PUSH_PLAIN, PUSH_PEEK };
+
+/* allocd live, every result read by the poller; fresh daemon, empty Redis. */
+static int e2e_allocd(bench *b, const workload *w, int push, double rate, run_result *res)
+{
+    static const char *const names[] = { "position txn", "plain RPUSH", "peek (HGET/RPUSH/HGET)" };
+    char batch[96], err[256];
+    int plain = push == PUSH_PLAIN;
+    if (fresh_daemon(b, b->opt.chunk) < 0) return 0;
+    next_batch(b, plain ? "e2e-plain" : "e2e-txn", batch, sizeof batch);
+    run_opts ro = {
+        .target = &b->target, .w = w, .prefix = b->opt.prefix, .batch = batch, .batches = 1,
+        .live = 1, .plain = plain, .peek = push == PUSH_PEEK, .e2e = 1, .rate = rate, .open_loop = rate > 0,
+        .tick_us = b->opt.tick_us, .producers = b->opt.producers, .depth = b->opt.depth,
+        .timeout_s = b->opt.timeout_s, .chunk = b->opt.chunk, .allocd_pid = daemon_pid(b),
+        .redis_pid = b->redis_pid,
+    };
+    fprintf(stderr, "allocbench: e2e allocd %s%s%.0f...\n", names[push], rate > 0 ? " paced at " : "", rate);
+    int ok = allocd_run(&ro, res, err, sizeof err) == 0 && !res->missing;
+    if (!ok) fprintf(stderr, "allocbench: e2e allocd run failed: %s (%ld missing)\n", err, res->missing);
+    cleanup(b, batch);
+    return ok;
+}
+
+static int e2e_lua(bench *b, const workload *w, double rate, alt_result *res)
+{
+    char batch[96], err[256];
+    if (fresh_daemon(b, b->opt.chunk) < 0) return 0;
+    next_batch(b, "e2e-lua", batch, sizeof batch);
+    alt_opts ao = {
+        .target = &b->target, .w = w, .batch = batch, .conns = b->opt.producers, .depth = b->opt.depth,
+        .max_seconds = b->opt.lua_seconds, .redis_pid = b->redis_pid, .rate = rate,
+        .tick_us = b->opt.tick_us, .open_loop = rate > 0,
+    };
+    fprintf(stderr, "allocbench: e2e lua%s%.0f...\n", rate > 0 ? " paced at " : "", rate);
+    int ok = alt_lua_run(&ao, res, err, sizeof err) == 0 && res->decided == w->n;
+    if (!ok) fprintf(stderr, "allocbench: e2e lua run failed: %s\n", err);
+    cleanup(b, batch);
+    return ok;
+}
+
+/* Rounds of (plain, txn, Lua); every other round in reverse, so neither
+ * design always runs first on a warm or a cold machine. */
+static void run_e2e_pairs(bench *b)
+{
+    workload w = e2e_workload(b);
+    for (int i = 0; i < b->opt.e2e_pairs && b->n_pairs < MAX_E2E; i++) {
+        e2e_pair *p = &b->pairs[b->n_pairs++];
+        memset(p, 0, sizeof *p);
+        p->load = bench_loadavg();
+        p->has_peek = b->opt.peek;
+        if (i % 2 == 0) {
+            p->ok_plain = e2e_allocd(b, &w, PUSH_PLAIN, 0, &p->plain);
+            p->ok_txn = e2e_allocd(b, &w, PUSH_TXN, 0, &p->txn);
+            if (p->has_peek) p->ok_peek = e2e_allocd(b, &w, PUSH_PEEK, 0, &p->peek);
+            p->ok_lua = e2e_lua(b, &w, 0, &p->lua);
+        } else {
+            p->ok_lua = e2e_lua(b, &w, 0, &p->lua);
+            if (p->has_peek) p->ok_peek = e2e_allocd(b, &w, PUSH_PEEK, 0, &p->peek);
+            p->ok_txn = e2e_allocd(b, &w, PUSH_TXN, 0, &p->txn);
+            p->ok_plain = e2e_allocd(b, &w, PUSH_PLAIN, 0, &p->plain);
+        }
+    }
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n ? v[n / 2] : 0;
+}
+
+/* which: 0 plain/Lua, 1 txn/Lua, 2 allocd plain req/s, 3 Lua req/s */
+static double e2e_median(const bench *b, int which, int *count)
+{
+    double v[MAX_E2E];
+    int n = 0;
+    for (int i = 0; i < b->n_pairs; i++) {
+        const e2e_pair *p = &b->pairs[i];
+        int ok = which == 1 ? p->ok_txn && p->ok_lua : which == 3 ? p->ok_lua
+               : which == 2 ? p->ok_plain : p->ok_plain && p->ok_lua;
+        if (!ok) continue;
+        v[n++] = which == 0 ? ratio(p->plain.tput, p->lua.tput) : which == 1 ? ratio(p->txn.tput, p->lua.tput)
+               : which == 2 ? p->plain.tput : p->lua.tput;
+    }
+    if (count) *count = n;
+    return median(v, n);
+}
+
+static void ol_fill_allocd(ol_row *r, const run_result *a)
+{
+    r->accepted = a->tput;
+    r->p50 = a->p50;
+    r->p99 = a->p99;
+    r->pmax = a->pmax;
+    r->redis_us = a->redis_usec_per_req;
+}
+
+static void ol_fill_lua(ol_row *r, const alt_result *l)
+{
+    r->accepted = l->tput;
+    r->p50 = l->p50;
+    r->p99 = l->p99;
+    r->pmax = l->pmax;
+    r->redis_us = l->redis_usec_per_req;
+}
+
+/* Paced at 25/50/75/90% of each design's own e2e saturation (the median
+ * of the rounds; one round first when none ran). */
+static void run_open_loop(bench *b)
+{
+    static const int dflt[] = { 25, 50, 75, 90 };
+    const int *pcts = b->opt.n_ol_pcts ? b->opt.ol_pcts : dflt;
+    int n_pcts = b->opt.n_ol_pcts ? b->opt.n_ol_pcts : 4;
+    double sat_a = b->opt.saturation, sat_l = b->opt.saturation;
+    if (!sat_a) {
+        if (b->n_pairs == 0) { int keep = b->opt.e2e_pairs; b->opt.e2e_pairs = 1; run_e2e_pairs(b); b->opt.e2e_pairs = keep; }
+        sat_a = e2e_median(b, 2, NULL);
+        sat_l = e2e_median(b, 3, NULL);
+    }
+    workload w = e2e_workload(b);
+    for (int k = 0; k < n_pcts && b->n_ol + 2 <= MAX_OL; k++) {
+        for (int d = 0; d < 2; d++) {
+            if (!(b->opt.designs & (d ? D_LUA : D_ALLOCD))) continue;
+            ol_row *r = &b->ol[b->n_ol++];
+            memset(r, 0, sizeof *r);
+            r->design = d ? "lua" : "allocd";
+            r->pct = pcts[k];
+            r->saturation = d ? sat_l : sat_a;
+            r->offered = r->saturation * pcts[k] / 100.0;
+            r->load = bench_loadavg();
+            if (r->offered <= 0) continue;
+            if (d) {
+                alt_result l;
+                r->ok = e2e_lua(b, &w, r->offered, &l);
+                ol_fill_lua(r, &l);
+            } else {
+                run_result *a = calloc(1, sizeof *a);
+                if (!a) continue;
+                r->ok = e2e_allocd(b, &w, PUSH_PLAIN, r->offered, a);
+                ol_fill_allocd(r, a);
+                free(a);
+            }
+        }
+    }
+}
+
+/* What a row's Redis keeps across a crash. */
+static void read_durability(bench *b)
+{
+    snprintf(b->durability, sizeof b->durability, "unknown");
+    redisContext *c = bench_connect(&b->target);
+    if (!c) return;
+    redisReply *ao = redisCommand(c, "CONFIG GET appendonly"), *fs = redisCommand(c, "CONFIG GET appendfsync"),
+               *sv = redisCommand(c, "CONFIG GET save");
+    int aof = ao && ao->type == REDIS_REPLY_ARRAY && ao->elements == 2 && !strcmp(ao->element[1]->str, "yes");
+    int rdb = sv && sv->type == REDIS_REPLY_ARRAY && sv->elements == 2 && sv->element[1]->len > 0;
+    if (aof && fs && fs->type == REDIS_REPLY_ARRAY && fs->elements == 2)
+        snprintf(b->durability, sizeof b->durability, "AOF appendfsync %s", fs->element[1]->str);
+    else
+        snprintf(b->durability, sizeof b->durability, rdb ? "RDB snapshots only" : "none (no AOF, no RDB)");
+    if (ao) freeReplyObject(ao);
+    if (fs) freeReplyObject(fs);
+    if (sv) freeReplyObject(sv);
+    redisFree(c);
+}
+
 /* ----------------------------------------------------------- report --- */
 
 static void cpu_model(char *buf, size_t len)
@@ -556,11 +812,14 @@ static void print_machine(const bench *b)
     char cpu[128];
     cpu_model(cpu, sizeof cpu);
     printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it)\n"
-           "setup: redis %s (%s); allocd %s, chunk %d; producers / Lua connections %d x depth %d; "
+           "redis: durability %s; extra arguments: %s\n"
+           "setup: redis %s (%s); allocd %s, chunk %d, log_format %s; producers / Lua connections %d x depth %d; "
            "lock threads %d, retry sleep %d-%d us\n",
-           sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->redis_ver,
-           b->own_redis ? "private, unix socket, no persistence" : b->target.url,
-           b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk, b->opt.producers,
+           sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->durability,
+           b->opt.redis_args ? b->opt.redis_args : "none", b->redis_ver,
+           b->own_redis ? "private, unix socket" : b->target.url,
+           b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk,
+           b->opt.log_format ? b->opt.log_format : "event", b->opt.producers,
            b->opt.depth, b->opt.lock_threads, b->opt.lock_sleep_us, 2 * b->opt.lock_sleep_us);
 }
 
@@ -585,7 +844,6 @@ static void print_allocd_table(const bench *b)
     }
 }
 
-static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
 static void print_compare_table(const bench *b)
 {
@@ -689,11 +947,6 @@ static void target(const char *name, int measured, int met, const char *fmt, ...
  * the drain clock starts when a worker takes the batch's lease (load
  * included), as the Lua clock starts at its first call. The time from SADD
  * adds the registry's pickup (up to registry_interval_ms), shown too. */
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void target_lua(const bench *b)
 {
@@ -714,8 +967,8 @@ static void target_lua(const bench *b)
     qsort(drain, (size_t)n, sizeof *drain, cmp_double);
     qsort(sadd, (size_t)n, sizeof *sadd, cmp_double);
     double x = n ? drain[n / 2] : 0;
-    target("throughput_vs_lua", n > 0, x >= 1.5,
-           "stock prepushed, allocd drain / Lua, median of %d pairs = %.2fx (>= 1.5x) [%s]; from SADD median %.2fx",
+    target("drain_vs_lua", n > 0, x >= 1.7,
+           "stock prepushed, allocd drain / Lua, median of %d pairs = %.2fx (>= 1.7x) [%s]; from SADD median %.2fx",
            n, x, list, n ? sadd[n / 2] : 0);
 }
 
@@ -781,9 +1034,47 @@ static void target_rt(const bench *b)
            "stock prepushed round trips per chunk: %s (constant within 15%%)", n ? what : "no sweep run");
 }
 
+static void target_e2e(const bench *b)
+{
+    char list[2][400] = { "", "" };
+    for (int i = 0; i < b->n_pairs; i++) {
+        const e2e_pair *p = &b->pairs[i];
+        for (int t = 0; t < 2; t++) {
+            const run_result *a = t ? &p->txn : &p->plain;
+            int ok = (t ? p->ok_txn : p->ok_plain) && p->ok_lua;
+            size_t len = strlen(list[t]);
+            if (ok) snprintf(list[t] + len, sizeof list[t] - len, "%s%.0f/%.0f=%.2f", len ? " " : "",
+                             a->tput, p->lua.tput, ratio(a->tput, p->lua.tput));
+        }
+    }
+    int n0, n1;
+    double r0 = e2e_median(b, 0, &n0), r1 = e2e_median(b, 1, &n1);
+    target("live_e2e_vs_lua_rpush", n0 > 0, r0 >= 1.5,
+           "stock live, plain RPUSH producers, every result read once: allocd / Lua, median of %d rounds "
+           "= %.2fx (>= 1.5x) [%s]", n0, r0, list[0]);
+    target("live_e2e_vs_lua_txn", n1 > 0, r1 >= 1.2,
+           "stock live, position transaction producers, every result read once: allocd / Lua, median of "
+           "%d rounds = %.2fx (>= 1.2x) [%s]", n1, r1, list[1]);
+}
+
+static void target_open_loop(const bench *b)
+{
+    const ol_row *r = NULL;
+    for (int i = 0; i < b->n_ol; i++)
+        if (!strcmp(b->ol[i].design, "allocd") && b->ol[i].pct == 50) r = &b->ol[i];
+    int m = r && r->ok;
+    target("open_loop_p99_at_50pct", m, m && r->p99 < 5.0,
+           "allocd open loop (plain RPUSH, poller) at 50%% of its e2e saturation: offered %.0f, accepted "
+           "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, enqueue -> result read (p99 < 5 ms; Redis: %s)",
+           m ? r->offered : 0, m ? r->accepted : 0, m ? r->p50 : 0, m ? r->p99 : 0, m ? r->pmax : 0,
+           b->durability);
+}
+
 static void print_targets(const bench *b)
 {
     printf("\n");
+    if (b->n_pairs) target_e2e(b);
+    if (b->n_ol) target_open_loop(b);
     target_lua(b);
     target_lock(b);
     target_p99(b);
@@ -792,9 +1083,103 @@ static void print_targets(const bench *b)
     target_rt(b);
 }
 
+static void print_e2e_row(const char *what, const run_result *a, int ok)
+{
+    printf("  %-14s %9.0f %7.2f %7.2f %7.2f %8.2f %8.2f %8.2f %8.2f %7.3f %6.1f%%%s\n", what, a->tput, a->p50,
+           a->p99, a->pmax, a->cpu_redis_us, a->redis_usec_per_req, a->cpu_allocd_us, a->cpu_bench_us, a->n ? (double)a->fields_asked / (double)a->n : 0,
+           a->fields_asked ? 100.0 * (double)a->nil_fields / (double)a->fields_asked : 0, ok ? "" : "  FAILED");
+}
+
+/* The headline: every round, then the medians. */
+static void print_e2e(const bench *b)
+{
+    if (!b->n_pairs) return;
+    printf("\nlive end to end, stock, %ld requests: producers push while the design serves; allocd's results are "
+           "all read once by a poller (HMGET) inside the clock; Lua returns its result inline. Redis: %s\n",
+           b->opt.requests, b->durability);
+    printf("  cpuR_us: Redis process CPU per request (what bounds throughput: one Redis core); redisus:\n"
+           "  INFO commandstats usec per request (EXEC and EVALSHA include the commands inside them, which\n"
+           "  are also counted on their own lines: the sum counts them twice); cpuA_us: allocd CPU per request;\n"
+           "  cpuB_us: the bench's own CPU per request (producers, poller; it shares the 2 cores);\n"
+           "  asked/r: result fields the poller asked for per result, nil%%: of those, not yet answered\n");
+    printf("  %-14s %9s %7s %7s %7s %8s %8s %8s %8s %7s %7s\n", "design", "req/s", "p50ms", "p99ms", "p100ms",
+           "cpuR_us", "redisus", "cpuA_us", "cpuB_us", "asked/r", "nil%");
+    for (int i = 0; i < b->n_pairs; i++) {
+        const e2e_pair *p = &b->pairs[i];
+        printf(" round %d (load %.2f): plain/Lua %.2fx, txn/Lua %.2fx\n", i + 1, p->load,
+               ratio(p->plain.tput, p->lua.tput), ratio(p->txn.tput, p->lua.tput));
+        print_e2e_row("allocd rpush", &p->plain, p->ok_plain);
+        print_e2e_row("allocd txn", &p->txn, p->ok_txn);
+        if (p->has_peek) {
+            print_e2e_row("allocd peek", &p->peek, p->ok_peek);
+            printf("  %-14s peek/Lua %.2fx; %ld of %ld positions a range (the two reads differed), "
+                   "%ld exact ones checked, %ld wrong\n", "", ratio(p->peek.tput, p->lua.tput),
+                   p->peek.pos_inexact, p->peek.n, p->peek.pos_checked, p->peek.pos_mismatch);
+        }
+        printf("  %-14s %9.0f %7.2f %7.2f %7.2f %8.2f %8.2f %8s %8.2f%s\n", "lua", p->lua.tput, p->lua.p50,
+               p->lua.p99, p->lua.pmax, p->lua.cpu_redis_us, p->lua.redis_usec_per_req, "-", p->lua.cpu_bench_us,
+               p->ok_lua ? "" : "  FAILED");
+    }
+    printf(" median of rounds: plain/Lua %.2fx, txn/Lua %.2fx\n", e2e_median(b, 0, NULL), e2e_median(b, 1, NULL));
+    const e2e_pair *p = &b->pairs[0];
+    printf("\n  round 1: Redis commands per request (Redis usec per request), everything in the window;\n"
+           "  exec/evalsha usec include the commands run inside them\n");
+    print_mix("rpush", &p->plain.cmds, p->plain.n);
+    print_mix("txn", &p->txn.cmds, p->txn.n);
+    if (p->has_peek) print_mix("peek", &p->peek.cmds, p->peek.n);
+    print_mix("lua", &p->lua.cmds, p->lua.decided);
+}
+
+static void print_open_loop(const bench *b)
+{
+    if (!b->n_ol) return;
+    printf("\nopen loop, stock, %ld requests per row, paced with no cap in flight; latency from when each "
+           "request was due to its result read (allocd: plain RPUSH + poller; Lua: reply). Durability: %s\n",
+           b->opt.requests, b->durability);
+    printf("  %-7s %4s %10s %10s %10s %7s %7s %8s %8s %5s\n", "design", "pct", "saturation", "offered",
+           "accepted", "p50ms", "p99ms", "p100ms", "redisus", "load");
+    for (int i = 0; i < b->n_ol; i++) {
+        const ol_row *r = &b->ol[i];
+        printf("  %-7s %3d%% %10.0f %10.0f %10.0f %7.2f %7.2f %8.2f %8.2f %5.2f%s\n", r->design, r->pct,
+               r->saturation, r->offered, r->accepted, r->p50, r->p99, r->pmax, r->redis_us, r->load,
+               r->ok ? "" : "  FAILED");
+    }
+    for (int i = 0; i < b->n_ol; i++) {
+        const ol_row *r = &b->ol[i];
+        printf("RESULT scenario=openloop design=%s pct=%d durability=\"%s\" ok=%d saturation=%.0f offered=%.0f "
+               "accepted=%.0f p50_ms=%.3f p99_ms=%.3f p100_ms=%.3f redis_usec_per_req=%.2f load=%.2f\n",
+               r->design, r->pct, b->durability, r->ok, r->saturation, r->offered, r->accepted, r->p50, r->p99,
+               r->pmax, r->redis_us, r->load);
+    }
+}
+
+static void print_e2e_results(const bench *b)
+{
+    for (int i = 0; i < b->n_pairs; i++) {
+        const e2e_pair *p = &b->pairs[i];
+        const run_result *a[3] = { &p->plain, &p->txn, &p->peek };
+        static const char *const push[3] = { "rpush", "txn", "peek" };
+        int ok[3] = { p->ok_plain, p->ok_txn, p->ok_peek };
+        for (int t = 0; t < (p->has_peek ? 3 : 2); t++)
+            printf("RESULT scenario=e2e round=%d push=%s durability=\"%s\" ok=%d load=%.2f throughput=%.0f "
+                   "p50_ms=%.3f p99_ms=%.3f p100_ms=%.3f redis_usec_per_req=%.2f cpu_redis_us_per_req=%.2f "
+                   "cpu_allocd_us_per_req=%.2f hmgets=%ld fields_asked=%ld nil_fields=%ld dequeued_polls=%ld "
+                   "pos_checked=%ld pos_mismatch=%ld pos_inexact=%ld lua_ok=%d lua_throughput=%.0f lua_redis_usec_per_req=%.2f "
+                   "lua_cpu_redis_us_per_req=%.2f ratio_lua=%.3f\n",
+                   i + 1, push[t], b->durability, ok[t], p->load, a[t]->tput,
+                   a[t]->p50, a[t]->p99, a[t]->pmax, a[t]->redis_usec_per_req, a[t]->cpu_redis_us,
+                   a[t]->cpu_allocd_us, a[t]->hmgets, a[t]->fields_asked, a[t]->nil_fields, a[t]->dequeued_polls,
+                   a[t]->pos_checked, a[t]->pos_mismatch, a[t]->pos_inexact, p->ok_lua, p->lua.tput, p->lua.redis_usec_per_req,
+                   p->lua.cpu_redis_us, ratio(a[t]->tput, p->lua.tput));
+    }
+}
+
 static void report(const bench *b)
 {
     print_machine(b);
+    print_e2e(b);
+    print_open_loop(b);
+    print_e2e_results(b);
     print_allocd_table(b);
     print_compare_table(b);
     printf("\n");
@@ -805,6 +1190,12 @@ static void report(const bench *b)
         printf("RESULT scenario=probe samples=%ld p50_ms=%.3f p99_ms=%.3f max_ms=%.3f\n",
                b->probe.samples, b->probe.p50, b->probe.p99, b->probe.max);
     if (b->opt.targets) print_targets(b);
+    else if (b->opt.targets_e2e) {
+        printf("\n");
+        if (b->n_pairs) target_e2e(b);
+        if (b->n_ol) target_open_loop(b);
+        if (find_row(b, SC_STOCK, "prepushed", 1)) target_lua(b);
+    }
     else if (b->opt.memory) { printf("\n"); target_memory(b); }
 }
 
@@ -874,6 +1265,58 @@ static int run_cluster(const options *o)
     return failed;
 }
 
+/* ---------------------------------------------------------- tickets --- */
+
+/* The tickets scenario (bench/tickets.h): allocd with wait:true, then the
+ * Lua design with polling losers, on the same Redis. --users buyers
+ * (default 100,000), a tenth as many tickets, --hold-ms (default 2000). */
+static int run_tickets(bench *b)
+{
+    options *o = &b->opt;
+    if (start_redis(b) < 0 || fresh_daemon(b, o->chunk) < 0) { stop_all(b); return 1; }
+    tickets_opts t = {
+        .target = &b->target, .prefix = o->prefix, .buyers = o->users ? o->users : 100000,
+        .hold_ms = o->hold_ms ? o->hold_ms : 2000, .seconds = 12, .retry_ms = 200, .seed = o->seed | 1,
+    };
+    t.tickets = t.buyers / 10;
+    tickets_result a, l;
+    char err[256] = "";
+    double load0 = bench_loadavg();
+    int fa = tickets_allocd(&t, &a, err, sizeof err);
+    if (fa < 0) fprintf(stderr, "allocbench: tickets, allocd: %s\n", err);
+    if (fa == 0 && b->daemon.pid > 0 && !bench_daemon_alive(&b->daemon)) {
+        fprintf(stderr, "allocbench: tickets: allocd died during the run (its log: %s)\n", b->dir);
+        fa = -1;
+    }
+    if (b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
+    int fl = tickets_lua(&t, &l, err, sizeof err);
+    if (fl < 0) fprintf(stderr, "allocbench: tickets, lua: %s\n", err);
+    stop_all(b);
+    printf("tickets: %ld buyers, %ld tickets, reservations held %d ms, half never paid; %d s after the first wave;\n"
+           "load average %.2f at the start, %.2f at the end\n\n", t.buyers, t.tickets, t.hold_ms, t.seconds,
+           load0, bench_loadavg());
+    printf("%-22s %10s %12s %10s %10s %8s %10s %10s %10s\n", "design", "wave_s", "wave_req/s", "calls",
+           "calls/s", "paid", "returned", "regranted", "to_longest");
+    const struct { const char *name; tickets_result *r; int failed; } rows[] = {
+        { "allocd (wait:true)", &a, fa < 0 }, { "lua (losers retry)", &l, fl < 0 },
+    };
+    for (int i = 0; i < 2; i++) {
+        const tickets_result *r = rows[i].r;
+        printf("%-22s %10.2f %12.0f %10ld %10.0f %8ld %10ld %10ld %10ld%s\n", rows[i].name, r->first_wave_s,
+               r->first_wave_rps, r->calls, r->calls_per_s, r->paid, r->returned, r->regranted,
+               r->to_longest_waiting, rows[i].failed ? "  FAILED" : "");
+    }
+    for (int i = 0; i < 2; i++) {
+        const tickets_result *r = rows[i].r;
+        printf("RESULT scenario=tickets design=%s buyers=%ld tickets=%ld hold_ms=%d first_wave_s=%.3f "
+               "first_wave_rps=%.0f calls=%ld calls_per_s=%.0f paid=%ld returned=%ld regranted=%ld "
+               "to_longest_waiting=%ld ok=%d\n", i ? "lua" : "allocd", t.buyers, t.tickets, t.hold_ms,
+               r->first_wave_s, r->first_wave_rps, r->calls, r->calls_per_s, r->paid, r->returned, r->regranted,
+               r->to_longest_waiting, r->ok && !rows[i].failed);
+    }
+    return fa < 0 || fl < 0;
+}
+
 /* ------------------------------------------------------------- main --- */
 
 int main(int argc, char **argv)
@@ -896,11 +1339,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "allocbench: %s is not executable (build it, or --allocd PATH)\n", b.opt.allocd_bin);
         return 2;
     }
+    if (b.opt.tickets) return run_tickets(&b);
     b.rows = calloc(MAX_ROWS, sizeof *b.rows);
     if (!b.rows || start_redis(&b) < 0) { free(b.rows); stop_all(&b); return 1; }
     redis_version(&b, b.redis_ver, sizeof b.redis_ver);
     b.load_start = bench_loadavg();
-    run_scenarios(&b);
+    read_durability(&b);
+    if (b.opt.e2e_pairs) run_e2e_pairs(&b);
+    if (b.opt.open_loop) run_open_loop(&b);
+    if (b.opt.scenarios_given || b.opt.targets || !(b.opt.e2e_pairs || b.opt.open_loop)) run_scenarios(&b);
     if (b.opt.lua_pairs > 1) run_lua_pairs(&b);
     if (b.opt.rate_test) run_rate_test(&b);
     if (b.opt.probe > 0) run_probe(&b);

@@ -32,10 +32,10 @@ libs_of() {
         base)    echo "libconfig.h" ;;
         redis)   echo "hiredis/ uv.h" ;;
         worker)  echo "hiredis/ uv.h" ;;
-        service) echo "hiredis/ uv.h jansson.h" ;;
+        service) echo "hiredis/ uv.h jansson.h microhttpd.h" ;;
     esac
 }
-OUTSIDE="hiredis/ uv.h jansson.h libconfig.h cmocka.h libpq-fe.h"
+OUTSIDE="hiredis/ uv.h jansson.h libconfig.h cmocka.h libpq-fe.h microhttpd.h"
 CORE_LIBC="assert.h ctype.h errno.h inttypes.h limits.h math.h stdalign.h stdarg.h stdbool.h stddef.h stdint.h stdio.h stdlib.h string.h"
 
 bad=0

@@ -18,7 +18,9 @@
  */
 #include "base/config.h"
 #include "base/log.h"
+#include "base/secret.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <libconfig.h>
@@ -101,6 +103,27 @@ static int set_redis(allocd_config *c, const char *v, char *msg, size_t len)
     return 0;
 }
 
+static int set_redis_user(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    if (strlen(v) >= sizeof c->redis.user || strpbrk(v, " \t\r\n")) {
+        seterr(msg, len, "redis_user must be an ACL user name: under 128 characters, no spaces");
+        return -1;
+    }
+    return replace_string(&c->redis_user, v, msg, len);
+}
+
+/* Checked here, so a missing or unreadable file is reported at its line;
+ * read again (and applied) once every source is in, by secret_apply. */
+static int set_password_file(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    char path[4096], pw[SECRET_MAX];
+    if (*v && (secret_path(v, path, sizeof path, msg, len) < 0 ||
+               secret_read_file(path, pw, sizeof pw, msg, len) < 0))
+        return -1;
+    memset(pw, 0, sizeof pw);
+    return replace_string(&c->redis_password_file, v, msg, len);
+}
+
 static int set_prefix(allocd_config *c, const char *v, char *msg, size_t len)
 {
     if (!prefix_ok(v)) {
@@ -121,6 +144,18 @@ static int set_instance(allocd_config *c, const char *v, char *msg, size_t len)
     return replace_string(&c->instance, v, msg, len);
 }
 
+/* A Redis consumer group name, kept in the struct (no allocation). */
+static int set_archive_group(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    size_t n = strlen(v);
+    if (n > 64 || strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-") != n) {
+        seterr(msg, len, "archive_group must be 0 to 64 characters from [A-Za-z0-9_.:-] (got '%s')", v);
+        return -1;
+    }
+    memcpy(c->archive_group, v, n + 1);
+    return 0;
+}
+
 static int set_log_level(allocd_config *c, const char *v, char *msg, size_t len)
 {
     int level = log_level_parse(v);
@@ -133,8 +168,13 @@ static int set_log_level(allocd_config *c, const char *v, char *msg, size_t len)
     return 0;
 }
 
-/* The metrics endpoint has no authentication, so it may only listen on a
- * loopback address: 127.0.0.0/8, ::1 or localhost. */
+/* metrics_listen: host:port, any numeric address; localhost means
+ * 127.0.0.1. Beyond loopback a token is required (cross_check). */
+static int is_loopback(const char *host)
+{
+    return !strncmp(host, "127.", 4) || !strcmp(host, "::1");
+}
+
 static int set_metrics_listen(allocd_config *c, const char *v, char *msg, size_t len)
 {
     char host[64] = "";
@@ -154,18 +194,77 @@ static int set_metrics_listen(allocd_config *c, const char *v, char *msg, size_t
             memmove(host, host + 1, hl - 2);
             host[hl - 2] = '\0';
         }
-        if (strncmp(host, "127.", 4) && strcmp(host, "::1") && strcmp(host, "localhost")) {
-            seterr(msg, len, "metrics_listen must be a loopback address (127.x.x.x, ::1, localhost): "
-                   "the endpoint has no authentication (got '%s')", v);
+        if (!strcmp(host, "localhost")) strcpy(host, "127.0.0.1");
+        unsigned char addr[16];
+        if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1) {
+            seterr(msg, len, "metrics_listen must name a numeric address or localhost, "
+                   "e.g. 127.0.0.1:9464 or [::]:9464 (got '%s')", v);
             return -1;
         }
-        if (!strcmp(host, "localhost")) strcpy(host, "127.0.0.1");
         port = (int)p;
     }
     if (replace_string(&c->metrics_listen, v, msg, len) < 0) return -1;
     snprintf(c->metrics_host, sizeof c->metrics_host, "%s", host);
     c->metrics_port = port;
+    c->metrics_loopback = !*v || is_loopback(host);
     return 0;
+}
+
+static int set_log_format(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    if (strcmp(v, "event") && strcmp(v, "chunk")) {
+        seterr(msg, len, "log_format must be event or chunk (got '%s')", v);
+        return -1;
+    }
+    c->log_chunk = !strcmp(v, "chunk");
+    return 0;
+}
+
+/* A token is compared as given; printable ASCII only, so it survives an
+ * Authorization header unchanged, and at least 16 characters so it is not
+ * guessed. */
+static int token_ok(const char *t, char *msg, size_t len, const char *what)
+{
+    size_t n = strlen(t);
+    for (size_t i = 0; i < n; i++)
+        if (t[i] <= ' ' || t[i] > '~') {
+            seterr(msg, len, "%s must be printable ASCII without spaces", what);
+            return -1;
+        }
+    if (n && n < 16) {
+        seterr(msg, len, "%s must be at least 16 characters (got %zu)", what, n);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_metrics_token(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    if (token_ok(v, msg, len, "metrics_token") < 0) return -1;
+    return replace_string(&c->metrics_token, v, msg, len);
+}
+
+static char *read_text(const char *path);
+
+/* The first line of the file is the token (a trailing newline is not part
+ * of it), so the secret can live outside a config that is shared. */
+static int set_metrics_token_file(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    errno = 0;
+    char *text = read_text(v);
+    if (!text) {
+        seterr(msg, len, "metrics_token_file: cannot read '%s': %s", v,
+               strerror(errno ? errno : EIO));
+        return -1;
+    }
+    text[strcspn(text, "\r\n")] = '\0';
+    int rc = -1;
+    if (!*text)
+        seterr(msg, len, "metrics_token_file: '%s' is empty", v);
+    else if (token_ok(text, msg, len, "the token in metrics_token_file") == 0)
+        rc = replace_string(&c->metrics_token, text, msg, len);
+    free(text);
+    return rc;
 }
 
 static int set_cluster(allocd_config *c, const char *v, char *msg, size_t len)
@@ -206,6 +305,8 @@ static const setting_spec SPECS[] = {
     INT("max_request_bytes", max_request_bytes, 64, 1048576),
     STR("log_level", set_log_level),
     INT64("log_maxlen", log_maxlen, 0, INT64_MAX),
+    STR("log_format", set_log_format),
+    STR("archive_group", set_archive_group),
     INT("redis_timeout_ms", redis_timeout_ms, 10, 3600000),
     INT("connect_timeout_ms", connect_timeout_ms, 10, 3600000),
     INT("backoff_min_ms", backoff_min_ms, 1, 3600000),
@@ -215,8 +316,16 @@ static const setting_spec SPECS[] = {
     INT("drain_timeout_ms", drain_timeout_ms, 0, 3600000),
     INT("max_attempts", max_attempts, 1, 100),
     STR("metrics_listen", set_metrics_listen),
+    STR("metrics_token", set_metrics_token),
+    STR("metrics_token_file", set_metrics_token_file),
+    INT("metrics_max_connections", metrics_max_connections, 1, 10000),
+    INT("metrics_timeout_ms", metrics_timeout_ms, 100, 3600000),
     INT("lease_ttl_ms", lease_ttl_ms, 1000, 600000),
+    INT("answer_ms", answer_ms, 1000, 86400000),
+    INT("wait_replicas", wait_replicas, 0, 16),
     STR("cluster", set_cluster),
+    STR("redis_user", set_redis_user),
+    STR("redis_password_file", set_password_file),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -271,8 +380,15 @@ void config_defaults(allocd_config *c)
     c->drain_timeout_ms = 10000;
     c->max_attempts = 5;
     c->metrics_listen = strdup("");
+    c->metrics_loopback = 1;
+    c->metrics_token = strdup("");
+    c->metrics_max_connections = 64;
+    c->metrics_timeout_ms = 10000;
     c->lease_ttl_ms = 5000;
+    c->answer_ms = 60000;
     c->cluster = strdup("auto");
+    c->redis_user = strdup("");
+    c->redis_password_file = strdup("");
     c->source = NULL;
 }
 
@@ -284,8 +400,14 @@ void config_free(allocd_config *c)
     free(c->instance);
     free(c->source);
     free(c->metrics_listen);
+    free(c->metrics_token);
     free(c->cluster);
+    free(c->redis_user);
+    free(c->redis_password_file);
+    memset(c->redis.password, 0, sizeof c->redis.password);
+    c->redis_user = c->redis_password_file = NULL;
     c->redis_url = c->prefix = c->instance = c->source = c->metrics_listen = c->cluster = NULL;
+    c->metrics_token = NULL;
 }
 
 static int dup_field(char **dst, const char *src)
@@ -299,8 +421,11 @@ static int config_copy(allocd_config *dst, const allocd_config *src)
 {
     *dst = *src;
     dst->redis_url = dst->prefix = dst->instance = dst->source = dst->metrics_listen = NULL;
-    dst->cluster = NULL;
-    if (dup_field(&dst->metrics_listen, src->metrics_listen) < 0 ||
+    dst->cluster = dst->redis_user = dst->redis_password_file = dst->metrics_token = NULL;
+    if (dup_field(&dst->redis_user, src->redis_user) < 0 ||
+        dup_field(&dst->redis_password_file, src->redis_password_file) < 0 ||
+        dup_field(&dst->metrics_listen, src->metrics_listen) < 0 ||
+        dup_field(&dst->metrics_token, src->metrics_token) < 0 ||
         dup_field(&dst->cluster, src->cluster) < 0 ||
         dup_field(&dst->redis_url, src->redis_url) < 0 ||
         dup_field(&dst->prefix, src->prefix) < 0 ||
@@ -313,11 +438,21 @@ static int config_copy(allocd_config *dst, const allocd_config *src)
 }
 
 /* The one rule between settings. Returns 0, or -1 with a message. */
-static int cross_check(const allocd_config *c, char *msg, size_t len)
+static int cross_check(const allocd_config *c, char *msg, size_t len, const char **blame)
 {
     if (c->backoff_min_ms > c->backoff_max_ms) {
         seterr(msg, len, "backoff_min_ms (%d) must not exceed backoff_max_ms (%d)",
                c->backoff_min_ms, c->backoff_max_ms);
+        if (blame) *blame = "backoff_max_ms";
+        return -1;
+    }
+    /* Beyond loopback anyone on the network could read the metrics and the
+     * dashboard (batch names, owners, queue sizes): refuse without a token. */
+    if (!c->metrics_loopback && (!c->metrics_token || !*c->metrics_token)) {
+        seterr(msg, len, "metrics_listen '%s' is not a loopback address: set metrics_token "
+               "or metrics_token_file (clients then send 'Authorization: Bearer <token>')",
+               c->metrics_listen);
+        if (blame) *blame = "metrics_listen";
         return -1;
     }
     return 0;
@@ -584,15 +719,16 @@ static int apply_root(allocd_config *c, config_setting_t *root, const char *path
     return 0;
 }
 
-/* The cross check, blamed on backoff_max_ms when the file sets it (the
- * usual fix), else on backoff_min_ms. */
+/* The cross check, blamed on the setting it names when the file sets it
+ * (backoff_max_ms, the usual fix, falls back to backoff_min_ms). */
 static int check_file_values(const allocd_config *c, const char *path,
                              const config_setting_t **where, char *err, size_t errlen)
 {
     char msg[MSG_MAX];
-    if (cross_check(c, msg, sizeof msg) == 0) return 0;
-    const config_setting_t *s = where[spec_index("backoff_max_ms")];
-    if (!s) s = where[spec_index("backoff_min_ms")];
+    const char *blame = NULL;
+    if (cross_check(c, msg, sizeof msg, &blame) == 0) return 0;
+    const config_setting_t *s = where[spec_index(blame)];
+    if (!s && !strcmp(blame, "backoff_max_ms")) s = where[spec_index("backoff_min_ms")];
     if (s)
         seterr(err, errlen, "%s:%u: %s", setting_file(s, path),
                config_setting_source_line(s), msg);
@@ -835,6 +971,9 @@ static int apply_cli(allocd_config *c, const cli_args *a, char *err, size_t errl
 {
     if (override(c, set_redis, "redis", a->redis_url, err, errlen) < 0) return -1;
     if (override(c, set_prefix, "prefix", a->prefix, err, errlen) < 0) return -1;
+    if (override(c, set_redis_user, "redis-user", a->redis_user, err, errlen) < 0) return -1;
+    if (override(c, set_password_file, "redis-password-file", a->redis_password_file,
+                 err, errlen) < 0) return -1;
     return override(c, set_instance, "instance", a->instance, err, errlen);
 }
 
@@ -843,18 +982,30 @@ static int apply_cli(allocd_config *c, const cli_args *a, char *err, size_t errl
 static int validate(const allocd_config *c, char *err, size_t errlen)
 {
     char msg[MSG_MAX];
-    if (!c->redis_url || !c->prefix || !c->instance || !c->cluster || !c->metrics_listen) {
+    if (!c->redis_url || !c->prefix || !c->instance || !c->cluster || !c->metrics_listen ||
+        !c->redis_user || !c->redis_password_file || !c->metrics_token) {
         seterr(err, errlen, "config: out of memory");
         return -1;
     }
-    if (cross_check(c, msg, sizeof msg) == 0) return 0;
+    if (cross_check(c, msg, sizeof msg, NULL) == 0) return 0;
+    seterr(err, errlen, "%s: %s", c->source ? c->source : "config", msg);
+    return -1;
+}
+
+/* The URL, redis_user, redis_password_file and $ALLOCD_REDIS_PASSWORD
+ * together give the login (base/secret.h). */
+static int apply_secret(allocd_config *c, char *err, size_t errlen)
+{
+    char msg[MSG_MAX];
+    if (secret_apply(&c->redis, c->redis_user, c->redis_password_file, msg, sizeof msg) == 0)
+        return 0;
     seterr(err, errlen, "%s: %s", c->source ? c->source : "config", msg);
     return -1;
 }
 
 int config_load(allocd_config *c, const cli_args *a, char *err, size_t errlen)
 {
-    static const cli_args none = { CLI_RUN, NULL, NULL, NULL, NULL };
+    static const cli_args none = { CLI_RUN, NULL, NULL, NULL, NULL, NULL, NULL };
     if (!a) a = &none;
     config_defaults(c);
     int rc = -1;
@@ -865,7 +1016,8 @@ int config_load(allocd_config *c, const cli_args *a, char *err, size_t errlen)
     else
         rc = config_load_file(c, config_default_path(), 0, err, errlen);
     /* rc == 1: no default file; the defaults stand and source stays NULL. */
-    if (rc >= 0 && apply_cli(c, a, err, errlen) == 0 && validate(c, err, errlen) == 0)
+    if (rc >= 0 && apply_cli(c, a, err, errlen) == 0 && validate(c, err, errlen) == 0 &&
+        apply_secret(c, err, errlen) == 0)
         return 0;
     config_free(c);
     return -1;

@@ -20,9 +20,11 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define LOG_MSG_MAX 2000            /* bytes of message text kept per line */
@@ -66,9 +68,21 @@ static long long monotonic_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* systemd sets JOURNAL_STREAM to "device:inode" of the stream it connected
+ * to the journal; stderr is that stream only if they match (a child whose
+ * stderr was redirected inherits the variable but not the stream). */
+int log_to_journal(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    if (!js || sscanf(js, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) < 0) return 0;
+    return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
 static int resolve_style(void)
 {
-    if (g_log.style < 0) g_log.style = isatty(STDERR_FILENO) ? 1 : 0;
+    if (g_log.style < 0) g_log.style = log_to_journal() ? 0 : 1;
     return g_log.style;
 }
 

@@ -40,6 +40,8 @@
 #include "core/engine.h"
 #include "core/assert.h"
 #include "core/strmap.h"
+#include "core/engine_slots.h"
+#include "core/engine_wait.h"
 #include "engine_int.h"
 
 #include <errno.h>
@@ -170,6 +172,7 @@ static uint32_t add_item(engine *e, const char *id, int64_t capacity)
     }
     e->n_items++;
     e->counters.free_units += capacity;
+    if (capacity > 0) e->wait_kick = 1;
     return i;
 }
 
@@ -178,6 +181,7 @@ static uint32_t add_item(engine *e, const char *id, int64_t capacity)
  * return_free, which assert that the units are there to move. */
 static void add_free(engine *e, uint32_t it, int64_t delta)
 {
+    if (delta > 0) e->wait_kick = 1;   /* units came back: serve the waitlist */
     e->items[it].free += delta;
     e->counters.free_units += delta;
 }
@@ -382,6 +386,9 @@ void engine_free(engine *e)
     free(e->fresh);
     free(e->ended);
     free(e->events);
+    engine_wait_free(e);
+    engine_hold_free(e);
+    engine_slots_free(e);
     free(e);
 }
 
@@ -399,6 +406,7 @@ int engine_error(const engine *e) { return e->error; }
  * tools) ids count up from 1. */
 static uint64_t new_order_id(engine *e)
 {
+    if (e->n_spare) return e->spare[--e->n_spare];
     if (e->order_fn) return e->order_fn(e->order_ctx);
     return e->next_order++;
 }
@@ -473,6 +481,8 @@ int engine_load_order(engine *e, const char *uid, uint64_t order,
                       const char *item_id, int64_t qty, int state,
                       int64_t expires_at)
 {
+    if (is_rooms(e) && id_ok(uid) && item_id && order != 0 && order_state_ok(state))
+        return engine_hold_load(e, uid, order, item_id, state, expires_at);
     if (is_rooms(e) || !id_ok(uid) || !item_id || order == 0 || qty < 1 ||
         qty > INT32_MAX || !order_state_ok(state))
         return -EINVAL;
@@ -515,6 +525,10 @@ void engine_load_counters(engine *e, const engine_counters *c)
     e->counters.dead = c->dead;
     e->counters.duplicates = c->duplicates;
     e->counters.ctl = c->ctl;
+    /* waiting is what was loaded; tickets never go back */
+    if (e->counters.wait_joined < c->wait_joined) e->counters.wait_joined = c->wait_joined;
+    e->counters.wait_served = c->wait_served;
+    e->counters.wait_ended = c->wait_ended;
 }
 
 void engine_load_admin_state(engine *e, engine_admin_state s) { e->admin = s; }
@@ -551,7 +565,8 @@ static size_t expire_due(engine *e, int64_t now)
         if (reserve(e, 1, 1, 1, 1) < 0) break;
         expiry x = e->heap[0];
         heap_pop(e);
-        expire_order(e, x.user, orders_find(&e->users[x.user], x.order), now);
+        if (is_rooms(e)) engine_hold_expire(e, x.user, now);
+        else expire_order(e, x.user, orders_find(&e->users[x.user], x.order), now);
         n++;
         heap_settle(e);
     }
@@ -563,13 +578,16 @@ static size_t expire_due(engine *e, int64_t now)
 size_t engine_expire(engine *e, int64_t now)
 {
     size_t n = expire_due(e, now);
+    engine_wait_step(e, now);
     if (ALLOC_DEBUG) engine_debug_sweep(e);
     return n;
 }
 
 int64_t engine_next_expiry(const engine *e)
 {
-    return e->n_heap ? e->heap[0].at : INT64_MAX;
+    int64_t at = e->n_heap ? e->heap[0].at : INT64_MAX;
+    int64_t wait = engine_wait_next_deadline(e);
+    return wait < at ? wait : at;
 }
 
 /* ---------------------------------------------------------------- phase */
@@ -588,11 +606,17 @@ const engine_counters *engine_get_counters(const engine *e) { return &e->counter
 
 /* ---------------------------------------------------------------- results */
 
+/* Keeps only the times a refusal owes the user (section 9.6 of the
+ * contract): retry_at for throttled, opens_at for not_open. */
 static void reject(engine_result *out, engine_reason r)
 {
+    int64_t retry_at = r == R_THROTTLED ? out->retry_at : 0;
+    int64_t opens_at = r == R_NOT_OPEN ? out->opens_at : 0;
     memset(out, 0, sizeof *out);
     out->status = ST_REJECTED;
     out->reason = r;
+    out->retry_at = retry_at;
+    out->opens_at = opens_at;
 }
 
 static void granted(engine *e, engine_result *out, const char *item_id)
@@ -620,6 +644,7 @@ static void count_decision(engine *e, const engine_result *out)
     case ST_DONE: c->done++; break;
     case ST_REJECTED: c->rejected++; break;
     case ST_INVALID: c->invalid++; break;
+    case ST_WAITING: break;   /* counted in `waiting` by engine_wait_join */
     default: ALLOC_PANIC("invariant: a request decided without a result");
     }
     c->processed++;
@@ -653,16 +678,18 @@ static batch_kind op_kind(engine_op op)
 }
 
 /* Steps 2-6 of the spec: everything that is not about the op itself. */
-static engine_reason gate(engine *e, user *u, engine_op op, int64_t now)
+static engine_reason gate(engine *e, user *u, const engine_request *r, int64_t now)
 {
+    engine_op op = r->op;
     switch (engine_phase_at(e, now)) {
     case PHASE_CLOSED: return R_CLOSED;
-    case PHASE_WAITING: return R_NOT_OPEN;
     case PHASE_PAUSED: return R_PAUSED;
-    case PHASE_OPEN: break;
+    case PHASE_WAITING: case PHASE_OPEN: break;
     }
+    /* the batch's opens_at, or the user's own selection slot (engine_slots.c) */
+    if (now < engine_opens_for(e, r)) return R_NOT_OPEN;
     if (throttled(e, u, now)) return R_THROTTLED;
-    if (op_kind(op) != e->meta.kind) return R_WRONG_KIND;
+    if (op_kind(op) != e->meta.kind && !engine_hold_op_ok(e, op)) return R_WRONG_KIND;
     return R_NONE;
 }
 
@@ -838,7 +865,7 @@ static char *prepare_seat(engine *e, const char *req_id, size_t events, size_t i
         stop_out_of_memory(e);
         return NULL;
     }
-    if (reserve(e, events, 1, items, 0) < 0) {
+    if (reserve(e, events, 1, items, 0) < 0 || engine_hold_reserve(e, 1) < 0) {
         free(s);
         return NULL;
     }
@@ -856,6 +883,7 @@ static engine_reason decide_choose(engine *e, uint32_t ui,
     char *req = prepare_seat(e, r->id, 1, 1);
     if (!req) return R_NONE;
     seat(e, ui, it, req, r->id, now);
+    engine_hold_start(e, ui, now, out);
     granted(e, out, e->items[it].id);
     return R_NONE;
 }
@@ -902,6 +930,7 @@ static engine_reason decide_auto(engine *e, uint32_t ui, const engine_request *r
     char *req = prepare_seat(e, r->id, 1, 1);
     if (!req) return R_NONE;
     seat(e, ui, it, req, r->id, now);
+    engine_hold_start(e, ui, now, out);
     granted(e, out, e->items[it].id);
     return R_NONE;
 }
@@ -914,7 +943,7 @@ static void seat_group(engine *e, const engine_request *r, uint32_t it,
     size_t n = r->n_members;
     char **reqs = calloc(n, sizeof *reqs);
     uint32_t *ids = calloc(n, sizeof *ids);
-    int ok = reqs && ids && reserve(e, n, n, 1, 0) == 0;
+    int ok = reqs && ids && reserve(e, n, n, 1, 0) == 0 && engine_hold_reserve(e, n) == 0;
     for (size_t i = 0; ok && i < n; i++) {
         reqs[i] = intern(r->id ? r->id : "");
         ids[i] = reqs[i] ? touch_user(e, r->members[i]) : STRMAP_NONE;
@@ -923,6 +952,10 @@ static void seat_group(engine *e, const engine_request *r, uint32_t it,
     if (ok) {
         int64_t free_before = e->items[it].free;
         for (size_t i = 0; i < n; i++) seat(e, ids[i], it, reqs[i], r->id, now);
+        /* every member holds their own bed (and pays their own deposit);
+         * the result carries the requester's order */
+        for (size_t i = 0; i < n; i++)
+            engine_hold_start(e, ids[i], now, strcmp(r->members[i], r->user) ? NULL : out);
         /* All members in one room: n beds of room `it`, and each member
          * there (a search of n users: debug builds only). */
         ALLOC_ASSERT(e->items[it].free == free_before - (int64_t)n);
@@ -973,6 +1006,7 @@ static engine_reason decide_release(engine *e, uint32_t ui,
 {
     if (!holds_bed(e, ui)) return R_NOT_HOLDING;
     if (reserve(e, 1, 1, 1, 0) < 0) return R_NONE;
+    engine_hold_clear(e, ui);   /* a held bed given back ends its hold */
     done(out, e->items[unseat(e, ui, r->id, now)].id);
     return R_NONE;
 }
@@ -1091,8 +1125,10 @@ static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
 {
     switch (r->op) {
     case OP_BUY: return decide_buy(e, ui, r, now, out);
-    case OP_CONFIRM: return decide_confirm(e, ui, r, now, out);
-    case OP_CANCEL: return decide_cancel(e, ui, r, now, out);
+    case OP_CONFIRM:
+        return is_rooms(e) ? engine_hold_confirm(e, ui, r, now, out) : decide_confirm(e, ui, r, now, out);
+    case OP_CANCEL:
+        return is_rooms(e) ? engine_hold_cancel(e, ui, r, now, out) : decide_cancel(e, ui, r, now, out);
     case OP_CHOOSE: return decide_choose(e, ui, r, now, out);
     case OP_AUTO: return decide_auto(e, ui, r, now, out);
     case OP_GROUP: return decide_group(e, r, now, out);
@@ -1100,6 +1136,26 @@ static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
     case OP_RELEASE: return decide_release(e, ui, r, now, out);
     default: return R_NONE;   /* request_ok() let no other op through */
     }
+}
+
+uint64_t engine_new_order_id(engine *e) { return new_order_id(e); }
+void engine_heap_push(engine *e, expiry x) { heap_push(e, x); }
+void engine_heap_settle(engine *e) { heap_settle(e); }
+int engine_reserve(engine *e, size_t n_ev, size_t n_users, size_t n_items, size_t n_ends)
+{
+    return reserve(e, n_ev, n_users, n_items, n_ends);
+}
+void engine_emit(engine *e, const engine_event *ev) { emit(e, ev); }
+void engine_dirty_user(engine *e, uint32_t ui) { dirty_user(e, ui); }
+uint32_t engine_unseat(engine *e, uint32_t ui, const char *req_id, int64_t now)
+{
+    return unseat(e, ui, req_id, now);
+}
+
+engine_reason engine_op_decide(engine *e, uint32_t ui, const engine_request *r,
+                               int64_t now, engine_result *out)
+{
+    return decide_op(e, ui, r, now, out);
 }
 
 static int is_admin(engine_op op)
@@ -1124,7 +1180,9 @@ static engine_reason decide_user(engine *e, const engine_request *r,
         out->status = ST_INVALID;
         return R_NONE;
     }
-    engine_reason why = gate(e, &e->users[ui], r->op, now);
+    engine_reason why = gate(e, &e->users[ui], r, now);
+    if (why == R_THROTTLED) out->retry_at = e->users[ui].penalty_until;
+    if (why == R_NOT_OPEN) out->opens_at = engine_opens_for(e, r);
     if (why != R_NONE) return why;
     return decide_op(e, ui, r, now, out);
 }
@@ -1144,12 +1202,14 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
      * decided at `now`, whether or not the shell called engine_expire: a
      * buy must not be refused for units that are already free again. */
     expire_due(e, now);
+    engine_wait_step(e, now);   /* returned units go to those waiting first */
     if (e->error) return;   /* out of memory, now or before: no decision */
     const int64_t ctl = e->counters.ctl, processed = e->counters.processed,
                   grants = e->counters.granted;
     int admin = is_admin(r->op);
     engine_reason why = admin ? decide_admin(e, r, now, out)
                               : decide_user(e, r, now, out);
+    if (why != R_NONE && !admin && engine_wait_join(e, r, &why, now, out)) why = R_NONE;
     if (why != R_NONE) reject(out, why);
     if (e->error) {
         memset(out, 0, sizeof *out);
@@ -1162,6 +1222,7 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == ST_GRANTED));
     ALLOC_DEBUG_ASSERT(out->status != ST_GRANTED || out->rank == c->granted);
     ALLOC_DEBUG_ASSERT((out->status == ST_REJECTED) == (out->reason != R_NONE));
+    engine_wait_step(e, now);   /* what this decision returned or closed */
 }
 
 void engine_decide(engine *e, const engine_request *r, int64_t now,

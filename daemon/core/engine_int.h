@@ -11,6 +11,7 @@
 #include "core/strmap.h"
 
 #define NO_ROOM UINT32_MAX
+#define REQUEST_SPARE_IDS 260   /* > the largest group (256 members) */
 
 /* *_LOADED_OVER: loaded holding more than capacity / per_user (see engine.c's
  * note at its top); the only records the sweep lets break those limits. */
@@ -97,6 +98,32 @@ struct engine {
     engine_event *events;
     size_t n_events, cap_events;
 
+    /* the waitlist (engine_wait.c): live entries in wl[wl_head..n_wl) */
+    struct wait_entry **wl;
+    size_t n_wl, cap_wl, wl_head;
+    struct wait_entry **wdone;  /* ended since the last drain */
+    size_t n_wdone, cap_wdone;
+    uint8_t wait_kick;          /* units came back: serve at the end of the call */
+    uint8_t wait_unsorted;      /* loaded in hash order: sort before use */
+    /* room holds (engine_hold.c): by user index; ended room orders */
+    struct room_hold *holds;
+    size_t cap_holds;
+    struct room_ended *room_ended;
+    size_t n_room_ended, cap_room_ended;
+
+    /* selection slots (engine_slots.c): user -> ms, apart from the users */
+    struct slot_entry *slots;
+    size_t n_slots, cap_slots;
+    strmap slot_map;
+    int slots_ready;
+
+    /* order ids drawn ahead by the waitlist's serving (engine_wait.c), used
+     * first by new_order_id; wait_stalled: a serving pass stopped because
+     * the source had none left (the shell brings more, then calls again) */
+    uint64_t spare[REQUEST_SPARE_IDS];
+    size_t n_spare;
+    uint8_t wait_stalled;
+
     engine_order_fn order_fn;
     void *order_ctx;
     uint64_t next_order;        /* fallback order ids without a source */
@@ -140,8 +167,11 @@ static inline int expiry_less(const expiry *a, const expiry *b)
 
 /* An entry is live while its order is still HELD (confirm and cancel do
  * not search the heap; they leave the entry to be dropped here). */
+int engine_hold_live(const engine *e, const expiry *x);
+
 static inline int expiry_live(const engine *e, const expiry *x)
 {
+    if (is_rooms(e)) return engine_hold_live(e, x);
     const user *u = &e->users[x->user];
     uint32_t i = orders_find(u, x->order);
     return i != STRMAP_NONE && u->u.s.orders[i].state == ORDER_HELD;
@@ -150,5 +180,54 @@ static inline int expiry_live(const engine *e, const expiry *x)
 /* ALLOCD_DEBUG builds: the whole-state sweep after a decision or an
  * expiry (engine_check.c); a no-op otherwise. */
 void engine_debug_sweep(engine *e);
+
+/* The waitlist's hooks (engine_wait.c). join: a request refused `why`
+ * joins instead when it asked to wait and may (1, *out is ST_WAITING);
+ * step: ends what ran out and serves what fits, at the end of every
+ * decision and expiry; the engine's drain and free. */
+int engine_wait_join(engine *e, const engine_request *r, engine_reason *why,
+                     int64_t now, engine_result *out);
+void engine_wait_step(engine *e, int64_t now);
+void engine_wait_drain_clear(engine *e);
+void engine_wait_free(engine *e);
+/* Holds for rooms (engine_hold.c): on (rooms with hold_ms), reserve room
+ * for n more before a decision, start one after a seat (out gets order and
+ * expires_at), clear at release, expire (from the heap), confirm and
+ * cancel, the gate's exception for confirm/cancel, views, loading. */
+int engine_hold_on(const engine *e);
+int engine_hold_reserve(engine *e, size_t n);
+void engine_hold_start(engine *e, uint32_t ui, int64_t now, engine_result *out);
+void engine_hold_clear(engine *e, uint32_t ui);
+void engine_hold_expire(engine *e, uint32_t ui, int64_t now);
+engine_reason engine_hold_confirm(engine *e, uint32_t ui, const engine_request *r,
+                                  int64_t now, engine_result *out);
+engine_reason engine_hold_cancel(engine *e, uint32_t ui, const engine_request *r,
+                                 int64_t now, engine_result *out);
+int engine_hold_op_ok(const engine *e, engine_op op);
+void engine_hold_view(const engine *e, uint32_t ui, engine_user_view *v);
+int engine_hold_load(engine *e, const char *uid, uint64_t order, const char *room,
+                     int state, int64_t expires_at);
+void engine_hold_free(engine *e);
+/* check_heap for a room batch: NULL when the heap and the holds agree. */
+const char *engine_hold_check(const engine *e);
+/* engine.c's own steps, for engine_hold.c: an order id, a heap entry (room
+ * reserved), the output reservation, an event, a dirty user, and taking a
+ * user's bed away (an EV_RELEASE; returns the room). */
+uint64_t engine_new_order_id(engine *e);
+void engine_heap_push(engine *e, expiry x);
+void engine_heap_settle(engine *e);   /* drops dead entries off the top */
+int engine_reserve(engine *e, size_t n_ev, size_t n_users, size_t n_items, size_t n_ends);
+void engine_emit(engine *e, const engine_event *ev);
+void engine_dirty_user(engine *e, uint32_t ui);
+uint32_t engine_unseat(engine *e, uint32_t ui, const char *req_id, int64_t now);
+
+void engine_slots_free(engine *e);
+
+/* The waitlist's part of engine_check_invariants (NULL when sound). */
+const char *engine_wait_check(const engine *e);
+/* One op's own decision (engine.c's decide_op) for the waitlist's serving:
+ * no phase, throttle or kind gate, no counting. */
+engine_reason engine_op_decide(engine *e, uint32_t ui, const engine_request *r,
+                               int64_t now, engine_result *out);
 
 #endif

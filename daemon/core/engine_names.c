@@ -27,13 +27,14 @@ static const char *const reason_names[] = {
 
 static const char *const status_names[] = {
     [ST_GRANTED] = "granted", [ST_DONE] = "done", [ST_REJECTED] = "rejected",
-    [ST_INVALID] = "invalid",
+    [ST_INVALID] = "invalid", [ST_WAITING] = "waiting",
 };
 
 static const char *const event_names[] = {
     [EV_GRANT] = "grant", [EV_RELEASE] = "release", [EV_EXPIRE] = "expire",
     [EV_CONFIRM] = "confirm", [EV_CANCEL] = "cancel",
     [EV_CAPACITY] = "capacity", [EV_STATE] = "state",
+    [EV_WAIT] = "wait", [EV_WAIT_SERVED] = "wait_served",
 };
 
 static const char *const phase_names[] = {

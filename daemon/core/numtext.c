@@ -1,13 +1,33 @@
 /* numtext.c -- see numtext.h. */
 #include "core/numtext.h"
 
+#include <string.h>
+
+/* Two digits per division: every result carries a 19-digit order id and
+ * 13-digit times, and formatting them was 4.5% of allocd's CPU. */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 size_t numtext_u64(char *out, uint64_t v)
 {
     char tmp[NUMTEXT_MAX];
-    size_t n = 0;
-    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
-    return n;
+    size_t n = NUMTEXT_MAX;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        n -= 2;
+        memcpy(tmp + n, digit_pairs + 2 * r, 2);
+    }
+    if (v >= 10) {
+        n -= 2;
+        memcpy(tmp + n, digit_pairs + 2 * v, 2);
+    } else {
+        tmp[--n] = (char)('0' + v);
+    }
+    memcpy(out, tmp + n, NUMTEXT_MAX - n);
+    return NUMTEXT_MAX - n;
 }
 
 size_t numtext_i64(char *out, int64_t v)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "redis/cluster_slots.h"
+#include "redis/sentinel.h"
 #include "base/log.h"
 
 #define MAX_REDIRECTS 8
@@ -37,6 +38,9 @@ struct redis_router {
     int handles_open;
     void (*done)(void *data);
     void *done_data;
+    /* sentinel:// (sentinel.h): the seed connection follows the master */
+    redis_sentinel *sentinel;
+    redis_target master;
 };
 
 struct router_req {
@@ -262,6 +266,10 @@ static void on_slots(redis_conn *c, redisReply *reply, const char *err, void *pr
             r->mode = MODE_SINGLE;
             log_info("redis %s: single server (%s)", r->name, reply->str);
             announce(r);
+        } else if (r->mode == MODE_SINGLE) {
+            /* every reconnect to a plain Redis asks again and gets the same
+             * answer: nothing to warn about */
+            log_debug("redis %s: still a single server (%s)", r->name, reply->str);
         } else {
             log_warn("redis %s: CLUSTER SLOTS: %s", r->name, reply->str);
         }
@@ -286,7 +294,7 @@ static void on_slots(redis_conn *c, redisReply *reply, const char *err, void *pr
 static void refresh(redis_router *r)
 {
     if (r->refresh_pending || r->closing || !strcmp(r->cfg->cluster, "no")) return;
-    redis_conn *c = redis_conn_is_ready(r->seed) ? r->seed : NULL;
+    redis_conn *c = r->seed && redis_conn_is_ready(r->seed) ? r->seed : NULL;
     for (size_t i = 0; !c && i < r->n_nodes; i++)
         if (redis_conn_is_ready(r->nodes[i].conn)) c = r->nodes[i].conn;
     if (c && redis_conn_command(c, on_slots, r, r->cfg->redis_timeout_ms, "CLUSTER SLOTS") == 0)
@@ -298,11 +306,23 @@ void redis_router_refresh(redis_router *r) { refresh(r); }
 static void on_seed_ready(redis_conn *c, void *data)
 {
     redis_router *r = data;
-    if (!strcmp(r->cfg->cluster, "no")) {
+    if (!strcmp(r->cfg->cluster, "no") || r->sentinel) {
         if (r->mode == MODE_UNKNOWN) { r->mode = MODE_SINGLE; announce(r); }
         return;
     }
     refresh(r);
+}
+
+/* Sentinel named a (new) master: the seed connection goes there; batch
+ * workers notice through redis_router_target (batch_worker.c). */
+static void on_master(const redis_target *t, void *data)
+{
+    redis_router *r = data;
+    r->master = *t;
+    if (r->seed) { redis_conn_retarget(r->seed, t); return; }
+    static const redis_conn_callbacks cb = { on_seed_ready, NULL };
+    redis_conn_options opt = { r->name, r->cfg->connect_timeout_ms, r->cfg->backoff_min_ms, r->cfg->backoff_max_ms };
+    if (redis_conn_init(&r->seed, r->loop, t, &opt, &cb, r) < 0) log_err("%s: cannot connect to the master", r->name);
 }
 
 int redis_router_init(redis_router **out, uv_loop_t *loop, const allocd_config *cfg,
@@ -316,6 +336,13 @@ int redis_router_init(redis_router **out, uv_loop_t *loop, const allocd_config *
     r->data = data;
     snprintf(r->name, sizeof r->name, "%s", name);
     cluster_map_init(&r->map);
+    if (cfg->redis.kind == REDIS_TARGET_SENTINEL) {
+        int rc = redis_sentinel_init(&r->sentinel, loop, &cfg->redis, name, cfg->redis_timeout_ms,
+                                     cfg->connect_timeout_ms, on_master, r);
+        if (rc < 0) { free(r); return rc; }
+        *out = r;
+        return 0;
+    }
     static const redis_conn_callbacks cb = { on_seed_ready, NULL };
     redis_conn_options opt = { name, cfg->connect_timeout_ms, cfg->backoff_min_ms, cfg->backoff_max_ms };
     int rc = redis_conn_init(&r->seed, loop, &cfg->redis, &opt, &cb, r);
@@ -326,7 +353,7 @@ int redis_router_init(redis_router **out, uv_loop_t *loop, const allocd_config *
 
 int redis_router_ready(const redis_router *r)
 {
-    if (r->mode == MODE_SINGLE) return redis_conn_is_ready(r->seed);
+    if (r->mode == MODE_SINGLE) return r->seed && redis_conn_is_ready(r->seed);
     return r->mode == MODE_CLUSTER;
 }
 
@@ -334,7 +361,7 @@ int redis_router_is_cluster(const redis_router *r) { return r->mode == MODE_CLUS
 
 int redis_router_target(const redis_router *r, const char *key, redis_target *out)
 {
-    if (r->mode == MODE_SINGLE) { *out = r->cfg->redis; return 0; }
+    if (r->mode == MODE_SINGLE) { *out = r->sentinel ? r->master : r->cfg->redis; return 0; }
     if (r->mode != MODE_CLUSTER) return -EAGAIN;
     const cluster_node *n = cluster_map_node(&r->map, cluster_key_slot(key, strlen(key)));
     if (!n) return -EAGAIN;
@@ -362,12 +389,14 @@ static void on_closed(redis_conn *c, void *data)
     maybe_done(r);
 }
 
+static void on_sentinel_closed(void *data) { on_closed(NULL, data); }
+
 void redis_router_close(redis_router *r, void (*done)(void *data), void *data)
 {
     r->closing = 1;
     r->done = done;
     r->done_data = data;
-    r->handles_open = 1 + (int)r->n_nodes;
+    r->handles_open = !!r->seed + !!r->sentinel + (int)r->n_nodes;
     /* commands waiting on a retry timer are answered here; those on a
      * connection are answered by its close */
     router_req *q = r->reqs;
@@ -376,6 +405,7 @@ void redis_router_close(redis_router *r, void (*done)(void *data), void *data)
         if (q->timer_live && uv_is_active((uv_handle_t *)&q->timer)) req_finish(q, NULL, "closed");
         q = next;
     }
-    redis_conn_close(r->seed, on_closed, r);
+    if (r->sentinel) redis_sentinel_close(r->sentinel, on_sentinel_closed, r);
+    if (r->seed) redis_conn_close(r->seed, on_closed, r);
     for (size_t i = 0; i < r->n_nodes; i++) redis_conn_close(r->nodes[i].conn, on_closed, r);
 }

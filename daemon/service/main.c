@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <uv.h>
 
 #include "base/config.h"
@@ -18,6 +19,7 @@
 #include "service/metrics.h"
 #include "service/notify.h"
 #include "service/registry.h"
+#include "service/web.h"
 #include "worker/scripts.h"
 
 typedef struct allocd {
@@ -31,7 +33,7 @@ typedef struct allocd {
     uv_timer_t drain_timer;
     uv_timer_t status_timer;   /* READY once the loop runs, then STATUS each second */
     notifier notify;
-    metrics_server *metrics;
+    web *web;                 /* metrics, dashboard; NULL when off */
     uint64_t started_ns;
     int ready_sent;
     int draining;
@@ -50,8 +52,8 @@ static void on_registry_stopped(registry *r, void *data)
     close_handle((uv_handle_t *)&d->drain_timer);
     close_handle((uv_handle_t *)&d->status_timer);
     notifier_close(&d->notify);
-    if (d->metrics) metrics_server_close(d->metrics);
-    d->metrics = NULL;
+    if (d->web) web_stop(d->web);
+    d->web = NULL;
     close_handle((uv_handle_t *)&d->sig_term);
     close_handle((uv_handle_t *)&d->sig_int);
     close_handle((uv_handle_t *)&d->sig_hup);
@@ -98,6 +100,7 @@ static void reload(allocd *d)
     c->max_request_bytes = fresh.max_request_bytes;
     c->log_level = fresh.log_level;
     c->log_maxlen = fresh.log_maxlen;
+    memcpy(c->archive_group, fresh.archive_group, sizeof c->archive_group);
     c->redis_timeout_ms = fresh.redis_timeout_ms;
     c->idle_wait_ms = fresh.idle_wait_ms;
     c->drain_timeout_ms = fresh.drain_timeout_ms;
@@ -158,13 +161,36 @@ static void render_metrics(jsonw *out, void *data)
     if (d->reg) registry_render_metrics(d->reg, out);
 }
 
-static void start_metrics(allocd *d)
+static void start_web(allocd *d)
 {
     if (!d->cfg.metrics_port) return;
-    int rc = metrics_server_start(&d->metrics, d->loop, d->cfg.metrics_host, d->cfg.metrics_port,
-                                  render_metrics, d);
-    if (rc < 0) log_err("metrics: cannot listen on %s: %s (metrics are off)", d->cfg.metrics_listen, uv_strerror(rc));
-    else log_notice("metrics: GET http://%s/metrics", d->cfg.metrics_listen);
+    char err[256];
+    if (web_start(&d->web, d->loop, &d->cfg, &d->reg, render_metrics, d, err, sizeof err) < 0)
+        log_err("metrics: cannot listen on %s: %s (metrics and dashboard are off)", d->cfg.metrics_listen, err);
+    else
+        log_notice("metrics: GET http://%s/metrics, dashboard http://%s/%s", d->cfg.metrics_listen,
+                   d->cfg.metrics_listen, *d->cfg.metrics_token ? " (token required)" : "");
+}
+
+/* Each batch costs a handful of descriptors (its connections to Redis),
+ * and a default soft limit of 1024 (or a shell's `ulimit -n 64`) runs out
+ * long before memory does: take the hard limit, which needs no privilege,
+ * and say when even that is low. The unit sets LimitNOFILE. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return;
+    rlim_t want = rl.rlim_max;
+    if (rl.rlim_cur < want) {
+        rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            log_info("open files limit raised from %llu to %llu", (unsigned long long)was,
+                     (unsigned long long)want);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 4096)
+        log_warn("open files limit is %llu: each batch needs about 5 descriptors; raise it "
+                 "(LimitNOFILE= in the unit, ulimit -n in a shell)", (unsigned long long)rl.rlim_cur);
 }
 
 static int run(allocd *d)
@@ -172,6 +198,7 @@ static int run(allocd *d)
     d->loop = uv_default_loop();
     uv_loop_configure(d->loop, UV_METRICS_IDLE_TIME);
     d->started_ns = uv_hrtime();
+    raise_fd_limit();
     scripts_init(&d->scripts);
     signal(SIGPIPE, SIG_IGN);
     uv_signal_init(d->loop, &d->sig_term);
@@ -194,7 +221,7 @@ static int run(allocd *d)
     log_notice("allocd %s started: instance %s, redis %s, prefix %s, config %s",
                ALLOCD_VERSION, d->cfg.instance, redis_target_describe(&d->cfg.redis, where, sizeof where),
                d->cfg.prefix, d->cfg.source ? d->cfg.source : "built-in defaults");
-    start_metrics(d);
+    start_web(d);
     uv_timer_start(&d->status_timer, on_status, 0, 1000);
     uv_run(d->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(d->loop);
@@ -207,15 +234,17 @@ int main(int argc, char **argv)
     allocd d;
     char err[512];
     memset(&d, 0, sizeof d);
+    /* errors before the log is set up still carry journald's priority */
+    const char *err_prefix = log_to_journal() ? "<3>" : "";
     if (cli_parse(argc, argv, &d.args, err, sizeof err) < 0) {
-        fprintf(stderr, "allocd: %s\n", err);
+        fprintf(stderr, "%sallocd: %s\n", err_prefix, err);
         cli_usage(stderr, argv[0]);
         return 2;
     }
     if (d.args.action == CLI_HELP) { cli_usage(stdout, argv[0]); return 0; }
     if (d.args.action == CLI_VERSION) { printf("allocd %s\n", ALLOCD_VERSION); return 0; }
     if (config_load(&d.cfg, &d.args, err, sizeof err) < 0) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "%s%s\n", err_prefix, err);
         config_free(&d.cfg);
         return 1;
     }

@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "service/giveups.h"
 #include "service/metrics.h"
 #include "redis/redis_conn.h"
 #include "redis/redis_router.h"
@@ -45,6 +46,7 @@ struct registry {
     int handles_open;
     registry_stopped_fn done;
     void *done_data;
+    giveups giveups;          /* batches given up, ours and the live peers' */
 };
 
 static void maybe_finish(registry *r);
@@ -61,6 +63,11 @@ static registry_entry *find(registry *r, const char *batch)
 static void on_worker_stopped(batch_worker *w, void *data)
 {
     registry *r = data;
+    if (batch_worker_gave_up(w) && !r->stopping) {
+        int64_t ms = giveups_add(&r->giveups, batch_worker_batch(w), clock_wall_ms(), r->cfg->answer_ms);
+        log_err("registry: batch %s given up; other instances serve it for the next %" PRId64 " ms",
+                batch_worker_batch(w), ms);
+    }
     for (size_t i = 0; i < r->n; i++) {
         if (r->entries[i].worker != w) continue;
         r->entries[i] = r->entries[--r->n];
@@ -110,14 +117,26 @@ uint64_t registry_placement_score(const char *instance, const char *batch)
     return h;
 }
 
+/* Instances that gave the batch up (giveups.h) are passed over, unless
+ * every one did. */
+static int passed_over(const registry *r, const char *instance, const char *batch, int64_t now)
+{
+    return giveups_excluded(&r->giveups, r->cfg->instance, instance, batch, now);
+}
+
 static const char *owner_of(const registry *r, const char *batch)
 {
-    const char *best = r->cfg->instance;
-    uint64_t best_score = registry_placement_score(best, batch);
-    for (size_t i = 0; i < r->n_live; i++) {
-        uint64_t sc = registry_placement_score(r->live[i], batch);
-        if (sc > best_score || (sc == best_score && strcmp(r->live[i], best) < 0)) {
-            best = r->live[i];
+    int64_t now = clock_wall_ms();
+    int any_in = !passed_over(r, r->cfg->instance, batch, now);
+    for (size_t i = 0; i < r->n_live && !any_in; i++) any_in = !passed_over(r, r->live[i], batch, now);
+    const char *best = NULL;
+    uint64_t best_score = 0;
+    for (size_t i = 0; i <= r->n_live; i++) {
+        const char *cand = i < r->n_live ? r->live[i] : r->cfg->instance;
+        if (any_in && passed_over(r, cand, batch, now)) continue;
+        uint64_t sc = registry_placement_score(cand, batch);
+        if (!best || sc > best_score || (sc == best_score && strcmp(cand, best) < 0)) {
+            best = cand;
             best_score = sc;
         }
     }
@@ -145,6 +164,7 @@ static int64_t liveness_ms(int64_t every)
 static void read_membership(registry *r, redisReply *rep)
 {
     live_clear(r);
+    giveups_peers_clear(&r->giveups);
     if (rep->type != REDIS_REPLY_ARRAY) return;
     r->live = calloc(rep->elements / 2 + 1, sizeof *r->live);
     if (!r->live) return;
@@ -156,8 +176,11 @@ static void read_membership(registry *r, redisReply *rep)
         json_int_t at = json_integer_value(json_object_get(hb, "heartbeat_at"));
         json_int_t every = json_integer_value(json_object_get(hb, "interval_ms"));
         if (every <= 0) every = r->cfg->registry_interval_ms;
-        if (state && !strcmp(state, "running") && now - at <= liveness_ms(every))
+        if (state && !strcmp(state, "running") && now - at <= liveness_ms(every)) {
             r->live[r->n_live++] = strdup(rep->element[i]->str);
+            giveups_peer(&r->giveups, rep->element[i]->str, json_object_get(hb, "gave_up"),
+                         now, liveness_ms(every));
+        }
         json_decref(hb);
     }
 }
@@ -251,6 +274,8 @@ static void heartbeat_json(registry *r, jsonw *w, const char *state)
     for (size_t i = 0; i < r->n; i++)
         if (!r->entries[i].stopping) jsonw_str(w, r->entries[i].batch);
     jsonw_arr_end(w);
+    jsonw_key(w, "gave_up");
+    giveups_json(&r->giveups, w, clock_wall_ms());
     jsonw_obj_end(w);
 }
 
@@ -344,6 +369,7 @@ static void maybe_finish(registry *r)
     registry_stopped_fn done = r->done;
     void *data = r->done_data;
     live_clear(r);
+    giveups_free(&r->giveups);
     free(r->entries);
     free(r);
     if (done) done(NULL, data);
@@ -393,6 +419,12 @@ void registry_abort(registry *r)
 size_t registry_batch_count(const registry *r) { return r->n; }
 int registry_redis_ready(const registry *r) { return r->conn && redis_router_ready(r->conn); }
 
+const batch_worker_stats *registry_worker_stats(registry *r, const char *batch)
+{
+    registry_entry *e = find(r, batch);
+    return e && !e->stopping ? batch_worker_get_stats(e->worker) : NULL;
+}
+
 /* ---- metrics ---- */
 
 typedef double (*stat_fn)(const batch_worker_stats *st, size_t arg);
@@ -406,14 +438,15 @@ static void labels_of(char *buf, size_t len, const char *batch, const char *extr
 }
 
 static void render_simple(registry *r, jsonw *out, const char *name, const char *type,
-                          const char *help, size_t field_off, int is_int64)
+                          const char *help, size_t field_off, int is_int64 /* 2: double */)
 {
     char labels[200];
     metrics_header(out, name, type, help);
     for (size_t i = 0; i < r->n; i++) {
         const batch_worker_stats *st = batch_worker_get_stats(r->entries[i].worker);
         const char *p = (const char *)st + field_off;
-        double v = is_int64 ? (double)*(const int64_t *)p : (double)*(const uint64_t *)p;
+        double v = is_int64 == 2 ? *(const double *)p
+                 : is_int64 ? (double)*(const int64_t *)p : (double)*(const uint64_t *)p;
         labels_of(labels, sizeof labels, r->entries[i].batch, NULL);
         metrics_value(out, name, labels, v);
     }
@@ -463,6 +496,7 @@ void registry_render_metrics(registry *r, jsonw *out)
     render_simple(r, out, "allocd_step_failures_total", "counter", "Steps that failed and made the batch reload.", OFF(failures), 0);
     render_simple(r, out, "allocd_redis_reconnects_total", "counter", "Lost or failed connections of the batch worker.", OFF(reconnects), 0);
     render_simple(r, out, "allocd_queue_length", "gauge", "Queue length after the last take.", OFF(queue_len), 1);
+    render_simple(r, out, "allocd_batch_oldest_unanswered_seconds", "gauge", "Age of the oldest request not answered yet (queued or in flight; an upper bound within 1 s).", OFF(oldest_unanswered_seconds), 2);
     render_simple(r, out, "allocd_chunk_size", "gauge", "Requests in the last applied chunk.", OFF(last_chunk), 0);
     render_hist(r, out, "allocd_decide_seconds", "Engine time per chunk.", OFF(decide));
     render_hist(r, out, "allocd_apply_seconds", "Apply script round trip per chunk.", OFF(apply));

@@ -36,6 +36,8 @@ void records_result(jsonw *w, const request *q, const engine_result *res,
     common_head(w, q);
     jsonw_kstr(w, "status", engine_status_name(res->status));
     if (res->status == ST_REJECTED) jsonw_kstr(w, "reason", engine_reason_name(res->reason));
+    if (res->retry_at) jsonw_kint(w, "retry_at", res->retry_at);
+    if (res->opens_at) jsonw_kint(w, "opens_at", res->opens_at);
     if (res->item) jsonw_kstr(w, "item", res->item);
     if (q->r.op == OP_SET_CAPACITY) {
         if (res->status != ST_REJECTED) jsonw_kint(w, "capacity", res->qty);
@@ -49,7 +51,14 @@ void records_result(jsonw *w, const request *q, const engine_result *res,
         jsonw_arr_end(w);
     }
     if (res->status == ST_GRANTED) jsonw_kint(w, "rank", res->rank);
+    if (res->status == ST_WAITING) records_waiting_fields(w, res);
     common_tail(w, seq, at);
+}
+
+void records_waiting_fields(jsonw *w, const engine_result *res)
+{
+    jsonw_kint(w, "wait_pos", res->wait_pos);
+    jsonw_kint(w, "wait_no", res->wait_no);
 }
 
 void records_invalid(jsonw *w, const request *q, int64_t seq, int64_t at)
@@ -96,6 +105,12 @@ void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
         jsonw_kstr(w, "item", v->room);
         jsonw_kint(w, "since", v->since);
         if (v->req) jsonw_kstr(w, "req", v->req);
+        if (v->room_order) {   /* a held bed (contract 9.4) */
+            jsonw_key(w, "order");
+            jsonw_u64_str(w, v->room_order);
+            jsonw_kstr(w, "state", records_order_state_name(v->room_state));
+            if (v->room_expires_at) jsonw_kint(w, "expires_at", v->room_expires_at);
+        }
         jsonw_obj_end(w);
         return;
     }
@@ -153,5 +168,55 @@ void records_ended(jsonw *w, const engine *e, const char *user,
     jsonw_kstr(w, "item", item_id(e, o->item));
     jsonw_kint(w, "qty", o->qty);
     jsonw_kstr(w, "state", records_order_state_name(o->state));
+    jsonw_obj_end(w);
+}
+
+static void names(jsonw *w, const char *key, const char *const *v, size_t n)
+{
+    jsonw_key(w, key);
+    jsonw_arr_begin(w);
+    for (size_t i = 0; i < n; i++) jsonw_str(w, v[i]);
+    jsonw_arr_end(w);
+}
+
+void records_request(jsonw *w, const engine_request *r)
+{
+    jsonw_obj_begin(w);
+    jsonw_kstr(w, "id", r->id);
+    jsonw_kstr(w, "user", r->user);
+    jsonw_kstr(w, "op", engine_op_name(r->op));
+    if (r->item) jsonw_kstr(w, r->op == OP_BUY ? "item" : "room", r->item);
+    if (r->op == OP_BUY) jsonw_kint(w, "qty", r->qty);
+    if (r->n_prefs) names(w, "prefs", r->prefs, r->n_prefs);
+    if (r->op == OP_GROUP) names(w, "members", r->members, r->n_members);
+    if (r->has_filter) {
+        jsonw_key(w, "filter");
+        jsonw_obj_begin(w);
+        /* a key may need escaping (jsonw_key's may not) and the value is
+         * JSON already: the key as a string, then ":" and the value raw */
+        for (size_t i = 0; i < r->n_filter; i++) {
+            jsonw_str(w, r->filter[i].key);
+            jsonw_raw(w, ":", 1);
+            jsonw_raw(w, r->filter[i].value, strlen(r->filter[i].value));
+        }
+        jsonw_obj_end(w);
+    }
+    if (r->wait) {   /* last: jsonw_raw leaves the separator state alone */
+        jsonw_key(w, "wait");
+        jsonw_raw(w, "true", 4);
+    }
+    jsonw_obj_end(w);
+}
+
+void records_wait_entry(jsonw *w, const engine_result *res, const char *why,
+                        int64_t seq, int64_t at, const engine_request *r)
+{
+    jsonw_obj_begin(w);
+    jsonw_kint(w, "no", res->wait_no);
+    jsonw_kint(w, "at", at);
+    jsonw_kstr(w, "why", why);
+    jsonw_kint(w, "seq", seq);
+    jsonw_key(w, "req");
+    records_request(w, r);
     jsonw_obj_end(w);
 }

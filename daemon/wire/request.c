@@ -117,6 +117,8 @@ static raw_value json_raw(const json_t *v)
     case JSON_INTEGER: r.kind = RAW_INT; r.u.i = json_integer_value(v); break;
     case JSON_ARRAY: r.kind = RAW_ARRAY; r.n = json_array_size(v); r.u.list = no_elements; break;
     case JSON_OBJECT: r.kind = RAW_OBJECT; r.n = json_object_size(v); break;
+    case JSON_TRUE: r.kind = RAW_BOOL; r.u.i = 1; break;
+    case JSON_FALSE: r.kind = RAW_BOOL; r.u.i = 0; break;
     default: r.kind = RAW_OTHER; break;
     }
     return r;
@@ -386,7 +388,8 @@ static const char *fast_value(const char *p, const char *end, raw_value *v, fast
         v->kind = RAW_ARRAY;
         return fast_array(p, end, v, sp);
     }
-    v->kind = RAW_OTHER;
+    v->kind = c == 't' || c == 'f' ? RAW_BOOL : RAW_OTHER;
+    v->u.i = c == 't';
     return fast_literal(p, end);
 }
 

@@ -38,7 +38,8 @@ typedef enum {
     CHECK_ORDER,  /* a positive integer or 1 to 20 digits: r.order */
     CHECK_NAMES,  /* an array of at most REQUEST_MAX_LIST names:
                      const char *const * and a size_t count (count_at) */
-    CHECK_FILTER  /* an object of at most REQUEST_MAX_LIST keys: r.filter */
+    CHECK_FILTER, /* an object of at most REQUEST_MAX_LIST keys: r.filter */
+    CHECK_BOOL    /* true or false: int, 0 when absent */
 } value_check;
 
 typedef struct field_spec {
@@ -68,6 +69,7 @@ static const field_spec field_specs[FIELD_COUNT] = {
     [FIELD_MEMBERS]  = { KEY("members"), CHECK_NAMES, AT(members), AT(n_members) },
     [FIELD_CAPACITY] = { KEY("capacity"), CHECK_INT, AT(qty), .lo = 0, .hi = CAPACITY_MAX },
     [FIELD_FILTER]   = { KEY("filter"), CHECK_FILTER },
+    [FIELD_WAIT]     = { KEY("wait"), CHECK_BOOL, AT(wait) },
 };
 
 /* The slots' types, as the checks write them. */
@@ -81,6 +83,7 @@ SLOT_IS(prefs, const char *const *);
 SLOT_IS(n_prefs, size_t);
 SLOT_IS(members, const char *const *);
 SLOT_IS(n_members, size_t);
+SLOT_IS(wait, int);
 
 /* Whether an op has a field. Zero (END) ends a list. */
 typedef enum { END = 0, OPTIONAL, REQUIRED } field_presence;
@@ -107,15 +110,17 @@ static int members_include_user_once(request *q);
 /* Every op of the contract. An op the engine knows and this table does
  * not (GRAMMAR_NONE) is refused in both lists. */
 static const op_rule op_rules[] = {
-    [OP_BUY]          = { GRAMMAR_QUEUE, { { FIELD_ITEM, REQUIRED }, { FIELD_QTY, OPTIONAL } } },
+    [OP_BUY]          = { GRAMMAR_QUEUE, { { FIELD_ITEM, REQUIRED }, { FIELD_QTY, OPTIONAL },
+                                           { FIELD_WAIT, OPTIONAL } } },
     [OP_CONFIRM]      = { GRAMMAR_QUEUE, { { FIELD_ORDER, REQUIRED } } },
     [OP_CANCEL]       = { GRAMMAR_QUEUE, { { FIELD_ORDER, REQUIRED } } },
-    [OP_CHOOSE]       = { GRAMMAR_QUEUE, { { FIELD_ROOM, REQUIRED } } },
+    [OP_CHOOSE]       = { GRAMMAR_QUEUE, { { FIELD_ROOM, REQUIRED }, { FIELD_WAIT, OPTIONAL } } },
     [OP_SWITCH]       = { GRAMMAR_QUEUE, { { FIELD_ROOM, REQUIRED } } },
-    [OP_AUTO]         = { GRAMMAR_QUEUE, { { FIELD_PREFS, OPTIONAL }, { FIELD_FILTER, OPTIONAL } },
+    [OP_AUTO]         = { GRAMMAR_QUEUE, { { FIELD_PREFS, OPTIONAL }, { FIELD_FILTER, OPTIONAL },
+                                           { FIELD_WAIT, OPTIONAL } },
                           prefs_or_filter },
     [OP_GROUP]        = { GRAMMAR_QUEUE, { { FIELD_PREFS, OPTIONAL }, { FIELD_FILTER, OPTIONAL },
-                                           { FIELD_MEMBERS, REQUIRED } },
+                                           { FIELD_MEMBERS, REQUIRED }, { FIELD_WAIT, OPTIONAL } },
                           members_include_user_once },
     [OP_RELEASE]      = { GRAMMAR_QUEUE, { { 0 } } },
     [OP_PAUSE]        = { GRAMMAR_CTL, { { 0 } } },
@@ -175,7 +180,7 @@ int request_field_lookup(const char *key, size_t n)
     switch (n) {
     case 2: IS(FIELD_ID); IS(FIELD_OP); break;
     case 3: IS(FIELD_QTY); break;
-    case 4: IS(FIELD_USER); IS(FIELD_ITEM); IS(FIELD_ROOM); break;
+    case 4: IS(FIELD_USER); IS(FIELD_ITEM); IS(FIELD_ROOM); IS(FIELD_WAIT); break;
     case 5: IS(FIELD_ORDER); IS(FIELD_PREFS); break;
     case 6: IS(FIELD_FILTER); break;
     case 7: IS(FIELD_MEMBERS); break;
@@ -327,6 +332,16 @@ static int check_filter(request *q, const raw_value *v, const field_spec *spec)
     return 0;
 }
 
+static int check_bool(request *q, const raw_value *v, const field_spec *spec)
+{
+    if (v->kind != RAW_BOOL) {
+        request_fail(q, REQUEST_INVALID, "'%s' must be true or false", spec->name);
+        return -1;
+    }
+    *(int *)slot(q, spec->at) = v->u.i != 0;
+    return 0;
+}
+
 /* A field an op has but the request lacks: refused when required, else
  * the default (qty 1, no prefs) or nothing. */
 static int absent_field(request *q, const field_spec *spec, field_presence presence)
@@ -354,6 +369,7 @@ static int check_field(request *q, const raw_value *v, request_field field, fiel
     case CHECK_ORDER: return check_order(q, v);
     case CHECK_NAMES: return check_names(q, v, spec);
     case CHECK_FILTER: return check_filter(q, v, spec);
+    case CHECK_BOOL: return check_bool(q, v, spec);
     case CHECK_BY_VALIDATE: break;
     }
     return 0; /* id and op are never listed as an op's fields */

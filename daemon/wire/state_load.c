@@ -1,14 +1,17 @@
 /* state_load.c -- see state_load.h. */
 #include "wire/state_load.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 
+#include "core/engine_wait.h"
 #include "core/numtext.h"
 #include "wire/records.h"
+#include "wire/request.h"
 
 
 static uint64_t order_parse(json_t *v)
@@ -78,6 +81,20 @@ int state_load_holder(engine *e, const char *user, const char *json,
                      user, json_string_value(item), erc);
             rc = -1;
         }
+        json_t *order = json_object_get(doc, "order");
+        if (rc == 0 && order) {   /* a held bed (contract 9.4) */
+            json_t *exp = json_object_get(doc, "expires_at");
+            int st = records_order_state_parse(json_string_value(json_object_get(doc, "state")));
+            uint64_t id = order_parse(order);
+            erc = id && st ? engine_load_order(e, user, id, json_string_value(item), 1, st,
+                                              json_is_integer(exp) ? json_integer_value(exp) : 0)
+                           : -EINVAL;
+            if (erc < 0) {
+                snprintf(err, errlen, "holder '%s': the hold of room '%s' rejected (%d)",
+                         user, json_string_value(item), erc);
+                rc = -1;
+            }
+        }
     } else if (json_is_array(orders)) {
         rc = load_stock_orders(e, user, orders, err, errlen);
     } else {
@@ -128,4 +145,33 @@ int state_load_attrs(engine *e, const char *item, const char *json,
     }
     json_decref(doc);
     return rc;
+}
+
+int state_load_wait(engine *e, const char *id, const char *json, size_t len,
+                    size_t max_bytes, char *err, size_t errlen)
+{
+    json_t *doc = load_object(json, len, "waitlist '%s' is not a JSON object", id, err, errlen);
+    if (!doc) return -1;
+    json_t *no = json_object_get(doc, "no"), *at = json_object_get(doc, "at");
+    json_t *seq = json_object_get(doc, "seq"), *req = json_object_get(doc, "req");
+    engine_reason why = engine_wait_reason_parse(json_string_value(json_object_get(doc, "why")));
+    char *raw = json_is_object(req) ? json_dumps(req, JSON_COMPACT) : NULL;
+    int rc = -1;
+    if (!json_is_integer(no) || !json_is_integer(at) || !json_is_integer(seq) || !raw || !why) {
+        snprintf(err, errlen, "waitlist '%s' is malformed", id);
+    } else {
+        request q;
+        request_parse(&q, raw, strlen(raw), max_bytes, 0);
+        if (q.outcome != REQUEST_OK || strcmp(q.r.id, id) != 0) {
+            snprintf(err, errlen, "waitlist '%s': the request does not parse: %s", id, q.error);
+        } else {
+            q.r.seq = json_integer_value(seq);
+            rc = engine_wait_load(e, &q.r, json_integer_value(no), json_integer_value(at), why);
+            if (rc < 0) snprintf(err, errlen, "waitlist '%s' rejected by the engine (%d)", id, rc);
+        }
+        request_clear(&q);
+    }
+    free(raw);
+    json_decref(doc);
+    return rc < 0 ? -1 : 0;
 }

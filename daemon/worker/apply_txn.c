@@ -9,7 +9,12 @@
 
 #include <errno.h>
 
+#include <string.h>
+
+#include "core/engine_wait.h"
+#include "wire/log_entry.h"
 #include "wire/records.h"
+#include "worker/log_trim.h"
 #include "worker/scripts.h"
 
 /* "HSET key" (or another command and key) opening a command of the apply;
@@ -39,7 +44,7 @@ static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
         [FENCE_KEY_DEAD] = k->dead, [FENCE_KEY_PARTICIPANTS] = k->participants,
         [FENCE_KEY_CAPACITY] = k->capacity, [FENCE_KEY_ORDERS_ENDED] = k->orders_ended,
         [FENCE_KEY_EARLY] = k->early, [FENCE_KEY_QUEUE] = k->queue,
-        [FENCE_KEY_CTL] = k->ctl,
+        [FENCE_KEY_CTL] = k->ctl, [FENCE_KEY_WAITLIST] = k->waitlist,
     };
     /* Fault injection for tests (as SQLite does it): an apply containing
      * ALLOCD_FAULT_APPLY_ID has FENCE refuse it. */
@@ -85,6 +90,52 @@ static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
         if (it->q.outcome == REQUEST_INVALID) records_invalid(&a->data, &it->q, it->seq, c->now);
         else records_result(&a->data, &it->q, &it->res, it->seq, c->now);
         arg_end(a, start);
+    }
+    cmd_close(a);
+}
+
+/* The waitlist's part (contract 9.5), after the chunk's results: the
+ * requests that joined (their `waiting` result is in add_results) are
+ * saved whole in P:{B}:waitlist, so a restart puts them back in place;
+ * the ones that left it get their final result -- written after
+ * add_results, so one that joined and left in this chunk ends final --
+ * and leave the hash. All in the chunk's transaction: the units that came
+ * back and the requests they served are one atomic step. */
+static void add_waitlist(argbuf *a, const apply_txn_ctx *c, const chunk *ch, const engine *e)
+{
+    cmd_open(a, "HSET", c->keys->waitlist);
+    for (size_t i = 0; i < ch->n_items; i++) {
+        const chunk_item *it = &ch->items[i];
+        if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK || it->res.status != ST_WAITING)
+            continue;
+        arg_str(a, it->q.r.id);
+        size_t start = arg_begin(a);
+        records_wait_entry(&a->data, &it->res, engine_reason_name(engine_wait_reason_of(it->q.r.op)),
+                           it->seq, c->now, &it->q.r);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+    size_t n = engine_wait_done_count(e);
+    cmd_open(a, "HSET", c->keys->results);
+    for (size_t i = 0; i < n; i++) {
+        const engine_request *r;
+        engine_result res;
+        engine_wait_done_at(e, i, &r, &res);
+        request q;
+        memset(&q, 0, sizeof q);
+        q.r = *r;
+        q.op_name = engine_op_name(r->op);
+        arg_str(a, r->id);
+        size_t start = arg_begin(a);
+        records_result(&a->data, &q, &res, r->seq, c->now);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+    cmd_open(a, "HDEL", c->keys->waitlist);
+    for (size_t i = 0; i < n; i++) {
+        const engine_request *r;
+        engine_wait_done_at(e, i, &r, NULL);
+        arg_str(a, r->id);
     }
     cmd_close(a);
 }
@@ -203,16 +254,37 @@ static void add_dead(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     cmd_close(a);
 }
 
-/* One XADD per event: the contract wants one stream entry per change. */
-static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
+static void open_xadd(argbuf *a, const apply_txn_ctx *c)
 {
     cmd_open(a, "XADD", c->keys->log);
-    if (c->log_maxlen > 0) {
+    if (c->log_maxlen > 0 && !(c->archive_group && *c->archive_group)) {
         arg_str(a, "MAXLEN");
         arg_str(a, "~");
         arg_int(a, c->log_maxlen);
     }
     arg_str(a, "*");
+}
+
+/* log_format chunk: one XADD carrying every event of the chunk
+ * (wire/log_entry.h); none when nothing changed. */
+static void add_chunk_log(argbuf *a, const apply_txn_ctx *c, const engine *e)
+{
+    size_t n = engine_event_count(e);
+    if (!n) return;
+    open_xadd(a, c);
+    arg_str(a, "format"); arg_str(a, "chunk");
+    arg_str(a, "n");      arg_int(a, (int64_t)n);
+    arg_str(a, "events");
+    size_t start = arg_begin(a);
+    log_entry_write_events(&a->data, e);
+    arg_end(a, start);
+    args_cmd_end(a);
+}
+
+/* One XADD per event: the contract wants one stream entry per change. */
+static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
+{
+    open_xadd(a, c);
     arg_str(a, "type");  arg_str(a, engine_event_name(ev->type));
     arg_str(a, "user");  arg_str(a, ev->user ? ev->user : "");
     arg_str(a, "item");  arg_str(a, ev->item ? ev->item : "");
@@ -223,6 +295,12 @@ static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
     arg_str(a, "at");    arg_int(a, ev->at);
     if (ev->expires_at) { arg_str(a, "expires_at"); arg_int(a, ev->expires_at); }
     if (ev->state) { arg_str(a, "state"); arg_str(a, ev->state); }
+    log_extra x[LOG_EVENT_MAX_EXTRAS];
+    size_t nx = log_entry_extras(ev, x);
+    for (size_t i = 0; i < nx; i++) {
+        arg_str(a, x[i].key);
+        if (x[i].str) arg_str(a, x[i].str); else arg_int(a, x[i].num);
+    }
     args_cmd_end(a);
 }
 
@@ -246,6 +324,9 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
         { "rejected", n->rejected }, { "invalid", n->invalid }, { "dead", n->dead },
         { "duplicates", n->duplicates }, { "ctl", n->ctl },
         { "participants", n->participants }, { "free_units", n->free_units },
+        { "waiting", n->waiting }, { "wait_served", n->wait_served },
+        { "wait_ended", n->wait_ended }, { "wait_joined", n->wait_joined },
+        { "wait_head", engine_wait_head(e) },
         { "updated_at", c->now },
         { "decision_p50_us", c->decision_p50_us },
         { "decision_p99_us", c->decision_p99_us },
@@ -262,12 +343,16 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     args_reset(out);
     add_fence(out, ctx, ch);
     add_results(out, ctx, ch);
+    add_waitlist(out, ctx, ch, e);
     add_holders(out, ctx, e);
     add_items(out, ctx, e);
     add_ended(out, ctx, e);
     add_internal_and_participants(out, ctx, ch, e);
     add_dead(out, ctx, ch);
-    for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));
+    if (ctx->log_chunk) add_chunk_log(out, ctx, e);
+    else for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));
+    if (ctx->log_maxlen > 0 && ctx->archive_group && *ctx->archive_group && engine_event_count(e))
+        log_trim_encode(out, ctx->keys->log, ctx->archive_group, ctx->log_maxlen);
     add_consume_and_stats(out, ctx, ch, e);
     args_cmd_begin(out);
     arg_str(out, "EXEC");

@@ -13,11 +13,12 @@
 
 #include "base/log.h"
 #include "core/numtext.h"
+#include "core/engine_slots.h"
 #include "wire/state_load.h"
 
 /* The replies of one load, in the order they are sent (and answered). */
 enum {
-    LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED,
+    LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED, LOAD_WAITLIST, LOAD_SLOTS,
     LOAD_UPGRADE, LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL
 };
 #define BATCH_LOAD_STEPS (LOAD_INTERNAL + 1)
@@ -144,12 +145,20 @@ int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *er
         { "per_user", &m->per_user, 1 }, { "hold_ms", &m->hold_ms, 0 },
         { "max_group", &m->max_group, 1 }, { "rate_max", &m->rate_max, 0 },
         { "rate_window_ms", &m->rate_window_ms, 1 }, { "penalty_ms", &m->penalty_ms, 0 },
+        { "wait_ms", &m->wait_ms, 0 },
     };
     int choice, rc;
     if (!strcmp(k, "kind")) {
         rc = meta_choice(&choice, k, v, "stock", BATCH_STOCK, "room", BATCH_ROOM, err, errlen);
         if (rc == 0) m->kind = (batch_kind)choice;
         return rc;
+    }
+    if (!strcmp(k, "group_slot")) {
+        if (!strcmp(v, "earliest")) m->group_slot = GROUP_SLOT_EARLIEST;
+        else if (!strcmp(v, "latest")) m->group_slot = GROUP_SLOT_LATEST;
+        else if (!strcmp(v, "leader")) m->group_slot = GROUP_SLOT_LEADER;
+        else { snprintf(err, errlen, "meta group_slot '%s' is not earliest, latest or leader", v); return -1; }
+        return 0;
     }
     if (!strcmp(k, "early")) {
         rc = meta_choice(&choice, k, v, "reject", EARLY_REJECT, "shuffle", EARLY_SHUFFLE, err, errlen);
@@ -209,7 +218,28 @@ static void load_pair(batch_load *l, int tag, const char *k, const char *v, size
         if (state_load_ended(l->eng, k, v, vlen, err, sizeof err) < 0)
             log_warn("batch %s: %s", l->batch, err);
         break;
+    case LOAD_SLOTS:
+        batch_load_slot(l->eng, l->batch, k, v);
+        break;
+    case LOAD_WAITLIST:
+        /* a waiting request allocd wrote and cannot read back would lose
+         * its final result: the load fails, as for a bad holder */
+        if (state_load_wait(l->eng, k, v, vlen, l->cfg->max_request_bytes, err, sizeof err) < 0)
+            batch_load_fail(l, "%s", err);
+        break;
     }
+}
+
+/* One P:{B}:slots field (the operator's): a user and ms. A bad one is
+ * warned about and skipped -- that user then waits for the batch's
+ * opens_at -- rather than stop the whole round. */
+void batch_load_slot(engine *e, const char *batch, const char *user, const char *v)
+{
+    int64_t at;
+    if (numtext_parse_i64(v, &at) < 0 || at < 0)
+        log_warn("batch %s: slots %s '%s' is not a time in ms: ignored", batch, user, v);
+    else if (engine_slot_set(e, user, at) == -EINVAL)
+        log_warn("batch %s: slots: '%s' is not a user id: ignored", batch, user);
 }
 
 static void load_pairs(batch_load *l, const redisReply *r, int tag)
@@ -227,6 +257,8 @@ static void load_stats(batch_load *l, const redisReply *r)
         { "processed", &c.processed }, { "granted", &c.granted }, { "done", &c.done },
         { "rejected", &c.rejected }, { "invalid", &c.invalid }, { "dead", &c.dead },
         { "duplicates", &c.duplicates }, { "ctl", &c.ctl }, { "dequeued", &l->dequeued },
+        { "wait_joined", &c.wait_joined }, { "wait_served", &c.wait_served },
+        { "wait_ended", &c.wait_ended },
     };
     l->dequeued = 0;
     /* allocd wrote these counters (HINCRBY): one that is not an integer
@@ -314,6 +346,8 @@ int batch_load_start(batch_load *l, const char *trip_key, uint64_t seed)
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ATTRS], to, "HGETALL %s", k->attrs));
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_HOLDERS], to, "HGETALL %s", k->holders));
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ENDED], to, "HGETALL %s", k->orders_ended));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_WAITLIST], to, "HGETALL %s", k->waitlist));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_SLOTS], to, "HGETALL %s", k->slots));
     /* the lists an older allocd kept requests in while it decided them */
     char processing[BATCH_KEY_MAX + 16], ctlprocessing[BATCH_KEY_MAX + 16];
     snprintf(processing, sizeof processing, "%s:{%s}:processing", l->cfg->prefix, l->batch);

@@ -48,6 +48,8 @@
 #include "base/log.h"
 #include "base/random.h"
 #include "core/assert.h"
+#include "core/engine_slots.h"
+#include "core/engine_wait.h"
 #include "core/engine.h"
 #include "redis/argbuf.h"
 #include "redis/redis_conn.h"
@@ -55,6 +57,7 @@
 #include "worker/batch_keys.h"
 #include "worker/batch_lease.h"
 #include "worker/batch_load.h"
+#include "worker/batch_watch.h"
 #include "worker/chunk.h"
 #include "worker/decide.h"
 #include "worker/dedup.h"
@@ -70,7 +73,7 @@ typedef enum {
  * generation when it was sent: worker_fail() starts a new one, and a reply
  * from an older generation is dropped (its chunk was thrown away). The
  * first four kinds name their step in worker_fail's message. */
-typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS } worker_op_kind;
+typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS, WOP_SLOTS, WOP_REPLICAS } worker_op_kind;
 #define MAX_OPS 64
 
 typedef struct worker_op {
@@ -121,6 +124,7 @@ struct batch_worker {
     uint32_t take_gen;        /* takes sent before a change are dropped */
     int dedups_out;           /* dedup HMGETs not answered yet */
     int64_t dequeued;         /* stats.dequeued once every apply sent is in */
+    int64_t slots_read_at;    /* ms: P:{B}:slots last read (slots_refresh) */
     int64_t chunks_applied;   /* internal.chunks_applied, likewise */
     long queue_unsent, ctl_unsent; /* entries taken whose apply is not sent */
     dedup dedup;
@@ -137,6 +141,14 @@ struct batch_worker {
     metrics_hist recent, recent_prev;      /* latency of the last ~10 s, for stats */
     uint64_t recent_started;
     batch_worker_stats stats;
+
+    /* every request answered (batch_watch.h) */
+    batch_watch watch;
+    int lease_wait;           /* backing off because another instance holds the lease */
+    int gave_up;              /* stopped because it could not serve */
+    char last_failure[200];   /* the last step that failed, for the give-up's log line */
+    /* wait_replicas: one apply at a time, each after a WAIT (replicas_wait) */
+    int replicas_out, replicas_acked;
 };
 
 static void take_start(batch_worker *w);
@@ -152,6 +164,7 @@ static void lottery_start(batch_worker *w);
 static void on_handle_closed(batch_worker *w);
 static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
 static void issue_waits(batch_worker *w);
+static void slots_refresh(batch_worker *w, int64_t now);
 
 static const char *reply_error(redisReply *r, const char *err)
 {
@@ -257,6 +270,8 @@ static void worker_fail(batch_worker *w, const char *what, const char *why)
 {
     if (w->state == W_CLOSING) return;
     log_warn("batch %s: %s failed: %s; reloading from Redis", w->batch, what, why);
+    snprintf(w->last_failure, sizeof w->last_failure, "%s failed: %s", what, why);
+    w->lease_wait = 0;
     if (!strncmp(why, "MOVED", 5) || !strncmp(why, "ASK ", 4) || !strncmp(why, "CLUSTERDOWN", 11) ||
         !strncmp(why, "TRYAGAIN", 8))
         redis_router_refresh(w->router); /* the backoff then follows the slot */
@@ -270,6 +285,7 @@ static void worker_fail(batch_worker *w, const char *what, const char *why)
         if (n > w->isolate_left) w->isolate_left = n;
     }
     w->gen++;                 /* replies still on their way are dropped */
+    w->replicas_out = w->replicas_acked = 0;
     chunks_drop_all(w);
     drop_engine(w);
     w->stats.failures++;
@@ -342,6 +358,7 @@ static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load
 static void load_start(batch_worker *w)
 {
     drop_engine(w);
+    w->slots_read_at = clock_wall_ms();   /* the load reads them */
     w->state = W_LOADING;
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* -ENOTCONN: the connection is down; the commands already sent get
@@ -414,9 +431,19 @@ static int add_list(batch_worker *w, chunk *ch, redisReply *list)
     return 0;
 }
 
+/* Order ids chunk ch needs before it is decided: its own grants, and
+ * when the waitlist's last pass stopped for want of ids, a chunk's worth
+ * more for it to go on (core/engine_wait.h). */
+static size_t ids_needed(batch_worker *w, const chunk *ch)
+{
+    size_t n = chunk_buys(ch);
+    if (engine_wait_stalled(w->eng)) n += (size_t)w->cfg->chunk;
+    return n;
+}
+
 static int needs_empty_apply(batch_worker *w, int64_t now)
 {
-    return w->first_apply || engine_next_expiry(w->eng) <= now ||
+    return w->first_apply || engine_next_expiry(w->eng) <= now || engine_wait_stalled(w->eng) ||
            engine_phase_at(w->eng, now) != w->written_phase;
 }
 
@@ -514,6 +541,7 @@ static void take_one(batch_worker *w)
     int64_t now = clock_wall_ms();
     if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now)) { lottery_start(w); return; }
     if (lease_check(w, "take") < 0) return;
+    slots_refresh(w, now);
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
     ALLOC_ASSERT(ch != NULL);   /* the ring is not full: checked above */
     ch->state = CS_TAKING;
@@ -525,6 +553,33 @@ static void take_one(batch_worker *w)
     int rc = send_take(w, ch, from);
     if (rc) { worker_fail(w, "take", rc == -ENOMEM ? "too many commands in flight" : "Redis not connected"); return; }
     w->takes_out++;
+}
+
+/* Selection slots (contract 9.4) are the operator's to change during a
+ * round: at most every SLOTS_REFRESH_MS a take is preceded by an HGETALL
+ * of P:{B}:slots on the same connection, so its reply -- which replaces
+ * the engine's table -- arrives before the take's, and every chunk taken
+ * from then on is decided with the new slots. */
+#define SLOTS_REFRESH_MS 1000
+
+static void slots_refresh(batch_worker *w, int64_t now)
+{
+    if (now - w->slots_read_at < SLOTS_REFRESH_MS) return;
+    worker_op *o = op_new(w, WOP_SLOTS, NULL);
+    if (!o) return;   /* busy: the next take tries again */
+    if (redis_conn_command(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, "HGETALL %s", w->keys.slots) < 0) {
+        o->busy = 0;
+        return;
+    }
+    w->slots_read_at = now;
+}
+
+static void on_slots(batch_worker *w, redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY) { worker_fail(w, "slots", "unexpected reply"); return; }
+    engine_slots_clear(w->eng);
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        batch_load_slot(w->eng, w->batch, r->element[i]->str, r->element[i + 1]->str);
 }
 
 /* As many takes as are due: one, or several reading ahead. */
@@ -708,7 +763,7 @@ static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
 
 static void on_orders(batch_worker *w, chunk *ch, redisReply *r)
 {
-    if (order_ids_take(&w->orders, r, chunk_buys(ch)) < 0) {
+    if (order_ids_take(&w->orders, r, ids_needed(w, ch)) < 0) {
         worker_fail(w, "order id block", "unexpected reply");
         return;
     }
@@ -762,7 +817,8 @@ static int apply_build(batch_worker *w, chunk *ch)
         .token = w->lease.token, .epoch = w->lease.epoch,
         .chunks_applied = w->chunks_applied, .dequeued = w->dequeued, .now = now,
         .first_apply = w->first_apply, .pool_served = w->pool.served, .pool_n = w->pool.n,
-        .log_maxlen = w->cfg->log_maxlen, .instance = w->cfg->instance,
+        .log_maxlen = w->cfg->log_maxlen, .log_chunk = w->cfg->log_chunk,
+        .archive_group = w->cfg->archive_group, .instance = w->cfg->instance,
         .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
         .fault_apply_id = w->fault_apply_id,
     };
@@ -806,6 +862,45 @@ static void apply_send(batch_worker *w, chunk *ch)
     w->chunks_applied++;
 }
 
+/* wait_replicas: no apply is sent before `WAIT n` confirmed that n replicas
+ * hold every write before it (so a failover to one of them can take back
+ * at most the last apply), and only one apply is in flight. 1 while the
+ * apply must wait. */
+static int replicas_wait(batch_worker *w)
+{
+    for (size_t i = 0; i < w->ring.n; i++)
+        if (chunk_ring_at(&w->ring, i)->state == CS_APPLYING) return 1;
+    if (w->replicas_acked) { w->replicas_acked = 0; return 0; }
+    if (w->replicas_out) return 1;
+    char n[16], ms[16];
+    snprintf(n, sizeof n, "%d", w->cfg->wait_replicas);
+    snprintf(ms, sizeof ms, "%d", w->cfg->redis_timeout_ms / 2);
+    const char *argv[] = { "WAIT", n, ms };
+    worker_op *o = op_new(w, WOP_REPLICAS, NULL);
+    if (!o || redis_conn_commandargv(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, 3, argv, NULL) < 0) {
+        if (o) o->busy = 0;
+        worker_fail(w, "wait for replicas", o ? "Redis not connected" : "too many commands in flight");
+        return 1;
+    }
+    w->replicas_out = 1;
+    return 1;
+}
+
+static void on_replicas(batch_worker *w, redisReply *r)
+{
+    w->replicas_out = 0;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < w->cfg->wait_replicas) {
+        char why[120];
+        snprintf(why, sizeof why, "%lld of %d replicas acknowledged within %d ms",
+                 r->type == REDIS_REPLY_INTEGER ? (long long)r->integer : -1LL,
+                 w->cfg->wait_replicas, w->cfg->redis_timeout_ms / 2);
+        worker_fail(w, "wait for replicas", why);
+        return;
+    }
+    w->replicas_acked = 1;
+    advance(w);
+}
+
 /* Decides the chunks that are ready, oldest first, and sends their applies
  * (pipelined: FENCE's chunks_applied check keeps them in order; scripts.h
  * has the one case it cannot cover). A chunk waits for the ones before it
@@ -816,7 +911,7 @@ static void advance(batch_worker *w)
         chunk *ch = chunk_ring_at(&w->ring, i);
         if (ch->state == CS_DONE || ch->state == CS_APPLYING) continue;
         if (ch->state != CS_DEDUPED) return;
-        size_t buys = chunk_buys(ch);
+        size_t buys = ids_needed(w, ch);
         if (order_block_left(&w->orders.block) < buys) {
             if (w->orders.outstanding) return;
             worker_op *o = op_new(w, WOP_ORDERS, ch);
@@ -827,6 +922,7 @@ static void advance(batch_worker *w)
             }
             return;
         }
+        if (w->cfg->wait_replicas > 0 && replicas_wait(w)) return;
         if (apply_build(w, ch) < 0) return;
         apply_send(w, ch);
     }
@@ -900,6 +996,7 @@ static void on_applied(batch_worker *w, chunk *ch, redisReply *r)
         return;
     }
     note_applied(w, ch);
+    answer_watch_applied(&w->watch.aw, batch_watch_now_ms());
     if (ch->kind == CHUNK_POOL) {
         size_t n = w->pool.n;
         if (lottery_pool_served(&w->pool, ch->pool_len)) {
@@ -911,7 +1008,8 @@ static void on_applied(batch_worker *w, chunk *ch, redisReply *r)
     note_poison(w, ch);
     ch->state = CS_DONE;
     chunks_gc(w);
-    take_start(w);
+    if (w->cfg->wait_replicas > 0) advance(w);   /* the next apply waited for this one */
+    if (w->state == W_SERVING) take_start(w);
 }
 
 /* An order-id block's reply, on the router's connections, which outlive
@@ -944,7 +1042,8 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     if ((kind == WOP_ORDERS || kind == WOP_LOAD_ORDERS) && order_reply_handled(o, r, err)) return;
     if (!op_current(o)) return;
     if (kind == WOP_TAKE && o->take_gen != w->take_gen) return;
-    static const char *const names[] = { "take", "dedup", "order id block", "apply" };
+    static const char *const names[] = { "take", "dedup", "order id block", "apply", "order id block",
+                                         "slots", "wait for replicas" };
     const char *e = reply_error(r, err);
     if (e) { worker_fail(w, names[kind], e); return; }
     switch (kind) {
@@ -953,6 +1052,8 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     case WOP_ORDERS: on_orders(w, o->ch, r); break;
     case WOP_APPLY: on_applied(w, o->ch, r); break;
     case WOP_LOAD_ORDERS: break;        /* handled above */
+    case WOP_SLOTS: on_slots(w, r); break;
+    case WOP_REPLICAS: on_replicas(w, r); break;
     }
 }
 
@@ -1051,6 +1152,7 @@ static void on_lease_acquired(batch_lease *l, void *data)
     batch_worker *w = data;
     if (w->state != W_ACQUIRING) return;
     log_notice("batch %s: lease acquired (epoch %s)", w->batch, l->epoch);
+    w->lease_wait = 0;
     w->lease_holder_seen[0] = '\0';
     if (w->stopping) { finish(w); return; }
     load_start(w);
@@ -1075,6 +1177,7 @@ static void on_lease_busy(batch_lease *l, int64_t pttl, const char *holder, void
     uint64_t cap = (uint64_t)w->cfg->lease_ttl_ms / 5;
     uint64_t delay = pttl >= 0 && (uint64_t)pttl + 20 < cap ? (uint64_t)pttl + 20 : cap;
     w->state = W_BACKOFF;
+    w->lease_wait = 1;
     uv_timer_start(&w->timer, on_timer_backoff, delay, 0);
 }
 
@@ -1103,6 +1206,79 @@ static void finish(batch_worker *w)
     w->state = W_RELEASING;
     batch_lease_release(&w->lease);
 }
+
+/* ------------------------------------------------------ answered -- */
+
+/* Whether the worker can serve right now: parked idle with the waits that
+ * wake it, a step under way with no failure since the last apply, or
+ * waiting for a lease another instance holds (that one answers). */
+static int can_serve(batch_worker *w)
+{
+    switch (w->state) {
+    case W_IDLE:
+        return w->wait_ctl_pending && (w->wait_queue_pending || !take_queue_now(w, clock_wall_ms()));
+    case W_ACQUIRING: case W_LOADING: case W_SERVING: case W_LOTTERY:
+        return w->attempts == 0;
+    case W_BACKOFF:
+        return w->lease_wait;
+    default:
+        return 0;
+    }
+}
+
+static const char *state_name(worker_state s)
+{
+    static const char *const names[] = { "connecting to Redis", "acquiring the lease", "loading",
+        "idle", "serving", "drawing the lottery", "backing off after a failure", "releasing", "closing" };
+    return names[s];
+}
+
+/* Contract 9.6: a worker that cannot serve for half of answer_ms, or that
+ * has a request older than that and applied nothing meanwhile while the
+ * batch is open, lets the batch go -- lease released, worker stopped, the
+ * registry hands it to another instance -- and says so at error level. */
+static void give_up(batch_worker *w, const char *why, int64_t ms)
+{
+    log_err("batch %s: cannot serve: %s for %" PRId64 " ms (%s%s%s); giving up the batch so "
+            "another instance serves it", w->batch, why, ms, state_name(w->state),
+            w->last_failure[0] ? "; last: " : "", w->last_failure);
+    w->gave_up = 1;
+    w->stopping = 1;
+    w->gen++;
+    finish(w);
+}
+
+static void watch_check(void *data, int64_t now)
+{
+    batch_worker *w = data;
+    if (w->state == W_RELEASING || w->state == W_CLOSING || w->stopping) return;
+    answer_watch *aw = &w->watch.aw;
+    if (can_serve(w)) answer_watch_good(aw, now);
+    int64_t bound = w->cfg->answer_ms / 2;
+    int64_t unable = answer_watch_unable_ms(aw, now), oldest = answer_watch_oldest_ms(aw, now);
+    if (unable > bound) { give_up(w, "unable to serve", unable); return; }
+    /* Sentinel moved the master (redis_router follows it): every connection
+     * of the worker goes there, through the failure path's follow_slot */
+    redis_target t;
+    if (!redis_router_is_cluster(w->router) && w->state != W_BACKOFF &&
+        redis_router_target(w->router, w->keys.meta, &t) == 0 && memcmp(&t, &w->target, sizeof t)) {
+        worker_fail(w, "redis", "the master moved (Sentinel)");
+        return;
+    }
+    if (oldest > bound && answer_watch_idle_ms(aw, now) > bound && w->eng &&
+        take_queue_now(w, clock_wall_ms()))
+        give_up(w, "a request unanswered and no chunk applied", oldest);
+}
+
+/* Probes only while holding the lease: the holder reports the batch. */
+static redis_conn *watch_probe_conn(void *data)
+{
+    batch_worker *w = data;
+    if (!batch_lease_valid(&w->lease)) { answer_watch_reset(&w->watch.aw); return NULL; }
+    return redis_conn_is_ready(w->reads) ? w->reads : w->cmd;
+}
+
+static const batch_watch_callbacks watch_cb = { watch_probe_conn, watch_check };
 
 /* --------------------------------------------------------- start, stop -- */
 
@@ -1147,6 +1323,7 @@ static void on_handle_closed(batch_worker *w)
 static void on_conn_closed(redis_conn *c, void *data) { on_handle_closed(data); }
 static void on_timer_closed(uv_handle_t *h) { on_handle_closed(h->data); }
 static void on_lease_closed(uv_handle_t *h) { on_handle_closed(((batch_lease *)h->data)->data); }
+static void on_watch_closed(uv_handle_t *h) { on_handle_closed(((batch_watch *)h->data)->data); }
 
 static void close_all(batch_worker *w)
 {
@@ -1154,8 +1331,9 @@ static void close_all(batch_worker *w)
     w->state = W_CLOSING;
     log_info("batch %s: stopped after %" PRIu64 " chunks", w->batch, w->stats.chunks);
     uv_timer_stop(&w->timer);
-    w->handles_open = 6 + w->orders.outstanding;
+    w->handles_open = 7 + w->orders.outstanding;
     batch_lease_close(&w->lease, on_lease_closed);
+    batch_watch_close(&w->watch, on_watch_closed);
     redis_conn_close(w->cmd, on_conn_closed, w);
     redis_conn_close(w->reads, on_conn_closed, w);
     redis_conn_close(w->wait_queue, on_conn_closed, w);
@@ -1188,8 +1366,12 @@ const batch_worker_stats *batch_worker_get_stats(batch_worker *w)
     w->stats.reconnects = 0;
     for (size_t i = 0; i < 4; i++)
         if (conns[i]) w->stats.reconnects += redis_conn_get_stats(conns[i])->failures;
+    w->stats.oldest_unanswered_seconds =
+        (double)answer_watch_oldest_ms(&w->watch.aw, batch_watch_now_ms()) / 1000.0;
     return &w->stats;
 }
+
+int batch_worker_gave_up(const batch_worker *w) { return w->gave_up; }
 
 static int open_conn(batch_worker *w, redis_conn **out, const char *role,
                      const redis_conn_callbacks *cb)
@@ -1248,6 +1430,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
         return -ENOMEM;
     }
     batch_load_init(&w->load, w->cmd, cfg, scripts, &w->keys, w->batch, &w->dedup, &load_cb, w);
+    batch_watch_init(&w->watch, loop, &w->keys, cfg->answer_ms, cfg->redis_timeout_ms, &watch_cb, w);
     batch_lease_init(&w->lease, loop, w->cmd, scripts, &w->keys, cfg->lease_ttl_ms,
                      cfg->instance, &lease_cb, w);
     *out = w;

@@ -75,7 +75,12 @@ size_t chunk_buys(const chunk *ch)
     size_t n = 0;
     for (size_t i = 0; i < ch->n_items; i++) {
         const chunk_item *it = &ch->items[i];
-        if (it->q.outcome == REQUEST_OK && !it->dup && it->q.r.op == OP_BUY) n++;
+        if (it->q.outcome != REQUEST_OK || it->dup) continue;
+        /* a buy takes an order id; so does a bed with hold_ms (contract
+         * 9.4), one per member of a group: counted for every room grant,
+         * a few unused ids cost nothing */
+        if (it->q.r.op == OP_BUY || it->q.r.op == OP_CHOOSE || it->q.r.op == OP_AUTO) n++;
+        else if (it->q.r.op == OP_GROUP) n += it->q.r.n_members;
     }
     return n;
 }

@@ -43,14 +43,25 @@ export const REASON_MESSAGES = {
   group_too_large: 'Your group is larger than a room allows.',
 };
 
-// redis://[user:password@]host:port, rediss://..., or unix:///path/to/redis.sock
+// redis://[user:password@]host:port, rediss://..., or unix:///path/to/redis.sock;
+// $ALLOCD_REDIS_USER and $ALLOCD_REDIS_PASSWORD give the ACL login (see
+// docs/DEPLOYMENT.md, "Lock it down"), so the password need not be in the URL.
 export async function connect(url = process.env.ALLOCD_REDIS || DEFAULT_URL) {
+  // node-redis retries the first connection for ever by default: give up at
+  // once when Redis cannot be reached at all (exit 1, as documented), and
+  // only after a connection was up keep reconnecting with a backoff.
+  let wasReady = false;
+  const reconnectStrategy = (retries, cause) =>
+    wasReady ? Math.min(100 * 2 ** retries, 3000) : (cause || new Error('cannot connect'));
   const opts = url.startsWith('unix://')
-    ? { socket: { path: url.slice('unix://'.length), connectTimeout: 5000 } }
-    : { url, socket: { connectTimeout: 5000 } };
+    ? { socket: { path: url.slice('unix://'.length), connectTimeout: 5000, reconnectStrategy } }
+    : { url, socket: { connectTimeout: 5000, reconnectStrategy } };
+  if (process.env.ALLOCD_REDIS_USER) opts.username = process.env.ALLOCD_REDIS_USER;
+  if (process.env.ALLOCD_REDIS_PASSWORD) opts.password = process.env.ALLOCD_REDIS_PASSWORD;
   const client = createClient(opts);
-  // Without a listener an 'error' event would crash the process; node-redis
-  // reconnects by itself, commands fail while it is down.
+  client.on('ready', () => { wasReady = true; });
+  // Without a listener an 'error' event would crash the process; after the
+  // first connection node-redis reconnects by itself, commands fail meanwhile.
   client.on('error', (err) => console.error(`redis: ${err.message}`));
   await client.connect();
   return client;

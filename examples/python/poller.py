@@ -56,10 +56,17 @@ def redis_url():
 
 
 def connect(url=None):
-    """redis://[user:password@]host:port, rediss://..., or unix:///path/to/redis.sock."""
+    """redis://[user:password@]host:port, rediss://..., or unix:///path/to/redis.sock.
+
+    $ALLOCD_REDIS_USER and $ALLOCD_REDIS_PASSWORD give the ACL login (see
+    docs/DEPLOYMENT.md, "Lock it down"), so the password need not be in the URL."""
     url = url or redis_url()
     kw = dict(decode_responses=True, socket_timeout=5, socket_connect_timeout=5,
               health_check_interval=30)
+    if os.environ.get("ALLOCD_REDIS_USER"):
+        kw["username"] = os.environ["ALLOCD_REDIS_USER"]
+    if os.environ.get("ALLOCD_REDIS_PASSWORD"):
+        kw["password"] = os.environ["ALLOCD_REDIS_PASSWORD"]
     if url.startswith("unix://"):
         return redis.Redis(unix_socket_path=url[len("unix://"):], **kw)
     return redis.Redis.from_url(url, **kw)

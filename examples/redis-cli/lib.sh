@@ -3,17 +3,26 @@
 # ALLOCD_REDIS: redis://[user:password@]host:port (default redis://127.0.0.1:6379),
 #               rediss://... or unix:///path/to/redis.sock
 # ALLOCD_PREFIX: key prefix (default alloc)
+# ALLOCD_REDIS_USER, ALLOCD_REDIS_PASSWORD: the ACL login (docs/DEPLOYMENT.md,
+#               "Lock it down"); the password reaches redis-cli through
+#               REDISCLI_AUTH, never its command line (visible in ps)
 
 ALLOCD_REDIS=${ALLOCD_REDIS:-redis://127.0.0.1:6379}
 ALLOCD_PREFIX=${ALLOCD_PREFIX:-alloc}
 
 # rcli ARGS...: redis-cli on the configured server. Output is redis-cli's raw
 # format (it is not a terminal): one reply element per line, nil = empty line.
+# -e: an error reply (NOPERM from an ACL, WRONGTYPE, ...) fails the command
+# instead of passing for a value.
 rcli() {
+    if [ -n "${ALLOCD_REDIS_USER:-}" ]; then set -- --user "$ALLOCD_REDIS_USER" "$@"; fi
+    if [ -n "${ALLOCD_REDIS_PASSWORD:-}" ]; then
+        REDISCLI_AUTH=$ALLOCD_REDIS_PASSWORD; export REDISCLI_AUTH
+    fi
     case "$ALLOCD_REDIS" in
-        unix://*) redis-cli -s "${ALLOCD_REDIS#unix://}" "$@" ;;
-        *@*)      redis-cli --no-auth-warning -u "$ALLOCD_REDIS" "$@" ;;
-        *)        redis-cli -u "$ALLOCD_REDIS" "$@" ;;
+        unix://*) redis-cli -e -s "${ALLOCD_REDIS#unix://}" "$@" ;;
+        *@*)      redis-cli -e --no-auth-warning -u "$ALLOCD_REDIS" "$@" ;;
+        *)        redis-cli -e -u "$ALLOCD_REDIS" "$@" ;;
     esac
 }
 

@@ -24,6 +24,9 @@ fi
 batch=$1 id=$2 ordinal=${3:-} timeout_ms=$(( ${4:-30} * 1000 ))
 results=$(key "$batch" results) stats=$(key "$batch" stats)
 delay=50 waited=0 shown="" qid=$(cli_quote "$id")
+# redis-cli reading commands from a pipe exits 0 even when it cannot connect:
+# ask once up front, so an unreachable Redis is exit 1, not a wait for ever
+[ "$(rcli PING 2>&1)" = PONG ] || { echo "error: redis: cannot reach $ALLOCD_REDIS" >&2; exit 1; }
 while :; do
     # one redis-cli, one round trip: the result (an empty line while there is
     # none), then stats.dequeued and stats.state

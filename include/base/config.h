@@ -18,13 +18,22 @@
 
 typedef struct allocd_config {
     char *redis_url;          /* "redis"; default redis://127.0.0.1:6379 */
-    redis_target redis;       /* parsed redis_url */
+    redis_target redis;       /* parsed redis_url, then redis_user and the
+                                 password applied (base/secret.h) */
+    char *redis_user;         /* "redis_user"; "" = the URL's user (or none) */
+    char *redis_password_file;/* "redis_password_file"; "" = none; relative =
+                                 under $CREDENTIALS_DIRECTORY (systemd) */
     char *prefix;             /* "prefix"; default "alloc"; [A-Za-z0-9_.:-]{1,64} */
     char *instance;           /* "instance"; default: host name */
     int chunk;                /* "chunk"; requests per atomic step; 512 (1..4096) */
     int max_request_bytes;    /* "max_request_bytes"; 4096 (64..1048576) */
     int log_level;            /* "log_level": error|warning|notice|info|debug */
     int64_t log_maxlen;       /* "log_maxlen"; 0 = never trim the event log */
+    int log_chunk;            /* "log_format": "event" (0, default) or "chunk" (1),
+                                 see wire/log_entry.h */
+    char archive_group[65];   /* "archive_group"; "" = none. With log_maxlen, the log
+                                 is trimmed only below what this consumer group (the
+                                 archive, docs/ARCHIVE.md) has acknowledged */
     int redis_timeout_ms;     /* "redis_timeout_ms"; command deadline, 5000 */
     int connect_timeout_ms;   /* "connect_timeout_ms"; 2000 */
     int backoff_min_ms;       /* "backoff_min_ms"; 100 */
@@ -36,9 +45,19 @@ typedef struct allocd_config {
                                  its requests go to dead one by one, 5 */
     char *cluster;            /* "cluster": "auto" (CLUSTER SLOTS decides), "yes", "no" */
     int lease_ttl_ms;         /* "lease_ttl_ms"; batch lease lifetime, 5000 (1000..600000) */
-    char *metrics_listen;     /* "metrics_listen"; "" = off, else host:port on loopback */
+    int answer_ms;            /* "answer_ms"; contract 9.6: every request answered within
+                                 it, 60000 (1000..86400000); a worker unable to serve
+                                 for half of it gives its batch up */
+    int wait_replicas;        /* "wait_replicas"; 0 (0..16): before each apply, WAIT until this
+                                 many replicas have every earlier write (DEPLOYMENT.md) */
+    char *metrics_listen;     /* "metrics_listen"; "" = off, else host:port */
     char metrics_host[64];    /* parsed metrics_listen */
     int metrics_port;
+    int metrics_loopback;     /* metrics_host is a loopback address */
+    char *metrics_token;      /* "metrics_token", or the first line of
+                                 "metrics_token_file"; "" = none (loopback only) */
+    int metrics_max_connections; /* "metrics_max_connections"; 64 (1..10000) */
+    int metrics_timeout_ms;   /* "metrics_timeout_ms"; idle connection limit, 10000 */
     char *source;             /* file the values came from, NULL = defaults */
 } allocd_config;
 
@@ -53,6 +72,8 @@ typedef struct cli_args {
     const char *redis_url;    /* --redis */
     const char *prefix;       /* --prefix */
     const char *instance;     /* --instance */
+    const char *redis_user;   /* allocctl --redis-user */
+    const char *redis_password_file; /* allocctl --redis-password-file */
 } cli_args;
 
 #define ALLOCD_VERSION "0.1.0"

@@ -1,8 +1,9 @@
 /* log.h -- leveled logging to stderr.
  *
- * When stderr is not a terminal (systemd, journald) each line starts with the
- * syslog priority as `<N>` so journald files it at the right level; on a
- * terminal each line starts with a local timestamp instead. A message that
+ * When stderr is the journal (systemd's $JOURNAL_STREAM names it) each line
+ * starts with the syslog priority as `<N>` so journald files it at the right
+ * level; anywhere else (a terminal, a file, a pipe) each line starts with a
+ * local timestamp and the level instead. A message that
  * repeats the previous one word for word within the rate-limit window is
  * counted instead of printed, and the count is reported when a different
  * message comes or the window ends, so a flapping Redis cannot flood the log.
@@ -16,8 +17,10 @@ enum {
     ALOG_ERR = 3, ALOG_WARNING = 4, ALOG_NOTICE = 5, ALOG_INFO = 6, ALOG_DEBUG = 7
 };
 
-/* style: -1 = decide from isatty(2), 0 = journald prefixes, 1 = timestamps */
+/* style: -1 = decide from $JOURNAL_STREAM, 0 = journald prefixes, 1 = timestamps */
 void log_init(int level, int style);
+/* 1 when stderr is the stream $JOURNAL_STREAM names. */
+int log_to_journal(void);
 void log_set_level(int level);
 int log_get_level(void);
 /* "error", "warning", "notice", "info", "debug" -> level, or -1 */

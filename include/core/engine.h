@@ -32,6 +32,8 @@
 
 typedef enum { BATCH_STOCK = 1, BATCH_ROOM = 2 } batch_kind;
 typedef enum { EARLY_REJECT = 0, EARLY_SHUFFLE = 1 } early_mode;
+/* Whose selection slot a group uses (contract 9.4, core/engine_slots.h). */
+typedef enum { GROUP_SLOT_EARLIEST = 0, GROUP_SLOT_LATEST, GROUP_SLOT_LEADER } group_slot_rule;
 
 /* Batch definition, from P:{B}:meta (section 2 of the contract). */
 typedef struct engine_meta {
@@ -45,6 +47,8 @@ typedef struct engine_meta {
     int64_t rate_max;       /* 0 = throttle off */
     int64_t rate_window_ms;
     int64_t penalty_ms;
+    int64_t wait_ms;        /* waitlist: longest wait, 0 = until close */
+    group_slot_rule group_slot; /* rooms: whose slot a group uses */
 } engine_meta;
 
 void engine_meta_defaults(engine_meta *m); /* kind left 0: caller must set it */
@@ -85,10 +89,13 @@ typedef struct engine_request {
     const engine_kv *filter;   /* auto, group: NULL when absent */
     size_t n_filter;
     int has_filter;            /* a filter object was given (maybe empty) */
+    int wait;                  /* "wait":true: join the waitlist instead of
+                                  sold_out/room_full/no_room (core/engine_wait.h) */
 } engine_request;
 
 typedef enum {
-    ST_NONE = 0, ST_GRANTED, ST_DONE, ST_REJECTED, ST_INVALID
+    ST_NONE = 0, ST_GRANTED, ST_DONE, ST_REJECTED, ST_INVALID,
+    ST_WAITING               /* on the waitlist: replaced once (engine_wait.h) */
 } engine_status;
 
 typedef enum {
@@ -111,13 +118,17 @@ typedef struct engine_result {
     uint64_t order;         /* stock: order id, 0 if none */
     int64_t expires_at;     /* stock reservation: ms, 0 if final */
     int64_t rank;           /* granted: grants so far including this one */
+    int64_t retry_at;       /* rejected/throttled: ms the penalty ends */
+    int64_t opens_at;       /* rejected/not_open: ms the user may be served */
+    int64_t wait_pos;       /* waiting: place on the waitlist when it joined, 1 = first */
+    int64_t wait_no;        /* waiting: its ticket on the waitlist, batch-wide */
 } engine_result;
 
 /* One state change, for P:{B}:log. Replaying all events of a batch in order
  * rebuilds every user's holding and every item's free units. */
 typedef enum {
     EV_GRANT = 1, EV_RELEASE, EV_EXPIRE, EV_CONFIRM, EV_CANCEL, EV_CAPACITY,
-    EV_STATE
+    EV_STATE, EV_WAIT, EV_WAIT_SERVED
 } engine_event_type;
 
 const char *engine_event_name(engine_event_type t);
@@ -132,6 +143,9 @@ typedef struct engine_event {
     int64_t at;             /* ms */
     int64_t expires_at;     /* grant of a reservation, else 0 */
     const char *state;      /* EV_STATE: "open", "paused", "closed", ... */
+    int64_t wait_no;        /* EV_WAIT, EV_WAIT_SERVED: the ticket */
+    engine_status status;   /* EV_WAIT_SERVED: the final result */
+    engine_reason reason;   /* EV_WAIT_SERVED: R_NONE unless rejected */
 } engine_event;
 
 /* Order states. HELD and CONFIRMED orders are live (in holders); EXPIRED and
@@ -155,6 +169,9 @@ typedef struct engine_user_view {
     const char *room;       /* NULL when holding no bed */
     int64_t since;
     const char *req;
+    uint64_t room_order;    /* with hold_ms: the bed's order, 0 without */
+    int room_state;         /* ORDER_HELD or ORDER_CONFIRMED, 0 without */
+    int64_t room_expires_at;/* ORDER_HELD: the deadline */
     /* stock */
     int64_t units;          /* held + confirmed */
     const engine_order *orders; /* live orders only (HELD, CONFIRMED), oldest first */
@@ -172,6 +189,10 @@ typedef struct engine_item_view {
  * commands are counted in `ctl` only. */
 typedef struct engine_counters {
     int64_t processed, granted, done, rejected, invalid, dead, duplicates, ctl;
+    /* waitlist (engine_wait.h): waiting now (read-only: derived), tickets
+     * drawn so far, served from it (granted or refused at serve time),
+     * ended by wait_ms or close */
+    int64_t waiting, wait_joined, wait_served, wait_ended;
     int64_t participants;   /* distinct users seen (read-only: derived) */
     int64_t free_units;     /* sum of free over items (read-only: derived) */
 } engine_counters;
@@ -211,7 +232,9 @@ int engine_load_attr(engine *e, const char *item, const char *key,
 int engine_load_room_holder(engine *e, const char *user, const char *room,
                             int64_t since, const char *req);
 /* state: ORDER_HELD, ORDER_CONFIRMED, or a tombstone (EXPIRED/CANCELLED,
- * which holds no units). */
+ * which holds no units). Room batches with hold_ms (contract 9.4): the
+ * hold of a bed loaded with engine_load_room_holder (item = its room,
+ * qty 1), or a tombstone. */
 int engine_load_order(engine *e, const char *user, uint64_t order,
                       const char *item, int64_t qty, int state,
                       int64_t expires_at);
@@ -224,6 +247,12 @@ void engine_load_admin_state(engine *e, engine_admin_state s);
  * ST_GRANTED or ST_DONE may change state and emit events. Reservations due
  * by `now` are expired first, exactly as engine_expire(now) would (EXPIRE
  * events, ended orders), so any call may emit those. */
+/* Cache warming for a run of decisions (engine_prefetch.c): h is
+ * engine_user_hash of a request's user; stage 0 asks for the user's hash
+ * slot, 1 (once 0 is in cache) for the user's record, 2 for its id. Never
+ * changes a decision. */
+uint32_t engine_user_hash(const engine *e, const char *id);
+void engine_prefetch_user(const engine *e, uint32_t h, int stage);
 void engine_decide(engine *e, const engine_request *r, int64_t now,
                    engine_result *out);
 /* Counts a result the shell decided without the engine (an `invalid` from the

@@ -1,17 +1,13 @@
-/* metrics.h -- Prometheus text exposition over a tiny HTTP server.
- *
- * `GET /metrics` on metrics_listen (loopback only, off by default) answers
- * with the text format 0.0.4, rendered on demand by a callback; anything
- * else gets 404. One request per connection, then close: Prometheus
- * scrapes every few seconds, so keep-alive buys nothing and costs state.
- * The histograms it renders are core/metrics_hist.h.
+/* metrics.h -- the Prometheus text exposition format (0.0.4): headers,
+ * samples, escaped label values, histograms (core/metrics_hist.h) and the
+ * process series. service/web.c serves it as GET /metrics through
+ * service/http.c.
  */
 #ifndef ALLOCD_METRICS_H
 #define ALLOCD_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include "core/jsonw.h"
 #include "core/metrics_hist.h"
@@ -25,15 +21,8 @@ void metrics_value(jsonw *out, const char *name, const char *labels, double v);
 void metrics_hist_render(jsonw *out, const char *name, const char *labels,
                          const metrics_hist *h);
 
-typedef void (*metrics_render_fn)(jsonw *out, void *data);
-
-typedef struct metrics_server metrics_server;
-
-/* Listens on host:port. Returns 0 or a negative libuv error (nothing is
- * left open then). */
-int metrics_server_start(metrics_server **out, uv_loop_t *loop, const char *host,
-                         int port, metrics_render_fn render, void *data);
-/* Closes the listener and every open connection; frees asynchronously. */
-void metrics_server_close(metrics_server *m);
+/* process_cpu_seconds_total, process_resident_memory_bytes,
+ * process_open_fds, process_max_fds, process_start_time_seconds. */
+void metrics_process_render(jsonw *out, double start_time_s);
 
 #endif

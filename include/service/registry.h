@@ -14,6 +14,7 @@
 
 #include "base/config.h"
 #include "core/jsonw.h"
+#include "worker/batch_worker.h"
 #include "worker/scripts.h"
 
 typedef struct registry registry;
@@ -34,5 +35,7 @@ uint64_t registry_placement_score(const char *instance, const char *batch);
 /* Appends the per-batch Prometheus metrics of every worker. */
 void registry_render_metrics(registry *r, jsonw *out);
 int registry_redis_ready(const registry *r);
+/* The in-memory stats of the worker serving `batch` here, or NULL. */
+const batch_worker_stats *registry_worker_stats(registry *r, const char *batch);
 
 #endif

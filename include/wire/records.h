@@ -16,6 +16,17 @@
 /* A result for a request the engine decided. seq 0 = admin command (no seq). */
 void records_result(jsonw *w, const request *q, const engine_result *res,
                     int64_t seq, int64_t at);
+/* The fields of a `waiting` result (contract 9.5): wait_pos, wait_no. */
+void records_waiting_fields(jsonw *w, const engine_result *res);
+/* A P:{B}:waitlist value: what a restart needs to put a waiting request
+ * back in its place -- {"no":ticket,"at":joined ms,"why":reason,
+ * "seq":seq,"req":{the request, as records_request writes it}}. */
+void records_wait_entry(jsonw *w, const engine_result *res, const char *why,
+                        int64_t seq, int64_t at, const engine_request *r);
+/* A validated queue request as JSON the parser reads back to the same
+ * engine_request: id, user, op and the op's own fields ("wait":true when
+ * set); filter values are already canonical JSON. */
+void records_request(jsonw *w, const engine_request *r);
 /* An `invalid` result: reason bad_request, detail = q->error. */
 void records_invalid(jsonw *w, const request *q, int64_t seq, int64_t at);
 /* The P:{B}:holders value of a user (rooms or stock form). */

@@ -25,6 +25,7 @@
 typedef enum {
     FIELD_ID, FIELD_USER, FIELD_OP, FIELD_ITEM, FIELD_QTY, FIELD_ORDER,
     FIELD_ROOM, FIELD_PREFS, FIELD_MEMBERS, FIELD_CAPACITY, FIELD_FILTER,
+    FIELD_WAIT,
     FIELD_COUNT
 } request_field;
 
@@ -36,7 +37,8 @@ typedef enum {
     RAW_INT,        /* an integer JSON number: .i */
     RAW_ARRAY,      /* .n elements, .list (see raw_value) */
     RAW_OBJECT,     /* .n keys; .filter for FIELD_FILTER (see raw_value) */
-    RAW_OTHER,      /* true, false, null, a real */
+    RAW_OTHER,      /* null, a real */
+    RAW_BOOL,       /* true or false: .i is 1 or 0 */
     RAW_NOMEM       /* the reader ran out of memory storing this value */
 } raw_kind;
 
@@ -46,7 +48,7 @@ typedef struct raw_value {
     union {
         const char *str;            /* RAW_STRING: NUL-terminated, owned by
                                        the request (inline buffer or doc) */
-        long long i;                /* RAW_INT */
+        long long i;                /* RAW_INT; RAW_BOOL: 1 or 0 */
         const char *const *list;    /* RAW_ARRAY: never NULL; each element's
                                        string, or NULL for an element that
                                        is not a string */

@@ -13,7 +13,8 @@
  *   HSET orders_ended ...                       (tombstones)
  *   HSET internal admin_state / early_served / lottery_done, DEL early
  *   RPUSH participants ... / RPUSH dead ...
- *   XADD log ...                                (one per event)
+ *   XADD log ...                                (one per event, or one per
+ *                                                chunk with log_format chunk)
  *   LTRIM queue|ctl <n> -1
  *   HSET stats dequeued ... state ... owner ...
  *   EXEC
@@ -48,6 +49,9 @@ typedef struct apply_txn_ctx {
                                      and the admin state are written */
     size_t pool_served, pool_n;   /* the lottery pool: served before this chunk, size */
     int64_t log_maxlen;           /* XADD MAXLEN ~ n; 0 = unbounded */
+    int log_chunk;                /* one log entry per chunk (wire/log_entry.h) */
+    const char *archive_group;    /* "" or NULL: none; else log_maxlen trims only
+                                     what this group acknowledged (log_trim.h) */
     const char *instance;         /* stats.owner */
     int64_t decision_p50_us, decision_p99_us; /* recent latency, for stats */
     const char *fault_apply_id;   /* tests: FENCE refuses a chunk with this id; NULL */

@@ -23,6 +23,8 @@ typedef struct batch_keys {
     char internal[BATCH_KEY_MAX];      /* hash: epoch, chunks_applied, admin_state, lottery */
     char early[BATCH_KEY_MAX];         /* early=shuffle: the lottery pool */
     char lease[BATCH_KEY_MAX];         /* owner token of the instance serving it */
+    char slots[BATCH_KEY_MAX];         /* operator: user -> selection slot (ms) */
+    char waitlist[BATCH_KEY_MAX];      /* request id -> waiting request (records_wait_entry) */
 } batch_keys;
 
 /* 1 when b is 1 to 64 characters of [A-Za-z0-9_.-]. */

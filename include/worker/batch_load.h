@@ -92,4 +92,8 @@ void batch_load_free(batch_load *l);
  * 0, or -1 with a message in err. */
 int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *err, size_t errlen);
 
+/* One field of P:{B}:slots into the engine (at load and at every refresh
+ * of the worker); a bad one is logged and skipped. */
+void batch_load_slot(engine *e, const char *batch, const char *user, const char *value);
+
 #endif

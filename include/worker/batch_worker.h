@@ -40,6 +40,8 @@ typedef struct batch_worker_stats {
     metrics_hist apply;       /* seconds from sending the apply to its reply */
     metrics_hist latency;     /* seconds from take reply to apply reply */
     uint64_t reconnects;      /* failures of the worker's four connections */
+    double oldest_unanswered_seconds; /* age of the oldest request not answered (an upper
+                                         bound within 1 s; 0 when not holding the lease) */
 } batch_worker_stats;
 
 /* Starts serving `batch` (connects, loads, serves). Returns 0 or -EINVAL
@@ -59,6 +61,9 @@ void batch_worker_stop(batch_worker *w);
 void batch_worker_abort(batch_worker *w);
 
 const char *batch_worker_batch(const batch_worker *w);
+/* 1 when it stopped because it could not serve the batch (answer_ms):
+ * the owner should let another instance have the batch for a while. */
+int batch_worker_gave_up(const batch_worker *w);
 /* Refreshes the connection counters, then returns the stats. */
 const batch_worker_stats *batch_worker_get_stats(batch_worker *w);
 

@@ -81,7 +81,8 @@ static inline int chunk_item_answered(const chunk_item *it)
 }
 /* Counts one result into the chunk's status and reject tallies. */
 void chunk_count_result(chunk *ch, engine_status st, engine_reason reason);
-/* Buys the chunk will decide: each may need an order id. */
+/* Order ids the chunk's own requests may take: one per buy, and one per
+ * bed a choose, auto or group may grant (held beds, contract 9.4). */
 size_t chunk_buys(const chunk *ch);
 /* 1 when a request of the chunk has this id. */
 int chunk_has_id(const chunk *ch, const char *id);

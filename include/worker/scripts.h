@@ -31,7 +31,8 @@
  * expiry deletes it) touches a watched key and aborts the EXEC the same way.
  *
  * KEYS: lease, internal, trip, results, holders, free, stats, log,
- *       participants, orders_ended, dead, capacity, early, queue, ctl
+ *       participants, orders_ended, dead, capacity, early, queue, ctl,
+ *       waitlist
  * ARGV: token, epoch, chunks_applied expected, fault (1 = refuse, tests)
  * Reply: OK, or an error: FENCED, STALE, WRONGTYPE, FAULT, ERR fence.
  *
@@ -51,7 +52,9 @@ enum {
     FENCE_KEY_LEASE = 0, FENCE_KEY_INTERNAL, FENCE_KEY_TRIP, FENCE_KEY_RESULTS,
     FENCE_KEY_HOLDERS, FENCE_KEY_FREE, FENCE_KEY_STATS, FENCE_KEY_LOG,
     FENCE_KEY_PARTICIPANTS, FENCE_KEY_ORDERS_ENDED, FENCE_KEY_DEAD, FENCE_KEY_CAPACITY,
-    FENCE_KEY_EARLY, FENCE_KEY_QUEUE, FENCE_KEY_CTL, FENCE_NKEYS
+    FENCE_KEY_EARLY, FENCE_KEY_QUEUE, FENCE_KEY_CTL,
+    FENCE_KEY_WAITLIST,   /* type-checked; guarded by the lease like the rest */
+    FENCE_NKEYS
 };
 /* The first FENCE_NWATCH keys are WATCHed: the ones nobody but allocd
  * writes (dead, capacity, early, queue and ctl are written by operators and

@@ -9,12 +9,18 @@
  *   chaos [--requests N] [--kills N] [--redis-restarts N] [--seconds N]
  *         [--seed N] [--outage-seconds N] [--slow N] [--producers N]
  *         [--drain-seconds N] [--keep] [--quiet]
- *         [--cluster] [--instances N] [--pauses N]
+ *         [--cluster] [--instances N] [--pauses N] [--answer-ms N] [--archive]
  *
+ * --log-chunk runs allocd with log_format = "chunk" (one log entry per chunk).
  * --cluster runs the same checks over a 3-master Redis Cluster on loopback
  * (needs redis-cli): each batch on another master, --instances allocd
  * instances (default 3) with fixed names, killed and restarted under their
  * names, and --pauses SIGSTOPs of one instance past its lease.
+ *
+ * --archive adds `allocctl archive --follow` into a private PostgreSQL,
+ * killed with every kill of allocd and riding out the Redis restarts and
+ * the outage; at the end `reconcile` of every batch must find nothing
+ * (tests/chaos/chaos_archive.c).
  *
  * Exit status: 0 when no violation was found, 1 on a violation, 2 on a bad
  * command line or a run that could not be set up.
@@ -31,7 +37,8 @@ static void usage(FILE *f)
             "usage: chaos [--requests N] [--kills N] [--redis-restarts N] [--seconds N]\n"
             "             [--seed N] [--outage-seconds N] [--slow N] [--producers N]\n"
             "             [--drain-seconds N] [--keep] [--quiet]\n"
-            "             [--cluster] [--instances N] [--pauses N]\n"
+            "             [--cluster] [--instances N] [--pauses N] [--log-chunk] [--answer-ms N]\n"
+            "             [--archive]\n"
             "Runs allocd ($ALLOCD_BIN or $BUILD/allocd) against a private redis-server\n"
             "while killing and restarting both, then checks every guarantee of the\n"
             "contract against what was pushed. Exit 0 = no violation.\n");
@@ -62,6 +69,8 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--keep")) { p.keep = 1; continue; }
         if (!strcmp(a, "--quiet")) { p.verbose = 0; continue; }
         if (!strcmp(a, "--cluster")) { p.cluster = 1; continue; }
+        if (!strcmp(a, "--log-chunk")) { p.log_chunk = 1; continue; }
+        if (!strcmp(a, "--archive")) { p.archive = 1; continue; }
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--requests")) { if (num(a, val, 1, &v)) return 2; p.requests = v; }
         else if (!strcmp(a, "--kills")) { if (num(a, val, 0, &v)) return 2; p.kills = (int)v; }
@@ -73,6 +82,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--producers")) { if (num(a, val, 1, &v)) return 2; p.producers = (int)v; }
         else if (!strcmp(a, "--instances")) { if (num(a, val, 1, &v)) return 2; p.instances = (int)v; }
         else if (!strcmp(a, "--pauses")) { if (num(a, val, 0, &v)) return 2; p.pauses = (int)v; }
+        else if (!strcmp(a, "--answer-ms")) { if (num(a, val, 1000, &v)) return 2; p.answer_ms = (int)v; }
         else if (!strcmp(a, "--drain-seconds")) { if (num(a, val, 1, &v)) return 2; p.drain_seconds = (int)v; }
         else { fprintf(stderr, "chaos: unknown argument '%s'\n", a); usage(stderr); return 2; }
         i++;

@@ -19,6 +19,7 @@
  * it, so the same producers and the same checker serve both topologies.
  */
 #include "chaos_core.h"
+#include "chaos_archive.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,7 +39,9 @@
 #include <sys/socket.h>
 #include <jansson.h>
 
+#include "core/answer_watch.h"
 #include "redis/cluster_slots.h"
+#include "wire/log_entry.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ basics -- */
@@ -87,13 +90,15 @@ static char *xmemdup(const char *s, size_t n)
 /* ----------------------------------------------------------- batches -- */
 
 enum { B_CS1, B_CS2, B_CR1, NB };
+#define CHAOS_WAIT_MS 1200   /* cs2 and cr1: the longest a waiting request waits */
 #define MAX_ITEMS 96
 
 typedef struct batch_def {
     const char *name;
     int room;
     int per_user;
-    int hold_ms;
+    int hold_ms;         /* stock reservations; rooms: held beds (contract 9.4) */
+    int wait_ms;         /* > 0: some requests carry "wait":true (contract 9.5) */
     int max_group;
     int n_items;
     char items[MAX_ITEMS][16];
@@ -122,6 +127,7 @@ typedef struct rec {
     uint8_t status;      /* 1 granted 2 done 3 rejected 4 invalid */
     uint16_t want_grants;
     uint16_t ev_grant, ev_release, ev_confirm, ev_cancel, ev_capacity, ev_state;
+    uint16_t ev_wait, ev_wait_served;
     char result_op[16];
 } rec;
 
@@ -191,6 +197,7 @@ typedef struct producer {
 
 struct chaos_ctx {
     const chaos_params *p;
+    chaos_archive *arch;         /* --archive, else NULL */
     chaos_report *rep;
     batch_def b[NB];
     char names[NB][16];
@@ -210,6 +217,8 @@ struct chaos_ctx {
     atomic_int producers_running;
     atomic_int stop_helpers;
     atomic_int redis_down;       /* an outage is in progress */
+    atomic_int answer_stop;      /* the answer watcher stops */
+    pthread_t answer_th;
     atomic_long follow_pushed;
     /* follower input */
     pthread_mutex_t mu;
@@ -501,8 +510,8 @@ static void gen_stock(uint64_t *rng, const batch_def *b, gen *g)
             gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\"}",
                     g->id, g->user, item);
         else
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\",\"qty\":%d,\"note\":{\"x\":[1,2]}}",
-                    g->id, g->user, item, qty);
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"%s\",\"qty\":%d,\"note\":{\"x\":[1,2]}%s}",
+                    g->id, g->user, item, qty, b->wait_ms && rnd(rng, 3) == 0 ? ",\"wait\":true" : "");
     } else if (r < 94) {
         snprintf(g->op, sizeof g->op, r < 91 ? "confirm" : "cancel");
         gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"order\":\"%u\"}",
@@ -550,13 +559,15 @@ static void gen_room(uint64_t *rng, const batch_def *b, gen *g)
     if (r < 20) {
         snprintf(g->op, sizeof g->op, "choose");
         const char *room = rnd(rng, 40) == 0 ? "R999" : b->items[rnd(rng, (uint32_t)b->n_items)];
-        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"%s\"}", g->id, g->user, room);
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"%s\"%s}", g->id, g->user, room,
+                b->wait_ms && rnd(rng, 3) == 0 ? ",\"wait\":true" : "");
     } else if (r < 45) {
         snprintf(g->op, sizeof g->op, "auto");
         uint32_t how = rnd(rng, 3);
         gen_prefs(rng, b, prefs, sizeof prefs);
         if (how == 0)
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s}", g->id, g->user, prefs);
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s%s}", g->id, g->user, prefs,
+                    b->wait_ms && rnd(rng, 3) == 0 ? ",\"wait\":true" : "");
         else if (how == 1)
             gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s,\"filter\":%s}",
                     g->id, g->user, prefs, gen_filter(rng));
@@ -585,8 +596,8 @@ static void gen_room(uint64_t *rng, const batch_def *b, gen *g)
         snprintf(members + len, sizeof members - len, "]");
         gen_prefs(rng, b, prefs, sizeof prefs);
         if (rnd(rng, 2))
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s}",
-                    g->id, g->user, members, prefs);
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s%s}",
+                    g->id, g->user, members, prefs, b->wait_ms && rnd(rng, 4) == 0 ? ",\"wait\":true" : "");
         else
             gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s,\"filter\":%s}",
                     g->id, g->user, members, prefs, gen_filter(rng));
@@ -1096,6 +1107,58 @@ static void redis_back(chaos_ctx *cx)
     progress(cx, "Redis outage ends");
 }
 
+/* ---------------------------------------------------------- answers -- */
+
+/* Contract 9.6, from outside: every 200 ms each batch's stats.dequeued,
+ * stats.state and queue/ctl lengths, read atomically (one script), feed an
+ * answer_watch; the oldest unanswered request must never be older than
+ * answer_ms. Exempt, as the contract and physics say: a batch that is
+ * paused or waiting (its watch forgets what it saw), and Redis being down
+ * (a failed probe forgets too, so the time Redis was away is not counted). */
+static const char ANSWER_PROBE[] =
+    "return {redis.call('HGET', KEYS[1], 'dequeued') or false, redis.call('HGET', KEYS[1], 'state') or false,"
+    " redis.call('LLEN', KEYS[2]), redis.call('LLEN', KEYS[3])}";
+
+static void answer_probe(chaos_ctx *cx, rconn *rc, int bi, answer_watch *aw)
+{
+    const char *b = cx->b[bi].name;
+    int64_t sent = harness_now_ms();
+    redisReply *r = rcmd(cx, rc, cx->bslot[bi], "EVAL %s 3 alloc:{%s}:stats alloc:{%s}:queue alloc:{%s}:ctl",
+                         ANSWER_PROBE, b, b, b);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+             r->element[2]->type == REDIS_REPLY_INTEGER && r->element[3]->type == REDIS_REPLY_INTEGER;
+    const char *state = ok && r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : "";
+    if (!ok || !strcmp(state, "paused") || !strcmp(state, "waiting") || atomic_load(&cx->redis_down)) {
+        answer_watch_reset(aw);
+        if (!r) rc_close(rc);
+    } else {
+        long long dequeued = r->element[0]->type == REDIS_REPLY_STRING ? atoll(r->element[0]->str) : 0;
+        answer_watch_probe(aw, sent, dequeued, r->element[2]->integer, r->element[3]->integer);
+        double age = answer_watch_oldest_ms(aw, harness_now_ms()) / 1000.0;
+        pthread_mutex_lock(&cx->msg_mu);
+        if (age > cx->rep->max_unanswered_s) {
+            cx->rep->max_unanswered_s = age;
+            snprintf(cx->rep->max_unanswered_batch, sizeof cx->rep->max_unanswered_batch, "%s", b);
+        }
+        pthread_mutex_unlock(&cx->msg_mu);
+    }
+    if (r) freeReplyObject(r);
+}
+
+static void *answer_main(void *arg)
+{
+    chaos_ctx *cx = arg;
+    answer_watch aw[NB];
+    for (int bi = 0; bi < NB; bi++) answer_watch_init(&aw[bi], harness_now_ms());
+    rconn rc = { { NULL } };
+    while (!atomic_load(&cx->answer_stop)) {
+        for (int bi = 0; bi < NB; bi++) answer_probe(cx, &rc, bi, &aw[bi]);
+        harness_sleep_ms(200);
+    }
+    rc_close(&rc);
+    return NULL;
+}
+
 /* -------------------------------------------------------- schedule -- */
 
 typedef struct fault { double at; int what; } fault;
@@ -1139,7 +1202,10 @@ static void run_faults(chaos_ctx *cx, uint64_t *rng)
         allocd_watch(cx);
         if (next < n && now_s() - cx->t0 >= f[next].at) {
             switch (f[next].what) {
-            case F_KILL: allocd_kill(cx, rng); break;
+            case F_KILL:
+                allocd_kill(cx, rng);
+                if (cx->arch) chaos_archive_kill(cx->arch);
+                break;
             case F_REDIS: redis_restart(cx, hard); hard = !hard; break;
             case F_OUTAGE_START: redis_stop(cx); break;
             case F_OUTAGE_END: redis_back(cx); break;
@@ -1354,6 +1420,7 @@ typedef struct replay {
     long long cap[MAX_ITEMS];
     long long held[MAX_ITEMS];
     json_t *holders;     /* user -> holder JSON, the shape of P:{B}:holders */
+    json_t *moving;      /* rooms: user -> the bed a switch just released */
 } replay;
 
 static json_t *stock_orders(json_t *h) { return json_object_get(h, "orders"); }
@@ -1370,6 +1437,16 @@ static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
     if (*req && (!rc || rc->batch != (uint8_t)(b - cx->b)))
         violation(cx, &k->rep->phantom, "%s: log %s (%s) names request '%s' that was never pushed here", b->name, sid, type, req);
     if (!strcmp(type, "state")) { if (rc) rc->ev_state++; return; }
+    if (!strcmp(type, "wait") || !strcmp(type, "wait_served")) {   /* contract 9.5 */
+        if (!rc) return;
+        if (type[4]) rc->ev_wait_served++;
+        else rc->ev_wait++;
+        if (rc->ev_wait_served > rc->ev_wait)
+            violation(cx, &k->rep->mismatches, "%s: log %s: '%s' served from the waitlist without joining it",
+                      b->name, sid, req);
+        k->rep->waits += !type[4];
+        return;
+    }
     int it = item_index(b, item);
     if (it < 0) {
         violation(cx, &k->rep->mismatches, "%s: log %s (%s) names unknown item '%s'", b->name, sid, type, item);
@@ -1394,8 +1471,19 @@ static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
         if (b->room) {
             if (h) violation(cx, &k->rep->oversold, "%s: log %s gives %s a second bed (%s, holds %s)",
                              b->name, sid, user, item, js(h, "item"));
-            json_object_set_new(rp->holders, user,
-                                json_pack("{s:s,s:I,s:s}", "item", item, "since", (json_int_t)at, "req", req));
+            json_t *doc = json_pack("{s:s,s:I,s:s}", "item", item, "since", (json_int_t)at, "req", req);
+            json_t *mv = json_object_get(rp->moving, user);
+            if (*order) {   /* a held bed (contract 9.4) */
+                json_object_set_new(doc, "order", json_string(order));
+                json_object_set_new(doc, "state", json_string("held"));
+                json_object_set_new(doc, "expires_at", json_integer(exp));
+            } else if (mv && !strcmp(js(mv, "req"), req)) {   /* a switch keeps its hold */
+                const char *keys[] = { "order", "state", "expires_at" };
+                for (int i = 0; i < 3; i++)
+                    if (json_object_get(mv, keys[i])) json_object_set(doc, keys[i], json_object_get(mv, keys[i]));
+            }
+            json_object_del(rp->moving, user);
+            json_object_set_new(rp->holders, user, doc);
         } else {
             if (!h) {
                 h = json_pack("{s:I,s:[]}", "units", (json_int_t)0, "orders");
@@ -1418,6 +1506,29 @@ static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
         if (!b->room || !h || strcmp(js(h, "item"), item)) {
             violation(cx, &k->rep->mismatches, "%s: log %s releases %s of %s, who holds %s",
                       b->name, sid, item, user, h ? js(h, "item") : "nothing");
+            return;
+        }
+        rp->held[it] -= 1;
+        json_object_set_new(h, "req", json_string(req));   /* for a switch's grant */
+        json_object_set(rp->moving, user, h);
+        json_object_del(rp->holders, user);
+        return;
+    }
+    if (b->room && (!strcmp(type, "confirm") || !strcmp(type, "cancel") || !strcmp(type, "expire"))) {
+        int confirm = type[1] == 'o', cancel = type[1] == 'a';
+        if (rc) { if (confirm) rc->ev_confirm++; else if (cancel) rc->ev_cancel++; }
+        if (!cancel && !confirm) k->rep->expiries++;
+        if (!h || strcmp(js(h, "order"), order) || strcmp(js(h, "item"), item)) {
+            violation(cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s of %s, who does not hold it",
+                      b->name, sid, type, order, user);
+            return;
+        }
+        if ((confirm || !cancel) && strcmp(js(h, "state"), "held"))
+            violation(cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s that is %s", b->name, sid, type, order,
+                      js(h, "state"));
+        if (confirm) {
+            json_object_set_new(h, "state", json_string("confirmed"));
+            json_object_del(h, "expires_at");
             return;
         }
         rp->held[it] -= 1;
@@ -1457,6 +1568,23 @@ static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
     violation(cx, &k->rep->other, "%s: log %s has unknown type '%s'", b->name, sid, type);
 }
 
+typedef struct replay_ctx {
+    checker *k;
+    replay *rp;
+    const char *sid;
+} replay_ctx;
+
+static int replay_one(void *ud, const log_field *f, size_t n)
+{
+    replay_ctx *o = ud;
+    json_t *ev = json_object();
+    for (size_t j = 0; j < n; j++) json_object_set_new(ev, f[j].key, json_stringn(f[j].val, f[j].vlen));
+    o->k->rep->log_entries++;
+    replay_event(o->k, o->rp, o->sid, ev);
+    json_decref(ev);
+    return 0;
+}
+
 static void replay_log(checker *k, replay *rp)
 {
     const batch_def *b = rp->b;
@@ -1469,12 +1597,15 @@ static void replay_log(checker *k, replay *rp)
             redisReply *e = r->element[i];
             const char *sid = e->element[0]->str;
             redisReply *f = e->element[1];
-            json_t *ev = json_object();
-            for (size_t j = 0; j + 1 < f->elements; j += 2)
-                json_object_set_new(ev, f->element[j]->str, json_stringn(f->element[j + 1]->str, f->element[j + 1]->len));
-            k->rep->log_entries++;
-            replay_event(k, rp, sid, ev);
-            json_decref(ev);
+            log_field fields[32];
+            size_t nf = 0;
+            for (size_t j = 0; j + 1 < f->elements && nf < 32; j += 2)
+                fields[nf++] = (log_field){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
+            /* both log formats, through the one decoder (wire/log_entry.h) */
+            replay_ctx one = { k, rp, sid };
+            char err[160];
+            if (log_entry_decode(fields, nf, replay_one, &one, err, sizeof err) < 0)
+                violation(k->cx, &k->rep->other, "%s: log %s: %s", b->name, sid, err);
             snprintf(start, sizeof start, "(%s", sid);
         }
         size_t n = r->elements;
@@ -1574,6 +1705,9 @@ static void check_effects(checker *k, rec *rc)
         if (!strcmp(op, "confirm")) max_conf = 1;
         if (!strcmp(op, "set_capacity")) want_cap = 1;
     }
+    if (rc->ev_wait > 1 || rc->ev_wait != rc->ev_wait_served)   /* joined once, served once */
+        violation(cx, &k->rep->applied_twice, "%s: '%s' has %d wait and %d wait_served entries", bn, rc->id,
+                  rc->ev_wait, rc->ev_wait_served);
     if (g > want_g || rel > want_rel || conf > max_conf || can > want_can || cap > want_cap)
         violation(cx, &k->rep->applied_twice,
                   "%s: '%s' (%s, status %d) left grant %d release %d confirm %d cancel %d capacity %d in the log (%.120s)",
@@ -1700,11 +1834,12 @@ static void run_checks(chaos_ctx *cx)
     for (int bi = 0; bi < NB; bi++) {
         long long counts[5] = { 0 }, granted = 0, free_sum = 0, dead_acked = 0, dead_attempts = 0;
         check_results(&k, bi, &granted, counts);
-        replay rp = { .b = &cx->b[bi], .holders = json_object() };
+        replay rp = { .b = &cx->b[bi], .holders = json_object(), .moving = json_object() };
         for (int it = 0; it < cx->b[bi].n_items; it++) rp.cap[it] = cx->b[bi].caps[it];
         replay_log(&k, &rp);
         compare_state(&k, &rp, &free_sum);
         json_decref(rp.holders);
+        json_decref(rp.moving);
         for (int i = 0; i < n_all; i++) {
             dead_acked += all[i]->k.dead_acked[bi];
             dead_attempts += all[i]->k.dead_attempts[bi];
@@ -1743,6 +1878,7 @@ static void define_batches(chaos_ctx *cx)
     b->name = "cs2";
     b->per_user = 2;
     b->hold_ms = 700;
+    b->wait_ms = CHAOS_WAIT_MS;
     b->n_items = 4;
     long long caps2[] = { R / 60 + 20, R / 150 + 10, 40, 2 };
     for (int i = 0; i < b->n_items; i++) {
@@ -1753,6 +1889,9 @@ static void define_batches(chaos_ctx *cx)
     b->name = "cr1";
     b->room = 1;
     b->per_user = 1;
+    b->hold_ms = 900;            /* held beds; nobody confirms them here (the follower
+                                  * is for stock), so every bed turns over for the waitlist */
+    b->wait_ms = CHAOS_WAIT_MS;
     b->max_group = 4;
     b->n_items = 80;
     static const char *const building[] = { "A", "B", "C" };
@@ -1771,9 +1910,9 @@ static int create_batches(chaos_ctx *cx)
     for (int bi = 0; bi < NB; bi++) {
         const batch_def *b = &cx->b[bi];
         uint16_t sl = cx->bslot[bi];
-        redisReply *r = rcmd(cx, &c, sl, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d",
+        redisReply *r = rcmd(cx, &c, sl, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d wait_ms %d",
                              b->name, b->room ? "room" : "stock", b->per_user, b->hold_ms,
-                             b->max_group ? b->max_group : 8);
+                             b->max_group ? b->max_group : 8, b->wait_ms);
         bad |= !r || r->type == REDIS_REPLY_ERROR;
         if (r) freeReplyObject(r);
         for (int i = 0; i < b->n_items; i++) {
@@ -1920,6 +2059,7 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     if (p.seconds <= 0) p.seconds = (int)(p.requests / 2500) + 10;
     if (p.drain_seconds <= 0) p.drain_seconds = 90 + (int)(p.requests / 1000);
     if (p.instances <= 0) p.instances = p.cluster ? 3 : 1;
+    if (p.answer_ms <= 0) p.answer_ms = 15000;
     if (p.instances > MAX_INST) p.instances = MAX_INST;
     if (p.cluster) {   /* the cluster's nodes are not restarted in this mode */
         p.redis_restarts = 0;
@@ -1969,7 +2109,8 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
                  slot_node(cx, cx->bslot[bi]), cx->port[slot_node(cx, cx->bslot[bi])]);
     snprintf(cx->allocd_conf, sizeof cx->allocd_conf,
              "chunk = 64;\nredis_timeout_ms = 1000;\nconnect_timeout_ms = 1000;\n"
-             "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\n");
+             "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\nanswer_ms = %d;\n%s",
+             p.answer_ms, p.log_chunk ? "log_format = \"chunk\";\n" : "");
     for (int i = 0; i < cx->n_inst; i++) {
         /* one instance keeps the harness's naming (a new name per start),
          * several get fixed names and come back under them */
@@ -1987,6 +2128,15 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     }
     cx->t0 = now_s();
     for (int i = 0; i < cx->n_inst; i++) allocd_start(cx, i);
+    chaos_archive arch;
+    if (p.archive && !p.cluster) {
+        if (chaos_archive_start(&arch, cx->redis.url, cx->redis.dir) < 0) {
+            violation(cx, &rep->other, "--archive: PostgreSQL or the archiver did not start");
+            chaos_archive_stop(&arch);
+        } else {
+            cx->arch = &arch;
+        }
+    }
 
     /* producers, follower, admin */
     cx->n_producers = p.producers;
@@ -2004,6 +2154,7 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     cx->admin = (producer){ .cx = cx, .idx = 101, .rng = p.seed * 131ULL + 29 };
     pthread_create(&cx->follower.th, NULL, follower_main, &cx->follower);
     pthread_create(&cx->admin.th, NULL, admin_main, &cx->admin);
+    pthread_create(&cx->answer_th, NULL, answer_main, cx);
     progress(cx, "pushing %ld requests over %d s with %d producers", p.requests, p.seconds, p.producers);
 
     run_faults(cx, &rng);
@@ -2019,9 +2170,16 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
         violation(cx, &rep->lost, "allocd did not drain within %d s (queue or ctl not empty, or stats do not add up)",
                   p.drain_seconds);
     /* reservations still held must run out and be expired by allocd */
-    harness_sleep_ms(cx->b[B_CS2].hold_ms + 1500);
+    /* and waits end by wait_ms; a request served at the last moment holds
+     * for hold_ms more */
+    harness_sleep_ms(CHAOS_WAIT_MS + cx->b[B_CR1].hold_ms + 1500);
     if (wait_drain(cx) < 0) violation(cx, &rep->lost, "allocd busy again after the expiry wait");
     rep->drain_seconds = now_s() - dstart;
+    atomic_store(&cx->answer_stop, 1);
+    pthread_join(cx->answer_th, NULL);
+    if (rep->max_unanswered_s * 1000 > p.answer_ms)
+        violation(cx, &rep->unanswered_late, "%s: a request stayed unanswered %.1f s while the batch was open "
+                  "(answer_ms %d, contract 9.6)", rep->max_unanswered_batch, rep->max_unanswered_s, p.answer_ms);
     allocd_watch(cx);
     for (int i = 0; i < cx->n_inst; i++) {
         int st = harness_allocd_stop(&cx->allocd[i]);
@@ -2047,6 +2205,17 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     rep->push_retries += cx->follower.k.retries + cx->admin.k.retries;
     rep->ctl_pushed = cx->admin.k.pushed;
 
+    if (cx->arch) {
+        const char *names[NB];
+        char msg[400];
+        for (int bi = 0; bi < NB; bi++) names[bi] = cx->b[bi].name;
+        progress(cx, "archiving and reconciling");
+        rep->reconcile_failed = chaos_archive_check(cx->arch, names, NB, msg, sizeof msg);
+        rep->archiver_kills = cx->arch->kills;
+        if (rep->reconcile_failed) violation(cx, &rep->mismatches, "archive: %s", msg);
+        chaos_archive_stop(cx->arch);
+        cx->arch = NULL;
+    }
     tamper(cx);
     run_checks(cx);
     scan_logs(cx);
@@ -2078,9 +2247,10 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             "redis restarts    %d   (outages %d, DEBUG SLEEPs %d)\n"
             "results           %ld   (granted %ld, done %ld, rejected %ld, invalid %ld)\n"
             "dead entries      %ld   duplicates %ld\n"
-            "log entries       %ld   (grants %ld, expiries %ld)\n"
+            "log entries       %ld   (grants %ld, expiries %ld, waits %ld)\n"
             "allocd log        %d connection-lost, %d timeout, %d connected lines\n"
             "time              push %.1f s, drain %.1f s, total %.1f s\n"
+            "oldest unanswered %.1f s   (batch %s; bound answer_ms %d ms, late %ld)\n"
             "lost              %ld\n"
             "applied twice     %ld\n"
             "oversold          %ld\n"
@@ -2094,11 +2264,16 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             r->instances, r->instances == 1 ? "" : "s", r->kills, r->allocd_starts,
             r->allocd_unexpected_exits, r->allocd_final_exit, r->pauses, r->redis_restarts, r->outages,
             r->slow_sleeps, r->results, r->granted, r->done, r->rejected, r->invalid,
-            r->dead_entries, r->duplicates, r->log_entries, r->grants_logged, r->expiries,
+            r->dead_entries, r->duplicates, r->log_entries, r->grants_logged, r->expiries, r->waits,
             r->log_connection_lost, r->log_timeouts, r->log_connected, r->push_seconds,
-            r->drain_seconds, r->total_seconds, r->lost, r->applied_twice, r->oversold,
+            r->drain_seconds, r->total_seconds, r->max_unanswered_s,
+            r->max_unanswered_batch[0] ? r->max_unanswered_batch : "-", p->answer_ms ? p->answer_ms : 15000,
+            r->unanswered_late, r->lost, r->applied_twice, r->oversold,
             r->phantom, r->mismatches, r->stats_errors, r->other, r->dir,
             p->keep ? " (kept)" : " (removed)");
+    if (p->archive)
+        fprintf(f, "archive           %d archiver kills, %d batches reconcile found different\n",
+                r->archiver_kills, r->reconcile_failed);
     for (int i = 0; i < r->n_msgs; i++) fprintf(f, "VIOLATION: %s\n", r->msgs[i]);
     if (r->violations > r->n_msgs)
         fprintf(f, "... and %ld more violations\n", r->violations - r->n_msgs);

@@ -52,6 +52,11 @@ typedef struct chaos_params {
     int cluster;
     int instances;        /* allocd instances; 0 = 1 (single Redis) or 3 (cluster) */
     int pauses;           /* SIGSTOPs of one instance past its lease, then SIGCONT */
+    int log_chunk;        /* allocd with log_format = "chunk" (wire/log_entry.h) */
+    int answer_ms;        /* allocd's answer_ms, the bound asserted (contract 9.6); 0 = 15000 */
+    int archive;          /* an archiver (allocctl archive --follow) into a private
+                             PostgreSQL, killed with allocd, reconciled at the end
+                             (tests/chaos/chaos_archive.c); single Redis only */
 } chaos_params;
 
 #define CHAOS_MAX_MSGS 20
@@ -76,10 +81,13 @@ typedef struct chaos_report {
     int allocd_starts;
     int allocd_unexpected_exits;   /* allocd died without being killed */
     int allocd_final_exit;         /* exit status after the final SIGTERM */
+    int archiver_kills;            /* --archive: SIGKILLs of the archiver */
+    int reconcile_failed;          /* --archive: batches reconcile found different */
     /* what was found */
     long results;
     long granted, done, rejected, invalid;
     long log_entries, grants_logged, expiries;
+    long waits;          /* requests that joined a waitlist (each got one final result) */
     long dead_entries;
     long duplicates;        /* stats.duplicates, summed over batches */
     long lost;              /* pushed readable ids without a result */
@@ -89,7 +97,13 @@ typedef struct chaos_report {
     long mismatches;        /* holders/free/capacity differ from the log replay */
     long stats_errors;      /* counters that do not add up */
     long other;             /* everything else (wrong status, leftovers, ...) */
+    long unanswered_late;   /* a request older than answer_ms while its batch was open */
     long violations;        /* sum of the above */
+    /* contract 9.6: the oldest unanswered request seen by a probe every
+     * 200 ms (stats.dequeued and the queue's length; core/answer_watch.h),
+     * over time the batch was open and Redis up */
+    double max_unanswered_s;
+    char max_unanswered_batch[16];
     /* allocd's logs */
     int log_connection_lost;
     int log_timeouts;

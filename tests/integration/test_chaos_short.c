@@ -1,7 +1,8 @@
 /* test_chaos_short.c -- the chaos run of tests/chaos/chaos_core.c, short
  * enough for `make test` (about half a minute): 20k requests of both kinds,
  * 8 kill -9 of allocd, 2 Redis restarts (SIGTERM and SIGKILL) and one
- * DEBUG SLEEP, then every check of the long run (`make chaos`): nothing
+ * DEBUG SLEEP, with waitlists and held beds, then every check of the long
+ * run (`make chaos`): nothing
  * lost, nothing applied twice, nothing oversold, the event log replays to
  * holders/free, stats add up. CHAOS_SEED=N picks another seed. */
 #include <stdarg.h>
@@ -33,11 +34,15 @@ static void test_chaos_short(void **state)
     assert_int_equal(rep.applied_twice, 0);
     assert_int_equal(rep.oversold, 0);
     assert_int_equal(rep.violations, 0);
+    /* contract 9.6: nothing waited past answer_ms while its batch was open */
+    assert_int_equal(rep.unanswered_late, 0);
+    assert_true(rep.max_unanswered_s > 0);    /* the probe did see requests waiting */
     assert_int_equal(rep.kills, 8);
     assert_int_equal(rep.redis_restarts, 2);
     assert_true(rep.results > 15000);
     assert_true(rep.granted > 0 && rep.rejected > 0 && rep.done > 0 && rep.invalid > 0);
-    assert_true(rep.expiries > 0);           /* reservations did run out */
+    assert_true(rep.expiries > 0);           /* reservations (and held beds) did run out */
+    assert_true(rep.waits > 0);              /* waitlists were joined, each served once */
     assert_true(rep.dead_entries > 0 && rep.duplicates > 0);
 }
 

@@ -13,7 +13,13 @@
  * time in forked children (interpreter start-up dominates); each test then
  * waits for its child and reports its log. Python and Node are skipped only
  * when the interpreter or its Redis module is missing (`make examples-deps`
- * installs them). */
+ * installs them).
+ *
+ * Redis is locked down as docs/DEPLOYMENT.md says: the default user is off,
+ * the examples log in as `web` (the producer and frontend roles of
+ * `allocctl acl`) through ALLOCD_REDIS_USER/ALLOCD_REDIS_PASSWORD, admin.sh
+ * as the operator, allocd as the daemon; the test's own connection is an
+ * admin. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -22,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +37,9 @@
 #include "harness.h"
 
 #define PY_BIN "/usr/bin/python3"
+#define ADMIN_PW "examples-admin-pw"
+/* admin.sh runs as the operator, every other example as `web` */
+#define AS_OPERATOR "ALLOCD_REDIS_USER=alloc-operator ALLOCD_REDIS_PASSWORD=ex-alloc-operator-pw "
 
 enum { LANG_PY, LANG_NODE, LANG_SH, N_LANGS };
 
@@ -279,7 +289,7 @@ static const char *prog_cmd(int lang_id, char prog)
     case 'R': return "sh examples/redis-cli/request.sh";
     case 'U': return "sh examples/redis-cli/push.sh";
     case 'Q': return "sh examples/redis-cli/poll.sh";
-    case 'A': return "sh examples/redis-cli/admin.sh";
+    case 'A': return AS_OPERATOR "sh examples/redis-cli/admin.sh";
     }
     return "false";
 }
@@ -448,6 +458,47 @@ static const char *node_unavailable(void)
     return NULL;
 }
 
+/* The test's own connection: an admin (the default user is off). */
+static redisContext *connect_admin(const fixture *f)
+{
+    redisContext *c = harness_redis_connect(&f->redis);
+    redisReply *r = c ? redisCommand(c, "AUTH admin " ADMIN_PW) : NULL;
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    if (!ok && c) { redisFree(c); c = NULL; }
+    return c;
+}
+
+/* The users of `allocctl acl` (passwords in DIR/pw), an admin, the default
+ * user off; f->c becomes the admin's. Returns 0 or -1. */
+static int lock_down(fixture *f)
+{
+    static const char *const users[] = { "web", "alloc-operator", "alloc-daemon" };
+    char path[600], cmd[2048];
+    snprintf(path, sizeof path, "%s/pw", f->redis.dir);
+    if (mkdir(path, 0700) < 0) return -1;
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/pw/%s", f->redis.dir, users[i]);
+        FILE *pw = fopen(path, "w");
+        if (!pw) return -1;
+        fprintf(pw, "ex-%s-pw\n", users[i]);
+        fclose(pw);
+    }
+    const char *build = getenv("BUILD");
+    snprintf(cmd, sizeof cmd, "%s/allocctl --prefix alloc acl --user web=producer+frontend "
+             "--user alloc-operator=operator --user alloc-daemon=daemon --password-dir %s/pw "
+             "2>/dev/null | redis-cli -s %s | grep -qv '^OK$' && exit 1; "
+             "redis-cli -s %s ACL SETUSER admin on '>" ADMIN_PW "' '~*' '&*' +@all | grep -qx OK",
+             build && *build ? build : "build", f->redis.dir, f->redis.sock, f->redis.sock);
+    if (quiet(cmd) != 0) return -1;
+    redisFree(f->c);
+    if (!(f->c = connect_admin(f))) return -1;
+    redisReply *r = redisCommand(f->c, "ACL SETUSER default reset off");
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
 static pid_t start_scenario(fixture *f, int lang_id, const step *steps, size_t n)
 {
     lang *l = &f->langs[lang_id];
@@ -458,7 +509,7 @@ static pid_t start_scenario(fixture *f, int lang_id, const step *steps, size_t n
     if (pid != 0) return pid;
     setpgid(0, 0);                        /* so a stuck scenario can be killed whole */
     FILE *log = fopen(l->log, "w");
-    redisContext *c = harness_redis_connect(&f->redis); /* never the parent's socket */
+    redisContext *c = connect_admin(f);   /* never the parent's socket */
     int rc = log && c ? run_scenario(lang_id, l->tag, steps, n, c, log) : 2;
     if (log) fclose(log);
     _exit(rc);
@@ -475,7 +526,7 @@ static int group_setup(void **state)
     }
     if (harness_redis_start(&f->redis, NULL) < 0) return -1;
     f->c = harness_redis_connect(&f->redis);
-    if (!f->c) return -1;
+    if (!f->c || lock_down(f) < 0) return -1;
     setenv("ALLOCD_REDIS", f->redis.url, 1);
     unsetenv("ALLOCD_PREFIX");
     f->langs[LANG_PY] = (lang){ .name = "python", .tag = "py", .unavailable = python_unavailable() };
@@ -483,7 +534,14 @@ static int group_setup(void **state)
     f->langs[LANG_SH] = (lang){ .name = "redis-cli", .tag = "sh",
                                 .unavailable = quiet("redis-cli --version") ? "redis-cli is missing" : NULL };
     for (int i = 0; i < N_LANGS; i++) create_batches(f->c, f->langs[i].tag);
-    if (harness_allocd_start(&f->allocd, &f->redis, "registry_interval_ms = 200;") < 0) return -1;
+    char conf[600];
+    snprintf(conf, sizeof conf, "registry_interval_ms = 200;\nredis_user = \"alloc-daemon\";\n"
+             "redis_password_file = \"%s/pw/alloc-daemon\";", f->redis.dir);
+    if (harness_allocd_start(&f->allocd, &f->redis, conf) < 0) return -1;
+    /* the examples' login; set after allocd started, as the environment's
+     * password would win over allocd's redis_password_file */
+    setenv("ALLOCD_REDIS_USER", "web", 1);
+    setenv("ALLOCD_REDIS_PASSWORD", "ex-web-pw", 1);
     size_t nl = sizeof lang_steps / sizeof lang_steps[0];
     for (int i = 0; i < N_LANGS; i++) {
         if (f->langs[i].unavailable) continue;
@@ -600,6 +658,29 @@ static void explain_fail(const char *name, const char *out, const char *fmt, ...
     fail_msg("%s --explain: %s", name, why);
 }
 
+/* Every poller exits 1 when Redis cannot be reached at all, as the docs
+ * promise (node-redis used to retry the first connection for ever). */
+static void test_pollers_exit_1_without_redis(void **state)
+{
+    fixture *f = *state;
+    const char *cmds[N_LANGS] = {
+        PY_BIN " examples/python/poller.py", "node examples/node/poller.mjs", "sh examples/redis-cli/poll.sh",
+    };
+    int checked = 0;
+    for (int i = 0; i < N_LANGS; i++) {
+        if (f->langs[i].unavailable) continue;
+        char cmdline[600];
+        snprintf(cmdline, sizeof cmdline, "ALLOCD_REDIS=unix:///nonexistent/allocd-test.sock timeout 20 %s b1 x1",
+                 cmds[i]);
+        int st;
+        char *out = run(cmdline, &st);
+        if (st != 1) fail_msg("%s with Redis unreachable: exit %d, want 1\n%s", f->langs[i].name, st, out);
+        free(out);
+        checked++;
+    }
+    if (!checked) skip();
+}
+
 static void test_messages_agree_across_languages(void **state)
 {
     fixture *f = *state;
@@ -666,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_messages_agree_across_languages),
         cmocka_unit_test(test_python_examples),
         cmocka_unit_test(test_node_examples),
+        cmocka_unit_test(test_pollers_exit_1_without_redis),
         cmocka_unit_test(test_redis_cli_examples),
         cmocka_unit_test(test_books_balance_after_examples),
     };

@@ -198,6 +198,10 @@ static void test_throttle(void **state)
     itest_expect(f, "th", "f4", "rejected", "throttled");
     itest_expect(f, "th", "f5", "rejected", "throttled");
     itest_expect(f, "th", "ok1", "granted", "R4");
+    /* Contract 9.6: a throttled result says when to come back: at + penalty. */
+    json_t *r = itest_result(f, "th", "f3");
+    assert_int_equal(itest_jint(r, "retry_at"), itest_jint(r, "at") + 60000);
+    json_decref(r);
 }
 
 static void test_admin_commands_race_requests(void **state)

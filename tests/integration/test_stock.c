@@ -275,6 +275,9 @@ static void test_not_open_and_closed(void **state)
     push_buy(f->c, "c1", "late", "u1", "sku1", 1);
     itest_expect(f, "w1", "early", "rejected", "not_open");
     itest_expect(f, "c1", "late", "rejected", "closed");
+    json_t *r = itest_result(f, "w1", "early");   /* contract 9.6 */
+    assert_int_equal(itest_jint(r, "opens_at"), now + 3600 * 1000);
+    json_decref(r);
     char *st = harness_str(f->c, "HGET alloc:{w1}:stats state");
     assert_string_equal(st, "waiting");
     free(st);

@@ -9,6 +9,7 @@
  * process would.
  */
 #include <stdarg.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -299,3 +300,19 @@ void uv_close(uv_handle_t *h, uv_close_cb cb)
 }
 
 static sim_fn timer_fire_fn(void) { return timer_fire; }
+
+/* The sim binary links with -Wl,--wrap=clock_gettime (mk/sim.mk): what
+ * reads the time without clock.h -- the log's timestamps and its repeat
+ * window -- reads the simulated clock, so -v shows simulated time and a
+ * replay's log is the same every run. */
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts);
+int __real_clock_gettime(clockid_t id, struct timespec *ts);
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts)
+{
+    if (!sim_w) return __real_clock_gettime(id, ts);
+    uint64_t ns = id == CLOCK_REALTIME ? (uint64_t)sim_server_ms() * 1000000ULL + sim_w->now % 1000000ULL
+                                       : sim_w->now + 1000000000ULL;
+    ts->tv_sec = (time_t)(ns / 1000000000ULL);
+    ts->tv_nsec = (long)(ns % 1000000000ULL);
+    return 0;
+}

@@ -18,10 +18,14 @@
 #include "sim/sim.h"
 #include "sim/sim_run.h"
 
+/* the machine's clock: clock_gettime itself is the simulated one here
+ * (sim_loop.c, --wrap) */
+int __real_clock_gettime(clockid_t id, struct timespec *ts);
+
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    __real_clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 

@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "redis/sha1.h"
+#include "worker/log_trim.h"
 #include "worker/scripts.h"
 
 /* ---------------------------------------------------------------- dict -- */
@@ -228,6 +229,7 @@ struct simr {
     dict scripts;         /* sha -> source (a pointer to a script_*_src) */
     simr_observer obs;
     uint64_t commands;
+    int replicas;         /* what WAIT answers */
 };
 
 typedef struct watched { char *k; size_t kn; uint64_t ver; int64_t exp; } watched;
@@ -901,6 +903,19 @@ static redisReply *c_xlen(ctx *x)
 }
 
 /* XRANGE key - +: every entry (the only form the tests use). */
+/* WAIT n timeout: the model's replicas are always in sync, so it answers
+ * at once (a real server without enough replicas blocks until timeout and
+ * answers the same count). */
+static redisReply *c_wait(ctx *x)
+{
+    long long n, ms;
+    if (parse_ll(x->argv[1], x->lens[1], &n) < 0) return r_notint();
+    if (parse_ll(x->argv[2], x->lens[2], &ms) < 0) return r_err("ERR timeout is not an integer or out of range");
+    if (ms < 0) return r_err("ERR timeout is negative");
+    if (x->s->replicas > 0 && x->s->obs.replicas_synced) x->s->obs.replicas_synced(x->s->obs.ud, x->s);
+    return r_int(x->s->replicas);
+}
+
 static redisReply *c_xrange(ctx *x)
 {
     sval *v;
@@ -962,12 +977,12 @@ static void run_quiet(ctx *x, int argc, const char **argv)
 static redisReply *script_fence(ctx *x, const char **K, const char **A)
 {
     static const char *const types[] = { "hash", "hash", "hash", "hash", "hash", "stream", "list",
-                                         "hash", "list", "hash", "list", "list", "list" };
-    static const int keys[] = { 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+                                         "hash", "list", "hash", "list", "list", "list", "hash" };
+    static const int keys[] = { 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
     char msg[600];
     msg[0] = '\0';
     redisReply *r = NULL;
-    for (size_t i = 0; i < 13 && !msg[0]; i++) {
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !msg[0]; i++) {
         const char *k = K[keys[i] - 1];
         const char *t = call_owned(x, &r, 2, (const char *[]){ "TYPE", k })->str;
         if (strcmp(t, "none") && strcmp(t, types[i]))
@@ -1172,6 +1187,19 @@ static redisReply *script_load_prepare(ctx *x, const char **K, const char **A)
     return r;
 }
 
+/* LOG_TRIM (worker/log_trim.c): trims only below the archive group's
+ * position. The model has no consumer groups (XGROUP is not modelled, so
+ * nothing can create one), so past XLEN's check -- which raises WRONGTYPE
+ * on a key of another type -- it always finds no group and trims nothing,
+ * as the script does before the archiver's first run. */
+static redisReply *script_log_trim(ctx *x, const char **K, const char **A)
+{
+    redisReply *len = rcall(x, 2, (const char *[]){ "XLEN", K[0] });
+    if (len->type != REDIS_REPLY_INTEGER) return len;   /* x->err: the script's answer */
+    freeReplyObject(len);
+    return r_int(0);
+}
+
 static redisReply *run_script_body(ctx *x, const char *src);
 
 /* EVAL/EVALSHA: the script's effect, by which source it is; an error a
@@ -1198,19 +1226,20 @@ static redisReply *run_script_body(ctx *x, const char *src)
     if (nk > 24 || na > 24) return r_err("ERR sim: too many script arguments");
     for (int i = 0; i < nk; i++) K[i] = x->argv[3 + i];
     for (int i = 0; i < na; i++) A[i] = x->argv[3 + nk + i];
-    if (src == script_fence_src && nk == 15 && na == 4) return script_fence(x, K, A);
+    if (src == script_fence_src && nk == FENCE_NKEYS && na == 4) return script_fence(x, K, A);
     if (src == script_lease_acquire_src && nk == 2 && na == 3) return script_lease_acquire(x, K, A);
     if (src == script_lease_renew_src && nk == 1 && na == 2) return script_lease_own(x, K, A, 1);
     if (src == script_lease_release_src && nk == 1 && na == 1) return script_lease_own(x, K, A, 0);
     if (src == script_order_block_src && nk == 2 && na == 2) return script_order_block(x, K, A);
     if (src == script_load_prepare_src && nk == 7) return script_load_prepare(x, K, A);
     if (src == script_lottery_src && nk == 5 && na == 3) return script_lottery(x, K, A);
+    if (src == log_trim_src && nk == 1 && na == 2) return script_log_trim(x, K, A);
     return r_err("ERR sim: script not modelled (%d keys, %d args)", (int)nk, na);
 }
 
 static const char *const known_scripts[] = {
     script_fence_src, script_lottery_src, script_lease_acquire_src, script_lease_renew_src,
-    script_lease_release_src, script_order_block_src, script_load_prepare_src,
+    script_lease_release_src, script_order_block_src, script_load_prepare_src, log_trim_src,
 };
 
 static const char *script_by_source(const char *p, size_t n)
@@ -1258,7 +1287,7 @@ static const cmd_def commands[] = {
     { "lrange", 4, c_lrange }, { "ltrim", 4, c_ltrim }, { "lindex", 3, c_lindex },
     { "blmove", 6, c_blmove },
     { "xadd", -5, c_xadd }, { "xlen", 2, c_xlen }, { "xrange", 4, c_xrange },
-    { "eval", -3, c_eval }, { "evalsha", -3, c_evalsha },
+    { "eval", -3, c_eval }, { "evalsha", -3, c_evalsha }, { "wait", 3, c_wait },
 };
 
 static const cmd_def *find_cmd(const char *p, size_t n)
@@ -1489,6 +1518,7 @@ void simr_free(simr *s)
 }
 
 void simr_set_observer(simr *s, const simr_observer *o) { s->obs = *o; }
+void simr_set_replicas(simr *s, int n) { s->replicas = n; }
 uint64_t simr_commands(const simr *s) { return s->commands; }
 
 simr_db *simr_snapshot(simr *s)

@@ -30,7 +30,13 @@ typedef struct simr_observer {
     void (*exec_pre)(void *ud, simr *s, simr_client *c, int ncmds, int *argc, char ***argv, size_t **lens);
     void (*exec_post)(void *ud, simr *s, simr_client *c);
     void *ud;
+    /* WAIT answered with every replica in sync: they hold all writes so
+     * far (a failover now loses none of them). May be NULL. */
+    void (*replicas_synced)(void *ud, simr *s);
 } simr_observer;
+
+/* Replicas WAIT counts (0, as a lone redis-server, by default). */
+void simr_set_replicas(simr *s, int n);
 
 simr *simr_new(void);
 void simr_free(simr *s);

@@ -8,14 +8,16 @@
  * only moment the state changes:
  *   - fencing: a transaction that writes the batch ran FENCE, and at EXEC
  *     the lease still holds FENCE's token and internal.epoch its epoch;
- *   - a result, once written, is never rewritten with another value;
+ *   - a result, once written, is never rewritten with another value
+ *     (except a `waiting` one, replaced once by its final result);
  *   - every request the transaction takes off the queue or ctl has a result
  *     after it (or went to dead, when it has no id to answer under);
  *   - replaying the event log from the start gives holders and free exactly
  *     (allocctl's ctl_replay, which also checks nothing is held twice or
  *     beyond capacity and per_user).
  * At the end the faults stop, the batch is resumed and the run drains:
- * every request left in Redis must have been answered (queue and ctl empty).
+ * every request left in Redis must be answered within the config's
+ * answer_ms (contract 9.6; drawn per seed), queue and ctl empty.
  *
  * The workload is a table of ops (ops[] below): adding an op of a new
  * protocol version is one generator function and one line.
@@ -25,6 +27,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +78,18 @@ static int gen_buy(workload *wl, simr *s, const batch_keys *k, char *id, char *u
     pick_user(user);
     return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"sku%d\",\"qty\":%d}",
                     id, user, (int)sim_below(NITEMS) + 1, (int)sim_below(3) + 1);
+}
+
+/* contract 9.5: a buy (stock) or choose (rooms) that joins the waitlist
+ * when sold out, served when units come back */
+static int gen_wait(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    if (wl->room)
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"R%d\",\"wait\":true}",
+                        id, user, (int)sim_below(NITEMS) + 1);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"sku%d\",\"qty\":%d,"
+                    "\"wait\":true}", id, user, (int)sim_below(NITEMS) + 1, (int)sim_below(2) + 1);
 }
 
 /* confirm or cancel an order a buy was granted (its result names it) */
@@ -190,6 +205,7 @@ static const sim_op ops[] = {
     { "auto", K_ROOM, 20, 0, gen_auto },
     { "group", K_ROOM, 8, 0, gen_group },
     { "release", K_ANY, 8, 0, gen_release },
+    { "wait", K_ANY, 12, 0, gen_wait },
     { "resubmit", K_ANY, 10, 0, gen_resubmit },
     { "invalid", K_ANY, 2, 0, gen_invalid },
     { "garbage", K_ANY, 2, 0, gen_garbage },
@@ -225,6 +241,10 @@ typedef struct sim_run_state {
     workload wl;
     uint64_t requests, applies;
     int64_t per_user;
+    int answer_ms;        /* every instance's config: the liveness bound */
+    int wait_replicas;    /* config: WAIT before each apply (0 or 1) */
+    int64_t log_maxlen;   /* config, with archive_group "archive" when > 0 */
+    int failover_pending; /* the restart scheduled is a failover (snap = the replica) */
     /* the transaction being checked (exec_pre -> exec_post) */
     char **taken;         /* raw entries LTRIMmed off queue or ctl */
     size_t ntaken, taken_cap;
@@ -323,12 +343,24 @@ static void take_entries(sim_run_state *st, const char *list, long n)
     }
 }
 
+/* "waiting" (contract 9.5) is the only status ever replaced, and by a
+ * final one: waiting again would be a second waitlist entry. */
+static int is_waiting(const char *v, size_t n)
+{
+    json_t *j = json_loadb(v, n, 0, NULL);
+    const char *status = json_string_value(json_object_get(j, "status"));
+    int w = status && !strcmp(status, "waiting");
+    json_decref(j);
+    return w;
+}
+
 static void check_result_write(sim_run_state *st, int argc, char **argv, size_t *lens)
 {
     for (int i = 2; i + 1 < argc; i += 2) {
         size_t have_len;
         const char *have = simr_hget(st->w.redis, st->keys.results, argv[i], &have_len);
-        if (have && (have_len != lens[i + 1] || memcmp(have, argv[i + 1], have_len)))
+        if (have && (have_len != lens[i + 1] || memcmp(have, argv[i + 1], have_len)) &&
+            !(is_waiting(have, have_len) && !is_waiting(argv[i + 1], lens[i + 1])))
             sim_fail("request %s has two results: %.*s, then %s", argv[i], (int)have_len, have, argv[i + 1]);
     }
 }
@@ -349,7 +381,10 @@ static void check_seq(sim_run_state *st, int n, int *argc, char ***argv, size_t 
             json_t *j = raw ? json_loadb(raw, len, 0, NULL) : NULL;
             const char *id = json_string_value(json_object_get(j, "id"));
             /* the result this transaction writes for it, if any (not for a
-             * duplicate, or the second copy of an id in one chunk) */
+             * duplicate, or the second copy of an id in one chunk; a
+             * duplicate of a waiting request may meet the original's final
+             * result, served from the waitlist, with the original's seq) */
+            if (id && simr_hget(st->w.redis, st->keys.results, id, NULL)) id = NULL;
             for (int h = 0; id && h < n; h++) {
                 if (strcasecmp(argv[h][0], "HSET") || !is_key(argv[h][1], lens[h][1], st->keys.results)) continue;
                 for (int f = 2; f + 1 < argc[h]; f += 2) {
@@ -451,16 +486,20 @@ static void check_replay(sim_run_state *st)
     }
     replay_feed rf = { st, 0 };
     simr_stream_each(st->w.redis, st->keys.log, replay_entry, &rf);
-    kvs cap = { 0 }, hold = { 0 }, fr = { 0 };
+    kvs cap = { 0 }, hold = { 0 }, fr = { 0 }, wait = { 0 };
     simr_hash_each(st->w.redis, st->keys.capacity, kv_add, &cap);
     simr_hash_each(st->w.redis, st->keys.holders, kv_add, &hold);
     simr_hash_each(st->w.redis, st->keys.free, kv_add, &fr);
+    simr_hash_each(st->w.redis, st->keys.waitlist, kv_add, &wait);
     const char *fu = simr_hget(st->w.redis, st->keys.stats, "free_units", NULL);
-    ctl_snapshot snap = { cap.kv, cap.n, hold.kv, hold.n, fr.kv, fr.n, fu != NULL, fu ? strtoll(fu, NULL, 10) : 0 };
+    const char *wn = simr_hget(st->w.redis, st->keys.stats, "waiting", NULL);
+    ctl_snapshot snap = { cap.kv, cap.n, hold.kv, hold.n, fr.kv, fr.n, fu != NULL, fu ? strtoll(fu, NULL, 10) : 0,
+                          wait.kv, wait.n, wn != NULL, wn ? strtoll(wn, NULL, 10) : 0 };
     ctl_replay_finish(st->replay, &snap);
     free(cap.kv);
     free(hold.kv);
     free(fr.kv);
+    free(wait.kv);
 }
 
 static void replay_reset(sim_run_state *st)
@@ -493,16 +532,17 @@ static int64_t stat_of(sim_run_state *st, const char *f)
 }
 
 /* The counters' contract (PROTOCOL.md, stats): processed is the sum of the
- * statuses, and every request taken off the queue is counted once --
+ * statuses (waiting included: the waitlist's length), and every request taken off the queue is counted once --
  * dequeued = processed + dead + duplicates -- except while a lottery pool
  * is served (it counts as dequeued once drawn). */
 static void check_stats(sim_run_state *st)
 {
     if (!simr_hget(st->w.redis, st->keys.stats, "processed", NULL)) return;
     int64_t processed = stat_of(st, "processed"), sum = stat_of(st, "granted") + stat_of(st, "done") +
-                        stat_of(st, "rejected") + stat_of(st, "invalid");
+                        stat_of(st, "rejected") + stat_of(st, "invalid") + stat_of(st, "waiting");
     if (processed != sum)
-        sim_fail("stats: processed %" PRId64 " but granted + done + rejected + invalid = %" PRId64, processed, sum);
+        sim_fail("stats: processed %" PRId64 " but granted + done + rejected + invalid + waiting = %" PRId64,
+                 processed, sum);
     const char *done = simr_hget(st->w.redis, st->keys.internal, "lottery_done", NULL);
     int pool = simr_hget(st->w.redis, st->keys.internal, "early_base", NULL) && !(done && !strcmp(done, "1"));
     int64_t d = stat_of(st, "dequeued"), counted = processed + stat_of(st, "dead") + stat_of(st, "duplicates");
@@ -549,6 +589,14 @@ static void ev_snapshot(void *a, void *b, uint64_t x)
     st->snap = simr_snapshot(st->w.redis);
 }
 
+/* WAIT counted the replica: it holds every write so far, so the failover
+ * pending promotes a copy with all of them */
+static void replicas_synced(void *ud, simr *s)
+{
+    sim_run_state *st = ud;
+    if (st->failover_pending) ev_snapshot(st, NULL, 0);
+}
+
 static void count_taken_back(void *ud, const char *k, size_t kn, const char *v, size_t vn)
 {
     sim_run_state *st = ud;
@@ -570,6 +618,7 @@ static void ev_restart(void *a, void *b, uint64_t kind)
     st->w.restarts++;
     st->w.server_gen++;
     sim_net_reset_all("connection lost");
+    st->failover_pending = 0;
     if (kind && st->snap) {
         simr_hash_each(st->w.redis, st->keys.results, count_taken_back, st);
         simr_restore(st->w.redis, st->snap);
@@ -640,6 +689,7 @@ static void ev_fault(void *a, void *b, uint64_t x)
         /* the copy that survives is the server as it was lag_ms ago: take
          * it now and restart lag_ms later */
         if (k) ev_snapshot(st, NULL, 0);
+        st->failover_pending = k == 2;
         sim_at(st->w.now + lag_ms * 1000000ULL, -1, ev_restart, st, NULL, k);
     }
     sim_at(st->w.now + 10000000ULL, -1, ev_fault, st, NULL, 0);
@@ -671,6 +721,17 @@ static void setup_batch(sim_run_state *st)
         const char *c[] = { "HSET", st->keys.meta, "closes_at", at };
         server_cmd_quiet(st, 4, c);
     }
+    /* selection slots (contract 9.4) for some users, for some seeds:
+     * their requests before the slot are answered not_open */
+    if (sim_chance(0.25)) {
+        for (int u = 1; u <= 10; u++) {
+            char user[16];
+            snprintf(user, sizeof user, "u%d", u);
+            snprintf(at, sizeof at, "%" PRId64, sim_server_ms() + (int64_t)sim_below(6000));
+            const char *sl[] = { "HSET", st->keys.slots, user, at };
+            server_cmd_quiet(st, 4, sl);
+        }
+    }
     const char *list[] = { "SADD", "alloc:batches", BATCH };
     server_cmd_quiet(st, 3, list);
     for (int i = 1; i <= NITEMS; i++) {
@@ -701,6 +762,12 @@ static void setup_instance(sim_run_state *st, int i)
     c->backoff_max_ms = 500;
     c->max_attempts = 1 + (int)sim_below(4);
     c->registry_interval_ms = 100 + (int)sim_below(200);
+    c->answer_ms = st->answer_ms;
+    c->wait_replicas = st->wait_replicas;
+    if (st->log_maxlen) {
+        c->log_maxlen = st->log_maxlen;
+        snprintf(c->archive_group, sizeof c->archive_group, "archive");
+    }
     st->w.cur = i;
     st->w.inst[i].id = i;
     if (registry_start(&st->reg[i], NULL, c, &st->scripts) < 0) sim_fail("sim: instance %d did not start", i);
@@ -782,6 +849,24 @@ void sim_replay_line(const sim_opts *o, char *buf, size_t n)
 
 /* ------------------------------------------------------------- running -- */
 
+static void dump_kv(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    fprintf(stderr, "  %s %.*s = %.*s\n", (const char *)ud, (int)kn, k, (int)vn, v);
+}
+
+/* -v: what a failing run left in Redis, to read beside allocd's log */
+static void dump_state(sim_run_state *st)
+{
+    const char *lease = simr_get_str(st->w.redis, st->keys.lease, NULL, sim_server_ms());
+    fprintf(stderr, "sim: at %" PRId64 " ms (server clock %" PRId64 "): lease %s\n", (int64_t)(st->w.now / 1000000),
+            sim_server_ms(), lease ? lease : "(none)");
+    for (int i = 0; i < st->w.ninst; i++)
+        fprintf(stderr, "  instance %d: wall clock %+" PRId64 " ms\n", i, st->w.inst[i].wall_offset_ms);
+    simr_hash_each(st->w.redis, st->keys.meta, dump_kv, "meta");
+    simr_hash_each(st->w.redis, st->keys.stats, dump_kv, "stats");
+    simr_hash_each(st->w.redis, st->keys.internal, dump_kv, "internal");
+}
+
 static int drained(sim_run_state *st)
 {
     return simr_llen(st->w.redis, st->keys.queue) == 0 && simr_llen(st->w.redis, st->keys.ctl) == 0 &&
@@ -807,8 +892,9 @@ int sim_run(const sim_opts *o, sim_result *res)
     if (st->w.ninst > SIM_MAX_INST) st->w.ninst = SIM_MAX_INST;
     log_set_level(o->verbose ? ALOG_DEBUG : -1);
     st->w.redis = simr_new();
-    simr_observer obs = { exec_pre, exec_post, st };
+    simr_observer obs = { exec_pre, exec_post, st, replicas_synced };
     simr_set_observer(st->w.redis, &obs);
+    simr_set_replicas(st->w.redis, 1);   /* the one a failover promotes */
     st->producer = simr_client_new(st->w.redis);
     batch_keys_init(&st->keys, "alloc", BATCH);
     scripts_init(&st->scripts);
@@ -823,6 +909,15 @@ int sim_run(const sim_opts *o, sim_result *res)
     } else {
         unsetenv("ALLOCD_FAULT_APPLY_ID");
     }
+    /* short enough that the watchdog's give-up (at answer_ms / 2) runs
+     * under pauses and outages, long enough for a lease to expire and a
+     * new holder to load and serve */
+    st->answer_ms = 4000 + (int)sim_below(8001);
+    /* main's config options, for some seeds: WAIT before each apply, and
+     * the log trimmed by LOG_TRIM behind an archive group (none exists in
+     * the model, so it trims nothing and the replay still sees it all) */
+    st->wait_replicas = sim_chance(0.25);
+    st->log_maxlen = sim_chance(0.25) ? 20 + (int64_t)sim_below(200) : 0;
     for (int i = 0; i < st->w.ninst; i++) setup_instance(st, i);
     sim_at(1000000, -1, ev_produce, st, NULL, 0);
     sim_at(5000000, -1, ev_fault, st, NULL, 0);
@@ -834,12 +929,33 @@ int sim_run(const sim_opts *o, sim_result *res)
     for (int i = 0; i < st->w.ninst; i++) sim_resume(i);
     st->w.redis_down = 0;
     push_request(st, op_named("resume"));
-    uint64_t drain_end = st->w.now + 60000000000ULL;
+    /* contract 9.6: every request answered within answer_ms, unless
+     * stats.state says why not (paused; waiting for its opening on the
+     * holder's clock, which the clock faults may have left far behind: an
+     * instance whose clock says the batch is not open when the drain
+     * starts excuses the run, since it serves the opening late).
+     * A poison request is a fault still active: each copy of it takes
+     * max_attempts refused applies. Those get the old bound, 60 s. */
+    const char *opens = simr_hget(st->w.redis, st->keys.meta, "opens_at", NULL);
+    int not_open = 0;   /* on some instance's clock, left behind by the clock faults */
+    for (int i = 0; opens && i < st->w.ninst; i++)
+        not_open |= sim_server_ms() + st->w.inst[i].wall_offset_ms < strtoll(opens, NULL, 10);
+    uint64_t drain_start = st->w.now, drain_end = drain_start + (uint64_t)st->answer_ms * 1000000ULL;
+    while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
+    const char *state = simr_hget(st->w.redis, st->keys.stats, "state", NULL);
+    int excused = poison[0] || not_open || (state && (!strcmp(state, "waiting") || !strcmp(state, "paused")));
+    if (!st->w.failed && !drained(st) && !excused)
+        sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting answer_ms "
+                 "(%d ms) after the faults stopped, the batch %s", simr_llen(st->w.redis, st->keys.queue),
+                 simr_llen(st->w.redis, st->keys.ctl), simr_llen(st->w.redis, st->keys.early), st->answer_ms,
+                 state ? state : "(no state)");
+    drain_end = drain_start + 60000000000ULL;
     while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
     if (!st->w.failed && !drained(st))
         sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting 60 s after "
                  "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
                  simr_llen(st->w.redis, st->keys.early));
+    if (st->w.verbose) dump_state(st);
     if (!st->w.failed) check_replay(st);
 
     memset(res, 0, sizeof *res);

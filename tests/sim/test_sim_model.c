@@ -29,6 +29,7 @@
 #include "harness.h"
 #include "sim/sim_redis.h"
 #include "worker/batch_keys.h"
+#include "worker/log_trim.h"
 #include "worker/scripts.h"
 
 static harness_redis srv;
@@ -168,24 +169,24 @@ static const char *fields[] = { "f1", "f2", "epoch", "chunks_applied", "dequeued
 static const char *key(void)
 {
     static const char *const plain[] = { "k1", "k2", "k3", "l1", "h1" };
-    const char *batch[] = { K.lease, K.internal, K.results, K.queue, K.stats, K.log, K.participants, K.early };
-    return below(3) ? plain[below(5)] : batch[below(8)];
+    const char *batch[] = { K.lease, K.internal, K.results, K.queue, K.stats, K.log, K.participants, K.early, K.waitlist };
+    return below(3) ? plain[below(5)] : batch[below(9)];
 }
 
 static const char *val(void) { return vals[below(sizeof vals / sizeof vals[0])]; }
 static const char *field(void) { return fields[below(sizeof fields / sizeof fields[0])]; }
 
-/* FENCE with its 15 keys; the token, epoch and count drawn. */
+/* FENCE with its 16 keys; the token, epoch and count drawn. */
 static void draw_fence(int who)
 {
     static char trip[BATCH_KEY_MAX + 16];
     snprintf(trip, sizeof trip, "%s:trip", K.lease);
     const char *argv[] = {
-        "EVAL", script_fence_src, "15", K.lease, K.internal, trip, K.results, K.holders, K.free, K.stats,
-        K.log, K.participants, K.orders_ended, K.dead, K.capacity, K.early, K.queue, K.ctl,
+        "EVAL", script_fence_src, "16", K.lease, K.internal, trip, K.results, K.holders, K.free, K.stats,
+        K.log, K.participants, K.orders_ended, K.dead, K.capacity, K.early, K.queue, K.ctl, K.waitlist,
         below(2) ? "t1" : "t2", below(2) ? "1" : "2", below(2) ? "0" : "1", below(8) ? "0" : "1",
     };
-    both(who, 22, argv);
+    both(who, 23, argv);
 }
 
 static void draw_script(int who)
@@ -193,8 +194,15 @@ static void draw_script(int who)
     char ttl[16];
     snprintf(ttl, sizeof ttl, "%d", 1000 + (int)below(9000));
     const char *tok = below(2) ? "t1" : "t2";
-    switch (below(7)) {
+    switch (below(8)) {
     case 0: draw_fence(who); break;
+    case 7: {
+        /* LOG_TRIM on any key (a stream, a hash: WRONGTYPE from its XLEN,
+         * none); the group never exists here, as in the model */
+        const char *argv[] = { "EVAL", log_trim_src, "1", below(2) ? K.log : key(), "archive", below(2) ? "0" : "2" };
+        both(who, 6, argv);
+        break;
+    }
     case 6: {
         const char *argv[] = { "EVAL", script_lottery_src, "5", K.queue, K.early, K.stats, K.internal, K.lease,
                                below(2) ? "42" : "7", tok, below(2) ? "1" : "2" };
@@ -320,7 +328,7 @@ static const char *expand(const char *w)
         { "$FENCE", script_fence_src }, { "$ACQUIRE", script_lease_acquire_src },
         { "$RENEW", script_lease_renew_src }, { "$RELEASE", script_lease_release_src },
         { "$ORDERS", script_order_block_src }, { "$PREPARE", script_load_prepare_src },
-        { "$LOTTERY", script_lottery_src },
+        { "$LOTTERY", script_lottery_src }, { "$LOGTRIM", log_trim_src },
     };
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         if (!strcmp(w, s[i].name)) return s[i].src;

@@ -26,7 +26,8 @@
  *                           its changes taken as already written
  *   chunk queue|ctl|pool|none   the chunk's kind (before its requests)
  *   ctx K=V ...             first_apply, chunks_applied, dequeued,
- *                           pool_served, pool_n, log_maxlen, fault (an id)
+ *                           pool_served, pool_n, log_maxlen, log_chunk,
+ *                           fault (an id)
  *   req RAW                 a request of the chunk, as pushed
  *   dup RAW                 one that dedup found answered already
  * Order ids come from a counter starting at 1001.
@@ -69,6 +70,7 @@ typedef struct txn_case {
     batch_keys keys;
     char trip_key[BATCH_KEY_MAX + 64];
     char fault[ENGINE_ID_MAX + 1];
+    char archive_group[72];        /* ctx archive_group=NAME */
     apply_txn_ctx ctx;
     argbuf out;
 } txn_case;
@@ -124,6 +126,12 @@ static void ctx_line(txn_case *c, char *rest)
         if (!strcmp(kv, "first_apply") && is_int) { c->ctx.first_apply = (int)v; known = 1; }
         if (!strcmp(kv, "pool_served") && is_int) { c->ctx.pool_served = (size_t)v; known = 1; }
         if (!strcmp(kv, "pool_n") && is_int) { c->ctx.pool_n = (size_t)v; known = 1; }
+        if (!strcmp(kv, "log_chunk") && is_int) { c->ctx.log_chunk = (int)v; known = 1; }
+        if (!strcmp(kv, "archive_group")) {
+            snprintf(c->archive_group, sizeof c->archive_group, "%s", eq);
+            c->ctx.archive_group = c->archive_group;
+            known = 1;
+        }
         if (!strcmp(kv, "fault")) {
             snprintf(c->fault, sizeof c->fault, "%s", eq);
             c->ctx.fault_apply_id = c->fault;

@@ -38,6 +38,7 @@ static void assert_same_values(const allocd_config *a, const allocd_config *b)
     assert_int_equal(a->max_request_bytes, b->max_request_bytes);
     assert_int_equal(a->log_level, b->log_level);
     assert_true(a->log_maxlen == b->log_maxlen);
+    assert_int_equal(a->log_chunk, b->log_chunk);
     assert_int_equal(a->redis_timeout_ms, b->redis_timeout_ms);
     assert_int_equal(a->connect_timeout_ms, b->connect_timeout_ms);
     assert_int_equal(a->backoff_min_ms, b->backoff_min_ms);
@@ -84,6 +85,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.max_request_bytes, 4096);
     assert_int_equal(c.log_level, ALOG_INFO);
     assert_true(c.log_maxlen == 0);
+    assert_int_equal(c.log_chunk, 0);
+    assert_string_equal(c.archive_group, "");
     assert_int_equal(c.redis_timeout_ms, 5000);
     assert_int_equal(c.connect_timeout_ms, 2000);
     assert_int_equal(c.backoff_min_ms, 100);
@@ -251,6 +254,8 @@ static void test_good_all_values(void **state)
     assert_int_equal(c.max_request_bytes, 65536);      /* given as 65536L */
     assert_int_equal(c.log_level, ALOG_DEBUG);
     assert_true(c.log_maxlen == 10000000000LL);
+    assert_int_equal(c.log_chunk, 1);
+    assert_string_equal(c.archive_group, "archive.eu:1");
     assert_int_equal(c.redis_timeout_ms, 10000);       /* given as 0x2710 */
     assert_int_equal(c.connect_timeout_ms, 1000);
     assert_int_equal(c.backoff_min_ms, 250);
@@ -528,7 +533,7 @@ static void test_load_bad_overrides(void **state)
     unsetenv("ALLOCD_CONFIG");
     assert_int_equal(load_with(&c, err, sizeof err, "-c", SHIPPED, "--redis", "tcp://x", NULL), -1);
     assert_string_equal(err, "command line: --redis: redis URL 'tcp://x': "
-                        "must start with redis:// or unix://");
+                        "must start with redis://, unix:// or sentinel://");
     config_free(&c);
     assert_int_equal(load_with(&c, err, sizeof err, "-c", SHIPPED, "--prefix", "a b", NULL), -1);
     assert_contains(err, "command line: --prefix: prefix must be 1 to 64 characters "

@@ -1005,7 +1005,10 @@ static void test_reason_not_open(void **state)
 {
     engine *e = mk_stock(opens_later);
     assert_int_equal(engine_phase_at(e, T0 + 99), PHASE_WAITING);
-    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 99), R_NOT_OPEN);
+    engine_result r = buy(e, "u1", "sku1", 1, T0 + 99);
+    expect_rejected(r, R_NOT_OPEN);
+    assert_int_equal(r.opens_at, T0 + 100);   /* contract 9.6 */
+    assert_int_equal(r.retry_at, 0);
     assert_int_equal(engine_phase_at(e, T0 + 100), PHASE_OPEN);
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 100), "sku1");
     /* The rejected early request still made u1 a participant, once. */
@@ -1099,7 +1102,13 @@ static void test_reason_throttled(void **state)
     engine *e = mk_stock(throttle_2);
     expect_granted(buy(e, "u1", "sku1", 1, T0), "sku1");
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 1), "sku1");
-    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 2), R_THROTTLED);  /* 3rd in window */
+    engine_result r = buy(e, "u1", "sku1", 1, T0 + 2);
+    expect_rejected(r, R_THROTTLED);  /* 3rd in window */
+    assert_int_equal(r.retry_at, T0 + 502);   /* contract 9.6: when the penalty ends */
+    assert_int_equal(r.opens_at, 0);
+    r = buy(e, "u1", "sku1", 1, T0 + 300);    /* still the same penalty */
+    expect_rejected(r, R_THROTTLED);
+    assert_int_equal(r.retry_at, T0 + 502);
     /* Other users have their own window. */
     expect_granted(buy(e, "u2", "sku1", 1, T0 + 2), "sku1");
     /* Penalty until T0 + 502, whatever the window says. */

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/engine_wait.h"
 
 #define DEFAULT_SEED 20250601ULL
 #define DEFAULT_RUNS 2500
@@ -636,6 +637,8 @@ static void rp_apply(ctx *t, replay *p, const model *m, const engine_event *ev)
         }
         break;
     case EV_STATE:
+    case EV_WAIT:            /* the waitlist: checked by wait_check() */
+    case EV_WAIT_SERVED:
         break;
     }
 }
@@ -984,6 +987,9 @@ static void setup_run(run *x, uint64_t seed)
     m->meta.opens_at = chance(g, 50) ? 0 : T0 + rnd(g, 300);
     m->meta.closes_at = chance(g, 70) ? 0 : T0 + 200 + rnd(g, 3000);
     m->meta.hold_ms = chance(g, 40) ? 0 : 5 + rnd(g, 300);
+    /* the model knows stock reservations only; holds of beds (rooms with
+     * hold_ms, engine_hold.c) are tested in test_engine_hold.c */
+    if (m->meta.kind == BATCH_ROOM) m->meta.hold_ms = 0;
     m->meta.per_user = 1 + rnd(g, 4);
     m->meta.max_group = 1 + rnd(g, 4);
     if (chance(g, 40)) {
@@ -1205,11 +1211,241 @@ static void run_many(int rooms)
 static void test_prop_stock(void **state) { run_many(0); }
 static void test_prop_rooms(void **state) { run_many(1); }
 
+/* ------------------------------------------------------------ waitlist */
+
+/* The waitlist (core/engine_wait.h) on random runs, checked on the
+ * engine's own outputs rather than against `model`: many requests with
+ * "wait":true on few units, returns of every kind (cancel, expiry, release,
+ * switch, set_capacity, pause/resume, close, wait_ms), and after every
+ * call:
+ * - no unit is given twice: the grants, releases and returns of the event
+ *   log, replayed, never hold more than an item's capacity, and leave
+ *   exactly the engine's free (the invariant sweep checks the rest);
+ * - within a call, requests leave the waitlist in ticket order, each at
+ *   most once over the whole run, and a waiting request gets exactly one
+ *   wait_served entry and one final result;
+ * - served strictly in order among the requests that fit: at the end of a
+ *   call in an open phase no waiting request fits what is free (else the
+ *   pass, which goes oldest first, would have served it).
+ * Together: a request is served only when every older one still waiting
+ * did not fit at that moment. */
+#define W_ITEMS 3
+#define W_USERS 8
+#define W_STEPS 120
+
+typedef struct wrun {
+    ctx t;
+    uint64_t rng;
+    engine *e;
+    int rooms;
+    int64_t held[W_ITEMS], cap[W_ITEMS];
+    int64_t last_done;              /* ticket of the last request served, per call */
+    char seen_done[4 * W_STEPS];    /* by request number: its final result came */
+    char waiting[4 * W_STEPS];
+    uint64_t orders[W_USERS][16];   /* stock: live order ids of each user */
+    int n_orders[W_USERS];
+} wrun;
+
+static const char *const w_items[W_ITEMS] = { "i0", "i1", "i2" };
+static const char *const w_users[W_USERS] = { "u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7" };
+
+static int w_item(const char *id)
+{
+    for (int i = 0; i < W_ITEMS; i++)
+        if (id && !strcmp(id, w_items[i])) return i;
+    return -1;
+}
+
+static int w_user(const char *id)
+{
+    for (int i = 0; i < W_USERS; i++)
+        if (id && !strcmp(id, w_users[i])) return i;
+    return -1;
+}
+
+static void w_forget_order(wrun *x, int u, uint64_t order)
+{
+    for (int i = 0; i < x->n_orders[u]; i++)
+        if (x->orders[u][i] == order) x->orders[u][i] = x->orders[u][--x->n_orders[u]];
+}
+
+/* Does a waiting request fit what is free now? (The rules that would give
+ * it a final refusal -- limit, member_busy -- make it "fit" too: the pass
+ * would have ended it.) */
+static int w_fits(const wrun *x, const engine_request *r)
+{
+    engine_item_view v;
+    if (r->op == OP_BUY) {
+        engine_item_view_get(x->e, r->item, &v);
+        return v.free >= r->qty;
+    }
+    if (r->op == OP_CHOOSE) {
+        engine_item_view_get(x->e, r->item, &v);
+        return v.free > 0;
+    }
+    int64_t need = r->op == OP_GROUP ? (int64_t)r->n_members : 1;
+    for (size_t i = 0; i < r->n_prefs; i++) {
+        engine_item_view_get(x->e, r->prefs[i], &v);
+        if (v.free >= need) return 1;
+    }
+    return 0;
+}
+
+static void w_events(wrun *x, size_t from)
+{
+    for (size_t i = from; i < engine_event_count(x->e); i++) {
+        const engine_event *ev = engine_event_at(x->e, i);
+        int it = w_item(ev->item), u = w_user(ev->user);
+        /* a return (or resume) starts a new serving pass: the order is
+         * per pass -- one that did not fit before the return may now */
+        if (ev->type == EV_RELEASE || ev->type == EV_CANCEL || ev->type == EV_EXPIRE ||
+            ev->type == EV_CAPACITY || ev->type == EV_STATE)
+            x->last_done = 0;
+        switch (ev->type) {
+        case EV_GRANT:
+            x->held[it] += ev->qty;
+            CHECK(&x->t, x->held[it] <= x->cap[it]);          /* never a unit twice */
+            if (!x->rooms && x->n_orders[u] < 16) x->orders[u][x->n_orders[u]++] = ev->order;
+            break;
+        case EV_RELEASE: x->held[it] -= ev->qty; break;
+        case EV_CANCEL: case EV_EXPIRE:
+            x->held[it] -= ev->qty;
+            w_forget_order(x, u, ev->order);
+            break;
+        case EV_CAPACITY: x->cap[it] = ev->qty; break;
+        case EV_WAIT_SERVED: {
+            int n = atoi(ev->req + 1);
+            CHECK(&x->t, x->waiting[n] && !x->seen_done[n]);   /* exactly once */
+            x->seen_done[n] = 1;
+            x->waiting[n] = 0;
+            CHECK(&x->t, ev->wait_no > x->last_done);          /* in ticket order */
+            x->last_done = ev->wait_no;
+            break;
+        }
+        default: break;
+        }
+        CHECK(&x->t, x->held[it < 0 ? 0 : it] >= 0);
+    }
+}
+
+static void w_check(wrun *x, int64_t now)
+{
+    CHECK(&x->t, engine_check_invariants(x->e) == NULL);
+    for (int i = 0; i < W_ITEMS; i++) {
+        engine_item_view v;
+        engine_item_view_get(x->e, w_items[i], &v);
+        CHECK(&x->t, v.free == x->cap[i] - x->held[i]);
+    }
+    if (engine_phase_at(x->e, now) != PHASE_OPEN) return;
+    for (size_t i = 0; i < engine_wait_count(x->e); i++) {
+        const engine_request *r;
+        engine_wait_at(x->e, i, &r, NULL, NULL, NULL);
+        CHECK(&x->t, !w_fits(x, r));                           /* nobody left who fits */
+    }
+}
+
+/* One random request or command; n numbers it (its id is "q<n>"). */
+static void w_step(wrun *x, int n, int64_t now)
+{
+    char id[16];
+    snprintf(id, sizeof id, "q%d", n);
+    int u = (int)rnd(&x->rng, W_USERS), k = (int)rnd(&x->rng, 100);
+    const char *item = w_items[rnd(&x->rng, W_ITEMS)];
+    static const char *const pair[2] = { "u6", "u7" };
+    const char *prefs[2] = { w_items[rnd(&x->rng, W_ITEMS)], w_items[rnd(&x->rng, W_ITEMS)] };
+    engine_request r = { .id = id, .user = w_users[u], .seq = n, .item = item, .qty = 1,
+                         .wait = chance(&x->rng, 80) };
+    if (k < 8) {
+        r = (engine_request){ .id = id, .op = k < 2 ? OP_PAUSE : k < 4 ? OP_RESUME : OP_SET_CAPACITY,
+                              .item = item, .qty = x->held[w_item(item)] + rnd(&x->rng, 3) };
+    } else if (!x->rooms && k < 60) {
+        r.op = OP_BUY;
+        r.qty = 1 + rnd(&x->rng, 2);
+    } else if (!x->rooms) {
+        r.op = chance(&x->rng, 50) ? OP_CANCEL : OP_CONFIRM;
+        r.order = x->n_orders[u] ? x->orders[u][rnd(&x->rng, x->n_orders[u])] : 1;
+    } else if (k < 40) {
+        r.op = OP_CHOOSE;
+    } else if (k < 55) {
+        r.op = OP_AUTO;
+        r.prefs = prefs;
+        r.n_prefs = 2;
+    } else if (k < 62) {
+        r = (engine_request){ .id = id, .op = OP_GROUP, .user = "u6", .seq = n, .members = pair,
+                              .n_members = 2, .prefs = prefs, .n_prefs = 2, .wait = 1 };
+    } else if (k < 80) {
+        r.op = OP_RELEASE;
+    } else {
+        r.op = OP_SWITCH;
+    }
+    engine_result out;
+    size_t from = engine_event_count(x->e);
+    x->last_done = 0;
+    engine_decide(x->e, &r, now, &out);
+    CHECK(&x->t, out.status != ST_NONE);
+    if (out.status == ST_WAITING) x->waiting[n] = 1;
+    w_events(x, from);
+}
+
+static void w_run(uint64_t seed, int rooms)
+{
+    wrun *x = calloc(1, sizeof *x);
+    x->t.seed = seed;
+    x->rng = seed;
+    x->rooms = rooms;
+    engine_meta m;
+    engine_meta_defaults(&m);
+    m.kind = rooms ? BATCH_ROOM : BATCH_STOCK;
+    m.per_user = rooms ? 1 : 1 + rnd(&x->rng, 3);
+    m.hold_ms = rooms ? 0 : 50 * rnd(&x->rng, 3);
+    m.wait_ms = 100 * rnd(&x->rng, 4);
+    m.closes_at = chance(&x->rng, 30) ? T0 + 2000 : 0;
+    x->e = engine_new(&m, seed);
+    for (int i = 0; i < W_ITEMS; i++) {
+        x->cap[i] = rnd(&x->rng, 3);
+        engine_load_item(x->e, w_items[i], x->cap[i]);
+    }
+    int64_t now = T0;
+    for (int n = 1; n <= W_STEPS; n++) {
+        x->t.step = n;
+        now += rnd(&x->rng, 40);
+        if (chance(&x->rng, 10)) {      /* an expiry-only step, as the shell runs them */
+            size_t from = engine_event_count(x->e);
+            x->last_done = 0;
+            engine_expire(x->e, now);
+            w_events(x, from);
+        } else {
+            w_step(x, n, now);
+        }
+        w_check(x, now);
+        if (chance(&x->rng, 30)) engine_drain_clear(x->e);
+    }
+    /* close: everyone still waiting gets a final result, once */
+    engine_drain_clear(x->e);
+    engine_decide(x->e, &(engine_request){ .id = "c", .op = OP_CLOSE }, now, &(engine_result){ 0 });
+    x->last_done = 0;
+    w_events(x, 0);
+    CHECK(&x->t, engine_wait_count(x->e) == 0);
+    for (int n = 0; n < 4 * W_STEPS; n++) CHECK(&x->t, !x->waiting[n]);
+    const engine_counters *c = engine_get_counters(x->e);
+    CHECK(&x->t, c->wait_joined == c->wait_served + c->wait_ended);
+    engine_free(x->e);
+    free(x);
+}
+
+static void test_prop_wait(void **state)
+{
+    uint64_t base = env_u64("ENGINE_PROP_SEED", DEFAULT_SEED);
+    uint64_t runs = env_u64("ENGINE_PROP_RUNS", DEFAULT_RUNS) / 2;
+    for (uint64_t i = 0; i < runs; i++) w_run(((base & ~1ULL) + 2 * i) | (i & 1), (int)(i & 1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prop_stock),
         cmocka_unit_test(test_prop_rooms),
+        cmocka_unit_test(test_prop_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

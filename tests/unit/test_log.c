@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <sys/stat.h>
 
 #include <regex.h>
 #include <stdio.h>
@@ -96,14 +97,30 @@ static void test_journald_prefixes(void **state)
     assert_string_equal(capture_end(&c), "<3>e 1\n<4>w\n<5>n\n<6>i\n<7>d\n");
 }
 
-/* Style -1 asks isatty(2): a file is not a terminal, so <N> prefixes. */
-static void test_style_auto_not_a_tty(void **state)
+/* Style -1 asks $JOURNAL_STREAM: <N> prefixes only when stderr is the
+ * stream it names; a file elsewhere gets timestamps (isatty decided before,
+ * so a log file under a plain supervisor had no times). */
+static void test_style_auto_journal_stream(void **state)
 {
     capture c;
     capture_start(&c);
+    struct stat st;
+    assert_int_equal(fstat(STDERR_FILENO, &st), 0);
+    char js[64];
+    snprintf(js, sizeof js, "%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+    setenv("JOURNAL_STREAM", js, 1);
     log_init(ALOG_INFO, -1);
     log_info("auto");
     assert_string_equal(capture_end(&c), "<6>auto\n");
+    /* another stream (inherited variable, redirected stderr): timestamps */
+    setenv("JOURNAL_STREAM", "1:2", 1);
+    capture_start(&c);
+    log_init(ALOG_INFO, -1);
+    log_info("auto");
+    const char *text = capture_end(&c);
+    assert_null(strstr(text, "<6>"));
+    assert_non_null(strstr(text, "auto\n"));
+    unsetenv("JOURNAL_STREAM");
 }
 
 static void test_tty_style(void **state)
@@ -288,7 +305,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_level_names),
         T(test_journald_prefixes),
-        T(test_style_auto_not_a_tty),
+        T(test_style_auto_journal_stream),
         T(test_tty_style),
         T(test_level_filter),
         T(test_level_clamped),

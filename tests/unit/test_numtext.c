@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -39,11 +40,45 @@ static void test_round_trips(void **state)
     expect_u64(0, "0");
     expect_u64(7, "7");
     expect_u64(1000, "1000");
+    expect_u64(9, "9");
+    expect_u64(10, "10");
+    expect_u64(99, "99");
+    expect_u64(100, "100");
+    expect_u64(101, "101");
+    expect_u64(1209845770283447512ULL, "1209845770283447512");
+    expect_u64(1763800000123ULL, "1763800000123");
+    expect_u64(10000000000000000000ULL, "10000000000000000000");
     expect_u64(UINT64_MAX, "18446744073709551615");
     expect_i64(0, "0");
     expect_i64(-1, "-1");
     expect_i64(INT64_MAX, "9223372036854775807");
     expect_i64(INT64_MIN, "-9223372036854775808");
+}
+
+/* Against printf: every value below 100,000, every power of ten and its
+ * neighbours, and 100,000 mixed values of every length. */
+static void test_u64_matches_printf(void **state)
+{
+    (void)state;
+    char want[32], got[NUMTEXT_MAX + 1];
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (uint64_t i = 0; i < 300000; i++) {
+        uint64_t v;
+        if (i < 100000) {
+            v = i;
+        } else if (i < 100060) {
+            uint64_t p = 1;
+            for (uint64_t k = 0; k < (i - 100000) / 3; k++) p *= 10;
+            v = p + (i % 3) - 1;
+        } else {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            v = x >> (x % 64);
+        }
+        snprintf(want, sizeof want, "%llu", (unsigned long long)v);
+        size_t n = numtext_u64(got, v);
+        got[n] = '\0';
+        assert_string_equal(got, want);
+    }
 }
 
 static void test_parsers_are_strict(void **state)
@@ -107,6 +142,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trips),
+        cmocka_unit_test(test_u64_matches_printf),
         cmocka_unit_test(test_parsers_are_strict),
         cmocka_unit_test(test_base64),
     };

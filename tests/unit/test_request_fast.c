@@ -82,6 +82,7 @@ static const char *difference(const request *f, const request *s)
         if (!same_str(a->filter[i].key, b->filter[i].key) ||
             !same_str(a->filter[i].value, b->filter[i].value)) return "filter[i]";
     if (a->has_filter != b->has_filter) return "has_filter";
+    if (a->wait != b->wait) return "wait";
     return NULL;
 }
 

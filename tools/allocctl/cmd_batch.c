@@ -3,6 +3,7 @@
  * out of P:batches. */
 #include "base/clock.h"
 #include "allocctl/cmd_batch.h"
+#include "allocctl/cmd_slots.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -263,15 +264,18 @@ static int batch_list(ctx *x)
         const char *b = m->element[i]->str;
         if (batch_keys_init(&k, x->cfg.prefix, b) < 0) { printf("%s\t(invalid id)\n", b); continue; }
         redisAppendCommand(x->c, "HGET %s kind", k.meta);
-        redisAppendCommand(x->c, "HMGET %s state owner", k.stats);
+        redisAppendCommand(x->c, "HMGET %s state owner waiting wait_served", k.stats);
         redisAppendCommand(x->c, "LLEN %s", k.queue);
         redisReply *r[3];
         if (replies(x, 3, r) < 0) { rc = EX_REDIS; break; }
         const redisReply *st = r[1]->element[0], *ow = r[1]->element[1];
-        printf("%s\t%s\t%s\tqueue=%lld\towner=%s\n", b,
+        const redisReply *wt = r[1]->element[2], *ws = r[1]->element[3];
+        printf("%s\t%s\t%s\tqueue=%lld\towner=%s\twaiting=%s\twait_served=%s\n", b,
                r[0]->type == REDIS_REPLY_STRING ? r[0]->str : "?",
                st->type == REDIS_REPLY_STRING ? st->str : "unserved", r[2]->integer,
-               ow->type == REDIS_REPLY_STRING ? ow->str : "-");
+               ow->type == REDIS_REPLY_STRING ? ow->str : "-",
+               wt->type == REDIS_REPLY_STRING ? wt->str : "0",
+               ws->type == REDIS_REPLY_STRING ? ws->str : "0");
         free_replies(r, 3);
     }
     freeReplyObject(m);
@@ -356,8 +360,9 @@ int cmd_batch(ctx *x, int argc, char **argv, int at)
         if (npos != (list ? 0u : 1u)) { errmsg(x, "wrong number of arguments (try --help)"); return EX_USAGE; }
         return list ? batch_list(x) : batch_rm(x, pos[0]);
     }
+    if (!strcmp(sub, "slots")) return cmd_batch_slots(x, argc, argv, at);
     if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) return show_help(HELP_CREATE);
     x->cmd = "batch";
-    errmsg(x, "unknown subcommand '%s' (create, list, rm)", sub);
+    errmsg(x, "unknown subcommand '%s' (create, list, rm, slots)", sub);
     return EX_USAGE;
 }

@@ -8,8 +8,9 @@
 
 #include "allocctl/ctl_queue.h"
 #include "allocctl/print.h"
+#include "wire/request.h"
 
-typedef struct dead_opts { const char *index, *limit; int requeue, all; } dead_opts;
+typedef struct dead_opts { const char *index, *limit, *json; int requeue, all, del; } dead_opts;
 
 static int dead_list(ctx *x, int64_t limit)
 {
@@ -30,24 +31,45 @@ static int dead_list(ctx *x, int64_t limit)
     return EX_OK;
 }
 
-/* Requeues the entry at index whose bytes are expected[0..len). */
-static int requeue_one(ctx *x, int64_t index, const char *expected, size_t len)
+/* Requeues (or deletes) the entry at index whose bytes are
+ * expected[0..len); with o->json, the edited request is pushed instead. */
+static int requeue_one(ctx *x, const dead_opts *o, int64_t index, const char *expected, size_t len)
 {
     int64_t ordinal;
     char err[300];
-    int rc = ctl_dead_requeue(x->c, &x->k, index, expected, len, &ordinal, err, sizeof err);
-    if (rc == 0) printf("requeued dead entry %" PRId64 ": ordinal=%" PRId64 "\n", index, ordinal);
+    int rc = o->del ? ctl_dead_delete(x->c, &x->k, index, expected, len, err, sizeof err)
+           : ctl_dead_requeue_as(x->c, &x->k, index, expected, len, o->json,
+                                 o->json ? strlen(o->json) : 0, &ordinal, err, sizeof err);
+    if (rc == 0 && o->del) printf("deleted dead entry %" PRId64 "\n", index);
+    else if (rc == 0) printf("requeued dead entry %" PRId64 "%s: ordinal=%" PRId64 "\n", index,
+                             o->json ? " as edited" : "", ordinal);
     else errmsg(x, "%s%s", rc < 0 ? "redis: " : "", err);
     return rc == 0 ? EX_OK : rc > 0 ? EX_NOT : EX_REDIS;
+}
+
+/* An edited request must be one allocd accepts, or it would die again. */
+static int check_edit(ctx *x, const char *json)
+{
+    request q;
+    request_parse(&q, json, strlen(json), (size_t)x->cfg.max_request_bytes, 0);
+    int ok = q.outcome == REQUEST_OK;
+    if (!ok) errmsg(x, "allocd would not accept --json %s: %s", json, q.error);
+    request_clear(&q);
+    return ok ? EX_OK : EX_USAGE;
 }
 
 static int dead_requeue(ctx *x, const dead_opts *o)
 {
     int64_t index = 0;
     if (!o->all == !o->index) {
-        errmsg(x, "--requeue needs --index N or --all");
+        errmsg(x, "--%s needs --index N or --all", o->del ? "delete" : "requeue");
         return EX_USAGE;
     }
+    if (o->json && (o->all || o->del)) {
+        errmsg(x, "--json (the edited request) goes with --requeue --index N");
+        return EX_USAGE;
+    }
+    if (o->json && check_edit(x, o->json) != EX_OK) return EX_USAGE;
     if (o->index && opt_int(x, "index", o->index, 0, INT64_MAX / 2, &index) < 0) return EX_USAGE;
     /* --all: a snapshot of the list; each entry is then at index 0 in turn,
      * since only we remove and the daemon only appends. */
@@ -60,7 +82,7 @@ static int dead_requeue(ctx *x, const dead_opts *o)
         rc = EX_NOT;
     }
     for (size_t i = 0; i < snap->elements && rc == EX_OK; i++)
-        rc = requeue_one(x, o->all ? 0 : index, snap->element[i]->str, snap->element[i]->len);
+        rc = requeue_one(x, o, o->all ? 0 : index, snap->element[i]->str, snap->element[i]->len);
     freeReplyObject(snap);
     return rc;
 }
@@ -71,22 +93,29 @@ static int dead_run(ctx *x, const char *batch, const dead_opts *o)
     if (rc != EX_OK) return rc;
     int64_t limit = 100;
     if (opt_int(x, "limit", o->limit, 0, INT64_MAX / 2, &limit) < 0) return EX_USAGE;
-    if (!o->requeue && (o->index || o->all)) {
-        errmsg(x, "--index and --all go with --requeue");
+    if (o->requeue && o->del) {
+        errmsg(x, "--requeue or --delete, not both");
+        return EX_USAGE;
+    }
+    if (!o->requeue && !o->del && (o->index || o->all || o->json)) {
+        errmsg(x, "--index, --all and --json go with --requeue or --delete");
         return EX_USAGE;
     }
     rc = ctx_connect(x);
     if (rc != EX_OK) return rc;
-    return o->requeue ? dead_requeue(x, o) : dead_list(x, limit);
+    return o->requeue || o->del ? dead_requeue(x, o) : dead_list(x, limit);
 }
 
 static const char HELP_DEAD[] =
-"Usage: allocctl dead B [--limit N] | dead B --requeue (--index N | --all)\n"
+"Usage: allocctl dead B [--limit N] | dead B --requeue (--index N [--json '{...}'] | --all)\n"
+"       allocctl dead B --delete (--index N | --all)\n"
 "\n"
 "Lists P:{B}:dead (index, at, error, raw; --limit N, default 100, 0 = all).\n"
 "--requeue pushes the raw bytes (raw_base64 when present) of entry N, or of all, back to\n"
 "the queue and removes them from dead, in one Lua script per entry that also reads the\n"
-"position (prints the ordinal). Safe while the daemon appends. Exit 1 if an entry changed.\n";
+"position (prints the ordinal). Safe while the daemon appends. Exit 1 if an entry changed.\n"
+"--requeue --index N --json '{...}' pushes this edited request instead (checked as allocd\n"
+"would parse it). --delete removes entry N, or all, for good (same atomic check).\n";
 
 int cmd_dead(ctx *x, int argc, char **argv, int at)
 {
@@ -95,7 +124,8 @@ int cmd_dead(ctx *x, int argc, char **argv, int at)
     size_t npos;
     const opt spec[] = { GLOBAL_OPTS(x), { "requeue", 0, NULL, &o.requeue },
                          { "index", 0, &o.index, NULL }, { "all", 0, NULL, &o.all },
-                         { "limit", 0, &o.limit, NULL } };
+                         { "limit", 0, &o.limit, NULL }, { "delete", 0, NULL, &o.del },
+                         { "json", 0, &o.json, NULL } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
     if (rc) return rc < 0 ? show_help(HELP_DEAD) : rc;
     rc = one_batch(x, npos, pos, &b);

@@ -10,8 +10,10 @@
 #include <jansson.h>
 
 #include "base/random.h"
+#include "allocctl/ctl_filter.h"
 #include "allocctl/ctl_items.h"
 #include "allocctl/ctl_queue.h"
+#include "allocctl/ctl_sync.h"
 #include "wire/request.h"
 
 static void random_id(char *buf, size_t len, const char *prefix)
@@ -22,7 +24,8 @@ static void random_id(char *buf, size_t len, const char *prefix)
 typedef struct push_opts {
     const char *user, *op, *id, *item, *qty, *room, *order, *prefs, *members, *filter;
     const char *json, *capacity;
-    int ctl;
+    int ctl, force;
+    json_t *attrs;            /* the batch's rooms, for --filter's types */
 } push_opts;
 
 /* "a,b,c" -> ["a","b","c"] */
@@ -35,21 +38,6 @@ static json_t *split_list(const char *s)
         s += n + (s[n] == ',');
     }
     return arr;
-}
-
-/* "k=v,k2=v2" -> {"k":v,...}, values typed like CSV cells. NULL if malformed. */
-static json_t *split_filter(const char *s)
-{
-    json_t *obj = json_object();
-    while (obj && *s) {
-        size_t n = strcspn(s, ","), k = strcspn(s, "=");
-        if (k >= n || k == 0) { json_decref(obj); return NULL; }
-        char key[128];
-        snprintf(key, sizeof key, "%.*s", (int)(k < sizeof key ? k : sizeof key - 1), s);
-        json_object_set_new(obj, key, ctl_cell_json(s + k + 1, n - k - 1));
-        s += n + (s[n] == ',');
-    }
-    return obj;
 }
 
 static int set_int_field(const ctx *x, json_t *o, const char *name, const char *v)
@@ -74,9 +62,10 @@ static json_t *build_request(const ctx *x, const push_opts *p, const char *id)
     if (p->prefs) json_object_set_new(o, "prefs", split_list(p->prefs));
     if (p->members) json_object_set_new(o, "members", split_list(p->members));
     if (p->filter) {
-        json_t *f = split_filter(p->filter);
+        char err[300];
+        json_t *f = ctl_filter_build(p->filter, p->attrs, err, sizeof err);
         if (!f) {
-            errmsg(x, "--filter must be key=value[,key=value...] (got '%s')", p->filter);
+            errmsg(x, "%s (got --filter '%s')", err, p->filter);
             json_decref(o);
             return NULL;
         }
@@ -124,14 +113,79 @@ static char *request_text(ctx *x, const push_opts *p, char *idbuf, size_t idlen)
     return text;
 }
 
-static int push_request(ctx *x, const char *batch, const push_opts *p)
+/* A batch nobody serves (not in P:batches, or without meta) would keep the
+ * request queued for ever: refuse unless --force. */
+static int check_batch(ctx *x, const char *batch)
+{
+    redisReply *m = rcmd(x, "SISMEMBER %s %s", x->batches_key, batch);
+    redisReply *e = m ? rcmd(x, "EXISTS %s", x->k.meta) : NULL;
+    int rc = !m || !e ? EX_REDIS : EX_OK;
+    if (rc == EX_OK && (m->integer != 1 || e->integer != 1)) {
+        errmsg(x, "batch %s %s: no daemon would answer the request (--force to push anyway)", batch,
+               e->integer != 1 ? "does not exist (no meta)" : "is not live (not in P:batches)");
+        rc = EX_NOT;
+    }
+    if (m) freeReplyObject(m);
+    if (e) freeReplyObject(e);
+    return rc;
+}
+
+/* An id that already has a result is not applied again (a request gets
+ * counted as a duplicate, an admin command is ignored): say so before the
+ * push rather than after. */
+static int check_id_unused(ctx *x, const char *id)
+{
+    /* raw, not rcmd: a producer's login (allocctl acl) may not read
+     * results; then the check cannot be made, and the push goes ahead */
+    redisReply *r = redisCommand(x->c, "HGET %s %s", x->k.results, id);
+    if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOPERM", 6)) {
+        fprintf(stderr, "allocctl push: note: cannot check whether id %s already has a result "
+                "(this login may not read results)\n", id);
+        freeReplyObject(r);
+        return EX_OK;
+    }
+    const char *e = ctl_reply_error(x->c, r);
+    if (e) {
+        errmsg(x, "redis: %s", e);
+        if (r) freeReplyObject(r);
+        return EX_REDIS;
+    }
+    int used = r->type == REDIS_REPLY_STRING;
+    if (used) errmsg(x, "id %s already has a result (%s): allocd would not apply it again; "
+                     "use a new id (--force to push anyway)", id, r->str);
+    freeReplyObject(r);
+    return used ? EX_NOT : EX_OK;
+}
+
+/* P:{B}:attrs as {room: {attributes}}, or NULL when there are none. */
+static json_t *load_attrs(ctx *x)
+{
+    redisReply *r = rcmd(x, "HGETALL %s", x->k.attrs);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements == 0) { if (r) freeReplyObject(r); return NULL; }
+    json_t *o = json_object();
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        json_error_t je;
+        json_t *a = json_loadb(r->element[i + 1]->str, r->element[i + 1]->len, 0, &je);
+        if (json_is_object(a)) json_object_set_new(o, r->element[i]->str, a);
+        else json_decref(a);
+    }
+    freeReplyObject(r);
+    return o;
+}
+
+static int push_request(ctx *x, const char *batch, push_opts *p)
 {
     int rc = ctx_batch(x, batch);
+    if (rc == EX_OK) rc = ctx_connect(x);
+    if (rc == EX_OK && !p->force) rc = check_batch(x, batch);
     if (rc != EX_OK) return rc;
+    if (p->filter && !p->json) p->attrs = load_attrs(x);
     char id[80];
     char *text = request_text(x, p, id, sizeof id);
+    json_decref(p->attrs);
+    p->attrs = NULL;
     if (!text) return EX_USAGE;
-    rc = ctx_connect(x);
+    if (p->id && !p->force) rc = check_id_unused(x, id);
     if (rc == EX_OK && p->ctl) {
         redisReply *r = rcmd(x, "RPUSH %s %s", x->k.ctl, text);
         if (r) printf("id=%s ctl_length=%lld\n", id, r->integer);
@@ -157,7 +211,10 @@ static const char HELP_PUSH[] =
 "(N is the request's future `seq`).\n"
 "\n"
 "  --id ID  --item X  --qty N  --room R  --order O\n"
-"  --prefs a,b,c  --members a,b  --filter k=v,k2=v2 (values typed like CSV cells)\n"
+"  --prefs a,b,c  --members a,b\n"
+"  --filter k=v,k2=v2  each value takes the type the attribute has in P:{B}:attrs\n"
+"                   (building=7 matches \"7\" or 7 as the rooms have it; \"7\" is always a string)\n"
+"  --force          push even if the batch is not live (not in P:batches, or no meta)\n"
 "  --json '{...}'   push these bytes verbatim (no checks; may end up dead)\n"
 "  --ctl            an admin command to P:{B}:ctl (--op pause|resume|close|set_capacity,\n"
 "                   --item X --capacity N); prints `id=ID ctl_length=L`\n";
@@ -173,7 +230,7 @@ int cmd_push(ctx *x, int argc, char **argv, int at)
         { "order", 0, &p.order, NULL }, { "prefs", 0, &p.prefs, NULL },
         { "members", 0, &p.members, NULL }, { "filter", 0, &p.filter, NULL },
         { "json", 0, &p.json, NULL }, { "capacity", 0, &p.capacity, NULL },
-        { "ctl", 0, NULL, &p.ctl } };
+        { "ctl", 0, NULL, &p.ctl }, { "force", 0, NULL, &p.force } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
     if (rc) return rc < 0 ? show_help(HELP_PUSH) : rc;
     rc = one_batch(x, npos, pos, &b);

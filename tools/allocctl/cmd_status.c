@@ -2,6 +2,7 @@
  * a request's result or its place in the queue, what a user holds; and
  * waiting for a request's result. */
 #include "allocctl/cmd_status.h"
+#include "core/numtext.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@ typedef struct status_opts { const char *id, *user, *ordinal; int raw; } status_
 static const char *const STAT_FIELDS[] = {
     "state", "owner", "updated_at", "dequeued", "processed", "granted", "done", "rejected",
     "invalid", "dead", "duplicates", "ctl", "participants", "free_units",
+    "waiting", "wait_served", "wait_ended", "wait_head",
 };
 
 static int status_overview(ctx *x)
@@ -59,8 +61,30 @@ static int64_t stat_int(ctx *x, const char *field, int *err)
     return v;
 }
 
+/* With early=shuffle, a request queued before opens_at joins the opening
+ * lottery: its place in the queue says nothing about when it is served. */
+static int before_shuffled_opening(ctx *x, int64_t *opens_at)
+{
+    redisReply *r = rcmd(x, "HMGET %s early opens_at", x->k.meta);
+    if (!r) return -1;
+    int shuffled = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                   r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "shuffle");
+    *opens_at = shuffled && r->element[1]->type == REDIS_REPLY_STRING ? strtoll(r->element[1]->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    return shuffled && clock_wall_ms() < *opens_at;
+}
+
 static int print_position(ctx *x, const char *id, int64_t ordinal)
 {
+    int64_t opens_at;
+    int early = before_shuffled_opening(x, &opens_at);
+    if (early < 0) return EX_REDIS;
+    if (early) {
+        printf("%s: queued before the opening (in %.1f s): it joins the opening lottery and is "
+               "served in a random order, so it has no place in line yet\n", id,
+               (double)(opens_at - clock_wall_ms()) / 1000.0);
+        return EX_OK;
+    }
     int err = 0;
     int64_t dequeued = stat_int(x, "dequeued", &err);
     if (err) return EX_REDIS;
@@ -125,6 +149,15 @@ static int status_user(ctx *x, const status_opts *o)
     int found = r->type == REDIS_REPLY_STRING;
     if (found) print_holder(o->user, r->str, r->len, o->raw);
     else printf("%s holds nothing in batch %s\n", o->user, x->batch);
+    freeReplyObject(r);
+    r = rcmd(x, "HGET %s %s", x->k.slots, o->user);   /* contract 9.4 */
+    if (!r) return EX_REDIS;
+    if (r->type == REDIS_REPLY_STRING) {
+        int64_t at = 0;
+        char iso[40];
+        if (numtext_parse_i64(r->str, &at) == 0) printf("selection slot: %s (%s)\n", ctl_iso_ms(at, iso, sizeof iso), r->str);
+        else printf("selection slot: '%s' (not a time: the daemon ignores it)\n", r->str);
+    }
     freeReplyObject(r);
     return found ? EX_OK : EX_NOT;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "allocctl/archive_log.h"
 #include "allocctl/ctl_sync.h"
 
 /* The only global: SIGINT/SIGTERM/SIGHUP ask the dashboard to stop, so it
@@ -27,12 +28,16 @@ static void top_on_signal(int sig)
 
 #define TOP_ERR_MAX 256
 #define BAR_WIDTH 20
+#define TOP_LATENCY_FRESH_MS 20000
+#define TOP_WIDE 170              /* columns the full layout needs */
 
 typedef struct top_row {
     char batch[BATCH_ID_MAX + 1], kind[8], state[16], owner[72];
     int64_t queue, processed, free_units, capacity, dead, invalid;
-    int64_t p50_us, p99_us;   /* stats.decision_p50_us/p99_us; < 0 when unknown */
+    int64_t waiting, wait_served;   /* the waitlist: length now, served so far */
+    int64_t p50_us, p99_us;   /* stats.decision_p50_us/p99_us; < 0 when unknown or stale */
     double rate;              /* requests/s; < 0 when unknown */
+    char archive[40];         /* P:{B}:archive: events/s and lag, or "-" */
 } top_row;
 
 typedef struct top_frame {
@@ -46,6 +51,20 @@ static void copy_field(char *dst, size_t cap, const char *src, const char *dflt)
     snprintf(dst, cap, "%s", src ? src : dflt);
 }
 
+/* The archiver's progress (HMGET rate lag_entries lag_ms updated_at of
+ * P:{B}:archive): "1200/s lag 35 0.4s", "stale" when it has not written
+ * for 10 s, "-" when no archiver ever ran. */
+static void top_archive(top_row *row, const redisReply *h)
+{
+    snprintf(row->archive, sizeof row->archive, "-");
+    if (h->type != REDIS_REPLY_ARRAY || h->elements != 4 || h->element[3]->type != REDIS_REPLY_STRING) return;
+    int64_t at = ctl_reply_int(h->element[3]);
+    if (clock_wall_ms() - at > 10000) { snprintf(row->archive, sizeof row->archive, "stale"); return; }
+    snprintf(row->archive, sizeof row->archive, "%" PRId64 "/s lag %" PRId64 " %.1fs",
+             ctl_reply_int(h->element[0]), ctl_reply_int(h->element[1]),
+             (double)ctl_reply_int(h->element[2]) / 1000.0);
+}
+
 static void top_fill(top_row *row, const char *batch, redisReply **r)
 {
     memset(row, 0, sizeof *row);
@@ -57,11 +76,20 @@ static void top_fill(top_row *row, const char *batch, redisReply **r)
     row->free_units = hfield_int(r[0], "free_units", -1);
     row->dead = hfield_int(r[0], "dead", 0);
     row->invalid = hfield_int(r[0], "invalid", 0);
+    row->waiting = hfield_int(r[0], "waiting", 0);
+    row->wait_served = hfield_int(r[0], "wait_served", 0);
     row->p50_us = hfield_int(r[0], "decision_p50_us", -1);
     row->p99_us = hfield_int(r[0], "decision_p99_us", -1);
+    /* The percentiles cover the last ~10-20 s of decisions and are written
+     * with each chunk: once a batch goes idle they stay as they were. Show
+     * them only while fresh, and never a 0 that means "no samples". */
+    int64_t updated = hfield_int(r[0], "updated_at", 0);
+    if (clock_wall_ms() - updated > TOP_LATENCY_FRESH_MS || row->p99_us <= 0)
+        row->p50_us = row->p99_us = -1;
     row->queue = r[2]->integer;
     for (size_t i = 0; i < r[3]->elements; i++) row->capacity += ctl_reply_int(r[3]->element[i]);
     row->rate = -1;
+    top_archive(row, r[4]);
 }
 
 /* One frame: every batch of P:batches, sorted, in one pipeline. */
@@ -79,15 +107,18 @@ static int top_gather(ctx *x, top_frame *f)
         redisAppendCommand(x->c, "HGET %s kind", k.meta);
         redisAppendCommand(x->c, "LLEN %s", k.queue);
         redisAppendCommand(x->c, "HVALS %s", k.capacity);
+        char progress[BATCH_KEY_MAX + 16];
+        archive_progress_key(progress, sizeof progress, x->cfg.prefix, m->element[i]->str);
+        redisAppendCommand(x->c, "HMGET %s rate lag_entries lag_ms updated_at", progress);
         names[n++] = m->element[i]->str;
     }
-    redisReply **r = calloc(n * 4 + 1, sizeof *r);
+    redisReply **r = calloc(n * 5 + 1, sizeof *r);
     f->rows = calloc(n + 1, sizeof *f->rows);
-    int rc = names && r && f->rows && replies(x, n * 4, r) == 0 ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < n; i++) top_fill(&f->rows[i], names[i], r + 4 * i);
+    int rc = names && r && f->rows && replies(x, n * 5, r) == 0 ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) top_fill(&f->rows[i], names[i], r + 5 * i);
     f->n = rc == 0 ? n : 0;
     f->at = clock_wall_ms();
-    if (r && rc == 0) free_replies(r, n * 4);
+    if (r && rc == 0) free_replies(r, n * 5);
     free(r);
     free(names);
     freeReplyObject(m);
@@ -125,17 +156,33 @@ static void ms_text(char *buf, size_t len, int64_t us)
     else snprintf(buf, len, "%" PRId64, us / 1000);
 }
 
-static void top_line(char *buf, size_t len, const top_row *r)
+static void top_line(char *buf, size_t len, const top_row *r, int wide)
 {
-    char rate[32], prog[96], p50[32], p99[32];
+    char rate[32], prog[96], p50[32], p99[32], wait[48];
     if (r->rate < 0) snprintf(rate, sizeof rate, "-");
     else snprintf(rate, sizeof rate, "%.1f", r->rate);
-    progress(prog, sizeof prog, r);
     ms_text(p50, sizeof p50, r->p50_us);
     ms_text(p99, sizeof p99, r->p99_us);
-    snprintf(buf, len, "%-20s %-5s %-8s %8" PRId64 " %9s  %-38s %6" PRId64 " %7" PRId64
-             " %5s %5s  %s", r->batch, r->kind, r->state, r->queue, rate, prog, r->dead,
-             r->invalid, p50, p99, r->owner);
+    snprintf(wait, sizeof wait, "%" PRId64 "/%" PRId64, r->waiting, r->wait_served);
+    if (wide) {
+        progress(prog, sizeof prog, r);
+        snprintf(buf, len, "%-20s %-5s %-8s %8" PRId64 " %9s  %-38s %6" PRId64 " %7" PRId64
+                 " %13s %5s %5s  %-22s %s", r->batch, r->kind, r->state, r->queue, rate, prog, r->dead,
+                 r->invalid, wait, p50, p99, r->archive, r->owner);
+        return;
+    }
+    /* a narrow terminal: no bar, no kind, invalid or archive; the waitlist
+     * as its length only; long names are cut with a '~' so the numbers
+     * stay in their columns */
+    if (r->capacity > 0 && r->free_units >= 0)
+        snprintf(prog, sizeof prog, "%3d%%", (int)((r->capacity - r->free_units) * 100 / r->capacity));
+    else snprintf(prog, sizeof prog, "   -");
+    char name[16];
+    size_t nl = strlen(r->batch);
+    memcpy(name, r->batch, nl > 14 ? 14 : nl + 1);
+    if (nl > 14) { name[13] = '~'; name[14] = '\0'; }
+    snprintf(buf, len, "%-14s %-8s %7" PRId64 " %7s %4s %5" PRId64 " %5" PRId64 " %5s %5s  %s", name, r->state,
+             r->queue, rate, prog, r->dead, r->waiting, p50, p99, r->owner);
 }
 
 static int term_cols(void)
@@ -148,18 +195,27 @@ static int term_cols(void)
 static void top_render(const ctx *x, const top_frame *f, const char *err, int interval, int live)
 {
     char line[512], when[40];
-    int cols = live ? term_cols() : (int)sizeof line - 1;
+    /* not a terminal: $COLUMNS if set (as ps and ls do), else unlimited */
+    const char *env = getenv("COLUMNS");
+    int cols = live ? term_cols() : env && atoi(env) > 0 ? atoi(env) : (int)sizeof line - 1;
+    if (cols > (int)sizeof line - 1) cols = (int)sizeof line - 1;
+    int wide = cols >= TOP_WIDE;
     const char *eol = live ? "\x1b[K\n" : "\n";
     if (live) fputs("\x1b[H", stdout);
     snprintf(line, sizeof line, "allocctl top  %s  %s  every %d ms%s", x->batches_key,
              ctl_iso_ms(f->at ? f->at : clock_wall_ms(), when, sizeof when), interval, live ? "  (q quits)" : "");
     printf("%.*s%s", cols, line, eol);
     if (err && *err) printf("%.*s%s", cols, err, eol);
-    snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %5s %5s  %s", "BATCH",
-             "KIND", "STATE", "QUEUE", "REQ/S", "GIVEN", "DEAD", "INVALID", "P50", "P99", "OWNER");
+    if (wide)
+        snprintf(line, sizeof line, "%-20s %-5s %-8s %8s %9s  %-38s %6s %7s %13s %5s %5s  %-22s %s", "BATCH",
+                 "KIND", "STATE", "QUEUE", "REQ/S", "GIVEN", "DEAD", "INVALID", "WAIT/SERVED", "P50", "P99",
+                 "ARCHIVE", "OWNER");
+    else
+        snprintf(line, sizeof line, "%-14s %-8s %7s %7s %4s %5s %5s %5s %5s  %s", "BATCH", "STATE",
+                 "QUEUE", "REQ/S", "GIVE", "DEAD", "WAIT", "P50", "P99", "OWNER");
     printf("%.*s%s", cols, line, eol);
     for (size_t i = 0; i < f->n; i++) {
-        top_line(line, sizeof line, &f->rows[i]);
+        top_line(line, sizeof line, &f->rows[i], wide);
         printf("%.*s%s", cols, line, eol);
     }
     if (f->n == 0) printf("(no batches in %s)%s", x->batches_key, eol);
@@ -268,9 +324,13 @@ static const char HELP_TOP[] =
 "Usage: allocctl top [--interval MS]\n"
 "\n"
 "A live view of every batch in P:batches, refreshed every MS (default 1000): state,\n"
-"queue length, requests/s, units or beds given, dead and invalid counts, owner. q or\n"
-"Ctrl-C quits. When stdout is not a terminal, prints one snapshot and exits.\n"
-"P50/P99 (ms) are stats.decision_p50_us/p99_us: from a chunk taken off the\n"
+"queue length, requests/s, units or beds given, dead and invalid counts, the\n"
+"waitlist (requests waiting now / served from it so far), the archive's progress,\n"
+"owner. q or Ctrl-C quits. When stdout is not a terminal, prints one snapshot and\n"
+"exits ($COLUMNS sets its width). Narrower than 170 columns, a compact layout keeps\n"
+"the state, queue, rate, share given, dead, waiting, latency and owner.\n"
+"P50/P99 (ms) are stats.decision_p50_us/p99_us (`-` once a batch has been idle 20 s:\n"
+"they are written with each chunk and would stay frozen): from a chunk taken off the\n"
 "queue to its results written, over the last 10-20 s (- before any chunk).\n";
 
 int cmd_top(ctx *x, int argc, char **argv, int at)

@@ -11,10 +11,11 @@
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_replay.h"
 #include "allocctl/ctl_sync.h"
+#include "wire/log_entry.h"
 
 #define MAX_FINDINGS_SHOWN 200 /* verify prints at most this many */
 
-enum { SN_META, SN_CAP, SN_HOLDERS, SN_FREE, SN_STATS, SN_XLEN, SN_LAST, SN_XINFO, SN_N };
+enum { SN_META, SN_CAP, SN_HOLDERS, SN_FREE, SN_STATS, SN_WAITLIST, SN_XLEN, SN_LAST, SN_XINFO, SN_N };
 
 static void on_finding(void *ud, const char *msg)
 {
@@ -33,6 +34,7 @@ static redisReply *snapshot(ctx *x)
     redisAppendCommand(x->c, "HGETALL %s", x->k.holders);
     redisAppendCommand(x->c, "HGETALL %s", x->k.free);
     redisAppendCommand(x->c, "HGETALL %s", x->k.stats);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.waitlist);
     redisAppendCommand(x->c, "XLEN %s", x->k.log);
     redisAppendCommand(x->c, "XREVRANGE %s + - COUNT 1", x->k.log);
     redisAppendCommand(x->c, "XINFO STREAM %s", x->k.log);
@@ -63,15 +65,37 @@ static ctl_kv *kv_of(const redisReply *h, size_t *n)
     return kv;
 }
 
+typedef struct replay_one {
+    ctl_replay *rp;
+    const char *id;
+} replay_one;
+
+static int replay_event(void *ud, const log_field *f, size_t n)
+{
+    replay_one *o = ud;
+    ctl_kv kv[LOG_EVENT_MAX_FIELDS + 23];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof kv / sizeof kv[0]; i++) kv[k++] = (ctl_kv){ f[i].key, f[i].val, f[i].vlen };
+    ctl_replay_entry(o->rp, o->id, kv, k);
+    return 0;
+}
+
+/* Every entry through wire/log_entry.h: an event-format entry is one event,
+ * a chunk-format entry (log_format chunk) all of its events, in order. */
 static void replay_page(ctl_replay *rp, const redisReply *page)
 {
     for (size_t i = 0; i < page->elements; i++) {
         const redisReply *e = page->element[i], *f = e->element[1];
-        ctl_kv kv[32];
+        log_field fields[32];
         size_t n = 0;
         for (size_t j = 0; j + 1 < f->elements && n < 32; j += 2)
-            kv[n++] = (ctl_kv){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
-        ctl_replay_entry(rp, e->element[0]->str, kv, n);
+            fields[n++] = (log_field){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
+        replay_one o = { rp, e->element[0]->str };
+        char err[160], msg[240];
+        if (log_entry_decode(fields, n, replay_event, &o, err, sizeof err) < 0) {
+            snprintf(msg, sizeof msg, "log %s: %s", o.id, err);
+            ctl_replay_finding(rp, msg);
+        }
     }
 }
 
@@ -107,12 +131,13 @@ static void verify_summary(const ctl_replay_counts *c)
     printf("replayed %zu log entries (", c->entries);
     for (int i = 0; i < CTL_EV_N; i++)
         printf("%s%s %zu", i ? ", " : "", ctl_event_name(i), c->by_type[i]);
-    printf("); users holding: %zu (holders: %zu); items: %zu\n", c->users, c->holders, c->items);
+    printf("); users holding: %zu (holders: %zu); items: %zu; waiting: %zu\n", c->users, c->holders,
+           c->items, c->waiting);
     size_t total = c->findings;
     if (total > MAX_FINDINGS_SHOWN)
         printf("(%zu more differences not shown)\n", total - MAX_FINDINGS_SHOWN);
     if (total) printf("FAIL: %zu difference%s\n", total, total == 1 ? "" : "s");
-    else printf("OK: holders and free match the log, and the invariants hold\n");
+    else printf("OK: holders and free match the log (the waitlist too), and the invariants hold\n");
 }
 
 static int verify_run(ctx *x, redisReply *sn, ctl_replay *rp, size_t *shown)
@@ -132,12 +157,20 @@ static int verify_run(ctx *x, redisReply *sn, ctl_replay *rp, size_t *shown)
     ctl_kv *cap = kv_of(sn->element[SN_CAP], &nc), *hold = kv_of(sn->element[SN_HOLDERS], &nh);
     ctl_kv *fr = kv_of(sn->element[SN_FREE], &nf);
     const char *fu = hfield(sn->element[SN_STATS], "free_units");
-    ctl_snapshot s = { cap, nc, hold, nh, fr, nf, fu != NULL, hfield_int(sn->element[SN_STATS], "free_units", 0) };
-    int oom = !cap || !hold || !fr;
+    ctl_snapshot s = { cap, nc, hold, nh, fr, nf, fu != NULL, hfield_int(sn->element[SN_STATS], "free_units", 0),
+                       NULL, 0, 0, 0 };
+    size_t nw;
+    ctl_kv *wl = kv_of(sn->element[SN_WAITLIST], &nw);
+    s.waitlist = wl;
+    s.n_waitlist = nw;
+    s.has_waiting = hfield(sn->element[SN_STATS], "waiting") != NULL;
+    s.waiting = hfield_int(sn->element[SN_STATS], "waiting", 0);
+    int oom = !cap || !hold || !fr || !wl;
     if (!oom) ctl_replay_finish(rp, &s);
     free(cap);
     free(hold);
     free(fr);
+    free(wl);
     if (oom) {
         errmsg(x, "out of memory");
         return EX_REDIS;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "allocctl/ctl_sync.h"
 #include "core/numtext.h"
@@ -106,7 +107,17 @@ int ctx_config(ctx *x)
     if (x->cfg_loaded) return EX_OK;
     char err[600];
     x->cli.action = CLI_RUN;
-    if (config_load(&x->cfg, &x->cli, err, sizeof err) < 0) {
+    /* a relative --redis-password-file is relative to where allocctl runs
+     * (in the config file it would name a systemd credential) */
+    char abs[4096];
+    const char *pf = x->cli.redis_password_file;
+    if (pf && *pf && pf[0] != '/' && strlen(pf) < 2048 && getcwd(abs, sizeof abs - 2048)) {
+        strcat(strcat(abs, "/"), pf);
+        x->cli.redis_password_file = abs;
+    }
+    int rc = config_load(&x->cfg, &x->cli, err, sizeof err);
+    x->cli.redis_password_file = pf;     /* abs goes out of scope */
+    if (rc < 0) {
         errmsg(x, "%s", err);
         return strncmp(err, "command line", 12) == 0 ? EX_USAGE : EX_INPUT;
     }

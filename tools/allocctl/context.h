@@ -23,7 +23,7 @@ enum { EX_OK = 0, EX_NOT = 1, EX_USAGE = 2, EX_REDIS = 3, EX_INPUT = 4 };
 
 typedef struct ctx {
     const char *cmd;                /* "push", "batch create", ... for messages */
-    cli_args cli;                   /* -c, --redis, --prefix */
+    cli_args cli;                   /* -c, --redis, --prefix, --redis-user, ... */
     allocd_config cfg;
     int cfg_loaded;
     redisContext *c;
@@ -49,7 +49,9 @@ typedef struct opt {
 #define GLOBAL_OPTS(x) \
     { "config", 'c', &(x)->cli.config_path, NULL }, \
     { "redis", 0, &(x)->cli.redis_url, NULL }, \
-    { "prefix", 0, &(x)->cli.prefix, NULL }
+    { "prefix", 0, &(x)->cli.prefix, NULL }, \
+    { "redis-user", 0, &(x)->cli.redis_user, NULL }, \
+    { "redis-password-file", 0, &(x)->cli.redis_password_file, NULL }
 
 /* The spec entry for "-x", "--name" or "--name=value" (then *inline_value
  * points after the '='), or NULL. */

@@ -48,12 +48,23 @@ void ctl_items_free(ctl_items *items)
 
 /* ---- checks shared by both formats ---------------------------------- */
 
+/* Ids, column names and cells become JSON strings written as they are (the
+ * _nocheck calls): bytes that are not UTF-8 would make the attrs written
+ * to Redis invalid JSON, so they are refused here (found by fuzz_items). */
+static int utf8_ok(const char *s, size_t n)
+{
+    json_t *t = json_stringn(s, n);
+    json_decref(t);
+    return t != NULL;
+}
+
 static const char *id_problem(const char *id, size_t n)
 {
     if (n < 1 || n > CTL_ITEM_ID_MAX) return "item id must be 1 to 64 characters";
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)id[i] < 0x20 || id[i] == 0x7f)
             return "item id must not contain control characters";
+    if (!utf8_ok(id, n)) return "item id is not valid UTF-8";
     return NULL;
 }
 
@@ -221,6 +232,8 @@ static int parse_header(const row *h, const char *name, char *err, size_t errlen
         return fail(err, errlen, name, 1, "the header line must start with id,capacity");
     for (size_t i = 2; i < h->n; i++) {
         if (h->c[i].n == 0) return fail(err, errlen, name, 1, "column %zu has no name", i + 1);
+        if (!utf8_ok(h->c[i].s, h->c[i].n))
+            return fail(err, errlen, name, 1, "the name of column %zu is not valid UTF-8", i + 1);
         for (size_t j = 0; j < i; j++)
             if (!strcmp(h->c[i].s, h->c[j].s))
                 return fail(err, errlen, name, 1, "column '%s' appears twice", h->c[i].s);
@@ -250,6 +263,10 @@ static int csv_item(ctl_items *items, const char *name, int line, const row *h,
     if (!attrs) return fail(err, errlen, name, line, "out of memory");
     for (size_t i = 2; i < r->n; i++) {
         if (r->c[i].n == 0 && !r->c[i].quoted) continue;
+        if (!utf8_ok(r->c[i].s, r->c[i].n)) {
+            json_decref(attrs);
+            return fail(err, errlen, name, line, "field %zu ('%s') is not valid UTF-8", i + 1, h->c[i].s);
+        }
         json_t *v = r->c[i].quoted ? json_stringn_nocheck(r->c[i].s, r->c[i].n)
                                    : ctl_cell_json(r->c[i].s, r->c[i].n);
         json_object_set_new_nocheck(attrs, h->c[i].s, v);

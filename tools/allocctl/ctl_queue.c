@@ -169,8 +169,40 @@ int ctl_dead_requeue(redisContext *c, const batch_keys *k, int64_t index,
                      const char *expected, size_t len, int64_t *ordinal,
                      char *err, size_t errlen)
 {
-    size_t n;
-    char *payload = ctl_dead_payload(expected, len, &n);
+    return ctl_dead_requeue_as(c, k, index, expected, len, NULL, 0, ordinal, err, errlen);
+}
+
+/* Removes the entry at index if it still holds expected. */
+static const char DELETE_LUA[] =
+    "local i = tonumber(ARGV[1])\n"
+    "if redis.call('LINDEX', KEYS[1], i) ~= ARGV[2] then\n"
+    "  return redis.error_reply('CHANGED dead entry ' .. ARGV[1] .. ' changed or is gone; list again')\n"
+    "end\n"
+    "redis.call('LSET', KEYS[1], i, '\\0allocctl-deleted')\n"
+    "return redis.call('LREM', KEYS[1], 1, '\\0allocctl-deleted')\n";
+
+int ctl_dead_delete(redisContext *c, const batch_keys *k, int64_t index,
+                    const char *expected, size_t len, char *err, size_t errlen)
+{
+    char idx[32];
+    snprintf(idx, sizeof idx, "%lld", (long long)index);
+    const char *argv[] = { "EVAL", DELETE_LUA, "1", k->dead, idx, expected };
+    size_t lens[] = { 4, strlen(DELETE_LUA), 1, strlen(k->dead), strlen(idx), len };
+    redisReply *r = redisCommandArgv(c, 6, argv, lens);
+    const char *e = ctl_reply_error(c, r);
+    int rc = e ? (r && !strncmp(r->str, "CHANGED", 7) ? 1 : -1) : 0;
+    if (e) snprintf(err, errlen, "%s", e);
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
+int ctl_dead_requeue_as(redisContext *c, const batch_keys *k, int64_t index,
+                        const char *expected, size_t len, const char *edited, size_t elen,
+                        int64_t *ordinal, char *err, size_t errlen)
+{
+    size_t n = elen;
+    char *payload = edited ? malloc(elen + 1) : ctl_dead_payload(expected, len, &n);
+    if (edited && payload) memcpy(payload, edited, elen);
     if (!payload) {
         snprintf(err, errlen, "dead entry %lld has no raw request to requeue", (long long)index);
         return 1;

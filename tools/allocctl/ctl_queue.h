@@ -46,5 +46,13 @@ char *ctl_dead_payload(const char *entry, size_t len, size_t *n);
 int ctl_dead_requeue(redisContext *c, const batch_keys *k, int64_t index,
                      const char *expected, size_t len, int64_t *ordinal,
                      char *err, size_t errlen);
+/* The same, pushing `edited` (elen bytes) instead of the entry's raw bytes. */
+int ctl_dead_requeue_as(redisContext *c, const batch_keys *k, int64_t index,
+                        const char *expected, size_t len, const char *edited, size_t elen,
+                        int64_t *ordinal, char *err, size_t errlen);
+/* Removes dead entry index if it still holds expected: 0, 1 when it
+ * changed (err says so), -1 on a Redis error. */
+int ctl_dead_delete(redisContext *c, const batch_keys *k, int64_t index,
+                    const char *expected, size_t len, char *err, size_t errlen);
 
 #endif

@@ -26,16 +26,19 @@ struct ctl_replay {
     json_t *held;       /* item -> units held */
     json_t *cap_log;    /* item -> capacity of its last `capacity` entry */
     json_t *seg_max;    /* item -> most units held at once since that entry */
+    json_t *waiting;    /* request id -> ticket, from wait / wait_served */
+    json_t *moving;     /* rooms: user -> {req, hold} between a switch's release and grant */
     ctl_replay_counts counts;
 };
 
 typedef struct entry {
     const char *id, *type, *user, *item, *order, *req;
-    int64_t qty, at, expires_at;
+    int64_t qty, at, expires_at, wait_no;
 } entry;
 
 static const char *const EV_NAMES[CTL_EV_N] = {
-    "grant", "release", "confirm", "cancel", "expire", "capacity", "state", "other",
+    "grant", "release", "confirm", "cancel", "expire", "capacity", "state", "wait",
+    "wait_served", "other",
 };
 
 const char *ctl_event_name(int type)
@@ -56,6 +59,11 @@ static void finding(ctl_replay *r, const char *fmt, ...)
     if (r->fn) r->fn(r->ud, msg);
 }
 
+void ctl_replay_finding(ctl_replay *r, const char *msg)
+{
+    finding(r, "%s", msg);
+}
+
 ctl_replay *ctl_replay_new(int room, int64_t per_user, ctl_finding_fn fn, void *ud)
 {
     ctl_replay *r = calloc(1, sizeof *r);
@@ -68,7 +76,9 @@ ctl_replay *ctl_replay_new(int room, int64_t per_user, ctl_finding_fn fn, void *
     r->held = json_object();
     r->cap_log = json_object();
     r->seg_max = json_object();
-    if (!r->users || !r->held || !r->cap_log || !r->seg_max) {
+    r->waiting = json_object();
+    r->moving = json_object();
+    if (!r->users || !r->held || !r->cap_log || !r->seg_max || !r->waiting || !r->moving) {
         ctl_replay_free(r);
         return NULL;
     }
@@ -82,6 +92,8 @@ void ctl_replay_free(ctl_replay *r)
     json_decref(r->held);
     json_decref(r->cap_log);
     json_decref(r->seg_max);
+    json_decref(r->waiting);
+    json_decref(r->moving);
     free(r);
 }
 
@@ -143,7 +155,8 @@ static int entry_read(ctl_replay *r, entry *e, const char *id, const ctl_kv *f, 
     e->req = field(f, n, "req");
     int bad = entry_int(r, e, f, n, "qty", &e->qty) |
               entry_int(r, e, f, n, "at", &e->at) |
-              entry_int(r, e, f, n, "expires_at", &e->expires_at);
+              entry_int(r, e, f, n, "expires_at", &e->expires_at) |
+              entry_int(r, e, f, n, "wait_no", &e->wait_no);
     return bad ? -1 : 0;
 }
 
@@ -183,9 +196,21 @@ static void room_grant(ctl_replay *r, const entry *e)
                 e->id, e->item, e->user, old ? old : "?");
         if (old) held_add(r, e, old, -1);
     }
-    json_object_set_new(r->users, e->user,
-                        json_pack("{s:s, s:I, s:s}", "item", e->item, "since",
-                                  (json_int_t)e->at, "req", e->req));
+    json_t *doc = json_pack("{s:s, s:I, s:s}", "item", e->item, "since", (json_int_t)e->at,
+                            "req", e->req);
+    json_t *mv = json_object_get(r->moving, e->user);
+    if (*e->order) {   /* a held bed (contract 9.4) */
+        json_object_set_new(doc, "order", json_string(e->order));
+        json_object_set_new(doc, "state", json_string("held"));
+        json_object_set_new(doc, "expires_at", json_integer(e->expires_at));
+    } else if (mv && !strcmp(json_string_value(json_object_get(mv, "req")), e->req)) {
+        /* the grant of a switch: the hold moves with the bed */
+        const char *k[] = { "order", "state", "expires_at" };
+        for (int i = 0; i < 3; i++)
+            if (json_object_get(mv, k[i])) json_object_set(doc, k[i], json_object_get(mv, k[i]));
+    }
+    json_object_del(r->moving, e->user);
+    json_object_set_new(r->users, e->user, doc);
     held_add(r, e, e->item, 1);
 }
 
@@ -202,6 +227,29 @@ static void room_release(ctl_replay *r, const entry *e)
         finding(r, "log %s: release of '%s' by '%s', whose bed is in '%s'", e->id,
                 e->item, e->user, old);
     held_add(r, e, old, -1);
+    json_object_set_new(u, "req", json_string(e->req));   /* remembered for a switch's grant */
+    json_object_set(r->moving, e->user, u);
+    json_object_del(r->users, e->user);
+}
+
+/* confirm, cancel and expire of a held bed (rooms with hold_ms). */
+static void room_order(ctl_replay *r, const entry *e, int type)
+{
+    json_t *u = json_object_get(r->users, e->user);
+    const char *order = json_string_value(json_object_get(u, "order"));
+    if (!order || strcmp(order, e->order)) {
+        finding(r, "log %s: %s of order '%s', which '%s' does not hold", e->id, e->type,
+                e->order, e->user);
+        return;
+    }
+    if (type == CTL_EV_CONFIRM) {
+        json_object_set_new(u, "state", json_string("confirmed"));
+        json_object_del(u, "expires_at");
+        return;
+    }
+    if (type == CTL_EV_EXPIRE && strcmp(json_string_value(json_object_get(u, "state")), "held"))
+        finding(r, "log %s: expiry of order '%s', which was confirmed", e->id, e->order);
+    held_add(r, e, json_string_value(json_object_get(u, "item")), -1);
     json_object_del(r->users, e->user);
 }
 
@@ -289,11 +337,60 @@ static void stock_end(ctl_replay *r, const entry *e)
 
 /* ---- one entry ----------------------------------------------------------- */
 
+/* ---- the waitlist ------------------------------------------------------ */
+
+/* wait puts a request on the waitlist with its ticket, wait_served takes
+ * it off (its grant, if any, is a grant entry of its own). */
+static void on_wait(ctl_replay *r, const entry *e, int join)
+{
+    json_t *have = json_object_get(r->waiting, e->req);
+    if (join) {
+        if (have) finding(r, "log %s: request '%s' joins the waitlist twice", e->id, e->req);
+        else if (e->wait_no < 1) finding(r, "log %s: wait entry without a wait_no", e->id);
+        else json_object_set_new(r->waiting, e->req, json_integer(e->wait_no));
+        return;
+    }
+    if (!have) finding(r, "log %s: request '%s' served from the waitlist but not on it", e->id, e->req);
+    else json_object_del(r->waiting, e->req);
+}
+
+/* The rebuilt waitlist against P:{B}:waitlist (same requests, same
+ * tickets) and stats.waiting. */
+static void check_waitlist(ctl_replay *r, const ctl_snapshot *s)
+{
+    json_t *seen = json_object();
+    for (size_t i = 0; i < s->n_waitlist; i++) {
+        const ctl_kv *kv = &s->waitlist[i];
+        json_error_t jerr;
+        json_t *doc = json_loadb(kv->val, kv->vlen, 0, &jerr);
+        json_t *want = json_object_get(r->waiting, kv->key);
+        json_t *no = json_object_get(doc, "no");
+        if (!json_is_integer(no)) finding(r, "waitlist[%s]: malformed", kv->key);
+        else if (!want) finding(r, "waitlist[%s]: on the waitlist, but the log says it is not", kv->key);
+        else if (json_integer_value(want) != json_integer_value(no))
+            finding(r, "waitlist[%s]: ticket %" JSON_INTEGER_FORMAT ", the log says %" JSON_INTEGER_FORMAT,
+                    kv->key, json_integer_value(no), json_integer_value(want));
+        json_object_set_new(seen, kv->key, json_true());
+        json_decref(doc);
+    }
+    const char *req;
+    json_t *v;
+    json_object_foreach(r->waiting, req, v)
+        if (!json_object_get(seen, req))
+            finding(r, "waitlist: request '%s' (ticket %" JSON_INTEGER_FORMAT ") is waiting by the log, "
+                    "but not in the waitlist", req, json_integer_value(v));
+    if (s->has_waiting && s->waiting != (int64_t)json_object_size(r->waiting))
+        finding(r, "stats.waiting is %" PRId64 " but the log leaves %zu waiting", s->waiting,
+                json_object_size(r->waiting));
+    r->counts.waiting = json_object_size(r->waiting);
+    json_decref(seen);
+}
+
 static int kind_ok(const ctl_replay *r, int type)
 {
-    if (type == CTL_EV_CONFIRM || type == CTL_EV_CANCEL || type == CTL_EV_EXPIRE)
-        return !r->room;
-    return 1;
+    (void)r;
+    (void)type;
+    return 1;   /* confirm, cancel, expire: rooms too, with hold_ms (contract 9.4) */
 }
 
 void ctl_replay_entry(ctl_replay *r, const char *id, const ctl_kv *fields, size_t n)
@@ -315,10 +412,16 @@ void ctl_replay_entry(ctl_replay *r, const char *id, const ctl_kv *fields, size_
         if (r->room) room_release(r, &e);
         else finding(r, "log %s: a release entry in a stock batch", id);
         break;
-    case CTL_EV_CONFIRM:  stock_confirm(r, &e); break;
+    case CTL_EV_CONFIRM:
     case CTL_EV_CANCEL:
-    case CTL_EV_EXPIRE:   stock_end(r, &e); break;
+    case CTL_EV_EXPIRE:
+        if (r->room) room_order(r, &e, type);
+        else if (type == CTL_EV_CONFIRM) stock_confirm(r, &e);
+        else stock_end(r, &e);
+        break;
     case CTL_EV_CAPACITY: on_capacity(r, &e); break;
+    case CTL_EV_WAIT:
+    case CTL_EV_WAIT_SERVED: on_wait(r, &e, type == CTL_EV_WAIT); break;
     default:              break;      /* state: no effect on holdings */
     }
 }
@@ -359,9 +462,13 @@ static json_t *norm_holder(json_t *doc, int room)
     if (room) {
         json_t *req = json_object_get(doc, "req"), *since = json_object_get(doc, "since");
         if (!json_is_string(json_object_get(doc, "item"))) return NULL;
-        return json_pack("{s:O, s:o, s:o}", "item", json_object_get(doc, "item"),
-                         "since", since ? json_incref(since) : json_null(),
-                         "req", req ? json_incref(req) : json_string(""));
+        json_t *n = json_pack("{s:O, s:o, s:o}", "item", json_object_get(doc, "item"),
+                              "since", since ? json_incref(since) : json_null(),
+                              "req", req ? json_incref(req) : json_string(""));
+        const char *k[] = { "order", "state", "expires_at" };   /* a held bed */
+        for (int i = 0; n && i < 3; i++)
+            if (json_object_get(doc, k[i])) json_object_set(n, k[i], json_object_get(doc, k[i]));
+        return n;
     }
     if (!json_is_integer(json_object_get(doc, "units")) ||
         !json_is_array(json_object_get(doc, "orders")))
@@ -556,6 +663,7 @@ void ctl_replay_finish(ctl_replay *r, const ctl_snapshot *s)
     compare_holders(r, actual);
     json_t *held_now = check_actual(r, actual);
     check_items(r, s, held_now);
+    check_waitlist(r, s);
     r->counts.users = json_object_size(r->users);
     r->counts.holders = s->n_holders;
     json_decref(held_now);

@@ -30,10 +30,14 @@ typedef struct ctl_snapshot {
     const ctl_kv *free;     size_t n_free;
     int has_free_units;     /* stats.free_units present */
     int64_t free_units;
+    const ctl_kv *waitlist; size_t n_waitlist;  /* P:{B}:waitlist */
+    int has_waiting;        /* stats.waiting present */
+    int64_t waiting;
 } ctl_snapshot;
 
 enum { CTL_EV_GRANT, CTL_EV_RELEASE, CTL_EV_CONFIRM, CTL_EV_CANCEL,
-       CTL_EV_EXPIRE, CTL_EV_CAPACITY, CTL_EV_STATE, CTL_EV_OTHER, CTL_EV_N };
+       CTL_EV_EXPIRE, CTL_EV_CAPACITY, CTL_EV_STATE, CTL_EV_WAIT, CTL_EV_WAIT_SERVED,
+       CTL_EV_OTHER, CTL_EV_N };
 
 typedef struct ctl_replay_counts {
     size_t entries;
@@ -41,6 +45,7 @@ typedef struct ctl_replay_counts {
     size_t users;       /* users holding something after the replay */
     size_t holders;     /* fields of P:{B}:holders */
     size_t items;       /* items seen anywhere */
+    size_t waiting;     /* requests on the waitlist after the replay */
     size_t findings;
 } ctl_replay_counts;
 
@@ -56,6 +61,8 @@ void ctl_replay_free(ctl_replay *r);
 
 /* One log entry (its stream id and field/value pairs), in log order. */
 void ctl_replay_entry(ctl_replay *r, const char *id, const ctl_kv *fields, size_t n);
+/* A finding the caller made (a log entry it could not decode). */
+void ctl_replay_finding(ctl_replay *r, const char *msg);
 /* Compares the rebuilt state with the snapshot and checks the invariants. */
 void ctl_replay_finish(ctl_replay *r, const ctl_snapshot *s);
 const ctl_replay_counts *ctl_replay_counts_get(const ctl_replay *r);

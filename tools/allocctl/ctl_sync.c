@@ -3,6 +3,7 @@
 #include "allocctl/ctl_sync.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 
@@ -26,9 +27,47 @@ static int auth(redisContext *c, const redis_target *t, char *err, size_t errlen
     return e ? -1 : 0;
 }
 
+/* sentinel:// -- the master the first sentinel that answers names (one
+ * question, like redis-cli; the daemon follows failovers, a command line
+ * tool only needs where the master is now). 0, or -1 with err. */
+static int sentinel_resolve(const redis_target *spec, redis_target *out, int connect_ms,
+                            char *err, size_t errlen)
+{
+    const char *p = spec->host;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        const char *colon = memrchr(p, ':', len);
+        char host[256];
+        size_t hl = colon ? (size_t)(colon - p) : len;
+        snprintf(host, sizeof host, "%.*s", (int)hl, p);
+        redisContext *c = redisConnectWithTimeout(host, colon ? atoi(colon + 1) : 26379, ms_tv(connect_ms));
+        redisReply *r = c && !c->err ? redisCommand(c, "SENTINEL get-master-addr-by-name %s", spec->path) : NULL;
+        int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2;
+        if (ok) {
+            *out = *spec;
+            out->kind = REDIS_TARGET_TCP;
+            out->path[0] = '\0';
+            snprintf(out->host, sizeof out->host, "%s", r->element[0]->str);
+            out->port = atoi(r->element[1]->str);
+        }
+        if (r) freeReplyObject(r);
+        if (c) redisFree(c);
+        if (ok) return 0;
+        p += len;
+        if (*p == ',') p++;
+    }
+    snprintf(err, errlen, "no sentinel of %s names master '%s'", spec->host, spec->path);
+    return -1;
+}
+
 redisContext *ctl_connect(const redis_target *t, int connect_ms, int cmd_ms,
                           char *err, size_t errlen)
 {
+    redis_target master;
+    if (t->kind == REDIS_TARGET_SENTINEL) {
+        if (sentinel_resolve(t, &master, connect_ms, err, errlen) < 0) return NULL;
+        t = &master;
+    }
     char where[400], why[300] = "cannot set the command timeout";
     redis_target_describe(t, where, sizeof where);
     redisContext *c = t->kind == REDIS_TARGET_UNIX

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "allocctl/cmd_acl.h"
+#include "allocctl/cmd_archive.h"
 #include "allocctl/cmd_batch.h"
 #include "allocctl/cmd_dead.h"
 #include "allocctl/cmd_push.h"
@@ -44,19 +46,29 @@ static const char USAGE[] =
 "  dead B [--requeue ...]      list dead requests, or push them back to the queue\n"
 "  verify B                    replay the event log and compare with holders and free\n"
 "  top [--interval MS]         live dashboard of all batches (one snapshot if not a tty)\n"
+"  acl [--format setuser|aclfile] ...   the Redis ACL users of each role, to apply\n"
+"  archive --pg CONNINFO [B...] [--follow]   copy logs and results into PostgreSQL\n"
+"  reconcile --pg CONNINFO B   compare the database's copy with Redis\n"
+"  export B --what results|holders|log [--format csv|jsonl]   stream a batch out\n"
+"  purge B [--force]           remove a closed, fully archived batch's keys\n"
 "\n"
 "Options (also accepted after the command):\n"
 "  -c, --config FILE   allocd config file to take `redis` and `prefix` from\n"
 "                      (default: %s, if present; $ALLOCD_CONFIG changes it)\n"
-"      --redis URL     redis://[user:password@]host:port or unix:///path (overrides the file)\n"
+"      --redis URL     redis://[user:password@]host:port, unix:///path or\n"
+"                      sentinel://host:port[,host:port...]/master (overrides the file)\n"
 "      --prefix P      key prefix (default alloc)\n"
+"      --redis-user U  Redis ACL user (overrides redis_user of the file)\n"
+"      --redis-password-file F   the password from file F (overrides the file's\n"
+"                      redis_password_file; $ALLOCD_REDIS_PASSWORD overrides both)\n"
 "\n"
 "Exit codes:\n"
 "  0  success\n"
-"  1  not as expected: verify found differences, wait timed out, unknown id, batch exists...\n"
+"  1  not as expected: verify/reconcile found differences, wait timed out, unknown id, purge refused...\n"
 "  2  usage error (bad command line)\n"
 "  3  Redis unreachable, or a Redis error\n"
 "  4  bad input file (items file, config file)\n"
+"  5  PostgreSQL unreachable, or a PostgreSQL error (archive, reconcile)\n"
 "\n"
 "`allocctl COMMAND --help` describes each command; docs/ALLOCCTL.md has examples.\n";
 
@@ -101,6 +113,9 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*run)(ctx *, int, char **, int); } CMDS[] = {
         { "batch", cmd_batch }, { "push", cmd_push }, { "status", cmd_status },
         { "wait", cmd_wait }, { "dead", cmd_dead }, { "verify", cmd_verify }, { "top", cmd_top },
+        { "acl", cmd_acl },
+        { "archive", cmd_archive }, { "reconcile", cmd_reconcile },
+        { "export", cmd_export }, { "purge", cmd_purge },
     };
     rc = -1;
     for (size_t i = 0; i < sizeof CMDS / sizeof *CMDS; i++)

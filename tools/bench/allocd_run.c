@@ -9,6 +9,7 @@
  * window, minus what the bench itself sent (tallied in `own`).
  */
 #include "designs.h"
+#include "reader.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -166,7 +167,10 @@ typedef struct producer {
     int p;
     long n;                   /* requests of this producer: i = k * P + p */
     int64_t *push_us, *ordinal;
-    int64_t t0;
+    long *acked;              /* pushes of this producer that returned (reader.h) */
+    int64_t peek_d1, peek_len;/* peek: the first HGET and the RPUSH of the unit */
+    long inexact;
+    int64_t t0, t0_wall;
     long errors;
     long sent;
     char err[160];
@@ -175,6 +179,14 @@ typedef struct producer {
 
 static long prod_index(const producer *pr, long k) { return k * pr->o->producers + pr->p; }
 
+static int64_t prod_due(void *ctx, long k)
+{
+    producer *pr = ctx;
+    return pr->t0 + (int64_t)((double)prod_index(pr, k) * 1e6 / pr->o->rate);
+}
+
+/* The push of request i: plain RPUSH, or the contract's position
+ * transaction MULTI / RPUSH / HGET dequeued / EXEC. */
 static void prod_append(void *ctx, redisContext *c, long k)
 {
     producer *pr = ctx;
@@ -186,37 +198,75 @@ static void prod_append(void *ctx, redisContext *c, long k)
     const char *rpush[] = { "RPUSH", bk->queue, json }, *hget[] = { "HGET", bk->stats, "dequeued" };
     size_t rlen[] = { 5, strlen(bk->queue), (size_t)(len > 0 ? len : 0) };
     char buf[JSON_MAX + 1024];
-    size_t at = resp_append(buf, 0, sizeof buf, 1, multi, NULL);
+    size_t at = 0;
+    if (pr->o->peek) at = resp_append(buf, at, sizeof buf, 3, hget, NULL);
+    else if (!pr->o->plain) at = resp_append(buf, at, sizeof buf, 1, multi, NULL);
     at = resp_append(buf, at, sizeof buf, 3, rpush, rlen);
-    at = resp_append(buf, at, sizeof buf, 3, hget, NULL);
-    at = resp_append(buf, at, sizeof buf, 1, exec, NULL);
-    pr->push_us[i] = proc_wall_us();
+    if (pr->o->peek) {
+        at = resp_append(buf, at, sizeof buf, 3, hget, NULL);
+    } else if (!pr->o->plain) {
+        at = resp_append(buf, at, sizeof buf, 3, hget, NULL);
+        at = resp_append(buf, at, sizeof buf, 1, exec, NULL);
+    }
+    /* open loop: the latency of a request counts from when it was due, so
+     * a producer that falls behind does not hide the wait (coordinated
+     * omission) */
+    if (pr->o->open_loop && pr->o->rate > 0)
+        pr->push_us[i] = pr->t0_wall + (prod_due(pr, k) - pr->t0);
+    else
+        pr->push_us[i] = proc_wall_us();
     redisAppendFormattedCommand(c, buf, at);
+}
+
+static int64_t reply_int(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_INTEGER) return r->integer;
+    return r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+}
+
+/* peek: the first HGET (D1) and the RPUSH reply (L) of the unit. */
+static void prod_each(void *ctx, long k, int idx, redisReply *r)
+{
+    producer *pr = ctx;
+    if (idx == 0) pr->peek_d1 = reply_int(r);
+    if (idx == 1) pr->peek_len = reply_int(r);
 }
 
 static void prod_done(void *ctx, long k, redisReply *r, int error)
 {
     producer *pr = ctx;
     long i = prod_index(pr, k);
-    if (error || r->type != REDIS_REPLY_ARRAY || r->elements != 2) { pr->errors++; return; }
-    int64_t d = r->element[1]->type == REDIS_REPLY_STRING ? strtoll(r->element[1]->str, NULL, 10) : 0;
-    pr->ordinal[i] = r->element[0]->integer + d;
-}
-
-static int64_t prod_due(void *ctx, long k)
-{
-    producer *pr = ctx;
-    return pr->t0 + (int64_t)((double)prod_index(pr, k) * 1e6 / pr->o->rate);
+    if (pr->o->peek) {
+        /* dequeued moves only together with the LTRIM (one transaction):
+         * two equal reads around the RPUSH mean none ran in between, so
+         * L + D is the ordinal; otherwise it lies in [L + D1, L + D2],
+         * kept as -(L + D2) (the reader waits for the upper bound) */
+        int64_t d2 = reply_int(r);
+        if (error) pr->errors++;
+        else if (d2 == pr->peek_d1) pr->ordinal[i] = pr->peek_len + d2;
+        else { pr->ordinal[i] = -(pr->peek_len + d2); pr->inexact++; }
+    } else if (pr->o->plain) {
+        if (error || r->type != REDIS_REPLY_INTEGER) pr->errors++;
+    } else if (error || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        pr->errors++;
+    } else {
+        int64_t d = r->element[1]->type == REDIS_REPLY_STRING ? strtoll(r->element[1]->str, NULL, 10) : 0;
+        pr->ordinal[i] = r->element[0]->integer + d;
+    }
+    /* the reader may now ask for it (and sees the ordinal written above) */
+    __atomic_store_n(pr->acked, k + 1, __ATOMIC_RELEASE);
 }
 
 static void *prod_main(void *arg)
 {
     producer *pr = arg;
+    const run_opts *o = pr->o;
     pipe_job j = {
-        .target = pr->o->target, .n = pr->n, .depth = pr->o->depth, .replies = 4, .ctx = pr,
-        .append = prod_append, .done = prod_done, .due = pr->o->rate > 0 ? prod_due : NULL,
-        .tick_us = pr->o->tick_us,
-        .deadline_us = proc_mono_us() + (int64_t)pr->o->timeout_s * 1000000,
+        .target = o->target, .n = pr->n, .depth = o->open_loop ? (int)(pr->n + 1) : o->depth,
+        .replies = o->plain ? 1 : o->peek ? 3 : 4, .ctx = pr,
+        .append = prod_append, .done = prod_done, .each = o->peek ? prod_each : NULL, .due = o->rate > 0 ? prod_due : NULL,
+        .tick_us = o->tick_us,
+        .deadline_us = proc_mono_us() + (int64_t)o->timeout_s * 1000000,
     };
     pr->sent = pipe_run(&j, pr->err, sizeof pr->err);
     return NULL;
@@ -396,6 +446,7 @@ static void summarize(const run_opts *o, const window *win, run_result *res, lat
     res->p999 = latency_quantile(lat, 0.999);
     res->pmax = latency_quantile(lat, 1.0);
     res->rate = o->rate;
+    res->offered = o->rate;
 }
 
 static void memory_after(redisContext *c, const run_opts *o, const bset *bs, run_result *res)
@@ -422,40 +473,81 @@ static int wait_served(redisContext *c, const bset *bs, int timeout_s)
 }
 
 static int run_producers(const run_opts *o, const bset *bs, producer *pr, int64_t *push_us,
-                         int64_t *ordinal)
+                         int64_t *ordinal, long *acked)
 {
-    int64_t t0 = proc_mono_us();
+    int64_t t0 = proc_mono_us(), t0_wall = proc_wall_us();
     for (int p = 0; p < o->producers; p++) {
         pr[p] = (producer){ .o = o, .bs = bs, .p = p, .push_us = push_us, .ordinal = ordinal, .t0 = t0,
+                            .t0_wall = t0_wall, .acked = &acked[p],
                             .n = (o->w->n - p + o->producers - 1) / o->producers };
         if (pthread_create(&pr[p].th, NULL, prod_main, &pr[p]) != 0) return -1;
     }
     return 0;
 }
 
-static void own_pushes(window *win, long n)
+static void own_pushes(window *win, const run_opts *o)
 {
-    cmdstats_add(&win->own, "multi", n);
+    long n = o->w->n;
     cmdstats_add(&win->own, "rpush", n);
+    if (o->plain) return;
+    if (o->peek) { cmdstats_add(&win->own, "hget", 2 * n); return; }
+    cmdstats_add(&win->own, "multi", n);
     cmdstats_add(&win->own, "hget", n);
     cmdstats_add(&win->own, "exec", n);
 }
 
+/* e2e: the poller reads every result (reader.h) on this thread; its
+ * latencies replace the ones computed from `at`, and its clock ends the
+ * window. */
+static int read_all(const run_opts *o, const bset *bs, window *win, const int64_t *push_us,
+                    const int64_t *ordinal, const long *acked, run_result *res, latency *lat,
+                    char *err, size_t errlen)
+{
+    reader_job rj = {
+        .target = o->target, .results = bs->k[0].results, .stats = bs->k[0].stats, .n = o->w->n,
+        .producers = o->producers, .acked = acked, .push_us = push_us,
+        .ordinal = o->plain ? NULL : ordinal,
+        .deadline_us = proc_mono_us() + (int64_t)o->timeout_s * 1000000,
+    };
+    const char *path = getenv("ALLOCBENCH_DUMP"); /* latency over time, as in live mode */
+    rj.dump = path ? fopen(path, "w") : NULL;
+    int rc = reader_run(&rj);
+    if (rj.dump) fclose(rj.dump);
+    win->t_end = rj.t_last ? rj.t_last : proc_wall_us();
+    win->t_first = win->t0;
+    res->hmgets = rj.hmgets;
+    res->fields_asked = rj.fields_asked;
+    res->nil_fields = rj.nil_fields;
+    res->dequeued_polls = rj.dequeued_polls;
+    if (rj.out.errors) { snprintf(err, errlen, "reader: %ld bad results or positions", rj.out.errors); rc = -1; }
+    if (rc < 0 && !err[0]) snprintf(err, errlen, "%s", rj.err);
+    *lat = rj.lat; /* the reader's samples, freed by the caller */
+    return rc;
+}
+
 static int live_window(redisContext *c, const run_opts *o, const bset *bs, window *win,
-                       int64_t *push_us, int64_t *ordinal, char *err, size_t errlen)
+                       int64_t *push_us, int64_t *ordinal, run_result *res, latency *lat,
+                       char *err, size_t errlen)
 {
     producer *pr = calloc((size_t)o->producers, sizeof *pr);
-    if (!pr) return -1;
+    long *acked = calloc((size_t)o->producers, sizeof *acked);
+    if (!pr || !acked) { free(pr); free(acked); return -1; }
     long have = 0;
     window_open(c, o, win);
-    int rc = run_producers(o, bs, pr, push_us, ordinal);
-    if (rc == 0) rc = poll_until(c, bs, o->w->n, o->timeout_s, win, &have);
+    int rc = run_producers(o, bs, pr, push_us, ordinal, acked);
+    if (rc == 0 && o->e2e) rc = read_all(o, bs, win, push_us, ordinal, acked, res, lat, err, errlen);
+    else if (rc == 0) rc = poll_until(c, bs, o->w->n, o->timeout_s, win, &have);
     for (int p = 0; p < o->producers; p++) {
         if (pr[p].th) pthread_join(pr[p].th, NULL);
         if (pr[p].err[0] && !err[0]) snprintf(err, errlen, "producer %d: %s", p, pr[p].err);
+        if (pr[p].errors && !err[0]) snprintf(err, errlen, "producer %d: %ld failed pushes", p, pr[p].errors);
+        res->pos_inexact += pr[p].inexact;
     }
-    own_pushes(win, o->w->n);
+    /* e2e counts everything Redis did for the design: pushes, reads and
+     * the daemon's work, as the Lua design's figure does */
+    if (!o->e2e) own_pushes(win, o);
     free(pr);
+    free(acked);
     if (rc < 0 && !err[0]) snprintf(err, errlen, "%ld of %ld results after %d s", have, o->w->n, o->timeout_s);
     return rc;
 }
@@ -473,7 +565,8 @@ static int prepushed_window(redisContext *c, const run_opts *o, const bset *bs, 
 }
 
 static int run_window(redisContext *c, const run_opts *o, const bset *bs, window *win,
-                      int64_t *push_us, int64_t *ordinal, char *err, size_t errlen)
+                      int64_t *push_us, int64_t *ordinal, run_result *res, latency *lat,
+                      char *err, size_t errlen)
 {
     if (!o->live) {
         if (push_all(o, bs, err, errlen) < 0) return -1;
@@ -481,7 +574,7 @@ static int run_window(redisContext *c, const run_opts *o, const bset *bs, window
     }
     if (bset_members(c, bs, "SADD") < 0) return -1;
     if (wait_served(c, bs, 30) < 0) { snprintf(err, errlen, "the daemon did not start serving %s", o->batch); return -1; }
-    return live_window(c, o, bs, win, push_us, ordinal, err, errlen);
+    return live_window(c, o, bs, win, push_us, ordinal, res, lat, err, errlen);
 }
 
 int allocd_run(const run_opts *o, run_result *res, char *err, size_t errlen)
@@ -489,6 +582,7 @@ int allocd_run(const run_opts *o, run_result *res, char *err, size_t errlen)
     memset(res, 0, sizeof *res);
     err[0] = '\0';
     bset bs;
+    if (o->e2e && (!o->live || o->batches > 1)) { snprintf(err, errlen, "e2e is live, one batch"); return -1; }
     if (bset_init(&bs, o->prefix, o->batch, o->batches) < 0) { snprintf(err, errlen, "out of memory"); return -1; }
     redisContext *c = bench_connect(o->target);
     if (!c) { snprintf(err, errlen, "cannot connect to %s", o->target->url); free(bs.k); return -1; }
@@ -501,9 +595,14 @@ int allocd_run(const run_opts *o, run_result *res, char *err, size_t errlen)
     if (o->live && (!push_us || !ordinal)) { snprintf(err, errlen, "out of memory"); goto out; }
     if (setup_all(c, o->w, &bs) < 0) { snprintf(err, errlen, "cannot write the batch"); goto out; }
     res->rss_base_kb = o->allocd_pid ? bench_proc_kb(o->allocd_pid, "VmRSS") : -1;
-    rc = run_window(c, o, &bs, &win, push_us, ordinal, err, errlen);
+    rc = run_window(c, o, &bs, &win, push_us, ordinal, res, &lat, err, errlen);
     window_close(c, o, &win, res);
-    if (verify(c, o, &bs, push_us, ordinal, res, &lat) < 0 && rc == 0) { snprintf(err, errlen, "verify failed"); rc = -1; }
+    /* e2e: the latencies are the reader's; verify still checks every id
+     * and every position */
+    if (verify(c, o, &bs, o->e2e ? NULL : push_us, ordinal, res, &lat) < 0 && rc == 0) {
+        snprintf(err, errlen, "verify failed");
+        rc = -1;
+    }
     summarize(o, &win, res, &lat);
     memory_after(c, o, &bs, res);
     bset_members(c, &bs, "SREM");

@@ -89,11 +89,20 @@ typedef struct lua_conn {
     lua_shared *sh;
     int id;
     long n;
+    int64_t t0;               /* mono us: the schedule's origin when paced */
+    int64_t *sent_us;         /* per call: sent (open loop: due), mono us */
+    latency lat;              /* call -> reply, ms */
     char err[160];
     pthread_t th;
 } lua_conn;
 
 static long conn_index(const lua_conn *lc, long k) { return k * lc->sh->o->conns + lc->id; }
+
+static int64_t lua_due(void *ctx, long k)
+{
+    lua_conn *lc = ctx;
+    return lc->t0 + (int64_t)((double)conn_index(lc, k) * 1e6 / lc->sh->o->rate);
+}
 
 /* Strings of one call; argv points into it. */
 typedef struct call_args {
@@ -144,6 +153,8 @@ static void lua_append(void *ctx, redisContext *c, long k)
     else build_rooms(lc->sh, i, &r, &a);
     char buf[2048]; /* the same RESP writer as allocd's producers */
     size_t len = resp_append(buf, 0, sizeof buf, a.argc, a.argv, NULL);
+    const alt_opts *o = lc->sh->o;
+    if (lc->sent_us) lc->sent_us[k] = o->open_loop && o->rate > 0 ? lua_due(lc, k) : proc_mono_us();
     redisAppendFormattedCommand(c, buf, len);
 }
 
@@ -151,6 +162,7 @@ static void lua_done(void *ctx, long k, redisReply *r, int error)
 {
     lua_conn *lc = ctx;
     outcome *o = &lc->sh->res->out;
+    if (lc->sent_us) latency_add(&lc->lat, (double)(proc_mono_us() - lc->sent_us[k]) / 1000.0);
     if (error || r->type != REDIS_REPLY_STRING) {
         if (error && r->type == REDIS_REPLY_ERROR && !lc->err[0]) snprintf(lc->err, sizeof lc->err, "%s", r->str);
         __atomic_add_fetch(&o->errors, 1, __ATOMIC_RELAXED);
@@ -163,9 +175,11 @@ static void *lua_main(void *arg)
 {
     lua_conn *lc = arg;
     const alt_opts *o = lc->sh->o;
+    lc->t0 = proc_mono_us();
     pipe_job j = {
-        .target = o->target, .n = lc->n, .depth = o->depth, .replies = 1, .ctx = lc,
-        .append = lua_append, .done = lua_done,
+        .target = o->target, .n = lc->n, .depth = o->open_loop ? (int)(lc->n + 1) : o->depth,
+        .replies = 1, .ctx = lc, .append = lua_append, .done = lua_done,
+        .due = o->rate > 0 ? lua_due : NULL, .tick_us = o->tick_us,
         .deadline_us = proc_mono_us() + (int64_t)o->max_seconds * 1000000,
     };
     long done = pipe_run(&j, lc->err, sizeof lc->err);
@@ -192,12 +206,23 @@ static int lua_threads(lua_shared *sh, char *err, size_t errlen)
     int rc = 0;
     for (int t = 0; t < n; t++) {
         lc[t] = (lua_conn){ .sh = sh, .id = t, .n = (sh->o->w->n - t + n - 1) / n };
-        if (pthread_create(&lc[t].th, NULL, lua_main, &lc[t]) != 0) { rc = -1; break; }
+        lc[t].sent_us = calloc((size_t)lc[t].n + 1, sizeof *lc[t].sent_us);
+        if (!lc[t].sent_us || pthread_create(&lc[t].th, NULL, lua_main, &lc[t]) != 0) { rc = -1; break; }
     }
+    latency all = { 0 };
     for (int t = 0; t < n; t++) {
         if (lc[t].th) pthread_join(lc[t].th, NULL);
         if (lc[t].err[0] && !err[0]) snprintf(err, errlen, "lua connection %d: %s", t, lc[t].err);
+        for (size_t i = 0; i < lc[t].lat.n; i++) latency_add(&all, lc[t].lat.v[i]);
+        latency_free(&lc[t].lat);
+        free(lc[t].sent_us);
     }
+    alt_result *res = sh->res;
+    res->p50 = latency_quantile(&all, 0.50);
+    res->p99 = latency_quantile(&all, 0.99);
+    res->p999 = latency_quantile(&all, 0.999);
+    res->pmax = latency_quantile(&all, 1.0);
+    latency_free(&all);
     free(lc);
     return rc;
 }

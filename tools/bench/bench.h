@@ -77,6 +77,7 @@ typedef struct bench_daemon_opts {
     int registry_ms;          /* 0 = allocd's default */
     const char *instance;     /* NULL: "allocbench" */
     const char *cluster;      /* NULL: allocd's default (auto); "yes" / "no" */
+    const char *log_format;   /* NULL: allocd's default (event); "chunk" */
 } bench_daemon_opts;
 
 typedef struct bench_daemon {
@@ -114,6 +115,7 @@ typedef struct pipe_job {
     void *ctx;
     void (*append)(void *ctx, redisContext *c, long k);
     void (*done)(void *ctx, long k, redisReply *last, int error);
+    void (*each)(void *ctx, long k, int i, redisReply *r); /* optional: reply i of unit k, before done */
     int64_t (*due)(void *ctx, long k);
     int64_t tick_us;          /* paced: send what is due at most this often */
     volatile int *stop;

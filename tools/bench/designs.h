@@ -26,6 +26,14 @@ typedef struct run_opts {
     int depth;                /* live: transactions in flight per connection */
     double rate;              /* live: total req/s, 0 = unpaced */
     int tick_us;              /* live, paced: producers send every tick_us */
+    int plain;                /* live: plain RPUSH, not the position transaction */
+    int peek;                 /* live: HGET dequeued; RPUSH; HGET dequeued, pipelined
+                               * without MULTI: the ordinal is exact when the two
+                               * reads agree (docs/PERFORMANCE.md) */
+    int e2e;                  /* live: a poller reads every result once (reader.h);
+                               * the clock stops at the last result read */
+    int open_loop;            /* live, paced: no cap on pushes in flight, and
+                               * latency from when each push was due */
     int timeout_s;
     int chunk;                /* the daemon's chunk, for round trips per chunk */
     pid_t allocd_pid;         /* 0: unknown (--no-daemon) */
@@ -36,6 +44,7 @@ typedef struct run_result {
     long n, results, missing;
     outcome out;
     long pos_checked, pos_mismatch; /* live: ordinal from the transaction vs seq */
+    long pos_inexact;         /* peek: the two reads differed (ordinal a range) */
     long participants;
     double secs, secs_drain;  /* from SADD/first push; from the first take */
     double tput, tput_drain;  /* requests decided per second */
@@ -50,6 +59,9 @@ typedef struct run_result {
     long rss_base_kb, hwm_kb;
     double bytes_per_participant;
     double cpu_redis_us, cpu_allocd_us, cpu_bench_us; /* per request, -1 unknown */
+    /* e2e: the poller's work (reader.h) */
+    long hmgets, fields_asked, nil_fields, dequeued_polls;
+    double offered;           /* paced: the rate asked for */
 } run_result;
 
 int allocd_run(const run_opts *o, run_result *res, char *err, size_t errlen);
@@ -75,6 +87,9 @@ typedef struct alt_opts {
     int max_seconds;          /* stop (and report what was decided) after */
     int lock_sleep_us;        /* lock: base sleep before retrying a taken lock */
     int lock_precheck;        /* lock: read state before locking too */
+    double rate;              /* lua: pace calls at rate req/s in total (0 = unpaced) */
+    int tick_us;              /* lua, paced: send what is due every tick_us */
+    int open_loop;            /* lua, paced: no cap in flight, latency from due time */
     pid_t redis_pid;
 } alt_opts;
 
@@ -85,6 +100,7 @@ typedef struct alt_result {
     double secs, tput;
     cmdstats cmds;
     double cmds_per_req, rt_per_req, redis_usec_per_req, cpu_redis_us, cpu_bench_us;
+    double p50, p99, p999, pmax; /* lua: call -> reply, ms */
 } alt_result;
 
 int alt_lua_run(const alt_opts *o, alt_result *res, char *err, size_t errlen);

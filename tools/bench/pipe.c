@@ -49,6 +49,7 @@ static int take_replies(pipe_state *s)
         if (!rv) return 0;
         redisReply *r = rv;
         if (r->type == REDIS_REPLY_ERROR) s->unit_error = 1;
+        if (s->j->each) s->j->each(s->j->ctx, s->done, s->got, r);
         if (++s->got == s->j->replies) {
             if (s->j->done) s->j->done(s->j->ctx, s->done, r, s->unit_error);
             s->done++;

@@ -4,7 +4,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
+#include <grp.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -115,7 +118,9 @@ void proc_keep_dirs_env(const char *name)
 
 /* ---------------------------------------------------------- children -- */
 
-pid_t proc_spawn(char *const argv[], const char *log_path)
+/* uid (gid) != -1: the child becomes that user before it opens the log
+ * and execs (PostgreSQL as root, see proc_pg_start). */
+static pid_t spawn_as(char *const argv[], const char *log_path, uid_t uid, gid_t gid)
 {
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -123,10 +128,20 @@ pid_t proc_spawn(char *const argv[], const char *log_path)
     if (pid < 0) return -1;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);    /* the parent died before prctl */
+    if (uid != (uid_t)-1) {
+        if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0) _exit(126);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);   /* setuid clears it */
+        if (getppid() != parent) _exit(127);
+    }
     int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
     execvp(argv[0], argv);
     _exit(127);
+}
+
+pid_t proc_spawn(char *const argv[], const char *log_path)
+{
+    return spawn_as(argv, log_path, (uid_t)-1, (gid_t)-1);
 }
 
 void proc_reap(pid_t pid, int sig)
@@ -290,6 +305,161 @@ int proc_cluster_port(int start)
     for (int p = start; p < 29000; p++)
         if (port_free(p) && port_free(p + 10000)) return p;
     return -1;
+}
+
+/* -------------------------------------------------------- postgresql -- */
+
+/* The newest /usr/lib/postgresql/N/bin holding initdb, or $ALLOCD_PG_BIN. */
+static int pg_find_bin(char *out, size_t len)
+{
+    const char *env = getenv("ALLOCD_PG_BIN");
+    if (env && *env) { snprintf(out, len, "%s", env); return 0; }
+    DIR *d = opendir("/usr/lib/postgresql");
+    long best = -1;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char *end;
+        long v = strtol(e->d_name, &end, 10);
+        char path[512];
+        snprintf(path, sizeof path, "/usr/lib/postgresql/%s/bin/initdb", e->d_name);
+        if (*end == '\0' && v > best && access(path, X_OK) == 0) best = v;
+    }
+    if (d) closedir(d);
+    if (best < 0) return -1;
+    snprintf(out, len, "/usr/lib/postgresql/%ld/bin", best);
+    return 0;
+}
+
+/* Who runs the server: ourselves, or (as root) postgres, else nobody. */
+static void pg_pick_user(proc_pg *p)
+{
+    p->uid = (uid_t)-1;
+    p->gid = (gid_t)-1;
+    if (geteuid() != 0) return;
+    const struct passwd *pw = getpwnam("postgres");
+    if (!pw) pw = getpwnam("nobody");
+    if (pw) { p->uid = pw->pw_uid; p->gid = pw->pw_gid; }
+}
+
+/* Whether every ancestor of path lets others through (o+x). */
+static int path_open_to_others(const char *path)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *slash; (slash = strrchr(buf, '/')) != NULL; *slash = '\0') {
+        struct stat st;
+        if (stat(buf[0] ? buf : "/", &st) < 0 || !(st.st_mode & S_IXOTH)) return 0;
+        if (slash == buf) break;
+    }
+    return 1;
+}
+
+/* Until postmaster.pid says "ready" (line 8), the postmaster exits, or
+ * timeout_ms. */
+static int pg_wait_ready(proc_pg *p, int timeout_ms)
+{
+    char pidfile[320];
+    snprintf(pidfile, sizeof pidfile, "%s/data/postmaster.pid", p->dir);
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        FILE *f = fopen(pidfile, "r");
+        if (f) {
+            char line[256];
+            int n = 0, ready = 0;
+            while (fgets(line, sizeof line, f))
+                if (++n == 8 && !strncmp(line, "ready", 5)) ready = 1;
+            fclose(f);
+            if (ready) return 0;
+        }
+        if (proc_exited(p->pid, NULL)) { p->pid = 0; return -1; }
+        proc_sleep_ms(20);
+    }
+    return -1;
+}
+
+static int pg_spawn(proc_pg *p)
+{
+    char postgres[320], data[300], log[300];
+    snprintf(postgres, sizeof postgres, "%s/postgres", p->bin);
+    snprintf(data, sizeof data, "%s/data", p->dir);
+    snprintf(log, sizeof log, "%s/postgres.log", p->dir);
+    char *argv[] = { postgres, "-D", data, "-k", p->dir, "-c", "listen_addresses=",
+                     "-c", "fsync=off", "-c", "full_page_writes=off",
+                     "-c", "max_connections=40", "-c", "shared_buffers=32MB", NULL };
+    p->pid = spawn_as(argv, log, p->uid, p->gid);
+    if (p->pid < 0) { p->pid = 0; return -1; }
+    if (pg_wait_ready(p, 30000) < 0) {
+        fprintf(stderr, "%s: postgres did not start (see %s)\n", program_invocation_short_name, log);
+        proc_reap(p->pid, SIGKILL);
+        p->pid = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int proc_pg_start(proc_pg *p, const char *prefix)
+{
+    memset(p, 0, sizeof *p);
+    if (pg_find_bin(p->bin, sizeof p->bin) < 0) {
+        fprintf(stderr, "%s: no PostgreSQL server found (apt-get install postgresql)\n",
+                program_invocation_short_name);
+        return -1;
+    }
+    pg_pick_user(p);
+    const char *tmp = getenv("TMPDIR");
+    if (p->uid != (uid_t)-1 && tmp && *tmp && !path_open_to_others(tmp)) {
+        snprintf(p->dir, sizeof p->dir, "/tmp/%s-XXXXXX", prefix);
+        if (!mkdtemp(p->dir)) return -1;
+        proc_track_dir(p->dir);
+    } else if (proc_temp_dir(p->dir, sizeof p->dir, prefix) < 0) {
+        return -1;
+    }
+    if (p->uid != (uid_t)-1 && (chown(p->dir, p->uid, p->gid) < 0 || chmod(p->dir, 0755) < 0))
+        return -1;
+    char initdb[320], data[300], log[300];
+    snprintf(initdb, sizeof initdb, "%s/initdb", p->bin);
+    snprintf(data, sizeof data, "%s/data", p->dir);
+    snprintf(log, sizeof log, "%s/initdb.log", p->dir);
+    char *argv[] = { initdb, "-D", data, "-U", "alloc", "--auth=trust", "--no-sync",
+                     "-E", "UTF8", "--locale=C", NULL };
+    pid_t pid = spawn_as(argv, log, p->uid, p->gid);
+    int st = -1;
+    if (pid > 0 && waitpid(pid, &st, 0) == pid) untrack_pid(pid);
+    if (pid <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "%s: initdb failed (see %s)\n", program_invocation_short_name, log);
+        return -1;
+    }
+    snprintf(p->conninfo, sizeof p->conninfo, "host=%s port=5432 dbname=postgres user=alloc", p->dir);
+    return pg_spawn(p);
+}
+
+/* SIGINT: PostgreSQL's fast shutdown (ends sessions, checkpoints, exits). */
+static void pg_shutdown(proc_pg *p)
+{
+    if (p->pid <= 0) return;
+    kill(p->pid, SIGINT);
+    for (int waited = 0; waited < 30000; waited += 10) {
+        if (proc_exited(p->pid, NULL)) { p->pid = 0; return; }
+        proc_sleep_ms(10);
+    }
+    proc_reap(p->pid, SIGKILL);
+    p->pid = 0;
+}
+
+int proc_pg_restart(proc_pg *p)
+{
+    pg_shutdown(p);
+    return pg_spawn(p);
+}
+
+void proc_pg_kill(proc_pg *p)
+{
+    proc_reap(p->pid, SIGKILL);
+    p->pid = 0;
+}
+
+void proc_pg_stop(proc_pg *p)
+{
+    pg_shutdown(p);
+    proc_remove_dir(p->dir);
 }
 
 /* ----------------------------------------------------- redis replies -- */

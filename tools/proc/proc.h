@@ -101,6 +101,38 @@ redisContext *proc_redis_connect(const proc_redis *r);   /* blocking, or NULL */
  * Redis Cluster node's bus port), or -1. */
 int proc_cluster_port(int start);
 
+/* -------------------------------------------------------- postgresql -- */
+
+/* A private PostgreSQL server (Debian's postgresql package): initdb into a
+ * fresh temp dir, then `postgres` on a unix socket in that dir, no TCP
+ * (listen_addresses ''), trust authentication, fsync off (test data).
+ * PostgreSQL refuses to run as root: when we are root, initdb and postgres
+ * run as the `postgres` user (created by the package) or else `nobody`,
+ * switched to in the child. That user must reach the data dir, so as root
+ * the temp dir goes under /tmp when an ancestor of $TMPDIR is closed to
+ * others (tests/run.sh makes 0700 dirs); it is removed all the same.
+ * The binaries come from /usr/lib/postgresql/<newest>/bin unless
+ * $ALLOCD_PG_BIN names their dir. */
+typedef struct proc_pg {
+    pid_t pid;             /* the postmaster */
+    char dir[256];         /* temp dir: data in DIR/data, socket in DIR */
+    char bin[256];         /* dir of initdb and postgres */
+    char conninfo[400];    /* "host=DIR port=5432 dbname=postgres user=alloc" */
+    uid_t uid;             /* who runs it (ours unless we are root) */
+    gid_t gid;
+} proc_pg;
+
+/* Initializes and starts it; returns 0 once it accepts connections (30 s
+ * at the most), or -1 with a message on stderr. */
+int proc_pg_start(proc_pg *p, const char *prefix);
+/* Fast shutdown (SIGINT) and a new postmaster on the same data. */
+int proc_pg_restart(proc_pg *p);
+/* SIGKILL of the postmaster, keeps the dir; its backends end on their own
+ * once they notice (PostgreSQL checks for a dead postmaster). */
+void proc_pg_kill(proc_pg *p);
+/* Fast shutdown, waits for it, removes the dir. */
+void proc_pg_stop(proc_pg *p);
+
 /* ----------------------------------------------------- redis replies -- */
 
 /* The integer a reply stands for: an integer, a numeric string (HGET), 0

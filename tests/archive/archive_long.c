@@ -1,0 +1,203 @@
+/* archive_long.c -- the long forms of the archive tests (make archive-long),
+ * too slow for `make test`:
+ *
+ *   kills    allocd serves a stream of requests for --seconds while the
+ *            archiver (--follow) is killed with SIGKILL at random moments
+ *            (50-800 ms apart) and restarted, and PostgreSQL is restarted
+ *            every 10 s; in the end every log entry and final result is in
+ *            the database exactly once and reconcile exits 0.
+ *   export   --results results (1,000,000) written to a batch, exported as
+ *            CSV and as JSON Lines; the peak RSS of allocctl (wait4's
+ *            ru_maxrss) must stay under 64 MB, and is printed next to the
+ *            figure for a tenth as many results: the same, as a stream is.
+ *   rate     events/s of `allocctl archive` into PostgreSQL for a log of
+ *            --events entries (200,000) written directly (docs/ARCHIVE.md).
+ *
+ * Usage: archive_long [--seconds N] [--results N] [--events N] [--only kills|export|rate]
+ *                     [--chunk N]   (the archiver's, for rate)
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "archive_fixture.h"
+
+static int g_seconds = 60, g_results = 1000000, g_events = 200000;
+static const char *g_only, *g_chunk = "1000";
+
+static int wanted(const char *name)
+{
+    return !g_only || !strcmp(g_only, name);
+}
+
+static void test_kills(void **state)
+{
+    afix *f = *state;
+    if (!wanted("kills")) skip();
+    afix_stock_batch(f, "L1", 100000, 5);
+    afix_start_allocd(f, NULL);
+    unsigned seed = (unsigned)getpid();
+    int64_t end = harness_now_ms() + (int64_t)g_seconds * 1000, next_pg = harness_now_ms() + 10000;
+    int kills = 0, pg_restarts = 0, pushed = 0;
+    pid_t ar = 0;
+    while (harness_now_ms() < end) {
+        if (!ar) ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, "--follow", "--chunk",
+                                     "200", "--results-interval-ms", "500", "--quiet", NULL);
+        afix_stock_traffic_from(f, "L1", 300, pushed);
+        pushed += 300;
+        harness_sleep_ms(50 + (int)(rand_r(&seed) % 750));
+        proc_reap(ar, SIGKILL);
+        ar = 0;
+        kills++;
+        if (harness_now_ms() > next_pg) {
+            assert_int_equal(proc_pg_restart(&f->pg), 0);
+            pg_restarts++;
+            next_pg = harness_now_ms() + 10000;
+        }
+    }
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "L1", "--quiet"));
+    afix_assert_log_archived(f, "L1");
+    afix_assert_results_archived(f, "L1");
+    free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, "L1"));
+    print_message("kills: %d requests, %d kills of the archiver, %d PostgreSQL restarts, "
+                  "%lld events and %lld results exactly once\n", pushed, kills, pg_restarts,
+                  afix_pg_int(f, "SELECT count(*) FROM alloc_events"),
+                  afix_pg_int(f, "SELECT count(*) FROM alloc_results"));
+}
+
+/* n results in the format allocd writes, HSET in pipelined pages. */
+static void fill_results(afix *f, const char *b, int n)
+{
+    for (int i = 0; i < n; i += 1000) {
+        int m = n - i < 1000 ? n - i : 1000;
+        for (int j = i; j < i + m; j++)
+            redisAppendCommand(f->c, "HSET alloc:{%s}:results r-%d {\"id\":\"r-%d\",\"user\":\"u-%d\","
+                               "\"op\":\"buy\",\"status\":\"granted\",\"item\":\"sku-%d\",\"qty\":1,"
+                               "\"order\":\"%llu\",\"rank\":%d,\"seq\":%d,\"at\":1763800000123}",
+                               b, j, j, j, j % 50, 250000000000000000ULL + (unsigned long long)j, j + 1, j + 1);
+        for (int j = 0; j < m; j++) {
+            redisReply *r = NULL;
+            assert_int_equal(redisGetReply(f->c, (void **)&r), REDIS_OK);
+            freeReplyObject(r);
+        }
+    }
+}
+
+/* Runs allocctl export; returns its peak RSS in KB (ru_maxrss). */
+static long export_rss(afix *f, const char *b, const char *format, long long *lines)
+{
+    char out[400], cmd[1200];
+    snprintf(out, sizeof out, "%s/export.%s", f->redis.dir, format);
+    const char *build = getenv("BUILD");
+    snprintf(cmd, sizeof cmd, "%s/allocctl", build && *build ? build : "build");
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(cmd, cmd, "-c", f->conf, "export", b, "--what", "results", "--format", format,
+              "--out", out, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    struct rusage ru;
+    assert_int_equal(wait4(pid, &st, 0, &ru), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    snprintf(cmd, sizeof cmd, "wc -l < %s", out);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_int_equal(fscanf(p, "%lld", lines), 1);
+    pclose(p);
+    unlink(out);
+    return ru.ru_maxrss;
+}
+
+static void test_export_memory(void **state)
+{
+    afix *f = *state;
+    if (!wanted("export")) skip();
+    int small = g_results / 10;
+    fill_results(f, "X1", small);
+    long long lines;
+    long rss_small = export_rss(f, "X1", "csv", &lines);
+    assert_int_equal(lines, small + 1);
+    fill_results(f, "X2", g_results);
+    int64_t t0 = harness_now_ms();
+    long rss_csv = export_rss(f, "X2", "csv", &lines);
+    int64_t t1 = harness_now_ms();
+    assert_int_equal(lines, g_results + 1);
+    long rss_jsonl = export_rss(f, "X2", "jsonl", &lines);
+    assert_int_equal(lines, g_results);
+    print_message("export: peak RSS %ld KB for %d results (csv), %ld KB (csv) and %ld KB (jsonl) "
+                  "for %d results; csv of %d results in %.1f s\n", rss_small, small, rss_csv, rss_jsonl,
+                  g_results, g_results, (double)(t1 - t0) / 1000.0);
+    assert_true(rss_csv < 64 * 1024 && rss_jsonl < 64 * 1024);
+}
+
+static void test_archive_rate(void **state)
+{
+    afix *f = *state;
+    if (!wanted("rate")) skip();
+    for (int i = 0; i < g_events; i += 1000) {
+        for (int j = i; j < i + 1000 && j < g_events; j++)
+            redisAppendCommand(f->c, "XADD alloc:{R1}:log * type grant user u-%d item sku-%d qty 1 "
+                               "order %llu req r-%d at 1763800000123", j, j % 50,
+                               250000000000000000ULL + (unsigned long long)j, j);
+        for (int j = i; j < i + 1000 && j < g_events; j++) {
+            redisReply *r = NULL;
+            assert_int_equal(redisGetReply(f->c, (void **)&r), REDIS_OK);
+            freeReplyObject(r);
+        }
+    }
+    char bin[512];
+    const char *build = getenv("BUILD");
+    snprintf(bin, sizeof bin, "%s/allocctl", build && *build ? build : "build");
+    int64_t t0 = harness_now_ms();
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(bin, bin, "-c", f->conf, "archive", "--pg", f->pg.conninfo, "R1", "--quiet",
+              "--chunk", g_chunk, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    struct rusage ru;
+    assert_int_equal(wait4(pid, &st, 0, &ru), pid);
+    int64_t ms = harness_now_ms() - t0;
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events"), g_events);
+    double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    print_message("rate: %d events archived in %.2f s: %.0f events/s into PostgreSQL (chunk %s); "
+                  "allocctl CPU %.2f s (%.1f us/event), the rest is PostgreSQL and Redis\n",
+                  g_events, (double)ms / 1000.0, (double)g_events * 1000.0 / (double)(ms ? ms : 1), g_chunk,
+                  cpu, cpu * 1e6 / g_events);
+}
+
+/* The fixture only for the parts asked for (--only): a skipped part
+ * starts no server. */
+static int setup_kills(void **state)  { *state = NULL; return wanted("kills") ? afix_setup(state) : 0; }
+static int setup_export(void **state) { *state = NULL; return wanted("export") ? afix_setup(state) : 0; }
+static int setup_rate(void **state)   { *state = NULL; return wanted("rate") ? afix_setup(state) : 0; }
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--seconds")) g_seconds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--results")) g_results = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--events")) g_events = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--only")) g_only = argv[i + 1];
+        else if (!strcmp(argv[i], "--chunk")) g_chunk = argv[i + 1];
+        else { fprintf(stderr, "usage: %s [--seconds N] [--results N] [--events N] [--only kills|export|rate] [--chunk N]\n", argv[0]); return 2; }
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_kills, setup_kills, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_export_memory, setup_export, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_archive_rate, setup_rate, afix_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

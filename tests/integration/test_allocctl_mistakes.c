@@ -1,0 +1,244 @@
+/* test_allocctl_mistakes.c -- operator mistakes allocctl used to accept in
+ * silence: a push to a batch nobody serves, and a --filter value typed by
+ * its look instead of by the rooms' attribute (building=7 sent the number 7
+ * where the rooms have the string "7", a filter that matched nothing), a
+ * meaningless "N ahead" before a shuffled opening, and dead entries that
+ * could be neither deleted nor fixed. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "itest.h"
+
+/* Runs allocctl with args (a shell fragment); its output in *out. */
+static int ctl(itest *t, char **out, const char *fmt, ...)
+{
+    char args[1500], log[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(log, sizeof log, "%s/ctl.out", t->redis.dir);
+    const char *b = getenv("BUILD");
+    int rc = itest_sh("%s/allocctl --redis '%s' %s > %s 2>&1", b && *b ? b : "build", t->redis.url, args, log);
+    FILE *f = fopen(log, "r");
+    char *buf = calloc(1, 8192);
+    if (f) { size_t n = fread(buf, 1, 8191, f); buf[n] = '\0'; fclose(f); }
+    if (out) *out = buf; else free(buf);
+    return rc;
+}
+
+static void test_push_to_missing_batch(void **state)
+{
+    itest *t = *state;
+    char *out;
+    assert_int_equal(ctl(t, &out, "push nosuch --user u1 --op buy --item a"), 1);
+    assert_non_null(strstr(out, "batch nosuch does not exist"));
+    assert_non_null(strstr(out, "--force"));
+    free(out);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{nosuch}:queue"), 0);
+    /* defined but not live */
+    itest_cmd(t->c, "HSET alloc:{s1}:meta kind stock");
+    assert_int_equal(ctl(t, &out, "push s1 --user u1 --op buy --item a"), 1);
+    assert_non_null(strstr(out, "is not live (not in P:batches)"));
+    free(out);
+    /* --force pushes anyway */
+    assert_int_equal(ctl(t, &out, "push s1 --user u1 --op buy --item a --force"), 0);
+    assert_non_null(strstr(out, "ordinal=1"));
+    free(out);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{s1}:queue"), 1);
+    itest_cmd(t->c, "SADD alloc:batches s1");
+    assert_int_equal(ctl(t, NULL, "push s1 --user u2 --op buy --item a"), 0);
+}
+
+static void test_filter_typed_by_attrs(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "HSET alloc:{d1}:meta kind room");
+    itest_cmd(t->c, "HSET alloc:{d1}:capacity R1 2 R2 2");
+    itest_cmd(t->c, "HSET alloc:{d1}:attrs R1 {\"building\":\"7\",\"floor\":3} R2 {\"building\":\"8\",\"floor\":4}");
+    itest_cmd(t->c, "SADD alloc:batches d1");
+    char *out;
+    assert_int_equal(ctl(t, NULL, "push d1 --id g1 --user u1 --op group --members u1,u2 --filter building=7,floor=3"), 0);
+    assert_int_equal(ctl(t, NULL, "push d1 --id g2 --user u3 --op group --members u3,u4 --filter 'building=\"8\"'"), 0);
+    char *q = harness_str(t->c, "LINDEX alloc:{d1}:queue 0");
+    assert_non_null(strstr(q, "\"filter\":{\"building\":\"7\",\"floor\":3}"));
+    free(q);
+    q = harness_str(t->c, "LINDEX alloc:{d1}:queue 1");
+    assert_non_null(strstr(q, "\"filter\":{\"building\":\"8\"}"));   /* not "\"8\"" */
+    free(q);
+    /* a number where the rooms have a number, and no such attribute */
+    assert_int_equal(ctl(t, &out, "push d1 --user u5 --op group --members u5 --filter floor=high"), 2);
+    assert_non_null(strstr(out, "attribute 'floor' is a number"));
+    free(out);
+    assert_int_equal(ctl(t, &out, "push d1 --user u5 --op group --members u5 --filter wing=east"), 2);
+    assert_non_null(strstr(out, "no room of this batch has the attribute 'wing'"));
+    free(out);
+    /* and allocd serves the typed filter: both groups get their building */
+    itest_start(t, NULL);
+    json_t *r = itest_result(t, "d1", "g1");
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    assert_string_equal(itest_jstr(r, "item"), "R1");
+    json_decref(r);
+    r = itest_result(t, "d1", "g2");
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    assert_string_equal(itest_jstr(r, "item"), "R2");
+    json_decref(r);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+/* A request queued before a shuffled opening has no place in line: status
+ * used to print "N ahead of you". */
+static void test_status_before_shuffled_opening(void **state)
+{
+    itest *t = *state;
+    long long opens = (long long)harness_now_ms() + 600000;
+    itest_cmd(t->c, "HSET alloc:{l1}:meta kind stock early shuffle opens_at %lld", opens);
+    itest_cmd(t->c, "HSET alloc:{l1}:capacity a 5");
+    itest_cmd(t->c, "SADD alloc:batches l1");
+    for (int i = 0; i < 3; i++)        /* no daemon: they stay in the queue */
+        assert_int_equal(ctl(t, NULL, "push l1 --id q%d --user u%d --op buy --item a", i, i), 0);
+    char *out;
+    assert_int_equal(ctl(t, &out, "status l1 --id q2"), 0);
+    assert_null(strstr(out, "ahead"));
+    assert_non_null(strstr(out, "joins the opening lottery"));
+    free(out);
+    assert_int_equal(ctl(t, &out, "status l1 --id q2 --ordinal 3"), 0);
+    assert_null(strstr(out, "ahead"));
+    free(out);
+    /* after the opening the line means something again */
+    itest_cmd(t->c, "HSET alloc:{l1}:meta opens_at 1");
+    assert_int_equal(ctl(t, &out, "status l1 --id q2"), 0);
+    assert_non_null(strstr(out, "2 ahead of you"));
+    free(out);
+}
+
+/* Dead entries can be deleted, and requeued as edited. */
+static void test_dead_delete_and_edit(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "HSET alloc:{e1}:meta kind stock");
+    itest_cmd(t->c, "HSET alloc:{e1}:capacity a 5");
+    itest_cmd(t->c, "SADD alloc:batches e1");
+    itest_start(t, NULL);
+    itest_cmd(t->c, "RPUSH alloc:{e1}:queue %s", "{\"id\":\"x1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"a\"");
+    itest_cmd(t->c, "RPUSH alloc:{e1}:queue %s", "junk-1");
+    itest_cmd(t->c, "RPUSH alloc:{e1}:queue %s", "junk-2");
+    for (int i = 0; i < 100 && proc_int(t->c, "LLEN alloc:{e1}:dead") < 3; i++) harness_sleep_ms(50);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{e1}:dead"), 3);
+    char *out;
+    /* an edit allocd would refuse is refused here */
+    assert_int_equal(ctl(t, &out, "dead e1 --requeue --index 0 --json '{\"id\":\"x1\"}'"), 2);
+    assert_non_null(strstr(out, "would not accept"));
+    free(out);
+    /* the truncated request, fixed and requeued */
+    assert_int_equal(ctl(t, &out, "dead e1 --requeue --index 0 --json "
+                                  "'{\"id\":\"x1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"a\"}'"), 0);
+    assert_non_null(strstr(out, "requeued dead entry 0 as edited"));
+    free(out);
+    json_t *r = itest_result(t, "e1", "x1");
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    json_decref(r);
+    assert_int_equal(ctl(t, &out, "dead e1 --delete --index 0"), 0);
+    assert_non_null(strstr(out, "deleted dead entry 0"));
+    free(out);
+    char *left = harness_str(t->c, "LINDEX alloc:{e1}:dead 0");
+    assert_non_null(strstr(left, "junk-2"));
+    free(left);
+    assert_int_equal(ctl(t, NULL, "dead e1 --delete --all"), 0);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{e1}:dead"), 0);
+    assert_int_equal(ctl(t, &out, "dead e1 --delete --index 0"), 1);
+    free(out);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+/* top: latency from a batch idle for a while is '-', not the last value
+ * frozen (nor 0.00 for "no samples"), and an 80-column terminal still gets
+ * every column. */
+static void test_top_latency_and_width(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "SADD alloc:batches a-rather-long-batch-name idle1 fresh1");
+    itest_cmd(t->c, "HSET alloc:{idle1}:meta kind stock");
+    itest_cmd(t->c, "HSET alloc:{fresh1}:meta kind stock");
+    long long now = (long long)harness_now_ms();
+    itest_cmd(t->c, "HSET alloc:{idle1}:stats state open owner web-1 decision_p50_us 250 decision_p99_us 900 "
+              "updated_at %lld", now - 60000);
+    itest_cmd(t->c, "HSET alloc:{fresh1}:stats state open owner web-2 decision_p50_us 250 decision_p99_us 900 "
+              "updated_at %lld", now);
+    itest_cmd(t->c, "HSET alloc:{a-rather-long-batch-name}:stats state open owner web-3 decision_p50_us 0 "
+              "decision_p99_us 0 updated_at %lld", now);
+    char *out;
+    assert_int_equal(ctl(t, &out, "top"), 0);       /* wide: not a terminal, no $COLUMNS */
+    /* P50, P99, ARCHIVE ("-": no archiver ever ran), OWNER */
+    assert_non_null(strstr(out, "0.25  0.90  -                      web-2"));
+    const char *idle = strstr(out, "\nidle1 ");
+    assert_non_null(idle);
+    assert_non_null(strstr(idle, "    -     -  -                      web-1"));
+    const char *zero = strstr(out, "\na-rather-long-batch-name ");
+    assert_non_null(zero);
+    assert_non_null(strstr(zero, "    -     -  -                      web-3"));
+    free(out);
+    setenv("COLUMNS", "80", 1);
+    int rc = ctl(t, &out, "top");
+    unsetenv("COLUMNS");
+    assert_int_equal(rc, 0);
+    for (char *line = out; *line;) {
+        size_t n = strcspn(line, "\n");
+        if (n > 80) fail_msg("line of %zu columns: %.*s", n, (int)n, line);
+        line += n + (line[n] == '\n');
+    }
+    assert_non_null(strstr(out, "P99"));
+    assert_non_null(strstr(out, "0.25  0.90  web-2"));
+    assert_non_null(strstr(out, "a-rather-long~ "));
+    assert_non_null(strstr(out, "web-3"));
+    free(out);
+}
+
+/* An admin command reusing an id: allocctl refuses it up front, and a daemon
+ * that gets one anyway says so in its log (it used to be dropped silently). */
+static void test_ctl_id_reuse(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "HSET alloc:{c1}:meta kind stock");
+    itest_cmd(t->c, "HSET alloc:{c1}:capacity a 5");
+    itest_cmd(t->c, "SADD alloc:batches c1");
+    itest_start(t, NULL);
+    char *out;
+    assert_int_equal(ctl(t, NULL, "push c1 --ctl --op pause --id op1"), 0);
+    json_decref(itest_result(t, "c1", "op1"));
+    assert_int_equal(ctl(t, &out, "push c1 --ctl --op resume --id op1"), 1);
+    assert_non_null(strstr(out, "id op1 already has a result"));
+    free(out);
+    assert_int_equal(proc_int(t->c, "LLEN alloc:{c1}:ctl"), 0);
+    assert_int_equal(ctl(t, NULL, "push c1 --ctl --op resume --id op1 --force"), 0);
+    int logged = 0;
+    for (int i = 0; i < 100 && !logged; i++) {
+        logged = itest_count_in_log(&t->allocd, "admin command id 'op1' already has a result") > 0;
+        if (!logged) harness_sleep_ms(50);
+    }
+    assert_true(logged);
+    char *st = harness_str(t->c, "HGET alloc:{c1}:stats state");
+    assert_string_equal(st, "paused");
+    free(st);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_push_to_missing_batch, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_filter_typed_by_attrs, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_status_before_shuffled_opening, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_dead_delete_and_edit, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_top_latency_and_width, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_ctl_id_reuse, itest_setup, itest_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

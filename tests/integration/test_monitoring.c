@@ -1,0 +1,136 @@
+/* test_monitoring.c -- the monitoring pack in conf/: the alert rules pass
+ * `promtool check rules` and fire in `promtool test rules`
+ * (tests/data/monitoring/alerts_test.yml) on the series allocd exports,
+ * and every allocd_* and process_* series that the rules and the Grafana
+ * dashboard name is in a live daemon's scrape (a renamed metric would
+ * otherwise leave a silent panel or an alert that can never fire). */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "harness.h"
+#include "itest.h"
+
+#define RULES   "conf/prometheus/allocd-alerts.yml"
+#define GRAFANA "conf/grafana/allocd-dashboard.json"
+
+/* Waits (10 s) for a hash field to exist; fails the test if it does not. */
+static void expect_hget(redisContext *c, const char *key, const char *field)
+{
+    char *v = harness_wait_hget(c, key, field, 10000);
+    assert_non_null(v);
+    free(v);
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char *buf = malloc(1 << 20);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void test_promtool(void **state)
+{
+    assert_int_equal(itest_sh("command -v promtool >/dev/null"), 0);   /* make deps: prometheus */
+    assert_int_equal(itest_sh("promtool check rules " RULES " >/dev/null"), 0);
+    assert_int_equal(itest_sh("cd tests/data/monitoring && promtool test rules alerts_test.yml"), 0);
+}
+
+/* Every allocd_... / process_... identifier in text must be a family in the
+ * scrape (a histogram's _bucket/_sum/_count count as its family). */
+static int check_names(const char *text, const char *scrape, const char *where)
+{
+    int missing = 0;
+    for (const char *p = text; *p; p++) {
+        if (strncmp(p, "allocd_", 7) && strncmp(p, "process_", 8)) continue;
+        if (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) continue;
+        char name[128];
+        size_t n = 0;
+        while ((isalnum((unsigned char)p[n]) || p[n] == '_') && n < sizeof name - 1) { name[n] = p[n]; n++; }
+        name[n] = '\0';
+        p += n - 1;
+        if (name[n - 1] == '_') continue;     /* a prefix in a comment: allocd_batch_* */
+        char family[128];
+        snprintf(family, sizeof family, "%s", name);
+        char *suffix = strstr(family, "_bucket");
+        if (suffix && !suffix[7]) *suffix = '\0';
+        char needle[160];
+        snprintf(needle, sizeof needle, "# TYPE %s ", family);
+        if (!strstr(scrape, needle)) {
+            fprintf(stderr, "%s names %s, which allocd does not export\n", where, name);
+            missing++;
+        }
+    }
+    return missing;
+}
+
+static void test_names_exist(void **state)
+{
+    itest *t = *state;
+    itest_cmd(t->c, "HSET alloc:{m1}:meta kind stock");
+    itest_cmd(t->c, "HSET alloc:{m1}:capacity sku 3");
+    itest_cmd(t->c, "SADD alloc:batches m1");
+    int port = itest_free_port();
+    char conf[100];
+    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
+    itest_start(t, conf);
+    expect_hget(t->c, "alloc:{m1}:stats", "state");
+    harness_sleep_ms(1500);                 /* one watcher tick */
+    char *scrape = NULL;
+    for (int i = 0; i < 50 && !(scrape && strstr(scrape, "allocd_batch_served{")); i++) {
+        free(scrape);
+        scrape = itest_http_get(port, "/metrics");
+        harness_sleep_ms(100);
+    }
+    assert_non_null(scrape);
+    assert_non_null(strstr(scrape, "allocd_batch_served{"));
+
+    char *rules = read_all(RULES);
+    assert_non_null(rules);
+    int missing = check_names(rules, scrape, RULES);
+    free(rules);
+
+    json_error_t e;
+    json_t *dash = json_load_file(GRAFANA, 0, &e);
+    if (!dash) fail_msg("%s:%d: %s", GRAFANA, e.line, e.text);
+    json_t *panels = json_object_get(dash, "panels");
+    assert_true(json_array_size(panels) >= 10);
+    size_t i;
+    json_t *p;
+    json_array_foreach(panels, i, p) {
+        assert_non_null(json_object_get(p, "gridPos"));
+        json_t *targets = json_object_get(p, "targets");
+        assert_true(json_array_size(targets) >= 1);
+        size_t k;
+        json_t *tg;
+        json_array_foreach(targets, k, tg) {
+            const char *expr = json_string_value(json_object_get(tg, "expr"));
+            assert_non_null(expr);
+            missing += check_names(expr, scrape, GRAFANA);
+        }
+    }
+    json_decref(dash);
+    free(scrape);
+    assert_int_equal(missing, 0);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_promtool),
+        cmocka_unit_test_setup_teardown(test_names_exist, itest_setup, itest_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,150 @@
+/* test_room_holds.c -- holds for rooms end to end (contract 9.4) against a
+ * real redis-server: with hold_ms a granted bed has an order and
+ * expires_at (in the result and in holders); confirm makes it final;
+ * cancel frees it; a hold that runs out while allocd is down is expired
+ * at the restart, exactly once, and a late confirm says `expired`;
+ * allocctl verify rebuilds all of it from the log. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "itest.h"
+
+typedef itest fixture;
+
+static void start(fixture *f)
+{
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"rh\";"), 0);
+}
+
+static void dorm(fixture *f, int hold_ms)
+{
+    itest_cmd(f->c, "HSET alloc:{h}:meta kind room hold_ms %d", hold_ms);
+    itest_cmd(f->c, "HSET alloc:{h}:capacity R1 1 R2 2");
+    itest_cmd(f->c, "SADD alloc:batches h");
+}
+
+/* Chooses a room and returns the order (malloc'd). */
+static char *choose(fixture *f, const char *id, const char *user, const char *room, int hold_ms)
+{
+    int64_t before = harness_now_ms();
+    itest_push(f, "h", "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"%s\"}", id, user, room);
+    json_t *r = itest_result(f, "h", id);
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    assert_true(itest_jint(r, "expires_at") >= before + hold_ms);
+    assert_true(itest_jint(r, "expires_at") <= itest_jint(r, "at") + hold_ms);
+    char *o = strdup(itest_jstr(r, "order"));
+    assert_true(strlen(o) > 0);
+    json_decref(r);
+    return o;
+}
+
+static long long free_of(fixture *f, const char *room)
+{
+    return proc_int(f->c, "HGET alloc:{h}:free %s", room);
+}
+
+static void verify(fixture *f)
+{
+    const char *build = getenv("BUILD");
+    assert_int_equal(itest_sh("%s/allocctl --redis %s verify h >&2", build && *build ? build : "build",
+                              f->redis.url), 0);
+}
+
+static void test_confirm_and_cancel(void **state)
+{
+    fixture *f = *state;
+    dorm(f, 60000);
+    start(f);
+    char *o1 = choose(f, "c1", "s1", "R1", 60000);
+    char *h = harness_str(f->c, "HGET alloc:{h}:holders s1");
+    assert_non_null(strstr(h, "\"state\":\"held\""));
+    assert_non_null(strstr(h, o1));
+    free(h);
+    itest_push(f, "h", "{\"id\":\"x\",\"user\":\"s2\",\"op\":\"confirm\",\"order\":\"%s\"}", o1);
+    itest_expect(f, "h", "x", "rejected", "unknown_order");     /* not s2's bed */
+    itest_push(f, "h", "{\"id\":\"k1\",\"user\":\"s1\",\"op\":\"confirm\",\"order\":\"%s\"}", o1);
+    itest_expect(f, "h", "k1", "done", "R1");
+    h = harness_str(f->c, "HGET alloc:{h}:holders s1");
+    assert_non_null(strstr(h, "\"state\":\"confirmed\""));
+    assert_null(strstr(h, "expires_at"));
+    free(h);
+    /* a switch keeps the confirmed order */
+    itest_push(f, "h", "{\"id\":\"sw\",\"user\":\"s1\",\"op\":\"switch\",\"room\":\"R2\"}");
+    itest_expect(f, "h", "sw", "granted", "R2");
+    char *o2 = choose(f, "c2", "s2", "R1", 60000);
+    itest_push(f, "h", "{\"id\":\"x2\",\"user\":\"s2\",\"op\":\"cancel\",\"order\":\"%s\"}", o2);
+    itest_expect(f, "h", "x2", "done", "R1");
+    assert_int_equal(free_of(f, "R1"), 1);
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{h}:holders s2"), 0);
+    itest_push(f, "h", "{\"id\":\"x3\",\"user\":\"s1\",\"op\":\"cancel\",\"order\":\"%s\"}", o1);
+    itest_expect(f, "h", "x3", "done", "R2");
+    assert_int_equal(free_of(f, "R2"), 2);
+    verify(f);
+    free(o1);
+    free(o2);
+}
+
+/* A hold that runs out while allocd is down: expired at the restart (the
+ * bed goes to the student waiting for it), once; a late confirm says
+ * `expired`, also after another restart. */
+static void test_expiry_while_down(void **state)
+{
+    fixture *f = *state;
+    dorm(f, 1200);
+    start(f);
+    char *o1 = choose(f, "c1", "s1", "R1", 1200);
+    char *o2 = choose(f, "c2", "s2", "R2", 1200);
+    itest_push(f, "h", "{\"id\":\"k2\",\"user\":\"s2\",\"op\":\"confirm\",\"order\":\"%s\"}", o2);
+    itest_expect(f, "h", "k2", "done", "R2");
+    itest_push(f, "h", "{\"id\":\"w\",\"user\":\"s3\",\"op\":\"choose\",\"room\":\"R1\",\"wait\":true}");
+    json_t *r = itest_result(f, "h", "w");
+    assert_string_equal(itest_jstr(r, "status"), "waiting");
+    json_decref(r);
+    harness_allocd_kill(&f->allocd);
+    harness_sleep_ms(1500);
+    assert_int_equal(free_of(f, "R1"), 0);                   /* nobody expired it yet */
+    start(f);
+    int64_t t0 = harness_now_ms();
+    for (;;) {
+        r = itest_result(f, "h", "w");
+        int done = strcmp(itest_jstr(r, "status"), "waiting") != 0;
+        if (done) break;
+        json_decref(r);
+        assert_true(harness_now_ms() - t0 < 5000);
+        harness_sleep_ms(10);
+    }
+    assert_string_equal(itest_jstr(r, "status"), "granted");   /* s3 got the bed */
+    json_decref(r);
+    itest_push(f, "h", "{\"id\":\"k1\",\"user\":\"s1\",\"op\":\"confirm\",\"order\":\"%s\"}", o1);
+    itest_expect(f, "h", "k1", "rejected", "expired");
+    assert_int_equal(harness_allocd_stop(&f->allocd), 0);
+    start(f);
+    itest_push(f, "h", "{\"id\":\"k3\",\"user\":\"s1\",\"op\":\"confirm\",\"order\":\"%s\"}", o1);
+    itest_expect(f, "h", "k3", "rejected", "expired");          /* still known */
+    int expires = 0;
+    redisReply *x = redisCommand(f->c, "XRANGE alloc:{h}:log - +");
+    for (size_t i = 0; i < x->elements; i++)
+        if (!strcmp(x->element[i]->element[1]->element[1]->str, "expire")) expires++;
+    freeReplyObject(x);
+    assert_int_equal(expires, 1);
+    assert_int_equal(free_of(f, "R2"), 1);                   /* s2's confirmed bed stays */
+    verify(f);
+    free(o1);
+    free(o2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_confirm_and_cancel, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_expiry_while_down, itest_setup, itest_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

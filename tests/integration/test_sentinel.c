@@ -1,0 +1,462 @@
+/* test_sentinel.c -- allocd under Redis Sentinel: 1 master, 2 replicas and
+ * 3 sentinels on loopback, allocd given `sentinel://.../m`, requests pushed
+ * and results polled throughout, while the master is killed (kill -9) and
+ * later failed over on purpose (SENTINEL FAILOVER).
+ *
+ * Asserted: allocd follows both failovers (its log names each new master,
+ * and two idle batches answer on the final master: every worker moved);
+ * every request pushed gets exactly one final result once producers
+ * resubmit what has none (pushes acknowledged by a master that died before
+ * replicating them are gone: resubmitting the same id is the contract's
+ * answer); the final state is consistent (granted results = holders,
+ * free = capacity - holders, at most one grant per request in the log).
+ *
+ * Reported, not asserted (asynchronous replication decides it): the history
+ * check -- how many results a poller saw that a failover later took back
+ * (the final result differs or is another decision) -- with wait_replicas 0
+ * and 1. SENTINEL_LONG=1 (make sentinel, mk/sentinel.mk) runs longer with
+ * more failovers. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "harness.h"
+#include "itest.h"
+#include "proc/proc.h"
+
+#define MASTER "m"
+#define CAPACITY 1500
+#define MAXREQ 20000
+
+typedef struct cluster {
+    harness_redis node[3];
+    int port[3];
+    int alive[3];
+    pid_t spid[3];
+    int sport[3];
+    char sdir[3][256];
+} cluster;
+
+typedef struct history {
+    int n;                      /* requests pushed: ids r0 .. r(n-1) */
+    char *seen[MAXREQ];         /* the first result a poller saw */
+    int changed[MAXREQ];        /* a later poll saw another value */
+    int pushes;                 /* including resubmissions */
+} history;
+
+typedef struct outcome {
+    int taken_back;             /* seen result not the final one */
+    int status_flipped;         /* ... with another status */
+    int resubmitted;
+    int failovers;
+} outcome;
+
+static int distinct_port(int *used, int n)
+{
+    for (;;) {
+        int p = itest_free_port(), dup = 0;
+        for (int i = 0; i < n; i++) dup |= used[i] == p;
+        if (!dup && p > 0) return p;
+    }
+}
+
+static redisContext *tcp(int port)
+{
+    struct timeval tv = { 2, 0 };
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c && c->err) { redisFree(c); return NULL; }
+    if (c) redisSetTimeout(c, tv);
+    return c;
+}
+
+/* The master's port as the first sentinel that answers says, or -1. */
+static int sentinel_master_port(cluster *cl)
+{
+    for (int i = 0; i < 3; i++) {
+        redisContext *c = tcp(cl->sport[i]);
+        if (!c) continue;
+        redisReply *r = redisCommand(c, "SENTINEL get-master-addr-by-name " MASTER);
+        int port = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? atoi(r->element[1]->str) : -1;
+        if (r) freeReplyObject(r);
+        redisFree(c);
+        if (port > 0) return port;
+    }
+    return -1;
+}
+
+static int node_of_port(cluster *cl, int port)
+{
+    for (int i = 0; i < 3; i++) if (cl->port[i] == port) return i;
+    return -1;
+}
+
+static long long sentinel_count(int sport, const char *what)
+{
+    redisContext *c = tcp(sport);
+    if (!c) return -1;
+    redisReply *r = redisCommand(c, "SENTINEL %s " MASTER, what);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+static int replica_up(const harness_redis *r)
+{
+    redisContext *c = harness_redis_connect(r);
+    char *info = c ? harness_str(c, "INFO replication") : NULL;
+    int up = info && strstr(info, "master_link_status:up") != NULL;
+    free(info);
+    if (c) redisFree(c);
+    return up;
+}
+
+static void cluster_start(cluster *cl)
+{
+    memset(cl, 0, sizeof *cl);
+    int used[6], nu = 0;
+    for (int i = 0; i < 3; i++) { cl->port[i] = distinct_port(used, nu); used[nu++] = cl->port[i]; }
+    for (int i = 0; i < 3; i++) {
+        char extra[160];
+        /* no 5 s wait before a full sync (Redis 7's default) */
+        const char *common = "--bind 127.0.0.1 --enable-debug-command yes --repl-diskless-sync-delay 0";
+        if (i == 0) snprintf(extra, sizeof extra, "--port %d %s", cl->port[0], common);
+        else snprintf(extra, sizeof extra, "--port %d %s --replicaof 127.0.0.1 %d", cl->port[i], common, cl->port[0]);
+        assert_int_equal(harness_redis_start(&cl->node[i], extra), 0);
+        cl->alive[i] = 1;
+    }
+    for (int i = 0; i < 3; i++) {
+        cl->sport[i] = distinct_port(used, nu);
+        used[nu++] = cl->sport[i];
+        assert_int_equal(proc_temp_dir(cl->sdir[i], sizeof cl->sdir[i], "allocd-sentinel"), 0);
+        char conf[400], log[400];
+        snprintf(conf, sizeof conf, "%s/sentinel.conf", cl->sdir[i]);
+        snprintf(log, sizeof log, "%s/sentinel.log", cl->sdir[i]);
+        FILE *f = fopen(conf, "w");
+        assert_non_null(f);
+        fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\n"
+                   "sentinel monitor " MASTER " 127.0.0.1 %d 2\n"
+                   "sentinel down-after-milliseconds " MASTER " 1000\n"
+                   "sentinel failover-timeout " MASTER " 4000\n"
+                   "sentinel parallel-syncs " MASTER " 2\n", cl->sport[i], cl->sdir[i], cl->port[0]);
+        fclose(f);
+        char *argv[] = { "redis-server", conf, "--sentinel", NULL };
+        cl->spid[i] = harness_spawn(argv, log);
+        assert_true(cl->spid[i] > 0);
+    }
+    /* both replicas in sync, and every sentinel knows them and the two
+     * other sentinels */
+    int ready = 0;
+    for (int waited = 0; waited < 30000 && !ready; waited += 100) {
+        ready = 1;
+        for (int i = 1; i < 3; i++) ready &= replica_up(&cl->node[i]);
+        if (!ready) harness_sleep_ms(100);
+    }
+    assert_true(ready);
+    ready = 0;
+    for (int waited = 0; waited < 30000 && !ready; waited += 200) {
+        ready = 1;
+        for (int i = 0; i < 3; i++)
+            ready &= sentinel_count(cl->sport[i], "REPLICAS") == 2 && sentinel_count(cl->sport[i], "SENTINELS") == 2;
+        if (!ready) harness_sleep_ms(200);
+    }
+    assert_true(ready);
+}
+
+static void cluster_stop(cluster *cl)
+{
+    for (int i = 0; i < 3; i++) { harness_reap(cl->spid[i], SIGTERM); proc_remove_dir(cl->sdir[i]); }
+    for (int i = 0; i < 3; i++) harness_redis_stop(&cl->node[i]);
+}
+
+/* The current master's connection (by what the sentinels say), or NULL. */
+static redisContext *master_conn(cluster *cl, redisContext **cache, int *cache_port)
+{
+    int port = sentinel_master_port(cl);
+    if (port == *cache_port && *cache) return *cache;
+    if (*cache) redisFree(*cache);
+    *cache = NULL;
+    *cache_port = port;
+    int i = node_of_port(cl, port);
+    if (i < 0 || !cl->alive[i]) return NULL;
+    *cache = harness_redis_connect(&cl->node[i]);
+    return *cache;
+}
+
+static int push(redisContext *c, int n)
+{
+    redisReply *r = redisCommand(c, "RPUSH alloc:{s1}:queue {\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}", n, n);
+    int ok = r && r->type == REDIS_REPLY_INTEGER;
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* One poll of every result: the first sight of each is kept. */
+static int poll_results(redisContext *c, history *h)
+{
+    redisReply *r = redisCommand(c, "HGETALL alloc:{s1}:results");
+    int ok = r && r->type == REDIS_REPLY_ARRAY;
+    for (size_t i = 0; ok && i + 1 < r->elements; i += 2) {
+        int n = atoi(r->element[i]->str + 1);
+        if (n < 0 || n >= MAXREQ) continue;
+        if (!h->seen[n]) h->seen[n] = strdup(r->element[i + 1]->str);
+        else if (strcmp(h->seen[n], r->element[i + 1]->str)) h->changed[n] = 1;
+    }
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+static const char *jstatus(json_t *o) { return json_string_value(json_object_get(o, "status")); }
+
+/* Waits until the sentinels name another master than `old` (or 20 s). */
+static int wait_switch(cluster *cl, int old)
+{
+    for (int waited = 0; waited < 20000; waited += 100) {
+        int p = sentinel_master_port(cl);
+        if (p > 0 && p != old) return p;
+        harness_sleep_ms(100);
+    }
+    return -1;
+}
+
+static void run(int wait_replicas, int long_form, outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    cluster cl;
+    int64_t t_setup = harness_now_ms();
+    cluster_start(&cl);
+    redisContext *c = harness_redis_connect(&cl.node[0]);
+    itest_cmd(c, "HSET alloc:{s1}:meta kind stock per_user 1");
+    itest_cmd(c, "HSET alloc:{s1}:capacity sku %d", CAPACITY);
+    itest_cmd(c, "SADD alloc:batches s1");
+    for (int b = 2; b <= 3; b++) {     /* idle batches: their workers must follow too */
+        itest_cmd(c, "HSET alloc:{s%d}:meta kind stock per_user 1", b);
+        itest_cmd(c, "HSET alloc:{s%d}:capacity sku 10", b);
+        itest_cmd(c, "SADD alloc:batches s%d", b);
+    }
+    redisFree(c);
+    char conf[400];
+    snprintf(conf, sizeof conf,
+             "redis = \"sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/" MASTER "\";\n"
+             "lease_ttl_ms = 2000; registry_interval_ms = 200; backoff_max_ms = 500;\n"
+             "redis_timeout_ms = 2000; connect_timeout_ms = 500; chunk = 32; wait_replicas = %d;",
+             cl.sport[0], cl.sport[1], cl.sport[2], wait_replicas);
+    harness_allocd d;
+    /* the harness writes its own redis line unless the config has one */
+    assert_int_equal(harness_allocd_start(&d, &cl.node[0], conf), 0);
+
+    print_message("sentinels ready after %lld ms\n", (long long)(harness_now_ms() - t_setup));
+    static history h;
+    for (int i = 0; i < MAXREQ; i++) { free(h.seen[i]); h.seen[i] = NULL; h.changed[i] = 0; }
+    h.n = h.pushes = 0;
+    redisContext *mc = NULL;
+    int mport = -1;
+    int failovers = long_form ? 6 : 2;
+    int64_t t0 = harness_now_ms(), next_fault = t0 + 2000, last_poll = 0;
+    int done_faults = 0, cur = cl.port[0];
+    while (done_faults < failovers || harness_now_ms() < next_fault) {
+        redisContext *m = master_conn(&cl, &mc, &mport);
+        for (int k = 0; m && k < 2 && h.n < MAXREQ; k++) {
+            if (!push(m, h.n)) { redisFree(mc); mc = NULL; mport = -1; break; }
+            h.n++;
+            h.pushes++;
+        }
+        if (m && mc && harness_now_ms() - last_poll >= 100) {
+            if (!poll_results(mc, &h)) { redisFree(mc); mc = NULL; mport = -1; }
+            last_poll = harness_now_ms();
+        }
+        if (done_faults < failovers && harness_now_ms() >= next_fault) {
+            int i = node_of_port(&cl, cur);
+            if (done_faults % 2 == 0) {             /* kill -9 the master */
+                /* with the replicas 400 ms behind: each one sleeps (DEBUG
+                 * SLEEP) and the master drops their links (CLIENT KILL TYPE
+                 * replica), so what it writes from then on reaches no
+                 * replica before it dies */
+                redisContext *lag[3] = { NULL };
+                for (int k = 0; k < 3; k++) {
+                    if (k == i || !cl.alive[k]) continue;
+                    lag[k] = harness_redis_connect(&cl.node[k]);
+                    int wdone = 0;
+                    redisAppendCommand(lag[k], "DEBUG SLEEP 0.6");
+                    while (!wdone && redisBufferWrite(lag[k], &wdone) == REDIS_OK) {}
+                }
+                redisContext *mk = harness_redis_connect(&cl.node[i]);
+                if (mk) { long long killed = proc_int(mk, "CLIENT KILL TYPE replica"); (void)killed; redisFree(mk); }
+                int64_t lag_until = harness_now_ms() + 400;
+                while (harness_now_ms() < lag_until) {
+                    redisContext *m2 = master_conn(&cl, &mc, &mport);
+                    for (int k = 0; m2 && k < 2 && h.n < MAXREQ; k++) if (push(m2, h.n)) { h.n++; h.pushes++; }
+                    if (m2 && harness_now_ms() - last_poll >= 100) { poll_results(m2, &h); last_poll = harness_now_ms(); }
+                    harness_sleep_ms(5);
+                }
+                print_message("failover %d: kill -9 the master (port %d, replicas 400 ms behind) after %d requests\n",
+                              done_faults + 1, cur, h.n);
+                harness_redis_kill(&cl.node[i]);
+                cl.alive[i] = 0;
+                for (int k = 0; k < 3; k++) if (lag[k]) redisFree(lag[k]);
+            } else {                                /* a planned failover */
+                print_message("failover %d: SENTINEL FAILOVER (master port %d) after %d requests\n", done_faults + 1, cur, h.n);
+                /* refused (NOGOODSLAVE, INPROG) until a replica is in sync */
+                int started = 0;
+                for (int waited = 0; waited < 20000 && !started; waited += 250) {
+                    redisContext *s = tcp(cl.sport[waited / 250 % 3]);
+                    redisReply *r = s ? redisCommand(s, "SENTINEL FAILOVER " MASTER) : NULL;
+                    started = r && r->type == REDIS_REPLY_STATUS;
+                    if (!started && r && r->type == REDIS_REPLY_ERROR && waited % 2000 == 0)
+                        print_message("  SENTINEL FAILOVER: %s\n", r->str);
+                    if (r) freeReplyObject(r);
+                    if (s) redisFree(s);
+                    if (!started) harness_sleep_ms(250);
+                }
+                assert_true(started);
+            }
+            int np = wait_switch(&cl, cur);
+            assert_true(np > 0);
+            print_message("  new master on port %d after %lld ms\n", np, (long long)(harness_now_ms() - next_fault));
+            if (mc) { redisFree(mc); mc = NULL; mport = -1; }
+            /* a killed master comes back (as a replica, the sentinels see
+             * to it) before the next planned failover needs two replicas */
+            if (!cl.alive[i]) {
+                assert_int_equal(harness_redis_restart(&cl.node[i]), 0);
+                cl.alive[i] = 1;
+            }
+            cur = np;
+            done_faults++;
+            out->failovers++;
+            next_fault = harness_now_ms() + (long_form ? 4000 : 2000);
+        }
+        harness_sleep_ms(5);
+    }
+    /* resubmit what has no result until everything has one (30 s) */
+    int all = 0;
+    for (int waited = 0; waited < 30000 && !all; waited += 500) {
+        harness_sleep_ms(500);
+        redisContext *m = master_conn(&cl, &mc, &mport);
+        if (!m || !poll_results(m, &h)) { if (mc) redisFree(mc); mc = NULL; mport = -1; continue; }
+        /* only what is neither answered nor still queued is resubmitted */
+        int idle = proc_int(m, "LLEN alloc:{s1}:queue") == 0;
+        all = 1;
+        for (int n = 0; n < h.n; n++) {
+            char *v = harness_str(m, "HGET alloc:{s1}:results r%d", n);
+            if (!v) { all = 0; if (idle) { push(m, n); out->resubmitted++; h.pushes++; } }
+            free(v);
+        }
+    }
+    if (!all) {
+        harness_allocd_dump_log(&d);
+        redisContext *m2 = master_conn(&cl, &mc, &mport);
+        if (m2) print_message("queue %lld, results %lld of %d\n", proc_int(m2, "LLEN alloc:{s1}:queue"),
+                              proc_int(m2, "HLEN alloc:{s1}:results"), h.n);
+    }
+    assert_true(all);
+    redisContext *m = master_conn(&cl, &mc, &mport);
+    assert_non_null(m);
+    /* the final state: one result per id; granted = holders; free adds up */
+    long long granted = 0;
+    for (int n = 0; n < h.n; n++) {
+        char *v = harness_str(m, "HGET alloc:{s1}:results r%d", n);
+        assert_non_null(v);
+        json_t *fin = json_loads(v, 0, NULL);
+        assert_non_null(fin);
+        granted += !strcmp(jstatus(fin), "granted");
+        if (h.seen[n] && (strcmp(h.seen[n], v) || h.changed[n])) {
+            out->taken_back++;
+            json_t *was = json_loads(h.seen[n], 0, NULL);
+            if (was && strcmp(jstatus(was), jstatus(fin))) out->status_flipped++;
+            json_decref(was);
+        }
+        json_decref(fin);
+        free(v);
+    }
+    long long holders = proc_int(m, "HLEN alloc:{s1}:holders");
+    long long free_units = proc_int(m, "HGET alloc:{s1}:free sku");
+    print_message("wait_replicas %d: %d requests (%d pushes, %d resubmitted), %d failovers, "
+                  "granted %lld, holders %lld, free %lld; results seen then taken back: %d (%d with another status)\n",
+                  wait_replicas, h.n, h.pushes, out->resubmitted, out->failovers, granted, holders, free_units,
+                  out->taken_back, out->status_flipped);
+    assert_int_equal(proc_int(m, "HLEN alloc:{s1}:results"), h.n);
+    assert_int_equal(granted, holders);
+    assert_true(holders <= CAPACITY);
+    assert_int_equal(free_units, CAPACITY - holders);
+    /* at most one grant per request in the log */
+    redisReply *r = redisCommand(m, "XRANGE alloc:{s1}:log - +");
+    assert_non_null(r);
+    static unsigned char grants[MAXREQ];
+    memset(grants, 0, sizeof grants);
+    long long logged = 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        redisReply *f = r->element[i]->element[1];
+        const char *type = NULL, *req = NULL;
+        for (size_t k = 0; k + 1 < f->elements; k += 2) {
+            if (!strcmp(f->element[k]->str, "type")) type = f->element[k + 1]->str;
+            if (!strcmp(f->element[k]->str, "req")) req = f->element[k + 1]->str;
+        }
+        if (type && req && !strcmp(type, "grant") && req[0] == 'r') {
+            int n = atoi(req + 1);
+            assert_true(n >= 0 && n < MAXREQ);
+            assert_true(grants[n] == 0);
+            grants[n] = 1;
+            logged++;
+        }
+    }
+    freeReplyObject(r);
+    assert_int_equal(logged, holders);
+    /* every worker followed: the idle batches answer on the final master */
+    for (int b = 2; b <= 3; b++) {
+        itest_cmd(m, "RPUSH alloc:{s%d}:queue {\"id\":\"late\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku\"}", b);
+        char key[64];
+        snprintf(key, sizeof key, "alloc:{s%d}:results", b);
+        char *v = harness_wait_hget(m, key, "late", 10000);
+        assert_non_null(v);
+        free(v);
+    }
+    /* allocctl, given the same sentinel URL, finds the master and the
+     * log replays to holders and free there */
+    const char *build = getenv("BUILD");
+    assert_int_equal(itest_sh("%s/allocctl --redis 'sentinel://127.0.0.1:%d,127.0.0.1:%d/" MASTER "' verify s1 >/dev/null",
+                              build && *build ? build : "build", cl.sport[1], cl.sport[2]), 0);
+    /* allocd followed every failover */
+    int moves = itest_count_in_log(&d, "sentinel: master " MASTER " is at");
+    if (moves < out->failovers + 1) harness_allocd_dump_log(&d);
+    assert_true(moves >= out->failovers + 1);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    if (mc) redisFree(mc);
+    for (int i = 0; i < MAXREQ; i++) { free(h.seen[i]); h.seen[i] = NULL; }
+    cluster_stop(&cl);
+}
+
+static int long_form(void)
+{
+    const char *e = getenv("SENTINEL_LONG");
+    return e && *e && strcmp(e, "0");
+}
+
+static void test_failover_without_wait(void **state)
+{
+    outcome o;
+    run(0, long_form(), &o);
+    assert_true(o.failovers >= 2);
+}
+
+static void test_failover_with_wait_replicas(void **state)
+{
+    outcome o;
+    run(1, long_form(), &o);
+    assert_true(o.failovers >= 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_failover_without_wait),
+        cmocka_unit_test(test_failover_with_wait_replicas),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

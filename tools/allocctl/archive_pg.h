@@ -1,0 +1,52 @@
+/* archive_pg.h -- the PostgreSQL side of the archive (docs/ARCHIVE.md):
+ * one libpq connection that survives a server restart, the schema, and the
+ * two idempotent inserts (a chunk of log entries, a page of results).
+ *
+ * Rows travel as ONE jsonb parameter per chunk (a JSON array) and the
+ * server splits them (jsonb_array_elements): one round trip and one
+ * statement -- hence one transaction -- per chunk, and no value is ever
+ * spliced into SQL text. Every insert is ON CONFLICT DO NOTHING on the
+ * primary key, (batch, stream id, index in entry) for events and (batch,
+ * request id) for results, so re-sending a chunk after a crash between the
+ * commit and the XACK changes nothing.
+ */
+#ifndef ALLOCD_CTL_ARCHIVE_PG_H
+#define ALLOCD_CTL_ARCHIVE_PG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <libpq-fe.h>
+
+typedef struct archive_pg {
+    PGconn *conn;
+    const char *conninfo;
+    char err[512];        /* the last error, one line */
+} archive_pg;
+
+/* Connects (once; again after archive_pg_lost) and creates the schema if it
+ * is missing. Returns 0, or -1 with err set. */
+int archive_pg_open(archive_pg *p, const char *conninfo);
+void archive_pg_close(archive_pg *p);
+/* 1 when the last failure was the connection (retry after archive_pg_open),
+ * 0 when the server refused the statement (retrying will not help). */
+int archive_pg_lost(const archive_pg *p);
+
+/* Inserts the events of json_rows (a JSON array, see archive_log.h) of
+ * batch; *inserted gets the rows that were new. Returns 0 or -1. */
+int archive_pg_put_events(archive_pg *p, const char *batch, const char *json_rows,
+                          int64_t *inserted);
+/* Inserts final results: json_rows = [{"k":request id,"r":result}, ...];
+ * a `waiting` result is skipped (it will be replaced). Returns 0 or -1. */
+int archive_pg_put_results(archive_pg *p, const char *batch, const char *json_rows,
+                           int64_t *inserted);
+
+/* Upserts the batch's definition and latest stats (alloc_batches): meta,
+ * capacity and stats as JSON objects of their hash fields. */
+int archive_pg_put_batch(archive_pg *p, const char *batch, const char *meta, const char *capacity,
+                         const char *stats);
+
+/* Runs a query with text parameters; the result (PGRES_TUPLES_OK or
+ * PGRES_COMMAND_OK) or NULL with err set. */
+PGresult *archive_pg_query(archive_pg *p, const char *sql, int n, const char *const *params);
+
+#endif

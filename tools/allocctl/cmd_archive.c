@@ -1,0 +1,653 @@
+/* cmd_archive.c -- `allocctl archive`: copies each batch's event log and
+ * final results into PostgreSQL (docs/ARCHIVE.md).
+ *
+ * The log is read through a Redis consumer group on P:{B}:log, so the
+ * archive resumes where it stopped and the daemon can see what is safe to
+ * trim (archive_group): an entry is XACKed only after the PostgreSQL
+ * transaction holding its rows has committed. A crash between the commit
+ * and the XACK leaves the entry pending; the next run reads its own pending
+ * entries first (XREADGROUP ... 0) and inserts them again, which the
+ * primary keys turn into nothing (ON CONFLICT DO NOTHING). So a crash or a
+ * rerun never loses or duplicates a row.
+ *
+ * Results are not in the log (a rejection changes no state), so they are
+ * copied by full HSCAN passes of P:{B}:results, each page one insert. A
+ * pass records the stats.updated_at it saw before it began: every result
+ * written by then was in the hash for the whole pass, and HSCAN returns
+ * every such field at least once; `purge` compares that mark with the
+ * batch's current stats.updated_at. `waiting` results are skipped: they
+ * are the only ones ever replaced, and a later pass takes the final one.
+ *
+ * One thread, blocking hiredis and libpq, batches served round-robin.
+ * SIGINT/SIGTERM are blocked and polled, so a stop always falls between
+ * chunks. Progress goes to stdout and to the hash P:{B}:archive, which
+ * `allocctl top` shows.
+ */
+#include "allocctl/cmd_archive.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "allocctl/archive_log.h"
+#include "allocctl/archive_pg.h"
+#include "allocctl/ctl_sync.h"
+
+#define RETRY_NOFOLLOW_MS 60000   /* without --follow, give up on an outage after this */
+#define REPORT_MS 1000
+#define BATCH_LIST_MS 1000
+
+typedef struct arch_batch {
+    char id[BATCH_ID_MAX + 1];
+    batch_keys k;
+    char progress[BATCH_KEY_MAX + 16];
+    int read_pending;          /* 1: read our pending entries (id 0) before new ones */
+    int log_idle;              /* the last read found nothing new */
+    int listed;                /* in P:batches at the last look */
+    int64_t events, results;   /* rows inserted by this run */
+    int64_t reported_events;
+    /* results pass */
+    int scanning;
+    char cursor[32];
+    char pass_upto[32];        /* stats.updated_at seen before the running pass */
+    int passes;                /* completed passes */
+    int64_t pass_end_ms;
+    char done_upto[32];        /* pass_upto of the last completed pass */
+    int64_t lag_entries, lag_ms;
+    double rate;
+} arch_batch;
+
+typedef struct archiver {
+    ctx *x;
+    archive_pg pg;
+    const char *conninfo, *group, *consumer;
+    int64_t chunk, interval_ms, claim_idle_ms;
+    int follow, quiet;
+    const char **named;
+    size_t nnamed;
+    arch_batch *b;
+    size_t nb;
+    sigset_t stop;
+    int64_t last_report, last_list, outage_since;
+    int64_t last_outage_msg, last_redis_msg;
+} archiver;
+
+enum { AR_OK = 0, AR_REDIS = -1, AR_PG = -2, AR_FATAL = -3 };
+
+static int64_t mono_ms(void) { return clock_mono_us() / 1000; }
+
+static int stop_requested(archiver *a)
+{
+    sigset_t p;
+    if (sigpending(&p) < 0) return 0;
+    return sigismember(&p, SIGINT) || sigismember(&p, SIGTERM);
+}
+
+/* Sleeps ms, waking early for a stop. */
+static void nap(archiver *a, int64_t ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    siginfo_t si;
+    if (sigtimedwait(&a->stop, &si, &ts) > 0) raise(si.si_signo); /* keep it pending */
+}
+
+/* ------------------------------------------------------------ batches -- */
+
+static arch_batch *find_batch(archiver *a, const char *id)
+{
+    for (size_t i = 0; i < a->nb; i++)
+        if (!strcmp(a->b[i].id, id)) return &a->b[i];
+    return NULL;
+}
+
+static int add_batch(archiver *a, const char *id)
+{
+    if (find_batch(a, id)) return 0;
+    batch_keys k;
+    if (batch_keys_init(&k, a->x->cfg.prefix, id) < 0) return 0;   /* not a batch id: skip */
+    arch_batch *nb = realloc(a->b, (a->nb + 1) * sizeof *nb);
+    if (!nb) return -1;
+    a->b = nb;
+    arch_batch *b = &a->b[a->nb++];
+    memset(b, 0, sizeof *b);
+    snprintf(b->id, sizeof b->id, "%s", id);
+    b->k = k;
+    archive_progress_key(b->progress, sizeof b->progress, a->x->cfg.prefix, id);
+    b->read_pending = 1;
+    b->listed = 1;
+    return 0;
+}
+
+/* The named batches, or (again every second) every member of P:batches. */
+static int list_batches(archiver *a)
+{
+    int64_t now = mono_ms();
+    if (a->nb && (a->nnamed || now - a->last_list < BATCH_LIST_MS)) return AR_OK;
+    a->last_list = now;
+    for (size_t i = 0; i < a->nnamed; i++)
+        if (add_batch(a, a->named[i]) < 0) return AR_FATAL;
+    if (a->nnamed) return AR_OK;
+    redisReply *m = redisCommand(a->x->c, "SMEMBERS %s", a->x->batches_key);
+    if (!m || m->type != REDIS_REPLY_ARRAY) { if (m) freeReplyObject(m); return AR_REDIS; }
+    sort_strings(m);
+    int rc = AR_OK;
+    for (size_t i = 0; i < a->nb; i++) a->b[i].listed = 0;
+    for (size_t i = 0; i < m->elements && rc == AR_OK; i++) {
+        if (add_batch(a, m->element[i]->str) < 0) rc = AR_FATAL;
+        arch_batch *b = find_batch(a, m->element[i]->str);
+        if (b) b->listed = 1;
+    }
+    freeReplyObject(m);
+    /* a batch out of P:batches (batch rm, purge) is followed until it is
+     * caught up, then dropped: its keys may be about to go */
+    for (size_t i = 0; i < a->nb;) {
+        arch_batch *b = &a->b[i];
+        if (!b->listed && b->log_idle && !b->read_pending && !b->scanning && b->passes)
+            a->b[i] = a->b[--a->nb];
+        else i++;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------- the log -- */
+
+/* XGROUP CREATE ... 0: an existing group is fine, and so is a log that
+ * does not exist yet (no MKSTREAM: a purged batch is not made again).
+ * *no_log: the log is not there. */
+static int ensure_group(archiver *a, arch_batch *b, int *no_log)
+{
+    *no_log = 0;
+    redisReply *r = redisCommand(a->x->c, "XGROUP CREATE %s %s 0", b->k.log, a->group);
+    if (!r) return AR_REDIS;
+    int ok = r->type != REDIS_REPLY_ERROR || !strncmp(r->str, "BUSYGROUP", 9);
+    if (!ok && strstr(r->str, "requires the key to exist")) ok = *no_log = 1;
+    if (!ok) errmsg(a->x, "%s: XGROUP CREATE: %s", b->id, r->str);
+    freeReplyObject(r);
+    return ok ? AR_OK : AR_REDIS;
+}
+
+/* One write to PostgreSQL, to be retried as a whole after a reconnect. */
+typedef enum { JOB_EVENTS, JOB_RESULTS, JOB_BATCH } pg_job_kind;
+typedef struct pg_job {
+    pg_job_kind kind;
+    const char *batch;
+    const char *text[3];     /* rows (events, results); meta, capacity, stats (batch) */
+    int64_t inserted;
+} pg_job;
+
+static int pg_job_run(archive_pg *p, pg_job *j)
+{
+    switch (j->kind) {
+    case JOB_EVENTS:  return archive_pg_put_events(p, j->batch, j->text[0], &j->inserted);
+    case JOB_RESULTS: return archive_pg_put_results(p, j->batch, j->text[0], &j->inserted);
+    default:          return archive_pg_put_batch(p, j->batch, j->text[0], j->text[1], j->text[2]);
+    }
+}
+
+/* Runs the job until it succeeds, reconnecting to PostgreSQL in between;
+ * gives up on a statement the server refuses, or (without --follow) after
+ * RETRY_NOFOLLOW_MS. */
+static int pg_retry(archiver *a, pg_job *j)
+{
+    int64_t start = mono_ms(), wait = 100;
+    for (;;) {
+        if (archive_pg_open(&a->pg, a->conninfo) == 0 && pg_job_run(&a->pg, j) == 0) return AR_OK;
+        if (!archive_pg_lost(&a->pg)) { errmsg(a->x, "%s", a->pg.err); return AR_FATAL; }
+        int64_t now = mono_ms();
+        if (now - a->last_outage_msg > 10000) {
+            errmsg(a->x, "%s; retrying", a->pg.err);
+            a->last_outage_msg = now;
+        }
+        if ((!a->follow && now - start > RETRY_NOFOLLOW_MS) || stop_requested(a)) return AR_PG;
+        nap(a, wait);
+        if (wait < 2000) wait *= 2;
+    }
+}
+
+/* XACK of every entry of the reply, and the progress counters. */
+static int ack(archiver *a, arch_batch *b, const redisReply *entries, int64_t inserted)
+{
+    ctl_args args = { 0 };
+    ctl_args_add(&args, "XACK");
+    ctl_args_add(&args, b->k.log);
+    ctl_args_add(&args, a->group);
+    const char *last = NULL;
+    for (size_t i = 0; i < entries->elements; i++)
+        if ((last = archive_log_entry_id(entries->element[i])) != NULL) ctl_args_add(&args, last);
+    int rc = args.failed ? AR_FATAL : AR_OK;
+    if (rc == AR_OK) {
+        redisAppendCommandArgv(a->x->c, (int)args.n, (const char **)args.v, args.len);
+        redisAppendCommand(a->x->c, "HINCRBY %s events %lld", b->progress, (long long)inserted);
+        redisAppendCommand(a->x->c, "HSET %s last_id %s group %s", b->progress, last ? last : "",
+                           a->group);
+        for (int i = 0; i < 3; i++) {
+            redisReply *r = NULL;
+            if (redisGetReply(a->x->c, (void **)&r) != REDIS_OK || !r || r->type == REDIS_REPLY_ERROR)
+                rc = AR_REDIS;
+            if (r) freeReplyObject(r);
+            if (rc == AR_REDIS && !r) break;
+        }
+    }
+    ctl_args_free(&args);
+    return rc;
+}
+
+/* Entries pending for another consumer of the group that has been idle
+ * for claim_idle_ms (an archiver that died under another --consumer name)
+ * become ours (XAUTOCLAIM), to be read with our own pending ones.
+ * Returns how many were claimed, or AR_REDIS. */
+static int claim_orphans(archiver *a, arch_batch *b)
+{
+    redisReply *r = redisCommand(a->x->c, "XAUTOCLAIM %s %s %s %lld 0-0 COUNT %lld JUSTID", b->k.log,
+                                 a->group, a->consumer, (long long)a->claim_idle_ms, (long long)a->chunk);
+    if (!r) return AR_REDIS;
+    int n = 0;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && r->element[1]->type == REDIS_REPLY_ARRAY)
+        n = (int)r->element[1]->elements;
+    freeReplyObject(r);
+    return n;
+}
+
+/* One chunk of the log: read, insert in one transaction, then XACK.
+ * Returns 1 when it moved something, 0 when there was nothing, or AR_*. */
+static int log_step(archiver *a, arch_batch *b)
+{
+    redisReply *r = redisCommand(a->x->c, "XREADGROUP GROUP %s %s COUNT %lld STREAMS %s %s",
+                                 a->group, a->consumer, (long long)a->chunk, b->k.log,
+                                 b->read_pending ? "0" : ">");
+    if (!r) return AR_REDIS;
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* NOGROUP: the log was deleted and made again (or purged) */
+        int nogroup = !strncmp(r->str, "NOGROUP", 7);
+        if (!nogroup) errmsg(a->x, "%s: XREADGROUP: %s", b->id, r->str);
+        freeReplyObject(r);
+        if (!nogroup) return AR_REDIS;
+        b->read_pending = 1;     /* ensure_group runs again in the next round */
+        b->log_idle = 1;
+        return 0;
+    }
+    const redisReply *entries = NULL;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->elements == 2)
+        entries = r->element[0]->element[1];
+    if (!entries || entries->elements == 0) {
+        freeReplyObject(r);
+        if (b->read_pending) {
+            int claimed = claim_orphans(a, b);
+            if (claimed < 0) return claimed;
+            b->read_pending = claimed > 0;   /* read what was claimed, then new entries */
+            return 1;
+        }
+        b->log_idle = 1;
+        return 0;
+    }
+    b->log_idle = 0;
+    json_t *rows = json_array();
+    int rc = rows ? AR_OK : AR_FATAL;
+    for (size_t i = 0; rc == AR_OK && i < entries->elements; i++)
+        if (archive_log_entry_decode(entries->element[i], rows) < 0) rc = AR_FATAL;
+    char *text = rc == AR_OK ? json_dumps(rows, JSON_COMPACT) : NULL;
+    int64_t inserted = 0;
+    if (rc == AR_OK && !text) rc = AR_FATAL;
+    if (rc == AR_OK && json_array_size(rows) > 0) {
+        pg_job j = { JOB_EVENTS, b->id, { text, NULL, NULL }, 0 };
+        rc = pg_retry(a, &j);
+        inserted = j.inserted;
+    }
+    if (rc == AR_OK) rc = ack(a, b, entries, inserted);
+    if (rc == AR_OK) b->events += inserted;
+    if (rc == AR_FATAL) errmsg(a->x, "%s: could not archive a chunk of the log", b->id);
+    free(text);
+    json_decref(rows);
+    freeReplyObject(r);
+    return rc == AR_OK ? 1 : rc;
+}
+
+/* ----------------------------------------------------------- results -- */
+
+/* HSCAN page -> [{"k":id,"r":result}, ...]; a value that is not JSON is
+ * kept as a JSON string. */
+static char *results_rows(const redisReply *kv)
+{
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i + 1 < kv->elements; i += 2) {
+        const redisReply *k = kv->element[i], *v = kv->element[i + 1];
+        json_t *res = json_loadb(v->str, v->len, JSON_DECODE_ANY, NULL);
+        if (!res) res = json_stringn(v->str, v->len);
+        json_t *row = res ? json_pack("{s:s%, s:o}", "k", k->str, k->len, "r", res) : NULL;
+        if (!row || json_array_append_new(rows, row) < 0) { json_decref(rows); return NULL; }
+    }
+    char *text = rows ? json_dumps(rows, JSON_COMPACT) : NULL;
+    json_decref(rows);
+    return text;
+}
+
+/* An HGETALL reply as a JSON object text (values as strings). */
+static char *hash_json(const redisReply *h)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; o && h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2) {
+        json_t *v = json_stringn(h->element[i + 1]->str, h->element[i + 1]->len);
+        if (v) json_object_setn_new(o, h->element[i]->str, h->element[i]->len, v);
+    }
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* After each results pass: meta, capacity and stats into alloc_batches,
+ * so that the database alone answers "when did each item sell out". */
+static int put_batch(archiver *a, arch_batch *b)
+{
+    redisAppendCommand(a->x->c, "HGETALL %s", b->k.meta);
+    redisAppendCommand(a->x->c, "HGETALL %s", b->k.capacity);
+    redisAppendCommand(a->x->c, "HGETALL %s", b->k.stats);
+    redisReply *r[3];
+    if (replies(a->x, 3, r) < 0) return AR_REDIS;
+    char *meta = hash_json(r[0]), *cap = hash_json(r[1]), *stats = hash_json(r[2]);
+    free_replies(r, 3);
+    int rc = AR_FATAL;
+    if (meta && cap && stats) {
+        pg_job j = { JOB_BATCH, b->id, { meta, cap, stats }, 0 };
+        rc = pg_retry(a, &j);
+    }
+    free(meta);
+    free(cap);
+    free(stats);
+    return rc;
+}
+
+/* Whether a new pass is due: none yet, or the daemon wrote since the last
+ * one and interval_ms has passed. Reads stats.updated_at into pass_upto. */
+static int pass_due(archiver *a, arch_batch *b, int *due)
+{
+    *due = 0;
+    if (b->passes && mono_ms() - b->pass_end_ms < a->interval_ms) return AR_OK;
+    redisReply *r = redisCommand(a->x->c, "HGET %s updated_at", b->k.stats);
+    if (!r) return AR_REDIS;
+    snprintf(b->pass_upto, sizeof b->pass_upto, "%s", r->type == REDIS_REPLY_STRING ? r->str : "0");
+    freeReplyObject(r);
+    *due = !b->passes || strcmp(b->pass_upto, b->done_upto) != 0;
+    return AR_OK;
+}
+
+/* One HSCAN page of a results pass. Returns 1 (moved), 0 (nothing to do) or AR_*. */
+static int results_step(archiver *a, arch_batch *b)
+{
+    if (!b->scanning) {
+        int due, rc = pass_due(a, b, &due);
+        if (rc != AR_OK || !due) return rc;
+        b->scanning = 1;
+        snprintf(b->cursor, sizeof b->cursor, "0");
+    }
+    redisReply *r = redisCommand(a->x->c, "HSCAN %s %s COUNT %lld", b->k.results, b->cursor,
+                                 (long long)a->chunk);
+    if (!r) return AR_REDIS;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        errmsg(a->x, "%s: HSCAN: %s", b->id, r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        freeReplyObject(r);
+        return AR_REDIS;
+    }
+    int rc = AR_OK;
+    int64_t inserted = 0;
+    if (r->element[1]->elements) {
+        pg_job j = { JOB_RESULTS, b->id, { results_rows(r->element[1]), NULL, NULL }, 0 };
+        rc = j.text[0] ? pg_retry(a, &j) : AR_FATAL;
+        inserted = j.inserted;
+        free((char *)j.text[0]);
+    }
+    if (rc == AR_OK) {
+        snprintf(b->cursor, sizeof b->cursor, "%s", r->element[0]->str);
+        b->results += inserted;
+        if (!strcmp(b->cursor, "0")) {
+            b->scanning = 0;
+            b->passes++;
+            b->pass_end_ms = mono_ms();
+            snprintf(b->done_upto, sizeof b->done_upto, "%s", b->pass_upto);
+            rc = put_batch(a, b);
+        }
+        redisReply *h = redisCommand(a->x->c, "HINCRBY %s results %lld", b->progress, (long long)inserted);
+        if (!h) rc = AR_REDIS; else freeReplyObject(h);
+        if (rc == AR_OK && !b->scanning) {
+            h = redisCommand(a->x->c, "HSET %s results_upto %s results_passes %d", b->progress,
+                             b->done_upto, b->passes);
+            if (!h) rc = AR_REDIS; else freeReplyObject(h);
+        }
+    }
+    freeReplyObject(r);
+    return rc == AR_OK ? 1 : rc;
+}
+
+/* ---------------------------------------------------------- progress -- */
+
+/* The ms part of a stream id ("1763800000123-4"). */
+static int64_t id_ms(const char *id)
+{
+    return id ? strtoll(id, NULL, 10) : 0;
+}
+
+static const redisReply *xinfo_field(const redisReply *g, const char *name)
+{
+    for (size_t i = 0; g && g->type == REDIS_REPLY_ARRAY && i + 1 < g->elements; i += 2)
+        if (g->element[i]->type == REDIS_REPLY_STRING && !strcmp(g->element[i]->str, name))
+            return g->element[i + 1];
+    return NULL;
+}
+
+/* Lag of our group: entries not yet acknowledged (XINFO GROUPS lag +
+ * pending) and how far, in stream time, the oldest of them is behind the
+ * newest entry. */
+static int measure_lag(archiver *a, arch_batch *b)
+{
+    redisAppendCommand(a->x->c, "XINFO GROUPS %s", b->k.log);
+    redisAppendCommand(a->x->c, "XREVRANGE %s + - COUNT 1", b->k.log);
+    redisAppendCommand(a->x->c, "XPENDING %s %s", b->k.log, a->group);
+    /* error replies are answers here (no log yet: no group, no lag) */
+    redisReply *r[3] = { NULL, NULL, NULL };
+    for (int i = 0; i < 3; i++)
+        if (redisGetReply(a->x->c, (void **)&r[i]) != REDIS_OK) {
+            free_replies(r, 3);
+            return AR_REDIS;
+        }
+    const redisReply *g = NULL;
+    for (size_t i = 0; r[0]->type == REDIS_REPLY_ARRAY && i < r[0]->elements; i++) {
+        const redisReply *name = xinfo_field(r[0]->element[i], "name");
+        if (name && name->str && !strcmp(name->str, a->group)) g = r[0]->element[i];
+    }
+    const redisReply *lag = xinfo_field(g, "lag"), *delivered = xinfo_field(g, "last-delivered-id");
+    int64_t pending = r[2]->type == REDIS_REPLY_ARRAY && r[2]->elements ? ctl_reply_int(r[2]->element[0]) : 0;
+    const char *oldest = pending && r[2]->element[1]->type == REDIS_REPLY_STRING ? r[2]->element[1]->str : NULL;
+    const char *newest = r[1]->type == REDIS_REPLY_ARRAY && r[1]->elements ? r[1]->element[0]->element[0]->str : NULL;
+    b->lag_entries = (lag && lag->type == REDIS_REPLY_INTEGER ? lag->integer : 0) + pending;
+    if (!oldest && delivered && delivered->str) oldest = delivered->str;
+    b->lag_ms = b->lag_entries && newest && oldest ? id_ms(newest) - id_ms(oldest) : 0;
+    if (b->lag_ms < 0) b->lag_ms = 0;
+    free_replies(r, 3);
+    return AR_OK;
+}
+
+/* Every REPORT_MS: rates and lag to stdout (batches that moved) and to
+ * P:{B}:archive for `allocctl top`. */
+static int report(archiver *a, int force)
+{
+    int64_t now = mono_ms(), dt = now - a->last_report;
+    if (!force && dt < REPORT_MS) return AR_OK;
+    a->last_report = now;
+    for (size_t i = 0; i < a->nb; i++) {
+        arch_batch *b = &a->b[i];
+        if (measure_lag(a, b) != AR_OK) return AR_REDIS;
+        int64_t moved = b->events - b->reported_events;
+        b->rate = dt > 0 ? (double)moved * 1000.0 / (double)dt : 0;
+        b->reported_events = b->events;
+        redisReply *r = redisCommand(a->x->c,
+            "HSET %s rate %.0f lag_entries %lld lag_ms %lld updated_at %lld consumer %s group %s",
+            b->progress, b->rate, (long long)b->lag_entries, (long long)b->lag_ms,
+            (long long)clock_wall_ms(), a->consumer, a->group);
+        if (!r) return AR_REDIS;
+        freeReplyObject(r);
+        if ((moved || force) && !a->quiet)
+            printf("archive %s: events %" PRId64 " (%.0f/s), results %" PRId64 ", lag %" PRId64
+                   " entries, %.1f s\n", b->id, b->events, b->rate, b->results, b->lag_entries,
+                   (double)b->lag_ms / 1000.0);
+    }
+    fflush(stdout);
+    return AR_OK;
+}
+
+/* ---------------------------------------------------------- the loop -- */
+
+/* After a Redis error: a new connection (the old one may be mid-reply),
+ * and every batch reads its pending entries again. */
+static int redis_reconnect(archiver *a)
+{
+    if (a->x->c) redisFree(a->x->c);
+    a->x->c = NULL;
+    for (size_t i = 0; i < a->nb; i++) {
+        a->b[i].read_pending = 1;
+        a->b[i].scanning = 0;
+    }
+    /* the message once per 10 s, not at every attempt of an outage */
+    char msg[256] = "";
+    a->x->quiet = msg;
+    int rc = ctx_connect(a->x) == EX_OK ? AR_OK : AR_REDIS;
+    a->x->quiet = NULL;
+    int64_t now = mono_ms();
+    if (rc != AR_OK && now - a->last_redis_msg > 10000) {
+        errmsg(a->x, "%s; retrying", msg);
+        a->last_redis_msg = now;
+    }
+    return rc;
+}
+
+/* One round: a chunk of each batch's log, or a page of its results when
+ * its log is drained. Returns how many batches moved, or AR_*. */
+static int round_robin(archiver *a, int *all_done)
+{
+    int rc = list_batches(a), moved = 0;
+    *all_done = 1;
+    for (size_t i = 0; rc >= AR_OK && i < a->nb; i++) {
+        arch_batch *b = &a->b[i];
+        int no_log = 0;
+        if (b->read_pending && (rc = ensure_group(a, b, &no_log)) != AR_OK) break;
+        if (no_log) b->log_idle = 1;
+        rc = no_log ? 0 : log_step(a, b);
+        if (rc == 0) rc = results_step(a, b);
+        if (rc > 0) moved++;
+        /* done (without --follow): log drained and a pass made after that */
+        if (!b->log_idle || b->scanning || !b->passes) *all_done = 0;
+    }
+    if (rc >= AR_OK) rc = report(a, 0);
+    return rc < AR_OK ? rc : moved;
+}
+
+static int archive_loop(archiver *a)
+{
+    int64_t wait = 100;
+    for (;;) {
+        if (stop_requested(a)) return EX_OK;
+        int done = 0, rc = a->x->c ? round_robin(a, &done) : AR_REDIS;
+        if (rc == AR_FATAL) return EX_INPUT;
+        if (rc == AR_PG) return stop_requested(a) ? EX_OK : EX_DB;
+        if (rc == AR_REDIS) {
+            if (!a->outage_since) a->outage_since = mono_ms();
+            if (!a->follow && mono_ms() - a->outage_since > RETRY_NOFOLLOW_MS) return EX_REDIS;
+            nap(a, wait);
+            if (wait < 2000) wait *= 2;
+            if (redis_reconnect(a) != AR_OK) continue;
+            continue;
+        }
+        a->outage_since = 0;
+        wait = 100;
+        if (!a->follow && done) return report(a, 1) == AR_OK ? EX_OK : EX_REDIS;
+        if (rc == 0) nap(a, 100);
+    }
+}
+
+static const char HELP_ARCHIVE[] =
+"Usage: allocctl archive --pg CONNINFO [B...] [--follow] [--group G] [--consumer C]\n"
+"                        [--chunk N] [--results-interval-ms MS] [--claim-idle-ms MS] [--quiet]\n"
+"\n"
+"Copies each batch's event log (P:{B}:log) into the PostgreSQL table alloc_events and\n"
+"its final results (P:{B}:results; `waiting` is not final) into alloc_results,\n"
+"creating the schema on the first run (docs/ARCHIVE.md). Without B, every batch of\n"
+"P:batches (re-read every second with --follow).\n"
+"\n"
+"The log is read through the Redis consumer group G (config archive_group, else\n"
+"\"archive\") as consumer C (\"archiver\"); each chunk of N entries (1000) is one\n"
+"PostgreSQL transaction, and its entries are XACKed only after it committed, so a\n"
+"crash or a rerun never loses or duplicates a row. Results are copied by HSCAN\n"
+"passes, again at most every MS (5000) while the batch changes. Entries another\n"
+"consumer of G left pending for --claim-idle-ms (60000) are taken over (XAUTOCLAIM).\n"
+"\n"
+"Without --follow it stops once every batch is caught up; with --follow it runs until\n"
+"SIGINT/SIGTERM, riding out Redis and PostgreSQL restarts. Progress (events/s, lag in\n"
+"entries and seconds) is printed every second and kept in P:{B}:archive (allocctl top).\n"
+"\n"
+"CONNINFO is a libpq connection string or URI (\"host=/run/postgresql dbname=shop\",\n"
+"\"postgresql://archiver@db/shop\"); a password belongs in ~/.pgpass or PGPASSFILE.\n"
+"Exit 0 caught up (or stopped), 3 Redis failed, 5 PostgreSQL failed.\n";
+
+static int archive_opts(ctx *x, archiver *a, int argc, char **argv, int at)
+{
+    const char *pos[MAX_POS], *chunk = NULL, *interval = NULL, *claim = NULL;
+    size_t npos = 0;
+    const opt spec[] = { GLOBAL_OPTS(x), { "pg", 0, &a->conninfo, NULL },
+        { "follow", 'f', NULL, &a->follow }, { "group", 0, &a->group, NULL },
+        { "consumer", 0, &a->consumer, NULL }, { "chunk", 0, &chunk, NULL },
+        { "results-interval-ms", 0, &interval, NULL }, { "claim-idle-ms", 0, &claim, NULL },
+        { "quiet", 'q', NULL, &a->quiet } };
+    int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
+    if (rc) return rc < 0 ? -1 : rc;
+    a->chunk = 1000;
+    a->interval_ms = 5000;
+    a->claim_idle_ms = 60000;
+    if (opt_int(x, "--chunk", chunk, 1, 100000, &a->chunk) < 0 ||
+        opt_int(x, "--results-interval-ms", interval, 0, 86400000, &a->interval_ms) < 0 ||
+        opt_int(x, "--claim-idle-ms", claim, 0, 86400000, &a->claim_idle_ms) < 0)
+        return EX_USAGE;
+    if (!a->conninfo) { errmsg(x, "--pg CONNINFO is required (try --help)"); return EX_USAGE; }
+    for (size_t i = 0; i < npos; i++)
+        if (!batch_id_valid(pos[i])) { errmsg(x, "bad batch id '%s'", pos[i]); return EX_USAGE; }
+    a->nnamed = npos;
+    a->named = malloc((npos ? npos : 1) * sizeof *a->named);
+    if (!a->named) return EX_REDIS;
+    memcpy(a->named, pos, npos * sizeof *pos);
+    return EX_OK;
+}
+
+int cmd_archive(ctx *x, int argc, char **argv, int at)
+{
+    archiver a;
+    memset(&a, 0, sizeof a);
+    a.x = x;
+    int rc = archive_opts(x, &a, argc, argv, at);
+    if (rc) { free(a.named); return rc < 0 ? show_help(HELP_ARCHIVE) : rc; }
+    /* with --follow a Redis that is not up yet is waited for, like a lost one */
+    if ((rc = ctx_config(x)) != EX_OK || ((rc = ctx_connect(x)) != EX_OK && !a.follow)) {
+        free(a.named);
+        return rc;
+    }
+    if (!a.group) a.group = *x->cfg.archive_group ? x->cfg.archive_group : ARCHIVE_GROUP_DEFAULT;
+    if (!a.consumer) a.consumer = ARCHIVE_CONSUMER_DEFAULT;
+    if (x->cfg.log_maxlen > 0 && strcmp(x->cfg.archive_group, a.group))
+        errmsg(x, "warning: log_maxlen = %lld trims the log and archive_group is not \"%s\": "
+               "allocd may trim entries before they are archived (docs/ARCHIVE.md)",
+               (long long)x->cfg.log_maxlen, a.group);
+    sigemptyset(&a.stop);
+    sigaddset(&a.stop, SIGINT);
+    sigaddset(&a.stop, SIGTERM);
+    sigprocmask(SIG_BLOCK, &a.stop, NULL);
+    rc = EX_OK;
+    if (archive_pg_open(&a.pg, a.conninfo) < 0 && !a.follow) {
+        errmsg(x, "%s", a.pg.err);
+        rc = EX_DB;
+    }
+    if (rc == EX_OK) rc = archive_loop(&a);
+    archive_pg_close(&a.pg);
+    free(a.b);
+    free(a.named);
+    return rc;
+}

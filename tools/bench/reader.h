@@ -1,0 +1,58 @@
+/* reader.h -- the poller of the live end-to-end mode: every result read
+ * once, inside the measured window, as a front end would read them.
+ *
+ * The Lua design hands each caller its answer inline; allocd writes it to
+ * P:{B}:results and somebody has to read it. A throughput that leaves that
+ * read out compares unlike work, so the headline mode runs this reader on
+ * its own connection while the producers push and allocd serves: it asks
+ * for the results of the requests whose push has returned, by HMGET of
+ * many ids at a time (what a poller serving many users does), and the
+ * clock stops at the last result it reads. Latency is "result visible to
+ * the reader" minus the push (or, paced, the scheduled push).
+ *
+ * How it avoids asking for results that cannot exist yet (every nil field
+ * is Redis work too, so it is counted and reported): each round reads
+ * `stats.dequeued` (one HGET; what a status page polls anyway), which
+ * counts the requests decided so far, all of them answered in the same
+ * transaction;
+ * - with ordinals (the position transaction gives each request its
+ *   ordinal) that tells exactly which ids are decided: no id is asked for
+ *   twice;
+ * - without (plain RPUSH) it tells how many decided results are not read
+ *   yet; requests of one producer connection are queued, decided and
+ *   answered in their push order, so the answered ids of a producer are a
+ *   prefix: the reader asks each producer for its share of that number
+ *   plus a quarter and 8 (at most 1.25 times the last round's answer plus
+ *   8) and moves over the prefix.
+ */
+#ifndef ALLOCBENCH_READER_H
+#define ALLOCBENCH_READER_H
+
+#include <stdio.h>
+
+#include "bench.h"
+
+typedef struct reader_job {
+    const bench_target *target;
+    const char *results;      /* P:{B}:results */
+    const char *stats;        /* P:{B}:stats (for dequeued) */
+    long n;                   /* requests; producer p has i = k * producers + p */
+    int producers;
+    const long *acked;        /* per producer: pushes returned (atomic reads) */
+    const int64_t *push_us;   /* wall us of each push (paced: when it was due) */
+    const int64_t *ordinal;   /* per request, or NULL (plain RPUSH); negative:
+                               * only an upper bound is known (peek) */
+    int64_t deadline_us;      /* mono */
+    FILE *dump;               /* or NULL: "index push_ms read_ms" per result */
+    /* results */
+    latency lat;              /* ms, push -> read */
+    outcome out;
+    long read, hmgets, fields_asked, nil_fields, dequeued_polls;
+    int64_t t_last;           /* wall us of the last result read */
+    char err[160];
+} reader_job;
+
+/* Reads until all n results are read (0) or the deadline (-1, err set). */
+int reader_run(reader_job *j);
+
+#endif
