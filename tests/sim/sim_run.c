@@ -944,6 +944,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
     const char *state = simr_hget(st->w.redis, st->keys.stats, "state", NULL);
     int excused = poison[0] || not_open || (state && (!strcmp(state, "waiting") || !strcmp(state, "paused")));
+    int held = !excused;
     if (!st->w.failed && !drained(st) && !excused)
         sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting answer_ms "
                  "(%d ms) after the faults stopped, the batch %s", simr_llen(st->w.redis, st->keys.queue),
@@ -975,6 +976,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     res->crashes = st->w.crashes;
     res->sim_ms = (int64_t)(st->w.now / 1000000);
     res->room = st->wl.room;
+    res->held_to_answer_ms = held;
     unsetenv("ALLOCD_FAULT_APPLY_ID");
     const char *g = simr_hget(st->w.redis, st->keys.stats, "granted", NULL);
     res->granted = g ? strtoll(g, NULL, 10) : 0;

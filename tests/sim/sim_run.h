@@ -24,6 +24,7 @@ typedef struct sim_result {
     int64_t sim_ms;
     int room;                 /* the batch was a room batch (beds), else stock */
     int64_t granted;          /* stats.granted at the end */
+    int held_to_answer_ms;    /* liveness checked against answer_ms (not excused: 60 s) */
 } sim_result;
 
 int sim_run(const sim_opts *o, sim_result *r);
