@@ -1585,6 +1585,12 @@ size_t simr_llen(simr *s, const char *key)
     return v ? v->ln : 0;
 }
 
+size_t simr_hlen(simr *s, const char *key)
+{
+    sval *v = peek(s, key, T_HASH);
+    return v ? v->h.live : 0;
+}
+
 const char *simr_lindex(simr *s, const char *key, size_t i, size_t *len)
 {
     sval *v = peek(s, key, T_LIST);

@@ -72,6 +72,7 @@ void simr_flush_scripts(simr *s);
 const char *simr_get_str(simr *s, const char *key, size_t *len, int64_t now_ms);
 const char *simr_hget(simr *s, const char *key, const char *field, size_t *len);
 size_t simr_llen(simr *s, const char *key);
+size_t simr_hlen(simr *s, const char *key);
 const char *simr_lindex(simr *s, const char *key, size_t i, size_t *len);
 /* Hash fields in order; returns the number, fills up to max. */
 typedef void (*simr_pair_fn)(void *ud, const char *k, size_t klen, const char *v, size_t vlen);

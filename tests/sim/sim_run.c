@@ -548,6 +548,11 @@ static void check_stats(sim_run_state *st)
     int64_t d = stat_of(st, "dequeued"), counted = processed + stat_of(st, "dead") + stat_of(st, "duplicates");
     if (!pool && d != counted)
         sim_fail("stats: dequeued %" PRId64 " but processed + dead + duplicates = %" PRId64, d, counted);
+    /* contract 9.5: at close the waitlist's remaining requests are refused */
+    const char *state = simr_hget(st->w.redis, st->keys.stats, "state", NULL);
+    if (state && !strcmp(state, "closed") && (stat_of(st, "waiting") || simr_hlen(st->w.redis, st->keys.waitlist)))
+        sim_fail("waitlist: the batch is closed, yet %" PRId64 " requests wait (%zu in the waitlist)",
+                 stat_of(st, "waiting"), simr_hlen(st->w.redis, st->keys.waitlist));
 }
 
 static void exec_post(void *ud, simr *s, simr_client *c)
