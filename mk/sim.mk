@@ -20,7 +20,7 @@ SIM_FLAGS ?=
 SIM_CORE_OBJ := $(addprefix $(BUILD)/tests/sim/,sim_loop.o sim_net.o sim_redis.o sim_run.o)
 SIM_LIBS   = $(PKG_LIBS) -lm
 SIM_UV    := uv_timer_init uv_timer_start uv_timer_stop uv_close uv_hrtime
-SIM_SIMULATED_OBJ = $(filter $(BUILD)/daemon/worker/%.o $(BUILD)/daemon/service/registry.o,$(EDGE_OBJ))
+SIM_SIMULATED_OBJ = $(filter $(BUILD)/daemon/worker/%.o $(BUILD)/daemon/service/registry.o $(BUILD)/daemon/service/giveups.o,$(EDGE_OBJ))
 SIM_BIN   := $(BUILD)/tests/sim/sim
 SIM_TESTS := $(BUILD)/tests/unit/test_sim_sweep $(BUILD)/tests/integration/test_sim_model
 
