@@ -39,6 +39,7 @@
  */
 #include "core/engine.h"
 #include "core/assert.h"
+#include "core/engine_swap.h"
 #include "core/strmap.h"
 #include "core/engine_slots.h"
 #include "core/engine_wait.h"
@@ -386,6 +387,8 @@ void engine_free(engine *e)
     free(e->fresh);
     free(e->ended);
     free(e->events);
+    engine_groups_free(e);
+    engine_swaps_free(e);
     engine_wait_free(e);
     engine_hold_free(e);
     engine_slots_free(e);
@@ -572,6 +575,8 @@ static size_t expire_due(engine *e, int64_t now)
     }
     /* The loop's own exit condition, unless memory ran out: debug only. */
     ALLOC_DEBUG_ASSERT(e->error || e->n_heap == 0 || e->heap[0].at > now);
+    /* closes_at passed: open swap offers end `closed` (contract 9.3) */
+    if (e->swaps && e->meta.closes_at != 0 && now >= e->meta.closes_at) engine_swaps_close(e, now);
     return n;
 }
 
@@ -610,11 +615,19 @@ const engine_counters *engine_get_counters(const engine *e) { return &e->counter
  * contract): retry_at for throttled, opens_at for not_open. */
 static void reject(engine_result *out, engine_reason r)
 {
+    /* a group refusal names the group, and `conflict` the current version;
+     * throttled keeps retry_at, not_open opens_at (contract 9.6) */
+    const char *group = out->group;
+    int64_t version = out->version;
+    int has_version = out->has_version;
     int64_t retry_at = r == R_THROTTLED ? out->retry_at : 0;
     int64_t opens_at = r == R_NOT_OPEN ? out->opens_at : 0;
     memset(out, 0, sizeof *out);
     out->status = ST_REJECTED;
     out->reason = r;
+    out->group = group;
+    out->version = version;
+    out->has_version = has_version;
     out->retry_at = retry_at;
     out->opens_at = opens_at;
 }
@@ -644,7 +657,8 @@ static void count_decision(engine *e, const engine_result *out)
     case ST_DONE: c->done++; break;
     case ST_REJECTED: c->rejected++; break;
     case ST_INVALID: c->invalid++; break;
-    case ST_WAITING: break;   /* counted in `waiting` by engine_wait_join */
+    case ST_WAITING: break;   /* counted in `waiting` by engine_wait_join, or in
+                                 `swap_offers` by engine_swaps_decide */
     default: ALLOC_PANIC("invariant: a request decided without a result");
     }
     c->processed++;
@@ -683,8 +697,15 @@ static engine_reason gate(engine *e, user *u, const engine_request *r, int64_t n
     engine_op op = r->op;
     switch (engine_phase_at(e, now)) {
     case PHASE_CLOSED: return R_CLOSED;
+    case PHASE_WAITING:
+        /* early=shuffle: before the batch's opening the throttle counts
+         * early requests as they are read (contract 9.1) and the rest wait
+         * for the draw; a user's own slot (9.4) applies from the opening */
+        if (e->meta.early == EARLY_SHUFFLE)
+            return throttled(e, u, now) ? R_THROTTLED : R_KEEP_FOR_LOTTERY;
+        break;
     case PHASE_PAUSED: return R_PAUSED;
-    case PHASE_WAITING: case PHASE_OPEN: break;
+    case PHASE_OPEN: break;
     }
     /* the batch's opens_at, or the user's own selection slot (engine_slots.c) */
     if (now < engine_opens_for(e, r)) return R_NOT_OPEN;
@@ -983,6 +1004,35 @@ static engine_reason decide_group(engine *e, const engine_request *r,
     return R_NONE;
 }
 
+/* ---------------------------------------------------------------- hooks for engine_groups.c */
+
+engine_reason engine_seat_members(engine *e, const engine_request *r, int64_t now, engine_result *out)
+{
+    return decide_group(e, r, now, out);
+}
+
+uint32_t engine_touch_user(engine *e, const char *id) { return touch_user(e, id); }
+int engine_holds_bed(const engine *e, uint32_t ui) { return holds_bed(e, ui); }
+
+int engine_exchange_beds(engine *e, uint32_t ui, uint32_t vi, const char *req_u,
+                         const char *req_v, int64_t now)
+{
+    char *ru = prepare_seat(e, req_u, 4, 2), *rv = ru ? intern(req_v ? req_v : "") : NULL;
+    if (!ru || !rv || reserve(e, 4, 2, 2, 0) < 0) {
+        free(ru);
+        free(rv);
+        return -ENOMEM;
+    }
+    uint32_t a = unseat(e, ui, req_u, now), b = unseat(e, vi, req_v, now);
+    seat(e, ui, b, ru, req_u, now);
+    seat(e, vi, a, rv, req_v, now);
+    return 0;
+}
+uint32_t engine_load_user(engine *e, const char *id) { return id_ok(id) ? get_or_load_user(e, id) : STRMAP_NONE; }
+int engine_reserve_users(engine *e, size_t n) { return GROW(e, dirty_users, n); }
+void engine_mark_user(engine *e, uint32_t u) { dirty_user(e, u); }
+void engine_out_of_memory(engine *e) { stop_out_of_memory(e); }
+
 static engine_reason decide_switch(engine *e, uint32_t ui,
                                    const engine_request *r, int64_t now,
                                    engine_result *out)
@@ -994,6 +1044,7 @@ static engine_reason decide_switch(engine *e, uint32_t ui,
     if (e->items[it].free <= 0) return R_ROOM_FULL;   /* the old bed stays */
     char *req = prepare_seat(e, r->id, 2, 2);
     if (!req) return R_NONE;
+    if (engine_swaps_bed_gone(e, ui, now) < 0) { free(req); return R_NONE; }
     unseat(e, ui, r->id, now);
     seat(e, ui, it, req, r->id, now);
     granted(e, out, e->items[it].id);
@@ -1005,7 +1056,7 @@ static engine_reason decide_release(engine *e, uint32_t ui,
                                     engine_result *out)
 {
     if (!holds_bed(e, ui)) return R_NOT_HOLDING;
-    if (reserve(e, 1, 1, 1, 0) < 0) return R_NONE;
+    if (reserve(e, 1, 1, 1, 0) < 0 || engine_swaps_bed_gone(e, ui, now) < 0) return R_NONE;
     engine_hold_clear(e, ui);   /* a held bed given back ends its hold */
     done(out, e->items[unseat(e, ui, r->id, now)].id);
     return R_NONE;
@@ -1017,6 +1068,7 @@ static void set_state(engine *e, engine_admin_state s, const engine_request *r,
                       int64_t now)
 {
     e->admin = s;
+    if (s == ADMIN_CLOSED) engine_swaps_close(e, now);
     emit(e, &(engine_event){ .type = EV_STATE, .req = r->id, .at = now,
                              .state = engine_phase_name(engine_phase_at(e, now)) });
 }
@@ -1087,6 +1139,14 @@ static int names_ok(const char *const *v, size_t n)
     return 1;
 }
 
+static int ids_ok(const char *const *v, size_t n)
+{
+    if (!names_ok(v, n)) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!id_ok(v[i])) return 0;
+    return 1;
+}
+
 /* Group members: valid ids, no one twice, and the sender among them. A
  * member twice would get two beds, so this is checked here even though the
  * parser should never let it through. */
@@ -1114,7 +1174,11 @@ static int request_ok(const engine_request *r)
     switch (r->op) {
     case OP_BUY: return r->item && r->qty >= 1 && r->qty <= INT32_MAX;
     case OP_CHOOSE: case OP_SWITCH: return r->item != NULL;
-    case OP_GROUP: return members_ok(r);
+    case OP_GROUP: return r->n_members == 0 || members_ok(r);  /* formed: none */
+    case OP_INVITE: return r->n_to > 0 && ids_ok(r->to, r->n_to);
+    case OP_ACCEPT: case OP_DECLINE: return id_ok(r->peer);
+    case OP_LEAVE: case OP_PREFS: return 1;
+    case OP_SWAP: return id_ok(r->peer);
     case OP_CONFIRM: case OP_CANCEL: case OP_AUTO: case OP_RELEASE: return 1;
     default: return 0;
     }
@@ -1131,7 +1195,9 @@ static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
         return is_rooms(e) ? engine_hold_cancel(e, ui, r, now, out) : decide_cancel(e, ui, r, now, out);
     case OP_CHOOSE: return decide_choose(e, ui, r, now, out);
     case OP_AUTO: return decide_auto(e, ui, r, now, out);
-    case OP_GROUP: return decide_group(e, r, now, out);
+    case OP_GROUP: case OP_INVITE: case OP_ACCEPT: case OP_DECLINE: case OP_LEAVE: case OP_PREFS:
+        return engine_groups_decide(e, ui, r, now, out);
+    case OP_SWAP: return engine_swaps_decide(e, ui, r, now, out);
     case OP_SWITCH: return decide_switch(e, ui, r, now, out);
     case OP_RELEASE: return decide_release(e, ui, r, now, out);
     default: return R_NONE;   /* request_ok() let no other op through */
@@ -1181,6 +1247,10 @@ static engine_reason decide_user(engine *e, const engine_request *r,
         return R_NONE;
     }
     engine_reason why = gate(e, &e->users[ui], r, now);
+    if (why == R_KEEP_FOR_LOTTERY) {
+        out->kept = 1;
+        return R_NONE;
+    }
     if (why == R_THROTTLED) out->retry_at = e->users[ui].penalty_until;
     if (why == R_NOT_OPEN) out->opens_at = engine_opens_for(e, r);
     if (why != R_NONE) return why;
@@ -1206,6 +1276,7 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     if (e->error) return;   /* out of memory, now or before: no decision */
     const int64_t ctl = e->counters.ctl, processed = e->counters.processed,
                   grants = e->counters.granted;
+    const size_t resolved = engine_swap_resolved_count(e);
     int admin = is_admin(r->op);
     engine_reason why = admin ? decide_admin(e, r, now, out)
                               : decide_user(e, r, now, out);
@@ -1216,10 +1287,17 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
         return;
     }
     if (admin) e->counters.ctl++;
-    else count_decision(e, out);
+    else if (!out->kept) count_decision(e, out);   /* kept: decided and counted when served */
     const engine_counters *c = &e->counters;
-    ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin && c->processed == processed + !admin);
-    ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == ST_GRANTED));
+    /* swap offers this decision ended (9.3) became granted or rejected */
+    int64_t ended_granted = 0;
+    for (size_t i = resolved; ALLOC_DEBUG && i < engine_swap_resolved_count(e); i++) {
+        engine_swap_resolved s;
+        engine_swap_resolved_at(e, i, &s);
+        ended_granted += s.res.status == ST_GRANTED;
+    }
+    ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin && c->processed == processed + (!admin && !out->kept));
+    ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == ST_GRANTED) + ended_granted);
     ALLOC_DEBUG_ASSERT(out->status != ST_GRANTED || out->rank == c->granted);
     ALLOC_DEBUG_ASSERT((out->status == ST_REJECTED) == (out->reason != R_NONE));
     engine_wait_step(e, now);   /* what this decision returned or closed */

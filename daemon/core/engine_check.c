@@ -182,8 +182,8 @@ const char *engine_check_invariants(const engine *e)
     /* Without memory for the scratch arrays there is nothing to check
      * with: that is not a breach. */
     if (w.held && w.seen && !(why = check_users(e, &w)) && !(why = check_items(e, &w)) &&
-        !(why = check_heap(e, &w)))
-        why = check_outputs(e, &w);
+        !(why = check_heap(e, &w)) && !(why = check_outputs(e, &w)) && !(why = engine_groups_check(e)))
+        why = engine_swaps_check(e);
     if (!why) why = engine_wait_check(e);
     free(w.held);
     free(w.seen);

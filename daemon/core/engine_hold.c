@@ -142,7 +142,8 @@ static const char *end_hold(engine *e, uint32_t ui, engine_event_type type, uint
 
 void engine_hold_expire(engine *e, uint32_t ui, int64_t now)
 {
-    if (engine_hold_reserve(e, 0) < 0) return;
+    /* the bed goes: open swap offers by or to its holder end (9.3) */
+    if (engine_hold_reserve(e, 0) < 0 || engine_swaps_bed_gone(e, ui, now) < 0) return;
     end_hold(e, ui, EV_EXPIRE, ORDER_EXPIRED, NULL, now);
 }
 
@@ -186,7 +187,9 @@ engine_reason engine_hold_cancel(engine *e, uint32_t ui, const engine_request *r
 {
     engine_reason why = find_hold(e, ui, r->order);
     if (why != R_NONE) return why;
-    if (engine_reserve(e, 1, 1, 1, 0) < 0 || engine_hold_reserve(e, 0) < 0) return R_NONE;
+    if (engine_reserve(e, 1, 1, 1, 0) < 0 || engine_hold_reserve(e, 0) < 0 ||
+        engine_swaps_bed_gone(e, ui, now) < 0)
+        return R_NONE;
     uint64_t order = hold_of(e, ui)->order;
     out->item = end_hold(e, ui, EV_CANCEL, ORDER_CANCELLED, r->id, now);
     out->status = ST_DONE;

@@ -13,6 +13,10 @@
 #define NO_ROOM UINT32_MAX
 #define REQUEST_SPARE_IDS 260   /* > the largest group (256 members) */
 
+/* gate()'s answer for an early=shuffle request before opens_at that passed
+ * the throttle: kept for the lottery (engine_result.kept), never a result. */
+#define R_KEEP_FOR_LOTTERY ((engine_reason)1000)
+
 /* *_LOADED_OVER: loaded holding more than capacity / per_user (see engine.c's
  * note at its top); the only records the sweep lets break those limits. */
 enum { USER_DIRTY = 1, USER_WINDOW = 2, USER_LOADED_OVER = 4 };
@@ -128,6 +132,8 @@ struct engine {
     void *order_ctx;
     uint64_t next_order;        /* fallback order ids without a source */
     size_t unchecked;           /* ALLOCD_DEBUG: decisions since the last sweep */
+    struct engine_groups *groups; /* formed groups (engine_groups.c), NULL until one */
+    struct engine_swaps *swaps;   /* open swap offers (engine_swap.c), NULL until one */
 };
 
 static inline int is_rooms(const engine *e) { return e->meta.kind == BATCH_ROOM; }
@@ -176,6 +182,39 @@ static inline int expiry_live(const engine *e, const expiry *x)
     uint32_t i = orders_find(u, x->order);
     return i != STRMAP_NONE && u->u.s.orders[i].state == ORDER_HELD;
 }
+
+/* Hooks between engine.c and engine_groups.c (groups formed by consent). */
+engine_reason engine_groups_decide(engine *e, uint32_t ui, const engine_request *r,
+                                   int64_t now, engine_result *out);
+const char *engine_groups_user_group(const engine *e, uint32_t ui);
+void engine_groups_drain_clear(engine *e);
+void engine_groups_free(engine *e);
+/* engine_check_invariants' part for groups / swaps: NULL or the breach. */
+const char *engine_groups_check(const engine *e);
+const char *engine_swaps_check(const engine *e);
+/* Hooks between engine.c and engine_swap.c (swaps, contract 9.3). */
+engine_reason engine_swaps_decide(engine *e, uint32_t ui, const engine_request *r,
+                                  int64_t now, engine_result *out);
+/* User ui's bed is about to go (release, switch): their offers and the
+ * offers to them end not_holding. -ENOMEM (nothing changed) or 0. */
+int engine_swaps_bed_gone(engine *e, uint32_t ui, int64_t now);
+/* The batch closed (by command or at closes_at): every offer ends closed. */
+void engine_swaps_close(engine *e, int64_t now);
+void engine_swaps_drain_clear(engine *e);
+void engine_swaps_free(engine *e);
+/* engine.c: exchanges the beds of ui and vi (both hold one), as two
+ * releases and two grants in the log. -ENOMEM (nothing changed) or 0. */
+int engine_exchange_beds(engine *e, uint32_t ui, uint32_t vi, const char *req_u,
+                         const char *req_v, int64_t now);
+int engine_holds_bed(const engine *e, uint32_t ui);
+
+/* engine.c's own steps, for engine_groups.c */
+engine_reason engine_seat_members(engine *e, const engine_request *r, int64_t now, engine_result *out);
+uint32_t engine_touch_user(engine *e, const char *id);
+uint32_t engine_load_user(engine *e, const char *id);   /* not a new participant */
+int engine_reserve_users(engine *e, size_t n);
+void engine_mark_user(engine *e, uint32_t u);
+void engine_out_of_memory(engine *e);
 
 /* ALLOCD_DEBUG builds: the whole-state sweep after a decision or an
  * expiry (engine_check.c); a no-op otherwise. */

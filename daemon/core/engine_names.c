@@ -11,7 +11,8 @@ static const char *const op_names[] = {
     [OP_CHOOSE] = "choose", [OP_AUTO] = "auto", [OP_GROUP] = "group",
     [OP_SWITCH] = "switch", [OP_RELEASE] = "release", [OP_PAUSE] = "pause",
     [OP_RESUME] = "resume", [OP_CLOSE] = "close",
-    [OP_SET_CAPACITY] = "set_capacity",
+    [OP_SET_CAPACITY] = "set_capacity", [OP_INVITE] = "invite", [OP_ACCEPT] = "accept",
+    [OP_DECLINE] = "decline", [OP_LEAVE] = "leave", [OP_PREFS] = "prefs", [OP_SWAP] = "swap",
 };
 
 static const char *const reason_names[] = {
@@ -22,7 +23,8 @@ static const char *const reason_names[] = {
     [R_UNKNOWN_ORDER] = "unknown_order", [R_EXPIRED] = "expired",
     [R_NOT_OPEN] = "not_open", [R_CLOSED] = "closed", [R_PAUSED] = "paused",
     [R_THROTTLED] = "throttled", [R_WRONG_KIND] = "wrong_kind",
-    [R_GROUP_TOO_LARGE] = "group_too_large",
+    [R_GROUP_TOO_LARGE] = "group_too_large", [R_NO_INVITATION] = "no_invitation",
+    [R_NOT_IN_GROUP] = "not_in_group", [R_CONFLICT] = "conflict",
 };
 
 static const char *const status_names[] = {

@@ -22,6 +22,7 @@ static void user_view(const engine *e, uint32_t ui, engine_user_view *v)
             v->req = u->u.r.req;
             engine_hold_view(e, ui, v);
         }
+        v->group = engine_groups_user_group(e, ui);
     } else {
         v->units = u->u.s.units;
         v->orders = u->u.s.orders;
@@ -117,5 +118,7 @@ void engine_drain_clear(engine *e)
     for (size_t i = 0; i < e->n_dirty_items; i++)
         e->items[e->dirty_items[i]].flags &= (uint8_t)~(ITEM_DIRTY | ITEM_CAP_CHANGED);
     e->n_dirty_users = e->n_dirty_items = e->n_fresh = e->n_ended = e->n_events = 0;
+    engine_groups_drain_clear(e);
+    engine_swaps_drain_clear(e);
     engine_wait_drain_clear(e);
 }

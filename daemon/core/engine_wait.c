@@ -297,7 +297,11 @@ static size_t ids_needed(const engine *e, const engine_request *r)
 {
     if (r->op == OP_BUY) return 1;
     if (!is_rooms(e) || e->meta.hold_ms <= 0) return 0;
-    return r->op == OP_GROUP ? r->n_members : 1;
+    if (r->op != OP_GROUP) return 1;
+    /* a formed group (9.2) is whoever accepted, up to max_group (beyond
+     * the spare ids, the shell's order_fn supplies the rest) */
+    if (e->meta.groups != GROUPS_FORMED) return r->n_members;
+    return e->meta.max_group < REQUEST_SPARE_IDS ? (size_t)e->meta.max_group : REQUEST_SPARE_IDS;
 }
 
 /* Draws ids ahead until `need` are in hand. The shell guarantees ids for

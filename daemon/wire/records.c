@@ -30,8 +30,7 @@ static void stock_fields(jsonw *w, const engine_result *res)
     if (res->expires_at) jsonw_kint(w, "expires_at", res->expires_at);
 }
 
-void records_result(jsonw *w, const request *q, const engine_result *res,
-                  int64_t seq, int64_t at)
+static void result_fields(jsonw *w, const request *q, const engine_result *res)
 {
     common_head(w, q);
     jsonw_kstr(w, "status", engine_status_name(res->status));
@@ -44,14 +43,34 @@ void records_result(jsonw *w, const request *q, const engine_result *res,
     } else {
         stock_fields(w, res);
     }
+    if (res->group) jsonw_kstr(w, "group", res->group);
+    if (res->has_version) jsonw_kint(w, "version", res->version);
     if (q->r.op == OP_GROUP && res->status == ST_GRANTED) {
+        /* a formed group's members are the engine's, not the request's */
+        const char *const *m = res->members ? res->members : q->r.members;
+        size_t n = res->members ? res->n_members : q->r.n_members;
         jsonw_key(w, "members");
         jsonw_arr_begin(w);
-        for (size_t i = 0; i < q->r.n_members; i++) jsonw_str(w, q->r.members[i]);
+        for (size_t i = 0; i < n; i++) jsonw_str(w, m[i]);
         jsonw_arr_end(w);
     }
     if (res->status == ST_GRANTED) jsonw_kint(w, "rank", res->rank);
-    if (res->status == ST_WAITING) records_waiting_fields(w, res);
+    /* a waitlist place; a swap offer (9.3) has none */
+    if (res->status == ST_WAITING && res->wait_no) records_waiting_fields(w, res);
+}
+
+void records_result(jsonw *w, const request *q, const engine_result *res,
+                  int64_t seq, int64_t at)
+{
+    result_fields(w, q, res);
+    common_tail(w, seq, at);
+}
+
+void records_result_drawn(jsonw *w, const request *q, const engine_result *res,
+                          int64_t seq, int64_t at, int64_t draw)
+{
+    result_fields(w, q, res);
+    jsonw_kint(w, "draw", draw);
     common_tail(w, seq, at);
 }
 
@@ -98,6 +117,25 @@ static const char *item_id(const engine *e, uint32_t idx)
     return iv.id;
 }
 
+/* A room holder's open swap offers (contract 9.3): kept with the bed they
+ * offer, so they are written and loaded with it. */
+static void swap_offers(jsonw *w, const engine *e, const char *user)
+{
+    engine_swap_offer o[ENGINE_SWAP_OFFERS_MAX];
+    size_t n = engine_swap_offers_of(e, user, o, ENGINE_SWAP_OFFERS_MAX);
+    if (!n) return;
+    jsonw_key(w, "swap_offers");
+    jsonw_arr_begin(w);
+    for (size_t i = 0; i < n && i < ENGINE_SWAP_OFFERS_MAX; i++) {
+        jsonw_obj_begin(w);
+        jsonw_kstr(w, "req", o[i].req);
+        jsonw_kstr(w, "with", o[i].with);
+        jsonw_kint(w, "seq", o[i].seq);
+        jsonw_obj_end(w);
+    }
+    jsonw_arr_end(w);
+}
+
 void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
 {
     jsonw_obj_begin(w);
@@ -111,6 +149,8 @@ void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
             jsonw_kstr(w, "state", records_order_state_name(v->room_state));
             if (v->room_expires_at) jsonw_kint(w, "expires_at", v->room_expires_at);
         }
+        if (v->group) jsonw_kstr(w, "group", v->group);
+        swap_offers(w, e, v->id);
         jsonw_obj_end(w);
         return;
     }
@@ -179,6 +219,26 @@ static void names(jsonw *w, const char *key, const char *const *v, size_t n)
     jsonw_arr_end(w);
 }
 
+void records_group(jsonw *w, const engine_group_view *g)
+{
+    jsonw_obj_begin(w);
+    jsonw_kstr(w, "leader", g->members[0]);
+    names(w, "members", g->members, g->n_members);
+    names(w, "invited", g->invited, g->n_invited);
+    names(w, "prefs", g->prefs, g->n_prefs);
+    jsonw_key(w, "filter");
+    jsonw_obj_begin(w);
+    for (size_t i = 0; i < g->n_filter; i++) {
+        /* the value is canonical JSON already (engine_kv) */
+        jsonw_str(w, g->filter[i].key);
+        jsonw_raw(w, ":", 1);
+        jsonw_raw(w, g->filter[i].value, strlen(g->filter[i].value));
+    }
+    jsonw_obj_end(w);
+    jsonw_kint(w, "version", g->version);
+    jsonw_obj_end(w);
+}
+
 void records_request(jsonw *w, const engine_request *r)
 {
     jsonw_obj_begin(w);
@@ -188,7 +248,8 @@ void records_request(jsonw *w, const engine_request *r)
     if (r->item) jsonw_kstr(w, r->op == OP_BUY ? "item" : "room", r->item);
     if (r->op == OP_BUY) jsonw_kint(w, "qty", r->qty);
     if (r->n_prefs) names(w, "prefs", r->prefs, r->n_prefs);
-    if (r->op == OP_GROUP) names(w, "members", r->members, r->n_members);
+    /* a formed group's `group` names nobody (contract 9.2) */
+    if (r->op == OP_GROUP && r->n_members) names(w, "members", r->members, r->n_members);
     if (r->has_filter) {
         jsonw_key(w, "filter");
         jsonw_obj_begin(w);

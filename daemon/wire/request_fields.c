@@ -28,6 +28,7 @@
 
 #define QTY_MAX 1000000          /* units in one buy */
 #define CAPACITY_MAX 2000000000LL
+#define VERSION_MAX 9007199254740991LL  /* 2^53 - 1: exact in every JSON reader */
 
 /* How a field's value is checked. The check also fixes the C type of the
  * field's slot in engine_request (field_spec.at), asserted below. */
@@ -69,6 +70,10 @@ static const field_spec field_specs[FIELD_COUNT] = {
     [FIELD_MEMBERS]  = { KEY("members"), CHECK_NAMES, AT(members), AT(n_members) },
     [FIELD_CAPACITY] = { KEY("capacity"), CHECK_INT, AT(qty), .lo = 0, .hi = CAPACITY_MAX },
     [FIELD_FILTER]   = { KEY("filter"), CHECK_FILTER },
+    [FIELD_TO]       = { KEY("to"), CHECK_NAMES, AT(to), AT(n_to) },
+    [FIELD_FROM]     = { KEY("from"), CHECK_NAME, AT(peer) },
+    [FIELD_VERSION]  = { KEY("version"), CHECK_INT, AT(version), .lo = 0, .hi = VERSION_MAX },
+    [FIELD_WITH]     = { KEY("with"), CHECK_NAME, AT(peer) },
     [FIELD_WAIT]     = { KEY("wait"), CHECK_BOOL, AT(wait) },
 };
 
@@ -83,6 +88,10 @@ SLOT_IS(prefs, const char *const *);
 SLOT_IS(n_prefs, size_t);
 SLOT_IS(members, const char *const *);
 SLOT_IS(n_members, size_t);
+SLOT_IS(to, const char *const *);
+SLOT_IS(n_to, size_t);
+SLOT_IS(peer, const char *);
+SLOT_IS(version, int64_t);
 SLOT_IS(wait, int);
 
 /* Whether an op has a field. Zero (END) ends a list. */
@@ -106,6 +115,8 @@ typedef struct op_rule {
 
 static int prefs_or_filter(request *q);
 static int members_include_user_once(request *q);
+static int to_not_empty(request *q);
+static int with_another_user(request *q);
 
 /* Every op of the contract. An op the engine knows and this table does
  * not (GRAMMAR_NONE) is refused in both lists. */
@@ -120,13 +131,20 @@ static const op_rule op_rules[] = {
                                            { FIELD_WAIT, OPTIONAL } },
                           prefs_or_filter },
     [OP_GROUP]        = { GRAMMAR_QUEUE, { { FIELD_PREFS, OPTIONAL }, { FIELD_FILTER, OPTIONAL },
-                                           { FIELD_MEMBERS, REQUIRED }, { FIELD_WAIT, OPTIONAL } },
+                                           { FIELD_MEMBERS, OPTIONAL }, { FIELD_WAIT, OPTIONAL } },
                           members_include_user_once },
     [OP_RELEASE]      = { GRAMMAR_QUEUE, { { 0 } } },
     [OP_PAUSE]        = { GRAMMAR_CTL, { { 0 } } },
     [OP_RESUME]       = { GRAMMAR_CTL, { { 0 } } },
     [OP_CLOSE]        = { GRAMMAR_CTL, { { 0 } } },
     [OP_SET_CAPACITY] = { GRAMMAR_CTL, { { FIELD_ITEM, REQUIRED }, { FIELD_CAPACITY, REQUIRED } } },
+    [OP_INVITE]       = { GRAMMAR_QUEUE, { { FIELD_TO, REQUIRED } }, to_not_empty },
+    [OP_ACCEPT]       = { GRAMMAR_QUEUE, { { FIELD_FROM, REQUIRED } } },
+    [OP_DECLINE]      = { GRAMMAR_QUEUE, { { FIELD_FROM, REQUIRED } } },
+    [OP_LEAVE]        = { GRAMMAR_QUEUE, { { 0 } } },
+    [OP_PREFS]        = { GRAMMAR_QUEUE, { { FIELD_PREFS, OPTIONAL }, { FIELD_FILTER, OPTIONAL },
+                                           { FIELD_VERSION, REQUIRED } } },
+    [OP_SWAP]         = { GRAMMAR_QUEUE, { { FIELD_WITH, REQUIRED } }, with_another_user },
 };
 
 typedef struct grammar_rule {
@@ -178,12 +196,13 @@ int request_field_lookup(const char *key, size_t n)
 {
 #define IS(f) if (is_field(f, key, n)) return f
     switch (n) {
-    case 2: IS(FIELD_ID); IS(FIELD_OP); break;
+    case 2: IS(FIELD_ID); IS(FIELD_OP); IS(FIELD_TO); break;
     case 3: IS(FIELD_QTY); break;
-    case 4: IS(FIELD_USER); IS(FIELD_ITEM); IS(FIELD_ROOM); IS(FIELD_WAIT); break;
+    case 4: IS(FIELD_USER); IS(FIELD_ITEM); IS(FIELD_ROOM); IS(FIELD_FROM); IS(FIELD_WITH);
+        IS(FIELD_WAIT); break;
     case 5: IS(FIELD_ORDER); IS(FIELD_PREFS); break;
     case 6: IS(FIELD_FILTER); break;
-    case 7: IS(FIELD_MEMBERS); break;
+    case 7: IS(FIELD_MEMBERS); IS(FIELD_VERSION); break;
     case 8: IS(FIELD_CAPACITY); break;
     }
 #undef IS
@@ -394,9 +413,11 @@ static int prefs_or_filter(request *q)
     return 0;
 }
 
-/* No member twice, and the requester among them. */
+/* No member twice, and the requester among them. Without `members` (a
+ * group formed by invite/accept, contract 9.2) there is nothing to check. */
 static int members_include_user_once(request *q)
 {
+    if (q->r.n_members == 0) return 0;
     int has_user = 0;
     for (size_t i = 0; i < q->r.n_members; i++) {
         if (strcmp(q->r.members[i], q->r.user) == 0) has_user = 1;
@@ -408,6 +429,24 @@ static int members_include_user_once(request *q)
     }
     if (!has_user) {
         request_fail(q, REQUEST_INVALID, "'members' must include 'user'");
+        return -1;
+    }
+    return 0;
+}
+
+static int to_not_empty(request *q)
+{
+    if (q->r.n_to == 0) {
+        request_fail(q, REQUEST_INVALID, "'to' must name at least one user");
+        return -1;
+    }
+    return 0;
+}
+
+static int with_another_user(request *q)
+{
+    if (strcmp(q->r.peer, q->r.user) == 0) {
+        request_fail(q, REQUEST_INVALID, "'with' must name another user");
         return -1;
     }
     return 0;

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <jansson.h>
 
+#include "core/engine_groups.h"
+#include "core/engine_swap.h"
 #include "core/engine_wait.h"
 #include "core/numtext.h"
 #include "wire/records.h"
@@ -63,6 +65,22 @@ static json_t *load_object(const char *json, size_t len, const char *msg, const 
     return NULL;
 }
 
+/* A room holder's open swap offers (records_holder writes them). */
+static int load_swap_offers(engine *e, const char *user, json_t *offers)
+{
+    if (!offers) return 0;
+    if (!json_is_array(offers)) return -EINVAL;
+    for (size_t i = 0; i < json_array_size(offers); i++) {
+        json_t *o = json_array_get(offers, i), *seq = json_object_get(o, "seq");
+        const char *req = json_string_value(json_object_get(o, "req"));
+        const char *with = json_string_value(json_object_get(o, "with"));
+        if (!req || !with || !json_is_integer(seq)) return -EINVAL;
+        int rc = engine_load_swap_offer(e, user, with, req, json_integer_value(seq));
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
 int state_load_holder(engine *e, const char *user, const char *json,
                       size_t len, char *err, size_t errlen)
 {
@@ -76,6 +94,7 @@ int state_load_holder(engine *e, const char *user, const char *json,
         int erc = engine_load_room_holder(e, user, json_string_value(item),
                                           json_is_integer(since) ? json_integer_value(since) : 0,
                                           req ? req : "");
+        if (erc == 0) erc = load_swap_offers(e, user, json_object_get(doc, "swap_offers"));
         if (erc < 0) {
             snprintf(err, errlen, "holder '%s': room '%s' rejected by the engine (%d)",
                      user, json_string_value(item), erc);
@@ -145,6 +164,61 @@ int state_load_attrs(engine *e, const char *item, const char *json,
     }
     json_decref(doc);
     return rc;
+}
+
+/* An array of strings as a vector pointing into doc (NULL on a bad shape;
+ * an empty array gives a vector of none). */
+static const char **strings(json_t *arr, size_t *n)
+{
+    *n = 0;
+    if (!json_is_array(arr)) return NULL;
+    size_t k = json_array_size(arr);
+    const char **v = calloc(k ? k : 1, sizeof *v);
+    for (size_t i = 0; v && i < k; i++)
+        if (!(v[i] = json_string_value(json_array_get(arr, i)))) { free(v); return NULL; }
+    *n = k;
+    return v;
+}
+
+int state_load_group(engine *e, const char *id, const char *json,
+                     size_t len, char *err, size_t errlen)
+{
+    json_t *doc = load_object(json, len, "group '%s': not a JSON object", id, err, errlen);
+    if (!doc) return -1;
+    engine_group_view g = { .id = id, .alive = 1 };
+    size_t nm, ni, np;
+    const char **m = strings(json_object_get(doc, "members"), &nm);
+    const char **inv = strings(json_object_get(doc, "invited"), &ni);
+    const char **prefs = strings(json_object_get(doc, "prefs"), &np);
+    json_t *filter = json_object_get(doc, "filter"), *version = json_object_get(doc, "version");
+    size_t nf = json_is_object(filter) ? json_object_size(filter) : 0;
+    engine_kv *kv = calloc(nf ? nf : 1, sizeof *kv);
+    char **canon = calloc(nf ? nf : 1, sizeof *canon);
+    int rc = -1;
+    if (m && inv && prefs && kv && canon && json_is_integer(version)) {
+        const char *key;
+        json_t *val;
+        size_t k = 0;
+        int ok = 1;
+        if (json_is_object(filter)) json_object_foreach(filter, key, val) {
+            canon[k] = request_canonical_json(val);
+            kv[k] = (engine_kv){ key, canon[k] };
+            ok &= canon[k++] != NULL;
+        }
+        g.members = m; g.n_members = nm; g.invited = inv; g.n_invited = ni;
+        g.prefs = prefs; g.n_prefs = np; g.filter = kv; g.n_filter = nf; g.has_filter = nf > 0;
+        g.version = json_integer_value(version);
+        rc = ok ? engine_load_group(e, &g) : -ENOMEM;
+    }
+    if (rc < 0) snprintf(err, errlen, "group '%s': malformed, or a member in two groups (%d)", id, rc);
+    for (size_t i = 0; canon && i < nf; i++) free(canon[i]);
+    free(canon);
+    free(kv);
+    free(m);
+    free(inv);
+    free(prefs);
+    json_decref(doc);
+    return rc < 0 ? -1 : 0;
 }
 
 int state_load_wait(engine *e, const char *id, const char *json, size_t len,

@@ -8,7 +8,6 @@
 #include "worker/apply_txn.h"
 
 #include <errno.h>
-
 #include <string.h>
 
 #include "core/engine_wait.h"
@@ -45,6 +44,7 @@ static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
         [FENCE_KEY_CAPACITY] = k->capacity, [FENCE_KEY_ORDERS_ENDED] = k->orders_ended,
         [FENCE_KEY_EARLY] = k->early, [FENCE_KEY_QUEUE] = k->queue,
         [FENCE_KEY_CTL] = k->ctl, [FENCE_KEY_WAITLIST] = k->waitlist,
+        [FENCE_KEY_GROUPS] = k->groups,
     };
     /* Fault injection for tests (as SQLite does it): an apply containing
      * ALLOCD_FAULT_APPLY_ID has FENCE refuse it. */
@@ -84,10 +84,11 @@ static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     cmd_open(a, "HSET", c->keys->results);
     for (size_t i = 0; i < ch->n_items; i++) {
         const chunk_item *it = &ch->items[i];
-        if (!chunk_item_answered(it)) continue;
+        if (!chunk_item_answered(it) || it->res.kept) continue;  /* kept: answered when drawn */
         arg_str(a, it->q.r.id);
         size_t start = arg_begin(a);
         if (it->q.outcome == REQUEST_INVALID) records_invalid(&a->data, &it->q, it->seq, c->now);
+        else if (it->draw) records_result_drawn(&a->data, &it->q, &it->res, it->seq, c->now, it->draw);
         else records_result(&a->data, &it->q, &it->res, it->seq, c->now);
         arg_end(a, start);
     }
@@ -106,7 +107,9 @@ static void add_waitlist(argbuf *a, const apply_txn_ctx *c, const chunk *ch, con
     cmd_open(a, "HSET", c->keys->waitlist);
     for (size_t i = 0; i < ch->n_items; i++) {
         const chunk_item *it = &ch->items[i];
-        if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK || it->res.status != ST_WAITING)
+        /* a swap offer's `waiting` (9.3) is no waitlist place: no ticket */
+        if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK || it->res.status != ST_WAITING ||
+            !it->res.wait_no)
             continue;
         arg_str(a, it->q.r.id);
         size_t start = arg_begin(a);
@@ -224,15 +227,13 @@ static void add_internal_and_participants(argbuf *a, const apply_txn_ctx *c, con
         arg_str(a, "admin_state");
         arg_str(a, admin_state_name(engine_get_admin_state(e)));
     }
-    int pool_done = 0;
     if (ch->kind == CHUNK_POOL) {
         size_t served = c->pool_served + ch->pool_len;
         arg_str(a, "early_served");
         arg_int(a, (int64_t)served);
-        if (served == c->pool_n) { arg_str(a, "lottery_done"); arg_str(a, "1"); pool_done = 1; }
+        if (served == c->pool_n) { arg_str(a, "lottery_done"); arg_str(a, "1"); }
     }
-    cmd_close(a);
-    if (pool_done) { cmd_open(a, "DEL", c->keys->early); args_cmd_end(a); }
+    cmd_close(a);   /* P:{B}:early stays: `allocctl lottery verify` replays it */
     size_t n = engine_new_participant_count(e);
     /* a list, not a set: every user is appended once (the engine knows who
      * is new), and appending costs Redis far less than a set insert */
@@ -324,7 +325,10 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
         { "rejected", n->rejected }, { "invalid", n->invalid }, { "dead", n->dead },
         { "duplicates", n->duplicates }, { "ctl", n->ctl },
         { "participants", n->participants }, { "free_units", n->free_units },
-        { "waiting", n->waiting }, { "wait_served", n->wait_served },
+        /* every request whose result is `waiting` now: on the waitlist
+         * (9.5) or an open swap offer (9.3); processed counts them */
+        { "waiting", n->waiting + (int64_t)engine_swap_open_count(e) },
+        { "wait_served", n->wait_served },
         { "wait_ended", n->wait_ended }, { "wait_joined", n->wait_joined },
         { "wait_head", engine_wait_head(e) },
         { "updated_at", c->now },
@@ -338,16 +342,111 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
     args_cmd_end(a);
 }
 
+/* The lottery (lottery_pool.h): the requests this chunk kept and the users
+ * it throttled before the opening join P:{B}:early; the seed is stored
+ * and its commitment published with the first of them; the first chunk
+ * served from the pool reveals the seed. */
+static void add_lottery(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
+{
+    const lottery_pool *p = c->pool;
+    if (!p) return;
+    cmd_open(a, "RPUSH", c->keys->early);
+    for (size_t i = 0; i < p->n_pending; i++) arg_str(a, p->pending[i]);
+    cmd_close(a);
+    if (p->seed_unsaved) {
+        char commit[LOTTERY_SEED_HEX + 1];
+        lottery_commit(p->seed, commit);
+        cmd_open(a, "HSET", c->keys->internal);
+        arg_str(a, "lottery_seed"); arg_str(a, p->seed);
+        args_cmd_end(a);
+        cmd_open(a, "HSET", c->keys->stats);
+        arg_str(a, "lottery_commit"); arg_str(a, commit);
+        args_cmd_end(a);
+    }
+    cmd_open(a, "HSET", c->keys->stats);
+    if (p->n_pending) {
+        arg_str(a, "early_kept"); arg_int(a, (int64_t)p->n);
+        arg_str(a, "lottery_users"); arg_int(a, (int64_t)lottery_ticket_count(&p->lot));
+    }
+    if (ch->kind == CHUNK_POOL && c->pool_served == 0 && p->seed[0]) {
+        arg_str(a, "lottery_seed"); arg_str(a, p->seed);
+    }
+    cmd_close(a);
+}
+
+/* Groups formed by consent (contract 9.2) the chunk changed: written
+ * whole, or deleted once dissolved. */
+static void add_groups(argbuf *a, const apply_txn_ctx *c, const engine *e)
+{
+    size_t n = engine_dirty_group_count(e);
+    engine_group_view g;
+    cmd_open(a, "HSET", c->keys->groups);
+    for (size_t i = 0; i < n; i++) {
+        engine_dirty_group_at(e, i, &g);
+        if (!g.alive) continue;
+        arg_str(a, g.id);
+        size_t start = arg_begin(a);
+        records_group(&a->data, &g);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+    cmd_open(a, "HDEL", c->keys->groups);
+    for (size_t i = 0; i < n; i++) {
+        engine_dirty_group_at(e, i, &g);
+        if (!g.alive) arg_str(a, g.id);
+    }
+    cmd_close(a);
+}
+
+/* Swap offers that ended in this chunk (contract 9.3): their `waiting`
+ * result is replaced by the final one, in the same transaction as the
+ * change that ended them. */
+static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch, const engine *e)
+{
+    size_t n = engine_swap_resolved_count(e);
+    /* stats.swap_offers: the open offers, whenever an offer came or went
+     * (they are part of stats.waiting, see add_consume_and_stats) */
+    int changed = n > 0;
+    for (size_t i = 0; i < ch->n_items && !changed; i++)
+        changed = chunk_item_answered(&ch->items[i]) && ch->items[i].res.status == ST_WAITING &&
+                  ch->items[i].q.r.op == OP_SWAP;
+    if (changed) {
+        cmd_open(a, "HSET", c->keys->stats);
+        arg_str(a, "swap_offers");
+        arg_int(a, (int64_t)engine_swap_open_count(e));
+        args_cmd_end(a);
+    }
+    cmd_open(a, "HSET", c->keys->results);
+    for (size_t i = 0; i < n; i++) {
+        engine_swap_resolved s;
+        engine_swap_resolved_at(e, i, &s);
+        request q;
+        memset(&q, 0, sizeof q);
+        q.r.op = OP_SWAP;
+        q.r.id = s.req;
+        q.r.user = s.user;
+        q.op_name = "swap";
+        arg_str(a, s.req);
+        size_t start = arg_begin(a);
+        records_result(&a->data, &q, &s.res, s.seq, c->now);
+        arg_end(a, start);
+    }
+    cmd_close(a);
+}
+
 int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
 {
     args_reset(out);
     add_fence(out, ctx, ch);
     add_results(out, ctx, ch);
+    add_swap_results(out, ctx, ch, e);
     add_waitlist(out, ctx, ch, e);
     add_holders(out, ctx, e);
+    add_groups(out, ctx, e);
     add_items(out, ctx, e);
     add_ended(out, ctx, e);
     add_internal_and_participants(out, ctx, ch, e);
+    add_lottery(out, ctx, ch);
     add_dead(out, ctx, ch);
     if (ctx->log_chunk) add_chunk_log(out, ctx, e);
     else for (size_t i = 0; i < engine_event_count(e); i++) add_event(out, ctx, engine_event_at(e, i));

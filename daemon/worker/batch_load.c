@@ -19,7 +19,7 @@
 /* The replies of one load, in the order they are sent (and answered). */
 enum {
     LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED, LOAD_WAITLIST, LOAD_SLOTS,
-    LOAD_UPGRADE, LOAD_PARTICIPANTS, LOAD_STATS, LOAD_INTERNAL
+    LOAD_UPGRADE, LOAD_PARTICIPANTS, LOAD_GROUPS, LOAD_STATS, LOAD_INTERNAL
 };
 #define BATCH_LOAD_STEPS (LOAD_INTERNAL + 1)
 
@@ -165,6 +165,11 @@ int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *er
         if (rc == 0) m->early = (early_mode)choice;
         return rc;
     }
+    if (!strcmp(k, "groups")) {
+        rc = meta_choice(&choice, k, v, "formed", GROUPS_FORMED, "listed", GROUPS_LISTED, err, errlen);
+        if (rc == 0) m->groups = (groups_mode)choice;
+        return rc;
+    }
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(k, ints[i].name)) continue;
         if (numtext_parse_i64(v, ints[i].dst) < 0 || *ints[i].dst < ints[i].min) {
@@ -217,6 +222,9 @@ static void load_pair(batch_load *l, int tag, const char *k, const char *v, size
     case LOAD_ENDED:
         if (state_load_ended(l->eng, k, v, vlen, err, sizeof err) < 0)
             log_warn("batch %s: %s", l->batch, err);
+        break;
+    case LOAD_GROUPS:
+        if (state_load_group(l->eng, k, v, vlen, err, sizeof err) < 0) batch_load_fail(l, "%s", err);
         break;
     case LOAD_SLOTS:
         batch_load_slot(l->eng, l->batch, k, v);
@@ -356,6 +364,7 @@ int batch_load_start(batch_load *l, const char *trip_key, uint64_t seed)
     if (!rc) rc = sent(run, redis_conn_eval(l->conn, &l->scripts->load_prepare, on_load_reply, &st[LOAD_UPGRADE],
                                     to, 7, 7, prep, NULL));
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_PARTICIPANTS], to, "LRANGE %s 0 -1", k->participants));
+    if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_GROUPS], to, "HGETALL %s", k->groups));
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_STATS], to, "HGETALL %s", k->stats));
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_INTERNAL], to, "HGETALL %s", k->internal));
     /* every command sent gets exactly one callback (redis_conn), even one

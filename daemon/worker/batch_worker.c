@@ -161,6 +161,7 @@ static void dedup_start(batch_worker *w, chunk *ch);
 static void advance(batch_worker *w);
 static void pool_chunk(batch_worker *w);
 static void lottery_start(batch_worker *w);
+static int lottery_draw_now(batch_worker *w);
 static void on_handle_closed(batch_worker *w);
 static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
 static void issue_waits(batch_worker *w);
@@ -350,7 +351,9 @@ static void on_load_done(void *data)
              w->batch, engine_item_count(w->eng), engine_user_count(w->eng), c->processed);
     w->state = W_SERVING;
     chunks_drop_all(w);
-    take_start(w);
+    /* early=shuffle: the pool is read back before anything is decided */
+    if (engine_get_meta(w->eng)->early == EARLY_SHUFFLE && !w->lottery_done) lottery_start(w);
+    else take_start(w);
 }
 
 static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load_done };
@@ -381,10 +384,12 @@ static int take_queue_now(const batch_worker *w, int64_t now)
     switch (engine_phase_at(w->eng, now)) {
     case PHASE_OPEN:
     case PHASE_CLOSED:
-        return 1;
+        /* early=shuffle: the pool is drawn and served before the queue */
+        return m->early == EARLY_REJECT || w->lottery_done;
     case PHASE_WAITING:
-        /* early=shuffle keeps early requests queued until opens_at */
-        return m->early == EARLY_REJECT;
+        /* early=reject answers not_open; early=shuffle keeps the early
+         * requests for the lottery, throttled as they are read (9.1) */
+        return m->early == EARLY_REJECT || !w->lottery_done;
     case PHASE_PAUSED:
         return 0;
     }
@@ -436,7 +441,9 @@ static int add_list(batch_worker *w, chunk *ch, redisReply *list)
  * more for it to go on (core/engine_wait.h). */
 static size_t ids_needed(batch_worker *w, const chunk *ch)
 {
-    size_t n = chunk_buys(ch);
+    const engine_meta *m = engine_get_meta(w->eng);
+    int formed = m->kind == BATCH_ROOM && m->groups == GROUPS_FORMED;
+    size_t n = chunk_buys(ch, formed ? (size_t)m->max_group : 0);
     if (engine_wait_stalled(w->eng)) n += (size_t)w->cfg->chunk;
     return n;
 }
@@ -451,7 +458,7 @@ static int lottery_due(const batch_worker *w, int64_t now)
 {
     engine_phase ph = engine_phase_at(w->eng, now);
     return engine_get_meta(w->eng)->early == EARLY_SHUFFLE && !w->lottery_done &&
-           !w->pool.active && (ph == PHASE_OPEN || ph == PHASE_CLOSED);
+           w->pool.loaded && !w->pool.active && (ph == PHASE_OPEN || ph == PHASE_CLOSED);
 }
 
 /* Read ahead only behind a full chunk of queue requests: the queue goes on
@@ -539,7 +546,7 @@ static void take_one(batch_worker *w)
     }
     if (chunk_ring_busy(&w->ring) > 0 && !may_read_ahead(w)) return;
     int64_t now = clock_wall_ms();
-    if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now)) { lottery_start(w); return; }
+    if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now) && lottery_draw_now(w) < 0) return;
     if (lease_check(w, "take") < 0) return;
     slots_refresh(w, now);
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
@@ -550,6 +557,8 @@ static void take_one(batch_worker *w)
     ch->seq_base = w->dequeued + from;
     /* while the lottery pool is served, new requests wait behind it */
     ch->asked_queue = !w->pool.active && take_queue_now(w, now);
+    ch->early = ch->asked_queue && engine_get_meta(w->eng)->early == EARLY_SHUFFLE &&
+                engine_phase_at(w->eng, now) == PHASE_WAITING;
     int rc = send_take(w, ch, from);
     if (rc) { worker_fail(w, "take", rc == -ENOMEM ? "too many commands in flight" : "Redis not connected"); return; }
     w->takes_out++;
@@ -661,35 +670,45 @@ static void on_lottery_reply(redis_conn *c, redisReply *r, const char *err, void
     const char *e = reply_error(r, err);
     if (e) { worker_fail(w, "lottery", e); return; }
     int done;
-    int64_t dequeued = w->dequeued;
-    int rc = lottery_pool_from_reply(&w->pool, r, &done, &dequeued);
+    lottery_pool_free(&w->pool);
+    lottery_pool_init(&w->pool, random_u64());
+    int rc = lottery_pool_from_reply(&w->pool, r, &done);
     if (rc < 0) { worker_fail(w, "lottery", rc == -ENOMEM ? "out of memory" : "unexpected reply"); return; }
     if (done) {
+        lottery_pool_free(&w->pool);
         w->lottery_done = 1;
-        take_start(w);
-        return;
+    } else if (w->pool.n) {
+        log_notice("batch %s: lottery pool: %zu early requests of %zu users, %zu already served",
+                   w->batch, w->pool.n, lottery_ticket_count(&w->pool.lot), w->pool.served);
     }
-    w->dequeued = dequeued;
-    log_notice("batch %s: opening lottery: %zu early requests, %zu already served",
-               w->batch, w->pool.n, w->pool.served);
-    take_start(w); /* admin commands first, then the pool */
+    take_start(w);
 }
 
-/* Runs only with nothing in flight, so the lottery's writes (the queue
- * renamed, dequeued advanced) come after every apply sent. */
+/* Right after a load, before anything is decided: the pool as Redis has
+ * it (lottery_pool.h). */
 static void lottery_start(batch_worker *w)
 {
     if (lease_check(w, "lottery") < 0) return;
-    char seed[24];
-    snprintf(seed, sizeof seed, "%" PRIu64, random_u64());
     const char *argv[] = { w->keys.queue, w->keys.early, w->keys.stats, w->keys.internal,
-                           w->keys.lease, seed, w->lease.token, w->lease.epoch };
+                           w->keys.lease, "", w->lease.token, w->lease.epoch };
     w->state = W_LOTTERY;
     if (redis_conn_eval(w->cmd, &w->scripts->lottery, on_lottery_reply, w, w->cfg->redis_timeout_ms,
                         5, 8, argv, NULL) < 0) {
         w->state = W_SERVING;
         worker_fail(w, "lottery", "Redis not connected");
     }
+}
+
+/* The opening, with nothing in flight: every early chunk is in, so the
+ * pool is complete. The draw is made in memory; the first pool chunk
+ * reveals the seed. */
+static int lottery_draw_now(batch_worker *w)
+{
+    int rc = lottery_pool_draw(&w->pool);
+    if (rc < 0) { worker_fail(w, "lottery", rc == -ENOMEM ? "out of memory" : "bad seed"); return -1; }
+    log_notice("batch %s: opening lottery: %zu early requests of %zu users, %zu already served",
+               w->batch, w->pool.n, lottery_ticket_count(&w->pool.lot), w->pool.served);
+    return 0;
 }
 
 /* The next `chunk` requests of the pool, in lottery order; pool chunks go
@@ -706,9 +725,10 @@ static void pool_chunk(batch_worker *w)
     for (size_t j = 0; j < k; j++) {
         const char *raw;
         size_t len;
-        int64_t seq;
-        lottery_pool_at(&w->pool, j, &raw, &len, &seq);
+        int64_t seq, draw;
+        lottery_pool_at(&w->pool, j, &raw, &len, &seq, &draw);
         if (add_request(w, ch, raw, len, seq) < 0) { worker_fail(w, "lottery", "out of memory"); return; }
+        ch->items[ch->n_items - 1].draw = draw;
     }
     ch->taken_at = uv_hrtime();
     if (k == 0) { ch->state = CS_DEDUPED; advance(w); } /* an empty pool: record the end */
@@ -810,13 +830,22 @@ static int decide(batch_worker *w, chunk *ch, int64_t now)
 static int apply_build(batch_worker *w, chunk *ch)
 {
     int64_t now = clock_wall_ms();
+    const engine_meta *m = engine_get_meta(w->eng);
+    /* taken before the opening: decided before it, so its requests join the
+     * pool instead of overtaking it (the draw waits for this chunk) */
+    if (ch->early && now >= m->opens_at) now = m->opens_at - 1;
     w->orders.block.now_ms = now;
     if (decide(w, ch, now) < 0) return -1;
+    if (ch->early && lottery_pool_take_chunk(&w->pool, ch) < 0) {
+        worker_fail(w, "decide", "out of memory in the lottery pool");
+        return -1;
+    }
     apply_txn_ctx ctx = {
         .keys = &w->keys, .trip_key = w->trip_key, .fence_src = w->scripts->fence.source,
         .token = w->lease.token, .epoch = w->lease.epoch,
         .chunks_applied = w->chunks_applied, .dequeued = w->dequeued, .now = now,
         .first_apply = w->first_apply, .pool_served = w->pool.served, .pool_n = w->pool.n,
+        .pool = w->pool.loaded ? &w->pool : NULL,
         .log_maxlen = w->cfg->log_maxlen, .log_chunk = w->cfg->log_chunk,
         .archive_group = w->cfg->archive_group, .instance = w->cfg->instance,
         .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
@@ -830,6 +859,7 @@ static int apply_build(batch_worker *w, chunk *ch)
      * reloads the engine from Redis instead of writing them again. */
     w->written_phase = engine_phase_at(w->eng, now);
     engine_drain_clear(w->eng);
+    lottery_pool_pending_clear(&w->pool);
     w->first_apply = 0;
     return 0;
 }
@@ -940,7 +970,7 @@ static void note_applied(batch_worker *w, chunk *ch)
     st->requests += ch->n_items;
     st->last_chunk = ch->n_items;
     for (size_t i = 0; i <= ST_INVALID; i++) st->by_status[i] += ch->status[i];
-    for (size_t i = 0; i <= R_GROUP_TOO_LARGE; i++) st->rejects[i] += ch->rejects[i];
+    for (size_t i = 0; i <= R_LAST; i++) st->rejects[i] += ch->rejects[i];
     for (size_t i = 0; i < ch->n_items; i++) {
         if (ch->items[i].q.outcome == REQUEST_DEAD) st->dead++;
         else if (ch->items[i].dup) st->duplicates++;
@@ -1001,6 +1031,7 @@ static void on_applied(batch_worker *w, chunk *ch, redisReply *r)
         size_t n = w->pool.n;
         if (lottery_pool_served(&w->pool, ch->pool_len)) {
             log_notice("batch %s: lottery served: %zu requests", w->batch, n);
+            lottery_pool_free(&w->pool);
             w->lottery_done = 1;
         }
     }

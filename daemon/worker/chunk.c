@@ -53,8 +53,9 @@ int chunk_add(chunk *ch, const char *raw, size_t len, int64_t seq,
         ch->dead_lettering = 1;
     }
     ch->n_items++;
-    if (it->q.outcome == REQUEST_DEAD) {
-        /* only dead entries keep the bytes: they are written as they came */
+    if (it->q.outcome == REQUEST_DEAD || ch->early) {
+        /* only dead entries keep the bytes: they are written as they came;
+         * and an early chunk's, which may join the lottery pool */
         it->raw = malloc(len + 1);
         if (!it->raw) return -ENOMEM;
         memcpy(it->raw, raw, len);
@@ -67,10 +68,10 @@ int chunk_add(chunk *ch, const char *raw, size_t len, int64_t seq,
 void chunk_count_result(chunk *ch, engine_status st, engine_reason reason)
 {
     if (st <= ST_INVALID) ch->status[st]++;
-    if (st == ST_REJECTED && reason <= R_GROUP_TOO_LARGE) ch->rejects[reason]++;
+    if (st == ST_REJECTED && reason <= R_LAST) ch->rejects[reason]++;
 }
 
-size_t chunk_buys(const chunk *ch)
+size_t chunk_buys(const chunk *ch, size_t group_ids)
 {
     size_t n = 0;
     for (size_t i = 0; i < ch->n_items; i++) {
@@ -80,7 +81,7 @@ size_t chunk_buys(const chunk *ch)
          * 9.4), one per member of a group: counted for every room grant,
          * a few unused ids cost nothing */
         if (it->q.r.op == OP_BUY || it->q.r.op == OP_CHOOSE || it->q.r.op == OP_AUTO) n++;
-        else if (it->q.r.op == OP_GROUP) n += it->q.r.n_members;
+        else if (it->q.r.op == OP_GROUP) n += group_ids ? group_ids : it->q.r.n_members;
     }
     return n;
 }

@@ -2,43 +2,101 @@
 #include "worker/lottery_pool.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/random.h"
 #include "core/assert.h"
-#include "core/engine.h"
 #include "core/numtext.h"
-#include "core/shuffle.h"
+
+void lottery_pool_init(lottery_pool *p, uint64_t hash_seed)
+{
+    memset(p, 0, sizeof *p);
+    lottery_init(&p->lot, hash_seed);
+}
+
+static void pending_free(lottery_pool *p)
+{
+    for (size_t i = 0; i < p->n_pending; i++) free(p->pending[i]);
+    p->n_pending = 0;
+}
 
 void lottery_pool_free(lottery_pool *p)
 {
-    for (size_t i = 0; i < p->n; i++) free(p->raw[i]);
-    free(p->raw);
-    free(p->len);
-    free(p->perm);
+    for (size_t i = 0; i < p->n; i++) free(p->reqs[i].raw);
+    free(p->reqs);
+    free(p->serve);
+    free(p->draw_pos);
+    pending_free(p);
+    free(p->pending);
+    lottery_free(&p->lot);
     memset(p, 0, sizeof *p);
 }
 
-static int load(lottery_pool *p, const redisReply *items, int64_t base, size_t served, uint64_t seed)
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
 {
-    size_t n = items->elements;
-    p->raw = calloc(n ? n : 1, sizeof *p->raw);
-    p->len = calloc(n ? n : 1, sizeof *p->len);
-    p->perm = calloc(n ? n : 1, sizeof *p->perm);
-    if (!p->raw || !p->len || !p->perm) return -ENOMEM;
-    p->n = n;
-    for (size_t i = 0; i < n; i++) {
-        p->raw[i] = malloc(items->element[i]->len + 1);
-        if (!p->raw[i]) return -ENOMEM;
-        memcpy(p->raw[i], items->element[i]->str, items->element[i]->len);
-        p->len[i] = items->element[i]->len;
-    }
-    /* the same seed gives the same order after a restart */
-    shuffle_permutation(p->perm, n, seed);
-    p->base = base;
-    p->served = served > n ? n : served;
-    p->active = 1;
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(*v, n * elem);
+    if (!q) return -ENOMEM;
+    *v = q;
+    *cap = n;
     return 0;
+}
+
+static int pending_add(lottery_pool *p, char *entry)
+{
+    if (!entry || grow((void **)&p->pending, &p->cap_pending, p->n_pending + 1, sizeof *p->pending) < 0) {
+        free(entry);
+        return -ENOMEM;
+    }
+    p->pending[p->n_pending++] = entry;
+    return 0;
+}
+
+/* A kept request, from a chunk or from the list. */
+static int add_request(lottery_pool *p, const char *raw, size_t len, int64_t seq, const char *user)
+{
+    if (grow((void **)&p->reqs, &p->cap, p->n + 1, sizeof *p->reqs) < 0) return -ENOMEM;
+    char *copy = malloc(len + 1);
+    if (!copy) return -ENOMEM;
+    memcpy(copy, raw, len);
+    copy[len] = '\0';
+    int rc = lottery_add_request(&p->lot, user);
+    if (rc < 0) { free(copy); return rc; }
+    p->reqs[p->n++] = (lottery_entry){ .raw = copy, .len = len, .seq = seq };
+    return 0;
+}
+
+/* One list entry (lottery_pool.h). The user of a kept request is read
+ * back with the request parser, as the chunk read it. */
+int lottery_pool_load_entry(lottery_pool *p, const char *s, size_t len)
+{
+    if (len > 2 && s[0] == '!' && s[1] == ' ') {
+        char user[ENGINE_ID_MAX + 1];
+        if (len - 2 > ENGINE_ID_MAX) return -EPROTO;
+        memcpy(user, s + 2, len - 2);
+        user[len - 2] = '\0';
+        int rc = lottery_mark_throttled(&p->lot, user);
+        return rc < 0 ? rc : 0;
+    }
+    const char *sp = memchr(s, ' ', len);
+    char digits[24];
+    int64_t seq;
+    if (!sp || sp == s || (size_t)(sp - s) >= sizeof digits) return -EPROTO;
+    memcpy(digits, s, (size_t)(sp - s));
+    digits[sp - s] = '\0';
+    if (numtext_parse_i64(digits, &seq) < 0 || seq < 1) return -EPROTO;
+    const char *raw = sp + 1;
+    size_t raw_len = len - (size_t)(raw - s);
+    request q;
+    request_parse(&q, raw, raw_len, raw_len + 1, 0);
+    int rc = q.outcome == REQUEST_OK && q.r.user ? add_request(p, raw, raw_len, seq, q.r.user) : -EPROTO;
+    request_clear(&q);
+    return rc;
 }
 
 static int is_str(const redisReply *e)
@@ -46,15 +104,10 @@ static int is_str(const redisReply *e)
     return e && (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) && e->str;
 }
 
-static int is_int(const redisReply *e)
-{
-    return e && e->type == REDIS_REPLY_INTEGER;
-}
-
-/* Every element is checked before it is used: the reply comes from our own
- * script, but a wrong shape (an older script, a stray key) must fail the
- * worker, not read a NULL or load a pool with a made-up seed. */
-int lottery_pool_from_reply(lottery_pool *p, const redisReply *r, int *done, int64_t *dequeued)
+/* Every element is checked before it is used: a wrong shape (an older
+ * script, a hand-edited list) must fail the worker, not serve a made-up
+ * pool. */
+int lottery_pool_from_reply(lottery_pool *p, const redisReply *r, int *done)
 {
     *done = 0;
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !is_str(r->element[0])) return -EPROTO;
@@ -62,38 +115,109 @@ int lottery_pool_from_reply(lottery_pool *p, const redisReply *r, int *done, int
         *done = 1;
         return 0;
     }
-    if (strcmp(r->element[0]->str, "pool") || r->elements != 6) return -EPROTO;
-    const redisReply *base = r->element[1], *served = r->element[2], *seedtext = r->element[3],
-                     *items = r->element[4], *deq = r->element[5];
-    if (!is_int(base) || !is_int(served) || served->integer < 0 || !is_str(seedtext) ||
-        !items || items->type != REDIS_REPLY_ARRAY || !is_int(deq))
+    if (strcmp(r->element[0]->str, "pool") || r->elements != 4) return -EPROTO;
+    const redisReply *served = r->element[1], *seed = r->element[2], *items = r->element[3];
+    if (!served || served->type != REDIS_REPLY_INTEGER || served->integer < 0 || !is_str(seed) ||
+        !items || items->type != REDIS_REPLY_ARRAY)
         return -EPROTO;
-    for (size_t i = 0; i < items->elements; i++)
+    uint8_t bytes[LOTTERY_SEED_LEN];
+    if (seed->len && lottery_seed_parse(seed->str, bytes) < 0) return -EPROTO;
+    snprintf(p->seed, sizeof p->seed, "%s", seed->str);
+    for (size_t i = 0; i < items->elements; i++) {
         if (!is_str(items->element[i])) return -EPROTO;
-    /* the seed is one allocd wrote (the script's ARGV): anything but its
-     * digits means the hash was changed under us */
-    uint64_t seed;
-    if (numtext_parse_u64(seedtext->str, &seed) < 0) return -EPROTO;
-    int rc = load(p, items, base->integer, (size_t)served->integer, seed);
-    if (rc < 0) return rc;
-    *dequeued = deq->integer;   /* the rename counted the pool */
+        int rc = lottery_pool_load_entry(p, items->element[i]->str, items->element[i]->len);
+        if (rc < 0) return rc;
+    }
+    if (p->n && !p->seed[0]) return -EPROTO;        /* kept requests are written with the seed */
+    p->served = (size_t)served->integer > p->n ? p->n : (size_t)served->integer;
+    p->loaded = 1;
     return 0;
 }
 
-void lottery_pool_at(const lottery_pool *p, size_t j, const char **raw, size_t *len, int64_t *seq)
+/* 32 bytes from getrandom (random.h): the seed must not be guessable
+ * before it is revealed, or the commitment would mean nothing. */
+static void draw_seed(lottery_pool *p)
 {
-    ALLOC_ASSERT(p->served + j < p->n);
-    uint32_t idx = p->perm[p->served + j];
-    *raw = p->raw[idx];
-    *len = p->len[idx];
-    *seq = p->base + idx + 1;
+    uint8_t bytes[LOTTERY_SEED_LEN];
+    for (int i = 0; i < LOTTERY_SEED_LEN; i += 8) {
+        uint64_t v = random_u64();
+        memcpy(bytes + i, &v, 8);
+    }
+    lottery_seed_format(bytes, p->seed);
+    p->seed_unsaved = 1;
+}
+
+static int keep(lottery_pool *p, const chunk_item *it)
+{
+    ALLOC_ASSERT(it->raw != NULL);   /* an early chunk keeps every request's bytes */
+    if (!p->seed[0]) draw_seed(p);
+    int rc = add_request(p, it->raw, it->raw_len, it->seq, it->q.r.user);
+    if (rc < 0) return rc;
+    size_t size = it->raw_len + 32;
+    char *entry = malloc(size);
+    if (!entry) return -ENOMEM;
+    int n = snprintf(entry, size, "%" PRId64 " ", it->seq);
+    memcpy(entry + n, it->raw, it->raw_len);
+    entry[(size_t)n + it->raw_len] = '\0';
+    return pending_add(p, entry);
+}
+
+int lottery_pool_take_chunk(lottery_pool *p, const chunk *ch)
+{
+    ALLOC_ASSERT(p->loaded && !p->active);
+    for (size_t i = 0; i < ch->n_items; i++) {
+        const chunk_item *it = &ch->items[i];
+        if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK) continue;
+        int rc = 0;
+        if (it->res.kept) {
+            rc = keep(p, it);
+        } else if (it->res.status == ST_REJECTED && it->res.reason == R_THROTTLED) {
+            rc = lottery_mark_throttled(&p->lot, it->q.r.user);
+            if (rc == 1) {
+                size_t size = strlen(it->q.r.user) + 3;
+                char *entry = malloc(size);
+                if (entry) snprintf(entry, size, "! %s", it->q.r.user);
+                rc = pending_add(p, entry);
+            }
+        }
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+int lottery_pool_draw(lottery_pool *p)
+{
+    ALLOC_ASSERT(!p->active);
+    uint8_t seed[LOTTERY_SEED_LEN] = { 0 };
+    if (p->n && lottery_seed_parse(p->seed, seed) < 0) return -EPROTO;
+    p->serve = malloc((p->n ? p->n : 1) * sizeof *p->serve);
+    p->draw_pos = malloc((p->n ? p->n : 1) * sizeof *p->draw_pos);
+    if (!p->serve || !p->draw_pos) return -ENOMEM;
+    if (lottery_serve_order(&p->lot, seed, p->serve, p->draw_pos) < 0) return -ENOMEM;
+    p->active = 1;
+    return 0;
+}
+
+void lottery_pool_at(const lottery_pool *p, size_t j, const char **raw, size_t *len, int64_t *seq,
+                     int64_t *draw)
+{
+    ALLOC_ASSERT(p->active && p->served + j < p->n);
+    uint32_t idx = p->serve[p->served + j];
+    *raw = p->reqs[idx].raw;
+    *len = p->reqs[idx].len;
+    *seq = p->reqs[idx].seq;
+    *draw = p->draw_pos[idx];
 }
 
 int lottery_pool_served(lottery_pool *p, size_t k)
 {
     ALLOC_ASSERT(k <= p->n - p->served);
     p->served += k;
-    if (p->served != p->n) return 0;
-    lottery_pool_free(p);
-    return 1;
+    return p->served == p->n;
+}
+
+void lottery_pool_pending_clear(lottery_pool *p)
+{
+    pending_free(p);
+    p->seed_unsaved = 0;
 }

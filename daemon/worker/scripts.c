@@ -24,8 +24,8 @@ const char script_fence_src[] =
 "  redis.call('SET', KEYS[3], '1', 'PX', 60000)\n"
 "  return redis.error_reply(msg)\n"
 "end\n"
-"local types = {'hash','hash','hash','hash','hash','stream','list','hash','list','hash','list','list','list','hash'}\n"
-"local keys = {2,4,5,6,7,8,9,10,11,12,13,14,15,16}\n"
+"local types = {'hash','hash','hash','hash','hash','stream','list','hash','list','hash','list','list','list','hash','hash'}\n"
+"local keys = {2,4,5,6,7,8,9,10,11,12,13,14,15,16,17}\n"
 "local function check()\n"
 "  for i = 1, #keys do\n"
 "    local t = redis.call('TYPE', KEYS[keys[i]]).ok\n"
@@ -49,24 +49,18 @@ const char script_fence_src[] =
 "if why then return trip(why) end\n"
 "return 'OK'\n";
 
+/* Reads the early=shuffle pool back (worker/lottery_pool.h) after a load.
+ * A pool left by a version 1 allocd (its queue renamed at the opening,
+ * internal.early_base set) is refused by name: its entries carry no seq
+ * and its draw was over requests. */
 const char script_lottery_src[] =
 FENCE("5", "4", "2", "3")
-"local st = redis.call('HMGET', KEYS[4], 'lottery_done', 'early_base', 'early_served', 'shuffle_seed')\n"
+"local st = redis.call('HMGET', KEYS[4], 'lottery_done', 'early_served', 'lottery_seed', 'early_base')\n"
 "if st[1] == '1' then return {'done'} end\n"
-"if st[2] then\n"
-"  return {'pool', tonumber(st[2]), tonumber(st[3] or '0'), st[4], redis.call('LRANGE', KEYS[2], 0, -1),\n"
-"          tonumber(redis.call('HGET', KEYS[3], 'dequeued') or '0')}\n"
+"if st[4] then\n"
+"  return redis.error_reply('ERR ' .. KEYS[2] .. ' holds a lottery pool of allocd version 1: finish it with that version')\n"
 "end\n"
-"local t = redis.call('TYPE', KEYS[2]).ok\n"
-"if t ~= 'none' then return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' exists before the lottery') end\n"
-"local d = tonumber(redis.call('HGET', KEYS[3], 'dequeued') or '0')\n"
-"if redis.call('EXISTS', KEYS[1]) == 1 then\n"
-"  redis.call('RENAME', KEYS[1], KEYS[2])\n"
-"  redis.call('HINCRBY', KEYS[3], 'dequeued', redis.call('LLEN', KEYS[2]))\n"
-"end\n"
-"redis.call('HSET', KEYS[4], 'early_base', d, 'early_served', 0, 'shuffle_seed', ARGV[1])\n"
-"return {'pool', d, 0, ARGV[1], redis.call('LRANGE', KEYS[2], 0, -1),\n"
-"        tonumber(redis.call('HGET', KEYS[3], 'dequeued') or '0')}\n";
+"return {'pool', tonumber(st[2] or '0'), st[3] or '', redis.call('LRANGE', KEYS[2], 0, -1)}\n";
 
 const char script_lease_acquire_src[] =
 "local cur = redis.call('GET', KEYS[1])\n"

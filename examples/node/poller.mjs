@@ -41,6 +41,18 @@ export const REASON_MESSAGES = {
   throttled: 'Too many attempts in a short time. Please wait a few seconds and try again.',
   wrong_kind: 'This action is not available for this sale.',
   group_too_large: 'Your group is larger than a room allows.',
+  no_invitation: 'There is no invitation from that student for you (it may have been withdrawn or declined).',
+  not_in_group: 'You are not in a group yet: invite someone, or accept an invitation.',
+  conflict: "Your group's preferences were changed meanwhile; reload them and try again.",
+};
+
+// Groups formed by consent and swaps: what a `done` of each op means.
+export const DONE_MESSAGES = {
+  invite: (g) => `Invitation sent (group ${g}).`,
+  accept: (g) => `You joined group ${g}; your other invitations were declined.`,
+  decline: (g) => `You declined the invitation to group ${g}.`,
+  leave: (g) => `You left group ${g}.`,
+  prefs: (g) => `Your group's preferences are saved (group ${g}).`,
 };
 
 // redis://[user:password@]host:port, rediss://..., or unix:///path/to/redis.sock;
@@ -104,13 +116,19 @@ export function userMessage(res, nowMs = null) {
     }
     if (op === 'group') return `Your group (${(res.members || []).join(', ')}) has beds in room ${res.item}.`;
     if (op === 'switch') return `Moved: your bed is now in room ${res.item}.`;
+    if (op === 'swap') return `Swapped: your bed is now in room ${res.item}.`;
     return `Your bed is in room ${res.item}.`;
   }
   if (status === 'done') {
     if (op === 'confirm') return `Order ${res.order} is confirmed. Thank you!`;
     if (op === 'cancel') return `Order ${res.order} is cancelled; the units went back on sale.`;
     if (op === 'release') return `You gave back your bed in room ${res.item}.`;
+    if (DONE_MESSAGES[op]) return DONE_MESSAGES[op](res.group);
     return 'Done.';
+  }
+  if (status === 'waiting') {
+    // a swap offer: replaced exactly once, by the final result
+    return "Your swap offer waits for the other student's answer.";
   }
   if (status === 'rejected') {
     return REASON_MESSAGES[res.reason] ?? `Your request was refused (${res.reason}).`;
@@ -126,7 +144,8 @@ export function userMessage(res, nowMs = null) {
 // The machine-readable line: result id=... status=... key=value ...
 export function formatResult(res) {
   const out = ['result', `id=${res.id}`, `status=${res.status}`];
-  for (const k of ['reason', 'op', 'item', 'qty', 'order', 'expires_at', 'capacity', 'seq', 'rank']) {
+  for (const k of ['reason', 'op', 'item', 'qty', 'order', 'expires_at', 'capacity', 'group', 'version',
+    'seq', 'rank']) {
     if (res[k] !== undefined) out.push(`${k}=${res[k]}`);
   }
   if (res.members) out.push(`members=${res.members.join(',')}`);
@@ -163,7 +182,22 @@ export async function waitForResult(client, batch, id, {
       client.hGet(results, id),
       client.hmGet(stats, ['dequeued', 'state']),
     ]);
-    if (raw != null) return JSON.parse(raw);
+    if (raw != null) {
+      const res = JSON.parse(raw);
+      if (res.status !== 'waiting') return res;
+      // `waiting` (a swap offer) is replaced once: keep polling
+      if (lastShown !== 'waiting') {
+        lastShown = 'waiting';
+        out(`waiting id=${id} -- ${userMessage(res)}`);
+      }
+      if (Date.now() >= deadline) {
+        out(`pending id=${id} -- still waiting for the answer; check again later with the same id`);
+        return null;
+      }
+      delay = Math.min(maxDelay, delay * 1.5);
+      await sleep(delay * (0.8 + 0.4 * Math.random()));
+      continue;
+    }
     const dequeued = Number(deq || 0);
     const state = st || 'waiting';
     const now = Date.now();

@@ -7,7 +7,11 @@
 //   node producer.mjs cancel sale1 --user u1 --order 1209845770283447512
 //   node producer.mjs choose dorm25 --user s1 --room R101
 //   node producer.mjs auto dorm25 --user s2 --prefs R101,R102 --filter building=7 --filter floor:=3
-//   node producer.mjs group dorm25 --user s3 --members s3,s4 --prefs R201
+//   node producer.mjs invite dorm25 --user s3 --to s4,s5     # groups formed by consent
+//   node producer.mjs accept dorm25 --user s4 --from s3
+//   node producer.mjs prefs dorm25 --user s4 --prefs R201,R202 --version 0
+//   node producer.mjs group dorm25 --user s3                 # (groups=listed: --members s3,s4)
+//   node producer.mjs swap dorm25 --user s1 --with s2        # waits for s2's swap
 //   node producer.mjs switch dorm25 --user s1 --room R102
 //   node producer.mjs release dorm25 --user s1
 //   node producer.mjs raw sale1 '{"id":"x1","user":"u1","op":"fly"}'
@@ -92,11 +96,24 @@ export function buildRequest(op, opt) {
       break;
     case 'auto':
     case 'group':
+    case 'prefs':
       if (opt.prefs != null) req.prefs = list(opt.prefs);
       if (opt.filter) req.filter = parseFilter(opt.filter);
-      if (op === 'group') req.members = list(need('members'));
+      if (op === 'group' && opt.members != null) req.members = list(opt.members); // groups=listed only
+      if (op === 'prefs') req.version = Number(need('version')); // the version you read
+      break;
+    case 'invite':
+      req.to = list(need('to'));
+      break;
+    case 'accept':
+    case 'decline':
+      req.from = need('from');
+      break;
+    case 'swap':
+      req.with = need('with');
       break;
     case 'release':
+    case 'leave':
       break;
     default:
       throw new Error(`unknown command ${op}`);
@@ -118,7 +135,8 @@ async function main() {
       req = buildRequest(op, opt);
     }
   } catch (e) {
-    console.error('usage: node producer.mjs buy|confirm|cancel|choose|auto|group|switch|release|raw BATCH [options]');
+    console.error('usage: node producer.mjs buy|confirm|cancel|choose|auto|group|switch|release|invite|accept|'
+      + 'decline|leave|prefs|swap|raw BATCH [options]');
     console.error(`  (${e.message})`);
     return 2;
   }

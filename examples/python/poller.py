@@ -48,6 +48,18 @@ REASON_MESSAGES = {
     "throttled": "Too many attempts in a short time. Please wait a few seconds and try again.",
     "wrong_kind": "This action is not available for this sale.",
     "group_too_large": "Your group is larger than a room allows.",
+    "no_invitation": "There is no invitation from that student for you (it may have been withdrawn or declined).",
+    "not_in_group": "You are not in a group yet: invite someone, or accept an invitation.",
+    "conflict": "Your group's preferences were changed meanwhile; reload them and try again.",
+}
+
+# Groups formed by consent and swaps: what a `done` of each op means.
+DONE_MESSAGES = {
+    "invite": "Invitation sent (group %s).",
+    "accept": "You joined group %s; your other invitations were declined.",
+    "decline": "You declined the invitation to group %s.",
+    "leave": "You left group %s.",
+    "prefs": "Your group's preferences are saved (group %s).",
 }
 
 
@@ -108,6 +120,8 @@ def user_message(res, now_ms=None):
             return "Your group (%s) has beds in room %s." % (", ".join(res.get("members", [])), res.get("item"))
         if op == "switch":
             return "Moved: your bed is now in room %s." % res.get("item")
+        if op == "swap":
+            return "Swapped: your bed is now in room %s." % res.get("item")
         return "Your bed is in room %s." % res.get("item")
     if status == "done":
         if op == "confirm":
@@ -116,7 +130,12 @@ def user_message(res, now_ms=None):
             return "Order %s is cancelled; the units went back on sale." % res.get("order")
         if op == "release":
             return "You gave back your bed in room %s." % res.get("item")
+        if op in DONE_MESSAGES:
+            return DONE_MESSAGES[op] % res.get("group")
         return "Done."
+    if status == "waiting":
+        # a swap offer: replaced exactly once, by the final result
+        return "Your swap offer waits for the other student's answer."
     if status == "rejected":
         reason = res.get("reason", "")
         return REASON_MESSAGES.get(reason, "Your request was refused (%s)." % reason)
@@ -130,7 +149,8 @@ def user_message(res, now_ms=None):
 def format_result(res):
     """The machine-readable line: result id=... status=... key=value ..."""
     out = ["result", "id=%s" % res.get("id"), "status=%s" % res.get("status")]
-    for k in ("reason", "op", "item", "qty", "order", "expires_at", "capacity", "seq", "rank"):
+    for k in ("reason", "op", "item", "qty", "order", "expires_at", "capacity", "group", "version",
+              "seq", "rank"):
         if k in res:
             out.append("%s=%s" % (k, res[k]))
     if "members" in res:
@@ -159,7 +179,19 @@ def wait_for_result(r, batch, req_id, ordinal=None, timeout=30.0,
         pipe.hmget(stats, "dequeued", "state")
         raw, (dequeued, state) = pipe.execute()
         if raw is not None:
-            return json.loads(raw)
+            res = json.loads(raw)
+            if res.get("status") != "waiting":
+                return res
+            # `waiting` (a swap offer) is replaced once: keep polling
+            if last_shown != "waiting":
+                last_shown = "waiting"
+                out("waiting id=%s -- %s" % (req_id, user_message(res)))
+            if time.monotonic() >= deadline:
+                out("pending id=%s -- still waiting for the answer; check again later with the same id" % req_id)
+                return None
+            delay = min(max_delay, delay * 1.5)
+            time.sleep(delay * random.uniform(0.8, 1.2))
+            continue
         dequeued = int(dequeued or 0)
         state = state or "waiting"
         now = time.monotonic()

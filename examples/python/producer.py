@@ -7,7 +7,11 @@
     /usr/bin/python3 producer.py cancel sale1 --user u1 --order 1209845770283447512
     /usr/bin/python3 producer.py choose dorm25 --user s1 --room R101
     /usr/bin/python3 producer.py auto dorm25 --user s2 --prefs R101,R102 --filter building=7 --filter floor:=3
-    /usr/bin/python3 producer.py group dorm25 --user s3 --members s3,s4 --prefs R201
+    /usr/bin/python3 producer.py invite dorm25 --user s3 --to s4,s5        # groups formed by consent
+    /usr/bin/python3 producer.py accept dorm25 --user s4 --from s3
+    /usr/bin/python3 producer.py prefs dorm25 --user s4 --prefs R201,R202 --version 0
+    /usr/bin/python3 producer.py group dorm25 --user s3                   # (groups=listed: --members s3,s4)
+    /usr/bin/python3 producer.py swap dorm25 --user s1 --with s2          # waits for s2's swap
     /usr/bin/python3 producer.py switch dorm25 --user s1 --room R102
     /usr/bin/python3 producer.py release dorm25 --user s1
     /usr/bin/python3 producer.py raw sale1 '{"id":"x1","user":"u1","op":"fly"}'
@@ -82,13 +86,21 @@ def build_request(a):
         req["order"] = a.order                    # the decimal string from the buy result
     elif a.op in ("choose", "switch"):
         req["room"] = a.room
-    elif a.op in ("auto", "group"):
+    elif a.op in ("auto", "group", "prefs"):
         if a.prefs is not None:
             req["prefs"] = [p for p in a.prefs.split(",") if p]
         if a.filter:
             req["filter"] = parse_filter(a.filter)
-        if a.op == "group":
+        if a.op == "group" and a.members:          # groups=listed only
             req["members"] = [m for m in a.members.split(",") if m]
+        if a.op == "prefs":
+            req["version"] = a.version             # the version you read
+    elif a.op == "invite":
+        req["to"] = [u for u in a.to.split(",") if u]
+    elif a.op in ("accept", "decline"):
+        req["from"] = getattr(a, "from")
+    elif a.op == "swap":
+        req["with"] = a.with_
     return req
 
 
@@ -112,14 +124,21 @@ def main(argv=None):
         cmd(name).add_argument("--order", required=True)
     for name in ("choose", "switch"):
         cmd(name).add_argument("--room", required=True)
-    for name in ("auto", "group"):
+    for name in ("auto", "group", "prefs"):
         p = cmd(name)
         p.add_argument("--prefs", help="comma-separated room ids, in order of preference")
         p.add_argument("--filter", action="append", metavar="ATTR=VALUE",
                        help="attrs filter; ATTR:=JSON for numbers/booleans; repeatable")
         if name == "group":
-            p.add_argument("--members", required=True, help="comma-separated user ids, including --user")
+            p.add_argument("--members", help="groups=listed: comma-separated user ids, including --user")
+        if name == "prefs":
+            p.add_argument("--version", type=int, required=True, help="the group's version you read")
     cmd("release")
+    cmd("leave")
+    cmd("invite").add_argument("--to", required=True, help="comma-separated user ids")
+    for name in ("accept", "decline"):
+        cmd(name).add_argument("--from", required=True, help="a member of the inviting group")
+    cmd("swap").add_argument("--with", dest="with_", required=True, help="the student to swap beds with")
     cmd("raw").add_argument("json", help="a request object as JSON, pushed as it is")
     a = ap.parse_args(argv)
 

@@ -64,6 +64,9 @@ reason_message() {
         throttled)       echo "Too many attempts in a short time. Please wait a few seconds and try again." ;;
         wrong_kind)      echo "This action is not available for this sale." ;;
         group_too_large) echo "Your group is larger than a room allows." ;;
+        no_invitation)   echo "There is no invitation from that student for you (it may have been withdrawn or declined)." ;;
+        not_in_group)    echo "You are not in a group yet: invite someone, or accept an invitation." ;;
+        conflict)        echo "Your group's preferences were changed meanwhile; reload them and try again." ;;
         *)               echo "Your request was refused ($1)." ;;
     esac
 }
@@ -94,6 +97,10 @@ s/.*"expires_at":\([0-9]*\).*/expires_at=\1/p
 g
 s/.*"capacity":\([0-9]*\).*/capacity=\1/p
 g
+s/.*"group":"\(\([^"\\]\|\\.\)*\)".*/group=\1/p
+g
+s/.*"version":\([0-9]*\).*/version=\1/p
+g
 s/.*"seq":\([0-9]*\).*/seq=\1/p
 g
 s/.*"rank":\([0-9]*\).*/rank=\1/p
@@ -112,7 +119,7 @@ json_fields() { printf '%s\n' "$1" | sed -n "$JSON_FIELDS_SED"; }
 explain_result() {
     _now=$2
     r_id="" r_status="" r_reason="" r_op="" r_item="" r_order="" r_detail="" r_qty=""
-    r_exp="" r_capacity="" r_seq="" r_rank="" r_members=""
+    r_exp="" r_capacity="" r_seq="" r_rank="" r_members="" r_group="" r_version=""
     while IFS= read -r _l; do
         case "$_l" in
             id=*)         r_id=${_l#id=} ;;
@@ -128,6 +135,8 @@ explain_result() {
             seq=*)        r_seq=${_l#seq=} ;;
             rank=*)       r_rank=${_l#rank=} ;;
             members=*)    r_members=${_l#members=} ;;
+            group=*)      r_group=${_l#group=} ;;
+            version=*)    r_version=${_l#version=} ;;
         esac
     done <<EOF
 $(json_fields "$1")
@@ -140,6 +149,8 @@ EOF
     [ -n "$r_order" ] && _line="$_line order=$r_order"
     [ -n "$r_exp" ] && _line="$_line expires_at=$r_exp"
     [ -n "$r_capacity" ] && _line="$_line capacity=$r_capacity"
+    [ -n "$r_group" ] && _line="$_line group=$r_group"
+    [ -n "$r_version" ] && _line="$_line version=$r_version"
     [ -n "$r_seq" ] && _line="$_line seq=$r_seq"
     [ -n "$r_rank" ] && _line="$_line rank=$r_rank"
     [ -n "$r_members" ] && _line="$_line members=$r_members"
@@ -159,11 +170,18 @@ EOF
             fi ;;
         granted/group)   _msg="Your group ($(echo "$r_members" | sed 's/,/, /g')) has beds in room $r_item." ;;
         granted/switch)  _msg="Moved: your bed is now in room $r_item." ;;
+        granted/swap)    _msg="Swapped: your bed is now in room $r_item." ;;
         granted/*)       _msg="Your bed is in room $r_item." ;;
         done/confirm)    _msg="Order $r_order is confirmed. Thank you!" ;;
         done/cancel)     _msg="Order $r_order is cancelled; the units went back on sale." ;;
         done/release)    _msg="You gave back your bed in room $r_item." ;;
+        done/invite)     _msg="Invitation sent (group $r_group)." ;;
+        done/accept)     _msg="You joined group $r_group; your other invitations were declined." ;;
+        done/decline)    _msg="You declined the invitation to group $r_group." ;;
+        done/leave)      _msg="You left group $r_group." ;;
+        done/prefs)      _msg="Your group's preferences are saved (group $r_group)." ;;
         done/*)          _msg="Done." ;;
+        waiting/*)       _msg="Your swap offer waits for the other student's answer." ;;
         rejected/*)      _msg=$(reason_message "$r_reason") ;;
         invalid/*)       _msg="Something went wrong on our side. Please try again later." ;;
         *)               _msg="Unknown status \"$r_status\"." ;;

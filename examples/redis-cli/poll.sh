@@ -35,7 +35,23 @@ while :; do
     { IFS= read -r raw; IFS= read -r dequeued; IFS= read -r state; } <<EOF
 $reply
 EOF
-    [ -n "$raw" ] && break
+    case "$raw" in
+        '') ;;
+        *'"status":"waiting"'*)
+            # a swap offer: its `waiting` result is replaced once; keep polling
+            if [ "$shown" != waiting ]; then
+                shown=waiting
+                echo "waiting id=$id -- Your swap offer waits for the other student's answer."
+            fi
+            if [ "$waited" -ge "$timeout_ms" ]; then
+                echo "pending id=$id -- still waiting for the answer; check again later with the same id"
+                exit 3
+            fi
+            sleep_ms "$delay"; waited=$((waited + delay))
+            delay=$((delay * 3 / 2)); [ "$delay" -gt 2000 ] && delay=2000
+            continue ;;
+        *) break ;;
+    esac
     dequeued=${dequeued:-0} state=${state:-waiting}
     ahead="?"
     if [ -n "$ordinal" ]; then

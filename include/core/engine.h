@@ -32,6 +32,9 @@
 
 typedef enum { BATCH_STOCK = 1, BATCH_ROOM = 2 } batch_kind;
 typedef enum { EARLY_REJECT = 0, EARLY_SHUFFLE = 1 } early_mode;
+/* Contract 9.2: formed = groups exist only through invite/accept (default);
+ * listed = a `group` places the members it names (version 1). */
+typedef enum { GROUPS_FORMED = 0, GROUPS_LISTED = 1 } groups_mode;
 /* Whose selection slot a group uses (contract 9.4, core/engine_slots.h). */
 typedef enum { GROUP_SLOT_EARLIEST = 0, GROUP_SLOT_LATEST, GROUP_SLOT_LEADER } group_slot_rule;
 
@@ -47,6 +50,7 @@ typedef struct engine_meta {
     int64_t rate_max;       /* 0 = throttle off */
     int64_t rate_window_ms;
     int64_t penalty_ms;
+    groups_mode groups;     /* rooms */
     int64_t wait_ms;        /* waitlist: longest wait, 0 = until close */
     group_slot_rule group_slot; /* rooms: whose slot a group uses */
 } engine_meta;
@@ -60,7 +64,10 @@ typedef enum {
     /* rooms */
     OP_CHOOSE, OP_AUTO, OP_GROUP, OP_SWITCH, OP_RELEASE,
     /* admin (P:{B}:ctl) */
-    OP_PAUSE, OP_RESUME, OP_CLOSE, OP_SET_CAPACITY
+    OP_PAUSE, OP_RESUME, OP_CLOSE, OP_SET_CAPACITY,
+    /* rooms, groups formed by consent (contract 9.2: core/engine_groups.c) */
+    OP_INVITE, OP_ACCEPT, OP_DECLINE, OP_LEAVE, OP_PREFS,
+    OP_SWAP                    /* rooms, contract 9.3: core/engine_swap.c */
 } engine_op;
 
 const char *engine_op_name(engine_op op);
@@ -89,13 +96,18 @@ typedef struct engine_request {
     const engine_kv *filter;   /* auto, group: NULL when absent */
     size_t n_filter;
     int has_filter;            /* a filter object was given (maybe empty) */
+    const char *const *to;     /* invite: the users invited */
+    size_t n_to;
+    const char *peer;          /* accept, decline: `from` (the inviter); swap: `with` */
+    int64_t version;           /* prefs: the version the sender read */
     int wait;                  /* "wait":true: join the waitlist instead of
                                   sold_out/room_full/no_room (core/engine_wait.h) */
 } engine_request;
 
 typedef enum {
     ST_NONE = 0, ST_GRANTED, ST_DONE, ST_REJECTED, ST_INVALID,
-    ST_WAITING               /* on the waitlist: replaced once (engine_wait.h) */
+    ST_WAITING   /* replaced exactly once later: a waitlist place (engine_wait.h)
+                    or a swap offer (engine_swap.h), contract 9.5 */
 } engine_status;
 
 typedef enum {
@@ -103,7 +115,9 @@ typedef enum {
     R_SOLD_OUT, R_ROOM_FULL, R_NO_ROOM, R_LIMIT, R_ALREADY_HOLDING,
     R_MEMBER_BUSY, R_NOT_HOLDING, R_UNKNOWN_ITEM, R_UNKNOWN_ORDER, R_EXPIRED,
     R_NOT_OPEN, R_CLOSED, R_PAUSED, R_THROTTLED, R_WRONG_KIND,
-    R_GROUP_TOO_LARGE
+    R_GROUP_TOO_LARGE,
+    R_NO_INVITATION, R_NOT_IN_GROUP, R_CONFLICT,
+    R_LAST = R_CONFLICT
 } engine_reason;
 
 const char *engine_status_name(engine_status s);
@@ -118,6 +132,15 @@ typedef struct engine_result {
     uint64_t order;         /* stock: order id, 0 if none */
     int64_t expires_at;     /* stock reservation: ms, 0 if final */
     int64_t rank;           /* granted: grants so far including this one */
+    const char *group;      /* group ops: the group id, NULL if none */
+    int64_t version;        /* prefs: the new version (done) or the current
+                               one (conflict); has_version says it is set */
+    int has_version;
+    const char *const *members; /* a formed group's grant: its members */
+    size_t n_members;
+    int kept;               /* early=shuffle before opens_at: no result yet; the
+                               request waits in the lottery pool (status ST_NONE,
+                               not counted until it is served) */
     int64_t retry_at;       /* rejected/throttled: ms the penalty ends */
     int64_t opens_at;       /* rejected/not_open: ms the user may be served */
     int64_t wait_pos;       /* waiting: place on the waitlist when it joined, 1 = first */
@@ -173,6 +196,7 @@ typedef struct engine_user_view {
     int room_state;         /* ORDER_HELD or ORDER_CONFIRMED, 0 without */
     int64_t room_expires_at;/* ORDER_HELD: the deadline */
     /* stock */
+    const char *group;      /* rooms: the user's group id, NULL when none */
     int64_t units;          /* held + confirmed */
     const engine_order *orders; /* live orders only (HELD, CONFIRMED), oldest first */
     size_t n_orders;

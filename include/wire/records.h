@@ -12,10 +12,17 @@
 #include "core/engine.h"
 #include "core/jsonw.h"
 #include "wire/request.h"
+#include "core/engine_groups.h"
+#include "core/engine_swap.h"
 
 /* A result for a request the engine decided. seq 0 = admin command (no seq). */
 void records_result(jsonw *w, const request *q, const engine_result *res,
                     int64_t seq, int64_t at);
+/* The same for a request served from the early=shuffle lottery pool: with
+ * `draw`, the 1-based position of its user's ticket in the draw (what
+ * `allocctl lottery verify` checks against the replay). */
+void records_result_drawn(jsonw *w, const request *q, const engine_result *res,
+                          int64_t seq, int64_t at, int64_t draw);
 /* The fields of a `waiting` result (contract 9.5): wait_pos, wait_no. */
 void records_waiting_fields(jsonw *w, const engine_result *res);
 /* A P:{B}:waitlist value: what a restart needs to put a waiting request
@@ -47,5 +54,9 @@ void records_ended(jsonw *w, const engine *e, const char *user,
  * anything else). */
 const char *records_order_state_name(int s);
 int records_order_state_parse(const char *s);
+
+/* A live group of P:{B}:groups (contract 9.2): {"leader","members",
+ * "invited","prefs","filter","version"}. */
+void records_group(jsonw *w, const engine_group_view *g);
 
 #endif

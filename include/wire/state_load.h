@@ -18,6 +18,9 @@ int state_load_attrs(engine *e, const char *item, const char *json,
                      size_t len, char *err, size_t errlen);
 int state_load_ended(engine *e, const char *order, const char *json,
                      size_t len, char *err, size_t errlen);
+/* One P:{B}:groups entry (records_group's format). */
+int state_load_group(engine *e, const char *id, const char *json,
+                     size_t len, char *err, size_t errlen);
 /* One P:{B}:waitlist entry (records_wait_entry): the request is parsed
  * again with the queue's own parser (max_bytes as for the queue) and put
  * back on the engine's waitlist with its ticket, time and seq. */

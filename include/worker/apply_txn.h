@@ -11,8 +11,11 @@
  *   HSET holders ... / HDEL holders ...         (dirty users)
  *   HSET free ... / HSET capacity ...           (dirty items)
  *   HSET orders_ended ...                       (tombstones)
- *   HSET internal admin_state / early_served / lottery_done, DEL early
- *   RPUSH participants ... / RPUSH dead ...
+ *   HSET internal admin_state / early_served / lottery_done
+ *   RPUSH participants ...
+ *   RPUSH early ..., HSET internal lottery_seed, HSET stats lottery_commit,
+ *   HSET stats early_kept lottery_users / lottery_seed  (the lottery)
+ *   RPUSH dead ...
  *   XADD log ...                                (one per event, or one per
  *                                                chunk with log_format chunk)
  *   LTRIM queue|ctl <n> -1
@@ -32,9 +35,11 @@
 #include <stdint.h>
 
 #include "core/engine.h"
+#include "core/engine_swap.h"
 #include "redis/argbuf.h"
 #include "worker/batch_keys.h"
 #include "worker/chunk.h"
+#include "worker/lottery_pool.h"
 
 /* What the transaction needs besides the chunk and the engine. */
 typedef struct apply_txn_ctx {
@@ -48,6 +53,8 @@ typedef struct apply_txn_ctx {
     int first_apply;              /* first apply after a load: every item's free
                                      and the admin state are written */
     size_t pool_served, pool_n;   /* the lottery pool: served before this chunk, size */
+    const lottery_pool *pool;     /* early=shuffle: its entries not yet written,
+                                     the seed; NULL otherwise */
     int64_t log_maxlen;           /* XADD MAXLEN ~ n; 0 = unbounded */
     int log_chunk;                /* one log entry per chunk (wire/log_entry.h) */
     const char *archive_group;    /* "" or NULL: none; else log_maxlen trims only

@@ -17,6 +17,7 @@ typedef struct batch_keys {
     char queue[BATCH_KEY_MAX], ctl[BATCH_KEY_MAX], results[BATCH_KEY_MAX];
     char holders[BATCH_KEY_MAX], free[BATCH_KEY_MAX], stats[BATCH_KEY_MAX];
     char log[BATCH_KEY_MAX], dead[BATCH_KEY_MAX];
+    char groups[BATCH_KEY_MAX];        /* rooms: groups formed by consent (9.2) */
     /* internal */
     char participants[BATCH_KEY_MAX];  /* list of users seen, each once */
     char orders_ended[BATCH_KEY_MAX];  /* order id -> tombstone JSON */

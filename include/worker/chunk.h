@@ -36,8 +36,10 @@ typedef struct chunk_item {
     int dup;                  /* its id already has a result: not decided */
     int asked;                /* its id was in the dedup HMGET */
     uint64_t id_hash;         /* keyed hash of the id (dedup, idfilter) */
-    char *raw;                /* copy of the bytes, only for dead entries */
+    char *raw;                /* copy of the bytes, only for dead entries
+                                 and the requests of an early chunk */
     size_t raw_len;
+    int64_t draw;             /* lottery pool: its user's position in the draw */
     /* What the engine answered (decide_chunk). Only meaningful when the
      * item has a result (chunk_item_answered) and q.outcome is REQUEST_OK;
      * pointers in it live as long as the engine. */
@@ -59,9 +61,12 @@ typedef struct chunk {
     size_t pool_len;          /* lottery pool requests in it */
     int64_t seq_base;         /* seq of its first queue entry, minus one */
     int dead_lettering;       /* its first request goes to dead (poison) */
+    int early;                /* taken before opens_at with early=shuffle: decided
+                                 before the opening, its kept requests go to the
+                                 lottery pool (their bytes are kept) */
     uint64_t taken_at, apply_sent_at;      /* uv_hrtime() of its steps */
     uint64_t status[ST_INVALID + 1];       /* counted into stats once applied */
-    uint64_t rejects[R_GROUP_TOO_LARGE + 1];
+    uint64_t rejects[R_LAST + 1];
 } chunk;
 
 /* Frees the chunk's requests and zeroes it, keeping its item array. */
@@ -82,8 +87,10 @@ static inline int chunk_item_answered(const chunk_item *it)
 /* Counts one result into the chunk's status and reject tallies. */
 void chunk_count_result(chunk *ch, engine_status st, engine_reason reason);
 /* Order ids the chunk's own requests may take: one per buy, and one per
- * bed a choose, auto or group may grant (held beds, contract 9.4). */
-size_t chunk_buys(const chunk *ch);
+ * bed a choose, auto or group may grant (held beds, contract 9.4): a
+ * group's `members`, or group_ids when not 0 (a formed group, 9.2, whose
+ * members the request does not name: the batch's max_group). */
+size_t chunk_buys(const chunk *ch, size_t group_ids);
 /* 1 when a request of the chunk has this id. */
 int chunk_has_id(const chunk *ch, const char *id);
 

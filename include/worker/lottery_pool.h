@@ -1,12 +1,24 @@
-/* lottery_pool.h -- the early=shuffle lottery pool.
+/* lottery_pool.h -- the early=shuffle lottery pool (contract 9.1).
  *
- * With early=shuffle, every request queued before opens_at goes into a
- * pool at the opening (the lottery script renames the queue, scripts.h)
- * and is served in the order of a permutation drawn from a seed kept in
- * Redis. Redis also keeps how many were served, so a restarted worker
- * rebuilds the same permutation and continues the same lottery where it
- * stopped (docs/DESIGN.md, "The opening lottery"). The pool holds copies
- * of the raw requests: they are parsed chunk by chunk as they are served.
+ * Before opens_at the worker reads the queue as usual; the engine keeps
+ * every early request that passes the throttle (engine_result.kept), and
+ * this pool collects them: their bytes, their seq, and whose they are (a
+ * core/lottery.h ticket per user). The pool lives in Redis as the list
+ * P:{B}:early, appended in the same transaction as the chunk that kept
+ * the requests, one entry per kept request and one per user throttled
+ * before the opening, in the order they happened:
+ *
+ *   "<seq> <request bytes>"     a kept request (seq: its dequeue ordinal)
+ *   "! <user>"                  the user was throttled before the opening
+ *
+ * The seed (64 hex digits) is drawn when the first request is kept and
+ * written to internal.lottery_seed with stats.lottery_commit in that same
+ * transaction. At the opening the pool is drawn in memory
+ * (lottery_pool_draw) and served chunk by chunk; internal.early_served
+ * counts how many were applied, so after a kill -9 or a takeover the next
+ * worker reads the list and the seed back, draws the same order and goes
+ * on where the last apply stopped. The list is kept after the lottery, so
+ * that `allocctl lottery verify` can replay the draw.
  */
 #ifndef ALLOCD_LOTTERY_POOL_H
 #define ALLOCD_LOTTERY_POOL_H
@@ -15,27 +27,53 @@
 #include <stdint.h>
 #include <hiredis/hiredis.h>
 
+#include "core/lottery.h"
+#include "worker/chunk.h"
+
+typedef struct lottery_entry {
+    char *raw;
+    size_t len;
+    int64_t seq;
+} lottery_entry;
+
 typedef struct lottery_pool {
-    int active;
-    char **raw;
-    size_t *len;
-    uint32_t *perm;
-    size_t n, served;
-    int64_t base;             /* dequeued before the pool: seq = base + index + 1 */
+    int loaded;               /* read from Redis (lottery_pool_from_reply) */
+    int active;               /* drawn, being served */
+    lottery lot;              /* users and tickets, in pool order */
+    lottery_entry *reqs;      /* kept requests, in dequeue order */
+    size_t n, cap;
+    size_t served;            /* applied, in serving order */
+    uint32_t *serve, *draw_pos; /* after the draw: serving order, ticket positions */
+    char seed[LOTTERY_SEED_HEX + 1]; /* "" until the first request is kept */
+    int seed_unsaved;         /* drawn, not yet in an encoded transaction */
+    char **pending;           /* list entries not yet in an encoded transaction */
+    size_t n_pending, cap_pending;
 } lottery_pool;
 
+void lottery_pool_init(lottery_pool *p, uint64_t hash_seed);
 void lottery_pool_free(lottery_pool *p);
-/* The lottery script's reply: {"done"} (then *done = 1), or {"pool",
- * early_base, early_served, seed, items, dequeued}: the pool is loaded and
- * *dequeued is stats.dequeued after the rename. 0, -EPROTO (unexpected
- * reply) or -ENOMEM. */
-int lottery_pool_from_reply(lottery_pool *p, const redisReply *r, int *done, int64_t *dequeued);
+/* The lottery script's reply (scripts.h): {"done"} (then *done = 1), or
+ * {"pool", early_served, seed, entries}. 0, -EPROTO (unexpected reply: a
+ * malformed entry, a seed that is not 64 hex digits) or -ENOMEM. */
+int lottery_pool_from_reply(lottery_pool *p, const redisReply *r, int *done);
+/* One entry of P:{B}:early, appended to the pool (lottery_pool_from_reply
+ * and `allocctl lottery verify` read the list with it). 0, -EPROTO, -ENOMEM. */
+int lottery_pool_load_entry(lottery_pool *p, const char *s, size_t len);
+/* After an early chunk was decided: its kept requests join the pool (the
+ * first draws the seed), and users it throttled are marked. Needs the
+ * chunk's raw bytes (chunk.early). 0 or -ENOMEM. */
+int lottery_pool_take_chunk(lottery_pool *p, const chunk *ch);
+/* The opening: the order is drawn from the pool and the seed. 0, -ENOMEM. */
+int lottery_pool_draw(lottery_pool *p);
 /* Requests not served yet. */
 static inline size_t lottery_pool_left(const lottery_pool *p) { return p->n - p->served; }
-/* The j-th request not served yet, in lottery order, and its seq. */
-void lottery_pool_at(const lottery_pool *p, size_t j, const char **raw, size_t *len, int64_t *seq);
-/* k more requests were applied. 1 when that was the last of the pool (the
- * pool is then freed), else 0. */
+/* The j-th request not served yet, in lottery order: its bytes, seq and
+ * its user's position in the draw (1-based). */
+void lottery_pool_at(const lottery_pool *p, size_t j, const char **raw, size_t *len, int64_t *seq,
+                     int64_t *draw);
+/* k more requests were applied. 1 when that was the last of the pool. */
 int lottery_pool_served(lottery_pool *p, size_t k);
+/* The encoded transaction holds the pending entries and the seed. */
+void lottery_pool_pending_clear(lottery_pool *p);
 
 #endif

@@ -32,7 +32,7 @@
  *
  * KEYS: lease, internal, trip, results, holders, free, stats, log,
  *       participants, orders_ended, dead, capacity, early, queue, ctl,
- *       waitlist
+ *       waitlist, groups
  * ARGV: token, epoch, chunks_applied expected, fault (1 = refuse, tests)
  * Reply: OK, or an error: FENCED, STALE, WRONGTYPE, FAULT, ERR fence.
  *
@@ -54,6 +54,7 @@ enum {
     FENCE_KEY_PARTICIPANTS, FENCE_KEY_ORDERS_ENDED, FENCE_KEY_DEAD, FENCE_KEY_CAPACITY,
     FENCE_KEY_EARLY, FENCE_KEY_QUEUE, FENCE_KEY_CTL,
     FENCE_KEY_WAITLIST,   /* type-checked; guarded by the lease like the rest */
+    FENCE_KEY_GROUPS,     /* type-checked only: allocd alone writes it (9.2) */
     FENCE_NKEYS
 };
 /* The first FENCE_NWATCH keys are WATCHed: the ones nobody but allocd
@@ -61,15 +62,12 @@ enum {
  * producers too; their types are checked but a push must not abort). */
 #define FENCE_NWATCH (FENCE_KEY_ORDERS_ENDED + 1)
 
-/* The early=shuffle lottery, run once the batch opens.
- * KEYS: queue, early, stats, internal, lease
- * ARGV: seed (decimal), token, epoch
- * The first run renames the whole queue to `early` (O(1): everything queued
- * before the opening, in push order) and advances dequeued by its length;
- * it records early_base (dequeued before), early_served = 0 and the seed in
- * internal. Later runs (after a restart) find that record.
+/* The early=shuffle lottery pool, read back after every load while the
+ * lottery is not over (worker/lottery_pool.h).
+ * KEYS: queue, early, stats, internal, lease (queue and stats unused)
+ * ARGV: unused, token, epoch
  * Reply: {"done"} when the lottery is over, else
- *        {"pool", early_base, early_served, seed, items, dequeued}. */
+ *        {"pool", early_served, lottery_seed or "", entries of early}. */
 extern const char script_lottery_src[];
 
 /* Batch leases (docs/DESIGN.md, "Leases and fencing").

@@ -98,14 +98,16 @@ static void check_ok_shape(const request *q, int admin)
         break;
     case OP_AUTO:
     case OP_GROUP:
+    case OP_PREFS:
         CHECK(r->n_prefs <= REQUEST_MAX_LIST, "%zu prefs", r->n_prefs);
-        CHECK(r->n_prefs > 0 || r->has_filter || r->op == OP_GROUP, "auto without prefs and filter");
+        CHECK(r->n_prefs > 0 || r->has_filter || r->op != OP_AUTO, "auto without prefs and filter");
+        if (r->op == OP_PREFS) CHECK(r->version >= 0, "prefs version %lld", (long long)r->version);
         for (size_t i = 0; i < r->n_prefs; i++) CHECK(r->prefs[i] && name_ok(r->prefs[i]), "pref %zu", i);
         CHECK(!r->n_filter || r->filter, "filter pointer");
         for (size_t i = 0; i < r->n_filter; i++) CHECK(r->filter[i].key && r->filter[i].value, "filter %zu", i);
         if (r->op == OP_GROUP) {
-            int has_user = 0;
-            CHECK(r->n_members >= 1 && r->n_members <= REQUEST_MAX_LIST, "%zu members", r->n_members);
+            int has_user = r->n_members == 0;   /* none: a group formed by consent (9.2) */
+            CHECK(r->n_members <= REQUEST_MAX_LIST, "%zu members", r->n_members);
             for (size_t i = 0; i < r->n_members; i++) {
                 CHECK(r->members[i] && name_ok(r->members[i]), "member %zu", i);
                 has_user |= !strcmp(r->members[i], r->user);
@@ -115,6 +117,17 @@ static void check_ok_shape(const request *q, int admin)
         }
         break;
     case OP_RELEASE:
+    case OP_LEAVE:
+        break;
+    case OP_INVITE:
+        CHECK(r->n_to >= 1 && r->n_to <= REQUEST_MAX_LIST, "%zu invited", r->n_to);
+        for (size_t i = 0; i < r->n_to; i++) CHECK(r->to[i] && name_ok(r->to[i]), "to %zu", i);
+        break;
+    case OP_ACCEPT:
+    case OP_DECLINE:
+    case OP_SWAP:
+        CHECK(r->peer && name_ok(r->peer), "from/with missing");
+        CHECK(r->op != OP_SWAP || strcmp(r->peer, r->user), "swap with oneself");
         break;
     default:
         CHECK(0, "queue op %d", r->op);

@@ -451,7 +451,7 @@ static void create_batches(fixture *f)
              "--per-user 5 --hold-ms 300", f->dir);
     free(ctl_ok(f, "alloc-operator", 0, args));
     snprintf(args, sizeof args, "batch create acl-dorm --kind room --from %s/rooms.csv "
-             "--max-group 3", f->dir);
+             "--max-group 3 --groups listed", f->dir);   /* `group --members` (9.2) */
     free(ctl_ok(f, "alloc-operator", 0, args));
 }
 

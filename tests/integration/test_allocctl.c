@@ -537,7 +537,7 @@ static void test_verify_rooms(void **state)
 {
     fixture *f = *state;
     free(CTL(f, 0, "batch", "create", "rm", "--kind", "room", "--from", DATA "rooms.csv",
-             "--max-group", "3"));
+             "--max-group", "3", "--groups", "listed"));   /* `group --members` */
     start_allocd(f);
     char id[80];
     PUSH(f, id, "rm", "--user", "s1", "--op", "choose", "--room", "R101", "--id", "q1");

@@ -60,7 +60,7 @@ static void test_push_to_missing_batch(void **state)
 static void test_filter_typed_by_attrs(void **state)
 {
     itest *t = *state;
-    itest_cmd(t->c, "HSET alloc:{d1}:meta kind room");
+    itest_cmd(t->c, "HSET alloc:{d1}:meta kind room groups listed");   /* group --members */
     itest_cmd(t->c, "HSET alloc:{d1}:capacity R1 2 R2 2");
     itest_cmd(t->c, "HSET alloc:{d1}:attrs R1 {\"building\":\"7\",\"floor\":3} R2 {\"building\":\"8\",\"floor\":4}");
     itest_cmd(t->c, "SADD alloc:batches d1");

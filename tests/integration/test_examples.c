@@ -120,6 +120,19 @@ static const step lang_steps[] = {
     { 'P', "release {L}-dorm --user s1", "rejected", "not_holding", NULL, NULL, 0, 0, 0 },
     { 'P', "auto {L}-dorm --user s11 --filter floor=3", "rejected", "no_room", NULL, NULL, 0, 0, 0 },
     { 'P', "auto {L}-dorm --user s11 --filter floor:=3", "granted", NULL, "item=R3", NULL, 0, 0, 0 },
+    /* groups formed by consent (the house batch's first request: group g1) and a swap */
+    { 'P', "invite {L}-house --user h1 --to h2,h3", "done", NULL, "group=g1|Invitation sent (group g1)", NULL, 0, 0, 1 },
+    { 'P', "accept {L}-house --user h2 --from h1", "done", NULL, "group=g1|You joined group g1", NULL, 0, 0, 1 },
+    { 'P', "decline {L}-house --user h3 --from h1", "done", NULL, "declined the invitation", NULL, 0, 0, 1 },
+    { 'P', "accept {L}-house --user h3 --from h1", "rejected", "no_invitation", NULL, NULL, 0, 0, 0 },
+    { 'P', "prefs {L}-house --user h2 --prefs R2 --version 0", "done", NULL, "version=1|preferences are saved", NULL, 0, 0, 1 },
+    { 'P', "prefs {L}-house --user h1 --prefs R1 --version 0", "rejected", "conflict", "version=1", NULL, 0, 0, 0 },
+    { 'P', "group {L}-house --user h1", "granted", NULL, "item=R2|members=h1,h2|Your group (h1, h2)", NULL, 0, 0, 1 },
+    { 'P', "group {L}-house --user h4", "rejected", "not_in_group", NULL, NULL, 0, 0, 0 },
+    { 'P', "choose {L}-house --user h4 --room R1", "granted", NULL, "item=R1", NULL, 0, 0, 1 },
+    { 'P', "swap {L}-house --user h4 --with h1 --id {L}-w1 --no-wait", NULL, NULL, "pushed id={L}-w1", "N3", 0, 0, 1 },
+    { 'P', "swap {L}-house --user h1 --with h4", "granted", NULL, "item=R1|Swapped: your bed is now in room R1", NULL, 0, 0, 1 },
+    { 'W', "{L}-house {L}-w1 --ordinal {N3}", "granted", NULL, "item=R2|Swapped: your bed is now in room R2", NULL, 0, 0, 1 },
     /* paused: requests keep their place; the live position counts down */
     { 'C', "{L}-pause {\"id\":\"{L}-pa\",\"op\":\"pause\"}", NULL, NULL, NULL, NULL, 0, 0, 1 },
     { 'P', "buy {L}-pause --user u1 --item sku1 --id {L}-p1 --timeout 0.4", NULL, NULL,
@@ -417,7 +430,7 @@ static void stock(redisContext *c, const char *tag, const char *name, const char
 static void dorm(redisContext *c, const char *tag, const char *name, const char *meta)
 {
     char line[512];
-    snprintf(line, sizeof line, "HSET alloc:{%s-%s}:meta kind room %s", tag, name, meta);
+    snprintf(line, sizeof line, "HSET alloc:{%s-%s}:meta kind room groups listed %s", tag, name, meta);
     cmd(c, line);
     cmd(c, "HSET alloc:{%s-%s}:capacity R1 2 R2 3 R3 1", tag, name);
     cmd(c, "HSET alloc:{%s-%s}:attrs R1 %s R2 %s R3 %s", tag, name,
@@ -437,6 +450,7 @@ static void create_batches(redisContext *c, const char *tag)
     stock(c, tag, "pause", "kind stock per_user 1", "sku1 10");
     dorm(c, tag, "dorm", "max_group 3");
     dorm(c, tag, "rate", "rate_max 1 rate_window_ms 60000 penalty_ms 60000");
+    dorm(c, tag, "house", "max_group 3 groups formed");   /* the later `groups` wins */
 }
 
 static const char *python_unavailable(void)
@@ -644,7 +658,9 @@ static const char explain_args[] =
     " '{\"id\":\"i1\",\"op\":\"fly\",\"status\":\"invalid\",\"reason\":\"bad_request\",\"detail\":\"unknown op \\\"fly\\\"\",\"seq\":8}'"
     R("sold_out") R("room_full") R("no_room") R("limit") R("already_holding") R("member_busy")
     R("not_holding") R("unknown_item") R("unknown_order") R("expired") R("not_open") R("closed")
-    R("paused") R("throttled") R("wrong_kind") R("group_too_large");
+    R("paused") R("throttled") R("wrong_kind") R("group_too_large") R("no_invitation")
+    R("not_in_group") R("conflict")
+    " '{\"id\":\"w1\",\"op\":\"swap\",\"status\":\"waiting\",\"seq\":9}'";
 #undef R
 
 static void explain_fail(const char *name, const char *out, const char *fmt, ...)
@@ -687,7 +703,8 @@ static void test_messages_agree_across_languages(void **state)
     static const char *const reasons[] = {
         "sold_out", "room_full", "no_room", "limit", "already_holding", "member_busy",
         "not_holding", "unknown_item", "unknown_order", "expired", "not_open", "closed",
-        "paused", "throttled", "wrong_kind", "group_too_large",
+        "paused", "throttled", "wrong_kind", "group_too_large", "no_invitation", "not_in_group",
+        "conflict",
     };
     const char *cmds[N_LANGS] = {
         PY_BIN " examples/python/poller.py --explain", "node examples/node/poller.mjs --explain",

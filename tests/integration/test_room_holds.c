@@ -140,11 +140,46 @@ static void test_expiry_while_down(void **state)
     free(o2);
 }
 
+/* A group formed by consent (9.2, the default) names no members in its
+ * `group` request: with hold_ms every member still gets a held bed with an
+ * order of their own, so the chunk must draw ids for the group's size. */
+static void test_formed_group_holds(void **state)
+{
+    fixture *f = *state;
+    itest_cmd(f->c, "HSET alloc:{h}:meta kind room hold_ms 60000 max_group 3");
+    itest_cmd(f->c, "HSET alloc:{h}:capacity R1 1 R3 3");
+    itest_cmd(f->c, "SADD alloc:batches h");
+    start(f);
+    itest_push(f, "h", "{\"id\":\"i1\",\"user\":\"g1\",\"op\":\"invite\",\"to\":[\"g2\",\"g3\"]}");
+    itest_expect(f, "h", "i1", "done", NULL);
+    itest_push(f, "h", "{\"id\":\"a2\",\"user\":\"g2\",\"op\":\"accept\",\"from\":\"g1\"}");
+    itest_push(f, "h", "{\"id\":\"a3\",\"user\":\"g3\",\"op\":\"accept\",\"from\":\"g1\"}");
+    itest_push(f, "h", "{\"id\":\"gr\",\"user\":\"g2\",\"op\":\"group\",\"prefs\":[\"R3\"]}");
+    itest_expect(f, "h", "gr", "granted", "R3");
+    char *orders[3];
+    for (int i = 0; i < 3; i++) {
+        char *h = harness_str(f->c, "HGET alloc:{h}:holders g%d", i + 1);
+        assert_non_null(strstr(h, "\"state\":\"held\""));
+        const char *o = strstr(h, "\"order\":\"");
+        assert_non_null(o);
+        orders[i] = strndup(o + 9, strcspn(o + 9, "\""));
+        assert_true(strlen(orders[i]) > 0);
+        for (int j = 0; j < i; j++) assert_string_not_equal(orders[i], orders[j]);
+        free(h);
+    }
+    assert_int_equal(free_of(f, "R3"), 0);
+    itest_push(f, "h", "{\"id\":\"k3\",\"user\":\"g3\",\"op\":\"confirm\",\"order\":\"%s\"}", orders[2]);
+    itest_expect(f, "h", "k3", "done", "R3");
+    for (int i = 0; i < 3; i++) free(orders[i]);
+    verify(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_confirm_and_cancel, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_expiry_while_down, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_formed_group_holds, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

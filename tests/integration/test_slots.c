@@ -27,7 +27,7 @@ static const char *build_dir(void)
 
 static void dorm(fixture *f, const char *b, const char *rule)
 {
-    itest_cmd(f->c, "HSET alloc:{%s}:meta kind room group_slot %s", b, rule);
+    itest_cmd(f->c, "HSET alloc:{%s}:meta kind room groups listed group_slot %s", b, rule);
     itest_cmd(f->c, "HSET alloc:{%s}:capacity R1 3 R2 3", b);
     itest_cmd(f->c, "SADD alloc:batches %s", b);
 }

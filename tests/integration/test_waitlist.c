@@ -254,7 +254,7 @@ static void test_rooms_release_switch_and_capacity(void **state)
 static void test_group_does_not_block(void **state)
 {
     fixture *f = *state;
-    itest_cmd(f->c, "HSET alloc:{g}:meta kind room");
+    itest_cmd(f->c, "HSET alloc:{g}:meta kind room groups listed");   /* the group names its members */
     itest_cmd(f->c, "HSET alloc:{g}:capacity R3 3");
     itest_cmd(f->c, "SADD alloc:batches g");
     start(f);

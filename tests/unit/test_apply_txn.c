@@ -24,10 +24,16 @@
  *   attr ROOM KEY JSON      a room attribute (canonical JSON)
  *   before MS JSON          a request decided at NOW+MS before the chunk,
  *                           its changes taken as already written
- *   chunk queue|ctl|pool|none   the chunk's kind (before its requests)
+ *   chunk queue|ctl|pool|none|early   the chunk's kind (before its requests);
+ *                           early = a queue chunk taken before opens_at with
+ *                           early=shuffle (its kept requests join the pool)
  *   ctx K=V ...             first_apply, chunks_applied, dequeued,
  *                           pool_served, pool_n, log_maxlen, log_chunk,
- *                           fault (an id)
+ *                           fault (an id), archive_group (a name),
+ *                           lottery_seed (64 hex: the batch has a lottery
+ *                           pool with this seed), new_seed=1 (the seed was
+ *                           drawn by this chunk, not yet written)
+ * Requests of a pool chunk get draw positions 1, 2, ... in order.
  *   req RAW                 a request of the chunk, as pushed
  *   dup RAW                 one that dedup found answered already
  * Order ids come from a counter starting at 1001.
@@ -53,6 +59,7 @@
 #include "worker/batch_load.h"
 #include "worker/chunk.h"
 #include "worker/decide.h"
+#include "worker/lottery_pool.h"
 
 #define DATA_DIR "tests/data/apply_txn"
 #define NOW 1763800000000LL
@@ -72,6 +79,7 @@ typedef struct txn_case {
     char fault[ENGINE_ID_MAX + 1];
     char archive_group[72];        /* ctx archive_group=NAME */
     apply_txn_ctx ctx;
+    lottery_pool pool;
     argbuf out;
 } txn_case;
 
@@ -126,6 +134,15 @@ static void ctx_line(txn_case *c, char *rest)
         if (!strcmp(kv, "first_apply") && is_int) { c->ctx.first_apply = (int)v; known = 1; }
         if (!strcmp(kv, "pool_served") && is_int) { c->ctx.pool_served = (size_t)v; known = 1; }
         if (!strcmp(kv, "pool_n") && is_int) { c->ctx.pool_n = (size_t)v; known = 1; }
+        if (!strcmp(kv, "lottery_seed")) {
+            uint8_t bytes[LOTTERY_SEED_LEN];
+            if (lottery_seed_parse(eq, bytes) < 0) CASE_FAIL(c, "lottery_seed: not 64 hex digits");
+            snprintf(c->pool.seed, sizeof c->pool.seed, "%s", eq);
+            c->pool.loaded = 1;
+            c->ctx.pool = &c->pool;
+            known = 1;
+        }
+        if (!strcmp(kv, "new_seed") && is_int) { c->pool.seed_unsaved = (int)v; known = 1; }
         if (!strcmp(kv, "log_chunk") && is_int) { c->ctx.log_chunk = (int)v; known = 1; }
         if (!strcmp(kv, "archive_group")) {
             snprintf(c->archive_group, sizeof c->archive_group, "%s", eq);
@@ -163,7 +180,9 @@ static void chunk_line(txn_case *c, const char *kind)
 {
     static const struct { const char *name; chunk_kind kind; } kinds[] = {
         { "queue", CHUNK_QUEUE }, { "ctl", CHUNK_CTL }, { "pool", CHUNK_POOL }, { "none", CHUNK_NONE },
+        { "early", CHUNK_QUEUE },
     };
+    c->ch.early = !strcmp(kind, "early");
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (!strcmp(kind, kinds[i].name)) {
             c->ch.kind = kinds[i].kind;
@@ -213,6 +232,8 @@ static void finish_chunk(txn_case *c)
     if (ch->kind == CHUNK_CTL) ch->ctl_len = (long)ch->n_items;
     else if (ch->kind == CHUNK_POOL) ch->pool_len = ch->n_items;
     else ch->queue_len = (long)ch->n_items;
+    if (ch->kind == CHUNK_POOL)
+        for (size_t i = 0; i < ch->n_items; i++) ch->items[i].draw = (int64_t)i + 1;
 }
 
 /* ------------------------------------------------------------ golden -- */
@@ -295,6 +316,10 @@ static void run_case(void **state)
     finish_chunk(c);
     decide_chunk(&c->ch, eng(c), NOW, 0, c->ch.n_items);
     assert_int_equal(engine_error(c->e), 0);
+    if (c->ch.early) {
+        if (!c->pool.loaded) CASE_FAIL(c, "an early chunk needs ctx lottery_seed=...");
+        assert_int_equal(lottery_pool_take_chunk(&c->pool, &c->ch), 0);
+    }
     assert_int_equal(apply_txn_encode(&c->out, &c->ctx, &c->ch, c->e), 0);
     redis_slice cmds[256];
     size_t n = args_slices(&c->out, cmds, 256);
@@ -313,6 +338,7 @@ static int setup_case(void **state)
     txn_case *c = *state;
     engine_meta_defaults(&c->meta);
     c->next_order = 1001;
+    lottery_pool_init(&c->pool, 42);
     assert_int_equal(batch_keys_init(&c->keys, "alloc", "b"), 0);
     snprintf(c->trip_key, sizeof c->trip_key, "alloc:{b}:trip:%s", TOKEN);
     assert_int_equal(chunk_reserve(&c->ch, MAX_ITEMS), 0);  /* parsed items must not move */
@@ -335,6 +361,7 @@ static int teardown_case(void **state)
     if (c->e) engine_free(c->e);
     c->e = NULL;
     args_free(&c->out);
+    lottery_pool_free(&c->pool);
     return 0;
 }
 

@@ -30,6 +30,7 @@ static engine *mk(batch_kind kind, void (*tweak)(engine_meta *))
     engine_meta m;
     engine_meta_defaults(&m);
     m.kind = kind;
+    m.groups = GROUPS_LISTED;   /* these are version 1's group rules (formed: scenarios) */
     if (tweak) tweak(&m);
     engine *e = engine_new(&m, 42);
     assert_non_null(e);
@@ -925,9 +926,13 @@ static void test_group_invalid_members(void **state)
                                                .members = m, .n_members = 2,
                                                .prefs = prefs, .n_prefs = 1 }, T0);
     assert_int_equal(r.status, ST_INVALID);   /* sender not among members */
-    assert_int_equal(group(e, m, 0, prefs, 1, NULL, 0, T0).status, ST_INVALID);
+    /* no members at all is a group formed by consent (9.2); with groups
+     * listed there is none to place */
+    engine_result none = group(e, m, 0, prefs, 1, NULL, 0, T0);
+    assert_int_equal(none.status, ST_REJECTED);
+    assert_int_equal(none.reason, R_NOT_IN_GROUP);
     assert_int_equal(free_of(e, "R202"), 4);
-    assert_int_equal(engine_get_counters(e)->invalid, 3);
+    assert_int_equal(engine_get_counters(e)->invalid, 2);
     engine_free(e);
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/engine_swap.h"
 #include "core/engine_wait.h"
 
 #define T0 1763800000000LL
@@ -23,6 +24,7 @@ static engine *dorm(int64_t hold_ms)
     engine_meta_defaults(&m);
     m.kind = BATCH_ROOM;
     m.hold_ms = hold_ms;
+    m.groups = GROUPS_LISTED;   /* the groups here name their members (9.2) */
     engine *e = engine_new(&m, 3);
     assert_non_null(e);
     assert_int_equal(engine_load_item(e, "R1", 1), 0);
@@ -186,6 +188,53 @@ static void test_load_holds_and_tombstones(void **state)
     engine_free(e);
 }
 
+/* A held bed that expires or is cancelled is gone like a released one:
+ * the open swap offers by or to its holder end `not_holding` (9.3), in the
+ * same step; the counters move them from waiting to rejected. */
+static void test_hold_end_ends_swap_offers(void **state)
+{
+    engine *e = dorm(1000);
+    uint64_t o1 = op(e, OP_CHOOSE, "c1", "s1", "R1", 0, T0).order;
+    uint64_t o2 = op(e, OP_CHOOSE, "c2", "s2", "R2", 0, T0).order;
+    op(e, OP_CHOOSE, "c3", "s3", "R2", 0, T0);
+    engine_drain_clear(e);
+    engine_result w = run(e, (engine_request){ .op = OP_SWAP, .id = "w1", .user = "s1", .seq = 1,
+                                               .peer = "s2" }, T0 + 1);
+    assert_int_equal(w.status, ST_WAITING);
+    w = run(e, (engine_request){ .op = OP_SWAP, .id = "w2", .user = "s3", .seq = 1, .peer = "s2" },
+            T0 + 1);
+    assert_int_equal(w.status, ST_WAITING);
+    const engine_counters *c = engine_get_counters(e);
+    int64_t processed = c->processed, rejected = c->rejected;
+    assert_int_equal(engine_swap_open_count(e), 2);
+    /* s2 cancels: the offer to s2 ends */
+    engine_drain_clear(e);
+    assert_int_equal(op(e, OP_CANCEL, "k2", "s2", NULL, o2, T0 + 2).status, ST_DONE);
+    assert_int_equal(engine_swap_open_count(e), 0);   /* both offers were to s2 */
+    assert_int_equal(engine_swap_resolved_count(e), 2);
+    engine_swap_resolved r;
+    engine_swap_resolved_at(e, 0, &r);
+    assert_int_equal(r.res.status, ST_REJECTED);
+    assert_int_equal(r.res.reason, R_NOT_HOLDING);
+    assert_int_equal(c->processed, processed + 1);      /* the cancel; the offers were counted */
+    assert_int_equal(c->rejected, rejected + 2);
+    /* s1 offers to s3; s1's hold runs out: the offer ends with it */
+    engine_drain_clear(e);
+    w = run(e, (engine_request){ .op = OP_SWAP, .id = "w3", .user = "s1", .seq = 1, .peer = "s3" },
+            T0 + 3);
+    assert_int_equal(w.status, ST_WAITING);
+    engine_drain_clear(e);
+    assert_true(engine_expire(e, T0 + 1000) >= 1);
+    assert_null(engine_check_invariants(e));
+    assert_int_equal(engine_swap_open_count(e), 0);
+    assert_int_equal(engine_swap_resolved_count(e), 1);
+    engine_swap_resolved_at(e, 0, &r);
+    assert_string_equal(r.req, "w3");
+    assert_int_equal(r.res.reason, R_NOT_HOLDING);
+    (void)o1;
+    engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_group_members_hold_their_own),
         cmocka_unit_test(test_without_hold_ms_confirm_is_wrong_kind),
         cmocka_unit_test(test_load_holds_and_tombstones),
+        cmocka_unit_test(test_hold_end_ends_swap_offers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,7 @@ static engine *mk(batch_kind kind, int64_t per_user, int64_t hold_ms)
     engine_meta m;
     engine_meta_defaults(&m);
     m.kind = kind;
+    m.groups = GROUPS_LISTED;   /* `group` with members */
     m.per_user = per_user;
     m.hold_ms = hold_ms;
     engine *e = engine_new(&m, 7);

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/engine_groups.h"
 #include "core/engine_wait.h"
 
 #define DEFAULT_SEED 20250601ULL
@@ -984,6 +985,7 @@ static void setup_run(run *x, uint64_t seed)
     model *m = &x->m;
     engine_meta_defaults(&m->meta);
     m->meta.kind = seed & 1 ? BATCH_ROOM : BATCH_STOCK;
+    m->meta.groups = GROUPS_LISTED;
     m->meta.opens_at = chance(g, 50) ? 0 : T0 + rnd(g, 300);
     m->meta.closes_at = chance(g, 70) ? 0 : T0 + 200 + rnd(g, 3000);
     m->meta.hold_ms = chance(g, 40) ? 0 : 5 + rnd(g, 300);
@@ -1211,6 +1213,237 @@ static void run_many(int rooms)
 static void test_prop_stock(void **state) { run_many(0); }
 static void test_prop_rooms(void **state) { run_many(1); }
 
+/* ------------------------------------------------------------ formed groups */
+
+/* Groups formed by consent (contract 9.2) on random sequences of invite,
+ * accept, decline, leave, prefs and group mixed with choose, switch and
+ * release (and swap, whose exchanges must keep every bed single). No
+ * reference model here: the properties the contract promises
+ * are checked after every step instead --
+ *   - no bed twice (the engine's own sweep, and beds counted per room);
+ *   - no member split: a group grant puts every member in the one room;
+ *   - nobody placed without having accepted: every member of a granted
+ *     group joined it by their own invite (creating it) or accept, as a
+ *     shadow of consent kept here from the results says;
+ *   - one group per user, at most max_group members, the engine's view of
+ *     each user's group equal to the shadow's.
+ * And the shell's part: at random points what changed is drained into a
+ * store (P:{B}:groups and holders), and sometimes the engine is rebuilt
+ * from the store alone, so a group change not marked dirty shows. */
+
+#define FG_USERS 8
+#define FG_ROOMS 3
+#define FG_STEPS 120
+#define FG_MAX_GROUPS (FG_STEPS + 1)
+
+typedef struct fg_group {
+    char id[24];
+    int alive;
+    char members[FG_USERS][8], invited[FG_USERS][8], prefs[4][8];
+    size_t n_members, n_invited, n_prefs;
+    int64_t version;
+} fg_group;
+
+typedef struct fg_run {
+    uint64_t rng, seed;
+    engine_meta meta;
+    engine *e;
+    char shadow[FG_USERS][24];          /* the group each user consented to */
+    fg_group store[FG_MAX_GROUPS];      /* P:{B}:groups */
+    size_t n_store;
+    char room_of[FG_USERS][8];          /* holders */
+} fg_run;
+
+static const char *const FG_ROOM_IDS[FG_ROOMS] = { "R0", "R1", "R2" };
+static const int64_t FG_CAP[FG_ROOMS] = { 2, 3, 1 };
+
+static void fg_fail(const fg_run *x, int step, const char *what)
+{
+    fail_msg("formed groups, seed %llu, step %d: %s", (unsigned long long)x->seed, step, what);
+}
+
+static int fg_user(const char *id) { return id && id[0] == 'u' ? atoi(id + 1) : -1; }
+
+static engine *fg_new_engine(fg_run *x)
+{
+    engine *e = engine_new(&x->meta, x->seed);
+    assert_non_null(e);
+    for (int r = 0; r < FG_ROOMS; r++) assert_int_equal(engine_load_item(e, FG_ROOM_IDS[r], FG_CAP[r]), 0);
+    return e;
+}
+
+static void fg_drain(fg_run *x)
+{
+    engine_user_view v;
+    for (size_t i = 0; i < engine_dirty_user_count(x->e); i++) {
+        engine_dirty_user_at(x->e, i, &v);
+        int u = fg_user(v.id);
+        if (u >= 0) snprintf(x->room_of[u], sizeof x->room_of[u], "%s", v.room ? v.room : "");
+    }
+    engine_group_view g;
+    for (size_t i = 0; i < engine_dirty_group_count(x->e); i++) {
+        engine_dirty_group_at(x->e, i, &g);
+        size_t k = 0;
+        while (k < x->n_store && strcmp(x->store[k].id, g.id)) k++;
+        if (k == x->n_store) x->n_store++;
+        fg_group *s = &x->store[k];
+        memset(s, 0, sizeof *s);
+        snprintf(s->id, sizeof s->id, "%s", g.id);
+        s->alive = g.alive;
+        if (!g.alive) continue;
+        for (size_t j = 0; j < g.n_members; j++) snprintf(s->members[j], 8, "%s", g.members[j]);
+        for (size_t j = 0; j < g.n_invited; j++) snprintf(s->invited[j], 8, "%s", g.invited[j]);
+        for (size_t j = 0; j < g.n_prefs && j < 4; j++) snprintf(s->prefs[j], 8, "%s", g.prefs[j]);
+        s->n_members = g.n_members;
+        s->n_invited = g.n_invited;
+        s->n_prefs = g.n_prefs < 4 ? g.n_prefs : 4;
+        s->version = g.version;
+    }
+    engine_drain_clear(x->e);
+}
+
+/* A fresh engine from the store alone, as a restart would load it. */
+static void fg_reload(fg_run *x)
+{
+    engine_free(x->e);
+    x->e = fg_new_engine(x);
+    char id[16];
+    for (int u = 0; u < FG_USERS; u++) {
+        snprintf(id, sizeof id, "u%d", u);
+        assert_int_equal(engine_load_participant(x->e, id), 0);
+        if (x->room_of[u][0]) assert_int_equal(engine_load_room_holder(x->e, id, x->room_of[u], T0, "r"), 0);
+    }
+    for (size_t k = 0; k < x->n_store; k++) {
+        fg_group *s = &x->store[k];
+        if (!s->alive) continue;
+        const char *m[FG_USERS], *inv[FG_USERS], *p[4];
+        for (size_t j = 0; j < s->n_members; j++) m[j] = s->members[j];
+        for (size_t j = 0; j < s->n_invited; j++) inv[j] = s->invited[j];
+        for (size_t j = 0; j < s->n_prefs; j++) p[j] = s->prefs[j];
+        engine_group_view g = { .id = s->id, .alive = 1, .members = m, .n_members = s->n_members,
+                                .invited = inv, .n_invited = s->n_invited, .prefs = p,
+                                .n_prefs = s->n_prefs, .version = s->version };
+        assert_int_equal(engine_load_group(x->e, &g), 0);
+    }
+}
+
+static void fg_request(fg_run *x, engine_request *r, char ids[4][16], const char **list, const char **prefs)
+{
+    uint64_t *g = &x->rng;
+    static const engine_op ops[] = { OP_INVITE, OP_INVITE, OP_ACCEPT, OP_ACCEPT, OP_ACCEPT, OP_DECLINE,
+                                     OP_LEAVE, OP_PREFS, OP_GROUP, OP_GROUP, OP_CHOOSE, OP_RELEASE,
+                                     OP_SWITCH, OP_SWAP, OP_SWAP };
+    r->op = ops[rnd(g, sizeof ops / sizeof ops[0])];
+    snprintf(ids[0], 16, "u%d", (int)rnd(g, FG_USERS));
+    snprintf(ids[1], 16, "u%d", (int)rnd(g, FG_USERS));
+    r->user = ids[0];
+    r->peer = ids[1];
+    r->item = FG_ROOM_IDS[rnd(g, FG_ROOMS)];
+    size_t n = 1 + (size_t)rnd(g, 3);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(ids[1 + i], 16, "u%d", (int)rnd(g, FG_USERS));
+        list[i] = ids[1 + i];
+    }
+    r->to = list;
+    r->n_to = n;
+    size_t np = (size_t)rnd(g, 3);
+    for (size_t i = 0; i < np; i++) prefs[i] = FG_ROOM_IDS[rnd(g, FG_ROOMS)];
+    r->prefs = prefs;
+    r->n_prefs = np;
+    r->version = rnd(g, 4);
+}
+
+/* The properties after one decision (see above). */
+static void fg_check(fg_run *x, int step, const engine_request *r, const engine_result *res)
+{
+    engine *e = x->e;
+    const char *why = engine_check_invariants(e);
+    if (why) fg_fail(x, step, why);
+    int u = fg_user(r->user);
+    if (res->status == ST_DONE && (r->op == OP_INVITE || r->op == OP_ACCEPT))
+        snprintf(x->shadow[u], sizeof x->shadow[u], "%s", res->group);
+    if (res->status == ST_DONE && r->op == OP_LEAVE) x->shadow[u][0] = '\0';
+    if (r->op == OP_GROUP && res->status == ST_GRANTED) {
+        if (!res->members || !res->n_members || (int64_t)res->n_members > x->meta.max_group)
+            fg_fail(x, step, "a group grant without its members, or too many");
+        for (size_t i = 0; i < res->n_members; i++) {
+            engine_user_view v;
+            int m = fg_user(res->members[i]);
+            if (engine_user_view_get(e, res->members[i], &v) < 0 || !v.room || strcmp(v.room, res->item))
+                fg_fail(x, step, "a member of a granted group is not in its room (split)");
+            if (m < 0 || strcmp(x->shadow[m], res->group))
+                fg_fail(x, step, "a member placed without having accepted");
+        }
+    }
+    int in_groups[FG_USERS] = { 0 }, beds[FG_ROOMS] = { 0 };
+    engine_group_view g;
+    for (size_t i = 0; i < engine_group_count(e); i++) {
+        engine_group_view_at(e, i, &g);
+        if (!g.alive) continue;
+        if (!g.n_members || (int64_t)g.n_members > x->meta.max_group) fg_fail(x, step, "group size");
+        for (size_t j = 0; j < g.n_members; j++) in_groups[fg_user(g.members[j])]++;
+    }
+    char id[16];
+    for (int k = 0; k < FG_USERS; k++) {
+        engine_user_view v;
+        snprintf(id, sizeof id, "u%d", k);
+        if (in_groups[k] > 1) fg_fail(x, step, "a user in two groups");
+        const char *eg = engine_user_view_get(e, id, &v) == 0 ? v.group : NULL;
+        if (strcmp(eg ? eg : "", x->shadow[k])) fg_fail(x, step, "the engine's group of a user is not the one consented to");
+        if ((eg != NULL) != (in_groups[k] == 1)) fg_fail(x, step, "a user's group and the members lists disagree");
+        for (int r2 = 0; eg && v.room && r2 < FG_ROOMS; r2++) beds[r2] += !strcmp(v.room, FG_ROOM_IDS[r2]);
+        for (int r2 = 0; !eg && engine_user_view_get(e, id, &v) == 0 && v.room && r2 < FG_ROOMS; r2++)
+            beds[r2] += !strcmp(v.room, FG_ROOM_IDS[r2]);
+    }
+    for (int r2 = 0; r2 < FG_ROOMS; r2++) {
+        engine_item_view iv;
+        engine_item_view_get(e, FG_ROOM_IDS[r2], &iv);
+        if (beds[r2] + iv.free != FG_CAP[r2]) fg_fail(x, step, "a bed given twice (or lost)");
+    }
+}
+
+typedef struct fg_tally { long grants, accepts, conflicts, leaves, reloads; } fg_tally;
+
+static void fg_one_run(uint64_t seed, fg_tally *t)
+{
+    fg_run *x = calloc(1, sizeof *x);
+    assert_non_null(x);
+    x->seed = x->rng = seed;
+    engine_meta_defaults(&x->meta);
+    x->meta.kind = BATCH_ROOM;
+    x->meta.max_group = 1 + rnd(&x->rng, 4);
+    x->e = fg_new_engine(x);
+    char rid[16];
+    for (int step = 0; step < FG_STEPS; step++) {
+        engine_request r;
+        memset(&r, 0, sizeof r);
+        char ids[4][16];
+        const char *list[3], *prefs[3];
+        fg_request(x, &r, ids, list, prefs);
+        snprintf(rid, sizeof rid, "r%d", step);
+        r.id = rid;
+        r.seq = step + 1;
+        engine_result res;
+        engine_decide(x->e, &r, T0 + step, &res);
+        if (res.status == ST_NONE) fg_fail(x, step, "no result");
+        fg_check(x, step, &r, &res);
+        t->grants += r.op == OP_GROUP && res.status == ST_GRANTED;
+        t->accepts += r.op == OP_ACCEPT && res.status == ST_DONE;
+        t->conflicts += res.reason == R_CONFLICT;
+        t->leaves += r.op == OP_LEAVE && res.status == ST_DONE;
+        if (chance(&x->rng, 30)) {
+            fg_drain(x);
+            if (chance(&x->rng, 30)) {
+                t->reloads++;
+                fg_reload(x);
+                fg_check(x, step, &r, &(engine_result){ .status = ST_REJECTED });
+            }
+        }
+    }
+    engine_free(x->e);
+    free(x);
+}
+
 /* ------------------------------------------------------------ waitlist */
 
 /* The waitlist (core/engine_wait.h) on random runs, checked on the
@@ -1396,6 +1629,7 @@ static void w_run(uint64_t seed, int rooms)
     engine_meta m;
     engine_meta_defaults(&m);
     m.kind = rooms ? BATCH_ROOM : BATCH_STOCK;
+    m.groups = GROUPS_LISTED;   /* its group names the members (u6, u7) */
     m.per_user = rooms ? 1 : 1 + rnd(&x->rng, 3);
     m.hold_ms = rooms ? 0 : 50 * rnd(&x->rng, 3);
     m.wait_ms = 100 * rnd(&x->rng, 4);
@@ -1433,6 +1667,19 @@ static void w_run(uint64_t seed, int rooms)
     free(x);
 }
 
+static void test_prop_formed_groups(void **state)
+{
+    uint64_t base = env_u64("ENGINE_PROP_SEED", DEFAULT_SEED);
+    uint64_t runs = env_u64("ENGINE_PROP_RUNS", DEFAULT_RUNS);
+    fg_tally t = { 0 };
+    for (uint64_t i = 0; i < runs; i++) fg_one_run(base + i, &t);
+    print_message("formed groups: %ld group grants, %ld accepts, %ld conflicts, %ld leaves, %ld reloads\n",
+                  t.grants, t.accepts, t.conflicts, t.leaves, t.reloads);
+    /* the runs reach every kind of step (a property over nothing proves nothing) */
+    assert_true(runs < 100 || (t.grants > 100 && t.accepts > 100 && t.conflicts > 100 && t.leaves > 100 &&
+                               t.reloads > 100));
+}
+
 static void test_prop_wait(void **state)
 {
     uint64_t base = env_u64("ENGINE_PROP_SEED", DEFAULT_SEED);
@@ -1445,6 +1692,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prop_stock),
         cmocka_unit_test(test_prop_rooms),
+        cmocka_unit_test(test_prop_formed_groups),
         cmocka_unit_test(test_prop_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

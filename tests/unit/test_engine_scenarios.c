@@ -39,6 +39,8 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/engine_groups.h"
+#include "core/engine_swap.h"
 
 #define MAX_TOK 32
 #define MAX_LIST 16
@@ -95,12 +97,16 @@ static void meta_set(scenario *s, const char *kv)
 {
     const char *eq = strchr(kv, '=');
     if (!eq) SC_FAIL(s, "meta wants KEY=VALUE, got '%s'", kv);
-    int64_t v = num(s, eq + 1);
     size_t k = (size_t)(eq - kv);
+    int64_t v = k == 6 && strncmp(kv, "groups", 6) == 0 ? 0 : num(s, eq + 1);
 #define META(f) if (k == strlen(#f) && strncmp(kv, #f, k) == 0) { s->meta.f = v; return; }
     META(opens_at) META(closes_at) META(per_user) META(hold_ms) META(max_group)
     META(rate_max) META(rate_window_ms) META(penalty_ms)
 #undef META
+    if (k == 6 && strncmp(kv, "groups", 6) == 0) {   /* formed | listed */
+        s->meta.groups = strcmp(eq + 1, "listed") == 0 ? GROUPS_LISTED : GROUPS_FORMED;
+        return;
+    }
     SC_FAIL(s, "unknown meta field '%s'", kv);
 }
 
@@ -155,7 +161,7 @@ static int setup_line(scenario *s)
 /* ------------------------------------------------------------ requests */
 
 typedef struct req_lists {
-    const char *prefs[MAX_LIST], *members[MAX_LIST];
+    const char *prefs[MAX_LIST], *members[MAX_LIST], *to[MAX_LIST];
     engine_kv filter[MAX_LIST];
 } req_lists;
 
@@ -168,6 +174,15 @@ static void list_arg(scenario *s, engine_request *r, req_lists *l, char *t)
     } else if (strncmp(t, "members=", 8) == 0) {
         r->n_members = split_list(t + 8, l->members);
         r->members = l->members;
+    } else if (strncmp(t, "to=", 3) == 0) {
+        r->n_to = split_list(t + 3, l->to);
+        r->to = l->to;
+    } else if (strncmp(t, "from=", 5) == 0) {
+        r->peer = t + 5;
+    } else if (strncmp(t, "with=", 5) == 0) {
+        r->peer = t + 5;
+    } else if (strncmp(t, "version=", 8) == 0) {
+        r->version = num(s, t + 8);
     } else if (strncmp(t, "filter=", 7) == 0) {
         const char *pairs[MAX_LIST];
         r->has_filter = 1;
@@ -191,6 +206,7 @@ static void build_request(scenario *s, engine_request *r, req_lists *l, int arro
     memset(r, 0, sizeof *r);
     snprintf(s->id, sizeof s->id, "L%d", s->line);   /* the line is the request id */
     r->id = s->id;
+    r->seq = s->line;   /* a formed group is named g<seq>: g<line> here */
     r->user = strcmp(t[1], "-") == 0 ? NULL : t[1];
     r->op = engine_op_parse(t[2]);
     if (r->op == OP_NONE) SC_FAIL(s, "unknown op '%s'", t[2]);
@@ -222,8 +238,15 @@ static void expect_field(scenario *s, const engine_result *res, const char *kv)
 {
     const char *eq = strchr(kv, '=');
     if (!eq) SC_FAIL(s, "expected KEY=VALUE, got '%s'", kv);
+    if (strncmp(kv, "group=", 6) == 0) {
+        if (!res->group || strcmp(res->group, eq + 1) != 0)
+            SC_FAIL(s, "group: expected %s, got %s", eq + 1, res->group ? res->group : "-");
+        return;
+    }
     int64_t want = num(s, eq + 1), got = 0;
     if (strncmp(kv, "qty=", 4) == 0) got = res->qty;
+    else if (strncmp(kv, "version=", 8) == 0) got = res->has_version ? res->version : -1;
+    else if (strncmp(kv, "members=", 8) == 0) got = (int64_t)res->n_members;
     else if (strncmp(kv, "order=", 6) == 0) got = (int64_t)res->order;
     else if (strncmp(kv, "expires_at=", 11) == 0) got = res->expires_at;
     else if (strncmp(kv, "rank=", 5) == 0) got = res->rank;
@@ -245,6 +268,7 @@ static void expect_result(scenario *s, const engine_result *res, int from)
         if (i >= s->n_tok || strcmp(engine_reason_name(res->reason), t[i]) != 0)
             SC_FAIL(s, "expected reason %s, got %s", i < s->n_tok ? t[i] : "(none)",
                     engine_reason_name(res->reason));
+        for (i++; i < s->n_tok; i++) expect_field(s, res, t[i]);
         return;
     }
     if (i < s->n_tok && !strchr(t[i], '=')) {
@@ -293,12 +317,59 @@ static void check_events(scenario *s)
     engine_drain_clear(e);
 }
 
+/* check members|invited GROUP a,b,c (in order; `-` for none, `gone` for a
+ * dissolved group) */
+static void check_group_list(scenario *s, engine *e, const char *id, const char *which, const char *want)
+{
+    engine_group_view g;
+    size_t i = 0, n = engine_group_count(e);
+    for (; i < n; i++) {
+        engine_group_view_at(e, i, &g);
+        if (strcmp(g.id, id) == 0) break;
+    }
+    if (i == n) SC_FAIL(s, "no group %s", id);
+    if (!g.alive) {
+        if (strcmp(want, "gone") != 0) SC_FAIL(s, "group %s is dissolved", id);
+        return;
+    }
+    const char *const *v = strcmp(which, "members") == 0 ? g.members : g.invited;
+    size_t nv = strcmp(which, "members") == 0 ? g.n_members : g.n_invited;
+    char got[512] = "";
+    for (size_t k = 0; k < nv; k++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", k ? "," : "", v[k]);
+    if (!nv) snprintf(got, sizeof got, "-");
+    if (strcmp(got, want) != 0) SC_FAIL(s, "%s of %s: expected %s, got %s", which, id, want, got);
+}
+
+/* check resolved REQ STATUS [REASON|ITEM]: a waiting swap result replaced
+ * since the last drain (the request id of line N is LN) */
+static void check_resolved(scenario *s, engine *e)
+{
+    char **t = s->tok;
+    for (size_t i = 0; i < engine_swap_resolved_count(e); i++) {
+        engine_swap_resolved r;
+        engine_swap_resolved_at(e, i, &r);
+        if (strcmp(r.req, t[2])) continue;
+        const char *st = engine_status_name(r.res.status);
+        if (strcmp(st, t[3])) SC_FAIL(s, "resolved %s: expected %s, got %s", t[2], t[3], st);
+        const char *d = r.res.status == ST_REJECTED ? engine_reason_name(r.res.reason) : r.res.item;
+        if (s->n_tok > 4 && (!d || strcmp(d, t[4])))
+            SC_FAIL(s, "resolved %s: expected %s, got %s", t[2], t[4], d ? d : "-");
+        return;
+    }
+    SC_FAIL(s, "no resolved result for %s", t[2]);
+}
+
 static void check_line(scenario *s)
 {
     engine *e = get_engine(s);
     char **t = s->tok;
     if (s->n_tok >= 2 && strcmp(t[1], "events") == 0) {
         check_events(s);
+        return;
+    }
+    if (s->n_tok >= 4 && strcmp(t[1], "resolved") == 0) {
+        check_resolved(s, e);
         return;
     }
     if (s->n_tok != 4) SC_FAIL(s, "check WHAT ARG VALUE");
@@ -322,6 +393,13 @@ static void check_line(scenario *s)
         if (v == INT64_MIN) SC_FAIL(s, "unknown counter %s", t[2]);
         if (v != num(s, t[3]))
             SC_FAIL(s, "counter %s: expected %s, got %lld", t[2], t[3], (long long)v);
+    } else if (strcmp(t[1], "group") == 0) {
+        const char *g = engine_user_view_get(e, t[2], &uv) == 0 ? uv.group : NULL;
+        const char *want = strcmp(t[3], "-") == 0 ? NULL : t[3];
+        if (!(want ? g && strcmp(g, want) == 0 : g == NULL))
+            SC_FAIL(s, "group of %s: expected %s, got %s", t[2], t[3], g ? g : "-");
+    } else if (strcmp(t[1], "members") == 0 || strcmp(t[1], "invited") == 0) {
+        check_group_list(s, e, t[2], t[1], t[3]);
     } else if (strcmp(t[1], "phase") == 0) {
         const char *p = engine_phase_name(engine_phase_at(e, num(s, t[2])));
         if (strcmp(p, t[3]) != 0) SC_FAIL(s, "phase at %s: expected %s, got %s", t[2], t[3], p);

@@ -21,6 +21,7 @@ static engine *dorm(int64_t opens_at, group_slot_rule rule)
     engine_meta_defaults(&m);
     m.kind = BATCH_ROOM;
     m.opens_at = opens_at;
+    m.groups = GROUPS_LISTED;   /* the groups here name their members (9.2) */
     m.group_slot = rule;
     engine *e = engine_new(&m, 5);
     assert_non_null(e);

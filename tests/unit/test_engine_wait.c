@@ -23,6 +23,7 @@ static engine *mk(batch_kind kind, int64_t per_user, int64_t hold_ms, int64_t wa
     engine_meta_defaults(&m);
     m.kind = kind;
     m.per_user = per_user;
+    m.groups = GROUPS_LISTED;   /* the groups here name their members (9.2) */
     m.hold_ms = hold_ms;
     m.wait_ms = wait_ms;
     engine *e = engine_new(&m, 7);

@@ -3,6 +3,7 @@
  * out of P:batches. */
 #include "base/clock.h"
 #include "allocctl/cmd_batch.h"
+#include "allocctl/cmd_groups.h"
 #include "allocctl/cmd_slots.h"
 
 #include <inttypes.h>
@@ -15,7 +16,7 @@
 /* ---- batch create ---------------------------------------------------------- */
 
 typedef struct create_opts {
-    const char *kind, *from, *opens_at, *closes_at, *early;
+    const char *kind, *from, *opens_at, *closes_at, *early, *groups;
     const char *per_user, *hold_ms, *max_group, *rate_max, *rate_window_ms, *penalty_ms;
     int replace;
 } create_opts;
@@ -52,9 +53,14 @@ static int meta_args(const ctx *x, const create_opts *o, ctl_args *a)
         errmsg(x, "--early must be reject or shuffle (got '%s')", o->early);
         return -1;
     }
+    if (o->groups && ((strcmp(o->groups, "formed") && strcmp(o->groups, "listed")) || !room)) {
+        errmsg(x, "--groups must be formed or listed, for a room batch (got '%s')", o->groups);
+        return -1;
+    }
     ctl_args_add(a, "kind");
     ctl_args_add(a, o->kind);
     if (o->early) { ctl_args_add(a, "early"); ctl_args_add(a, o->early); }
+    if (o->groups) { ctl_args_add(a, "groups"); ctl_args_add(a, o->groups); }
     const char *times[][2] = { { "opens_at", o->opens_at }, { "closes_at", o->closes_at } };
     for (size_t i = 0; i < 2; i++) {
         int64_t t;
@@ -317,6 +323,8 @@ static const char HELP_CREATE[] =
 "  --per-user N         stock: most units per user (default 1)\n"
 "  --hold-ms N          stock: reservations to confirm within N ms (default 0 = final)\n"
 "  --max-group N        rooms: largest group (default 8)\n"
+"  --groups formed|listed  rooms: groups formed by invite/accept (default), or version 1's\n"
+"                       `group` with the members it names (the back end collected consent)\n"
 "  --rate-max N --rate-window-ms N --penalty-ms N   per-user throttle (default off)\n"
 "  --replace            delete every key of the batch first (a live batch is taken out of\n"
 "                       P:batches and the daemon given time to stop serving it)\n"
@@ -325,6 +333,11 @@ static const char HELP_CREATE[] =
 
 static const char HELP_LIST[] =
 "Usage: allocctl batch list\n\nOne line per batch of P:batches: id, kind, state, queue length, owner.\n";
+
+static const char HELP_SHOW[] =
+"Usage: allocctl batch show B\n\n"
+"B's definition (meta) and its groups formed by consent (P:{B}:groups): leader,\n"
+"members, pending invitations, shared prefs and filter, version.\n";
 
 static const char HELP_RM[] =
 "Usage: allocctl batch rm B\n\n"
@@ -344,7 +357,8 @@ int cmd_batch(ctx *x, int argc, char **argv, int at)
             { "early", 0, &o.early, NULL }, { "per-user", 0, &o.per_user, NULL },
             { "hold-ms", 0, &o.hold_ms, NULL }, { "max-group", 0, &o.max_group, NULL },
             { "rate-max", 0, &o.rate_max, NULL }, { "rate-window-ms", 0, &o.rate_window_ms, NULL },
-            { "penalty-ms", 0, &o.penalty_ms, NULL }, { "replace", 0, NULL, &o.replace } };
+            { "penalty-ms", 0, &o.penalty_ms, NULL }, { "replace", 0, NULL, &o.replace },
+            { "groups", 0, &o.groups, NULL } };
         x->cmd = "batch create";
         int rc = parse_opts(x, argc, argv, at + 1, spec, sizeof spec / sizeof *spec, pos, &npos);
         if (rc) return rc < 0 ? show_help(HELP_CREATE) : rc;
@@ -360,9 +374,17 @@ int cmd_batch(ctx *x, int argc, char **argv, int at)
         if (npos != (list ? 0u : 1u)) { errmsg(x, "wrong number of arguments (try --help)"); return EX_USAGE; }
         return list ? batch_list(x) : batch_rm(x, pos[0]);
     }
+    if (!strcmp(sub, "show")) {
+        const opt spec[] = { GLOBAL_OPTS(x) };
+        x->cmd = "batch show";
+        int rc = parse_opts(x, argc, argv, at + 1, spec, sizeof spec / sizeof *spec, pos, &npos);
+        if (rc) return rc < 0 ? show_help(HELP_SHOW) : rc;
+        if (npos != 1) { errmsg(x, "wrong number of arguments (try --help)"); return EX_USAGE; }
+        return groups_batch_show(x, pos[0]);
+    }
     if (!strcmp(sub, "slots")) return cmd_batch_slots(x, argc, argv, at);
     if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) return show_help(HELP_CREATE);
     x->cmd = "batch";
-    errmsg(x, "unknown subcommand '%s' (create, list, rm, slots)", sub);
+    errmsg(x, "unknown subcommand '%s' (create, list, rm, show, slots)", sub);
     return EX_USAGE;
 }

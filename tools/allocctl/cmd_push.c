@@ -24,6 +24,7 @@ static void random_id(char *buf, size_t len, const char *prefix)
 typedef struct push_opts {
     const char *user, *op, *id, *item, *qty, *room, *order, *prefs, *members, *filter;
     const char *json, *capacity;
+    const char *to, *from, *with, *version;   /* invite, accept/decline, swap, prefs */
     int ctl, force;
     json_t *attrs;            /* the batch's rooms, for --filter's types */
 } push_opts;
@@ -56,11 +57,13 @@ static json_t *build_request(const ctx *x, const push_opts *p, const char *id)
     json_object_set_new(o, "id", json_string(id));
     if (p->user) json_object_set_new(o, "user", json_string(p->user));
     json_object_set_new(o, "op", json_string(p->op));
-    const char *strs[][2] = { { "item", p->item }, { "room", p->room }, { "order", p->order } };
-    for (size_t i = 0; i < 3; i++)
+    const char *strs[][2] = { { "item", p->item }, { "room", p->room }, { "order", p->order },
+                              { "from", p->from }, { "with", p->with } };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (strs[i][1]) json_object_set_new(o, strs[i][0], json_string(strs[i][1]));
     if (p->prefs) json_object_set_new(o, "prefs", split_list(p->prefs));
     if (p->members) json_object_set_new(o, "members", split_list(p->members));
+    if (p->to) json_object_set_new(o, "to", split_list(p->to));
     if (p->filter) {
         char err[300];
         json_t *f = ctl_filter_build(p->filter, p->attrs, err, sizeof err);
@@ -71,7 +74,8 @@ static json_t *build_request(const ctx *x, const push_opts *p, const char *id)
         }
         json_object_set_new(o, "filter", f);
     }
-    if (set_int_field(x, o, "qty", p->qty) < 0 || set_int_field(x, o, "capacity", p->capacity) < 0) {
+    if (set_int_field(x, o, "qty", p->qty) < 0 || set_int_field(x, o, "capacity", p->capacity) < 0 ||
+        set_int_field(x, o, "version", p->version) < 0) {
         json_decref(o);
         return NULL;
     }
@@ -82,7 +86,8 @@ static json_t *build_request(const ctx *x, const push_opts *p, const char *id)
 static char *request_text(ctx *x, const push_opts *p, char *idbuf, size_t idlen)
 {
     if (p->json && (p->user || p->op || p->id || p->item || p->qty || p->room || p->order ||
-                    p->prefs || p->members || p->filter || p->capacity)) {
+                    p->prefs || p->members || p->filter || p->capacity || p->to || p->from ||
+                    p->with || p->version)) {
         errmsg(x, "--json is pushed verbatim: it excludes --user, --op and the other fields");
         return NULL;
     }
@@ -214,6 +219,8 @@ static const char HELP_PUSH[] =
 "  --prefs a,b,c  --members a,b\n"
 "  --filter k=v,k2=v2  each value takes the type the attribute has in P:{B}:attrs\n"
 "                   (building=7 matches \"7\" or 7 as the rooms have it; \"7\" is always a string)\n"
+"  groups formed by consent and swaps (rooms): --op invite --to a,b | --op accept|decline\n"
+"  --from U | --op leave | --op prefs --prefs a,b --version N | --op group | --op swap --with U\n"
 "  --force          push even if the batch is not live (not in P:batches, or no meta)\n"
 "  --json '{...}'   push these bytes verbatim (no checks; may end up dead)\n"
 "  --ctl            an admin command to P:{B}:ctl (--op pause|resume|close|set_capacity,\n"
@@ -230,7 +237,9 @@ int cmd_push(ctx *x, int argc, char **argv, int at)
         { "order", 0, &p.order, NULL }, { "prefs", 0, &p.prefs, NULL },
         { "members", 0, &p.members, NULL }, { "filter", 0, &p.filter, NULL },
         { "json", 0, &p.json, NULL }, { "capacity", 0, &p.capacity, NULL },
-        { "ctl", 0, NULL, &p.ctl }, { "force", 0, NULL, &p.force } };
+        { "ctl", 0, NULL, &p.ctl }, { "force", 0, NULL, &p.force },
+        { "to", 0, &p.to, NULL }, { "from", 0, &p.from, NULL },
+        { "with", 0, &p.with, NULL }, { "version", 0, &p.version, NULL } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
     if (rc) return rc < 0 ? show_help(HELP_PUSH) : rc;
     rc = one_batch(x, npos, pos, &b);

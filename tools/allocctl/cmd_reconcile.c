@@ -338,7 +338,8 @@ static int compare_state(recon *r, const redisReply *sn)
     ctl_kv *fr = kv_of(sn->element[RS_FREE], &nf), *wl = kv_of(sn->element[RS_WAITLIST], &nw);
     const char *fu = hfield(sn->element[RS_STATS], "free_units"), *wg = hfield(sn->element[RS_STATS], "waiting");
     ctl_snapshot s = { cap, nc, hold, nh, fr, nf, fu != NULL, hfield_int(sn->element[RS_STATS], "free_units", 0),
-                       wl, nw, wg != NULL, hfield_int(sn->element[RS_STATS], "waiting", 0) };
+                       wl, nw, wg != NULL, hfield_int(sn->element[RS_STATS], "waiting", 0) -
+                                           hfield_int(sn->element[RS_STATS], "swap_offers", 0) };   /* 9.3 */
     int ok = cap && hold && fr && wl;
     if (ok) ctl_replay_finish(r->rp, &s);
     free(cap);

@@ -13,6 +13,7 @@
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_sync.h"
 #include "allocctl/print.h"
+#include "allocctl/cmd_groups.h"
 
 /* ---- status ------------------------------------------------------------------ */
 
@@ -107,7 +108,7 @@ static int locate(ctx *x, const char *id)
     if (found == 1) return print_position(x, id, ordinal);
     if (found == 0) found = ctl_list_find(x->c, x->k.early, id, err, sizeof err);
     if (found == 1) {
-        printf("%s: in the opening lottery pool, served in a random order\n", id);
+        printf("%s: in the opening lottery pool: decided when its user's ticket is drawn\n", id);
         return EX_OK;
     }
     if (found < 0) errmsg(x, "redis: %s", err);
@@ -159,7 +160,10 @@ static int status_user(ctx *x, const status_opts *o)
         else printf("selection slot: '%s' (not a time: the daemon ignores it)\n", r->str);
     }
     freeReplyObject(r);
-    return found ? EX_OK : EX_NOT;
+    /* a group, invitations and swap offers are about the user too (9.2, 9.3) */
+    int more = o->raw ? 0 : groups_user_status(x, o->user);
+    if (more < 0) return EX_REDIS;
+    return found || more ? EX_OK : EX_NOT;
 }
 
 static int status_run(ctx *x, const char *batch, const status_opts *o)
@@ -211,7 +215,7 @@ static const char HELP_STATUS[] =
 "  --id ID       the result, with \"you beat X%\" for a grant; else the live position\n"
 "                (\"N ahead of you\"). Without --ordinal the queue is scanned in pages of\n"
 "                1000 (O(queue length): fine for an operator, not for a front end)\n"
-"  --user U      what U holds now\n"
+"  --user U      what U holds now, U's group, pending invitations and swap offers\n"
 "  --raw         print the stored JSON as it is\n"
 "\n"
 "Exit: 0 found, 1 unknown batch / no result and not queued / user holds nothing.\n";

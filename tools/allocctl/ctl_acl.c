@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "allocctl/ctl_sha256.h"
+#include "core/sha256.h"
 
 typedef struct acl_grant {
     const char *cmds;       /* "+rpush +hget" */
@@ -108,7 +108,7 @@ static const acl_role ROLES[] = {
        * SCRIPT LOAD for its scripts; WAIT for wait_replicas */
       "+multi +exec +client|setname +cluster|slots +asking +script|load +wait", NULL, {
         { "+watch +eval +evalsha "
-          "+get +set +del +exists +type +rename +pexpire +pttl +incrby "     /* lease, order ids */
+          "+get +set +del +exists +type +pexpire +pttl +incrby "             /* lease, order ids */
           "+hget +hset +hdel +hmget +hgetall +hvals +hscan +hincrby "       /* hashes; the watcher */
           "+lrange +llen +ltrim +rpush +lpush +blmove "                     /* queue, ctl, dead */
           "+smembers "                                                     /* participants upgrade */
@@ -210,7 +210,7 @@ int ctl_acl_rules(const ctl_acl_opts *o, const char *roles, const char *password
     ctl_args_add(out, "on");
     if (password) {
         char hex[65];
-        ctl_sha256_hex(password, strlen(password), hex);
+        sha256_hex(password, strlen(password), hex);
         char rule[67];
         snprintf(rule, sizeof rule, "#%s", hex);
         ctl_args_add(out, rule);

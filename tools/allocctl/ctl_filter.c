@@ -9,38 +9,56 @@
 
 #include "allocctl/ctl_items.h"
 
-/* The type of attribute `key` in the rooms: the first room that has it. */
-static const json_t *attr_sample(const json_t *attrs, const char *key)
+/* What the rooms hold under `key`: which JSON types occur, and whether
+ * one of them equals v. Every room is looked at, so the answer does not
+ * depend on the order of the attrs hash (jansson's iteration order is
+ * seeded per process). */
+typedef struct attr_kinds {
+    int any, strings, numbers, booleans;
+    int string_hit, typed_hit;       /* a room's value equals the string / typed form */
+} attr_kinds;
+
+static attr_kinds attr_scan(const json_t *attrs, const char *key, const json_t *as_string, const json_t *typed)
 {
+    attr_kinds k = { 0 };
     const char *room;
     json_t *a;
     json_object_foreach((json_t *)attrs, room, a) {
         const json_t *v = json_object_get(a, key);
-        if (v) return v;
+        if (!v) continue;
+        k.any = 1;
+        k.strings += json_is_string(v);
+        k.numbers += json_is_number(v);
+        k.booleans += json_is_boolean(v);
+        k.string_hit |= as_string && json_equal(v, as_string);
+        k.typed_hit |= typed && json_equal(v, typed);
     }
-    return NULL;
+    return k;
 }
 
+/* An unquoted value takes the attribute's type. Where rooms disagree
+ * (one says "7", another 7), the form some room actually holds wins, the
+ * typed one first; quotes always force a string. */
 static json_t *typed_value(const char *key, const char *v, size_t n, const json_t *attrs,
                            char *err, size_t errlen)
 {
     if (n >= 2 && v[0] == '"' && v[n - 1] == '"') return json_stringn(v + 1, n - 2);
     if (!attrs) return ctl_cell_json(v, n);
-    const json_t *sample = attr_sample(attrs, key);
-    if (!sample) {
+    json_t *str = json_stringn(v, n), *typed = ctl_cell_json(v, n);
+    if (typed && json_is_string(typed)) { json_decref(typed); typed = NULL; }
+    attr_kinds k = attr_scan(attrs, key, str, typed);
+    json_t *pick = NULL;
+    if (!k.any)
         snprintf(err, errlen, "no room of this batch has the attribute '%s': the filter would match nothing", key);
-        return NULL;
-    }
-    if (json_is_string(sample)) return json_stringn(v, n);
-    json_t *typed = ctl_cell_json(v, n);
-    if ((json_is_number(sample) && json_is_number(typed)) ||
-        (json_is_boolean(sample) && json_is_boolean(typed)))
-        return typed;
-    json_decref(typed);
-    snprintf(err, errlen, "attribute '%s' is a %s in the batch's rooms; '%.*s' is not",
-             key, json_is_number(sample) ? "number" : json_is_boolean(sample) ? "boolean" : "JSON value",
-             (int)n, v);
-    return NULL;
+    else if (typed && k.typed_hit) pick = typed;
+    else if (k.string_hit || (k.strings && !k.numbers && !k.booleans)) pick = str;
+    else if (typed && ((k.numbers && json_is_number(typed)) || (k.booleans && json_is_boolean(typed)))) pick = typed;
+    else
+        snprintf(err, errlen, "attribute '%s' is a %s in the batch's rooms; '%.*s' is not", key,
+                 k.numbers ? "number" : k.booleans ? "boolean" : "JSON value", (int)n, v);
+    if (pick != str) json_decref(str);
+    if (pick != typed) json_decref(typed);
+    return pick;
 }
 
 json_t *ctl_filter_build(const char *s, const json_t *attrs, char *err, size_t errlen)

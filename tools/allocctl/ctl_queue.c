@@ -76,8 +76,13 @@ int ctl_push_ordinal(redisContext *c, const batch_keys *k, const char *req,
 static int element_is(const redisReply *e, const char *id)
 {
     if (e->type != REDIS_REPLY_STRING || !memmem(e->str, e->len, id, strlen(id))) return 0;
+    /* a lottery pool entry is "<seq> <request>" (worker/lottery_pool.h) */
+    const char *s = e->str;
+    size_t len = e->len, d = 0;
+    while (d < len && s[d] >= '0' && s[d] <= '9') d++;
+    if (d && d < len && s[d] == ' ') { s += d + 1; len -= d + 1; }
     json_error_t je;
-    json_t *doc = json_loadb(e->str, e->len, 0, &je);
+    json_t *doc = json_loadb(s, len, 0, &je);
     const char *got = json_string_value(json_object_get(doc, "id"));
     int same = got && !strcmp(got, id);
     json_decref(doc);

@@ -25,6 +25,7 @@
 #include "allocctl/cmd_archive.h"
 #include "allocctl/cmd_batch.h"
 #include "allocctl/cmd_dead.h"
+#include "allocctl/cmd_lottery.h"
 #include "allocctl/cmd_push.h"
 #include "allocctl/cmd_status.h"
 #include "allocctl/cmd_top.h"
@@ -40,11 +41,13 @@ static const char USAGE[] =
 "  batch create B --kind stock|room --from FILE [...]   define a batch and make it live\n"
 "  batch list                  the batches in P:batches, with kind, state, queue\n"
 "  batch rm B                  stop serving B (SREM only: its keys are kept)\n"
+"  batch show B                the batch's meta and its groups formed by consent\n"
 "  push B --user U --op OP ... push a request with the queue-position transaction\n"
 "  status B [--id ID | --user U]   batch stats, a request's result or position, a holding\n"
 "  wait B --id ID [--timeout S]    block until a request has its result\n"
 "  dead B [--requeue ...]      list dead requests, or push them back to the queue\n"
 "  verify B                    replay the event log and compare with holders and free\n"
+"  lottery verify B            replay the opening lottery's draw and compare with what was served\n"
 "  top [--interval MS]         live dashboard of all batches (one snapshot if not a tty)\n"
 "  acl [--format setuser|aclfile] ...   the Redis ACL users of each role, to apply\n"
 "  archive --pg CONNINFO [B...] [--follow]   copy logs and results into PostgreSQL\n"
@@ -113,6 +116,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*run)(ctx *, int, char **, int); } CMDS[] = {
         { "batch", cmd_batch }, { "push", cmd_push }, { "status", cmd_status },
         { "wait", cmd_wait }, { "dead", cmd_dead }, { "verify", cmd_verify }, { "top", cmd_top },
+        { "lottery", cmd_lottery },
         { "acl", cmd_acl },
         { "archive", cmd_archive }, { "reconcile", cmd_reconcile },
         { "export", cmd_export }, { "purge", cmd_purge },

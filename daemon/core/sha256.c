@@ -1,11 +1,8 @@
-/* ctl_sha256.c -- SHA-256 (FIPS 180-4), for `allocctl acl`: Redis ACL
- * rules take a password as `#<sha256 hex>`, so the printed ACL never holds
- * a password in clear (redis-cli history, an aclfile, ACL LIST, MONITOR).
- * Only allocctl needs it, hence here and not in the daemon's libraries. */
-#include "allocctl/ctl_sha256.h"
+/* sha256.c -- see sha256.h. A straight one-shot implementation: the
+ * inputs are tens of bytes (a seed, a seed and a counter), so there is no
+ * streaming interface to keep. */
+#include "core/sha256.h"
 
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 static const uint32_t K[64] = {
@@ -21,44 +18,56 @@ static const uint32_t K[64] = {
 
 static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
-static void block(uint32_t h[8], const unsigned char *p)
+static void block(uint32_t h[8], const uint8_t *p)
 {
-    uint32_t w[64], v[8];
+    uint32_t w[64];
     for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
     for (int i = 16; i < 64; i++) {
         uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
         uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
         w[i] = w[i - 16] + s0 + w[i - 7] + s1;
     }
-    memcpy(v, h, sizeof v);
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     for (int i = 0; i < 64; i++) {
-        uint32_t t1 = v[7] + (ror(v[4], 6) ^ ror(v[4], 11) ^ ror(v[4], 25)) +
-                      ((v[4] & v[5]) ^ (~v[4] & v[6])) + K[i] + w[i];
-        uint32_t t2 = (ror(v[0], 2) ^ ror(v[0], 13) ^ ror(v[0], 22)) +
-                      ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
-        memmove(v + 1, v, 7 * sizeof *v);
-        v[4] += t1;
-        v[0] = t1 + t2;
+        uint32_t t1 = k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
     }
-    for (int i = 0; i < 8; i++) h[i] += v[i];
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
 }
 
-void ctl_sha256_hex(const void *data, size_t len, char out[65])
+void sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
 {
     uint32_t h[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
-    const unsigned char *p = data;
+    const uint8_t *p = data;
     size_t left = len;
     for (; left >= 64; left -= 64, p += 64) block(h, p);
-    unsigned char tail[128] = { 0 };
+    uint8_t tail[128] = { 0 };
     memcpy(tail, p, left);
     tail[left] = 0x80;
     size_t n = left < 56 ? 64 : 128;
     uint64_t bits = (uint64_t)len * 8;
-    for (int i = 0; i < 8; i++) tail[n - 1 - i] = (unsigned char)(bits >> (8 * i));
+    for (int i = 0; i < 8; i++) tail[n - 1 - i] = (uint8_t)(bits >> (8 * i));
     block(h, tail);
     if (n == 128) block(h, tail + 64);
-    for (int i = 0; i < 8; i++) snprintf(out + 8 * i, 9, "%08x", h[i]);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)h[i];
+    }
+}
+
+void sha256_hex(const void *data, size_t len, char hex[2 * SHA256_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    uint8_t d[SHA256_LEN];
+    sha256(data, len, d);
+    for (int i = 0; i < SHA256_LEN; i++) {
+        hex[2 * i] = digits[d[i] >> 4];
+        hex[2 * i + 1] = digits[d[i] & 15];
+    }
+    hex[2 * SHA256_LEN] = '\0';
 }

@@ -1,0 +1,265 @@
+/* test_lottery.c -- the opening lottery of users (contract 9.1) end to end:
+ * the real allocd and allocctl against a real redis-server.
+ *
+ * - One user with 60 early requests among 60 users with one (rate_max 3):
+ *   the throttle answers the spammer's requests as they are read, before
+ *   the opening; the spammer's three kept requests are one ticket, drawn
+ *   behind everyone who was not throttled; the seed's commitment is
+ *   published before the opening and the seed after it; `allocctl
+ *   lottery verify` replays the draw and finds it matches, and finds a
+ *   result that was changed afterwards.
+ * - kill -9 while collecting the pool, again before the opening, and again
+ *   in the middle of serving the pool (a fault holds one pool chunk back so
+ *   the kill lands between two applies for sure): every early request gets
+ *   exactly one result, the served order is the replay of the committed
+ *   seed across all four daemons, and verify matches.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "core/lottery.h"
+#include "worker/lottery_pool.h"
+#include "itest.h"
+
+typedef itest fixture;
+
+#define CONF "instance = \"lot\"; "
+
+static const char *build_dir(void)
+{
+    const char *b = getenv("BUILD");
+    return b && *b ? b : "build";
+}
+
+/* allocctl lottery verify B; its exit code, its output in out. */
+static int verify(fixture *f, const char *b, char *out, size_t len)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/verify.out", f->redis.dir);
+    int rc = itest_sh("%s/allocctl --redis %s lottery verify %s > %s 2>&1", build_dir(), f->redis.url, b, path);
+    FILE *fp = fopen(path, "r");
+    size_t n = fp ? fread(out, 1, len - 1, fp) : 0;
+    out[n] = '\0';
+    if (fp) fclose(fp);
+    return rc;
+}
+
+static long long stat_int(fixture *f, const char *b, const char *field)
+{
+    return proc_int(f->c, "HGET alloc:{%s}:stats %s", b, field);
+}
+
+static void wait_stat(fixture *f, const char *b, const char *field, long long want, int ms)
+{
+    long long v = -1;
+    for (int i = 0; i < ms / 10 && (v = stat_int(f, b, field)) != want; i++) harness_sleep_ms(10);
+    if (v != want) harness_allocd_dump_log(&f->allocd);
+    assert_int_equal(v, want);
+}
+
+static void wait_opening(long long opens)
+{
+    while (harness_now_ms() < opens + 50) harness_sleep_ms(20);
+}
+
+static void test_spammer_is_one_ticket_drawn_last(void **state)
+{
+    fixture *f = *state;
+    enum { USERS = 60, SPAM = 60 };
+    long long opens = harness_now_ms() + 3000;
+    itest_cmd(f->c, "HSET alloc:{sp}:meta kind room opens_at %lld early shuffle rate_max 3 "
+                    "rate_window_ms 60000 penalty_ms 60000", opens);
+    itest_cmd(f->c, "HSET alloc:{sp}:capacity R1 3");
+    itest_cmd(f->c, "SADD alloc:batches sp");
+    itest_start(f, CONF);
+    for (int i = 0; i < USERS + SPAM; i++) {
+        if (i % 2) itest_push(f, "sp", "{\"id\":\"s%d\",\"user\":\"u%d\",\"op\":\"choose\",\"room\":\"R1\"}", i / 2, i / 2);
+        else itest_push(f, "sp", "{\"id\":\"x%d\",\"user\":\"spam\",\"op\":\"choose\",\"room\":\"R1\"}", i / 2);
+    }
+    /* before the opening: the throttle has answered 57, 63 wait in the pool */
+    wait_stat(f, "sp", "early_kept", USERS + 3, 2500);
+    assert_true(harness_now_ms() < opens);
+    assert_int_equal(harness_wait_hlen(f->c, "alloc:{sp}:results", SPAM - 3, 2000), SPAM - 3);
+    itest_expect(f, "sp", "x3", "rejected", "throttled");
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{sp}:results x0"), 0);
+    assert_int_equal(stat_int(f, "sp", "lottery_users"), USERS + 1);
+    assert_int_equal(stat_int(f, "sp", "processed"), SPAM - 3);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{sp}:early"), USERS + 3 + 1);  /* and "! spam" */
+    char *commit = harness_str(f->c, "HGET alloc:{sp}:stats lottery_commit");
+    assert_non_null(commit);
+    assert_int_equal(strlen(commit), 64);
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{sp}:stats lottery_seed"), 0);
+    char out[8192];
+    assert_int_equal(verify(f, "sp", out, sizeof out), 1);   /* not revealed yet */
+    assert_non_null(strstr(out, "not revealed yet"));
+
+    wait_opening(opens);
+    assert_int_equal(harness_wait_hlen(f->c, "alloc:{sp}:results", USERS + SPAM, 10000), USERS + SPAM);
+    char *seed = harness_wait_hget(f->c, "alloc:{sp}:stats", "lottery_seed", 2000);
+    assert_non_null(seed);
+    char want[LOTTERY_SEED_HEX + 1];
+    lottery_commit(seed, want);
+    assert_string_equal(want, commit);
+    /* the spammer's ticket is the last: three beds went to others */
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "x%d", i);
+        json_t *r = itest_result(f, "sp", id);
+        assert_string_equal(itest_jstr(r, "status"), "rejected");
+        assert_int_equal(itest_jint(r, "draw"), USERS + 1);
+        json_decref(r);
+    }
+    assert_int_equal(stat_int(f, "sp", "granted"), 3);
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{sp}:holders spam"), 0);
+    int rc = verify(f, "sp", out, sizeof out);
+    if (rc) fprintf(stderr, "%s", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "MATCH"));
+    assert_non_null(strstr(out, "draw 1 "));
+
+    /* a result rewritten afterwards is found */
+    char *r0 = harness_str(f->c, "HGET alloc:{sp}:results s0");
+    json_t *j = json_loads(r0, 0, NULL);
+    json_object_set_new(j, "draw", json_integer(json_integer_value(json_object_get(j, "draw")) % USERS + 1));
+    char *changed = json_dumps(j, JSON_COMPACT);
+    redisReply *w = redisCommand(f->c, "HSET alloc:{sp}:results s0 %s", changed);
+    freeReplyObject(w);
+    assert_int_equal(verify(f, "sp", out, sizeof out), 1);
+    assert_non_null(strstr(out, "MISMATCH"));
+    free(changed);
+    json_decref(j);
+    free(r0);
+    free(seed);
+    free(commit);
+}
+
+/* The pool as Redis holds it, drawn with the committed seed: the id served
+ * at position k. */
+static char *served_at(fixture *f, const char *b, size_t k)
+{
+    lottery_pool p;
+    lottery_pool_init(&p, 1);
+    redisReply *r = redisCommand(f->c, "LRANGE alloc:{%s}:early 0 -1", b);
+    for (size_t i = 0; i < r->elements; i++)
+        assert_int_equal(lottery_pool_load_entry(&p, r->element[i]->str, r->element[i]->len), 0);
+    freeReplyObject(r);
+    char *seed = harness_str(f->c, "HGET alloc:{%s}:internal lottery_seed", b);
+    snprintf(p.seed, sizeof p.seed, "%s", seed);
+    free(seed);
+    assert_int_equal(lottery_pool_draw(&p), 0);
+    assert_true(k < p.n);
+    const char *raw = p.reqs[p.serve[k]].raw;
+    const char *at = strstr(raw, "\"id\":\"") + 6;
+    char *id = strndup(at, (size_t)(strchr(at, '"') - at));
+    lottery_pool_free(&p);
+    return id;
+}
+
+static void test_kill9_while_collecting_and_serving(void **state)
+{
+    fixture *f = *state;
+    enum { USERS = 80, N = 100, CHUNK = 8 };
+    /* the opening is moved closer once the pool is complete */
+    itest_cmd(f->c, "HSET alloc:{k9}:meta kind room opens_at %lld early shuffle", harness_now_ms() + 600000);
+    itest_cmd(f->c, "HSET alloc:{k9}:capacity HALL 1000");
+    itest_cmd(f->c, "SADD alloc:batches k9");
+    char conf[256];
+    snprintf(conf, sizeof conf, CONF "chunk = %d;", CHUNK);
+    itest_start(f, conf);
+    /* users 0, 4, 8, ... send two requests: 80 users, 100 requests */
+    int pushed = 0;
+    for (int u = 0; u < 40; u++) {
+        itest_push(f, "k9", "{\"id\":\"a%d\",\"user\":\"u%d\",\"op\":\"choose\",\"room\":\"HALL\"}", u, u);
+        pushed++;
+        if (u % 4 == 0) { itest_push(f, "k9", "{\"id\":\"b%d\",\"user\":\"u%d\",\"op\":\"auto\",\"prefs\":[\"HALL\"]}", u, u); pushed++; }
+    }
+    wait_stat(f, "k9", "early_kept", pushed, 5000);
+    char *commit = harness_str(f->c, "HGET alloc:{k9}:stats lottery_commit");
+    assert_non_null(commit);
+    harness_allocd_kill(&f->allocd);                       /* kill -9 while collecting */
+    /* users 40..79 push while no daemon runs */
+    for (int u = 40; u < USERS; u++) {
+        itest_push(f, "k9", "{\"id\":\"a%d\",\"user\":\"u%d\",\"op\":\"choose\",\"room\":\"HALL\"}", u, u);
+        if (u % 4 == 0) itest_push(f, "k9", "{\"id\":\"b%d\",\"user\":\"u%d\",\"op\":\"auto\",\"prefs\":[\"HALL\"]}", u, u);
+    }
+    itest_start(f, conf);
+    wait_stat(f, "k9", "early_kept", N, 5000);
+    char *commit2 = harness_str(f->c, "HGET alloc:{k9}:stats lottery_commit");
+    assert_string_equal(commit, commit2);                  /* one seed for the whole pool */
+    assert_int_equal(stat_int(f, "k9", "lottery_users"), USERS);
+    harness_allocd_kill(&f->allocd);                       /* and once more before the opening */
+
+    /* the third daemon cannot apply the pool chunk holding the request
+     * served 5th chunk in: it stalls mid-pool, and is killed there */
+    char *stall = served_at(f, "k9", 5 * CHUNK + 3);
+    long long opens = harness_now_ms() + 800;
+    itest_cmd(f->c, "HSET alloc:{k9}:meta opens_at %lld", opens);
+    setenv("ALLOCD_FAULT_APPLY_ID", stall, 1);
+    snprintf(conf, sizeof conf, CONF "chunk = %d; max_attempts = 100; backoff_min_ms = 50; backoff_max_ms = 200;", CHUNK);
+    itest_start(f, conf);
+    unsetenv("ALLOCD_FAULT_APPLY_ID");
+    wait_opening(opens);
+    long long served = -1;
+    for (int i = 0; i < 500; i++) {
+        served = proc_int(f->c, "HGET alloc:{k9}:internal early_served");
+        if (served == 5 * CHUNK) break;
+        harness_sleep_ms(10);
+    }
+    assert_int_equal(served, 5 * CHUNK);
+    harness_sleep_ms(300);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{k9}:internal early_served"), 5 * CHUNK);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{k9}:results"), 5 * CHUNK);
+    harness_allocd_kill(&f->allocd);                       /* kill -9 mid-pool */
+    char out[8192];
+    int rc = verify(f, "k9", out, sizeof out);             /* the served part already matches */
+    if (rc) fprintf(stderr, "%s", out);
+    assert_int_equal(rc, 0);
+
+    itest_start(f, conf);
+    assert_int_equal(harness_wait_hlen(f->c, "alloc:{k9}:results", N, 10000), N);
+    wait_stat(f, "k9", "granted", USERS, 5000);
+    assert_int_equal(stat_int(f, "k9", "processed"), N);
+    assert_int_equal(stat_int(f, "k9", "duplicates"), 0);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{k9}:holders"), USERS);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{k9}:internal lottery_done"), 1);
+    /* each second request of a user is served right after the first */
+    for (int u = 0; u < USERS; u += 4) {
+        char a[16], b[16];
+        snprintf(a, sizeof a, "a%d", u);
+        snprintf(b, sizeof b, "b%d", u);
+        json_t *ra = itest_result(f, "k9", a), *rb = itest_result(f, "k9", b);
+        assert_string_equal(itest_jstr(ra, "status"), "granted");
+        assert_string_equal(itest_jstr(rb, "status"), "rejected");   /* already_holding */
+        assert_int_equal(itest_jint(ra, "draw"), itest_jint(rb, "draw"));
+        json_decref(ra);
+        json_decref(rb);
+    }
+    rc = verify(f, "k9", out, sizeof out);
+    if (rc) fprintf(stderr, "%s", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "MATCH"));
+    char *seed = harness_str(f->c, "HGET alloc:{k9}:stats lottery_seed");
+    char want[LOTTERY_SEED_HEX + 1];
+    lottery_commit(seed, want);
+    assert_string_equal(want, commit);
+    free(seed);
+    free(stall);
+    free(commit);
+    free(commit2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_spammer_is_one_ticket_drawn_last, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_while_collecting_and_serving, itest_setup, itest_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,130 @@
+/* cmd_groups.c -- groups and swap offers as allocctl shows them (see
+ * cmd_groups.h). Everything is read from Redis: P:{B}:groups (group id ->
+ * {"leader","members","invited","prefs","filter","version"}) and the
+ * swap_offers of the holders entries. Offers *to* a user are found by
+ * scanning holders (HSCAN), which is fine for an operator's look-up. */
+#include "allocctl/cmd_groups.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+
+static int has_name(json_t *arr, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), name)) return 1;
+    return 0;
+}
+
+static void print_names(const char *label, json_t *arr)
+{
+    printf("  %-9s", label);
+    size_t i;
+    json_t *v;
+    if (!json_array_size(arr)) printf(" -");
+    json_array_foreach(arr, i, v) printf("%s%s", i ? ", " : " ", json_string_value(v));
+    printf("\n");
+}
+
+static void print_group(const char *id, json_t *g)
+{
+    printf("group %s: leader %s, version %lld\n", id, json_string_value(json_object_get(g, "leader")),
+           (long long)json_integer_value(json_object_get(g, "version")));
+    print_names("members", json_object_get(g, "members"));
+    print_names("invited", json_object_get(g, "invited"));
+    print_names("prefs", json_object_get(g, "prefs"));
+    char *f = json_dumps(json_object_get(g, "filter"), JSON_COMPACT | JSON_SORT_KEYS);
+    printf("  %-9s %s\n", "filter", f ? f : "{}");
+    free(f);
+}
+
+int groups_batch_show(ctx *x, const char *batch)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc) return rc;
+    if ((rc = ctx_connect(x))) return rc;
+    redisAppendCommand(x->c, "HGETALL %s", x->k.meta);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.groups);
+    redisReply *r[2];
+    if (replies(x, 2, r) < 0) return EX_REDIS;
+    if (r[0]->elements == 0) {
+        errmsg(x, "no batch %s (%s is empty)", batch, x->k.meta);
+        free_replies(r, 2);
+        return EX_NOT;
+    }
+    printf("batch %s\n", batch);
+    for (size_t i = 0; i + 1 < r[0]->elements; i += 2)
+        printf("  %-14s %s\n", r[0]->element[i]->str, r[0]->element[i + 1]->str);
+    const char *mode = hfield(r[0], "groups");
+    printf("groups (%s): %zu\n", mode ? mode : "formed", r[1]->elements / 2);
+    for (size_t i = 0; i + 1 < r[1]->elements; i += 2) {
+        json_t *g = json_loads(r[1]->element[i + 1]->str, 0, NULL);
+        if (json_is_object(g)) print_group(r[1]->element[i]->str, g);
+        else printf("group %s: malformed: %s\n", r[1]->element[i]->str, r[1]->element[i + 1]->str);
+        json_decref(g);
+    }
+    free_replies(r, 2);
+    return EX_OK;
+}
+
+/* Offers to `user` in one HSCAN page of holders; prints them. */
+static int offers_to(const redisReply *page, const char *user)
+{
+    int n = 0;
+    for (size_t i = 0; i + 1 < page->elements; i += 2) {
+        if (!strstr(page->element[i + 1]->str, "swap_offers")) continue;
+        json_t *h = json_loads(page->element[i + 1]->str, 0, NULL);
+        size_t k;
+        json_t *o;
+        json_array_foreach(json_object_get(h, "swap_offers"), k, o)
+            if (!strcmp(json_string_value(json_object_get(o, "with")) ?: "", user)) {
+                printf("swap offer from %s (request %s), waiting for %s's answer\n", page->element[i]->str,
+                       json_string_value(json_object_get(o, "req")), user);
+                n++;
+            }
+        json_decref(h);
+    }
+    return n;
+}
+
+int groups_user_status(ctx *x, const char *user)
+{
+    int found = 0;
+    redisReply *g = rcmd(x, "HGETALL %s", x->k.groups);
+    if (!g) return -1;
+    for (size_t i = 0; i + 1 < g->elements; i += 2) {
+        json_t *doc = json_loads(g->element[i + 1]->str, 0, NULL);
+        if (has_name(json_object_get(doc, "members"), user)) { print_group(g->element[i]->str, doc); found = 1; }
+        if (has_name(json_object_get(doc, "invited"), user)) {
+            printf("invitation to group %s (leader %s): accept with --op accept --from %s\n", g->element[i]->str,
+                   json_string_value(json_object_get(doc, "leader")), json_string_value(json_object_get(doc, "leader")));
+            found = 1;
+        }
+        json_decref(doc);
+    }
+    freeReplyObject(g);
+    redisReply *h = rcmd(x, "HGET %s %s", x->k.holders, user);
+    if (!h) return -1;
+    json_t *mine = h->type == REDIS_REPLY_STRING ? json_loads(h->str, 0, NULL) : NULL;
+    size_t k;
+    json_t *o;
+    json_array_foreach(json_object_get(mine, "swap_offers"), k, o) {
+        printf("swap offer to %s (request %s), waiting\n", json_string_value(json_object_get(o, "with")),
+               json_string_value(json_object_get(o, "req")));
+        found = 1;
+    }
+    json_decref(mine);
+    freeReplyObject(h);
+    char cursor[32] = "0";
+    do {
+        redisReply *p = rcmd(x, "HSCAN %s %s COUNT 1000", x->k.holders, cursor);
+        if (!p) return -1;
+        if (p->type != REDIS_REPLY_ARRAY || p->elements != 2) { freeReplyObject(p); return -1; }
+        snprintf(cursor, sizeof cursor, "%s", p->element[0]->str);
+        found |= offers_to(p->element[1], user) > 0;
+        freeReplyObject(p);
+    } while (strcmp(cursor, "0"));
+    return found;
+}

@@ -1,0 +1,225 @@
+/* cmd_lottery.c -- `allocctl lottery verify B`: replays an early=shuffle
+ * draw from what anyone can read (the pool P:{B}:early, the revealed
+ * stats.lottery_seed and the commitment stats.lottery_commit published
+ * before the opening) and checks it against what was served: every served
+ * pool request's result names its user's place in the draw (`draw`), the
+ * served ones are exactly the first early_served of the replayed order,
+ * and the grants' ranks follow that order. Exit 0 when all of it matches,
+ * 1 on any difference or when the draw cannot be checked yet. */
+#include "allocctl/cmd_lottery.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+
+#include "core/lottery.h"
+#include "wire/request.h"
+#include "worker/lottery_pool.h"
+
+#define MAX_SHOWN 50
+#define PAGE 1000
+
+static const char HELP_LOTTERY[] =
+"Usage: allocctl lottery verify B [--show N]\n"
+"\n"
+"Replays the opening lottery of an early=shuffle batch from its pool (P:{B}:early) and\n"
+"the revealed seed (stats.lottery_seed), checks the seed against the commitment\n"
+"published before the opening (stats.lottery_commit = SHA-256 of the seed's 64 hex\n"
+"characters), and compares the replayed order with what was served: each served pool\n"
+"request's result must carry its user's place in the draw (`draw`), the requests\n"
+"served must be the first internal.early_served of the order, and the grants' ranks\n"
+"must follow it. --show N prints the first N users of the draw (default 10).\n"
+"Exit 0 when everything matches, 1 on a difference or when the seed is not revealed yet.\n";
+
+typedef struct verify {
+    ctx *x;
+    size_t diffs;
+    lottery_pool pool;
+    char **ids;               /* pool request i -> its id */
+} verify;
+
+static void diff(verify *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void diff(verify *v, const char *fmt, ...)
+{
+    if (++v->diffs > MAX_SHOWN) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("DIFF ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+}
+
+/* The pool's request ids, parsed as the daemon parsed them. */
+static int read_ids(verify *v)
+{
+    v->ids = calloc(v->pool.n ? v->pool.n : 1, sizeof *v->ids);
+    if (!v->ids) return -1;
+    for (size_t i = 0; i < v->pool.n; i++) {
+        request q;
+        request_parse(&q, v->pool.reqs[i].raw, v->pool.reqs[i].len, v->pool.reqs[i].len + 1, 0);
+        v->ids[i] = q.outcome == REQUEST_OK ? strdup(q.r.id) : NULL;
+        request_clear(&q);
+        if (!v->ids[i]) return -1;
+    }
+    return 0;
+}
+
+/* The results of the pool requests in serving order, PAGE ids per HMGET;
+ * check() sees each. */
+static int check_results(verify *v, int64_t served)
+{
+    lottery_pool *p = &v->pool;
+    int64_t last_rank = 0;
+    char *seen_first = calloc(p->n ? p->n : 1, 1);  /* serve position answered (first of its id) */
+    if (!seen_first) return -1;
+    for (size_t from = 0; from < p->n; from += PAGE) {
+        size_t to = from + PAGE < p->n ? from + PAGE : p->n;
+        ctl_args a = { 0 };
+        ctl_args_add(&a, "HMGET");
+        ctl_args_add(&a, v->x->k.results);
+        for (size_t k = from; k < to; k++) ctl_args_add(&a, v->ids[p->serve[k]]);
+        redisReply *r = rargv(v->x, &a);
+        ctl_args_free(&a);
+        if (!r) { free(seen_first); return -1; }
+        for (size_t k = from; k < to && k - from < r->elements; k++) {
+            uint32_t i = p->serve[k];
+            const redisReply *e = r->element[k - from];
+            int has = e->type == REDIS_REPLY_STRING;
+            if ((int64_t)k >= served) {
+                if (has) diff(v, "%s: answered, but the replay serves it after the %" PRId64 " served so far",
+                              v->ids[i], served);
+                continue;
+            }
+            if (!has) { diff(v, "%s: served (position %zu) but has no result", v->ids[i], k + 1); continue; }
+            json_t *j = json_loadb(e->str, e->len, 0, NULL);
+            json_int_t draw = json_integer_value(json_object_get(j, "draw"));
+            json_int_t rank = json_integer_value(json_object_get(j, "rank"));
+            json_int_t seq = json_integer_value(json_object_get(j, "seq"));
+            if (seq != p->reqs[i].seq) {
+                /* the same id twice in the pool: the first one served was answered */
+                if (draw == 0) diff(v, "%s: its result is not the pool's (seq %lld, pool seq %" PRId64 ")",
+                                    v->ids[i], (long long)seq, p->reqs[i].seq);
+            } else {
+                seen_first[k] = 1;
+                if (draw != (json_int_t)p->draw_pos[i])
+                    diff(v, "%s: result says draw %lld, the replay %u", v->ids[i], (long long)draw, p->draw_pos[i]);
+                if (rank) {
+                    if (rank <= last_rank)
+                        diff(v, "%s: granted with rank %lld after rank %lld: not in the replayed order",
+                             v->ids[i], (long long)rank, (long long)last_rank);
+                    last_rank = rank;
+                }
+            }
+            json_decref(j);
+        }
+        freeReplyObject(r);
+    }
+    free(seen_first);
+    return 0;
+}
+
+static int show_draw(verify *v, long show)
+{
+    lottery *l = &v->pool.lot;
+    uint32_t *order = malloc((l->n_tickets ? l->n_tickets : 1) * sizeof *order);
+    uint8_t seed[LOTTERY_SEED_LEN];
+    if (!order || lottery_seed_parse(v->pool.seed, seed) < 0 || lottery_draw(l, seed, order) < 0) {
+        free(order);
+        return -1;
+    }
+    for (size_t k = 0; k < l->n_tickets && (long)k < show; k++)
+        printf("draw %-6zu %s%s\n", k + 1, l->users[order[k]].id, l->users[order[k]].throttled ? " (throttled)" : "");
+    free(order);
+    return 0;
+}
+
+static int verify_batch(ctx *x, const char *b, long show)
+{
+    int rc = ctx_batch(x, b);
+    if (rc) return rc;
+    if ((rc = ctx_connect(x))) return rc;
+    redisAppendCommand(x->c, "MULTI");
+    redisAppendCommand(x->c, "HGETALL %s", x->k.stats);
+    redisAppendCommand(x->c, "HGETALL %s", x->k.internal);
+    redisAppendCommand(x->c, "LRANGE %s 0 -1", x->k.early);
+    redisAppendCommand(x->c, "HGET %s early", x->k.meta);
+    redisAppendCommand(x->c, "EXEC");
+    redisReply *r[6];
+    if (replies(x, 6, r) < 0) return EX_REDIS;
+    redisReply *ex = r[5];
+    if (ex->type != REDIS_REPLY_ARRAY || ex->elements != 4) {
+        errmsg(x, "unexpected reply to the snapshot");
+        free_replies(r, 6);
+        return EX_REDIS;
+    }
+    const redisReply *stats = ex->element[0], *internal = ex->element[1], *early = ex->element[2],
+                     *mode = ex->element[3];
+    verify v = { .x = x };
+    lottery_pool_init(&v.pool, 1);
+    rc = EX_NOT;
+    if (mode->type != REDIS_REPLY_STRING || strcmp(mode->str, "shuffle")) {
+        errmsg(x, "batch %s has no lottery (meta early is not shuffle)", b);
+        goto out;
+    }
+    for (size_t i = 0; i < early->elements; i++)
+        if (lottery_pool_load_entry(&v.pool, early->element[i]->str, early->element[i]->len) < 0) {
+            errmsg(x, "%s: entry %zu is not a pool entry", x->k.early, i);
+            goto out;
+        }
+    const char *seed = hfield(stats, "lottery_seed"), *commit = hfield(stats, "lottery_commit");
+    int64_t served = hfield_int(internal, "early_served", 0);
+    const char *done = hfield(internal, "lottery_done");
+    printf("%-14s %zu requests of %zu users (%zu entries)\n", "pool", v.pool.n,
+           lottery_ticket_count(&v.pool.lot), early->elements);
+    printf("%-14s %s\n", "commit", commit ? commit : "-");
+    printf("%-14s %s\n", "seed", seed ? seed : "(not revealed yet)");
+    printf("%-14s %" PRId64 "%s\n", "served", served, done && !strcmp(done, "1") ? " (lottery over)" : "");
+    if (!v.pool.n) { printf("nothing to draw: no early request was kept\n"); rc = EX_OK; goto out; }
+    if (!commit) diff(&v, "stats.lottery_commit is missing: the seed was never committed");
+    if (!seed) { errmsg(x, "the seed is not revealed yet: the draw cannot be checked before the opening"); goto out; }
+    uint8_t bytes[LOTTERY_SEED_LEN];
+    char want[LOTTERY_SEED_HEX + 1];
+    if (lottery_seed_parse(seed, bytes) < 0) { diff(&v, "stats.lottery_seed is not 64 lowercase hex digits"); goto report; }
+    lottery_commit(seed, want);
+    if (commit && strcmp(commit, want)) diff(&v, "SHA-256 of the revealed seed is %s, not the commitment", want);
+    snprintf(v.pool.seed, sizeof v.pool.seed, "%s", seed);
+    if (lottery_pool_draw(&v.pool) < 0 || read_ids(&v) < 0 || show_draw(&v, show) < 0 ||
+        check_results(&v, served) < 0) {
+        errmsg(x, "out of memory or Redis error");
+        rc = EX_REDIS;
+        goto out;
+    }
+report:
+    if (v.diffs > MAX_SHOWN) printf("... %zu differences in all\n", v.diffs);
+    printf("%s\n", v.diffs ? "MISMATCH: what was served is not the replayed draw" : "MATCH: the replayed draw is what was served");
+    rc = v.diffs ? EX_NOT : EX_OK;
+out:
+    if (v.ids) for (size_t i = 0; i < v.pool.n; i++) free(v.ids[i]);
+    free(v.ids);
+    lottery_pool_free(&v.pool);
+    free_replies(r, 6);
+    return rc;
+}
+
+int cmd_lottery(ctx *x, int argc, char **argv, int at)
+{
+    const char *pos[MAX_POS], *b, *show_s = NULL;
+    size_t npos;
+    const opt spec[] = { GLOBAL_OPTS(x), { "show", 0, &show_s, NULL } };
+    int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
+    if (rc) return rc < 0 ? show_help(HELP_LOTTERY) : rc;
+    if (npos < 1 || strcmp(pos[0], "verify")) {
+        errmsg(x, "usage: allocctl lottery verify B (try --help)");
+        return EX_USAGE;
+    }
+    int64_t show = 10;
+    if (opt_int(x, "show", show_s, 0, 1000000000, &show) < 0) return EX_USAGE;
+    rc = one_batch(x, npos - 1, pos + 1, &b);
+    if (rc) return rc;
+    if (!b) { errmsg(x, "which batch? (allocctl lottery verify B)"); return EX_USAGE; }
+    return verify_batch(x, b, (long)show);
+}
