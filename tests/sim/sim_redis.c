@@ -977,8 +977,8 @@ static void run_quiet(ctx *x, int argc, const char **argv)
 static redisReply *script_fence(ctx *x, const char **K, const char **A)
 {
     static const char *const types[] = { "hash", "hash", "hash", "hash", "hash", "stream", "list",
-                                         "hash", "list", "hash", "list", "list", "list", "hash" };
-    static const int keys[] = { 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+                                         "hash", "list", "hash", "list", "list", "list", "hash", "hash" };
+    static const int keys[] = { 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17 };
     char msg[600];
     msg[0] = '\0';
     redisReply *r = NULL;
@@ -1071,26 +1071,9 @@ static long long lua_num(const redisReply *r)
     return r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
 }
 
-/* {'pool', base, served, seed, LRANGE early, dequeued}; a missing seed is
- * a nil in the middle (a table constructor's length counts past it, as
- * Redis 7 converts it). */
-static redisReply *lottery_pool_reply(ctx *x, const char **K, long long base, long long served,
-                                      const redisReply *seed)
-{
-    redisReply *r = r_arr(6);
-    r->element[0] = r_str("pool", 4);
-    r->element[1] = r_int(base);
-    r->element[2] = r_int(served);
-    r->element[3] = seed->type == REDIS_REPLY_STRING ? r_str(seed->str, seed->len) : r_nil();
-    r->element[4] = rcall(x, 4, (const char *[]){ "LRANGE", K[1], "0", "-1" });
-    redisReply *d = rcall(x, 3, (const char *[]){ "HGET", K[2], "dequeued" });
-    r->element[5] = r_int(lua_num(d));
-    freeReplyObject(d);
-    return r;
-}
-
-/* The opening lottery (scripts.c): fenced like FENCE, then the pool as it
- * is, or the queue renamed to the pool with dequeued advanced past it. */
+/* The lottery pool read back after a load (scripts.c): fenced like FENCE,
+ * then {'done'}, or {'pool', served, seed or '', LRANGE early}; a pool of
+ * allocd version 1 (internal.early_base set) is refused by name. */
 static redisReply *script_lottery(ctx *x, const char **K, const char **A)
 {
     redisReply *lease = rcall(x, 2, (const char *[]){ "GET", K[4] });
@@ -1103,41 +1086,22 @@ static redisReply *script_lottery(ctx *x, const char **K, const char **A)
     }
     if (x->err) return r_nil();
     if (!mine) return r_err("FENCED this instance no longer holds the batch lease");
-    redisReply *st = rcall(x, 6, (const char *[]){ "HMGET", K[3], "lottery_done", "early_base", "early_served",
-                                                  "shuffle_seed" });
-    if (x->err) return st;
+    redisReply *st = rcall(x, 6, (const char *[]){ "HMGET", K[3], "lottery_done", "early_served", "lottery_seed",
+                                                  "early_base" });
+    if (x->err || st->type != REDIS_REPLY_ARRAY) return st;
     redisReply *r;
     if (rstr_eq(st->element[0], "1")) {
         r = r_arr(1);
         r->element[0] = r_str("done", 4);
-    } else if (st->element[1]->type == REDIS_REPLY_STRING) {
-        r = lottery_pool_reply(x, K, lua_num(st->element[1]), lua_num(st->element[2]), st->element[3]);
+    } else if (st->element[3]->type == REDIS_REPLY_STRING) {
+        r = r_err("ERR %s holds a lottery pool of allocd version 1: finish it with that version", K[1]);
     } else {
-        redisReply *t = rcall(x, 2, (const char *[]){ "TYPE", K[1] });
-        int exists = t->str && strcmp(t->str, "none");
-        freeReplyObject(t);
-        if (exists) {
-            freeReplyObject(st);
-            return r_err("WRONGTYPE %s exists before the lottery", K[1]);
-        }
-        redisReply *d0 = rcall(x, 3, (const char *[]){ "HGET", K[2], "dequeued" });
-        long long d = lua_num(d0);
-        freeReplyObject(d0);
-        redisReply *ex = rcall(x, 2, (const char *[]){ "EXISTS", K[0] });
-        if (ex->type == REDIS_REPLY_INTEGER && ex->integer == 1) {
-            run_quiet(x, 3, (const char *[]){ "RENAME", K[0], K[1] });
-            redisReply *n = rcall(x, 2, (const char *[]){ "LLEN", K[1] });
-            char by[24];
-            snprintf(by, sizeof by, "%lld", n->integer);
-            freeReplyObject(n);
-            run_quiet(x, 4, (const char *[]){ "HINCRBY", K[2], "dequeued", by });
-        }
-        freeReplyObject(ex);
-        char ds[24];
-        snprintf(ds, sizeof ds, "%lld", d);
-        run_quiet(x, 8, (const char *[]){ "HSET", K[3], "early_base", ds, "early_served", "0", "shuffle_seed", A[0] });
-        redisReply seed = { .type = REDIS_REPLY_STRING, .str = (char *)A[0], .len = strlen(A[0]) };
-        r = lottery_pool_reply(x, K, d, 0, &seed);
+        r = r_arr(4);
+        r->element[0] = r_str("pool", 4);
+        r->element[1] = r_int(lua_num(st->element[1]));
+        r->element[2] = st->element[2]->type == REDIS_REPLY_STRING ? r_str(st->element[2]->str, st->element[2]->len)
+                                                                   : r_str("", 0);
+        r->element[3] = rcall(x, 4, (const char *[]){ "LRANGE", K[1], "0", "-1" });
     }
     freeReplyObject(st);
     return r;

@@ -164,29 +164,30 @@ static void reset_both(void)
 static batch_keys K;
 static const char *const vals[] = { "0", "1", "2", "-3", "x", "", "17", "9223372036854775807", "t1", "t2" };
 static const char *fields[] = { "f1", "f2", "epoch", "chunks_applied", "dequeued", "lottery_done",
-                                "early_base", "early_served", "shuffle_seed" };
+                                "early_base", "early_served", "lottery_seed" };
 
 static const char *key(void)
 {
     static const char *const plain[] = { "k1", "k2", "k3", "l1", "h1" };
-    const char *batch[] = { K.lease, K.internal, K.results, K.queue, K.stats, K.log, K.participants, K.early, K.waitlist };
-    return below(3) ? plain[below(5)] : batch[below(9)];
+    const char *batch[] = { K.lease, K.internal, K.results, K.queue, K.stats, K.log, K.participants, K.early, K.waitlist,
+                            K.groups };
+    return below(3) ? plain[below(5)] : batch[below(10)];
 }
 
 static const char *val(void) { return vals[below(sizeof vals / sizeof vals[0])]; }
 static const char *field(void) { return fields[below(sizeof fields / sizeof fields[0])]; }
 
-/* FENCE with its 16 keys; the token, epoch and count drawn. */
+/* FENCE with its 17 keys; the token, epoch and count drawn. */
 static void draw_fence(int who)
 {
     static char trip[BATCH_KEY_MAX + 16];
     snprintf(trip, sizeof trip, "%s:trip", K.lease);
     const char *argv[] = {
-        "EVAL", script_fence_src, "16", K.lease, K.internal, trip, K.results, K.holders, K.free, K.stats,
+        "EVAL", script_fence_src, "17", K.lease, K.internal, trip, K.results, K.holders, K.free, K.stats,
         K.log, K.participants, K.orders_ended, K.dead, K.capacity, K.early, K.queue, K.ctl, K.waitlist,
-        below(2) ? "t1" : "t2", below(2) ? "1" : "2", below(2) ? "0" : "1", below(8) ? "0" : "1",
+        K.groups, below(2) ? "t1" : "t2", below(2) ? "1" : "2", below(2) ? "0" : "1", below(8) ? "0" : "1",
     };
-    both(who, 23, argv);
+    both(who, 24, argv);
 }
 
 static void draw_script(int who)
@@ -205,7 +206,7 @@ static void draw_script(int who)
     }
     case 6: {
         const char *argv[] = { "EVAL", script_lottery_src, "5", K.queue, K.early, K.stats, K.internal, K.lease,
-                               below(2) ? "42" : "7", tok, below(2) ? "1" : "2" };
+                               "", tok, below(2) ? "1" : "2" };
         both(who, 11, argv);
         break;
     }
