@@ -249,6 +249,7 @@ typedef struct sim_run_state {
     char **taken;         /* raw entries LTRIMmed off queue or ctl */
     size_t ntaken, taken_cap;
     int checking;
+    int pool_closing;     /* it writes lottery_done: the pool is all served */
     simr_db *snap;        /* for a restart that loses the last writes */
     int tearing_down;
     ctl_replay *replay;   /* the log replayed so far (check_replay) */
@@ -416,6 +417,7 @@ static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char *
     sim_run_state *st = ud;
     int writes = 0;
     st->ntaken = 0;
+    st->pool_closing = 0;
     for (int i = 0; i < n; i++) {
         if (argc[i] < 2) continue;
         if (batch_write(st, argv[i][0], argv[i][1], lens[i][1])) writes++;
@@ -424,9 +426,10 @@ static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char *
         if (!strcasecmp(argv[i][0], "LTRIM") && (is_key(argv[i][1], lens[i][1], st->keys.queue) ||
                                                  is_key(argv[i][1], lens[i][1], st->keys.ctl)))
             take_entries(st, argv[i][1], strtol(argv[i][2], NULL, 10));
-        /* the lottery's pool is deleted with its last chunk: all answered */
-        if (!strcasecmp(argv[i][0], "DEL") && is_key(argv[i][1], lens[i][1], st->keys.early))
-            take_entries(st, st->keys.early, (long)simr_llen(st->w.redis, st->keys.early));
+        /* the pool's last chunk: every request in it is answered after */
+        if (!strcasecmp(argv[i][0], "HSET") && is_key(argv[i][1], lens[i][1], st->keys.internal))
+            for (int f = 2; f + 1 < argc[i]; f += 2)
+                if (!strcmp(argv[i][f], "lottery_done") && !strcmp(argv[i][f + 1], "1")) st->pool_closing = 1;
     }
     st->checking = writes > 0;
     if (!writes) return;
@@ -493,8 +496,12 @@ static void check_replay(sim_run_state *st)
     simr_hash_each(st->w.redis, st->keys.waitlist, kv_add, &wait);
     const char *fu = simr_hget(st->w.redis, st->keys.stats, "free_units", NULL);
     const char *wn = simr_hget(st->w.redis, st->keys.stats, "waiting", NULL);
+    /* stats.waiting counts the open swap offers too (9.3); the log's waits
+     * are the waitlist's (as allocctl verify compares them) */
+    const char *so = simr_hget(st->w.redis, st->keys.stats, "swap_offers", NULL);
+    int64_t waits = (wn ? strtoll(wn, NULL, 10) : 0) - (so ? strtoll(so, NULL, 10) : 0);
     ctl_snapshot snap = { cap.kv, cap.n, hold.kv, hold.n, fr.kv, fr.n, fu != NULL, fu ? strtoll(fu, NULL, 10) : 0,
-                          wait.kv, wait.n, wn != NULL, wn ? strtoll(wn, NULL, 10) : 0 };
+                          wait.kv, wait.n, wn != NULL, waits };
     ctl_replay_finish(st->replay, &snap);
     free(cap.kv);
     free(hold.kv);
@@ -525,16 +532,80 @@ static int in_dead(sim_run_state *st, const char *raw)
     return 0;
 }
 
+/* P:{B}:early holds "<seq> <request bytes>" per kept request (and
+ * "! <user>" per throttled user): is raw one of them? */
+static const char *pool_raw(const char *e, size_t len, size_t *n)
+{
+    if (len < 2 || e[0] == '!') return NULL;
+    const char *sp = memchr(e, ' ', len);
+    if (!sp) return NULL;
+    *n = len - (size_t)(sp + 1 - e);
+    return sp + 1;
+}
+
+static int in_pool(sim_run_state *st, const char *raw)
+{
+    size_t n = simr_llen(st->w.redis, st->keys.early), rl = strlen(raw);
+    for (size_t i = 0; i < n; i++) {
+        size_t len, pl;
+        const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
+        const char *p = e ? pool_raw(e, len, &pl) : NULL;
+        if (p && pl == rl && !memcmp(p, raw, rl)) return 1;
+    }
+    return 0;
+}
+
+static size_t pool_requests(sim_run_state *st)
+{
+    size_t n = simr_llen(st->w.redis, st->keys.early), k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len, pl;
+        const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
+        k += e && pool_raw(e, len, &pl) != NULL;
+    }
+    return k;
+}
+
+/* the pool's requests not served yet: the pool stays after the lottery */
+static size_t pool_pending(sim_run_state *st)
+{
+    const char *done = simr_hget(st->w.redis, st->keys.internal, "lottery_done", NULL);
+    if (done && !strcmp(done, "1")) return 0;
+    const char *served = simr_hget(st->w.redis, st->keys.internal, "early_served", NULL);
+    size_t k = pool_requests(st), sv = served ? strtoull(served, NULL, 10) : 0;
+    return k > sv ? k - sv : 0;
+}
+
+/* once the lottery is done, every request of the pool has its result (or
+ * is dead: a poison request) */
+static void check_pool_answered(sim_run_state *st)
+{
+    size_t n = simr_llen(st->w.redis, st->keys.early);
+    for (size_t i = 0; i < n; i++) {
+        size_t len, pl;
+        const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
+        const char *p = e ? pool_raw(e, len, &pl) : NULL;
+        if (!p) continue;
+        char *raw = strndup(p, pl);
+        json_t *j = json_loads(raw, 0, NULL);
+        const char *id = json_string_value(json_object_get(j, "id"));
+        if (id && !simr_hget(st->w.redis, st->keys.results, id, NULL) && !in_dead(st, raw))
+            sim_fail("lottery: the pool is served (lottery_done), yet %s has no result", id);
+        json_decref(j);
+        free(raw);
+    }
+}
+
 static int64_t stat_of(sim_run_state *st, const char *f)
 {
     const char *v = simr_hget(st->w.redis, st->keys.stats, f, NULL);
     return v ? strtoll(v, NULL, 10) : 0;
 }
 
-/* The counters' contract (PROTOCOL.md, stats): processed is the sum of the
- * statuses (waiting included: the waitlist's length), and every request taken off the queue is counted once --
- * dequeued = processed + dead + duplicates -- except while a lottery pool
- * is served (it counts as dequeued once drawn). */
+/* The counters' contract (PROTOCOL.md 6): processed is the sum of the
+ * statuses (waiting included: the waitlist and the open swap offers), and
+ * every request taken off the queue is counted once --
+ * dequeued = processed + dead + duplicates + (early_kept - early served). */
 static void check_stats(sim_run_state *st)
 {
     if (!simr_hget(st->w.redis, st->keys.stats, "processed", NULL)) return;
@@ -543,11 +614,15 @@ static void check_stats(sim_run_state *st)
     if (processed != sum)
         sim_fail("stats: processed %" PRId64 " but granted + done + rejected + invalid + waiting = %" PRId64,
                  processed, sum);
-    const char *done = simr_hget(st->w.redis, st->keys.internal, "lottery_done", NULL);
-    int pool = simr_hget(st->w.redis, st->keys.internal, "early_base", NULL) && !(done && !strcmp(done, "1"));
+    const char *served = simr_hget(st->w.redis, st->keys.internal, "early_served", NULL);
+    int64_t kept = stat_of(st, "early_kept") - (served ? strtoll(served, NULL, 10) : 0);
     int64_t d = stat_of(st, "dequeued"), counted = processed + stat_of(st, "dead") + stat_of(st, "duplicates");
-    if (!pool && d != counted)
-        sim_fail("stats: dequeued %" PRId64 " but processed + dead + duplicates = %" PRId64, d, counted);
+    if (d != counted + kept)
+        sim_fail("stats: dequeued %" PRId64 " but processed + dead + duplicates = %" PRId64
+                 ", early_kept - early_served = %" PRId64, d, counted, kept);
+    if (kept < 0 || (size_t)stat_of(st, "early_kept") != pool_requests(st))
+        sim_fail("lottery: early_kept %" PRId64 " (%" PRId64 " not served), the pool holds %zu requests",
+                 stat_of(st, "early_kept"), kept, pool_requests(st));
     /* contract 9.5: at close the waitlist's remaining requests are refused */
     const char *state = simr_hget(st->w.redis, st->keys.stats, "state", NULL);
     if (state && !strcmp(state, "closed") && (stat_of(st, "waiting") || simr_hlen(st->w.redis, st->keys.waitlist)))
@@ -564,8 +639,9 @@ static void exec_post(void *ud, simr *s, simr_client *c)
         json_t *id = j && json_is_object(j) ? json_object_get(j, "id") : NULL;
         if (id && json_is_string(id)) {
             /* a poison request goes to dead after 2 x max_attempts (PROTOCOL.md 3.1) */
-            if (!simr_hget(s, st->keys.results, json_string_value(id), NULL) && !in_dead(st, st->taken[i]))
-                sim_fail("request %s was taken off the queue without a result", json_string_value(id));
+            if (!simr_hget(s, st->keys.results, json_string_value(id), NULL) && !in_dead(st, st->taken[i]) &&
+                !in_pool(st, st->taken[i]))
+                sim_fail("request %s was taken off the queue without a result: %s", json_string_value(id), st->taken[i]);
         } else if (!in_dead(st, st->taken[i])) {
             sim_fail("a request without an id was taken off the queue and is not in dead: %s", st->taken[i]);
         }
@@ -573,6 +649,7 @@ static void exec_post(void *ud, simr *s, simr_client *c)
         free(st->taken[i]);
     }
     st->ntaken = 0;
+    if (st->pool_closing) check_pool_answered(st);
     check_replay(st);
     check_stats(st);
 }
@@ -870,12 +947,17 @@ static void dump_state(sim_run_state *st)
     simr_hash_each(st->w.redis, st->keys.meta, dump_kv, "meta");
     simr_hash_each(st->w.redis, st->keys.stats, dump_kv, "stats");
     simr_hash_each(st->w.redis, st->keys.internal, dump_kv, "internal");
+    for (size_t i = 0; i < simr_llen(st->w.redis, st->keys.early); i++) {
+        size_t len;
+        const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
+        fprintf(stderr, "  early %zu = %.*s\n", i, (int)len, e);
+    }
 }
 
 static int drained(sim_run_state *st)
 {
     return simr_llen(st->w.redis, st->keys.queue) == 0 && simr_llen(st->w.redis, st->keys.ctl) == 0 &&
-           simr_llen(st->w.redis, st->keys.early) == 0;
+           pool_pending(st) == 0;
 }
 
 int sim_run(const sim_opts *o, sim_result *res)
@@ -953,14 +1035,14 @@ int sim_run(const sim_opts *o, sim_result *res)
     if (!st->w.failed && !drained(st) && !excused)
         sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting answer_ms "
                  "(%d ms) after the faults stopped, the batch %s", simr_llen(st->w.redis, st->keys.queue),
-                 simr_llen(st->w.redis, st->keys.ctl), simr_llen(st->w.redis, st->keys.early), st->answer_ms,
+                 simr_llen(st->w.redis, st->keys.ctl), pool_pending(st), st->answer_ms,
                  state ? state : "(no state)");
     drain_end = drain_start + 60000000000ULL;
     while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
     if (!st->w.failed && !drained(st))
         sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting 60 s after "
                  "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
-                 simr_llen(st->w.redis, st->keys.early));
+                 pool_pending(st));
     if (st->w.verbose) dump_state(st);
     if (!st->w.failed) check_replay(st);
 
