@@ -55,6 +55,7 @@ typedef struct sent_req {
 
 typedef struct workload {
     int room;         /* a room batch (beds), else stock */
+    int formed;       /* a room batch with groups = formed (by consent), else listed */
     uint64_t next_id;
     sent_req *sent;
     size_t nsent, cap;
@@ -186,11 +187,46 @@ static int gen_auto(workload *wl, simr *s, const batch_keys *k, char *id, char *
                     id, user, (int)sim_below(2) + 1);
 }
 
+/* groups = formed: users pair up (u1 with u2, u3 with u4 ...), so an
+ * accept often meets an invitation; the group then places who consented */
+static int partner(int a) { return a % 2 ? (a < NUSERS ? a + 1 : 1) : a - 1; }
+
+static int gen_invite(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    if (!wl->formed) return 0;
+    int a = (int)sim_below(NUSERS) + 1;
+    snprintf(user, 16, "u%d", a);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"invite\",\"to\":[\"u%d\"]}", id, a,
+                    partner(a));
+}
+
+static int gen_accept(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    if (!wl->formed) return 0;
+    int a = (int)sim_below(NUSERS) + 1;
+    snprintf(user, 16, "u%d", a);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"%s\",\"from\":\"u%d\"}", id, a,
+                    sim_chance(0.85) ? "accept" : "decline", partner(a));
+}
+
+/* contract 9.3: an offer to another user waits (a `waiting` result,
+ * replaced once) until they offer back or it ends */
+static int gen_swap(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    int a = (int)sim_below(NUSERS) + 1;
+    snprintf(user, 16, "u%d", a);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"swap\",\"with\":\"u%d\"}", id, a,
+                    partner(a));
+}
+
 static int gen_group(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
 {
     int a = (int)sim_below(NUSERS) + 1, b = (int)sim_below(NUSERS) + 1;
     if (a == b) b = b % NUSERS + 1;
     snprintf(user, 16, "u%d", a);
+    if (wl->formed)
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"prefs\":[\"R%d\"]}", id, a,
+                        (int)sim_below(NITEMS) + 1);
     return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"members\":[\"u%d\",\"u%d\"],"
                     "\"prefs\":[\"R%d\"]}", id, a, a, b, (int)sim_below(NITEMS) + 1);
 }
@@ -204,6 +240,9 @@ static const sim_op ops[] = {
     { "choose", K_ROOM, 30, 0, gen_choose },
     { "auto", K_ROOM, 20, 0, gen_auto },
     { "group", K_ROOM, 8, 0, gen_group },
+    { "invite", K_ROOM, 6, 0, gen_invite },
+    { "accept", K_ROOM, 6, 0, gen_accept },
+    { "swap", K_ROOM, 5, 0, gen_swap },
     { "release", K_ANY, 8, 0, gen_release },
     { "wait", K_ANY, 12, 0, gen_wait },
     { "resubmit", K_ANY, 10, 0, gen_resubmit },
@@ -787,8 +826,10 @@ static void setup_batch(sim_run_state *st)
     snprintf(per, sizeof per, "%" PRId64, st->per_user);
     snprintf(hold, sizeof hold, "%d", sim_chance(0.5) ? 0 : 300 + (int)sim_below(3000));
     const char *meta[] = { "HSET", st->keys.meta, "kind", "stock", "per_user", per, "hold_ms", hold };
-    const char *room_meta[] = { "HSET", st->keys.meta, "kind", "room", "max_group", "3" };
-    if (st->wl.room) server_cmd_quiet(st, 6, room_meta);
+    st->wl.formed = st->wl.room && sim_chance(0.5);
+    const char *room_meta[] = { "HSET", st->keys.meta, "kind", "room", "max_group", "3", "groups",
+                                st->wl.formed ? "formed" : "listed" };
+    if (st->wl.room) server_cmd_quiet(st, 8, room_meta);
     else server_cmd_quiet(st, 8, meta);
     /* an opening (early requests rejected, or kept for the lottery) and a
      * closing, for some seeds */
