@@ -834,6 +834,13 @@ static int apply_build(batch_worker *w, chunk *ch)
     /* taken before the opening: decided before it, so its requests join the
      * pool instead of overtaking it (the draw waits for this chunk) */
     if (ch->early && now >= m->opens_at) now = m->opens_at - 1;
+    /* and one taken at or after it (a pool chunk, or the queue once the
+     * lottery is drawn) is decided after it: a wall clock stepped back
+     * behind opens_at would have the engine keep its requests for a pool
+     * this chunk does not feed, and they would be lost */
+    else if (!ch->early && m->early == EARLY_SHUFFLE && (ch->kind == CHUNK_POOL || ch->queue_len) &&
+             now < m->opens_at)
+        now = m->opens_at;
     w->orders.block.now_ms = now;
     if (decide(w, ch, now) < 0) return -1;
     if (ch->early && lottery_pool_take_chunk(&w->pool, ch) < 0) {
