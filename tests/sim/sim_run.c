@@ -662,6 +662,10 @@ static void check_stats(sim_run_state *st)
     if (kept < 0 || (size_t)stat_of(st, "early_kept") != pool_requests(st))
         sim_fail("lottery: early_kept %" PRId64 " (%" PRId64 " not served), the pool holds %zu requests",
                  stat_of(st, "early_kept"), kept, pool_requests(st));
+    /* PROTOCOL.md 6: stats.waiting = the waitlist + the open swap offers (9.3) */
+    if (stat_of(st, "waiting") != (int64_t)simr_hlen(st->w.redis, st->keys.waitlist) + stat_of(st, "swap_offers"))
+        sim_fail("stats: waiting %" PRId64 ", but the waitlist holds %zu and swap_offers is %" PRId64,
+                 stat_of(st, "waiting"), simr_hlen(st->w.redis, st->keys.waitlist), stat_of(st, "swap_offers"));
     /* contract 9.5: at close the waitlist's remaining requests are refused */
     const char *state = simr_hget(st->w.redis, st->keys.stats, "state", NULL);
     if (state && !strcmp(state, "closed") && (stat_of(st, "waiting") || simr_hlen(st->w.redis, st->keys.waitlist)))
