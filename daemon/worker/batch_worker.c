@@ -378,10 +378,24 @@ static void load_start(batch_worker *w)
 
 /* ---------------------------------------------------------------- take -- */
 
+/* The phase on this clock -- except that once the lottery pool has been
+ * served from (by a holder whose clock had passed opens_at), the batch is
+ * open whatever this clock says: keeping more early requests would grow a
+ * pool whose draw is already revealed and partly served, and the redraw
+ * over it would serve some requests twice and others never. */
+static engine_phase worker_phase(const batch_worker *w, int64_t now)
+{
+    engine_phase ph = engine_phase_at(w->eng, now);
+    if (ph == PHASE_WAITING && engine_get_meta(w->eng)->early == EARLY_SHUFFLE &&
+        (w->lottery_done || w->pool.served > 0))
+        return PHASE_OPEN;
+    return ph;
+}
+
 static int take_queue_now(const batch_worker *w, int64_t now)
 {
     const engine_meta *m = engine_get_meta(w->eng);
-    switch (engine_phase_at(w->eng, now)) {
+    switch (worker_phase(w, now)) {
     case PHASE_OPEN:
     case PHASE_CLOSED:
         /* early=shuffle: the pool is drawn and served before the queue */
@@ -456,7 +470,7 @@ static int needs_empty_apply(batch_worker *w, int64_t now)
 
 static int lottery_due(const batch_worker *w, int64_t now)
 {
-    engine_phase ph = engine_phase_at(w->eng, now);
+    engine_phase ph = worker_phase(w, now);
     return engine_get_meta(w->eng)->early == EARLY_SHUFFLE && !w->lottery_done &&
            w->pool.loaded && !w->pool.active && (ph == PHASE_OPEN || ph == PHASE_CLOSED);
 }
@@ -558,7 +572,7 @@ static void take_one(batch_worker *w)
     /* while the lottery pool is served, new requests wait behind it */
     ch->asked_queue = !w->pool.active && take_queue_now(w, now);
     ch->early = ch->asked_queue && engine_get_meta(w->eng)->early == EARLY_SHUFFLE &&
-                engine_phase_at(w->eng, now) == PHASE_WAITING;
+                worker_phase(w, now) == PHASE_WAITING;
     int rc = send_take(w, ch, from);
     if (rc) { worker_fail(w, "take", rc == -ENOMEM ? "too many commands in flight" : "Redis not connected"); return; }
     w->takes_out++;
