@@ -52,6 +52,8 @@ static void test_found_seeds(void **state)
 {
     /* a wall clock stepped back behind opens_at after the lottery lost r359 */
     assert_int_equal(run_range(SF_ALL, 1001782, 1, 10000), 0);
+    /* a holder whose clock was behind opens_at grew a pool already served from */
+    assert_int_equal(run_range(SF_ALL, 3000308, 1, 10000), 0);
 }
 
 /* One seed is one run: the same seed twice gives the same run. */
