@@ -253,6 +253,18 @@ static void on_timer_backoff(uv_timer_t *t)
     if (redis_conn_is_ready(w->cmd)) acquire_start(w);
 }
 
+/* A Redis error reply starts with an upper-case code (ERR, EXECABORT,
+ * WRONGTYPE, OOM, ...); the connection's own errors do not ("timeout",
+ * "connection lost", "closed"). Only a refusal by Redis may be the
+ * request's fault: a lost link says nothing about the chunk, and counting
+ * it would send healthy requests to dead on a flaky network. */
+static int redis_refused(const char *why)
+{
+    size_t n = 0;
+    while (why[n] >= 'A' && why[n] <= 'Z') n++;
+    return n >= 2 && (why[n] == ' ' || why[n] == '\0');
+}
+
 /* Something went wrong mid-step: forget everything held in memory and load
  * again from Redis after a backoff (100 ms doubling up to 5 s). */
 static void worker_fail(batch_worker *w, const char *what, const char *why)
@@ -265,7 +277,7 @@ static void worker_fail(batch_worker *w, const char *what, const char *why)
         !strncmp(why, "TRYAGAIN", 8))
         redis_router_refresh(w->router); /* the backoff then follows the slot */
     if (!strncmp(why, "FENCED", 6)) batch_lease_drop(&w->lease);
-    else if (!strcmp(what, "apply")) {
+    else if (!strcmp(what, "apply") && redis_refused(why)) {
         w->apply_failures++;
         snprintf(w->apply_error, sizeof w->apply_error, "%s", why);
         /* every request in flight is decided again; one at a time once
@@ -366,10 +378,24 @@ static void load_start(batch_worker *w)
 
 /* ---------------------------------------------------------------- take -- */
 
+/* The phase on this clock -- except that once the lottery pool has been
+ * served from (by a holder whose clock had passed opens_at), the batch is
+ * open whatever this clock says: keeping more early requests would grow a
+ * pool whose draw is already revealed and partly served, and the redraw
+ * over it would serve some requests twice and others never. */
+static engine_phase worker_phase(const batch_worker *w, int64_t now)
+{
+    engine_phase ph = engine_phase_at(w->eng, now);
+    if (ph == PHASE_WAITING && engine_get_meta(w->eng)->early == EARLY_SHUFFLE &&
+        (w->lottery_done || w->pool.served > 0))
+        return PHASE_OPEN;
+    return ph;
+}
+
 static int take_queue_now(const batch_worker *w, int64_t now)
 {
     const engine_meta *m = engine_get_meta(w->eng);
-    switch (engine_phase_at(w->eng, now)) {
+    switch (worker_phase(w, now)) {
     case PHASE_OPEN:
     case PHASE_CLOSED:
         /* early=shuffle: the pool is drawn and served before the queue */
@@ -444,7 +470,7 @@ static int needs_empty_apply(batch_worker *w, int64_t now)
 
 static int lottery_due(const batch_worker *w, int64_t now)
 {
-    engine_phase ph = engine_phase_at(w->eng, now);
+    engine_phase ph = worker_phase(w, now);
     return engine_get_meta(w->eng)->early == EARLY_SHUFFLE && !w->lottery_done &&
            w->pool.loaded && !w->pool.active && (ph == PHASE_OPEN || ph == PHASE_CLOSED);
 }
@@ -546,7 +572,7 @@ static void take_one(batch_worker *w)
     /* while the lottery pool is served, new requests wait behind it */
     ch->asked_queue = !w->pool.active && take_queue_now(w, now);
     ch->early = ch->asked_queue && engine_get_meta(w->eng)->early == EARLY_SHUFFLE &&
-                engine_phase_at(w->eng, now) == PHASE_WAITING;
+                worker_phase(w, now) == PHASE_WAITING;
     int rc = send_take(w, ch, from);
     if (rc) { worker_fail(w, "take", rc == -ENOMEM ? "too many commands in flight" : "Redis not connected"); return; }
     w->takes_out++;
@@ -822,6 +848,13 @@ static int apply_build(batch_worker *w, chunk *ch)
     /* taken before the opening: decided before it, so its requests join the
      * pool instead of overtaking it (the draw waits for this chunk) */
     if (ch->early && now >= m->opens_at) now = m->opens_at - 1;
+    /* and one taken at or after it (a pool chunk, or the queue once the
+     * lottery is drawn) is decided after it: a wall clock stepped back
+     * behind opens_at would have the engine keep its requests for a pool
+     * this chunk does not feed, and they would be lost */
+    else if (!ch->early && m->early == EARLY_SHUFFLE && (ch->kind == CHUNK_POOL || ch->queue_len) &&
+             now < m->opens_at)
+        now = m->opens_at;
     w->orders.block.now_ms = now;
     if (decide(w, ch, now) < 0) return -1;
     if (ch->early && lottery_pool_take_chunk(&w->pool, ch) < 0) {

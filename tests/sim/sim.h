@@ -1,0 +1,95 @@
+/* sim.h -- the deterministic simulator's world: one event queue, one
+ * simulated clock, one seeded random stream, the Redis model and the
+ * simulated network between it and the allocd instances.
+ *
+ * The real worker code (daemon/worker, daemon/core, daemon/wire) is linked
+ * unchanged; the simulator replaces, at link time, what it would take from
+ * the machine: libuv's timers (sim_loop.c), the clocks of base/clock.h and
+ * base/random.h (sim_loop.c), and the Redis connections of
+ * redis/redis_conn.h and redis/redis_router.h (sim_net.c). Nothing here is
+ * threaded and nothing reads a real clock, so one seed is one run.
+ */
+#ifndef ALLOCD_SIM_H
+#define ALLOCD_SIM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sim/sim_redis.h"
+
+#define SIM_MAX_INST 4
+
+typedef void (*sim_fn)(void *a, void *b, uint64_t x);
+
+/* Faults, each selectable (--faults=...) and drawn from the seed. */
+enum {
+    SF_RESET = 1 << 0,        /* connection resets at any step */
+    SF_LOST_REPLY = 1 << 1,   /* a reply lost after the server ran it (EXEC: result unknown) */
+    SF_DELAY = 1 << 2,        /* a reply delayed past the lease */
+    SF_RESTART = 1 << 3,      /* Redis restarts keeping every write (appendfsync always) */
+    SF_AOF_LOSS = 1 << 4,     /* Redis restarts losing up to a second (AOF everysec) */
+    SF_FAILOVER = 1 << 5,     /* a replica lacking the tail is promoted */
+    SF_CLOCK = 1 << 6,        /* an instance's wall clock jumps */
+    SF_PAUSE = 1 << 7,        /* an instance stops (SIGSTOP, a GC pause) and wakes up */
+    SF_CRASH = 1 << 8,        /* an instance is killed (kill -9) and started again */
+    SF_ALL = (1 << 9) - 1,
+};
+
+typedef struct sim_inst {
+    int id;
+    int64_t wall_offset_ms;   /* its wall clock minus the true time */
+    uint64_t paused_until;    /* ns: its events wait until then */
+    int boots;                /* restarts after a crash: a new pid each */
+} sim_inst;
+
+typedef struct sim_world {
+    uint64_t seed;
+    uint64_t rng;
+    uint64_t now;             /* ns since the start */
+    int64_t epoch_ms;         /* wall time at the start */
+    int cur;                  /* the instance whose code runs, -1 = none */
+    sim_inst inst[SIM_MAX_INST];
+    int ninst;
+    unsigned faults;
+    int faults_on;            /* 0 while draining at the end */
+    double intensity;         /* 0.1..3: scales every fault's rate, drawn per seed */
+    /* the server */
+    simr *redis;
+    int redis_down;           /* restarting: connects fail */
+    uint64_t server_gen;      /* bumped by every restart: connections die */
+    /* counters for the report */
+    uint64_t events, resets, lost_replies, delays, restarts, clock_jumps, pauses;
+    uint64_t late_runs;
+    uint64_t crashes;       /* commands the server ran after their client gave up */
+    uint64_t taken_back;      /* results a restart lost that a poller could have seen */
+    int verbose;
+    int failed;
+    char failure[1024];
+} sim_world;
+
+extern sim_world *sim_w;   /* the one world (the replaced libuv has no other way in) */
+
+/* Events: fn(a, b, x) at time t (ns), for instance inst (-1: the server
+ * or the world). A paused instance's events wait. */
+void sim_at(uint64_t t, int inst, sim_fn fn, void *a, void *b, uint64_t x);
+int sim_step(void);   /* one event; 0 when none is left */
+/* Ends an instance's pause now; what it held runs in order. */
+void sim_resume(int inst);
+uint64_t sim_next_time(void);
+void sim_queue_clear(void);
+
+uint64_t sim_rand(void);
+uint64_t sim_below(uint64_t n);          /* [0, n) */
+int sim_chance(double p);
+int64_t sim_server_ms(void);
+
+/* sim_net.c: the simulated network. */
+void sim_net_reset_all(const char *why);    /* every connection drops */
+void sim_net_reset_random(void);            /* one connection drops */
+void sim_net_retry_blocked(void);           /* after any write on the server */
+int sim_net_live_conns(void);
+void sim_net_free_all(void);
+
+void sim_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

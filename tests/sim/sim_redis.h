@@ -1,0 +1,86 @@
+/* sim_redis.h -- an in-process model of the Redis server allocd talks to.
+ *
+ * The deterministic simulator (tests/sim/sim.c) runs the real worker
+ * against this model instead of a redis-server: exactly the commands allocd
+ * sends (strings with PX/NX leases, hashes, lists with BLMOVE, sets,
+ * streams, MULTI/EXEC/WATCH) and its Lua scripts as their effects (a script
+ * is recognised by its source, which is the one in worker/scripts.c, so a
+ * changed script is noticed: it answers "ERR sim: unknown script").
+ * test_sim_model runs the same command sequences against a real
+ * redis-server and this model and compares the replies.
+ *
+ * Time is passed in (ms), like the core: the model has no clock. Replies
+ * are hiredis redisReply trees (freeReplyObject frees them). A snapshot is
+ * a deep copy of the keyspace, for restarts that lose the last writes.
+ */
+#ifndef ALLOCD_SIM_REDIS_H
+#define ALLOCD_SIM_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <hiredis/hiredis.h>
+
+typedef struct simr simr;
+typedef struct simr_client simr_client;
+typedef struct simr_db simr_db;
+
+/* What a transaction did, for the simulator's invariant checks: called
+ * before a committed EXEC runs its commands and after. */
+typedef struct simr_observer {
+    void (*exec_pre)(void *ud, simr *s, simr_client *c, int ncmds, int *argc, char ***argv, size_t **lens);
+    void (*exec_post)(void *ud, simr *s, simr_client *c);
+    void *ud;
+    /* WAIT answered with every replica in sync: they hold all writes so
+     * far (a failover now loses none of them). May be NULL. */
+    void (*replicas_synced)(void *ud, simr *s);
+} simr_observer;
+
+/* Replicas WAIT counts (0, as a lone redis-server, by default). */
+void simr_set_replicas(simr *s, int n);
+
+simr *simr_new(void);
+void simr_free(simr *s);
+void simr_set_observer(simr *s, const simr_observer *o);
+
+simr_client *simr_client_new(simr *s);
+/* The connection dropped: MULTI, WATCH and a blocked command are gone. */
+void simr_client_reset(simr_client *c);
+void simr_client_free(simr_client *c);
+/* The FENCE token and epoch of the transaction being built (NULL when
+ * none ran since the last EXEC). */
+const char *simr_client_fence_token(const simr_client *c);
+const char *simr_client_fence_epoch(const simr_client *c);
+
+/* Runs one command. Returns the reply, or NULL when the command blocks
+ * (BLMOVE on an empty list): simr_retry_blocked() runs it again. */
+redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv,
+                      const size_t *lens, int64_t now_ms);
+/* A blocked command of c, run again: its reply, or NULL while still blocked. */
+redisReply *simr_retry_blocked(simr *s, simr_client *c, int64_t now_ms);
+int simr_client_blocked(const simr_client *c);
+/* The blocked command timed out: the nil reply. */
+redisReply *simr_block_timeout(simr_client *c);
+
+/* Snapshots: the keyspace now, and putting one back (a restart). The
+ * script cache is emptied on restore, like a restarted server's. */
+simr_db *simr_snapshot(simr *s);
+void simr_restore(simr *s, const simr_db *d);
+void simr_db_free(simr_db *d);
+void simr_flush_scripts(simr *s);
+
+/* Read access for the checker (no expiry applied, no version bumped). */
+const char *simr_get_str(simr *s, const char *key, size_t *len, int64_t now_ms);
+const char *simr_hget(simr *s, const char *key, const char *field, size_t *len);
+size_t simr_llen(simr *s, const char *key);
+size_t simr_hlen(simr *s, const char *key);
+const char *simr_lindex(simr *s, const char *key, size_t i, size_t *len);
+/* Hash fields in order; returns the number, fills up to max. */
+typedef void (*simr_pair_fn)(void *ud, const char *k, size_t klen, const char *v, size_t vlen);
+void simr_hash_each(simr *s, const char *key, simr_pair_fn fn, void *ud);
+/* Stream entries in order: id, then field/value pairs. */
+typedef void (*simr_entry_fn)(void *ud, const char *id, size_t nf, const char *const *f,
+                              const size_t *flen);
+void simr_stream_each(simr *s, const char *key, simr_entry_fn fn, void *ud);
+uint64_t simr_commands(const simr *s);
+
+#endif

@@ -1,0 +1,1119 @@
+/* sim_run.c -- one simulated run: the world, the workload, the faults and
+ * the invariants (see sim.h for the seams).
+ *
+ * In the manner of TigerBeetle's VOPR: the seed draws everything (the
+ * instances' settings, the requests and when they arrive, every latency,
+ * every fault), the real worker code runs unchanged against the Redis
+ * model, and the checks run on every transaction the model commits -- the
+ * only moment the state changes:
+ *   - fencing: a transaction that writes the batch ran FENCE, and at EXEC
+ *     the lease still holds FENCE's token and internal.epoch its epoch;
+ *   - a result, once written, is never rewritten with another value
+ *     (except a `waiting` one, replaced once by its final result);
+ *   - every request the transaction takes off the queue or ctl has a result
+ *     after it (or went to dead, when it has no id to answer under);
+ *   - replaying the event log from the start gives holders and free exactly
+ *     (allocctl's ctl_replay, which also checks nothing is held twice or
+ *     beyond capacity and per_user).
+ * At the end the faults stop, the batch is resumed and the run drains:
+ * every request left in Redis must be answered within the config's
+ * answer_ms (contract 9.6; drawn per seed), queue and ctl empty.
+ *
+ * The workload is a table of ops (ops[] below): adding an op of a new
+ * protocol version is one generator function and one line.
+ */
+#include "sim/sim_run.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocctl/ctl_replay.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "sim/sim.h"
+#include "worker/batch_keys.h"
+#include "service/registry.h"
+#include "worker/batch_worker.h"
+#include "worker/scripts.h"
+
+#define BATCH "b1"
+#define NUSERS 30
+#define NITEMS 4
+
+/* ------------------------------------------------------------ workload -- */
+
+typedef struct sent_req {
+    char *raw;
+    char id[32];
+    char user[16];
+    int is_buy;
+} sent_req;
+
+typedef struct workload {
+    int room;         /* a room batch (beds), else stock */
+    int formed;       /* a room batch with groups = formed (by consent), else listed */
+    uint64_t next_id;
+    sent_req *sent;
+    size_t nsent, cap;
+} workload;
+
+enum { K_ANY, K_STOCK, K_ROOM };
+
+typedef struct sim_op {
+    const char *name;
+    int kind;         /* the batches it is drawn for: K_ANY, K_STOCK, K_ROOM */
+    int weight;
+    int ctl;          /* pushed to ctl (an admin command), else the queue */
+    /* writes the request into buf (size n); returns its length, 0 to skip */
+    int (*gen)(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n);
+} sim_op;
+
+static void pick_user(char *user) { snprintf(user, 16, "u%d", (int)sim_below(NUSERS) + 1); }
+
+static int gen_buy(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"sku%d\",\"qty\":%d}",
+                    id, user, (int)sim_below(NITEMS) + 1, (int)sim_below(3) + 1);
+}
+
+/* contract 9.5: a buy (stock) or choose (rooms) that joins the waitlist
+ * when sold out, served when units come back */
+static int gen_wait(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    if (wl->room)
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"R%d\",\"wait\":true}",
+                        id, user, (int)sim_below(NITEMS) + 1);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"sku%d\",\"qty\":%d,"
+                    "\"wait\":true}", id, user, (int)sim_below(NITEMS) + 1, (int)sim_below(2) + 1);
+}
+
+/* confirm or cancel an order a buy was granted (its result names it) */
+static int gen_order_op(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf,
+                        size_t n, const char *op)
+{
+    for (int tries = 0; tries < 8 && wl->nsent; tries++) {
+        sent_req *r = &wl->sent[sim_below(wl->nsent)];
+        if (!r->is_buy) continue;
+        const char *res = simr_hget(s, k->results, r->id, NULL);
+        const char *o = res ? strstr(res, "\"order\":\"") : NULL;
+        if (!o) continue;
+        o += 9;
+        const char *e = strchr(o, '"');
+        if (!e) continue;
+        snprintf(user, 16, "%s", r->user);
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"order\":\"%.*s\"}",
+                        id, user, op, (int)(e - o), o);
+    }
+    return 0;
+}
+
+static int gen_confirm(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    return gen_order_op(wl, s, k, id, user, buf, n, "confirm");
+}
+
+static int gen_cancel(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    return gen_order_op(wl, s, k, id, user, buf, n, "cancel");
+}
+
+static int gen_release(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"release\"}", id, user);
+}
+
+/* a resubmission: the same request again (a client retrying) */
+static int gen_resubmit(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    if (!wl->nsent) return 0;
+    sent_req *r = &wl->sent[sim_below(wl->nsent)];
+    if (r->raw[0] != '{' || strstr(r->raw, "\"op\":\"pause\"") || strstr(r->raw, "capacity")) return 0;
+    snprintf(id, 32, "%s", r->id);
+    snprintf(user, 16, "%s", r->user);
+    return snprintf(buf, n, "%s", r->raw);
+}
+
+static int gen_invalid(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"sku1\",\"qty\":0}", id, user);
+}
+
+static int gen_garbage(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    id[0] = '\0';
+    return snprintf(buf, n, "{\"id\":\"g%" PRIu64 "\",\"user\":", sim_rand() % 100000);
+}
+
+static int gen_pause(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"pause\"}", id);
+}
+
+static int gen_resume(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"resume\"}", id);
+}
+
+static int gen_capacity(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    const char *item = wl->room ? "R" : "sku";
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"set_capacity\",\"item\":\"%s%d\",\"capacity\":%d}", id,
+                    item, (int)sim_below(NITEMS) + 1, (int)sim_below(wl->room ? 4 : 40));
+}
+
+/* rooms R1..R4 with 1..3 beds, attrs {"floor":"1"|"2"} */
+static int gen_choose(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"room\":\"R%d\"}", id, user,
+                    sim_chance(0.7) ? "choose" : "switch", (int)sim_below(NITEMS) + 1);
+}
+
+static int gen_auto(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    if (sim_chance(0.5))
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":[\"R%d\",\"R%d\"]}",
+                        id, user, (int)sim_below(NITEMS) + 1, (int)sim_below(NITEMS) + 1);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"filter\":{\"floor\":\"%d\"}}",
+                    id, user, (int)sim_below(2) + 1);
+}
+
+/* groups = formed: users pair up (u1 with u2, u3 with u4 ...), so an
+ * accept often meets an invitation; the group then places who consented */
+static int partner(int a) { return a % 2 ? (a < NUSERS ? a + 1 : 1) : a - 1; }
+
+static int gen_invite(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    if (!wl->formed) return 0;
+    int a = (int)sim_below(NUSERS) + 1;
+    snprintf(user, 16, "u%d", a);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"invite\",\"to\":[\"u%d\"]}", id, a,
+                    partner(a));
+}
+
+static int gen_accept(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    if (!wl->formed) return 0;
+    int a = (int)sim_below(NUSERS) + 1;
+    snprintf(user, 16, "u%d", a);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"%s\",\"from\":\"u%d\"}", id, a,
+                    sim_chance(0.85) ? "accept" : "decline", partner(a));
+}
+
+/* contract 9.3: an offer to another user waits (a `waiting` result,
+ * replaced once) until they offer back or it ends */
+static int gen_swap(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    int a = (int)sim_below(NUSERS) + 1;
+    snprintf(user, 16, "u%d", a);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"swap\",\"with\":\"u%d\"}", id, a,
+                    partner(a));
+}
+
+static int gen_group(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    int a = (int)sim_below(NUSERS) + 1, b = (int)sim_below(NUSERS) + 1;
+    if (a == b) b = b % NUSERS + 1;
+    snprintf(user, 16, "u%d", a);
+    if (wl->formed)
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"prefs\":[\"R%d\"]}", id, a,
+                        (int)sim_below(NITEMS) + 1);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"members\":[\"u%d\",\"u%d\"],"
+                    "\"prefs\":[\"R%d\"]}", id, a, a, b, (int)sim_below(NITEMS) + 1);
+}
+
+/* The workload: one line per op. An op of a new protocol version is a
+ * generator above and a line here. */
+static const sim_op ops[] = {
+    { "buy", K_STOCK, 50, 0, gen_buy },
+    { "confirm", K_STOCK, 10, 0, gen_confirm },
+    { "cancel", K_STOCK, 5, 0, gen_cancel },
+    { "choose", K_ROOM, 30, 0, gen_choose },
+    { "auto", K_ROOM, 20, 0, gen_auto },
+    { "group", K_ROOM, 8, 0, gen_group },
+    { "invite", K_ROOM, 6, 0, gen_invite },
+    { "accept", K_ROOM, 6, 0, gen_accept },
+    { "swap", K_ROOM, 5, 0, gen_swap },
+    { "release", K_ANY, 8, 0, gen_release },
+    { "wait", K_ANY, 12, 0, gen_wait },
+    { "resubmit", K_ANY, 10, 0, gen_resubmit },
+    { "invalid", K_ANY, 2, 0, gen_invalid },
+    { "garbage", K_ANY, 2, 0, gen_garbage },
+    { "pause", K_ANY, 1, 1, gen_pause },
+    { "resume", K_ANY, 3, 1, gen_resume },
+    { "set_capacity", K_ANY, 2, 1, gen_capacity },
+};
+
+#define NOPS (sizeof ops / sizeof ops[0])
+
+static int op_drawn(const workload *wl, const sim_op *op)
+{
+    return op->kind == K_ANY || op->kind == (wl->room ? K_ROOM : K_STOCK);
+}
+
+static const sim_op *op_named(const char *name)
+{
+    for (size_t i = 0; i < NOPS; i++)
+        if (!strcmp(ops[i].name, name)) return &ops[i];
+    abort();
+}
+
+/* ------------------------------------------------------------- the run -- */
+
+typedef struct sim_run_state {
+    sim_world w;
+    const sim_opts *o;
+    batch_keys keys;
+    allocd_config cfg[SIM_MAX_INST];
+    allocd_scripts scripts;
+    registry *reg[SIM_MAX_INST];
+    simr_client *producer;
+    workload wl;
+    uint64_t requests, applies;
+    int64_t per_user;
+    int answer_ms;        /* every instance's config: the liveness bound */
+    int wait_replicas;    /* config: WAIT before each apply (0 or 1) */
+    int64_t log_maxlen;   /* config, with archive_group "archive" when > 0 */
+    int failover_pending; /* the restart scheduled is a failover (snap = the replica) */
+    /* the transaction being checked (exec_pre -> exec_post) */
+    char **taken;         /* raw entries LTRIMmed off queue or ctl */
+    size_t ntaken, taken_cap;
+    int checking;
+    int pool_closing;     /* it writes lottery_done: the pool is all served */
+    simr_db *snap;        /* for a restart that loses the last writes */
+    int tearing_down;
+    ctl_replay *replay;   /* the log replayed so far (check_replay) */
+    size_t replay_fed;
+} sim_run_state;
+
+static int64_t producer_ms(void) { return sim_server_ms(); }
+
+static redisReply *server_cmd(sim_run_state *st, int argc, const char **argv)
+{
+    size_t lens[16];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    return simr_exec(st->w.redis, st->producer, argc, argv, lens, producer_ms());
+}
+
+static void server_cmd_quiet(sim_run_state *st, int argc, const char **argv)
+{
+    redisReply *r = server_cmd(st, argc, argv);
+    if (r) freeReplyObject(r);
+}
+
+static void push_request(sim_run_state *st, const sim_op *op)
+{
+    char id[32], user[16] = "", buf[512];
+    snprintf(id, sizeof id, "%c%" PRIu64, op->ctl ? 'c' : 'r', ++st->wl.next_id);
+    int n = op->gen(&st->wl, st->w.redis, &st->keys, id, user, buf, sizeof buf);
+    if (n <= 0 || (size_t)n >= sizeof buf) return;
+    const char *argv[] = { "RPUSH", op->ctl ? st->keys.ctl : st->keys.queue, buf };
+    server_cmd_quiet(st, 3, argv);
+    st->requests++;
+    if (st->wl.nsent == st->wl.cap) {
+        st->wl.cap = st->wl.cap ? st->wl.cap * 2 : 256;
+        st->wl.sent = realloc(st->wl.sent, st->wl.cap * sizeof *st->wl.sent);
+        if (!st->wl.sent) abort();
+    }
+    sent_req *r = &st->wl.sent[st->wl.nsent++];
+    r->raw = strdup(buf);
+    snprintf(r->id, sizeof r->id, "%s", id);
+    snprintf(r->user, sizeof r->user, "%s", user);
+    r->is_buy = op->gen == gen_buy;
+    sim_net_retry_blocked();
+}
+
+static void ev_produce(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (!st->w.faults_on) return;
+    int total = 0;
+    for (size_t i = 0; i < NOPS; i++) total += op_drawn(&st->wl, &ops[i]) ? ops[i].weight : 0;
+    int pick = (int)sim_below((uint64_t)total);
+    size_t i = 0;
+    for (;; i++) {
+        if (!op_drawn(&st->wl, &ops[i])) continue;
+        if (pick < ops[i].weight) break;
+        pick -= ops[i].weight;
+    }
+    push_request(st, &ops[i]);
+    /* bursts and lulls: 0.2 ms .. 40 ms apart */
+    uint64_t gap = sim_chance(0.7) ? 200000 + sim_below(2000000) : sim_below(40000000);
+    sim_at(st->w.now + gap, -1, ev_produce, st, NULL, 0);
+}
+
+/* ---------------------------------------------------------- invariants -- */
+
+static int is_key(const char *a, size_t n, const char *key)
+{
+    return n == strlen(key) && !memcmp(a, key, n);
+}
+
+static int batch_write(const sim_run_state *st, const char *cmd, const char *key, size_t kn)
+{
+    static const char *const writes[] = { "HSET", "HDEL", "RPUSH", "XADD", "LTRIM", "DEL", "SET", "HINCRBY" };
+    int w = 0;
+    for (size_t i = 0; i < sizeof writes / sizeof writes[0]; i++) w |= !strcasecmp(cmd, writes[i]);
+    char pfx[64];
+    snprintf(pfx, sizeof pfx, "alloc:{%s}:", BATCH);
+    return w && kn >= strlen(pfx) && !memcmp(key, pfx, strlen(pfx));
+}
+
+static void take_entries(sim_run_state *st, const char *list, long n)
+{
+    for (long i = 0; i < n; i++) {
+        size_t len;
+        const char *raw = simr_lindex(st->w.redis, list, (size_t)i, &len);
+        if (!raw) break;
+        if (st->ntaken == st->taken_cap) {
+            st->taken_cap = st->taken_cap ? st->taken_cap * 2 : 64;
+            st->taken = realloc(st->taken, st->taken_cap * sizeof *st->taken);
+            if (!st->taken) abort();
+        }
+        st->taken[st->ntaken++] = strndup(raw, len);
+    }
+}
+
+/* "waiting" (contract 9.5) is the only status ever replaced, and by a
+ * final one: waiting again would be a second waitlist entry. */
+static int is_waiting(const char *v, size_t n)
+{
+    json_t *j = json_loadb(v, n, 0, NULL);
+    const char *status = json_string_value(json_object_get(j, "status"));
+    int w = status && !strcmp(status, "waiting");
+    json_decref(j);
+    return w;
+}
+
+static void check_result_write(sim_run_state *st, int argc, char **argv, size_t *lens)
+{
+    for (int i = 2; i + 1 < argc; i += 2) {
+        size_t have_len;
+        const char *have = simr_hget(st->w.redis, st->keys.results, argv[i], &have_len);
+        if (have && (have_len != lens[i + 1] || memcmp(have, argv[i + 1], have_len)) &&
+            !(is_waiting(have, have_len) && !is_waiting(argv[i + 1], lens[i + 1])))
+            sim_fail("request %s has two results: %.*s, then %s", argv[i], (int)have_len, have, argv[i + 1]);
+    }
+}
+
+/* The position formula (PROTOCOL.md, "Queue position"): a request taken
+ * off the queue at index i of a transaction that starts from dequeued D
+ * is the (D + i + 1)th ever pushed, and its result says so in `seq`. */
+static void check_seq(sim_run_state *st, int n, int *argc, char ***argv, size_t **lens)
+{
+    const char *d = simr_hget(st->w.redis, st->keys.stats, "dequeued", NULL);
+    int64_t base = d ? strtoll(d, NULL, 10) : 0;
+    for (int c = 0; c < n; c++) {
+        if (strcasecmp(argv[c][0], "LTRIM") || !is_key(argv[c][1], lens[c][1], st->keys.queue)) continue;
+        long k = strtol(argv[c][2], NULL, 10);
+        for (long i = 0; i < k; i++) {
+            size_t len;
+            const char *raw = simr_lindex(st->w.redis, st->keys.queue, (size_t)i, &len);
+            json_t *j = raw ? json_loadb(raw, len, 0, NULL) : NULL;
+            const char *id = json_string_value(json_object_get(j, "id"));
+            /* the result this transaction writes for it, if any (not for a
+             * duplicate, or the second copy of an id in one chunk; a
+             * duplicate of a waiting request may meet the original's final
+             * result, served from the waitlist, with the original's seq) */
+            if (id && simr_hget(st->w.redis, st->keys.results, id, NULL)) id = NULL;
+            for (int h = 0; id && h < n; h++) {
+                if (strcasecmp(argv[h][0], "HSET") || !is_key(argv[h][1], lens[h][1], st->keys.results)) continue;
+                for (int f = 2; f + 1 < argc[h]; f += 2) {
+                    if (strcmp(argv[h][f], id)) continue;
+                    json_t *r = json_loads(argv[h][f + 1], 0, NULL);
+                    json_t *seq = json_object_get(r, "seq");
+                    int first = 1;
+                    for (long e = 0; e < i && first; e++) {
+                        size_t l2;
+                        const char *o = simr_lindex(st->w.redis, st->keys.queue, (size_t)e, &l2);
+                        json_t *oj = json_loadb(o, l2, 0, NULL);
+                        const char *oid = json_string_value(json_object_get(oj, "id"));
+                        first = !(oid && !strcmp(oid, id));
+                        json_decref(oj);
+                    }
+                    if (first && (!json_is_integer(seq) || json_integer_value(seq) != base + i + 1))
+                        sim_fail("request %s: seq %" PRId64 ", but it is the %" PRId64 "th pushed", id,
+                                 json_is_integer(seq) ? (int64_t)json_integer_value(seq) : -1, base + i + 1);
+                    json_decref(r);
+                }
+            }
+            json_decref(j);
+        }
+    }
+}
+
+static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char ***argv, size_t **lens)
+{
+    sim_run_state *st = ud;
+    int writes = 0;
+    st->ntaken = 0;
+    st->pool_closing = 0;
+    for (int i = 0; i < n; i++) {
+        if (argc[i] < 2) continue;
+        if (batch_write(st, argv[i][0], argv[i][1], lens[i][1])) writes++;
+        if (!strcasecmp(argv[i][0], "HSET") && is_key(argv[i][1], lens[i][1], st->keys.results))
+            check_result_write(st, argc[i], argv[i], lens[i]);
+        if (!strcasecmp(argv[i][0], "LTRIM") && (is_key(argv[i][1], lens[i][1], st->keys.queue) ||
+                                                 is_key(argv[i][1], lens[i][1], st->keys.ctl)))
+            take_entries(st, argv[i][1], strtol(argv[i][2], NULL, 10));
+        /* the pool's last chunk: every request in it is answered after */
+        if (!strcasecmp(argv[i][0], "HSET") && is_key(argv[i][1], lens[i][1], st->keys.internal))
+            for (int f = 2; f + 1 < argc[i]; f += 2)
+                if (!strcmp(argv[i][f], "lottery_done") && !strcmp(argv[i][f + 1], "1")) st->pool_closing = 1;
+    }
+    st->checking = writes > 0;
+    if (!writes) return;
+    check_seq(st, n, argc, argv, lens);
+    st->applies++;
+    const char *tok = simr_client_fence_token(c), *ep = simr_client_fence_epoch(c);
+    if (!tok) { sim_fail("fencing: a transaction writes the batch without FENCE"); return; }
+    const char *lease = simr_get_str(s, st->keys.lease, NULL, sim_server_ms());
+    const char *epoch = simr_hget(s, st->keys.internal, "epoch", NULL);
+    if (!lease || strcmp(lease, tok))
+        sim_fail("fencing: a stale owner writes: FENCE passed for %s, the lease is now %s", tok,
+                 lease ? lease : "(none)");
+    else if (!epoch || strcmp(epoch, ep))
+        sim_fail("fencing: epoch %s written under epoch %s", ep, epoch ? epoch : "(none)");
+}
+
+static void replay_finding(void *ud, const char *msg)
+{
+    sim_fail("log replay: %s", msg);
+}
+
+typedef struct kvs { ctl_kv *kv; size_t n, cap; } kvs;
+
+static void kv_add(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    kvs *a = ud;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 32;
+        a->kv = realloc(a->kv, a->cap * sizeof *a->kv);
+        if (!a->kv) abort();
+    }
+    a->kv[a->n++] = (ctl_kv){ k, v, vn };
+}
+
+typedef struct replay_feed { sim_run_state *st; size_t i; } replay_feed;
+
+static void replay_entry(void *ud, const char *id, size_t nf, const char *const *f, const size_t *fl)
+{
+    replay_feed *rf = ud;
+    if (rf->i++ < rf->st->replay_fed) return;   /* fed at an earlier check */
+    ctl_kv kv[32];
+    size_t n = 0;
+    for (size_t i = 0; i + 1 < nf && n < 32; i += 2) kv[n++] = (ctl_kv){ f[i], f[i + 1], fl[i + 1] };
+    ctl_replay_entry(rf->st->replay, id, kv, n);
+    rf->st->replay_fed++;
+}
+
+/* The log replayed from the start equals holders and free. The replay is
+ * kept between checks and fed only the new entries (a restart that loses
+ * writes starts it again): the comparison itself runs on every commit. */
+static void check_replay(sim_run_state *st)
+{
+    if (!st->replay) {
+        st->replay = ctl_replay_new(st->wl.room, st->per_user, replay_finding, st);
+        st->replay_fed = 0;
+        if (!st->replay) abort();
+    }
+    replay_feed rf = { st, 0 };
+    simr_stream_each(st->w.redis, st->keys.log, replay_entry, &rf);
+    kvs cap = { 0 }, hold = { 0 }, fr = { 0 }, wait = { 0 };
+    simr_hash_each(st->w.redis, st->keys.capacity, kv_add, &cap);
+    simr_hash_each(st->w.redis, st->keys.holders, kv_add, &hold);
+    simr_hash_each(st->w.redis, st->keys.free, kv_add, &fr);
+    simr_hash_each(st->w.redis, st->keys.waitlist, kv_add, &wait);
+    const char *fu = simr_hget(st->w.redis, st->keys.stats, "free_units", NULL);
+    const char *wn = simr_hget(st->w.redis, st->keys.stats, "waiting", NULL);
+    /* stats.waiting counts the open swap offers too (9.3); the log's waits
+     * are the waitlist's (as allocctl verify compares them) */
+    const char *so = simr_hget(st->w.redis, st->keys.stats, "swap_offers", NULL);
+    int64_t waits = (wn ? strtoll(wn, NULL, 10) : 0) - (so ? strtoll(so, NULL, 10) : 0);
+    ctl_snapshot snap = { cap.kv, cap.n, hold.kv, hold.n, fr.kv, fr.n, fu != NULL, fu ? strtoll(fu, NULL, 10) : 0,
+                          wait.kv, wait.n, wn != NULL, waits };
+    ctl_replay_finish(st->replay, &snap);
+    free(cap.kv);
+    free(hold.kv);
+    free(fr.kv);
+    free(wait.kv);
+}
+
+static void replay_reset(sim_run_state *st)
+{
+    if (st->replay) ctl_replay_free(st->replay);
+    st->replay = NULL;
+    st->replay_fed = 0;
+}
+
+/* dead holds {"raw": raw, ...} */
+static int in_dead(sim_run_state *st, const char *raw)
+{
+    size_t n = simr_llen(st->w.redis, st->keys.dead);
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *e = simr_lindex(st->w.redis, st->keys.dead, i, &len);
+        json_t *j = json_loadb(e, len, 0, NULL);
+        const char *r = json_string_value(json_object_get(j, "raw"));
+        int hit = r && !strcmp(r, raw);
+        json_decref(j);
+        if (hit) return 1;
+    }
+    return 0;
+}
+
+/* P:{B}:early holds "<seq> <request bytes>" per kept request (and
+ * "! <user>" per throttled user): is raw one of them? */
+static const char *pool_raw(const char *e, size_t len, size_t *n)
+{
+    if (len < 2 || e[0] == '!') return NULL;
+    const char *sp = memchr(e, ' ', len);
+    if (!sp) return NULL;
+    *n = len - (size_t)(sp + 1 - e);
+    return sp + 1;
+}
+
+static int in_pool(sim_run_state *st, const char *raw)
+{
+    size_t n = simr_llen(st->w.redis, st->keys.early), rl = strlen(raw);
+    for (size_t i = 0; i < n; i++) {
+        size_t len, pl;
+        const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
+        const char *p = e ? pool_raw(e, len, &pl) : NULL;
+        if (p && pl == rl && !memcmp(p, raw, rl)) return 1;
+    }
+    return 0;
+}
+
+static size_t pool_requests(sim_run_state *st)
+{
+    size_t n = simr_llen(st->w.redis, st->keys.early), k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len, pl;
+        const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
+        k += e && pool_raw(e, len, &pl) != NULL;
+    }
+    return k;
+}
+
+/* the pool's requests not served yet: the pool stays after the lottery */
+static size_t pool_pending(sim_run_state *st)
+{
+    const char *done = simr_hget(st->w.redis, st->keys.internal, "lottery_done", NULL);
+    if (done && !strcmp(done, "1")) return 0;
+    const char *served = simr_hget(st->w.redis, st->keys.internal, "early_served", NULL);
+    size_t k = pool_requests(st), sv = served ? strtoull(served, NULL, 10) : 0;
+    return k > sv ? k - sv : 0;
+}
+
+/* once the lottery is done, every request of the pool has its result (or
+ * is dead: a poison request) */
+static void check_pool_answered(sim_run_state *st)
+{
+    size_t n = simr_llen(st->w.redis, st->keys.early);
+    for (size_t i = 0; i < n; i++) {
+        size_t len, pl;
+        const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
+        const char *p = e ? pool_raw(e, len, &pl) : NULL;
+        if (!p) continue;
+        char *raw = strndup(p, pl);
+        json_t *j = json_loads(raw, 0, NULL);
+        const char *id = json_string_value(json_object_get(j, "id"));
+        if (id && !simr_hget(st->w.redis, st->keys.results, id, NULL) && !in_dead(st, raw))
+            sim_fail("lottery: the pool is served (lottery_done), yet %s has no result", id);
+        json_decref(j);
+        free(raw);
+    }
+}
+
+static int64_t stat_of(sim_run_state *st, const char *f)
+{
+    const char *v = simr_hget(st->w.redis, st->keys.stats, f, NULL);
+    return v ? strtoll(v, NULL, 10) : 0;
+}
+
+/* The counters' contract (PROTOCOL.md 6): processed is the sum of the
+ * statuses (waiting included: the waitlist and the open swap offers), and
+ * every request taken off the queue is counted once --
+ * dequeued = processed + dead + duplicates + (early_kept - early served). */
+static void check_stats(sim_run_state *st)
+{
+    if (!simr_hget(st->w.redis, st->keys.stats, "processed", NULL)) return;
+    int64_t processed = stat_of(st, "processed"), sum = stat_of(st, "granted") + stat_of(st, "done") +
+                        stat_of(st, "rejected") + stat_of(st, "invalid") + stat_of(st, "waiting");
+    if (processed != sum)
+        sim_fail("stats: processed %" PRId64 " but granted + done + rejected + invalid + waiting = %" PRId64,
+                 processed, sum);
+    const char *served = simr_hget(st->w.redis, st->keys.internal, "early_served", NULL);
+    int64_t kept = stat_of(st, "early_kept") - (served ? strtoll(served, NULL, 10) : 0);
+    int64_t d = stat_of(st, "dequeued"), counted = processed + stat_of(st, "dead") + stat_of(st, "duplicates");
+    if (d != counted + kept)
+        sim_fail("stats: dequeued %" PRId64 " but processed + dead + duplicates = %" PRId64
+                 ", early_kept - early_served = %" PRId64, d, counted, kept);
+    if (kept < 0 || (size_t)stat_of(st, "early_kept") != pool_requests(st))
+        sim_fail("lottery: early_kept %" PRId64 " (%" PRId64 " not served), the pool holds %zu requests",
+                 stat_of(st, "early_kept"), kept, pool_requests(st));
+    /* PROTOCOL.md 6: stats.waiting = the waitlist + the open swap offers (9.3) */
+    if (stat_of(st, "waiting") != (int64_t)simr_hlen(st->w.redis, st->keys.waitlist) + stat_of(st, "swap_offers"))
+        sim_fail("stats: waiting %" PRId64 ", but the waitlist holds %zu and swap_offers is %" PRId64,
+                 stat_of(st, "waiting"), simr_hlen(st->w.redis, st->keys.waitlist), stat_of(st, "swap_offers"));
+    /* contract 9.5: at close the waitlist's remaining requests are refused */
+    const char *state = simr_hget(st->w.redis, st->keys.stats, "state", NULL);
+    if (state && !strcmp(state, "closed") && (stat_of(st, "waiting") || simr_hlen(st->w.redis, st->keys.waitlist)))
+        sim_fail("waitlist: the batch is closed, yet %" PRId64 " requests wait (%zu in the waitlist)",
+                 stat_of(st, "waiting"), simr_hlen(st->w.redis, st->keys.waitlist));
+}
+
+static void exec_post(void *ud, simr *s, simr_client *c)
+{
+    sim_run_state *st = ud;
+    if (!st->checking) return;
+    for (size_t i = 0; i < st->ntaken; i++) {
+        json_t *j = json_loads(st->taken[i], 0, NULL);
+        json_t *id = j && json_is_object(j) ? json_object_get(j, "id") : NULL;
+        if (id && json_is_string(id)) {
+            /* a poison request goes to dead after 2 x max_attempts (PROTOCOL.md 3.1) */
+            if (!simr_hget(s, st->keys.results, json_string_value(id), NULL) && !in_dead(st, st->taken[i]) &&
+                !in_pool(st, st->taken[i]))
+                sim_fail("request %s was taken off the queue without a result: %s", json_string_value(id), st->taken[i]);
+        } else if (!in_dead(st, st->taken[i])) {
+            sim_fail("a request without an id was taken off the queue and is not in dead: %s", st->taken[i]);
+        }
+        json_decref(j);
+        free(st->taken[i]);
+    }
+    st->ntaken = 0;
+    if (st->pool_closing) check_pool_answered(st);
+    check_replay(st);
+    check_stats(st);
+}
+
+/* -------------------------------------------------------------- faults -- */
+
+static void ev_redis_up(void *a, void *b, uint64_t x)
+{
+    sim_w->redis_down = 0;
+}
+
+/* Results a poller could have read that the restart takes back. */
+typedef struct lost_count { simr_db *after; sim_run_state *st; uint64_t n; } lost_count;
+
+static void ev_snapshot(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    simr_db_free(st->snap);
+    st->snap = simr_snapshot(st->w.redis);
+}
+
+/* WAIT counted the replica: it holds every write so far, so the failover
+ * pending promotes a copy with all of them */
+static void replicas_synced(void *ud, simr *s)
+{
+    sim_run_state *st = ud;
+    if (st->failover_pending) ev_snapshot(st, NULL, 0);
+}
+
+static void count_taken_back(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    sim_run_state *st = ud;
+    (void)kn; (void)v; (void)vn;
+    st->w.taken_back++;   /* adjusted below by what the restored copy still has */
+}
+
+static void count_kept(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    sim_run_state *st = ud;
+    st->w.taken_back--;
+}
+
+/* x: 0 restart keeping everything, 1 AOF everysec losing the tail, 2 failover */
+static void ev_restart(void *a, void *b, uint64_t kind)
+{
+    sim_run_state *st = a;
+    if (!st->w.faults_on) return;
+    st->w.restarts++;
+    st->w.server_gen++;
+    sim_net_reset_all("connection lost");
+    st->failover_pending = 0;
+    if (kind && st->snap) {
+        simr_hash_each(st->w.redis, st->keys.results, count_taken_back, st);
+        simr_restore(st->w.redis, st->snap);
+        replay_reset(st);
+        simr_hash_each(st->w.redis, st->keys.results, count_kept, st);
+    } else {
+        simr_flush_scripts(st->w.redis);
+    }
+    simr_db_free(st->snap);
+    st->snap = NULL;
+    /* a restart is down a while; a failover's new master is there at once */
+    st->w.redis_down = 1;
+    uint64_t down = kind == 2 ? 50 + sim_below(300) : 100 + sim_below(2000);
+    sim_at(st->w.now + down * 1000000ULL, -1, ev_redis_up, st, NULL, 0);
+}
+
+static void ev_boot(void *a, void *b, uint64_t i)
+{
+    sim_run_state *st = a;
+    if (st->tearing_down || st->reg[i]) return;
+    if (registry_start(&st->reg[i], NULL, &st->cfg[i], &st->scripts) < 0) sim_fail("sim: instance %d did not restart", (int)i);
+}
+
+/* kill -9: nothing is handed back (no lease release, no farewell); what
+ * was written to the sockets may still run (sim_net.c) */
+static void crash(sim_run_state *st, int i)
+{
+    if (!st->reg[i]) return;
+    st->w.crashes++;
+    st->w.inst[i].boots++;   /* the next run has a new pid */
+    st->w.cur = i;
+    sim_resume(i);
+    registry_abort(st->reg[i]);
+    registry_stop(st->reg[i], NULL, NULL);
+    st->reg[i] = NULL;
+    st->w.cur = -1;
+    sim_at(st->w.now + (100 + sim_below(2000)) * 1000000ULL, i, ev_boot, st, NULL, (uint64_t)i);
+}
+
+static void ev_fault(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (!st->w.faults_on) return;
+    unsigned f = st->w.faults;
+    if ((f & SF_RESET) && sim_chance(0.08 * st->w.intensity)) sim_net_reset_random();
+    if ((f & SF_CLOCK) && sim_chance(0.01 * st->w.intensity)) {
+        sim_inst *in = &st->w.inst[sim_below((uint64_t)st->w.ninst)];
+        in->wall_offset_ms += (int64_t)sim_below(20000) - 10000;
+        st->w.clock_jumps++;
+    }
+    if ((f & SF_PAUSE) && sim_chance(0.006 * st->w.intensity)) {
+        sim_inst *in = &st->w.inst[sim_below((uint64_t)st->w.ninst)];
+        uint64_t ms = 500 + sim_below((uint64_t)st->cfg[0].lease_ttl_ms * 3);
+        uint64_t until = st->w.now + ms * 1000000ULL;
+        if (until > in->paused_until) in->paused_until = until;
+        st->w.pauses++;
+    }
+    if ((f & SF_CRASH) && sim_chance(0.003 * st->w.intensity)) crash(st, (int)sim_below((uint64_t)st->w.ninst));
+    unsigned restarts = f & (SF_RESTART | SF_AOF_LOSS | SF_FAILOVER);
+    if (restarts && sim_chance(0.004 * st->w.intensity)) {
+        unsigned kinds[3];
+        int nk = 0;
+        if (f & SF_RESTART) kinds[nk++] = 0;
+        if (f & SF_AOF_LOSS) kinds[nk++] = 1;
+        if (f & SF_FAILOVER) kinds[nk++] = 2;
+        unsigned k = kinds[sim_below((uint64_t)nk)];
+        uint64_t lag_ms = k == 1 ? sim_below(1001) : k == 2 ? sim_below(300) : 0;
+        /* the copy that survives is the server as it was lag_ms ago: take
+         * it now and restart lag_ms later */
+        if (k) ev_snapshot(st, NULL, 0);
+        st->failover_pending = k == 2;
+        sim_at(st->w.now + lag_ms * 1000000ULL, -1, ev_restart, st, NULL, k);
+    }
+    sim_at(st->w.now + 10000000ULL, -1, ev_fault, st, NULL, 0);
+}
+
+/* ------------------------------------------------------------- set up -- */
+
+static void setup_batch(sim_run_state *st)
+{
+    char hold[24], per[24];
+    st->wl.room = sim_chance(0.4);
+    st->per_user = 2 + (int64_t)sim_below(4);
+    snprintf(per, sizeof per, "%" PRId64, st->per_user);
+    snprintf(hold, sizeof hold, "%d", sim_chance(0.5) ? 0 : 300 + (int)sim_below(3000));
+    const char *meta[] = { "HSET", st->keys.meta, "kind", "stock", "per_user", per, "hold_ms", hold };
+    st->wl.formed = st->wl.room && sim_chance(0.5);
+    const char *room_meta[] = { "HSET", st->keys.meta, "kind", "room", "max_group", "3", "groups",
+                                st->wl.formed ? "formed" : "listed" };
+    if (st->wl.room) server_cmd_quiet(st, 8, room_meta);
+    else server_cmd_quiet(st, 8, meta);
+    /* an opening (early requests rejected, or kept for the lottery) and a
+     * closing, for some seeds */
+    char at[24];
+    if (sim_chance(0.35)) {
+        snprintf(at, sizeof at, "%" PRId64, sim_server_ms() + 300 + (int64_t)sim_below(3000));
+        const char *o[] = { "HSET", st->keys.meta, "opens_at", at, "early", sim_chance(0.5) ? "shuffle" : "reject" };
+        server_cmd_quiet(st, 6, o);
+    }
+    if (sim_chance(0.15)) {
+        snprintf(at, sizeof at, "%" PRId64, sim_server_ms() + 4000 + (int64_t)sim_below(5000));
+        const char *c[] = { "HSET", st->keys.meta, "closes_at", at };
+        server_cmd_quiet(st, 4, c);
+    }
+    /* selection slots (contract 9.4) for some users, for some seeds:
+     * their requests before the slot are answered not_open */
+    if (sim_chance(0.25)) {
+        for (int u = 1; u <= 10; u++) {
+            char user[16];
+            snprintf(user, sizeof user, "u%d", u);
+            snprintf(at, sizeof at, "%" PRId64, sim_server_ms() + (int64_t)sim_below(6000));
+            const char *sl[] = { "HSET", st->keys.slots, user, at };
+            server_cmd_quiet(st, 4, sl);
+        }
+    }
+    const char *list[] = { "SADD", "alloc:batches", BATCH };
+    server_cmd_quiet(st, 3, list);
+    for (int i = 1; i <= NITEMS; i++) {
+        char item[16], cap[16], attrs[32];
+        snprintf(item, sizeof item, "%s%d", st->wl.room ? "R" : "sku", i);
+        snprintf(cap, sizeof cap, "%d", st->wl.room ? 1 + (int)sim_below(3) : 1 + (int)sim_below(60));
+        const char *c[] = { "HSET", st->keys.capacity, item, cap };
+        server_cmd_quiet(st, 4, c);
+        snprintf(attrs, sizeof attrs, "{\"floor\":\"%d\"}", 1 + i % 2);
+        const char *a[] = { "HSET", st->keys.attrs, item, attrs };
+        if (st->wl.room) server_cmd_quiet(st, 4, a);
+    }
+}
+
+static void setup_instance(sim_run_state *st, int i)
+{
+    allocd_config *c = &st->cfg[i];
+    config_defaults(c);
+    free(c->instance);
+    char name[16];
+    snprintf(name, sizeof name, "sim%c", 'A' + i);
+    c->instance = strdup(name);
+    c->chunk = 1 + (int)sim_below(16);
+    c->lease_ttl_ms = 2000;
+    c->redis_timeout_ms = 1000;
+    c->idle_wait_ms = 100 + (int)sim_below(900);
+    c->backoff_min_ms = 10;
+    c->backoff_max_ms = 500;
+    c->max_attempts = 1 + (int)sim_below(4);
+    c->registry_interval_ms = 100 + (int)sim_below(200);
+    c->answer_ms = st->answer_ms;
+    c->wait_replicas = st->wait_replicas;
+    if (st->log_maxlen) {
+        c->log_maxlen = st->log_maxlen;
+        snprintf(c->archive_group, sizeof c->archive_group, "archive");
+    }
+    st->w.cur = i;
+    st->w.inst[i].id = i;
+    if (registry_start(&st->reg[i], NULL, c, &st->scripts) < 0) sim_fail("sim: instance %d did not start", i);
+    st->w.cur = -1;
+}
+
+static void teardown(sim_run_state *st)
+{
+    st->w.faults_on = 0;
+    st->tearing_down = 1;
+    for (int i = 0; i < st->w.ninst; i++) {
+        sim_resume(i);
+        st->w.cur = i;
+        if (st->reg[i]) {
+            registry_stop(st->reg[i], NULL, NULL);
+            registry_abort(st->reg[i]);
+        }
+        st->w.cur = -1;
+    }
+    /* the closes finish; timers and deliveries left find nothing to do */
+    for (int i = 0; i < 1000000 && sim_step(); i++) {}
+    sim_queue_clear();
+    sim_net_free_all();
+    for (int i = 0; i < st->w.ninst; i++) config_free(&st->cfg[i]);
+    simr_client_free(st->producer);
+    simr_free(st->w.redis);
+    simr_db_free(st->snap);
+    replay_reset(st);
+    for (size_t i = 0; i < st->wl.nsent; i++) free(st->wl.sent[i].raw);
+    free(st->wl.sent);
+    for (size_t i = 0; i < st->ntaken; i++) free(st->taken[i]);
+    free(st->taken);
+}
+
+/* ------------------------------------------------------------ options -- */
+
+static const struct { const char *name; unsigned bit; } fault_names[] = {
+    { "reset", SF_RESET }, { "lost", SF_LOST_REPLY }, { "delay", SF_DELAY },
+    { "restart", SF_RESTART }, { "aof", SF_AOF_LOSS }, { "failover", SF_FAILOVER },
+    { "clock", SF_CLOCK }, { "pause", SF_PAUSE }, { "crash", SF_CRASH },
+};
+
+int sim_faults_parse(const char *s, unsigned *out)
+{
+    unsigned f = 0;
+    if (!strcmp(s, "all")) { *out = SF_ALL; return 0; }
+    if (!strcmp(s, "none")) { *out = 0; return 0; }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        size_t i;
+        for (i = 0; i < sizeof fault_names / sizeof fault_names[0]; i++)
+            if (!strcmp(t, fault_names[i].name)) { f |= fault_names[i].bit; break; }
+        if (i == sizeof fault_names / sizeof fault_names[0]) return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+void sim_faults_format(unsigned f, char *buf, size_t n)
+{
+    if (f == SF_ALL) { snprintf(buf, n, "all"); return; }
+    if (!f) { snprintf(buf, n, "none"); return; }
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof fault_names / sizeof fault_names[0]; i++)
+        if (f & fault_names[i].bit) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, n - l, "%s%s", l ? "," : "", fault_names[i].name);
+        }
+}
+
+void sim_replay_line(const sim_opts *o, char *buf, size_t n)
+{
+    char f[128];
+    sim_faults_format(o->faults, f, sizeof f);
+    snprintf(buf, n, "./build/tests/sim/sim --seed %" PRIu64 " --faults=%s --instances %d --duration-ms %d",
+             o->seed, f, o->instances, o->duration_ms);
+}
+
+/* ------------------------------------------------------------- running -- */
+
+static void dump_kv(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    fprintf(stderr, "  %s %.*s = %.*s\n", (const char *)ud, (int)kn, k, (int)vn, v);
+}
+
+/* -v: what a failing run left in Redis, to read beside allocd's log */
+static void dump_state(sim_run_state *st)
+{
+    const char *lease = simr_get_str(st->w.redis, st->keys.lease, NULL, sim_server_ms());
+    fprintf(stderr, "sim: at %" PRId64 " ms (server clock %" PRId64 "): lease %s\n", (int64_t)(st->w.now / 1000000),
+            sim_server_ms(), lease ? lease : "(none)");
+    for (int i = 0; i < st->w.ninst; i++)
+        fprintf(stderr, "  instance %d: wall clock %+" PRId64 " ms\n", i, st->w.inst[i].wall_offset_ms);
+    simr_hash_each(st->w.redis, st->keys.meta, dump_kv, "meta");
+    simr_hash_each(st->w.redis, st->keys.stats, dump_kv, "stats");
+    simr_hash_each(st->w.redis, st->keys.internal, dump_kv, "internal");
+    for (size_t i = 0; i < simr_llen(st->w.redis, st->keys.early); i++) {
+        size_t len;
+        const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
+        fprintf(stderr, "  early %zu = %.*s\n", i, (int)len, e);
+    }
+}
+
+static int drained(sim_run_state *st)
+{
+    return simr_llen(st->w.redis, st->keys.queue) == 0 && simr_llen(st->w.redis, st->keys.ctl) == 0 &&
+           pool_pending(st) == 0;
+}
+
+int sim_run(const sim_opts *o, sim_result *res)
+{
+    sim_run_state *st = calloc(1, sizeof *st);
+    if (!st) abort();
+    st->o = o;
+    sim_w = &st->w;
+    st->w.seed = o->seed;
+    st->w.rng = o->seed * 0x2545f4914f6cdd1dULL + 1;
+    st->w.epoch_ms = 1760000000000LL + (int64_t)sim_below(1000000000);
+    st->w.cur = -1;
+    st->w.faults = o->faults;
+    st->w.faults_on = 1;
+    st->w.verbose = o->verbose;
+    /* some runs barely faulty (long stretches of progress), some a storm */
+    st->w.intensity = (double)(1 + sim_below(30)) / 10.0;
+    st->w.ninst = o->instances > 0 ? o->instances : 2 + (int)sim_below(2);
+    if (st->w.ninst > SIM_MAX_INST) st->w.ninst = SIM_MAX_INST;
+    log_set_level(o->verbose ? ALOG_DEBUG : -1);
+    st->w.redis = simr_new();
+    simr_observer obs = { exec_pre, exec_post, st, replicas_synced };
+    simr_set_observer(st->w.redis, &obs);
+    simr_set_replicas(st->w.redis, 1);   /* the one a failover promotes */
+    st->producer = simr_client_new(st->w.redis);
+    batch_keys_init(&st->keys, "alloc", BATCH);
+    scripts_init(&st->scripts);
+    setup_batch(st);
+    /* a poison request for some seeds: FENCE refuses every apply holding
+     * it (ALLOCD_FAULT_APPLY_ID, read by each worker as it starts), so it
+     * is isolated, then moved to dead */
+    char poison[32] = "";
+    if (sim_chance(0.2)) {
+        snprintf(poison, sizeof poison, "r%d", 2 + (int)sim_below(200));
+        setenv("ALLOCD_FAULT_APPLY_ID", poison, 1);
+    } else {
+        unsetenv("ALLOCD_FAULT_APPLY_ID");
+    }
+    /* short enough that the watchdog's give-up (at answer_ms / 2) runs
+     * under pauses and outages, long enough for a lease to expire and a
+     * new holder to load and serve */
+    st->answer_ms = 4000 + (int)sim_below(8001);
+    /* main's config options, for some seeds: WAIT before each apply, and
+     * the log trimmed by LOG_TRIM behind an archive group (none exists in
+     * the model, so it trims nothing and the replay still sees it all) */
+    st->wait_replicas = sim_chance(0.25);
+    st->log_maxlen = sim_chance(0.25) ? 20 + (int64_t)sim_below(200) : 0;
+    for (int i = 0; i < st->w.ninst; i++) setup_instance(st, i);
+    sim_at(1000000, -1, ev_produce, st, NULL, 0);
+    sim_at(5000000, -1, ev_fault, st, NULL, 0);
+
+    uint64_t end = (uint64_t)o->duration_ms * 1000000ULL;
+    while (!st->w.failed && st->w.now < end && sim_step()) {}
+    /* the drain: no faults, every instance awake, the batch resumed */
+    st->w.faults_on = 0;
+    for (int i = 0; i < st->w.ninst; i++) sim_resume(i);
+    st->w.redis_down = 0;
+    push_request(st, op_named("resume"));
+    /* contract 9.6: every request answered within answer_ms, unless
+     * stats.state says why not (paused; waiting for its opening on the
+     * holder's clock, which the clock faults may have left far behind: an
+     * instance whose clock says the batch is not open when the drain
+     * starts excuses the run, since it serves the opening late).
+     * A poison request is a fault still active: each copy of it takes
+     * max_attempts refused applies. Those get the old bound, 60 s. */
+    const char *opens = simr_hget(st->w.redis, st->keys.meta, "opens_at", NULL);
+    int not_open = 0;   /* on some instance's clock, left behind by the clock faults */
+    for (int i = 0; opens && i < st->w.ninst; i++)
+        not_open |= sim_server_ms() + st->w.inst[i].wall_offset_ms < strtoll(opens, NULL, 10);
+    uint64_t drain_start = st->w.now, drain_end = drain_start + (uint64_t)st->answer_ms * 1000000ULL;
+    while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
+    const char *state = simr_hget(st->w.redis, st->keys.stats, "state", NULL);
+    int excused = poison[0] || not_open || (state && (!strcmp(state, "waiting") || !strcmp(state, "paused")));
+    int held = !excused;
+    if (!st->w.failed && !drained(st) && !excused)
+        sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting answer_ms "
+                 "(%d ms) after the faults stopped, the batch %s", simr_llen(st->w.redis, st->keys.queue),
+                 simr_llen(st->w.redis, st->keys.ctl), pool_pending(st), st->answer_ms,
+                 state ? state : "(no state)");
+    drain_end = drain_start + 60000000000ULL;
+    while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
+    if (!st->w.failed && !drained(st))
+        sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting 60 s after "
+                 "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
+                 pool_pending(st));
+    if (st->w.verbose) dump_state(st);
+    if (!st->w.failed) check_replay(st);
+
+    memset(res, 0, sizeof *res);
+    res->failed = st->w.failed;
+    snprintf(res->failure, sizeof res->failure, "%s", st->w.failure);
+    res->events = st->w.events;
+    res->requests = st->requests;
+    res->applies = st->applies;
+    res->resets = st->w.resets;
+    res->lost_replies = st->w.lost_replies;
+    res->delays = st->w.delays;
+    res->restarts = st->w.restarts;
+    res->clock_jumps = st->w.clock_jumps;
+    res->pauses = st->w.pauses;
+    res->taken_back = st->w.taken_back;
+    res->late_runs = st->w.late_runs;
+    res->crashes = st->w.crashes;
+    res->sim_ms = (int64_t)(st->w.now / 1000000);
+    res->room = st->wl.room;
+    res->held_to_answer_ms = held;
+    unsetenv("ALLOCD_FAULT_APPLY_ID");
+    const char *g = simr_hget(st->w.redis, st->keys.stats, "granted", NULL);
+    res->granted = g ? strtoll(g, NULL, 10) : 0;
+    teardown(st);
+    sim_w = NULL;
+    free(st);
+    return res->failed ? -1 : 0;
+}

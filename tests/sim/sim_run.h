@@ -1,0 +1,37 @@
+/* sim_run.h -- one simulated run from one seed (sim_run.c), shared by the
+ * command-line simulator (sim_main.c, `make sim`) and the short sweep in
+ * `make test` (test_sim_sweep.c).
+ */
+#ifndef ALLOCD_SIM_RUN_H
+#define ALLOCD_SIM_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sim_opts {
+    uint64_t seed;
+    unsigned faults;          /* SF_* (sim.h) */
+    int instances;            /* 1..SIM_MAX_INST; 0 = drawn from the seed (2 or 3) */
+    int duration_ms;          /* simulated time with faults, then a drain without */
+    int verbose;              /* allocd's log and the simulator's on stderr */
+} sim_opts;
+
+typedef struct sim_result {
+    int failed;
+    char failure[1024];
+    uint64_t events, requests, applies, resets, lost_replies, delays, restarts;
+    uint64_t clock_jumps, pauses, taken_back, late_runs, crashes;
+    int64_t sim_ms;
+    int room;                 /* the batch was a room batch (beds), else stock */
+    int64_t granted;          /* stats.granted at the end */
+    int held_to_answer_ms;    /* liveness checked against answer_ms (not excused: 60 s) */
+} sim_result;
+
+int sim_run(const sim_opts *o, sim_result *r);
+/* "--faults=reset,lost,..." names <-> bits; -1 on an unknown name. */
+int sim_faults_parse(const char *s, unsigned *out);
+void sim_faults_format(unsigned f, char *buf, size_t n);
+/* The command that replays a run. */
+void sim_replay_line(const sim_opts *o, char *buf, size_t n);
+
+#endif

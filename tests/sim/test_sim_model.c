@@ -1,0 +1,393 @@
+/* test_sim_model.c -- the simulator's Redis model checked against a real
+ * redis-server: the same command sequences go to both and every reply must
+ * agree (type, value, error text).
+ *
+ * The sequences are drawn from a seed over a small pool of keys, fields and
+ * values, so commands collide (wrong types, missing keys, overwrites), two
+ * clients interleave (WATCH broken by the other client, by the same client,
+ * MULTI with a queue-time error), and allocd's own Lua scripts (FENCE, the
+ * lease scripts, the order-id block, load_prepare, the lottery) run for real in Redis
+ * against the model's C versions of their effects, with tokens, epochs and
+ * chunk counts drawn to hit every branch. tests/data/sim/model_cases.txt
+ * holds hand-written sequences for what a draw hits rarely.
+ *
+ * Where Redis's answer depends on more than the model holds -- stream ids
+ * (the server's clock), PTTL (elapsed time), the order of a set's members
+ * -- the comparison normalises: ids and TTLs by shape and range, set
+ * members sorted.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "sim/sim_redis.h"
+#include "worker/batch_keys.h"
+#include "worker/log_trim.h"
+#include "worker/scripts.h"
+
+static harness_redis srv;
+static redisContext *rc[2];
+static simr *model;
+static simr_client *mc[2];
+static uint64_t rng;
+static long compared, mismatches;
+
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static size_t below(size_t n) { return (size_t)(rnd() % n); }
+
+/* ------------------------------------------------------------ compare -- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    const redisReply *x = *(redisReply *const *)a, *y = *(redisReply *const *)b;
+    return strcmp(x->str ? x->str : "", y->str ? y->str : "");
+}
+
+/* "<ms>-<seq>": a stream id, made from the server's clock */
+static int stream_id_shape(const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_STRING) return 0;
+    size_t a = strspn(r->str, "0123456789");
+    return a > 0 && r->str[a] == '-' && r->str[a + 1] && strspn(r->str + a + 1, "0123456789") == strlen(r->str + a + 1);
+}
+
+/* 0 when m (model) and r (real) agree for command `cmd`. */
+static int same(const redisReply *m, const redisReply *r, const char *cmd, char *why, size_t n)
+{
+    if (stream_id_shape(m) && stream_id_shape(r)) return 0;
+    /* a TTL (PTTL, or the lease script's answer when busy) runs down
+     * between the two servers' answers */
+    if ((!strcasecmp(cmd, "PTTL") || !strcasecmp(cmd, "EVAL") || !strcasecmp(cmd, "EXEC")) &&
+        m->type == REDIS_REPLY_INTEGER &&
+        r->type == REDIS_REPLY_INTEGER && m->integer > 100 && r->integer > 100 &&
+        m->integer - r->integer < 200 && r->integer - m->integer < 200)
+        return 0;
+    if (m->type != r->type) { snprintf(why, n, "type %d, redis %d", m->type, r->type); return -1; }
+    switch (m->type) {
+    case REDIS_REPLY_INTEGER:
+        if (m->integer != r->integer) { snprintf(why, n, "%lld, redis %lld", m->integer, r->integer); return -1; }
+        return 0;
+    case REDIS_REPLY_NIL:
+        return 0;
+    case REDIS_REPLY_ERROR:
+        /* an error raised inside a script: Redis wraps it in the script's
+         * location ("... script: <sha>, on @user_script:<line>."); the model
+         * gives the same error without it */
+        if (strstr(r->str, " script: ")) {
+            size_t k = (size_t)(strstr(r->str, " script: ") - r->str);
+            if (m->len == k && !strncmp(m->str, r->str, k)) return 0;
+        }
+        /* fallthrough */
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+        if (m->len != r->len || (m->len && memcmp(m->str, r->str, m->len))) {
+            snprintf(why, n, "'%s', redis '%s'", m->str, r->str);
+            return -1;
+        }
+        return 0;
+    case REDIS_REPLY_ARRAY: {
+        if (m->elements != r->elements) { snprintf(why, n, "%zu elements, redis %zu", m->elements, r->elements); return -1; }
+        int sort = !strcasecmp(cmd, "SMEMBERS") && m->elements > 1;
+        if (sort) {
+            qsort(m->element, m->elements, sizeof *m->element, cmp_str);
+            qsort(r->element, r->elements, sizeof *r->element, cmp_str);
+        }
+        for (size_t i = 0; i < m->elements; i++)
+            if (same(m->element[i], r->element[i], cmd, why, n) < 0) return -1;
+        return 0;
+    }
+    }
+    return 0;
+}
+
+static void print_cmd(int argc, const char **argv)
+{
+    fprintf(stderr, "   ");
+    for (int i = 0; i < argc; i++) {
+        if (strlen(argv[i]) > 60) fprintf(stderr, " <%zu bytes>", strlen(argv[i]));
+        else fprintf(stderr, " %s", argv[i]);
+    }
+    fprintf(stderr, "\n");
+}
+
+/* One command on client `who` of both; a mismatch is printed and counted. */
+static void both(int who, int argc, const char **argv)
+{
+    size_t lens[64];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    redisReply *m = simr_exec(model, mc[who], argc, argv, lens, harness_now_ms());
+    if (!m) m = simr_block_timeout(mc[who]);   /* BLMOVE on an empty list */
+    redisReply *r = redisCommandArgv(rc[who], argc, argv, lens);
+    assert_non_null(r);
+    char why[600];
+    compared++;
+    if (same(m, r, argv[0], why, sizeof why) < 0) {
+        mismatches++;
+        fprintf(stderr, "model and redis differ (client %d): %s\n", who, why);
+        print_cmd(argc, argv);
+    }
+    freeReplyObject(m);
+    freeReplyObject(r);
+}
+
+static void reset_both(void)
+{
+    const char *flush[] = { "FLUSHALL" }, *sflush[] = { "SCRIPT", "FLUSH" };
+    for (int i = 0; i < 2; i++) {
+        freeReplyObject(redisCommandArgv(rc[i], 1, (const char *[]){ "DISCARD" }, NULL));
+        freeReplyObject(redisCommandArgv(rc[i], 1, (const char *[]){ "UNWATCH" }, NULL));
+    }
+    freeReplyObject(redisCommandArgv(rc[0], 1, flush, NULL));
+    freeReplyObject(redisCommandArgv(rc[0], 2, sflush, NULL));
+    for (int i = 0; i < 2; i++) simr_client_free(mc[i]);
+    simr_free(model);
+    model = simr_new();
+    for (int i = 0; i < 2; i++) mc[i] = simr_client_new(model);
+}
+
+/* -------------------------------------------------------- the drawing -- */
+
+static batch_keys K;
+static const char *const vals[] = { "0", "1", "2", "-3", "x", "", "17", "9223372036854775807", "t1", "t2" };
+static const char *fields[] = { "f1", "f2", "epoch", "chunks_applied", "dequeued", "lottery_done",
+                                "early_base", "early_served", "lottery_seed" };
+
+static const char *key(void)
+{
+    static const char *const plain[] = { "k1", "k2", "k3", "l1", "h1" };
+    const char *batch[] = { K.lease, K.internal, K.results, K.queue, K.stats, K.log, K.participants, K.early, K.waitlist,
+                            K.groups };
+    return below(3) ? plain[below(5)] : batch[below(10)];
+}
+
+static const char *val(void) { return vals[below(sizeof vals / sizeof vals[0])]; }
+static const char *field(void) { return fields[below(sizeof fields / sizeof fields[0])]; }
+
+/* FENCE with its 17 keys; the token, epoch and count drawn. */
+static void draw_fence(int who)
+{
+    static char trip[BATCH_KEY_MAX + 16];
+    snprintf(trip, sizeof trip, "%s:trip", K.lease);
+    const char *argv[] = {
+        "EVAL", script_fence_src, "17", K.lease, K.internal, trip, K.results, K.holders, K.free, K.stats,
+        K.log, K.participants, K.orders_ended, K.dead, K.capacity, K.early, K.queue, K.ctl, K.waitlist,
+        K.groups, below(2) ? "t1" : "t2", below(2) ? "1" : "2", below(2) ? "0" : "1", below(8) ? "0" : "1",
+    };
+    both(who, 24, argv);
+}
+
+static void draw_script(int who)
+{
+    char ttl[16];
+    snprintf(ttl, sizeof ttl, "%d", 1000 + (int)below(9000));
+    const char *tok = below(2) ? "t1" : "t2";
+    switch (below(8)) {
+    case 0: draw_fence(who); break;
+    case 7: {
+        /* LOG_TRIM on any key (a stream, a hash: WRONGTYPE from its XLEN,
+         * none); the group never exists here, as in the model */
+        const char *argv[] = { "EVAL", log_trim_src, "1", below(2) ? K.log : key(), "archive", below(2) ? "0" : "2" };
+        both(who, 6, argv);
+        break;
+    }
+    case 6: {
+        const char *argv[] = { "EVAL", script_lottery_src, "5", K.queue, K.early, K.stats, K.internal, K.lease,
+                               "", tok, below(2) ? "1" : "2" };
+        both(who, 11, argv);
+        break;
+    }
+    case 1: {
+        const char *argv[] = { "EVAL", script_lease_acquire_src, "2", K.lease, K.internal, tok, ttl,
+                               below(3) ? "" : (below(2) ? "t1" : "t2") };
+        both(who, 8, argv);
+        break;
+    }
+    case 2: {
+        const char *argv[] = { "EVAL", script_lease_renew_src, "1", K.lease, tok, ttl };
+        both(who, 6, argv);
+        break;
+    }
+    case 3: {
+        const char *argv[] = { "EVAL", script_lease_release_src, "1", K.lease, tok };
+        both(who, 5, argv);
+        break;
+    }
+    case 4: {
+        const char *argv[] = { "EVAL", script_order_block_src, "2", "k1", "k2", val(), below(2) ? "512" : "x" };
+        both(who, 7, argv);
+        break;
+    }
+    case 5: {
+        static char proc[BATCH_KEY_MAX + 16], ctlproc[BATCH_KEY_MAX + 16];
+        snprintf(proc, sizeof proc, "%s:processing", K.queue);
+        snprintf(ctlproc, sizeof ctlproc, "%s:ctlprocessing", K.queue);
+        if (below(2)) both(who, 4, (const char *[]){ "RPUSH", proc, val(), val() });
+        if (!below(3)) both(who, 3, (const char *[]){ "SADD", K.participants, val() });
+        const char *argv[] = { "EVAL", script_load_prepare_src, "7", K.participants, proc, K.queue, K.stats,
+                               ctlproc, K.ctl, "k3" };
+        both(who, 10, argv);
+        break;
+    }
+    }
+}
+
+static void draw_command(int who)
+{
+    char n1[8], n2[8];
+    snprintf(n1, sizeof n1, "%d", (int)below(7) - 3);
+    snprintf(n2, sizeof n2, "%d", (int)below(7) - 3);
+    const char *k = key();
+    switch (below(30)) {
+    case 0: both(who, 2, (const char *[]){ "GET", k }); break;
+    case 1: both(who, 3, (const char *[]){ "SET", k, val() }); break;
+    case 2: both(who, 5, (const char *[]){ "SET", k, val(), "PX", "60000" }); break;
+    case 3: both(who, 4, (const char *[]){ "SET", k, val(), "NX" }); break;
+    case 4: both(who, 3, (const char *[]){ "DEL", k, key() }); break;
+    case 5: both(who, 2, (const char *[]){ "TYPE", k }); break;
+    case 6: both(who, 3, (const char *[]){ "INCRBY", k, val() }); break;
+    case 7: both(who, 4, (const char *[]){ "HSET", k, field(), val() }); break;
+    case 8: both(who, 6, (const char *[]){ "HSET", k, field(), val(), field(), val() }); break;
+    case 9: both(who, 3, (const char *[]){ "HGET", k, field() }); break;
+    case 10: both(who, 4, (const char *[]){ "HMGET", k, field(), field() }); break;
+    case 11: both(who, 2, (const char *[]){ "HGETALL", k }); break;
+    case 12: both(who, 4, (const char *[]){ "HDEL", k, field(), field() }); break;
+    case 13: both(who, 4, (const char *[]){ "HINCRBY", k, field(), val() }); break;
+    case 14: both(who, 5, (const char *[]){ "HSCAN", k, "0", "COUNT", "2000" }); break;
+    case 15: both(who, 4, (const char *[]){ "RPUSH", k, val(), val() }); break;
+    case 16: both(who, 3, (const char *[]){ "LPUSH", k, val() }); break;
+    case 17: both(who, 4, (const char *[]){ "LRANGE", k, n1, n2 }); break;
+    case 18: both(who, 4, (const char *[]){ "LTRIM", k, n1, n2 }); break;
+    case 19: both(who, 2, (const char *[]){ "LLEN", k }); break;
+    case 20:
+        /* on a non-empty list only: an empty one blocks the real server's
+         * client for a tick of its timer (up to 100 ms) */
+        if (simr_llen(model, k)) both(who, 6, (const char *[]){ "BLMOVE", k, k, "RIGHT", "RIGHT", "0.01" });
+        break;
+    case 21: both(who, 7, (const char *[]){ "XADD", k, "*", "type", val(), "qty", val() }); break;
+    case 22: both(who, 4, (const char *[]){ "XRANGE", k, "-", "+" }); break;
+    case 23: both(who, 2, (const char *[]){ "EXISTS", k }); break;
+    case 24: both(who, 3, (const char *[]){ "PEXPIRE", k, "50000" }); break;
+    case 25: both(who, 2, (const char *[]){ "PTTL", k }); break;
+    case 26: both(who, 3, (const char *[]){ "SADD", k, val() }); break;
+    case 27: both(who, 2, (const char *[]){ "SMEMBERS", k }); break;
+    case 28: both(who, 3, (const char *[]){ "RENAME", k, key() }); break;
+    case 29: draw_script(who); break;
+    }
+}
+
+/* WATCH ... MULTI ... EXEC on one client, the other writing in between. */
+static void draw_transaction(void)
+{
+    int who = (int)below(2);
+    if (below(2)) both(who, 3, (const char *[]){ "WATCH", key(), key() });
+    if (below(3) == 0) draw_command(1 - who);
+    if (below(4) == 0) draw_fence(who);
+    both(who, 1, (const char *[]){ "MULTI" });
+    for (size_t i = below(5); i > 0; i--) draw_command(who);
+    if (below(10) == 0) both(who, 2, (const char *[]){ "HSET", "h1" });   /* a queue-time error */
+    if (below(3) == 0) draw_command(1 - who);
+    both(who, 1, (const char *[]){ below(8) ? "EXEC" : "DISCARD" });
+}
+
+static void test_random_sequences(void **state)
+{
+    rng = 20261123;
+    compared = mismatches = 0;
+    for (int seq = 0; seq < 400; seq++) {
+        reset_both();
+        for (int i = 0; i < 30; i++) {
+            if (below(6) == 0) draw_transaction();
+            else draw_command((int)below(2));
+        }
+    }
+    printf("model vs redis: %ld replies compared, %ld differ\n", compared, mismatches);
+    assert_int_equal(mismatches, 0);
+}
+
+/* ------------------------------------------------------ the case file -- */
+
+/* One command per line, words split on spaces; a blank line starts a new
+ * sequence on a fresh server; "@1 " runs a line on the second client;
+ * $FENCE, $ACQUIRE, ... stand for the script sources; # comments. */
+static const char *expand(const char *w)
+{
+    static const struct { const char *name; const char *src; } s[] = {
+        { "$FENCE", script_fence_src }, { "$ACQUIRE", script_lease_acquire_src },
+        { "$RENEW", script_lease_renew_src }, { "$RELEASE", script_lease_release_src },
+        { "$ORDERS", script_order_block_src }, { "$PREPARE", script_load_prepare_src },
+        { "$LOTTERY", script_lottery_src }, { "$LOGTRIM", log_trim_src },
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+        if (!strcmp(w, s[i].name)) return s[i].src;
+    if (!strcmp(w, "''")) return "";
+    return w;
+}
+
+static void test_case_file(void **state)
+{
+    FILE *f = fopen("tests/data/sim/model_cases.txt", "r");
+    assert_non_null(f);
+    char line[2048];
+    compared = mismatches = 0;
+    reset_both();
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '#') continue;
+        if (!line[0]) { reset_both(); continue; }
+        int who = 0;
+        char *p = line;
+        if (!strncmp(p, "@1 ", 3)) { who = 1; p += 3; }
+        if (!strncmp(p, "sleep ", 6)) { harness_sleep_ms(atoi(p + 6)); continue; }
+        const char *argv[64];
+        int argc = 0;
+        for (char *save = NULL, *t = strtok_r(p, " ", &save); t && argc < 64; t = strtok_r(NULL, " ", &save))
+            argv[argc++] = expand(t);
+        if (argc) both(who, argc, argv);
+    }
+    fclose(f);
+    printf("case file: %ld replies compared, %ld differ\n", compared, mismatches);
+    assert_true(compared > 20);
+    assert_int_equal(mismatches, 0);
+}
+
+static int setup(void **state)
+{
+    if (harness_redis_start(&srv, NULL) < 0) return -1;
+    for (int i = 0; i < 2; i++)
+        if (!(rc[i] = harness_redis_connect(&srv))) return -1;
+    batch_keys_init(&K, "alloc", "b1");
+    model = simr_new();
+    for (int i = 0; i < 2; i++) mc[i] = simr_client_new(model);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    for (int i = 0; i < 2; i++) { if (rc[i]) redisFree(rc[i]); simr_client_free(mc[i]); }
+    simr_free(model);
+    harness_redis_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_case_file),
+        cmocka_unit_test(test_random_sequences),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
