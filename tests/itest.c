@@ -160,3 +160,30 @@ char *itest_http_get_with(int port, const char *path, const char *headers)
     close(fd);
     return buf;
 }
+
+void itest_expect_hget(redisContext *c, const char *key, const char *field)
+{
+    char *v = harness_wait_hget(c, key, field, 10000);
+    assert_non_null(v);
+    free(v);
+}
+
+char *itest_read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - 1 - len, f);
+        if (len < cap - 1) break;
+        char *more = realloc(buf, cap *= 2);
+        if (!more) { free(buf); buf = NULL; }
+        else buf = more;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) { free(buf); return NULL; }
+    buf[len] = '\0';
+    return buf;
+}

@@ -42,6 +42,10 @@ int itest_free_port(void);
 char *itest_http_get(int port, const char *path);
 /* The same with extra header lines, each ending in "\r\n". */
 char *itest_http_get_with(int port, const char *path, const char *headers);
+/* Waits (10 s) for a hash field to exist; fails the test if it does not. */
+void itest_expect_hget(redisContext *c, const char *key, const char *field);
+/* The whole file, NUL-terminated and malloc'd, or NULL when it cannot be read. */
+char *itest_read_file(const char *path);
 /* Runs a shell command line (printf-style); its exit status, -1 if killed. */
 int itest_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

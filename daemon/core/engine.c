@@ -43,6 +43,7 @@
 #include "core/strmap.h"
 #include "core/engine_slots.h"
 #include "core/engine_wait.h"
+#include "core/vec.h"
 #include "engine_int.h"
 
 #include <errno.h>
@@ -76,23 +77,8 @@ static char *intern(const char *s)
     return p;
 }
 
-/* Makes room for `need` elements in total. Grows by half so pushes stay
- * amortised O(1) while a million-user array wastes at most a third. */
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap : 8;
-    while (n < need) n += n / 2;
-    if (n > SIZE_MAX / elem) return -ENOMEM;
-    void *q = realloc(*p, n * elem);
-    if (!q) return -ENOMEM;
-    *p = q;
-    *cap = n;
-    return 0;
-}
-
 #define GROW(e, name, extra) \
-    grow((void **)&(e)->name, &(e)->cap_##name, (e)->n_##name + (extra), \
+    vec_reserve((void **)&(e)->name, &(e)->cap_##name, (e)->n_##name + (extra), \
          sizeof *(e)->name)
 
 static const char *user_key(const void *ctx, uint32_t i)

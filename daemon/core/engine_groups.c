@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "core/assert.h"
+#include "core/vec.h"
 #include "engine_int.h"
 
 #define GROUP_NONE UINT32_MAX
@@ -67,22 +68,10 @@ static const char *group_key(const void *ctx, uint32_t i)
     return ((const engine_groups *)ctx)->g[i].id;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap * 2 : 8;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q) return -ENOMEM;
-    *p = q;
-    *cap = n;
-    return 0;
-}
-
 static int grow32(void **p, uint32_t *cap, size_t need, size_t elem)
 {
     size_t c = *cap;
-    int rc = grow(p, &c, need, elem);
+    int rc = vec_reserve(p, &c, need, elem);
     *cap = (uint32_t)c;
     return rc;
 }
@@ -160,7 +149,7 @@ static void inv_remove(guser *u, uint32_t g)
 /* A group of one, user ui leading (its guser must exist). */
 static uint32_t group_new(engine *e, engine_groups *gs, uint32_t ui, const char *id)
 {
-    if (gs->n >= STRMAP_NONE - 1 || grow((void **)&gs->g, &gs->cap, gs->n + 1, sizeof *gs->g) < 0)
+    if (gs->n >= STRMAP_NONE - 1 || vec_reserve((void **)&gs->g, &gs->cap, gs->n + 1, sizeof *gs->g) < 0)
         return GROUP_NONE;
     grp *g = &gs->g[gs->n];
     memset(g, 0, sizeof *g);
@@ -188,7 +177,7 @@ static void done_group(engine_result *out, const grp *g)
 /* Room for the decision's marks: n dirty groups, n dirty users. */
 static int reserve(engine *e, engine_groups *gs, size_t n)
 {
-    if (grow((void **)&gs->dirty, &gs->cap_dirty, gs->n_dirty + n, sizeof *gs->dirty) < 0 ||
+    if (vec_reserve((void **)&gs->dirty, &gs->cap_dirty, gs->n_dirty + n, sizeof *gs->dirty) < 0 ||
         engine_reserve_users(e, n) < 0)
         return -ENOMEM;
     return 0;

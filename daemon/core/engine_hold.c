@@ -19,6 +19,7 @@
  *   replayer reads both kinds.
  */
 #include "core/assert.h"
+#include "core/vec.h"
 #include "engine_int.h"
 
 #include <errno.h>
@@ -37,18 +38,13 @@ struct room_ended {
     uint8_t state;        /* ORDER_EXPIRED or ORDER_CANCELLED */
 };
 
+/* vec_reserve, with the new slots zeroed: a slot holds nothing until set. */
 static int hgrow(void **p, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap : 8;
-    while (n < need) n += n / 2;
-    if (n > SIZE_MAX / elem) return -ENOMEM;
-    char *q = realloc(*p, n * elem);
-    if (!q) return -ENOMEM;
-    memset(q + *cap * elem, 0, (n - *cap) * elem);   /* new slots hold nothing */
-    *p = q;
-    *cap = n;
-    return 0;
+    size_t old = *cap;
+    int rc = vec_reserve(p, cap, need, elem);
+    if (rc == 0 && *cap > old) memset((char *)*p + old * elem, 0, (*cap - old) * elem);
+    return rc;
 }
 
 int engine_hold_on(const engine *e)

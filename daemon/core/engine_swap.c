@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/assert.h"
+#include "core/vec.h"
 #include "engine_int.h"
 
 typedef struct swap_offer {
@@ -33,18 +34,6 @@ typedef struct engine_swaps {
     size_t n_done, cap_done;
     char **done_req;            /* their request ids (owned until the drain) */
 } engine_swaps;
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap * 2 : 8;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q) return -ENOMEM;
-    *p = q;
-    *cap = n;
-    return 0;
-}
 
 static engine_swaps *swaps_of(engine *e)
 {
@@ -71,8 +60,8 @@ static int reserve_offer(engine *e, engine_swaps *s, uint32_t a, uint32_t b)
         s->n_involved = n;
     }
     size_t cap_req = s->cap_done;
-    if (grow((void **)&s->o, &s->cap, s->n + 1, sizeof *s->o) < 0 ||
-        grow((void **)&s->done, &s->cap_done, s->n_done + s->n + 2, sizeof *s->done) < 0)
+    if (vec_reserve((void **)&s->o, &s->cap, s->n + 1, sizeof *s->o) < 0 ||
+        vec_reserve((void **)&s->done, &s->cap_done, s->n_done + s->n + 2, sizeof *s->done) < 0)
         return -ENOMEM;
     if (s->cap_done != cap_req) {
         char **r = realloc(s->done_req, s->cap_done * sizeof *r);

@@ -21,6 +21,7 @@
  */
 #include "core/engine_wait.h"
 #include "core/assert.h"
+#include "core/vec.h"
 #include "engine_int.h"
 
 #include <errno.h>
@@ -35,19 +36,6 @@ struct wait_entry {
 };
 
 /* ---------------------------------------------------------------- memory */
-
-static int wgrow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap : 8;
-    while (n < need) n += n / 2;
-    if (n > SIZE_MAX / elem) return -ENOMEM;
-    void *q = realloc(*p, n * elem);
-    if (!q) return -ENOMEM;
-    *p = q;
-    *cap = n;
-    return 0;
-}
 
 static char *dup_str(const char *s, int *ok)
 {
@@ -176,7 +164,7 @@ int engine_wait_load(engine *e, const engine_request *r, int64_t wait_no,
     /* its user is a participant (the store lists them too; this makes the
      * engine sound whatever order the shell loads them in) */
     if (engine_load_participant(e, r->user) < 0 ||
-        wgrow((void **)&e->wl, &e->cap_wl, e->n_wl + 1, sizeof *e->wl) < 0) return -ENOMEM;
+        vec_reserve((void **)&e->wl, &e->cap_wl, e->n_wl + 1, sizeof *e->wl) < 0) return -ENOMEM;
     struct wait_entry *w = entry_copy(r);
     if (!w) return -ENOMEM;
     w->no = wait_no;
@@ -198,8 +186,8 @@ int engine_wait_load(engine *e, const engine_request *r, int64_t wait_no,
  * request is decided so the served event can never fail to fit. */
 static int reserve_events(engine *e, size_t extra)
 {
-    if (wgrow((void **)&e->events, &e->cap_events, e->n_events + extra, sizeof *e->events) < 0 ||
-        wgrow((void **)&e->wdone, &e->cap_wdone, e->n_wdone + 1, sizeof *e->wdone) < 0) {
+    if (vec_reserve((void **)&e->events, &e->cap_events, e->n_events + extra, sizeof *e->events) < 0 ||
+        vec_reserve((void **)&e->wdone, &e->cap_wdone, e->n_wdone + 1, sizeof *e->wdone) < 0) {
         if (!e->error) e->error = -ENOMEM;
         return -ENOMEM;
     }
@@ -221,7 +209,7 @@ int engine_wait_join(engine *e, const engine_request *r, engine_reason *whyp,
         return 0;
     }
     if (reserve_events(e, 1) < 0 ||
-        wgrow((void **)&e->wl, &e->cap_wl, e->n_wl + 1, sizeof *e->wl) < 0) {
+        vec_reserve((void **)&e->wl, &e->cap_wl, e->n_wl + 1, sizeof *e->wl) < 0) {
         if (!e->error) e->error = -ENOMEM;
         return 0;
     }

@@ -8,6 +8,7 @@
 
 #include "core/assert.h"
 #include "core/sha256.h"
+#include "core/vec.h"
 
 static const char *user_key(const void *ctx, uint32_t i)
 {
@@ -30,25 +31,13 @@ void lottery_free(lottery *l)
     memset(l, 0, sizeof *l);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q) return -ENOMEM;
-    *p = q;
-    *cap = n;
-    return 0;
-}
-
 /* The user's record, made on first sight. STRMAP_NONE when out of memory. */
 static uint32_t user_get(lottery *l, const char *id)
 {
     uint32_t h = strmap_hash32(&l->map, id);
     uint32_t u = strmap_find_hashed(&l->map, id, h);
     if (u != STRMAP_NONE) return u;
-    if (l->n_users >= STRMAP_NONE - 1 || grow((void **)&l->users, &l->cap_users, l->n_users + 1, sizeof *l->users) < 0)
+    if (l->n_users >= STRMAP_NONE - 1 || vec_reserve((void **)&l->users, &l->cap_users, l->n_users + 1, sizeof *l->users) < 0)
         return STRMAP_NONE;
     char *copy = strdup(id);
     if (!copy) return STRMAP_NONE;
@@ -62,8 +51,8 @@ static uint32_t user_get(lottery *l, const char *id)
 int lottery_add_request(lottery *l, const char *user)
 {
     if (!user || !*user) return -EINVAL;
-    if (grow((void **)&l->req_ticket, &l->cap_reqs, l->n_reqs + 1, sizeof *l->req_ticket) < 0 ||
-        grow((void **)&l->tickets, &l->cap_tickets, l->n_tickets + 1, sizeof *l->tickets) < 0)
+    if (vec_reserve((void **)&l->req_ticket, &l->cap_reqs, l->n_reqs + 1, sizeof *l->req_ticket) < 0 ||
+        vec_reserve((void **)&l->tickets, &l->cap_tickets, l->n_tickets + 1, sizeof *l->tickets) < 0)
         return -ENOMEM;
     uint32_t u = user_get(l, user);
     if (u == STRMAP_NONE) return -ENOMEM;

@@ -10,6 +10,7 @@
 #include "base/random.h"
 #include "core/assert.h"
 #include "core/numtext.h"
+#include "core/vec.h"
 
 void lottery_pool_init(lottery_pool *p, uint64_t hash_seed)
 {
@@ -35,21 +36,9 @@ void lottery_pool_free(lottery_pool *p)
     memset(p, 0, sizeof *p);
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(*v, n * elem);
-    if (!q) return -ENOMEM;
-    *v = q;
-    *cap = n;
-    return 0;
-}
-
 static int pending_add(lottery_pool *p, char *entry)
 {
-    if (!entry || grow((void **)&p->pending, &p->cap_pending, p->n_pending + 1, sizeof *p->pending) < 0) {
+    if (!entry || vec_reserve((void **)&p->pending, &p->cap_pending, p->n_pending + 1, sizeof *p->pending) < 0) {
         free(entry);
         return -ENOMEM;
     }
@@ -60,7 +49,7 @@ static int pending_add(lottery_pool *p, char *entry)
 /* A kept request, from a chunk or from the list. */
 static int add_request(lottery_pool *p, const char *raw, size_t len, int64_t seq, const char *user)
 {
-    if (grow((void **)&p->reqs, &p->cap, p->n + 1, sizeof *p->reqs) < 0) return -ENOMEM;
+    if (vec_reserve((void **)&p->reqs, &p->cap, p->n + 1, sizeof *p->reqs) < 0) return -ENOMEM;
     char *copy = malloc(len + 1);
     if (!copy) return -ENOMEM;
     memcpy(copy, raw, len);

@@ -22,26 +22,6 @@
 
 #define TOKEN "dashboard-test-token-0123"
 
-/* Waits (10 s) for a hash field to exist; fails the test if it does not. */
-static void expect_hget(redisContext *c, const char *key, const char *field)
-{
-    char *v = harness_wait_hget(c, key, field, 10000);
-    assert_non_null(v);
-    free(v);
-}
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    len = fread(buf, 1, cap - 1, f);
-    buf[len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static const char *out_dir(void)
 {
     static char dir[400];
@@ -75,7 +55,7 @@ static char *browse(const itest *t, int port, const char *frag, const char *shot
     assert_int_equal(stat(png, &st), 0);
     assert_true(st.st_size > 5000);
     fprintf(stderr, "screenshot: %s (%lld bytes)\n", png, (long long)st.st_size);
-    return read_all(dom);
+    return itest_read_file(dom);
 }
 
 static void test_dashboard_in_chromium(void **state)
@@ -96,7 +76,7 @@ static void test_dashboard_in_chromium(void **state)
         itest_push(t, "d1", "{\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}", i, i);
     itest_cmd(c, "RPUSH alloc:{d1}:queue %s", "not-json<b>x</b>");
     assert_int_equal(harness_wait_hlen(c, "alloc:{d1}:results", 8, 10000), 8);
-    expect_hget(c, "alloc:{d2}:stats", "state");
+    itest_expect_hget(c, "alloc:{d2}:stats", "state");
     itest_cmd(c, "RPUSH alloc:{d2}:ctl {\"id\":\"p1\",\"op\":\"pause\"}");
     json_decref(itest_result(t, "d2", "p1"));       /* paused once p1 has its result */
     itest_push(t, "d2", "{\"id\":\"w1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku\"}");

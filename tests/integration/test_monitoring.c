@@ -21,25 +21,6 @@
 #define RULES   "conf/prometheus/allocd-alerts.yml"
 #define GRAFANA "conf/grafana/allocd-dashboard.json"
 
-/* Waits (10 s) for a hash field to exist; fails the test if it does not. */
-static void expect_hget(redisContext *c, const char *key, const char *field)
-{
-    char *v = harness_wait_hget(c, key, field, 10000);
-    assert_non_null(v);
-    free(v);
-}
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    char *buf = malloc(1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static void test_promtool(void **state)
 {
     assert_int_equal(itest_sh("command -v promtool >/dev/null"), 0);   /* make deps: prometheus */
@@ -85,7 +66,7 @@ static void test_names_exist(void **state)
     char conf[100];
     snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
     itest_start(t, conf);
-    expect_hget(t->c, "alloc:{m1}:stats", "state");
+    itest_expect_hget(t->c, "alloc:{m1}:stats", "state");
     harness_sleep_ms(1500);                 /* one watcher tick */
     char *scrape = NULL;
     for (int i = 0; i < 50 && !(scrape && strstr(scrape, "allocd_batch_served{")); i++) {
@@ -96,7 +77,7 @@ static void test_names_exist(void **state)
     assert_non_null(scrape);
     assert_non_null(strstr(scrape, "allocd_batch_served{"));
 
-    char *rules = read_all(RULES);
+    char *rules = itest_read_file(RULES);
     assert_non_null(rules);
     int missing = check_names(rules, scrape, RULES);
     free(rules);

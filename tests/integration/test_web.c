@@ -25,14 +25,6 @@
 #include "harness.h"
 #include "itest.h"
 
-/* Waits (10 s) for a hash field to exist; fails the test if it does not. */
-static void expect_hget(redisContext *c, const char *key, const char *field)
-{
-    char *v = harness_wait_hget(c, key, field, 10000);
-    assert_non_null(v);
-    free(v);
-}
-
 static double metric(const char *text, const char *series)
 {
     char needle[300];
@@ -172,7 +164,7 @@ static void test_escaping_and_operator_series(void **state)
                      "--instance", "web\"1\\x", NULL };
     pid_t pid = harness_spawn(argv, log);
     assert_true(pid > 0);
-    expect_hget(c, "alloc:{q1}:stats", "state");
+    itest_expect_hget(c, "alloc:{q1}:stats", "state");
     /* pause, then queue three: they wait and age */
     itest_cmd(c, "RPUSH alloc:{q1}:ctl {\"id\":\"p1\",\"op\":\"pause\"}");
     for (int i = 0; i < 20; i++) {
@@ -322,7 +314,7 @@ static void test_meta_edit_warned(void **state)
     char conf[100];
     snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
     itest_start(t, conf);
-    expect_hget(t->c, "alloc:{m1}:stats", "state");
+    itest_expect_hget(t->c, "alloc:{m1}:stats", "state");
     harness_sleep_ms(1500);                       /* the watcher has seen it */
     itest_cmd(t->c, "HSET alloc:{m1}:meta per_user 3");
     int found = 0;
