@@ -134,6 +134,7 @@ struct batch_worker {
     /* poison requests (see isolating) */
     int apply_failures;       /* consecutive failed applies */
     long isolate_left;        /* requests to go one at a time before trusting chunks */
+    int last_take_full;       /* the last take came back with a full chunk of queue requests */
     char apply_error[160];
     const char *fault_apply_id; /* ALLOCD_FAULT_APPLY_ID, for tests */
 
@@ -475,17 +476,23 @@ static int lottery_due(const batch_worker *w, int64_t now)
            w->pool.loaded && !w->pool.active && (ph == PHASE_OPEN || ph == PHASE_CLOSED);
 }
 
-/* Read ahead only behind a full chunk of queue requests: the queue goes on
- * past it, and nothing the chunk decides (an admin command, a lottery, a
- * poison request) can change what comes next. A take still out is assumed
- * to come back full; when it does not, the takes sent behind it are
- * dropped (take_voided). */
+/* Read ahead behind a chunk of queue requests whose length is known, full
+ * or short: the next take reads from past it, and nothing the chunk
+ * decides (an admin command, a lottery, a poison request) can change what
+ * comes next. Reading behind a short chunk is what keeps a moderate load
+ * from waiting three round trips (take, dedup, apply) per chunk: the next
+ * take is out while this one is decided and applied.
+ *
+ * A take still out is assumed to come back full -- but only while the
+ * last take that came back was full (a burst): after a short one the queue
+ * was drained, and the takes behind would come back empty. When a take does come back
+ * short, the takes sent behind it are dropped (take_voided). */
 static int may_read_ahead(batch_worker *w)
 {
     chunk *ch = chunk_ring_newest(&w->ring);
     if (!ch || isolating(w) || w->pool.active) return 0;
-    if (ch->state == CS_TAKING) return ch->asked_queue;
-    return ch->kind == CHUNK_QUEUE && ch->queue_len == ch->asked;
+    if (ch->state != CS_TAKING) return ch->kind == CHUNK_QUEUE;
+    return ch->asked_queue && w->last_take_full;
 }
 
 /* Queue entries the takes still out will bring (assumed full). */
@@ -646,6 +653,7 @@ static void on_take_end(batch_worker *w, chunk *ch, redisReply *llen)
 {
     w->takes_out--;
     if (llen->type == REDIS_REPLY_INTEGER) w->stats.queue_len = llen->integer;
+    w->last_take_full = ch->kind == CHUNK_QUEUE && ch->queue_len == ch->asked;
     if (!(ch->kind == CHUNK_QUEUE && ch->queue_len == ch->asked) && chunk_ring_newest(&w->ring) != ch)
         take_voided(w, ch);
     ch->state = CS_DEDUP;
