@@ -54,6 +54,7 @@ typedef struct options {
     int scenarios_given;          /* --scenario or --mode given */
     int e2e_pairs;                /* --e2e-pairs: live end-to-end rounds (e2e.c) */
     int open_loop;                /* --open-loop: offered vs accepted at 25..90% */
+    int timeline;                 /* --timeline: each paced allocd row, window by window */
     int aof;                      /* --aof: private Redis with appendfsync everysec */
     const char *redis_args;       /* --redis-args: more redis-server arguments */
     int targets_e2e;              /* --targets-e2e: the TARGET lines of e2e and open loop */
@@ -140,6 +141,8 @@ static void usage(FILE *f)
           "                        e2e saturation: offered vs accepted, p50/p99/p100\n"
           "  --saturation R        open loop: 100%% = R req/s for both designs (no rounds to measure it)\n"
           "  --open-loop-pcts LIST open loop: shares of saturation (25,50,75,90)\n"
+          "  --timeline            open loop: each allocd row per 100 ms: latency, and how many\n"
+          "                        requests wait in the queue and at the poller (timeline.h)\n"
           "  --log-format F        allocd's log_format: event (default) or chunk\n"
           "  --redis-args \"ARGS\"   more arguments for the private redis-server (measuring a setting)\n"
           "  --peek                e2e rounds also run producers learning their position with\n"
@@ -275,7 +278,7 @@ enum {
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TICKETS, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
-    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK,
+    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
@@ -293,7 +296,7 @@ static const struct option long_opts[] = {
     { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
     { "designs", 1, 0, O_DESIGNS }, { "batches", 1, 0, O_BATCHES },
     { "tick-us", 1, 0, O_TICK },
-    { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "aof", 0, 0, O_AOF },
+    { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "timeline", 0, 0, O_TIMELINE }, { "aof", 0, 0, O_AOF },
     { "log-format", 1, 0, O_LOG_FORMAT }, { "saturation", 1, 0, O_SATURATION },
     { "open-loop-pcts", 1, 0, O_OL_PCTS }, { "redis-args", 1, 0, O_REDIS_ARGS },
     { "targets-e2e", 0, 0, O_TARGETS_E2E }, { "peek", 0, 0, O_PEEK },
@@ -352,6 +355,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_TARGETS: *targets = 1; return 0;
     case O_E2E_PAIRS: o->e2e_pairs = atoi(v); return o->e2e_pairs >= 1 && o->e2e_pairs <= MAX_E2E ? 0 : -1;
     case O_OPEN_LOOP: o->open_loop = 1; return 0;
+    case O_TIMELINE: o->timeline = 1; o->open_loop = 1; return 0;
     case O_AOF: o->aof = 1; return 0;
     case O_REDIS_ARGS: o->redis_args = v; return 0;
     case O_TARGETS_E2E: o->targets_e2e = 1; return 0;
@@ -624,6 +628,7 @@ static int e2e_allocd(bench *b, const workload *w, int push, double rate, run_re
     run_opts ro = {
         .target = &b->target, .w = w, .prefix = b->opt.prefix, .batch = batch, .batches = 1,
         .live = 1, .plain = plain, .peek = push == PUSH_PEEK, .e2e = 1, .rate = rate, .open_loop = rate > 0,
+        .timeline = rate > 0 && b->opt.timeline,
         .tick_us = b->opt.tick_us, .producers = b->opt.producers, .depth = b->opt.depth,
         .timeout_s = b->opt.timeout_s, .chunk = b->opt.chunk, .allocd_pid = daemon_pid(b),
         .redis_pid = b->redis_pid,

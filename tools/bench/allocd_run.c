@@ -10,6 +10,7 @@
  */
 #include "designs.h"
 #include "reader.h"
+#include "timeline.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -512,8 +513,22 @@ static int read_all(const run_opts *o, const bset *bs, window *win, const int64_
     };
     const char *path = getenv("ALLOCBENCH_DUMP"); /* latency over time, as in live mode */
     rj.dump = path ? fopen(path, "w") : NULL;
+    timeline tl;
+    timeline_init(&tl, 10000);
+    if (o->timeline) {
+        rj.read_us = calloc((size_t)o->w->n, sizeof *rj.read_us);
+        rj.tl = rj.read_us ? &tl : NULL;
+    }
     int rc = reader_run(&rj);
     if (rj.dump) fclose(rj.dump);
+    if (o->timeline && rj.tl && rc == 0) {
+        printf("timeline: allocd %s, paced at %.0f req/s; per 100 ms of due time, and at its end the "
+               "requests due but not dequeued (queue) and dequeued but not read (poller)\n",
+               o->plain ? "plain RPUSH" : "position transaction", o->rate);
+        timeline_print(stdout, &tl, o->w->n, push_us, rj.read_us, 100);
+    }
+    free(rj.read_us);
+    timeline_free(&tl);
     win->t_end = rj.t_last ? rj.t_last : proc_wall_us();
     win->t_first = win->t0;
     res->hmgets = rj.hmgets;

@@ -34,6 +34,8 @@ typedef struct run_opts {
                                * the clock stops at the last result read */
     int open_loop;            /* live, paced: no cap on pushes in flight, and
                                * latency from when each push was due */
+    int timeline;             /* e2e, paced: print where the latency built up
+                               * (timeline.h) */
     int timeout_s;
     int chunk;                /* the daemon's chunk, for round trips per chunk */
     pid_t allocd_pid;         /* 0: unknown (--no-daemon) */

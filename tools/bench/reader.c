@@ -77,6 +77,7 @@ static void note(rstate *s, long i, const redisReply *e, int64_t now)
     const char *st = strstr(e->str, "\"status\":\"");
     if (st) outcome_note(&j->out, st + 10, strlen(st + 10));
     latency_add(&j->lat, (double)(now - j->push_us[i]) / 1000.0);
+    if (j->read_us) j->read_us[i] = now;
     if (j->dump) fprintf(j->dump, "%ld %.3f %.3f\n", i, (double)j->push_us[i] / 1000.0, (double)now / 1000.0);
     if (j->ordinal) {
         long seq = field_int(e->str, "\"seq\":");
@@ -116,6 +117,9 @@ static long round_trip(rstate *s)
     if (redisGetReply(s->c, (void **)&r) != REDIS_OK) return -1;
     if (r->type == REDIS_REPLY_STRING) s->dequeued = strtoll(r->str, NULL, 10);
     freeReplyObject(r);
+    /* dequeued as of now (out of memory for the timeline: the run goes on
+     * without it) */
+    if (j->tl && timeline_note(j->tl, proc_wall_us(), s->dequeued, j->read) < 0) j->tl = NULL;
     long got = 0;
     int64_t now = 0;
     for (int p = 0; p < j->producers; p++) {

@@ -31,6 +31,7 @@
 #include <stdio.h>
 
 #include "bench.h"
+#include "timeline.h"
 
 typedef struct reader_job {
     const bench_target *target;
@@ -44,6 +45,8 @@ typedef struct reader_job {
                                * only an upper bound is known (peek) */
     int64_t deadline_us;      /* mono */
     FILE *dump;               /* or NULL: "index push_ms read_ms" per result */
+    int64_t *read_us;         /* or NULL: per request, wall us when read */
+    timeline *tl;             /* or NULL: dequeued and read, sampled (timeline.h) */
     /* results */
     latency lat;              /* ms, push -> read */
     outcome out;

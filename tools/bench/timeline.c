@@ -1,0 +1,93 @@
+/* timeline.c -- an open-loop run window by window (see timeline.h). */
+#include "timeline.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+void timeline_init(timeline *t, int64_t every_us)
+{
+    memset(t, 0, sizeof *t);
+    t->every_us = every_us;
+}
+
+void timeline_free(timeline *t)
+{
+    free(t->s);
+    memset(t, 0, sizeof *t);
+}
+
+int timeline_note(timeline *t, int64_t t_us, int64_t dequeued, long read)
+{
+    if (t->n && t_us - t->s[t->n - 1].t_us < t->every_us) return 0;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 256;
+        timeline_sample *s = realloc(t->s, cap * sizeof *s);
+        if (!s) return -1;
+        t->s = s;
+        t->cap = cap;
+    }
+    t->s[t->n++] = (timeline_sample){ t_us, dequeued, read };
+    return 0;
+}
+
+/* The last sample taken at or before t_us, or NULL. */
+static const timeline_sample *sample_at(const timeline *t, int64_t t_us)
+{
+    const timeline_sample *found = NULL;
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->s[mid].t_us <= t_us) { found = &t->s[mid]; lo = mid + 1; }
+        else hi = mid;
+    }
+    return found;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One window: the latencies (us) of the requests due in [from, to). */
+static void print_window(FILE *out, const timeline *t, int64_t t0, int64_t from, int64_t to,
+                         long due_by_end, int64_t *lat, size_t nlat)
+{
+    qsort(lat, nlat, sizeof *lat, cmp_i64);
+    const timeline_sample *s = sample_at(t, to);
+    long queue = s ? due_by_end - (long)s->dequeued : -1;
+    long poller = s ? (long)s->dequeued - s->read : -1;
+    fprintf(out, "  %7.1f %7zu %8.2f %8.2f %8.2f %9ld %9ld\n", (double)(from - t0) / 1000.0, nlat,
+            nlat ? (double)lat[nlat / 2] / 1000.0 : 0.0,
+            nlat ? (double)lat[(size_t)((double)nlat * 0.99)] / 1000.0 : 0.0,
+            nlat ? (double)lat[nlat - 1] / 1000.0 : 0.0, queue, poller);
+}
+
+void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
+                    const int64_t *read_us, int window_ms)
+{
+    if (n <= 0) return;
+    int64_t *lat = malloc((size_t)n * sizeof *lat);
+    if (!lat) return;
+    /* due times are in push order per producer, not overall: sort a copy */
+    int64_t *due = malloc((size_t)n * sizeof *due);
+    if (!due) { free(lat); return; }
+    memcpy(due, due_us, (size_t)n * sizeof *due);
+    qsort(due, (size_t)n, sizeof *due, cmp_i64);
+    int64_t t0 = due[0], w = (int64_t)window_ms * 1000;
+    fprintf(out, "  %7s %7s %8s %8s %8s %9s %9s\n", "due_ms", "due", "p50ms", "p99ms", "maxms",
+            "queue", "poller");
+    long at = 0;   /* index into the sorted due times */
+    for (int64_t from = t0; from <= due[n - 1]; from += w) {
+        size_t nlat = 0;
+        for (long i = 0; i < n; i++)
+            if (due_us[i] >= from && due_us[i] < from + w && read_us[i])
+                lat[nlat++] = read_us[i] - due_us[i];
+        while (at < n && due[at] < from + w) at++;
+        print_window(out, t, t0, from, from + w, at, lat, nlat);
+    }
+    free(due);
+    free(lat);
+}
