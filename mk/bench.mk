@@ -66,3 +66,6 @@ bench-e2e: $(ALLOCD) $(BUILD)/allocbench
 bench-openloop: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) --open-loop --targets-e2e $(BENCH_OPENLOOP_ARGS)
 	$(BUILD)/allocbench --allocd $(ALLOCD) --open-loop --targets-e2e --aof $(BENCH_OPENLOOP_ARGS)
+
+# tests/unit/test_timeline checks allocbench's timeline (tools/bench/timeline.c)
+$(BUILD)/tests/unit/test_timeline: $(BUILD)/tools/bench/timeline.o

@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
-
 void timeline_init(timeline *t, int64_t every_us)
 {
     memset(t, 0, sizeof *t);
@@ -51,15 +49,16 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One window: the latencies (us) of the requests due in [from, to). */
+/* One window: n_due requests due in [from, to), the latencies (us) of
+ * those of them that were read. */
 static void print_window(FILE *out, const timeline *t, int64_t t0, int64_t from, int64_t to,
-                         long due_by_end, int64_t *lat, size_t nlat)
+                         long due_by_end, long n_due, int64_t *lat, size_t nlat)
 {
     qsort(lat, nlat, sizeof *lat, cmp_i64);
     const timeline_sample *s = sample_at(t, to);
     long queue = s ? due_by_end - (long)s->dequeued : -1;
     long poller = s ? (long)s->dequeued - s->read : -1;
-    fprintf(out, "  %7.1f %7zu %8.2f %8.2f %8.2f %9ld %9ld\n", (double)(from - t0) / 1000.0, nlat,
+    fprintf(out, "  %7.1f %7ld %8.2f %8.2f %8.2f %9ld %9ld\n", (double)(from - t0) / 1000.0, n_due,
             nlat ? (double)lat[nlat / 2] / 1000.0 : 0.0,
             nlat ? (double)lat[(size_t)((double)nlat * 0.99)] / 1000.0 : 0.0,
             nlat ? (double)lat[nlat - 1] / 1000.0 : 0.0, queue, poller);
@@ -85,8 +84,9 @@ void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
         for (long i = 0; i < n; i++)
             if (due_us[i] >= from && due_us[i] < from + w && read_us[i])
                 lat[nlat++] = read_us[i] - due_us[i];
+        long before = at;
         while (at < n && due[at] < from + w) at++;
-        print_window(out, t, t0, from, from + w, at, lat, nlat);
+        print_window(out, t, t0, from, from + w, at, at - before, lat, nlat);
     }
     free(due);
     free(lat);

@@ -36,8 +36,8 @@ void timeline_free(timeline *t);
  * (out of memory; the timeline stays as it was). */
 int timeline_note(timeline *t, int64_t t_us, int64_t dequeued, long read);
 
-/* Prints one line per window_ms of due time: requests due in it, their
- * p50/p99/max latency (due -> read), and at the window's end the queue's
+/* Prints one line per window_ms of due time: requests due in it, the
+ * p50/p99/max latency (due -> read) of those read, and at the window's end the queue's
  * backlog (due so far - dequeued) and the poller's (dequeued - read).
  * due_us and read_us are per request, wall; read_us 0 = never read. */
 void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,

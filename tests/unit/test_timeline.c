@@ -1,0 +1,92 @@
+/* test_timeline.c -- allocbench's open-loop timeline: readings kept at most
+ * once per interval, requests put in the window of their due time, and the
+ * queue and poller backlogs read off the last reading before a window's end. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bench/timeline.h"
+
+static void test_note_keeps_one_reading_per_interval(void **state)
+{
+    timeline t;
+    timeline_init(&t, 10000);
+    for (int64_t us = 0; us < 100000; us += 1000) assert_int_equal(timeline_note(&t, us, us / 100, 0), 0);
+    assert_int_equal(t.n, 10);                 /* 0, 10 ms, ..., 90 ms */
+    assert_int_equal(t.s[3].t_us, 30000);
+    assert_int_equal(t.s[3].dequeued, 300);
+    timeline_free(&t);
+    assert_null(t.s);
+}
+
+/* The lines timeline_print wrote, as one string (caller frees). */
+static char *print(const timeline *t, long n, const int64_t *due, const int64_t *read)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    timeline_print(f, t, n, due, read, 100);
+    fclose(f);
+    return buf;
+}
+
+/* Four requests, two due in each 100 ms window (given out of order, as
+ * producers interleave); at 100 ms two were dequeued and one read, at 200
+ * ms all four were dequeued and read. */
+static void test_windows_and_backlogs(void **state)
+{
+    const int64_t base = 1000000;
+    int64_t due[] = { base + 150000, base, base + 50000, base + 160000 };
+    int64_t read[] = { base + 152000, base + 4000, base + 60000, base + 190000 };
+    timeline t;
+    timeline_init(&t, 0);
+    assert_int_equal(timeline_note(&t, base + 99000, 2, 1), 0);
+    assert_int_equal(timeline_note(&t, base + 199000, 4, 4), 0);
+    char *out = print(&t, 4, due, read);
+    char *line1 = strchr(out, '\n') + 1, *line2 = strchr(line1, '\n') + 1;
+    double from, p50, p99, max;
+    long ndue, queue, poller;
+    /* window 0: latencies 4 and 10 ms; 2 due by its end, 2 dequeued, 1 read */
+    assert_int_equal(sscanf(line1, "%lf %ld %lf %lf %lf %ld %ld", &from, &ndue, &p50, &p99, &max, &queue, &poller), 7);
+    assert_true(from == 0.0 && ndue == 2 && max == 10.0 && queue == 0 && poller == 1);
+    /* window 1: latencies 2 and 30 ms; 4 due, 4 dequeued, 4 read */
+    assert_int_equal(sscanf(line2, "%lf %ld %lf %lf %lf %ld %ld", &from, &ndue, &p50, &p99, &max, &queue, &poller), 7);
+    assert_true(from == 100.0 && ndue == 2 && p50 == 30.0 && max == 30.0 && queue == 0 && poller == 0);
+    assert_string_equal(strchr(line2, '\n'), "\n");   /* and no third window */
+    free(out);
+    timeline_free(&t);
+}
+
+/* A request never read is left out of its window's latencies; a window
+ * before the first reading shows -1 for both backlogs. */
+static void test_unread_and_no_reading(void **state)
+{
+    int64_t due[] = { 0, 10000 }, read[] = { 5000, 0 };
+    timeline t;
+    timeline_init(&t, 0);
+    assert_int_equal(timeline_note(&t, 500000, 2, 2), 0);
+    char *out = print(&t, 2, due, read);
+    double from, p50, p99, max;
+    long ndue, queue, poller;
+    assert_int_equal(sscanf(strchr(out, '\n') + 1, "%lf %ld %lf %lf %lf %ld %ld", &from, &ndue, &p50, &p99, &max,
+                            &queue, &poller), 7);
+    assert_true(ndue == 2 && max == 5.0 && queue == -1 && poller == -1);
+    free(out);
+    timeline_free(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_note_keeps_one_reading_per_interval),
+        cmocka_unit_test(test_windows_and_backlogs),
+        cmocka_unit_test(test_unread_and_no_reading),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
