@@ -6,14 +6,14 @@
 
 #include "core/numtext.h"
 
-void args_init(argbuf *a)
+void argbuf_init(argbuf *a)
 {
     jsonw_init(&a->resp);
     jsonw_init(&a->data);
-    args_reset(a);
+    argbuf_reset(a);
 }
 
-void args_reset(argbuf *a)
+void argbuf_reset(argbuf *a)
 {
     static const char room[ARGBUF_HEADROOM];
     jsonw_reset(&a->resp);
@@ -23,7 +23,7 @@ void args_reset(argbuf *a)
     a->cmd_n0 = 0;
 }
 
-void args_free(argbuf *a)
+void argbuf_free(argbuf *a)
 {
     jsonw_free(&a->resp);
     jsonw_free(&a->data);
@@ -33,7 +33,7 @@ void args_free(argbuf *a)
     a->n = a->ncmds = a->cap_cmds = 0;
 }
 
-void arg_ext(argbuf *a, const char *s, size_t len)
+void argbuf_ext(argbuf *a, const char *s, size_t len)
 {
     char head[32];
     size_t n = 0;
@@ -47,41 +47,41 @@ void arg_ext(argbuf *a, const char *s, size_t len)
     a->n++;
 }
 
-void arg_str(argbuf *a, const char *s) { arg_ext(a, s, strlen(s)); }
+void argbuf_str(argbuf *a, const char *s) { argbuf_ext(a, s, strlen(s)); }
 
-size_t arg_begin(argbuf *a)
+size_t argbuf_begin(argbuf *a)
 {
     jsonw_reset(&a->data);
     return 0;
 }
 
-void arg_end(argbuf *a, size_t start)
+void argbuf_end(argbuf *a, size_t start)
 {
     if (a->data.failed) a->resp.failed = 1;
-    arg_ext(a, a->data.buf ? a->data.buf + start : "", a->data.len - start);
+    argbuf_ext(a, a->data.buf ? a->data.buf + start : "", a->data.len - start);
 }
 
-void arg_int(argbuf *a, int64_t v)
+void argbuf_int(argbuf *a, int64_t v)
 {
     char buf[24];
     size_t n = 0;
     if (v < 0) { buf[n++] = '-'; n += numtext_u64(buf + n, (uint64_t)0 - (uint64_t)v); }
     else n = numtext_u64(buf, (uint64_t)v);
-    arg_ext(a, buf, n);
+    argbuf_ext(a, buf, n);
 }
 
-void arg_u64(argbuf *a, uint64_t v)
+void argbuf_u64(argbuf *a, uint64_t v)
 {
     char buf[24];
-    arg_ext(a, buf, numtext_u64(buf, v));
+    argbuf_ext(a, buf, numtext_u64(buf, v));
 }
 
-int args_failed(const argbuf *a)
+int argbuf_failed(const argbuf *a)
 {
     return a->resp.failed;
 }
 
-const char *args_command(argbuf *a, size_t *len)
+const char *argbuf_command(argbuf *a, size_t *len)
 {
     char head[32];
     size_t n = 0;
@@ -95,7 +95,7 @@ const char *args_command(argbuf *a, size_t *len)
     return start;
 }
 
-void args_cmd_begin(argbuf *a)
+void argbuf_cmd_begin(argbuf *a)
 {
     static const char gap[ARGBUF_CMD_GAP];
     a->cmd_gap = a->resp.len;
@@ -103,13 +103,13 @@ void args_cmd_begin(argbuf *a)
     a->cmd_n0 = a->n;
 }
 
-void args_cmd_cancel(argbuf *a)
+void argbuf_cmd_cancel(argbuf *a)
 {
     if (a->cmd_gap <= a->resp.len) a->resp.len = a->cmd_gap;
     a->n = a->cmd_n0;
 }
 
-void args_cmd_end(argbuf *a)
+void argbuf_cmd_end(argbuf *a)
 {
     if (a->resp.failed) return;
     if (a->ncmds == a->cap_cmds) {
@@ -135,7 +135,7 @@ void args_cmd_end(argbuf *a)
     a->cmd_n0 = a->n;
 }
 
-size_t args_slices(argbuf *a, redis_slice *out, size_t max)
+size_t argbuf_slices(argbuf *a, redis_slice *out, size_t max)
 {
     jsonw_raw(&a->resp, "", 1);       /* the NUL, not counted */
     a->resp.len--;

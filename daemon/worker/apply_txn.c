@@ -20,15 +20,15 @@
  * cmd_close drops it again when no field followed. */
 static void cmd_open(argbuf *a, const char *cmd, const char *key)
 {
-    args_cmd_begin(a);
-    arg_str(a, cmd);
-    arg_str(a, key);
+    argbuf_cmd_begin(a);
+    argbuf_str(a, cmd);
+    argbuf_str(a, key);
 }
 
 static void cmd_close(argbuf *a)
 {
-    if (args_cmd_nargs(a) > 2) args_cmd_end(a);
-    else args_cmd_cancel(a);
+    if (argbuf_cmd_nargs(a) > 2) argbuf_cmd_end(a);
+    else argbuf_cmd_cancel(a);
 }
 
 /* WATCH, FENCE (scripts.h), MULTI: the head of every apply pipeline. */
@@ -49,31 +49,31 @@ static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     /* Fault injection for tests (as SQLite does it): an apply containing
      * ALLOCD_FAULT_APPLY_ID has FENCE refuse it. */
     int fault = c->fault_apply_id && chunk_has_id(ch, c->fault_apply_id);
-    args_cmd_begin(a);
-    arg_str(a, "WATCH");
-    for (int i = 0; i < FENCE_NWATCH; i++) arg_str(a, keys[i]);
-    args_cmd_end(a);
-    args_cmd_begin(a);
-    arg_str(a, "EVAL");
-    arg_str(a, c->fence_src);
-    arg_int(a, FENCE_NKEYS);
-    for (int i = 0; i < FENCE_NKEYS; i++) arg_str(a, keys[i]);
-    arg_str(a, c->token);
-    arg_str(a, c->epoch);
-    arg_int(a, c->chunks_applied);
-    arg_str(a, fault ? "1" : "0");
-    args_cmd_end(a);
-    args_cmd_begin(a);
-    arg_str(a, "MULTI");
-    args_cmd_end(a);
+    argbuf_cmd_begin(a);
+    argbuf_str(a, "WATCH");
+    for (int i = 0; i < FENCE_NWATCH; i++) argbuf_str(a, keys[i]);
+    argbuf_cmd_end(a);
+    argbuf_cmd_begin(a);
+    argbuf_str(a, "EVAL");
+    argbuf_str(a, c->fence_src);
+    argbuf_int(a, FENCE_NKEYS);
+    for (int i = 0; i < FENCE_NKEYS; i++) argbuf_str(a, keys[i]);
+    argbuf_str(a, c->token);
+    argbuf_str(a, c->epoch);
+    argbuf_int(a, c->chunks_applied);
+    argbuf_str(a, fault ? "1" : "0");
+    argbuf_cmd_end(a);
+    argbuf_cmd_begin(a);
+    argbuf_str(a, "MULTI");
+    argbuf_cmd_end(a);
     /* A small first command, so that it reaches Redis in the same read as
      * FENCE as often as possible (scripts.h, BUSY). */
-    args_cmd_begin(a);
-    arg_str(a, "HSET");
-    arg_str(a, k->internal);
-    arg_str(a, "chunks_applied");
-    arg_int(a, c->chunks_applied + 1);
-    args_cmd_end(a);
+    argbuf_cmd_begin(a);
+    argbuf_str(a, "HSET");
+    argbuf_str(a, k->internal);
+    argbuf_str(a, "chunks_applied");
+    argbuf_int(a, c->chunks_applied + 1);
+    argbuf_cmd_end(a);
 }
 
 /* One HSET of every result: the engine's, or the parser's `invalid`. The
@@ -85,12 +85,12 @@ static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     for (size_t i = 0; i < ch->n_items; i++) {
         const chunk_item *it = &ch->items[i];
         if (!chunk_item_answered(it) || it->res.kept) continue;  /* kept: answered when drawn */
-        arg_str(a, it->q.r.id);
-        size_t start = arg_begin(a);
+        argbuf_str(a, it->q.r.id);
+        size_t start = argbuf_begin(a);
         if (it->q.outcome == REQUEST_INVALID) records_invalid(&a->data, &it->q, it->seq, c->now);
         else if (it->draw) records_result_drawn(&a->data, &it->q, &it->res, it->seq, c->now, it->draw);
         else records_result(&a->data, &it->q, &it->res, it->seq, c->now);
-        arg_end(a, start);
+        argbuf_end(a, start);
     }
     cmd_close(a);
 }
@@ -111,11 +111,11 @@ static void add_waitlist(argbuf *a, const apply_txn_ctx *c, const chunk *ch, con
         if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK || it->res.status != ST_WAITING ||
             !it->res.wait_no)
             continue;
-        arg_str(a, it->q.r.id);
-        size_t start = arg_begin(a);
+        argbuf_str(a, it->q.r.id);
+        size_t start = argbuf_begin(a);
         records_wait_entry(&a->data, &it->res, engine_reason_name(engine_wait_reason_of(it->q.r.op)),
                            it->seq, c->now, &it->q.r);
-        arg_end(a, start);
+        argbuf_end(a, start);
     }
     cmd_close(a);
     size_t n = engine_wait_done_count(e);
@@ -128,17 +128,17 @@ static void add_waitlist(argbuf *a, const apply_txn_ctx *c, const chunk *ch, con
         memset(&q, 0, sizeof q);
         q.r = *r;
         q.op_name = engine_op_name(r->op);
-        arg_str(a, r->id);
-        size_t start = arg_begin(a);
+        argbuf_str(a, r->id);
+        size_t start = argbuf_begin(a);
         records_result(&a->data, &q, &res, r->seq, c->now);
-        arg_end(a, start);
+        argbuf_end(a, start);
     }
     cmd_close(a);
     cmd_open(a, "HDEL", c->keys->waitlist);
     for (size_t i = 0; i < n; i++) {
         const engine_request *r;
         engine_wait_done_at(e, i, &r, NULL);
-        arg_str(a, r->id);
+        argbuf_str(a, r->id);
     }
     cmd_close(a);
 }
@@ -157,16 +157,16 @@ static void add_holders(argbuf *a, const apply_txn_ctx *c, const engine *e)
     for (size_t i = 0; i < n; i++) {
         engine_dirty_user_at(e, i, &v);
         if (!user_holds_something(&v)) continue;
-        arg_str(a, v.id);
-        size_t start = arg_begin(a);
+        argbuf_str(a, v.id);
+        size_t start = argbuf_begin(a);
         records_holder(&a->data, e, &v);
-        arg_end(a, start);
+        argbuf_end(a, start);
     }
     cmd_close(a);
     cmd_open(a, "HDEL", c->keys->holders);
     for (size_t i = 0; i < n; i++) {
         engine_dirty_user_at(e, i, &v);
-        if (!user_holds_something(&v)) arg_str(a, v.id);
+        if (!user_holds_something(&v)) argbuf_str(a, v.id);
     }
     cmd_close(a);
 }
@@ -182,16 +182,16 @@ static void add_items(argbuf *a, const apply_txn_ctx *c, const engine *e)
     for (size_t i = 0; i < n; i++) {
         if (c->first_apply) engine_item_view_at(e, i, &v);
         else engine_dirty_item_at(e, i, &v, &cap_changed);
-        arg_str(a, v.id);
-        arg_int(a, v.free);
+        argbuf_str(a, v.id);
+        argbuf_int(a, v.free);
     }
     cmd_close(a);
     cmd_open(a, "HSET", c->keys->capacity);
     for (size_t i = 0; i < engine_dirty_item_count(e); i++) {
         engine_dirty_item_at(e, i, &v, &cap_changed);
         if (!cap_changed) continue;
-        arg_str(a, v.id);
-        arg_int(a, v.capacity);
+        argbuf_str(a, v.id);
+        argbuf_int(a, v.capacity);
     }
     cmd_close(a);
 }
@@ -204,10 +204,10 @@ static void add_ended(argbuf *a, const apply_txn_ctx *c, const engine *e)
         const char *user;
         engine_order o;
         engine_ended_at(e, i, &user, &o);
-        arg_u64(a, o.id);
-        size_t start = arg_begin(a);
+        argbuf_u64(a, o.id);
+        size_t start = argbuf_begin(a);
         records_ended(&a->data, e, user, &o);
-        arg_end(a, start);
+        argbuf_end(a, start);
     }
     cmd_close(a);
 }
@@ -224,21 +224,21 @@ static void add_internal_and_participants(argbuf *a, const apply_txn_ctx *c, con
 {
     cmd_open(a, "HSET", c->keys->internal);
     if (ch->kind == CHUNK_CTL || c->first_apply) {
-        arg_str(a, "admin_state");
-        arg_str(a, admin_state_name(engine_get_admin_state(e)));
+        argbuf_str(a, "admin_state");
+        argbuf_str(a, admin_state_name(engine_get_admin_state(e)));
     }
     if (ch->kind == CHUNK_POOL) {
         size_t served = c->pool_served + ch->pool_len;
-        arg_str(a, "early_served");
-        arg_int(a, (int64_t)served);
-        if (served == c->pool_n) { arg_str(a, "lottery_done"); arg_str(a, "1"); }
+        argbuf_str(a, "early_served");
+        argbuf_int(a, (int64_t)served);
+        if (served == c->pool_n) { argbuf_str(a, "lottery_done"); argbuf_str(a, "1"); }
     }
     cmd_close(a);   /* P:{B}:early stays: `allocctl lottery verify` replays it */
     size_t n = engine_new_participant_count(e);
     /* a list, not a set: every user is appended once (the engine knows who
      * is new), and appending costs Redis far less than a set insert */
     cmd_open(a, "RPUSH", c->keys->participants);
-    for (size_t i = 0; i < n; i++) arg_str(a, engine_new_participant_at(e, i));
+    for (size_t i = 0; i < n; i++) argbuf_str(a, engine_new_participant_at(e, i));
     cmd_close(a);
 }
 
@@ -248,9 +248,9 @@ static void add_dead(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     for (size_t i = 0; i < ch->n_items; i++) {
         const chunk_item *it = &ch->items[i];
         if (it->q.outcome != REQUEST_DEAD) continue;
-        size_t start = arg_begin(a);
+        size_t start = argbuf_begin(a);
         records_dead(&a->data, it->raw, it->raw_len, it->q.error, c->now);
-        arg_end(a, start);
+        argbuf_end(a, start);
     }
     cmd_close(a);
 }
@@ -259,11 +259,11 @@ static void open_xadd(argbuf *a, const apply_txn_ctx *c)
 {
     cmd_open(a, "XADD", c->keys->log);
     if (c->log_maxlen > 0 && !(c->archive_group && *c->archive_group)) {
-        arg_str(a, "MAXLEN");
-        arg_str(a, "~");
-        arg_int(a, c->log_maxlen);
+        argbuf_str(a, "MAXLEN");
+        argbuf_str(a, "~");
+        argbuf_int(a, c->log_maxlen);
     }
-    arg_str(a, "*");
+    argbuf_str(a, "*");
 }
 
 /* log_format chunk: one XADD carrying every event of the chunk
@@ -273,36 +273,36 @@ static void add_chunk_log(argbuf *a, const apply_txn_ctx *c, const engine *e)
     size_t n = engine_event_count(e);
     if (!n) return;
     open_xadd(a, c);
-    arg_str(a, "format"); arg_str(a, "chunk");
-    arg_str(a, "n");      arg_int(a, (int64_t)n);
-    arg_str(a, "events");
-    size_t start = arg_begin(a);
+    argbuf_str(a, "format"); argbuf_str(a, "chunk");
+    argbuf_str(a, "n");      argbuf_int(a, (int64_t)n);
+    argbuf_str(a, "events");
+    size_t start = argbuf_begin(a);
     log_entry_write_events(&a->data, e);
-    arg_end(a, start);
-    args_cmd_end(a);
+    argbuf_end(a, start);
+    argbuf_cmd_end(a);
 }
 
 /* One XADD per event: the contract wants one stream entry per change. */
 static void add_event(argbuf *a, const apply_txn_ctx *c, const engine_event *ev)
 {
     open_xadd(a, c);
-    arg_str(a, "type");  arg_str(a, engine_event_name(ev->type));
-    arg_str(a, "user");  arg_str(a, ev->user ? ev->user : "");
-    arg_str(a, "item");  arg_str(a, ev->item ? ev->item : "");
-    arg_str(a, "qty");   arg_int(a, ev->qty);
-    arg_str(a, "order");
-    if (ev->order) arg_u64(a, ev->order); else arg_str(a, "");
-    arg_str(a, "req");   arg_str(a, ev->req ? ev->req : "");
-    arg_str(a, "at");    arg_int(a, ev->at);
-    if (ev->expires_at) { arg_str(a, "expires_at"); arg_int(a, ev->expires_at); }
-    if (ev->state) { arg_str(a, "state"); arg_str(a, ev->state); }
+    argbuf_str(a, "type");  argbuf_str(a, engine_event_name(ev->type));
+    argbuf_str(a, "user");  argbuf_str(a, ev->user ? ev->user : "");
+    argbuf_str(a, "item");  argbuf_str(a, ev->item ? ev->item : "");
+    argbuf_str(a, "qty");   argbuf_int(a, ev->qty);
+    argbuf_str(a, "order");
+    if (ev->order) argbuf_u64(a, ev->order); else argbuf_str(a, "");
+    argbuf_str(a, "req");   argbuf_str(a, ev->req ? ev->req : "");
+    argbuf_str(a, "at");    argbuf_int(a, ev->at);
+    if (ev->expires_at) { argbuf_str(a, "expires_at"); argbuf_int(a, ev->expires_at); }
+    if (ev->state) { argbuf_str(a, "state"); argbuf_str(a, ev->state); }
     log_extra x[LOG_EVENT_MAX_EXTRAS];
     size_t nx = log_entry_extras(ev, x);
     for (size_t i = 0; i < nx; i++) {
-        arg_str(a, x[i].key);
-        if (x[i].str) arg_str(a, x[i].str); else arg_int(a, x[i].num);
+        argbuf_str(a, x[i].key);
+        if (x[i].str) argbuf_str(a, x[i].str); else argbuf_int(a, x[i].num);
     }
-    args_cmd_end(a);
+    argbuf_cmd_end(a);
 }
 
 /* Takes the chunk's requests off the head of their list, and (for the
@@ -314,9 +314,9 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
 {
     if (ch->queue_len || ch->ctl_len) {
         cmd_open(a, "LTRIM", ch->queue_len ? c->keys->queue : c->keys->ctl);
-        arg_int(a, ch->queue_len ? ch->queue_len : ch->ctl_len);
-        arg_str(a, "-1");
-        args_cmd_end(a);
+        argbuf_int(a, ch->queue_len ? ch->queue_len : ch->ctl_len);
+        argbuf_str(a, "-1");
+        argbuf_cmd_end(a);
     }
     const engine_counters *n = engine_get_counters(e);
     struct { const char *name; int64_t v; } f[] = {
@@ -336,10 +336,10 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
         { "decision_p99_us", c->decision_p99_us },
     };
     cmd_open(a, "HSET", c->keys->stats);
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { arg_str(a, f[i].name); arg_int(a, f[i].v); }
-    arg_str(a, "state"); arg_str(a, engine_phase_name(engine_phase_at(e, c->now)));
-    arg_str(a, "owner"); arg_str(a, c->instance);
-    args_cmd_end(a);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { argbuf_str(a, f[i].name); argbuf_int(a, f[i].v); }
+    argbuf_str(a, "state"); argbuf_str(a, engine_phase_name(engine_phase_at(e, c->now)));
+    argbuf_str(a, "owner"); argbuf_str(a, c->instance);
+    argbuf_cmd_end(a);
 }
 
 /* The lottery (lottery_pool.h): the requests this chunk kept and the users
@@ -351,25 +351,25 @@ static void add_lottery(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     const lottery_pool *p = c->pool;
     if (!p) return;
     cmd_open(a, "RPUSH", c->keys->early);
-    for (size_t i = 0; i < p->n_pending; i++) arg_str(a, p->pending[i]);
+    for (size_t i = 0; i < p->n_pending; i++) argbuf_str(a, p->pending[i]);
     cmd_close(a);
     if (p->seed_unsaved) {
         char commit[LOTTERY_SEED_HEX + 1];
         lottery_commit(p->seed, commit);
         cmd_open(a, "HSET", c->keys->internal);
-        arg_str(a, "lottery_seed"); arg_str(a, p->seed);
-        args_cmd_end(a);
+        argbuf_str(a, "lottery_seed"); argbuf_str(a, p->seed);
+        argbuf_cmd_end(a);
         cmd_open(a, "HSET", c->keys->stats);
-        arg_str(a, "lottery_commit"); arg_str(a, commit);
-        args_cmd_end(a);
+        argbuf_str(a, "lottery_commit"); argbuf_str(a, commit);
+        argbuf_cmd_end(a);
     }
     cmd_open(a, "HSET", c->keys->stats);
     if (p->n_pending) {
-        arg_str(a, "early_kept"); arg_int(a, (int64_t)p->n);
-        arg_str(a, "lottery_users"); arg_int(a, (int64_t)lottery_ticket_count(&p->lot));
+        argbuf_str(a, "early_kept"); argbuf_int(a, (int64_t)p->n);
+        argbuf_str(a, "lottery_users"); argbuf_int(a, (int64_t)lottery_ticket_count(&p->lot));
     }
     if (ch->kind == CHUNK_POOL && c->pool_served == 0 && p->seed[0]) {
-        arg_str(a, "lottery_seed"); arg_str(a, p->seed);
+        argbuf_str(a, "lottery_seed"); argbuf_str(a, p->seed);
     }
     cmd_close(a);
 }
@@ -384,16 +384,16 @@ static void add_groups(argbuf *a, const apply_txn_ctx *c, const engine *e)
     for (size_t i = 0; i < n; i++) {
         engine_dirty_group_at(e, i, &g);
         if (!g.alive) continue;
-        arg_str(a, g.id);
-        size_t start = arg_begin(a);
+        argbuf_str(a, g.id);
+        size_t start = argbuf_begin(a);
         records_group(&a->data, &g);
-        arg_end(a, start);
+        argbuf_end(a, start);
     }
     cmd_close(a);
     cmd_open(a, "HDEL", c->keys->groups);
     for (size_t i = 0; i < n; i++) {
         engine_dirty_group_at(e, i, &g);
-        if (!g.alive) arg_str(a, g.id);
+        if (!g.alive) argbuf_str(a, g.id);
     }
     cmd_close(a);
 }
@@ -412,9 +412,9 @@ static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
                   ch->items[i].q.r.op == OP_SWAP;
     if (changed) {
         cmd_open(a, "HSET", c->keys->stats);
-        arg_str(a, "swap_offers");
-        arg_int(a, (int64_t)engine_swap_open_count(e));
-        args_cmd_end(a);
+        argbuf_str(a, "swap_offers");
+        argbuf_int(a, (int64_t)engine_swap_open_count(e));
+        argbuf_cmd_end(a);
     }
     cmd_open(a, "HSET", c->keys->results);
     for (size_t i = 0; i < n; i++) {
@@ -426,17 +426,17 @@ static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
         q.r.id = s.req;
         q.r.user = s.user;
         q.op_name = "swap";
-        arg_str(a, s.req);
-        size_t start = arg_begin(a);
+        argbuf_str(a, s.req);
+        size_t start = argbuf_begin(a);
         records_result(&a->data, &q, &s.res, s.seq, c->now);
-        arg_end(a, start);
+        argbuf_end(a, start);
     }
     cmd_close(a);
 }
 
 int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
 {
-    args_reset(out);
+    argbuf_reset(out);
     add_fence(out, ctx, ch);
     add_results(out, ctx, ch);
     add_swap_results(out, ctx, ch, e);
@@ -453,8 +453,8 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     if (ctx->log_maxlen > 0 && ctx->archive_group && *ctx->archive_group && engine_event_count(e))
         log_trim_encode(out, ctx->keys->log, ctx->archive_group, ctx->log_maxlen);
     add_consume_and_stats(out, ctx, ch, e);
-    args_cmd_begin(out);
-    arg_str(out, "EXEC");
-    args_cmd_end(out);
-    return args_failed(out) ? -ENOMEM : 0;
+    argbuf_cmd_begin(out);
+    argbuf_str(out, "EXEC");
+    argbuf_cmd_end(out);
+    return argbuf_failed(out) ? -ENOMEM : 0;
 }

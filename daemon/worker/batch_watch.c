@@ -37,23 +37,23 @@ static void on_probe(redis_conn *c, redisReply *r, const char *err, void *priv)
 static void probe(batch_watch *bw, redis_conn *c)
 {
     argbuf a;
-    memset(&a, 0, sizeof a);   /* args_init leaves the pipeline fields alone */
-    args_init(&a);
+    memset(&a, 0, sizeof a);   /* argbuf_init leaves the pipeline fields alone */
+    argbuf_init(&a);
     const char *cmds[][3] = {
         { "MULTI", NULL, NULL }, { "HGET", bw->keys->stats, "dequeued" },
         { "LLEN", bw->keys->queue, NULL }, { "LLEN", bw->keys->ctl, NULL }, { "EXEC", NULL, NULL },
     };
     for (size_t i = 0; i < 5; i++) {
-        args_cmd_begin(&a);
-        for (size_t j = 0; j < 3 && cmds[i][j]; j++) arg_str(&a, cmds[i][j]);
-        args_cmd_end(&a);
+        argbuf_cmd_begin(&a);
+        for (size_t j = 0; j < 3 && cmds[i][j]; j++) argbuf_str(&a, cmds[i][j]);
+        argbuf_cmd_end(&a);
     }
     redis_slice slices[5];
-    if (!args_failed(&a) && args_slices(&a, slices, 5) == 5) {
+    if (!argbuf_failed(&a) && argbuf_slices(&a, slices, 5) == 5) {
         bw->probe_sent_ms = batch_watch_now_ms();
         if (redis_conn_pipeline(c, on_probe, bw, bw->timeout_ms, slices, 5) == 0) bw->probe_pending = 1;
     }
-    args_free(&a);
+    argbuf_free(&a);
 }
 
 static void on_tick(uv_timer_t *t)

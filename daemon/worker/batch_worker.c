@@ -523,29 +523,29 @@ static void take_voided(batch_worker *w, chunk *ch)
 static int send_take(batch_worker *w, chunk *ch, long from)
 {
     argbuf *a = &w->reads_args;
-    args_reset(a);
-    args_cmd_begin(a);
-    arg_str(a, "MULTI");
-    args_cmd_end(a);
-    args_cmd_begin(a);
-    arg_str(a, "LRANGE"); arg_str(a, w->keys.ctl);
-    arg_int(a, w->ctl_unsent); arg_int(a, w->ctl_unsent + ch->asked - 1);
-    args_cmd_end(a);
+    argbuf_reset(a);
+    argbuf_cmd_begin(a);
+    argbuf_str(a, "MULTI");
+    argbuf_cmd_end(a);
+    argbuf_cmd_begin(a);
+    argbuf_str(a, "LRANGE"); argbuf_str(a, w->keys.ctl);
+    argbuf_int(a, w->ctl_unsent); argbuf_int(a, w->ctl_unsent + ch->asked - 1);
+    argbuf_cmd_end(a);
     if (ch->asked_queue) {
-        args_cmd_begin(a);
-        arg_str(a, "LRANGE"); arg_str(a, w->keys.queue);
-        arg_int(a, from); arg_int(a, from + ch->asked - 1);
-        args_cmd_end(a);
+        argbuf_cmd_begin(a);
+        argbuf_str(a, "LRANGE"); argbuf_str(a, w->keys.queue);
+        argbuf_int(a, from); argbuf_int(a, from + ch->asked - 1);
+        argbuf_cmd_end(a);
     }
-    args_cmd_begin(a);
-    arg_str(a, "LLEN"); arg_str(a, w->keys.queue);
-    args_cmd_end(a);
-    args_cmd_begin(a);
-    arg_str(a, "EXEC");
-    args_cmd_end(a);
-    if (args_failed(a)) return -ENOMEM;
+    argbuf_cmd_begin(a);
+    argbuf_str(a, "LLEN"); argbuf_str(a, w->keys.queue);
+    argbuf_cmd_end(a);
+    argbuf_cmd_begin(a);
+    argbuf_str(a, "EXEC");
+    argbuf_cmd_end(a);
+    if (argbuf_failed(a)) return -ENOMEM;
     redis_slice cmds[5];
-    size_t n = args_slices(a, cmds, 5);
+    size_t n = argbuf_slices(a, cmds, 5);
     worker_op *o = op_new(w, WOP_TAKE, ch);
     if (!o) return -ENOMEM;
     if (redis_conn_pipeline(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, cmds, n) < 0) {
@@ -773,9 +773,9 @@ static void dedup_start(batch_worker *w, chunk *ch)
         advance(w);
         return;
     }
-    if (args_failed(a)) { worker_fail(w, "dedup", "out of memory"); return; }
+    if (argbuf_failed(a)) { worker_fail(w, "dedup", "out of memory"); return; }
     size_t len;
-    const char *cmd = args_command(a, &len);
+    const char *cmd = argbuf_command(a, &len);
     worker_op *o = op_new(w, WOP_DEDUP, ch);
     if (!o) { worker_fail(w, "dedup", "too many commands in flight"); return; }
     /* while `reads` (re)connects, the command connection serves: there the
@@ -901,7 +901,7 @@ static void apply_send(batch_worker *w, chunk *ch)
     argbuf *a = &w->args;
     redis_slice stack[64], *cmds = a->ncmds <= 64 ? stack : malloc(a->ncmds * sizeof *cmds);
     if (!cmds) { worker_fail(w, "apply", "out of memory"); return; }
-    size_t n = args_slices(a, cmds, a->ncmds);
+    size_t n = argbuf_slices(a, cmds, a->ncmds);
     worker_op *o = op_new(w, WOP_APPLY, ch);
     int rc = o ? redis_conn_pipeline(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, cmds, n) : -ENOMEM;
     if (cmds != stack) free(cmds);
@@ -1373,8 +1373,8 @@ static void on_handle_closed(batch_worker *w)
     drop_engine(w);
     batch_load_free(&w->load);
     dedup_free(&w->dedup);
-    args_free(&w->args);
-    args_free(&w->reads_args);
+    argbuf_free(&w->args);
+    argbuf_free(&w->reads_args);
     /* The owner forgets w in the callback; nothing touches it afterwards. */
     if (w->on_stopped) w->on_stopped(w, w->data);
     free(w);
@@ -1464,8 +1464,8 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     w->data = data;
     snprintf(w->batch, sizeof w->batch, "%s", batch);
     order_ids_init(&w->orders, cfg->prefix, (uint64_t)cfg->chunk, random_u64());
-    args_init(&w->args);
-    args_init(&w->reads_args);
+    argbuf_init(&w->args);
+    argbuf_init(&w->reads_args);
     dedup_init(&w->dedup, random_u64());
     w->written_phase = (engine_phase)-1;
     w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");

@@ -43,9 +43,9 @@ static int readable(const chunk_item *it)
 
 size_t dedup_ask(dedup *d, chunk *ch, argbuf *a, const char *results_key)
 {
-    args_reset(a);
-    arg_str(a, "HMGET");
-    arg_str(a, results_key);
+    argbuf_reset(a);
+    argbuf_str(a, "HMGET");
+    argbuf_str(a, results_key);
     /* hash and prefetch every id first, so the filter's cache misses overlap */
     for (size_t i = 0; i < ch->n_items; i++) {
         chunk_item *it = &ch->items[i];
@@ -60,7 +60,7 @@ size_t dedup_ask(dedup *d, chunk *ch, argbuf *a, const char *results_key)
          * flight are caught in memory, dedup_mark_in_flight) */
         if (!readable(it) || !idfilter_maybe(&d->answered, it->id_hash)) continue;
         it->asked = 1;
-        arg_str(a, it->q.r.id);
+        argbuf_str(a, it->q.r.id);
         asked++;
     }
     return asked;

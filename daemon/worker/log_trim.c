@@ -22,12 +22,12 @@ const char log_trim_src[] =
 
 void log_trim_encode(argbuf *a, const char *log_key, const char *group, int64_t maxlen)
 {
-    args_cmd_begin(a);
-    arg_str(a, "EVAL");
-    arg_str(a, log_trim_src);
-    arg_str(a, "1");
-    arg_str(a, log_key);
-    arg_str(a, group);
-    arg_int(a, maxlen);
-    args_cmd_end(a);
+    argbuf_cmd_begin(a);
+    argbuf_str(a, "EVAL");
+    argbuf_str(a, log_trim_src);
+    argbuf_str(a, "1");
+    argbuf_str(a, log_key);
+    argbuf_str(a, group);
+    argbuf_int(a, maxlen);
+    argbuf_cmd_end(a);
 }

@@ -3,14 +3,14 @@
  * An apply carries thousands of arguments, and hiredis's argv formatting
  * costs a snprintf per argument; instead the arguments are appended here
  * as RESP bulk strings ("$len\r\n...\r\n") into one buffer that is reused
- * from chunk to chunk. A single command (args_command) has its header
+ * from chunk to chunk. A single command (argbuf_command) has its header
  * written into ARGBUF_HEADROOM free bytes at the front once the count is
  * known. A value written with jsonw (a result, a holder) goes through the
  * small `data` scratch buffer.
  *
  * The buffer can also hold a pipeline of several commands (the apply's
- * MULTI/EXEC): args_cmd_begin() reserves a gap for the command's
- * "*<count>\r\n" header, and args_cmd_end() writes the header right-aligned
+ * MULTI/EXEC): argbuf_cmd_begin() reserves a gap for the command's
+ * "*<count>\r\n" header, and argbuf_cmd_end() writes the header right-aligned
  * into it once the count is known (RESP forbids leading zeros, so a
  * fixed-width placeholder cannot be patched in place). The bytes of the gap
  * before the header are never sent: each command is handed to redis_conn
@@ -40,28 +40,28 @@ typedef struct argbuf {
     size_t ncmds, cap_cmds;
 } argbuf;
 
-void args_init(argbuf *a);
-void args_reset(argbuf *a);
-void args_free(argbuf *a);
-void arg_ext(argbuf *a, const char *s, size_t len);
-void arg_str(argbuf *a, const char *s);
-/* A value written with jsonw into a->data: arg_begin, write, arg_end. */
-size_t arg_begin(argbuf *a);
-void arg_end(argbuf *a, size_t start);
-void arg_int(argbuf *a, int64_t v);
-void arg_u64(argbuf *a, uint64_t v);
-int args_failed(const argbuf *a);
+void argbuf_init(argbuf *a);
+void argbuf_reset(argbuf *a);
+void argbuf_free(argbuf *a);
+void argbuf_ext(argbuf *a, const char *s, size_t len);
+void argbuf_str(argbuf *a, const char *s);
+/* A value written with jsonw into a->data: argbuf_begin, write, argbuf_end. */
+size_t argbuf_begin(argbuf *a);
+void argbuf_end(argbuf *a, size_t start);
+void argbuf_int(argbuf *a, int64_t v);
+void argbuf_u64(argbuf *a, uint64_t v);
+int argbuf_failed(const argbuf *a);
 /* The complete command "*n\r\n..." (header written into the headroom). */
-const char *args_command(argbuf *a, size_t *len);
+const char *argbuf_command(argbuf *a, size_t *len);
 /* Pipeline mode: one command = begin, its arguments, end. cancel drops the
  * open command (e.g. an HSET that got no field). */
-void args_cmd_begin(argbuf *a);
-void args_cmd_end(argbuf *a);
-void args_cmd_cancel(argbuf *a);
-static inline size_t args_cmd_nargs(const argbuf *a) { return a->n - a->cmd_n0; }
+void argbuf_cmd_begin(argbuf *a);
+void argbuf_cmd_end(argbuf *a);
+void argbuf_cmd_cancel(argbuf *a);
+static inline size_t argbuf_cmd_nargs(const argbuf *a) { return a->n - a->cmd_n0; }
 /* The completed commands as slices (pointers valid until the next append).
  * A NUL follows the last one: hiredis 0.14 reads one byte past a command of
  * a single argument (EXEC) when it looks for SUBSCRIBE. */
-size_t args_slices(argbuf *a, redis_slice *out, size_t max);
+size_t argbuf_slices(argbuf *a, redis_slice *out, size_t max);
 
 #endif

@@ -65,7 +65,7 @@ typedef struct apply_txn_ctx {
 } apply_txn_ctx;
 
 /* Writes the chunk's whole transaction into out (reset first), as one
- * argbuf command per Redis command (args_slices gives them). ch must be
+ * argbuf command per Redis command (argbuf_slices gives them). ch must be
  * decided at ctx->now on e, and e's changes not drained yet. The caller
  * calls engine_drain_clear(e) as soon as this returns 0, before the send:
  * out then holds every change, the next chunk's drain must start empty,

@@ -48,7 +48,7 @@ void dedup_forget_answered(dedup *d);
 int dedup_add_answered(dedup *d, const char *id, size_t len);
 /* Hashes the chunk's ids and writes `HMGET results <ids that may have a
  * result>` into a (reset first). Returns how many ids it asks about: 0
- * means there is nothing to send. Check args_failed(a). */
+ * means there is nothing to send. Check argbuf_failed(a). */
 size_t dedup_ask(dedup *d, chunk *ch, argbuf *a, const char *results_key);
 /* The HMGET's reply: the ids it found are duplicates. 0, or -EPROTO when
  * the reply is not an array of exactly one element per id asked (the

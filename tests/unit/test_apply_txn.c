@@ -322,7 +322,7 @@ static void run_case(void **state)
     }
     assert_int_equal(apply_txn_encode(&c->out, &c->ctx, &c->ch, c->e), 0);
     redis_slice cmds[256];
-    size_t n = args_slices(&c->out, cmds, 256);
+    size_t n = argbuf_slices(&c->out, cmds, 256);
     assert_int_equal(n, c->out.ncmds);
     /* the slices in order are the bytes on the wire */
     jsonw wire;
@@ -342,7 +342,7 @@ static int setup_case(void **state)
     assert_int_equal(batch_keys_init(&c->keys, "alloc", "b"), 0);
     snprintf(c->trip_key, sizeof c->trip_key, "alloc:{b}:trip:%s", TOKEN);
     assert_int_equal(chunk_reserve(&c->ch, MAX_ITEMS), 0);  /* parsed items must not move */
-    args_init(&c->out);
+    argbuf_init(&c->out);
     c->ctx = (apply_txn_ctx){
         .keys = &c->keys, .trip_key = c->trip_key, .fence_src = "<FENCE: scripts.h>",
         .token = TOKEN, .epoch = "3", .now = NOW, .instance = "test-host",
@@ -360,7 +360,7 @@ static int teardown_case(void **state)
     c->ch.items = NULL;
     if (c->e) engine_free(c->e);
     c->e = NULL;
-    args_free(&c->out);
+    argbuf_free(&c->out);
     lottery_pool_free(&c->pool);
     return 0;
 }

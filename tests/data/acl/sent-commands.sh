@@ -1,7 +1,7 @@
 #!/bin/sh
 # sent-commands.sh DIR -- every Redis command the C sources under DIR can
 # send (run from the repository root; DIR is daemon or tools/allocctl):
-# argv literals (arg_str, cmd_open, ctl_args_add), the first string of an
+# argv literals (argbuf_str, cmd_open, ctl_args_add), the first string of an
 # argv initializer, "CMD %s" formats and the format strings of rcmd,
 # redisCommand and redisAppendCommand, EVAL/EVALSHA, and the redis.call()s
 # of Lua scripts (scripts run with the caller's ACL). Prints one lowercase
@@ -14,7 +14,7 @@ set -e
 dir=${1:-daemon}
 g() { grep -rhoE --include='*.c' --exclude=cmd_acl.c "$@" "$dir" || true; }
 {
-    g '(arg_str|cmd_open|ctl_args_add)\(&?[a-z_>.-]+, "[A-Z]+"' | sed -E 's/.*"([A-Z]+)"/\1/'
+    g '(argbuf_str|cmd_open|ctl_args_add)\(&?[a-z_>.-]+, "[A-Z]+"' | sed -E 's/.*"([A-Z]+)"/\1/'
     g '\{ "[A-Z]+", "[A-Z]+"' | sed -E 's/\{ "([A-Z]+)", "([A-Z]+)"/\1|\2/'
     g '\{ "[A-Z]+"( \}|,)' | sed -E 's/\{ "([A-Z]+)".*/\1/'
     g '"[A-Z]+( [A-Z]+)?( %s|")' | grep -E ' %s|^"[A-Z]+ [A-Z]+"$' |
