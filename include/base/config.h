@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/cli.h"
 #include "base/redis_url.h"
 
 typedef struct allocd_config {
@@ -61,31 +62,12 @@ typedef struct allocd_config {
     char *source;             /* file the values came from, NULL = defaults */
 } allocd_config;
 
-/* What the command line asked for. */
-typedef enum {
-    CLI_RUN = 0, CLI_CHECK_CONFIG, CLI_VERSION, CLI_HELP
-} cli_action;
-
-typedef struct cli_args {
-    cli_action action;
-    const char *config_path;  /* -c FILE; NULL = default path */
-    const char *redis_url;    /* --redis */
-    const char *prefix;       /* --prefix */
-    const char *instance;     /* --instance */
-    const char *redis_user;   /* allocctl --redis-user */
-    const char *redis_password_file; /* allocctl --redis-password-file */
-} cli_args;
-
 #define ALLOCD_VERSION "0.1.0"
 
 const char *config_default_path(void);
 
 void config_defaults(allocd_config *c);
 void config_free(allocd_config *c);
-
-/* Parses argv. Returns 0, or -1 with "command line: ..." in err. */
-int cli_parse(int argc, char **argv, cli_args *out, char *err, size_t errlen);
-void cli_usage(FILE *out, const char *argv0);
 
 /* Reads a config file over the current values. Returns 0 when loaded,
  * 1 when the file does not exist and must_exist is 0 (values unchanged),
