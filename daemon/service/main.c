@@ -17,7 +17,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "service/metrics.h"
-#include "service/notify.h"
+#include "service/notifier.h"
 #include "service/registry.h"
 #include "service/web.h"
 #include "worker/scripts.h"

@@ -1,6 +1,6 @@
-/* notify.c -- see notify.h. The protocol is one datagram per message to the
+/* notifier.c -- see notifier.h. The protocol is one datagram per message to the
  * unix socket named by $NOTIFY_SOCKET ('@' means the abstract namespace). */
-#include "service/notify.h"
+#include "service/notifier.h"
 
 #include <errno.h>
 #include <stdio.h>

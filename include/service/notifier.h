@@ -1,4 +1,4 @@
-/* notify.h -- the systemd notify protocol, spoken directly (no libsystemd).
+/* notifier.h -- the systemd notify protocol, spoken directly (no libsystemd).
  *
  * When $NOTIFY_SOCKET is set (Type=notify units), allocd sends datagrams to
  * it: READY=1 once the config is valid and the loop runs, STATUS=... when
@@ -7,8 +7,8 @@
  * RELOADING=1 / READY=1 around SIGHUP and STOPPING=1 when draining. Without
  * $NOTIFY_SOCKET every call is a no-op.
  */
-#ifndef ALLOCD_NOTIFY_H
-#define ALLOCD_NOTIFY_H
+#ifndef ALLOCD_NOTIFIER_H
+#define ALLOCD_NOTIFIER_H
 
 #include <stdint.h>
 #include <uv.h>
