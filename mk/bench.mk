@@ -9,6 +9,10 @@
 #                         except memory); BENCH_ARGS replaces its arguments
 #   make bench-memory     RSS per participant at one million participants
 #   make bench-scaling    stock at chunk 64/256/1024/4096
+#   make bench-groups     issue 13's housing round: 20,000 students in groups of
+#                         1-4 formed by invitation (groups-formed) for 5,000
+#                         rooms, beside the listed `groups` scenario, 26,000
+#                         requests each, prepushed and live
 #   make bench-tickets    a ticket sale with expiring reservations: allocd's
 #                         waitlist (wait:true) against Lua with polling losers
 #                         (also the last part of `make bench`)
@@ -40,13 +44,17 @@ BENCH_SCALING_ARGS ?= --scenario stock --chunk-sweep 64,256,1024,4096
 BENCH_CLUSTER_ARGS ?= --cluster-sweep 1x1,3x3,3x1 --batches 6 --requests 200000 --runs 2
 
 BENCH_TICKETS_ARGS ?= --tickets --users 100000 --hold-ms 2000
+BENCH_GROUPS_ARGS ?= --scenario groups,groups-formed --requests 26000 --mode both
 BENCH_E2E_ARGS ?=
 BENCH_OPENLOOP_ARGS ?= --e2e-pairs 3
 
-.PHONY: bench bench-memory bench-scaling bench-cluster bench-tickets bench-e2e bench-openloop
+.PHONY: bench bench-memory bench-scaling bench-cluster bench-tickets bench-e2e bench-openloop bench-groups
 bench: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_ARGS)
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_TICKETS_ARGS)
+
+bench-groups: $(ALLOCD) $(BUILD)/allocbench
+	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_GROUPS_ARGS)
 
 bench-tickets: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_TICKETS_ARGS)

@@ -107,7 +107,8 @@ typedef struct bench {
 static void usage(FILE *f)
 {
     fputs("usage: allocbench [options]\n"
-          "  --scenario LIST       stock, stock-hot, rooms, rooms-hot, groups, reservations, all (commas, repeatable)\n"
+          "  --scenario LIST       stock, stock-hot, rooms, rooms-hot, groups, reservations, groups-formed,\n"
+          "                        all (commas, repeatable)\n"
           "  --mode MODE           prepushed (default), live, both\n"
           "  --requests N          requests per run (200000)\n"
           "  --users U             distinct users (scenario default: stock N/2, rooms N)\n"
@@ -479,6 +480,7 @@ static row *new_row(bench *b, scenario_id sc, const char *mode, int chunk)
     snprintf(r->mode, sizeof r->mode, "%s", mode);
     const options *o = &b->opt;
     workload_init(&r->w, sc, o->requests, o->users, o->items, o->hold_ms, o->seed);
+    r->w.lanes = (long)o->producers * (o->batches > 1 ? o->batches : 1);
     return r;
 }
 
@@ -532,6 +534,11 @@ static row *run_one(bench *b, scenario_id sc, int live, double rate, int chunk, 
         snprintf(mode + strlen(mode), sizeof mode - strlen(mode), "/%db", b->opt.batches);
     row *r = new_row(b, sc, mode, chunk);
     if (!r || fresh_daemon(b, chunk) < 0) return NULL;
+    if (sc == SC_GROUPS_FORMED && (designs & (D_LUA | D_LOCK))) {
+        /* the other designs have no invitations: allocd only, beside `groups` */
+        fprintf(stderr, "allocbench: groups-formed: allocd only (the Lua and lock designs have no invitations)\n");
+        designs &= ~(D_LUA | D_LOCK);
+    }
     next_batch(b, scenario_name(sc), batch, sizeof batch);
     if (designs & D_ALLOCD) run_allocd(b, r, batch, live, rate);
     if (designs & (D_LUA | D_LOCK)) run_alts(b, r, batch);

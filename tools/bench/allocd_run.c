@@ -68,9 +68,11 @@ static int bset_members(redisContext *c, const bset *s, const char *cmd)
 static int setup_batch(redisContext *c, const workload *w, const bkeys *k)
 {
     int room = scenario_is_room(w->sc);
-    /* the `group` scenario names its members (groups listed, version 1) */
-    if (bench_ok(c, "HSET %s kind %s per_user %d hold_ms %d groups listed", k->meta,
-                 room ? "room" : "stock", w->per_user, w->hold_ms) < 0) return -1;
+    /* the `group` scenario names its members (groups listed, version 1);
+     * groups-formed forms them by invitation (9.2) */
+    if (bench_ok(c, "HSET %s kind %s per_user %d hold_ms %d groups %s", k->meta,
+                 room ? "room" : "stock", w->per_user, w->hold_ms,
+                 w->sc == SC_GROUPS_FORMED ? "formed" : "listed") < 0) return -1;
     if (workload_write_items(c, w, k->capacity, 0) < 0) return -1;
     return room ? workload_write_items(c, w, k->attrs, 1) : 0;
 }

@@ -128,10 +128,10 @@ long pipe_run(const pipe_job *j, char *err, size_t errlen);
 
 typedef enum {
     SC_STOCK, SC_STOCK_HOT, SC_ROOMS, SC_ROOMS_HOT, SC_GROUPS,
-    SC_RESERVATIONS, SC_COUNT
+    SC_RESERVATIONS, SC_GROUPS_FORMED, SC_COUNT
 } scenario_id;
 
-enum { OPK_BUY, OPK_AUTO, OPK_GROUP };
+enum { OPK_BUY, OPK_AUTO, OPK_GROUP, OPK_INVITE, OPK_ACCEPT };
 
 #define WL_PREFS 3
 #define WL_MEMBERS 4
@@ -146,6 +146,9 @@ typedef struct workload {
     int per_user;
     int hold_ms;
     uint64_t seed;
+    long lanes;               /* groups-formed: requests i, i + lanes, i + 2 lanes, ...
+                               * are one lane, pushed in order by one producer to
+                               * one batch (producers x batches); 0 = 1 */
 } workload;
 
 typedef struct wl_req {
@@ -154,7 +157,10 @@ typedef struct wl_req {
     long item;                /* buy */
     int n_prefs;
     long prefs[WL_PREFS];
-    int n_members;            /* group: members are g<i>-<j>, user is g<i>-0 */
+    int n_members;            /* group: members are g<i>-<j>, user is g<i>-0;
+                               * groups-formed: the group's size */
+    int formed;               /* groups-formed: students s<user>-<j>, user = the group */
+    int actor;                /* groups-formed: the student who sends it (0 = leader) */
 } wl_req;
 
 const char *scenario_name(scenario_id sc);
@@ -165,7 +171,8 @@ void workload_init(workload *w, scenario_id sc, long n, long users, long items,
                    int hold_ms, uint64_t seed);
 /* Request i of the mix; the same i always gives the same request. */
 void workload_request(const workload *w, long i, wl_req *r);
-/* Names: items i<k>, rooms R<k>, users u<k>, group members g<i>-<j>. */
+/* Names: items i<k>, rooms R<k>, users u<k>, group members g<i>-<j>,
+ * groups-formed students s<group>-<j> (member 0 names the sender). */
 int wl_item_name(const workload *w, long k, char *buf, size_t len);
 int wl_user_name(long i, const wl_req *r, int member, char *buf, size_t len);
 /* The allocd request JSON of request i; returns its length. */

@@ -15,7 +15,7 @@
 static const char *const names[SC_COUNT] = {
     [SC_STOCK] = "stock", [SC_STOCK_HOT] = "stock-hot", [SC_ROOMS] = "rooms",
     [SC_ROOMS_HOT] = "rooms-hot", [SC_GROUPS] = "groups",
-    [SC_RESERVATIONS] = "reservations",
+    [SC_RESERVATIONS] = "reservations", [SC_GROUPS_FORMED] = "groups-formed",
 };
 
 const char *scenario_name(scenario_id sc) { return names[sc]; }
@@ -29,7 +29,7 @@ int scenario_parse(const char *name, scenario_id *out)
 
 int scenario_is_room(scenario_id sc)
 {
-    return sc == SC_ROOMS || sc == SC_ROOMS_HOT || sc == SC_GROUPS;
+    return sc == SC_ROOMS || sc == SC_ROOMS_HOT || sc == SC_GROUPS || sc == SC_GROUPS_FORMED;
 }
 
 static long at_least_1(long v) { return v > 0 ? v : 1; }
@@ -42,11 +42,18 @@ static void stock_defaults(workload *w, long users, long items)
     w->per_user = 2;
 }
 
-/* Rooms: beds for about half the requests (groups average 3 members). */
+/* Rooms: beds for about half the requests (groups average 3 members).
+ * groups-formed: issue 13's housing round, 20,000 students for 5,000
+ * four-bed rooms, is 26,000 requests (FORMED_CYCLE below: 13 requests
+ * place 10 students); other sizes keep that ratio. */
 static void room_defaults(workload *w, long users, long items)
 {
     w->users = users > 0 ? users : w->n;
-    if (w->sc == SC_GROUPS) {
+    if (w->sc == SC_GROUPS_FORMED) {
+        w->units = 4;
+        w->users = w->n * 10 / 13;
+        w->items = items > 0 ? items : at_least_1(w->n * 5 / 26);
+    } else if (w->sc == SC_GROUPS) {
         w->units = 6;
         w->items = items > 0 ? items : at_least_1(w->n / 4);
     } else {
@@ -98,6 +105,28 @@ static void pick_prefs(const workload *w, long i, wl_req *r)
     }
 }
 
+/* groups-formed: each lane (workload.lanes) is a run of cycles of 13
+ * requests forming four groups, of 1, 2, 3 and 4 students: a student alone
+ * sends `auto`; a group's leader invites the others, each of them accepts,
+ * then the leader sends `group`. One producer pushes a lane in order, so
+ * each invitation is in the queue before its answers. */
+enum { FORMED_CYCLE = 13 };
+
+static void formed_request(const workload *w, long i, wl_req *r)
+{
+    static const int first[] = { 0, 1, 4, 8 };   /* each group's first slot */
+    long lanes = w->lanes > 0 ? w->lanes : 1, lane = i % lanes, k = i / lanes;
+    int slot = (int)(k % FORMED_CYCLE), g = 3;
+    while (slot < first[g]) g--;
+    int size = g + 1, step = slot - first[g];
+    r->formed = 1;
+    r->n_members = size;
+    r->user = ((k / FORMED_CYCLE) * 4 + g) * lanes + lane;
+    r->actor = step == 0 || step == size ? 0 : step;
+    r->op = size == 1 ? OPK_AUTO : step == 0 ? OPK_INVITE : step < size ? OPK_ACCEPT : OPK_GROUP;
+    if (r->op == OPK_AUTO || r->op == OPK_GROUP) pick_prefs(w, i, r);
+}
+
 void workload_request(const workload *w, long i, wl_req *r)
 {
     memset(r, 0, sizeof *r);
@@ -117,6 +146,9 @@ void workload_request(const workload *w, long i, wl_req *r)
         r->n_members = 2 + (int)(rnd(w, i, 1) % (WL_MEMBERS - 1));
         pick_prefs(w, i, r);
         break;
+    case SC_GROUPS_FORMED:
+        formed_request(w, i, r);
+        break;
     default:
         break;
     }
@@ -129,6 +161,7 @@ int wl_item_name(const workload *w, long k, char *buf, size_t len)
 
 int wl_user_name(long i, const wl_req *r, int member, char *buf, size_t len)
 {
+    if (r->formed) return snprintf(buf, len, "s%ld-%d", r->user, member ? member : r->actor);
     if (r->op == OPK_GROUP) return snprintf(buf, len, "g%ld-%d", i, member);
     return snprintf(buf, len, "u%ld", r->user);
 }
@@ -158,6 +191,26 @@ static void put_name_list(const workload *w, long i, const wl_req *r, int member
     put(buf, len, at, "]");
 }
 
+/* groups-formed: an invitation's "to" (every member but the leader) or an
+ * answer's "from" (the leader). */
+static void put_formed_names(const wl_req *r, int to, char *buf, size_t len, size_t *at)
+{
+    char name[48];
+    if (!to) {
+        snprintf(name, sizeof name, "s%ld-0", r->user);
+        put(buf, len, at, ",\"from\":\"");
+        put(buf, len, at, name);
+        put(buf, len, at, "\"");
+        return;
+    }
+    put(buf, len, at, ",\"to\":[");
+    for (int m = 1; m < r->n_members; m++) {
+        snprintf(name, sizeof name, "%ss%ld-%d\"", m > 1 ? ",\"" : "\"", r->user, m);
+        put(buf, len, at, name);
+    }
+    put(buf, len, at, "]");
+}
+
 int workload_json(const workload *w, long i, char *buf, size_t len)
 {
     wl_req r;
@@ -165,7 +218,8 @@ int workload_json(const workload *w, long i, char *buf, size_t len)
     workload_request(w, i, &r);
     wl_user_name(i, &r, 0, user, sizeof user);
     size_t at = 0;
-    static const char *const ops[] = { [OPK_BUY] = "buy", [OPK_AUTO] = "auto", [OPK_GROUP] = "group" };
+    static const char *const ops[] = { [OPK_BUY] = "buy", [OPK_AUTO] = "auto", [OPK_GROUP] = "group",
+                                       [OPK_INVITE] = "invite", [OPK_ACCEPT] = "accept" };
     snprintf(head, sizeof head, "{\"id\":\"%ld\",\"user\":\"%s\",\"op\":\"%s\"", i, user, ops[r.op]);
     put(buf, len, &at, head);
     if (r.op == OPK_BUY) {
@@ -174,9 +228,14 @@ int workload_json(const workload *w, long i, char *buf, size_t len)
         put(buf, len, &at, item);
         put(buf, len, &at, "\",\"qty\":1");
     }
-    if (r.op == OPK_GROUP) {
+    if (r.op == OPK_GROUP && !r.formed) {
         put(buf, len, &at, ",\"members\":");
         put_name_list(w, i, &r, 1, buf, len, &at);
+    }
+    if (r.op == OPK_INVITE || r.op == OPK_ACCEPT) {
+        put_formed_names(&r, r.op == OPK_INVITE, buf, len, &at);
+        put(buf, len, &at, "}");
+        return at < len ? (int)at : -1;
     }
     if (r.op != OPK_BUY) {
         put(buf, len, &at, ",\"prefs\":");
