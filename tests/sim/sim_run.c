@@ -191,13 +191,22 @@ static int gen_auto(workload *wl, simr *s, const batch_keys *k, char *id, char *
  * accept often meets an invitation; the group then places who consented */
 static int partner(int a) { return a % 2 ? (a < NUSERS ? a + 1 : 1) : a - 1; }
 
+/* Mostly the partner; now and then anybody, so groups grow past two, meet
+ * max_group (3) and users already in another group. */
+static int other_user(int a)
+{
+    if (sim_chance(0.7)) return partner(a);
+    int b = (int)sim_below(NUSERS) + 1;
+    return b == a ? partner(a) : b;
+}
+
 static int gen_invite(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
 {
     if (!wl->formed) return 0;
     int a = (int)sim_below(NUSERS) + 1;
     snprintf(user, 16, "u%d", a);
     return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"invite\",\"to\":[\"u%d\"]}", id, a,
-                    partner(a));
+                    other_user(a));
 }
 
 static int gen_accept(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
@@ -206,7 +215,26 @@ static int gen_accept(workload *wl, simr *s, const batch_keys *k, char *id, char
     int a = (int)sim_below(NUSERS) + 1;
     snprintf(user, 16, "u%d", a);
     return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"%s\",\"from\":\"u%d\"}", id, a,
-                    sim_chance(0.85) ? "accept" : "decline", partner(a));
+                    sim_chance(0.85) ? "accept" : "decline", other_user(a));
+}
+
+/* contract 9.2: leaving hands the lead on or dissolves the group */
+static int gen_leave(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    if (!wl->formed) return 0;
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"leave\"}", id, user);
+}
+
+/* contract 9.2: shared preferences with a version check; small versions,
+ * so members race and most edits meet `conflict` */
+static int gen_prefs(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    if (!wl->formed) return 0;
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"prefs\",\"prefs\":[\"R%d\",\"R%d\"],"
+                    "\"version\":%d}", id, user, (int)sim_below(NITEMS) + 1, (int)sim_below(NITEMS) + 1,
+                    (int)sim_below(3));
 }
 
 /* contract 9.3: an offer to another user waits (a `waiting` result,
@@ -242,6 +270,8 @@ static const sim_op ops[] = {
     { "group", K_ROOM, 8, 0, gen_group },
     { "invite", K_ROOM, 6, 0, gen_invite },
     { "accept", K_ROOM, 6, 0, gen_accept },
+    { "leave", K_ROOM, 2, 0, gen_leave },
+    { "prefs", K_ROOM, 2, 0, gen_prefs },
     { "swap", K_ROOM, 5, 0, gen_swap },
     { "release", K_ANY, 8, 0, gen_release },
     { "wait", K_ANY, 12, 0, gen_wait },
@@ -992,6 +1022,7 @@ static void dump_state(sim_run_state *st)
     simr_hash_each(st->w.redis, st->keys.meta, dump_kv, "meta");
     simr_hash_each(st->w.redis, st->keys.stats, dump_kv, "stats");
     simr_hash_each(st->w.redis, st->keys.internal, dump_kv, "internal");
+    simr_hash_each(st->w.redis, st->keys.groups, dump_kv, "groups");
     for (size_t i = 0; i < simr_llen(st->w.redis, st->keys.early); i++) {
         size_t len;
         const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
