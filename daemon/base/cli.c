@@ -6,20 +6,7 @@
 #include "base/cli.h"
 #include "base/config.h"
 
-#include <stdarg.h>
 #include <string.h>
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 enum { OPT_CONFIG, OPT_REDIS, OPT_PREFIX, OPT_INSTANCE, OPT_CHECK, OPT_VERSION,
        OPT_HELP, NOPTS };
@@ -88,12 +75,12 @@ static int take_value(int id, const char *shown, const char **value, int argc,
 {
     if (!OPTS[id].takes_value) {
         if (!*value) return 0;
-        seterr(err, errlen, "command line: option '%s' takes no value", shown);
+        snprintf(err, errlen, "command line: option '%s' takes no value", shown);
         return -1;
     }
     if (*value) return 0;
     if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1] != '\0')) {
-        seterr(err, errlen, "command line: option '%s' needs a value", shown);
+        snprintf(err, errlen, "command line: option '%s' needs a value", shown);
         return -1;
     }
     *value = argv[i + 1];
@@ -110,7 +97,7 @@ int cli_parse(int argc, char **argv, cli_args *out, char *err, size_t errlen)
         int id = -1;
         if (strcmp(arg, "--") == 0) {
             if (i + 1 < argc) {
-                seterr(err, errlen, "command line: unexpected argument '%s'", argv[i + 1]);
+                snprintf(err, errlen, "command line: unexpected argument '%s'", argv[i + 1]);
                 return -1;
             }
             break;
@@ -118,11 +105,11 @@ int cli_parse(int argc, char **argv, cli_args *out, char *err, size_t errlen)
         if (arg[0] == '-' && arg[1] == '-') id = match_long(arg + 2, &value);
         else if (arg[0] == '-' && arg[1]) id = match_short(arg + 1, &value);
         else {
-            seterr(err, errlen, "command line: unexpected argument '%s'", arg);
+            snprintf(err, errlen, "command line: unexpected argument '%s'", arg);
             return -1;
         }
         if (id < 0) {
-            seterr(err, errlen, "command line: unknown option '%s' (try --help)", arg);
+            snprintf(err, errlen, "command line: unknown option '%s' (try --help)", arg);
             return -1;
         }
         char shown[32];

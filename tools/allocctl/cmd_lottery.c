@@ -148,14 +148,8 @@ static int verify_batch(ctx *x, const char *b, long show)
     redisAppendCommand(x->c, "LRANGE %s 0 -1", x->k.early);
     redisAppendCommand(x->c, "HGET %s early", x->k.meta);
     redisAppendCommand(x->c, "EXEC");
-    redisReply *r[6];
-    if (replies(x, 6, r) < 0) return EX_REDIS;
-    redisReply *ex = r[5];
-    if (ex->type != REDIS_REPLY_ARRAY || ex->elements != 4) {
-        errmsg(x, "unexpected reply to the snapshot");
-        free_replies(r, 6);
-        return EX_REDIS;
-    }
+    redisReply *ex = exec_reply(x, 4, "unexpected reply to the snapshot");
+    if (!ex) return EX_REDIS;
     const redisReply *stats = ex->element[0], *internal = ex->element[1], *early = ex->element[2],
                      *mode = ex->element[3];
     verify v = { .x = x };
@@ -201,7 +195,7 @@ out:
     if (v.ids) for (size_t i = 0; i < v.pool.n; i++) free(v.ids[i]);
     free(v.ids);
     lottery_pool_free(&v.pool);
-    free_replies(r, 6);
+    freeReplyObject(ex);
     return rc;
 }
 

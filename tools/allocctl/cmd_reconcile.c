@@ -84,17 +84,7 @@ static redisReply *snapshot(ctx *x)
     redisAppendCommand(x->c, "XRANGE %s - + COUNT 1", x->k.log);
     redisAppendCommand(x->c, "HGETALL %s", x->k.waitlist);
     redisAppendCommand(x->c, "EXEC");
-    redisReply *r[RS_N + 2];
-    if (replies(x, RS_N + 2, r) < 0) return NULL;
-    redisReply *exec = r[RS_N + 1];
-    r[RS_N + 1] = NULL;
-    free_replies(r, RS_N + 1);
-    if (exec->type != REDIS_REPLY_ARRAY || exec->elements != RS_N) {
-        errmsg(x, "the snapshot transaction failed");
-        freeReplyObject(exec);
-        return NULL;
-    }
-    return exec;
+    return exec_reply(x, RS_N, "the snapshot transaction failed");
 }
 
 /* ---- the merge of database events with the log still in Redis ---- */

@@ -54,7 +54,7 @@ static char *read_file(const char *path, size_t *len)
 /* DEL + HSET in one MULTI/EXEC, a thousand users per HSET. */
 static int write_slots(ctx *x, const slots_plan *p)
 {
-    size_t cmds = 3 + (p->n + 999) / 1000;
+    size_t queued = 1 + (p->n + 999) / 1000;   /* DEL, then an HSET per 1000 users */
     redisAppendCommand(x->c, "MULTI");
     redisAppendCommand(x->c, "DEL %s", x->k.slots);
     ctl_args a = { 0 };
@@ -73,16 +73,10 @@ static int write_slots(ctx *x, const slots_plan *p)
     ctl_args_free(&a);
     if (failed) { errmsg(x, "out of memory"); return EX_REDIS; }
     redisAppendCommand(x->c, "EXEC");
-    redisReply **r = calloc(cmds, sizeof *r);
-    if (!r) return EX_REDIS;
-    int rc = replies(x, cmds, r) < 0 ? EX_REDIS : EX_OK;
-    if (rc == EX_OK && (r[cmds - 1]->type != REDIS_REPLY_ARRAY)) {
-        errmsg(x, "the slots were not written (EXEC refused)");
-        rc = EX_REDIS;
-    }
-    if (rc == EX_OK) free_replies(r, cmds);
-    free(r);
-    return rc;
+    redisReply *exec = exec_reply(x, queued, "the slots were not written (EXEC refused)");
+    if (!exec) return EX_REDIS;
+    freeReplyObject(exec);
+    return EX_OK;
 }
 
 static void print_schedule(const ctx *x, const slots_plan *p, int64_t per_slot, int64_t every)

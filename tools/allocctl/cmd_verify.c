@@ -39,12 +39,9 @@ static redisReply *snapshot(ctx *x)
     redisAppendCommand(x->c, "XREVRANGE %s + - COUNT 1", x->k.log);
     redisAppendCommand(x->c, "XINFO STREAM %s", x->k.log);
     redisAppendCommand(x->c, "EXEC");
-    redisReply *r[SN_N + 2];
-    if (replies(x, SN_N + 2, r) < 0) return NULL;
-    redisReply *exec = r[SN_N + 1];
-    r[SN_N + 1] = NULL;
-    free_replies(r, SN_N + 1);
-    int ok = exec->type == REDIS_REPLY_ARRAY && exec->elements == SN_N;
+    redisReply *exec = exec_reply(x, SN_N, "the snapshot transaction failed");
+    if (!exec) return NULL;
+    int ok = 1;
     for (int i = 0; ok && i < SN_XINFO; i++)   /* XINFO fails when there is no log */
         if (exec->element[i]->type == REDIS_REPLY_ERROR) {
             errmsg(x, "redis: %s", exec->element[i]->str);

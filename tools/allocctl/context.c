@@ -210,6 +210,25 @@ int replies(ctx *x, size_t n, redisReply **out)
     return 0;
 }
 
+redisReply *exec_reply(ctx *x, size_t queued, const char *failed)
+{
+    redisReply **r = calloc(queued + 2, sizeof *r);
+    if (!r) { errmsg(x, "out of memory"); return NULL; }
+    redisReply *exec = NULL;
+    if (replies(x, queued + 2, r) == 0) {
+        exec = r[queued + 1];
+        r[queued + 1] = NULL;
+        free_replies(r, queued + 1);
+    }
+    free(r);
+    if (exec && (exec->type != REDIS_REPLY_ARRAY || exec->elements != queued)) {
+        errmsg(x, "%s", failed);
+        freeReplyObject(exec);
+        exec = NULL;
+    }
+    return exec;
+}
+
 const char *hfield(const redisReply *h, const char *name)
 {
     if (!h || h->type != REDIS_REPLY_ARRAY) return NULL;

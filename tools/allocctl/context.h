@@ -87,6 +87,10 @@ redisReply *rargv(ctx *x, const ctl_args *a);
  * -1 with the message printed. */
 int replies(ctx *x, size_t n, redisReply **out);
 void free_replies(redisReply **r, size_t n);
+/* After MULTI, `queued` commands and EXEC were appended: reads all their
+ * replies and returns EXEC's, an array of `queued` replies (the caller
+ * frees it), or NULL after printing `failed` (or the Redis error). */
+redisReply *exec_reply(ctx *x, size_t queued, const char *failed);
 
 /* The value of field name in an HGETALL reply, or NULL. */
 const char *hfield(const redisReply *h, const char *name);
