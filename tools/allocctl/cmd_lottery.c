@@ -9,12 +9,12 @@
 #include "allocctl/cmd_lottery.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 
+#include "allocctl/print.h"
 #include "core/lottery.h"
 #include "wire/request.h"
 #include "worker/lottery_pool.h"
@@ -41,17 +41,6 @@ typedef struct verify {
     char **ids;               /* pool request i -> its id */
 } verify;
 
-static void diff(verify *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void diff(verify *v, const char *fmt, ...)
-{
-    if (++v->diffs > MAX_SHOWN) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("DIFF ", stdout);
-    vprintf(fmt, ap);
-    fputc('\n', stdout);
-    va_end(ap);
-}
 
 /* The pool's request ids, parsed as the daemon parsed them. */
 static int read_ids(verify *v)
@@ -90,26 +79,26 @@ static int check_results(verify *v, int64_t served)
             const redisReply *e = r->element[k - from];
             int has = e->type == REDIS_REPLY_STRING;
             if ((int64_t)k >= served) {
-                if (has) diff(v, "%s: answered, but the replay serves it after the %" PRId64 " served so far",
+                if (has) print_diff(&v->diffs, MAX_SHOWN, "%s: answered, but the replay serves it after the %" PRId64 " served so far",
                               v->ids[i], served);
                 continue;
             }
-            if (!has) { diff(v, "%s: served (position %zu) but has no result", v->ids[i], k + 1); continue; }
+            if (!has) { print_diff(&v->diffs, MAX_SHOWN, "%s: served (position %zu) but has no result", v->ids[i], k + 1); continue; }
             json_t *j = json_loadb(e->str, e->len, 0, NULL);
             json_int_t draw = json_integer_value(json_object_get(j, "draw"));
             json_int_t rank = json_integer_value(json_object_get(j, "rank"));
             json_int_t seq = json_integer_value(json_object_get(j, "seq"));
             if (seq != p->reqs[i].seq) {
                 /* the same id twice in the pool: the first one served was answered */
-                if (draw == 0) diff(v, "%s: its result is not the pool's (seq %lld, pool seq %" PRId64 ")",
+                if (draw == 0) print_diff(&v->diffs, MAX_SHOWN, "%s: its result is not the pool's (seq %lld, pool seq %" PRId64 ")",
                                     v->ids[i], (long long)seq, p->reqs[i].seq);
             } else {
                 seen_first[k] = 1;
                 if (draw != (json_int_t)p->draw_pos[i])
-                    diff(v, "%s: result says draw %lld, the replay %u", v->ids[i], (long long)draw, p->draw_pos[i]);
+                    print_diff(&v->diffs, MAX_SHOWN, "%s: result says draw %lld, the replay %u", v->ids[i], (long long)draw, p->draw_pos[i]);
                 if (rank) {
                     if (rank <= last_rank)
-                        diff(v, "%s: granted with rank %lld after rank %lld: not in the replayed order",
+                        print_diff(&v->diffs, MAX_SHOWN, "%s: granted with rank %lld after rank %lld: not in the replayed order",
                              v->ids[i], (long long)rank, (long long)last_rank);
                     last_rank = rank;
                 }
@@ -173,13 +162,13 @@ static int verify_batch(ctx *x, const char *b, long show)
     printf("%-14s %s\n", "seed", seed ? seed : "(not revealed yet)");
     printf("%-14s %" PRId64 "%s\n", "served", served, done && !strcmp(done, "1") ? " (lottery over)" : "");
     if (!v.pool.n) { printf("nothing to draw: no early request was kept\n"); rc = EX_OK; goto out; }
-    if (!commit) diff(&v, "stats.lottery_commit is missing: the seed was never committed");
+    if (!commit) print_diff(&v.diffs, MAX_SHOWN, "stats.lottery_commit is missing: the seed was never committed");
     if (!seed) { errmsg(x, "the seed is not revealed yet: the draw cannot be checked before the opening"); goto out; }
     uint8_t bytes[LOTTERY_SEED_LEN];
     char want[LOTTERY_SEED_HEX + 1];
-    if (lottery_seed_parse(seed, bytes) < 0) { diff(&v, "stats.lottery_seed is not 64 lowercase hex digits"); goto report; }
+    if (lottery_seed_parse(seed, bytes) < 0) { print_diff(&v.diffs, MAX_SHOWN, "stats.lottery_seed is not 64 lowercase hex digits"); goto report; }
     lottery_commit(seed, want);
-    if (commit && strcmp(commit, want)) diff(&v, "SHA-256 of the revealed seed is %s, not the commitment", want);
+    if (commit && strcmp(commit, want)) print_diff(&v.diffs, MAX_SHOWN, "SHA-256 of the revealed seed is %s, not the commitment", want);
     snprintf(v.pool.seed, sizeof v.pool.seed, "%s", seed);
     if (lottery_pool_draw(&v.pool) < 0 || read_ids(&v) < 0 || show_draw(&v, show) < 0 ||
         check_results(&v, served) < 0) {

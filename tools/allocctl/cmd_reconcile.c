@@ -28,6 +28,7 @@
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_replay.h"
 #include "allocctl/ctl_sync.h"
+#include "allocctl/print.h"
 
 #define MAX_SHOWN 200
 
@@ -53,22 +54,10 @@ typedef struct recon {
     char db_id[80];          /* the database entry whose events are being read */
 } recon;
 
-static void diff(recon *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void diff(recon *r, const char *fmt, ...)
-{
-    if (++r->diffs > MAX_SHOWN) return;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("DIFF ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-}
 
 static void on_finding(void *ud, const char *msg)
 {
-    diff(ud, "replay of the database's events: %s", msg);
+    print_diff(&((recon *)ud)->diffs, MAX_SHOWN, "replay of the database's events: %s", msg);
 }
 
 static redisReply *snapshot(ctx *x)
@@ -119,7 +108,7 @@ static void close_entry(recon *r)
 {
     size_t n = json_array_size(r->cur_rows);
     if (r->cur_rows && r->cur_seen < n)
-        diff(r, "log entry %s has %zu events, alloc_events %zu", r->cur_id, n, r->cur_seen);
+        print_diff(&r->diffs, MAX_SHOWN, "log entry %s has %zu events, alloc_events %zu", r->cur_id, n, r->cur_seen);
     json_decref(r->cur_rows);
     r->cur_rows = NULL;
 }
@@ -131,19 +120,19 @@ static void open_entry(recon *r, const char *id)
     const redisReply *e;
     close_entry(r);
     while ((e = redis_peek(r)) && id_cmp(archive_log_entry_id(e), id) < 0) {
-        diff(r, "log entry %s is not in alloc_events", archive_log_entry_id(e));
+        print_diff(&r->diffs, MAX_SHOWN, "log entry %s is not in alloc_events", archive_log_entry_id(e));
         r->at++;
     }
     e = redis_peek(r);
     if (e && !id_cmp(archive_log_entry_id(e), id)) {
         r->cur_rows = json_array();
         if (r->cur_rows && archive_log_entry_decode(e, r->cur_rows) < 0)
-            diff(r, "log entry %s cannot be decoded", id);
+            print_diff(&r->diffs, MAX_SHOWN, "log entry %s cannot be decoded", id);
         snprintf(r->cur_id, sizeof r->cur_id, "%s", id);
         r->cur_seen = 0;
         r->at++;
     } else if (r->first_id && id_cmp(id, r->first_id) > 0) {
-        diff(r, "event %s of alloc_events is not in the log", id);
+        print_diff(&r->diffs, MAX_SHOWN, "event %s of alloc_events is not in the log", id);
     }
 }
 
@@ -159,10 +148,10 @@ static void db_event(recon *r, const char *id, json_t *fields, int idx, int star
         json_t *rf = json_object_get(json_array_get(r->cur_rows, (size_t)idx), "f");
         r->cur_seen++;
         if (!rf) {
-            diff(r, "event %s#%d of alloc_events is not in the log entry", id, idx);
+            print_diff(&r->diffs, MAX_SHOWN, "event %s#%d of alloc_events is not in the log entry", id, idx);
         } else if (!json_equal(rf, fields)) {
             char *a = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS), *b = json_dumps(rf, JSON_COMPACT | JSON_SORT_KEYS);
-            diff(r, "event %s: alloc_events has %s, the log %s", id, a ? a : "?", b ? b : "?");
+            print_diff(&r->diffs, MAX_SHOWN, "event %s: alloc_events has %s, the log %s", id, a ? a : "?", b ? b : "?");
             free(a);
             free(b);
         }
@@ -201,7 +190,7 @@ static int64_t replay_db(recon *r)
         const char *id = PQgetvalue(res, 0, 0);
         int idx = atoi(PQgetvalue(res, 0, 1));
         json_t *fields = json_loads(PQgetvalue(res, 0, 2), 0, NULL);
-        if (!fields) { diff(r, "event %s: fields are not JSON", id); continue; }
+        if (!fields) { print_diff(&r->diffs, MAX_SHOWN, "event %s: fields are not JSON", id); continue; }
         int starts_entry = strcmp(id, r->db_id) != 0;
         if (starts_entry) snprintf(r->db_id, sizeof r->db_id, "%s", id);
         entries += starts_entry;
@@ -211,7 +200,7 @@ static int64_t replay_db(recon *r)
     if (rc < 0) return -1;
     close_entry(r);
     for (const redisReply *e; (e = redis_peek(r)) != NULL; r->at++)
-        diff(r, "log entry %s is not in alloc_events", archive_log_entry_id(e));
+        print_diff(&r->diffs, MAX_SHOWN, "log entry %s is not in alloc_events", archive_log_entry_id(e));
     return entries;
 }
 
@@ -246,9 +235,9 @@ static int results_page(recon *r, const redisReply *kv, int64_t *final)
     if (!res) { errmsg(r->x, "%s", r->pg.err); return -1; }
     for (int i = 0; i < PQntuples(res); i++) {
         if (PQgetisnull(res, i, 1))
-            diff(r, "result %s is not in alloc_results (Redis: %s)", PQgetvalue(res, i, 0), PQgetvalue(res, i, 2));
+            print_diff(&r->diffs, MAX_SHOWN, "result %s is not in alloc_results (Redis: %s)", PQgetvalue(res, i, 0), PQgetvalue(res, i, 2));
         else
-            diff(r, "result %s: alloc_results has %s, Redis %s", PQgetvalue(res, i, 0),
+            print_diff(&r->diffs, MAX_SHOWN, "result %s: alloc_results has %s, Redis %s", PQgetvalue(res, i, 0),
                  PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
     }
     PQclear(res);
@@ -271,9 +260,9 @@ static int results_extra(recon *r)
         for (int i = 0; i < n; i++) {
             redisReply *h = NULL;
             if (redisGetReply(r->x->c, (void **)&h) != REDIS_OK) { PQclear(res); errmsg(r->x, "redis: connection lost"); return -1; }
-            if (h->type == REDIS_REPLY_NIL) diff(r, "result %s of alloc_results is not in Redis", PQgetvalue(res, i, 0));
+            if (h->type == REDIS_REPLY_NIL) print_diff(&r->diffs, MAX_SHOWN, "result %s of alloc_results is not in Redis", PQgetvalue(res, i, 0));
             else if (h->type == REDIS_REPLY_STRING && strstr(h->str, "\"status\":\"waiting\""))
-                diff(r, "result %s is final in alloc_results but waiting in Redis", PQgetvalue(res, i, 0));
+                print_diff(&r->diffs, MAX_SHOWN, "result %s is final in alloc_results but waiting in Redis", PQgetvalue(res, i, 0));
             freeReplyObject(h);
         }
         if (n) snprintf(after, sizeof after, "%s", PQgetvalue(res, n - 1, 0));
@@ -349,13 +338,13 @@ static int reconcile_run(recon *r, const redisReply *sn)
     int64_t entries = replay_db(r);
     if (entries < 0) return EX_DB;
     if (added >= 0 && entries != added)
-        diff(r, "alloc_events has %" PRId64 " log entries of %s up to %s, the log has had %" PRId64,
+        print_diff(&r->diffs, MAX_SHOWN, "alloc_events has %" PRId64 " log entries of %s up to %s, the log has had %" PRId64,
              entries, r->x->batch, r->last_id ? r->last_id : "(none)", added);
     if (compare_state(r, sn) < 0) return EX_REDIS;
     int64_t final, rows;
     if (reconcile_results(r, &final, &rows) < 0) return r->x->c && r->x->c->err ? EX_REDIS : EX_DB;
     if (rows != final)
-        diff(r, "alloc_results has %" PRId64 " rows for %s, Redis %" PRId64 " final results", rows, r->x->batch, final);
+        print_diff(&r->diffs, MAX_SHOWN, "alloc_results has %" PRId64 " rows for %s, Redis %" PRId64 " final results", rows, r->x->batch, final);
     const ctl_replay_counts *c = ctl_replay_counts_get(r->rp);
     printf("reconcile %s: %" PRId64 " log entries (%zu in the database), %" PRId64 " final results "
            "(%" PRId64 " rows); users holding: %zu\n", r->x->batch, added, (size_t)entries, final, rows, c->users);

@@ -11,6 +11,7 @@
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_replay.h"
 #include "allocctl/ctl_sync.h"
+#include "allocctl/print.h"
 #include "wire/log_entry.h"
 
 #define MAX_FINDINGS_SHOWN 200 /* verify prints at most this many */
@@ -19,8 +20,7 @@ enum { SN_META, SN_CAP, SN_HOLDERS, SN_FREE, SN_STATS, SN_WAITLIST, SN_XLEN, SN_
 
 static void on_finding(void *ud, const char *msg)
 {
-    size_t *shown = ud;
-    if (++*shown <= MAX_FINDINGS_SHOWN) printf("DIFF %s\n", msg);
+    print_diff(ud, MAX_FINDINGS_SHOWN, "%s", msg);
 }
 
 /* Everything verify compares, read in one MULTI so that holders, free and

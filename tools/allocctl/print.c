@@ -2,6 +2,7 @@
 #include "allocctl/print.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,4 +95,15 @@ void print_dead(int64_t index, const redisReply *e)
                raw_s ? raw_s : "?");
     free(raw_s);
     json_decref(doc);
+}
+
+void print_diff(size_t *count, size_t max_shown, const char *fmt, ...)
+{
+    if (++*count > max_shown) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("DIFF ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
 }

@@ -1,6 +1,7 @@
 /* print.h -- how allocctl prints what allocd stored: results, holdings
  * and dead entries, as labelled text (or, with --raw, the JSON as it is).
- * Shared by status, wait and dead, so a field reads the same everywhere.
+ * Shared by status, wait and dead, so a field reads the same everywhere;
+ * and the "DIFF" lines of the commands that compare.
  */
 #ifndef ALLOCD_CTL_PRINT_H
 #define ALLOCD_CTL_PRINT_H
@@ -16,5 +17,9 @@ void print_result(const char *text, size_t len, int64_t participants, int raw);
 void print_holder(const char *user, const char *text, size_t len, int raw);
 /* One element of P:{B}:dead, numbered by its index in the list. */
 void print_dead(int64_t index, const redisReply *e);
+/* A difference found by verify, reconcile or lottery verify: counted in
+ * *count, printed as "DIFF ..." while *count <= max_shown. */
+void print_diff(size_t *count, size_t max_shown, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif
