@@ -113,6 +113,14 @@ const char *engine_groups_user_group(const engine *e, uint32_t ui)
     return g == GROUP_NONE ? NULL : e->groups->g[g].id;
 }
 
+size_t engine_groups_members(const engine *e, uint32_t ui, const char *const **members)
+{
+    uint32_t g = group_of_user(e, ui);
+    if (g == GROUP_NONE) return 0;
+    *members = e->groups->g[g].members;
+    return e->groups->g[g].n_members;
+}
+
 static void mark(engine_groups *gs, uint32_t g)
 {
     if (gs->g[g].dirty) return;

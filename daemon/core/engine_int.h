@@ -187,6 +187,9 @@ static inline int expiry_live(const engine *e, const expiry *x)
 engine_reason engine_groups_decide(engine *e, uint32_t ui, const engine_request *r,
                                    int64_t now, engine_result *out);
 const char *engine_groups_user_group(const engine *e, uint32_t ui);
+/* The members of user ui's formed group (members[0] leads), or 0 when the
+ * user is in none. */
+size_t engine_groups_members(const engine *e, uint32_t ui, const char *const **members);
 void engine_groups_drain_clear(engine *e);
 void engine_groups_free(engine *e);
 /* engine_check_invariants' part for groups / swaps: NULL or the breach. */

@@ -85,13 +85,23 @@ static int64_t user_opens(const engine *e, const char *uid)
     return at ? at : e->meta.opens_at;
 }
 
+/* A `group` request's members: the ones it names (groups listed), or the
+ * sender's formed group as it stands (9.2), whose leader is members[0]. */
 int64_t engine_opens_for(const engine *e, const engine_request *r)
 {
-    if (r->op != OP_GROUP || e->meta.group_slot == GROUP_SLOT_LEADER || r->n_members == 0)
-        return user_opens(e, r->user);
-    int64_t best = user_opens(e, r->members[0]);
-    for (size_t i = 1; i < r->n_members; i++) {
-        int64_t at = user_opens(e, r->members[i]);
+    if (r->op != OP_GROUP) return user_opens(e, r->user);
+    const char *const *members = r->members;
+    size_t n = r->n_members;
+    const char *leader = r->user;
+    if (n == 0) {
+        uint32_t ui = find_user(e, r->user);
+        n = ui == STRMAP_NONE ? 0 : engine_groups_members(e, ui, &members);
+        if (n) leader = members[0];
+    }
+    if (e->meta.group_slot == GROUP_SLOT_LEADER || n == 0) return user_opens(e, leader);
+    int64_t best = user_opens(e, members[0]);
+    for (size_t i = 1; i < n; i++) {
+        int64_t at = user_opens(e, members[i]);
         if (e->meta.group_slot == GROUP_SLOT_LATEST ? at > best : at < best) best = at;
     }
     return best;

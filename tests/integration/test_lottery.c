@@ -122,6 +122,7 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
     if (rc) fprintf(stderr, "%s", out);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "MATCH"));
+    assert_null(strstr(out, "MISMATCH"));
     assert_non_null(strstr(out, "draw 1 "));
 
     /* a result rewritten afterwards is found */
@@ -245,6 +246,7 @@ static void test_kill9_while_collecting_and_serving(void **state)
     if (rc) fprintf(stderr, "%s", out);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "MATCH"));
+    assert_null(strstr(out, "MISMATCH"));
     char *seed = harness_str(f->c, "HGET alloc:{k9}:stats lottery_seed");
     char want[LOTTERY_SEED_HEX + 1];
     lottery_commit(seed, want);

@@ -195,20 +195,23 @@ static void test_wait_ms_and_close(void **state)
 {
     fixture *f = *state;
     sale(f, "t", 1, 0, 700, 0, -1, -1);
+    /* the close half on a batch without wait_ms: only the close can end w2 */
+    sale(f, "t2", 1, 0, 0, 0, -1, -1);
     start(f);
     itest_push(f, "t", "{\"id\":\"w1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
     expect_waiting(f, "t", "w1", 1);
     int64_t t0 = harness_now_ms();
     expect_final(f, "t", "w1", "rejected", "sold_out");   /* no request needed */
     assert_true(harness_now_ms() - t0 < 5000);
-    itest_push(f, "t", "{\"id\":\"w2\",\"user\":\"u2\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
-    expect_waiting(f, "t", "w2", 1);
-    itest_cmd(f->c, "RPUSH alloc:{t}:ctl {\"id\":\"c1\",\"op\":\"close\"}");
-    itest_expect(f, "t", "c1", "done", NULL);
-    itest_expect(f, "t", "w2", "rejected", "sold_out");   /* in the same step as the close */
-    assert_int_equal(stat(f, "t", "waiting"), 0);
-    assert_int_equal(stat(f, "t", "wait_ended"), 2);
-    assert_int_equal(served_entries(f, "t", "w2"), 1);
+    assert_int_equal(stat(f, "t", "wait_ended"), 1);
+    itest_push(f, "t2", "{\"id\":\"w2\",\"user\":\"u2\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
+    expect_waiting(f, "t2", "w2", 1);
+    itest_cmd(f->c, "RPUSH alloc:{t2}:ctl {\"id\":\"c1\",\"op\":\"close\"}");
+    itest_expect(f, "t2", "c1", "done", NULL);
+    itest_expect(f, "t2", "w2", "rejected", "sold_out");   /* in the same step as the close */
+    assert_int_equal(stat(f, "t2", "waiting"), 0);
+    assert_int_equal(stat(f, "t2", "wait_ended"), 1);
+    assert_int_equal(served_entries(f, "t2", "w2"), 1);
 }
 
 static void test_rooms_release_switch_and_capacity(void **state)

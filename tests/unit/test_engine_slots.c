@@ -15,19 +15,25 @@
 
 #define T0 1763800000000LL
 
-static engine *dorm(int64_t opens_at, group_slot_rule rule)
+static engine *dorm_of(int64_t opens_at, group_slot_rule rule, groups_mode groups)
 {
     engine_meta m;
     engine_meta_defaults(&m);
     m.kind = BATCH_ROOM;
     m.opens_at = opens_at;
-    m.groups = GROUPS_LISTED;   /* the groups here name their members (9.2) */
+    m.groups = groups;
     m.group_slot = rule;
     engine *e = engine_new(&m, 5);
     assert_non_null(e);
     assert_int_equal(engine_load_item(e, "R4", 4), 0);
     assert_int_equal(engine_load_item(e, "R9", 9), 0);
     return e;
+}
+
+/* the groups here name their members (9.2) */
+static engine *dorm(int64_t opens_at, group_slot_rule rule)
+{
+    return dorm_of(opens_at, rule, GROUPS_LISTED);
 }
 
 static engine_result choose(engine *e, const char *u, int64_t now)
@@ -92,6 +98,41 @@ static void test_group_rules(void **state)
     }
 }
 
+/* groups = formed (9.2): a `group` names no members, so the rule applies to
+ * the sender's group as formed, and `leader` is the group's leader (the
+ * inviter), not the member who sends it. */
+static engine_result send(engine *e, engine_request r, int64_t now)
+{
+    engine_result out;
+    r.id = "f";
+    r.seq = 1;
+    engine_decide(e, &r, now, &out);
+    assert_null(engine_check_invariants(e));
+    return out;
+}
+
+static void test_formed_group_rules(void **state)
+{
+    static const group_slot_rule rules[] = { GROUP_SLOT_EARLIEST, GROUP_SLOT_LATEST, GROUP_SLOT_LEADER };
+    static const int64_t want[] = { T0 + 100, T0 + 500, T0 + 300 };
+    static const char *const to[] = { "b", "c" }, *const prefs[] = { "R4" };
+    for (int i = 0; i < 3; i++) {
+        engine *e = dorm_of(T0, rules[i], GROUPS_FORMED);
+        assert_int_equal(send(e, (engine_request){ .op = OP_INVITE, .user = "a", .to = to, .n_to = 2 }, T0).status,
+                         ST_DONE);
+        assert_int_equal(send(e, (engine_request){ .op = OP_ACCEPT, .user = "b", .peer = "a" }, T0).status, ST_DONE);
+        assert_int_equal(send(e, (engine_request){ .op = OP_ACCEPT, .user = "c", .peer = "a" }, T0).status, ST_DONE);
+        engine_slot_set(e, "a", T0 + 300);
+        engine_slot_set(e, "b", T0 + 500);
+        engine_slot_set(e, "c", T0 + 100);
+        /* b sends it; a leads */
+        engine_request g = { .op = OP_GROUP, .user = "b", .prefs = prefs, .n_prefs = 1 };
+        expect_not_open(send(e, g, want[i] - 1), want[i]);
+        assert_int_equal(send(e, g, want[i]).status, ST_GRANTED);
+        engine_free(e);
+    }
+}
+
 static void test_refresh_replaces(void **state)
 {
     engine *e = dorm(T0, GROUP_SLOT_EARLIEST);
@@ -112,6 +153,7 @@ int main(void)
         cmocka_unit_test(test_before_at_after),
         cmocka_unit_test(test_slot_before_the_opening),
         cmocka_unit_test(test_group_rules),
+        cmocka_unit_test(test_formed_group_rules),
         cmocka_unit_test(test_refresh_replaces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
