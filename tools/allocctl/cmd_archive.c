@@ -196,7 +196,8 @@ static int pg_retry(archiver *a, pg_job *j)
     int64_t start = mono_ms(), wait = 100;
     for (;;) {
         if (archive_pg_open(&a->pg, a->conninfo) == 0 && pg_job_run(&a->pg, j) == 0) return AR_OK;
-        if (!archive_pg_lost(&a->pg)) { errmsg(a->x, "%s", a->pg.err); return AR_FATAL; }
+        /* a statement the server refuses: no retry, exit 5 (docs/ARCHIVE.md) */
+        if (!archive_pg_lost(&a->pg)) { errmsg(a->x, "%s", a->pg.err); return AR_PG; }
         int64_t now = mono_ms();
         if (now - a->last_outage_msg > 10000) {
             errmsg(a->x, "%s; retrying", a->pg.err);
@@ -556,7 +557,7 @@ static int archive_loop(archiver *a)
             if (!a->follow && mono_ms() - a->outage_since > RETRY_NOFOLLOW_MS) return EX_REDIS;
             nap(a, wait);
             if (wait < 2000) wait *= 2;
-            if (redis_reconnect(a) != AR_OK) continue;
+            redis_reconnect(a);
             continue;
         }
         a->outage_since = 0;
@@ -604,9 +605,9 @@ static int archive_opts(ctx *x, archiver *a, int argc, char **argv, int at)
     a->chunk = 1000;
     a->interval_ms = 5000;
     a->claim_idle_ms = 60000;
-    if (opt_int(x, "--chunk", chunk, 1, 100000, &a->chunk) < 0 ||
-        opt_int(x, "--results-interval-ms", interval, 0, 86400000, &a->interval_ms) < 0 ||
-        opt_int(x, "--claim-idle-ms", claim, 0, 86400000, &a->claim_idle_ms) < 0)
+    if (opt_int(x, "chunk", chunk, 1, 100000, &a->chunk) < 0 ||
+        opt_int(x, "results-interval-ms", interval, 0, 86400000, &a->interval_ms) < 0 ||
+        opt_int(x, "claim-idle-ms", claim, 0, 86400000, &a->claim_idle_ms) < 0)
         return EX_USAGE;
     if (!a->conninfo) { errmsg(x, "--pg CONNINFO is required (try --help)"); return EX_USAGE; }
     for (size_t i = 0; i < npos; i++)
