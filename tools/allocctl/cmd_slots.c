@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "allocctl/ctl_slots.h"
+#include "allocctl/ctl_util.h"
 
 typedef struct slots_opts { const char *from, *start, *every, *per_slot, *order; } slots_opts;
 
@@ -30,26 +31,6 @@ static const char HELP_SLOTS[] =
 "  --order O       number: lowest lottery number first (default); points: most first\n"
 "\n"
 "Exit: 0 written, 2 usage, 3 Redis, 4 bad FILE (FILE:LINE: message).\n";
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) { free(buf); buf = NULL; }
-            else buf = b;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
 
 /* DEL + HSET in one MULTI/EXEC, a thousand users per HSET. */
 static int write_slots(ctx *x, const slots_plan *p)
@@ -110,7 +91,7 @@ static int slots_run(ctx *x, const char *batch, const slots_opts *o)
     int rc = ctx_batch(x, batch);
     if (rc != EX_OK) return rc;
     size_t len;
-    char *text = read_file(o->from, &len);
+    char *text = ctl_read_file(o->from, &len);
     if (!text) { errmsg(x, "%s: %s", o->from, strerror(errno)); return EX_INPUT; }
     slots_plan p;
     char err[256];

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <jansson.h>
 
+#include "allocctl/ctl_util.h"
 #include "core/numtext.h"
 
 #define CSV_MAX_COLS 64
@@ -426,32 +427,11 @@ int ctl_items_parse(ctl_items *out, const char *name, const char *text,
     return rc;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) { free(buf); buf = NULL; break; }
-        buf = bigger;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); errno = EIO; return NULL; }
-    *len = n;
-    return buf;
-}
-
 int ctl_items_load(ctl_items *out, const char *path, char *err, size_t errlen)
 {
     size_t len = 0;
     memset(out, 0, sizeof *out);
-    char *text = slurp(path, &len);
+    char *text = ctl_read_file(path, &len);
     if (!text) return fail(err, errlen, path, 0, "cannot read: %s", strerror(errno));
     int rc = ctl_items_parse(out, path, text, len, err, errlen);
     free(text);

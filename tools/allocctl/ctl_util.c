@@ -123,3 +123,24 @@ void ctl_args_free(ctl_args *a)
     free(a->len);
     memset(a, 0, sizeof *a);
 }
+
+char *ctl_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) { free(buf); buf = NULL; break; }
+        buf = bigger;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(buf); errno = EIO; return NULL; }
+    *len = n;
+    return buf;
+}
