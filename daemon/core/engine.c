@@ -1016,7 +1016,6 @@ int engine_exchange_beds(engine *e, uint32_t ui, uint32_t vi, const char *req_u,
 }
 uint32_t engine_load_user(engine *e, const char *id) { return id_ok(id) ? get_or_load_user(e, id) : STRMAP_NONE; }
 int engine_reserve_users(engine *e, size_t n) { return GROW(e, dirty_users, n); }
-void engine_mark_user(engine *e, uint32_t u) { dirty_user(e, u); }
 void engine_out_of_memory(engine *e) { stop_out_of_memory(e); }
 
 static engine_reason decide_switch(engine *e, uint32_t ui,

@@ -219,7 +219,7 @@ static engine_reason decide_invite(engine *e, engine_groups *gs, uint32_t ui, co
         for (int k = 2; strmap_find(&gs->map, id) != STRMAP_NONE; k++)
             snprintf(id, sizeof id, "g%" PRId64 "-%d", r->seq, k);
         if ((gi = group_new(e, gs, ui, id)) == GROUP_NONE) { free(to); return oom(e); }
-        engine_mark_user(e, ui);     /* a bed held now shows the group (reserved above) */
+        engine_dirty_user(e, ui);     /* a bed held now shows the group (reserved above) */
     }
     grp *g = &gs->g[gi];
     if (grow32((void **)&g->invited, &g->cap_invited, g->n_invited + r->n_to, sizeof *g->invited) < 0) {
@@ -276,7 +276,7 @@ static engine_reason decide_accept(engine *e, engine_groups *gs, uint32_t ui, co
     g->members[g->n_members++] = uid;
     u->group = gi;
     ALLOC_ASSERT((int64_t)g->n_members <= e->meta.max_group);
-    engine_mark_user(e, ui);
+    engine_dirty_user(e, ui);
     done_group(out, g);
     return R_NONE;
 }
@@ -319,7 +319,7 @@ static engine_reason decide_leave(engine *e, engine_groups *gs, uint32_t ui, eng
     remove_at(g->members, &g->n_members, (uint32_t)at);  /* members[0] leads next */
     gs->u[ui].group = GROUP_NONE;
     if (g->n_members == 0) dissolve(e, gs, gi);
-    engine_mark_user(e, ui);
+    engine_dirty_user(e, ui);
     mark(gs, gi);
     done_group(out, g);
     return R_NONE;

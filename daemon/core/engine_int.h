@@ -216,7 +216,6 @@ engine_reason engine_seat_members(engine *e, const engine_request *r, int64_t no
 uint32_t engine_touch_user(engine *e, const char *id);
 uint32_t engine_load_user(engine *e, const char *id);   /* not a new participant */
 int engine_reserve_users(engine *e, size_t n);
-void engine_mark_user(engine *e, uint32_t u);
 void engine_out_of_memory(engine *e);
 
 /* ALLOCD_DEBUG builds: the whole-state sweep after a decision or an

@@ -5,6 +5,7 @@
  * over its own array, as the engine's users and items are. */
 #include "core/engine_slots.h"
 #include "core/assert.h"
+#include "core/vec.h"
 #include "engine_int.h"
 
 #include <errno.h>
@@ -39,13 +40,7 @@ int engine_slot_set(engine *e, const char *uid, int64_t at)
         e->slots[i].at = at;
         return 0;
     }
-    if (e->n_slots == e->cap_slots) {
-        size_t cap = e->cap_slots ? e->cap_slots * 2 : 16;
-        struct slot_entry *p = realloc(e->slots, cap * sizeof *p);
-        if (!p) return -ENOMEM;
-        e->slots = p;
-        e->cap_slots = cap;
-    }
+    if (vec_reserve((void **)&e->slots, &e->cap_slots, e->n_slots + 1, sizeof *e->slots) < 0) return -ENOMEM;
     char *s = malloc(n + 1);
     if (!s) return -ENOMEM;
     memcpy(s, uid, n + 1);

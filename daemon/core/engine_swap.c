@@ -87,7 +87,7 @@ static void end_offer(engine *e, engine_swaps *s, size_t k, engine_result res)
     s->involved[o.to]--;
     memmove(&s->o[k], &s->o[k + 1], (s->n - k - 1) * sizeof *s->o);
     s->n--;
-    engine_mark_user(e, o.from);
+    engine_dirty_user(e, o.from);
 }
 
 static engine_result rejected(engine_reason why)
@@ -151,7 +151,7 @@ engine_reason engine_swaps_decide(engine *e, uint32_t ui, const engine_request *
         s->o[s->n++] = (swap_offer){ .from = ui, .to = vi, .req = req, .seq = r->seq };
         s->involved[ui]++;
         s->involved[vi]++;
-        engine_mark_user(e, ui);
+        engine_dirty_user(e, ui);
         out->status = ST_WAITING;
         return R_NONE;
     }

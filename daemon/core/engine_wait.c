@@ -119,12 +119,6 @@ static int waitable_op(engine_op op)
     return op == OP_BUY || op == OP_CHOOSE || op == OP_AUTO || op == OP_GROUP;
 }
 
-static void emit_wait(engine *e, const engine_event *ev)
-{
-    ALLOC_ASSERT(e->n_events < e->cap_events);
-    e->events[e->n_events++] = *ev;
-}
-
 /* Drops NULL slots from wl[wl_head..) and moves the live ones to the
  * front: O(n), once per pass that took entries out. */
 static void compact(engine *e)
@@ -229,7 +223,7 @@ int engine_wait_join(engine *e, const engine_request *r, engine_reason *whyp,
     out->status = ST_WAITING;
     out->wait_no = w->no;
     out->wait_pos = e->counters.waiting;
-    emit_wait(e, &(engine_event){ .type = EV_WAIT, .user = w->r.user, .item = w->r.item,
+    engine_emit(e, &(engine_event){ .type = EV_WAIT, .user = w->r.user, .item = w->r.item,
                                   .qty = r->op == OP_BUY ? r->qty : 1, .req = w->r.id,
                                   .at = now, .wait_no = w->no });
     return 1;
@@ -253,7 +247,7 @@ static void finish(engine *e, size_t i, const engine_result *res, int served, in
     else c->rejected++;
     ALLOC_ASSERT(c->waiting >= 0);
     e->wdone[e->n_wdone++] = w;
-    emit_wait(e, &(engine_event){ .type = EV_WAIT_SERVED, .user = w->r.user,
+    engine_emit(e, &(engine_event){ .type = EV_WAIT_SERVED, .user = w->r.user,
                                   .item = res->item, .qty = res->qty, .order = res->order,
                                   .req = w->r.id, .at = now, .wait_no = w->no,
                                   .status = res->status, .reason = res->reason,

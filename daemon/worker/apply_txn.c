@@ -407,7 +407,8 @@ static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
     /* stats.swap_offers: the open offers, whenever an offer came or went
      * (they are part of stats.waiting, see add_consume_and_stats) */
     int changed = n > 0;
-    for (size_t i = 0; i < ch->n_items && !changed; i++)
+    int rooms = engine_get_meta(e)->kind == BATCH_ROOM;   /* swaps are rooms only */
+    for (size_t i = 0; rooms && i < ch->n_items && !changed; i++)
         changed = chunk_item_answered(&ch->items[i]) && ch->items[i].res.status == ST_WAITING &&
                   ch->items[i].q.r.op == OP_SWAP;
     if (changed) {
