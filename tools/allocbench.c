@@ -1077,7 +1077,7 @@ static void target_open_loop(const bench *b)
     int m = r && r->ok;
     target("open_loop_p99_at_50pct", m, m && r->p99 < 5.0,
            "allocd open loop (plain RPUSH, poller) at 50%% of its e2e saturation: offered %.0f, accepted "
-           "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, enqueue -> result read (p99 < 5 ms; Redis: %s)",
+           "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, due -> result read (p99 < 5 ms; Redis: %s)",
            m ? r->offered : 0, m ? r->accepted : 0, m ? r->p50 : 0, m ? r->p99 : 0, m ? r->pmax : 0,
            b->durability);
 }

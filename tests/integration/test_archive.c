@@ -224,12 +224,16 @@ static void test_trim_waits_for_the_archive(void **state)
     /* a following archiver killed with entries pending */
     pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, "--follow", "--chunk", "7", NULL);
     afix_stock_traffic_from(f, "t1", 300, 300);
-    harness_sleep_ms(150);
+    /* killed once it has archived (a kill before it started would make the
+     * check below hold trivially) */
+    for (int i = 0; i < 5000 && proc_int(f->c, "HGET alloc:{t1}:archive events") <= 0; i++)
+        harness_sleep_ms(2);
     proc_reap(ar, SIGKILL);
     afix_stock_traffic_from(f, "t1", 300, 600);
     long long pending = proc_int(f->c, "XLEN alloc:{t1}:log");
     snprintf(q, sizeof q, "SELECT count(*) FROM alloc_events WHERE batch = 't1'");
     long long in_db = afix_pg_int(f, q);
+    assert_true(in_db > 0);
     /* whatever the database lacks is still in the log */
     assert_true(pending >= xinfo_added(f, "t1") - in_db);
 

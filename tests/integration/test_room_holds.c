@@ -97,10 +97,12 @@ static void test_confirm_and_cancel(void **state)
 static void test_expiry_while_down(void **state)
 {
     fixture *f = *state;
-    dorm(f, 1200);
+    /* the hold outlasts the confirm and the waiting check below on a
+     * loaded machine, and runs out while the daemon is down */
+    dorm(f, 3000);
     start(f);
-    char *o1 = choose(f, "c1", "s1", "R1", 1200);
-    char *o2 = choose(f, "c2", "s2", "R2", 1200);
+    char *o1 = choose(f, "c1", "s1", "R1", 3000);
+    char *o2 = choose(f, "c2", "s2", "R2", 3000);
     itest_push(f, "h", "{\"id\":\"k2\",\"user\":\"s2\",\"op\":\"confirm\",\"order\":\"%s\"}", o2);
     itest_expect(f, "h", "k2", "done", "R2");
     itest_push(f, "h", "{\"id\":\"w\",\"user\":\"s3\",\"op\":\"choose\",\"room\":\"R1\",\"wait\":true}");
@@ -108,7 +110,7 @@ static void test_expiry_while_down(void **state)
     assert_string_equal(itest_jstr(r, "status"), "waiting");
     json_decref(r);
     harness_allocd_kill(&f->allocd);
-    harness_sleep_ms(1500);
+    harness_sleep_ms(3300);
     assert_int_equal(free_of(f, "R1"), 0);                   /* nobody expired it yet */
     start(f);
     int64_t t0 = harness_now_ms();
