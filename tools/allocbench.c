@@ -54,7 +54,7 @@ typedef struct options {
     int scenarios_given;          /* --scenario or --mode given */
     int e2e_pairs;                /* --e2e-pairs: live end-to-end rounds (e2e.c) */
     int open_loop;                /* --open-loop: offered vs accepted at 25..90% */
-    int timeline;                 /* --timeline: each paced allocd row, window by window */
+    int timeline;                 /* --timeline: each allocd e2e or paced row, window by window */
     int aof;                      /* --aof: private Redis with appendfsync everysec */
     const char *redis_args;       /* --redis-args: more redis-server arguments */
     int targets_e2e;              /* --targets-e2e: the TARGET lines of e2e and open loop */
@@ -142,8 +142,9 @@ static void usage(FILE *f)
           "                        e2e saturation: offered vs accepted, p50/p99/p100\n"
           "  --saturation R        open loop: 100%% = R req/s for both designs (no rounds to measure it)\n"
           "  --open-loop-pcts LIST open loop: shares of saturation (25,50,75,90)\n"
-          "  --timeline            open loop: each allocd row per 100 ms: latency, and how many\n"
-          "                        requests wait in the queue and at the poller (timeline.h)\n"
+          "  --timeline            each allocd e2e and open-loop row per 100 ms: latency, and how\n"
+          "                        many requests wait in the queue and at the poller (timeline.h;\n"
+          "                        without --e2e-pairs it implies --open-loop)\n"
           "  --log-format F        allocd's log_format: event (default) or chunk\n"
           "  --redis-args \"ARGS\"   more arguments for the private redis-server (measuring a setting)\n"
           "  --peek                e2e rounds also run producers learning their position with\n"
@@ -356,7 +357,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_TARGETS: *targets = 1; return 0;
     case O_E2E_PAIRS: o->e2e_pairs = atoi(v); return o->e2e_pairs >= 1 && o->e2e_pairs <= MAX_E2E ? 0 : -1;
     case O_OPEN_LOOP: o->open_loop = 1; return 0;
-    case O_TIMELINE: o->timeline = 1; o->open_loop = 1; return 0;
+    case O_TIMELINE: o->timeline = 1; return 0;
     case O_AOF: o->aof = 1; return 0;
     case O_REDIS_ARGS: o->redis_args = v; return 0;
     case O_TARGETS_E2E: o->targets_e2e = 1; return 0;
@@ -391,6 +392,7 @@ static int parse_options(options *o, int argc, char **argv)
     if (targets) { o->targets = 1; apply_targets(o); }
     for (int i = 0; i < SC_COUNT; i++) any |= o->scenarios[i];
     if (!any) o->scenarios[SC_STOCK] = 1;
+    if (o->timeline && !o->e2e_pairs) o->open_loop = 1;
     if (!o->designs) o->designs = o->e2e_pairs || o->open_loop ? D_ALLOCD | D_LUA : D_ALLOCD;
     if (!o->prefix) o->prefix = o->no_daemon ? "alloc" : "allocbench";
     if (o->n_cluster == 1 && !o->cl_instances[0]) o->cl_instances[0] = 1;
@@ -635,7 +637,7 @@ static int e2e_allocd(bench *b, const workload *w, int push, double rate, run_re
     run_opts ro = {
         .target = &b->target, .w = w, .prefix = b->opt.prefix, .batch = batch, .batches = 1,
         .live = 1, .plain = plain, .peek = push == PUSH_PEEK, .e2e = 1, .rate = rate, .open_loop = rate > 0,
-        .timeline = rate > 0 && b->opt.timeline,
+        .timeline = b->opt.timeline,
         .tick_us = b->opt.tick_us, .producers = b->opt.producers, .depth = b->opt.depth,
         .timeout_s = b->opt.timeout_s, .chunk = b->opt.chunk, .allocd_pid = daemon_pid(b),
         .redis_pid = b->redis_pid,

@@ -1,4 +1,4 @@
-/* test_timeline.c -- allocbench's open-loop timeline: readings kept at most
+/* test_timeline.c -- allocbench's live-run timeline: readings kept at most
  * once per interval, requests put in the window of their due time, and the
  * queue and poller backlogs read off the last reading before a window's end. */
 #include <stdarg.h>
@@ -81,12 +81,40 @@ static void test_unread_and_no_reading(void **state)
     timeline_free(&t);
 }
 
+/* An unpaced run: everything due (pushed) in the first window, drained
+ * over the next two; the windows go on to the last reading. */
+static void test_windows_run_to_last_reading(void **state)
+{
+    int64_t due[] = { 0, 1000, 2000 }, read[] = { 150000, 250000, 260000 };
+    timeline t;
+    timeline_init(&t, 0);
+    assert_int_equal(timeline_note(&t, 99000, 0, 0), 0);
+    assert_int_equal(timeline_note(&t, 199000, 2, 1), 0);
+    assert_int_equal(timeline_note(&t, 280000, 3, 3), 0);
+    char *out = print(&t, 3, due, read);
+    const char *line = out;
+    double from, p50, p99, max;
+    long ndue, queue, poller, want_queue[] = { 3, 1, 0 }, want_poller[] = { 0, 1, 0 };
+    for (int w = 0; w < 3; w++) {
+        line = strchr(line, '\n') + 1;
+        assert_int_equal(sscanf(line, "%lf %ld %lf %lf %lf %ld %ld", &from, &ndue, &p50, &p99, &max, &queue,
+                                &poller), 7);
+        assert_true(from == 100.0 * w && ndue == (w == 0 ? 3 : 0));
+        assert_int_equal(queue, want_queue[w]);
+        assert_int_equal(poller, want_poller[w]);
+    }
+    assert_string_equal(strchr(line, '\n'), "\n");   /* and no fourth window */
+    free(out);
+    timeline_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_note_keeps_one_reading_per_interval),
         cmocka_unit_test(test_windows_and_backlogs),
         cmocka_unit_test(test_unread_and_no_reading),
+        cmocka_unit_test(test_windows_run_to_last_reading),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

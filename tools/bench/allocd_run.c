@@ -524,9 +524,10 @@ static int read_all(const run_opts *o, const bset *bs, window *win, const int64_
     int rc = reader_run(&rj);
     if (rj.dump) fclose(rj.dump);
     if (o->timeline && rj.tl && rc == 0) {
-        printf("timeline: allocd %s, paced at %.0f req/s; per 100 ms of due time, and at its end the "
-               "requests due but not dequeued (queue) and dequeued but not read (poller)\n",
-               o->plain ? "plain RPUSH" : "position transaction", o->rate);
+        if (o->rate > 0) printf("timeline: allocd %s, paced at %.0f req/s", o->plain ? "plain RPUSH" : "position transaction", o->rate);
+        else printf("timeline: allocd %s, unpaced (due = pushed)", o->plain ? "plain RPUSH" : "position transaction");
+        printf("; per 100 ms of due time, and at its end the requests due but not dequeued (queue) and "
+               "dequeued but not read (poller)\n");
         timeline_print(stdout, &tl, o->w->n, push_us, rj.read_us, 100);
     }
     free(rj.read_us);

@@ -1,4 +1,4 @@
-/* timeline.c -- an open-loop run window by window (see timeline.h). */
+/* timeline.c -- a live run window by window (see timeline.h). */
 #include "timeline.h"
 
 #include <stdlib.h>
@@ -79,7 +79,9 @@ void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
     fprintf(out, "  %7s %7s %8s %8s %8s %9s %9s\n", "due_ms", "due", "p50ms", "p99ms", "maxms",
             "queue", "poller");
     long at = 0;   /* index into the sorted due times */
-    for (int64_t from = t0; from <= due[n - 1]; from += w) {
+    int64_t end = due[n - 1];  /* unpaced runs: on until the last reading */
+    if (t->n && t->s[t->n - 1].t_us > end) end = t->s[t->n - 1].t_us;
+    for (int64_t from = t0; from <= end; from += w) {
         size_t nlat = 0;
         for (long i = 0; i < n; i++)
             if (due_us[i] >= from && due_us[i] < from + w && read_us[i])

@@ -1,5 +1,5 @@
-/* timeline.h -- where an open-loop run's latency builds up, window by
- * window (allocbench --timeline).
+/* timeline.h -- where a live run's latency builds up, window by window
+ * (allocbench --timeline).
  *
  * A p99 over a whole row says how bad the tail is, not where it comes
  * from. A paced allocd request waits in two places before its result is
@@ -39,7 +39,9 @@ int timeline_note(timeline *t, int64_t t_us, int64_t dequeued, long read);
 /* Prints one line per window_ms of due time: requests due in it, the
  * p50/p99/max latency (due -> read) of those read, and at the window's end the queue's
  * backlog (due so far - dequeued) and the poller's (dequeued - read).
- * due_us and read_us are per request, wall; read_us 0 = never read. */
+ * due_us and read_us are per request, wall; read_us 0 = never read. The
+ * windows go on past the last due time up to the last reading: an unpaced
+ * run (due = pushed) pushes everything early and drains long after. */
 void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
                     const int64_t *read_us, int window_ms);
 
