@@ -117,7 +117,7 @@ static int set_redis_user(allocd_config *c, const char *v, char *msg, size_t len
 static int set_password_file(allocd_config *c, const char *v, char *msg, size_t len)
 {
     char path[4096], pw[SECRET_MAX];
-    if (*v && (secret_path(v, path, sizeof path, msg, len) < 0 ||
+    if (*v && (secret_path("redis_password_file", v, path, sizeof path, msg, len) < 0 ||
                secret_read_file(path, pw, sizeof pw, msg, len) < 0))
         return -1;
     memset(pw, 0, sizeof pw);
@@ -244,26 +244,21 @@ static int set_metrics_token(allocd_config *c, const char *v, char *msg, size_t 
     return replace_string(&c->metrics_token, v, msg, len);
 }
 
-static char *read_text(const char *path);
-
-/* The first line of the file is the token (a trailing newline is not part
- * of it), so the secret can live outside a config that is shared. */
+/* The file holds the token alone (one trailing newline allowed), so the
+ * secret can live outside a config that is shared; it is read like
+ * redis_password_file, a relative path naming a systemd credential. */
 static int set_metrics_token_file(allocd_config *c, const char *v, char *msg, size_t len)
 {
-    errno = 0;
-    char *text = read_text(v);
-    if (!text) {
-        seterr(msg, len, "metrics_token_file: cannot read '%s': %s", v,
-               strerror(errno ? errno : EIO));
+    char path[4096], token[SECRET_MAX], why[4200];
+    if (secret_path("metrics_token_file", v, path, sizeof path, msg, len) < 0) return -1;
+    if (secret_read_file(path, token, sizeof token, why, sizeof why) < 0) {
+        seterr(msg, len, "metrics_token_file: %s", why);
         return -1;
     }
-    text[strcspn(text, "\r\n")] = '\0';
     int rc = -1;
-    if (!*text)
-        seterr(msg, len, "metrics_token_file: '%s' is empty", v);
-    else if (token_ok(text, msg, len, "the token in metrics_token_file") == 0)
-        rc = replace_string(&c->metrics_token, text, msg, len);
-    free(text);
+    if (token_ok(token, msg, len, "the token in metrics_token_file") == 0)
+        rc = replace_string(&c->metrics_token, token, msg, len);
+    memset(token, 0, sizeof token);
     return rc;
 }
 

@@ -40,22 +40,22 @@ int secret_read_file(const char *path, char *out, size_t cap, char *err, size_t 
     return -1;
 }
 
-int secret_path(const char *setting, char *out, size_t cap, char *err, size_t errlen)
+int secret_path(const char *name, const char *setting, char *out, size_t cap, char *err, size_t errlen)
 {
     int n;
     if (setting[0] == '/') n = snprintf(out, cap, "%s", setting);
     else {
         const char *dir = getenv("CREDENTIALS_DIRECTORY");
         if (!dir || !*dir) {
-            snprintf(err, errlen, "redis_password_file '%s' is relative: that names a systemd "
+            snprintf(err, errlen, "%s '%s' is relative: that names a systemd "
                      "credential (LoadCredential=), but $CREDENTIALS_DIRECTORY is not set; "
-                     "write an absolute path", setting);
+                     "write an absolute path", name, setting);
             return -1;
         }
         n = snprintf(out, cap, "%s/%s", dir, setting);
     }
     if (n < 0 || (size_t)n >= cap) {
-        snprintf(err, errlen, "redis_password_file: path too long");
+        snprintf(err, errlen, "%s: path too long", name);
         return -1;
     }
     return 0;
@@ -87,7 +87,7 @@ int secret_apply(redis_target *t, const char *user, const char *password_file,
         return -1;
     }
     char path[4096], why[4200];
-    if (secret_path(password_file, path, sizeof path, err, errlen) < 0) return -1;
+    if (secret_path("redis_password_file", password_file, path, sizeof path, err, errlen) < 0) return -1;
     if (secret_read_file(path, t->password, sizeof t->password, why, sizeof why) < 0) {
         snprintf(err, errlen, "redis_password_file: %s", why);
         return -1;

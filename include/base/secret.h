@@ -1,6 +1,7 @@
 /* secret.h -- the Redis password kept out of the config file: read from a
  * file (`redis_password_file`, e.g. a systemd credential) or from the
  * environment (ALLOCD_REDIS_PASSWORD), and the ACL user (`redis_user`).
+ * The metrics token's file (`metrics_token_file`) is read the same way.
  *
  * Used by the config loader, so allocd and allocctl resolve credentials
  * the same way. No message ever contains a password, only where it was
@@ -21,10 +22,11 @@
  * cap - 1 bytes. Returns 0, or -1 with "PATH: why" in err. */
 int secret_read_file(const char *path, char *out, size_t cap, char *err, size_t errlen);
 
-/* The path a password file setting names: absolute as written; relative
- * ones are systemd credentials, under $CREDENTIALS_DIRECTORY (set by
- * LoadCredential=). Returns 0, or -1 with a message. */
-int secret_path(const char *setting, char *out, size_t cap, char *err, size_t errlen);
+/* The path a secret file setting (`name`: redis_password_file,
+ * metrics_token_file) holds: absolute as written; relative ones are
+ * systemd credentials, under $CREDENTIALS_DIRECTORY (set by
+ * LoadCredential=). Returns 0, or -1 with a message naming the setting. */
+int secret_path(const char *name, const char *setting, char *out, size_t cap, char *err, size_t errlen);
 
 /* Applies user and password to t, in this order of precedence: the
  * password from $ALLOCD_REDIS_PASSWORD, else from password_file (when

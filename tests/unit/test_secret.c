@@ -1,5 +1,5 @@
 /* test_secret.c -- base/secret (the Redis password from a file or the
- * environment), the login settings of the config, and the URL shown
+ * environment), the login settings of the config, the metrics token's file, and the URL shown
  * without its password. The SHA-256 `allocctl acl` prints passwords as is
  * core/sha256, whose vectors are in test_lottery.c. */
 #include <setjmp.h>
@@ -88,12 +88,12 @@ static void test_credentials_directory(void **state)
 {
     char out[512], err[512];
     unsetenv("CREDENTIALS_DIRECTORY");
-    assert_int_equal(secret_path("redis-password", out, sizeof out, err, sizeof err), -1);
+    assert_int_equal(secret_path("redis_password_file", "redis-password", out, sizeof out, err, sizeof err), -1);
     assert_non_null(strstr(err, "CREDENTIALS_DIRECTORY"));
     setenv("CREDENTIALS_DIRECTORY", "/run/credentials/allocd.service", 1);
-    assert_int_equal(secret_path("redis-password", out, sizeof out, err, sizeof err), 0);
+    assert_int_equal(secret_path("redis_password_file", "redis-password", out, sizeof out, err, sizeof err), 0);
     assert_string_equal(out, "/run/credentials/allocd.service/redis-password");
-    assert_int_equal(secret_path("/etc/pw", out, sizeof out, err, sizeof err), 0);
+    assert_int_equal(secret_path("redis_password_file", "/etc/pw", out, sizeof out, err, sizeof err), 0);
     assert_string_equal(out, "/etc/pw");
     unsetenv("CREDENTIALS_DIRECTORY");
 }
@@ -129,6 +129,35 @@ static void test_config_settings(void **state)
     config_free(&c);
 }
 
+/* metrics_token_file is read like the password file: a relative path is
+ * a systemd credential, the file holds the token alone, and no message
+ * shows the token. */
+static void test_metrics_token_file(void **state)
+{
+    char text[900], err[600], conf[400];
+    put("metrics.token", "Tok-0123456789abcdef\n", 21);
+    snprintf(text, sizeof text, "metrics_token_file = \"metrics.token\";\n");
+    snprintf(conf, sizeof conf, "%s", put("m.conf", text, strlen(text)));
+    cli_args a = { .config_path = conf };
+    allocd_config c;
+    unsetenv("CREDENTIALS_DIRECTORY");
+    assert_int_equal(config_load(&c, &a, err, sizeof err), -1);
+    assert_non_null(strstr(err, "m.conf:1: metrics_token_file 'metrics.token' is relative"));
+    setenv("CREDENTIALS_DIRECTORY", dir, 1);
+    assert_int_equal(config_load(&c, &a, err, sizeof err), 0);
+    assert_string_equal(c.metrics_token, "Tok-0123456789abcdef");
+    config_free(&c);
+    unsetenv("CREDENTIALS_DIRECTORY");
+    snprintf(text, sizeof text, "metrics_token_file = \"%s\";\n",
+             put("two.token", "Tok-0123456789abcdef\nmore\n", 26));
+    snprintf(conf, sizeof conf, "%s", put("n.conf", text, strlen(text)));
+    a.config_path = conf;
+    assert_int_equal(config_load(&c, &a, err, sizeof err), -1);
+    assert_non_null(strstr(err, "n.conf:1: metrics_token_file: "));
+    assert_non_null(strstr(err, "holds more than one line"));
+    assert_null(strstr(err, "Tok-"));
+}
+
 static void test_bad_url_hides_the_password(void **state)
 {
     redis_target t;
@@ -161,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_apply_precedence),
         cmocka_unit_test(test_credentials_directory),
         cmocka_unit_test(test_config_settings),
+        cmocka_unit_test(test_metrics_token_file),
         cmocka_unit_test(test_bad_url_hides_the_password),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
