@@ -711,11 +711,10 @@ static void on_lottery_reply(redis_conn *c, redisReply *r, const char *err, void
 static void lottery_start(batch_worker *w)
 {
     if (lease_check(w, "lottery") < 0) return;
-    const char *argv[] = { w->keys.queue, w->keys.early, w->keys.stats, w->keys.internal,
-                           w->keys.lease, "", w->lease.token, w->lease.epoch };
+    const char *argv[] = { w->keys.early, w->keys.internal, w->keys.lease, w->lease.token, w->lease.epoch };
     w->state = W_LOTTERY;
     if (redis_conn_eval(w->cmd, &w->scripts->lottery, on_lottery_reply, w, w->cfg->redis_timeout_ms,
-                        5, 8, argv, NULL) < 0) {
+                        3, 5, argv, NULL) < 0) {
         w->state = W_SERVING;
         worker_fail(w, "lottery", "Redis not connected");
     }

@@ -54,13 +54,13 @@ const char script_fence_src[] =
  * internal.early_base set) is refused by name: its entries carry no seq
  * and its draw was over requests. */
 const char script_lottery_src[] =
-FENCE("5", "4", "2", "3")
-"local st = redis.call('HMGET', KEYS[4], 'lottery_done', 'early_served', 'lottery_seed', 'early_base')\n"
+FENCE("3", "2", "1", "2")
+"local st = redis.call('HMGET', KEYS[2], 'lottery_done', 'early_served', 'lottery_seed', 'early_base')\n"
 "if st[1] == '1' then return {'done'} end\n"
 "if st[4] then\n"
-"  return redis.error_reply('ERR ' .. KEYS[2] .. ' holds a lottery pool of allocd version 1: finish it with that version')\n"
+"  return redis.error_reply('ERR ' .. KEYS[1] .. ' holds a lottery pool of allocd version 1: finish it with that version')\n"
 "end\n"
-"return {'pool', tonumber(st[2] or '0'), st[3] or '', redis.call('LRANGE', KEYS[2], 0, -1)}\n";
+"return {'pool', tonumber(st[2] or '0'), st[3] or '', redis.call('LRANGE', KEYS[1], 0, -1)}\n";
 
 const char script_lease_acquire_src[] =
 "local cur = redis.call('GET', KEYS[1])\n"

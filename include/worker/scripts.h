@@ -64,8 +64,8 @@ enum {
 
 /* The early=shuffle lottery pool, read back after every load while the
  * lottery is not over (worker/lottery_pool.h).
- * KEYS: queue, early, stats, internal, lease (queue and stats unused)
- * ARGV: unused, token, epoch
+ * KEYS: early, internal, lease
+ * ARGV: token, epoch
  * Reply: {"done"} when the lottery is over, else
  *        {"pool", early_served, lottery_seed or "", entries of early}. */
 extern const char script_lottery_src[];

@@ -1076,17 +1076,17 @@ static long long lua_num(const redisReply *r)
  * allocd version 1 (internal.early_base set) is refused by name. */
 static redisReply *script_lottery(ctx *x, const char **K, const char **A)
 {
-    redisReply *lease = rcall(x, 2, (const char *[]){ "GET", K[4] });
-    int mine = rstr_eq(lease, A[1]);
+    redisReply *lease = rcall(x, 2, (const char *[]){ "GET", K[2] });
+    int mine = rstr_eq(lease, A[0]);
     freeReplyObject(lease);
     if (mine) {
-        redisReply *ep = rcall(x, 3, (const char *[]){ "HGET", K[3], "epoch" });
-        mine = rstr_eq(ep, A[2]);
+        redisReply *ep = rcall(x, 3, (const char *[]){ "HGET", K[1], "epoch" });
+        mine = rstr_eq(ep, A[1]);
         freeReplyObject(ep);
     }
     if (x->err) return r_nil();
     if (!mine) return r_err("FENCED this instance no longer holds the batch lease");
-    redisReply *st = rcall(x, 6, (const char *[]){ "HMGET", K[3], "lottery_done", "early_served", "lottery_seed",
+    redisReply *st = rcall(x, 6, (const char *[]){ "HMGET", K[1], "lottery_done", "early_served", "lottery_seed",
                                                   "early_base" });
     if (x->err || st->type != REDIS_REPLY_ARRAY) return st;
     redisReply *r;
@@ -1094,14 +1094,14 @@ static redisReply *script_lottery(ctx *x, const char **K, const char **A)
         r = r_arr(1);
         r->element[0] = r_str("done", 4);
     } else if (st->element[3]->type == REDIS_REPLY_STRING) {
-        r = r_err("ERR %s holds a lottery pool of allocd version 1: finish it with that version", K[1]);
+        r = r_err("ERR %s holds a lottery pool of allocd version 1: finish it with that version", K[0]);
     } else {
         r = r_arr(4);
         r->element[0] = r_str("pool", 4);
         r->element[1] = r_int(lua_num(st->element[1]));
         r->element[2] = st->element[2]->type == REDIS_REPLY_STRING ? r_str(st->element[2]->str, st->element[2]->len)
                                                                    : r_str("", 0);
-        r->element[3] = rcall(x, 4, (const char *[]){ "LRANGE", K[1], "0", "-1" });
+        r->element[3] = rcall(x, 4, (const char *[]){ "LRANGE", K[0], "0", "-1" });
     }
     freeReplyObject(st);
     return r;
@@ -1196,7 +1196,7 @@ static redisReply *run_script_body(ctx *x, const char *src)
     if (src == script_lease_release_src && nk == 1 && na == 1) return script_lease_own(x, K, A, 0);
     if (src == script_order_block_src && nk == 2 && na == 2) return script_order_block(x, K, A);
     if (src == script_load_prepare_src && nk == 7) return script_load_prepare(x, K, A);
-    if (src == script_lottery_src && nk == 5 && na == 3) return script_lottery(x, K, A);
+    if (src == script_lottery_src && nk == 3 && na == 2) return script_lottery(x, K, A);
     if (src == log_trim_src && nk == 1 && na == 2) return script_log_trim(x, K, A);
     return r_err("ERR sim: script not modelled (%d keys, %d args)", (int)nk, na);
 }

@@ -205,9 +205,9 @@ static void draw_script(int who)
         break;
     }
     case 6: {
-        const char *argv[] = { "EVAL", script_lottery_src, "5", K.queue, K.early, K.stats, K.internal, K.lease,
-                               "", tok, below(2) ? "1" : "2" };
-        both(who, 11, argv);
+        const char *argv[] = { "EVAL", script_lottery_src, "3", K.early, K.internal, K.lease,
+                               tok, below(2) ? "1" : "2" };
+        both(who, 8, argv);
         break;
     }
     case 1: {
