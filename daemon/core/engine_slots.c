@@ -69,15 +69,15 @@ void engine_slots_free(engine *e)
 
 int64_t engine_slot_get(const engine *e, const char *uid)
 {
-    if (!e->slots_ready || !uid) return 0;
+    if (!e->slots_ready || !uid) return ENGINE_NO_SLOT;
     uint32_t i = strmap_find(&e->slot_map, uid);
-    return i == STRMAP_NONE ? 0 : e->slots[i].at;
+    return i == STRMAP_NONE ? ENGINE_NO_SLOT : e->slots[i].at;
 }
 
 static int64_t user_opens(const engine *e, const char *uid)
 {
     int64_t at = engine_slot_get(e, uid);
-    return at ? at : e->meta.opens_at;
+    return at != ENGINE_NO_SLOT ? at : e->meta.opens_at;
 }
 
 /* A `group` request's members: the ones it names (groups listed), or the

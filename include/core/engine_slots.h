@@ -20,7 +20,9 @@
 int engine_slot_set(engine *e, const char *user, int64_t at);
 /* Forgets every slot (before a refresh loads the hash again). */
 void engine_slots_clear(engine *e);
-/* A user's slot, or 0 when none. */
+/* A slot is a time in ms, >= 0; a slot of 0 lets its user in at once. */
+#define ENGINE_NO_SLOT (-1)
+/* A user's slot, or ENGINE_NO_SLOT when none. */
 int64_t engine_slot_get(const engine *e, const char *user);
 /* When request r may be served from: its user's slot (a group's by
  * group_slot), else the batch's opens_at. */

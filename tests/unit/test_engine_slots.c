@@ -83,6 +83,20 @@ static void test_slot_before_the_opening(void **state)
     engine_free(e);
 }
 
+/* A slot of 0 is a time like any other (the epoch): its user is served
+ * at once, before the batch's opens_at, not sent back to opens_at as a
+ * user without a slot is. */
+static void test_slot_zero_is_a_time(void **state)
+{
+    engine *e = dorm(T0 + 1000, GROUP_SLOT_EARLIEST);
+    assert_int_equal(engine_slot_set(e, "first", 0), 0);
+    assert_int_equal(engine_slot_get(e, "first"), 0);
+    assert_int_equal(engine_slot_get(e, "other"), ENGINE_NO_SLOT);
+    assert_int_equal(choose(e, "first", T0).status, ST_GRANTED);
+    expect_not_open(choose(e, "other", T0), T0 + 1000);
+    engine_free(e);
+}
+
 static void test_group_rules(void **state)
 {
     static const group_slot_rule rules[] = { GROUP_SLOT_EARLIEST, GROUP_SLOT_LATEST, GROUP_SLOT_LEADER };
@@ -140,7 +154,7 @@ static void test_refresh_replaces(void **state)
     engine_slot_set(e, "s1", T0 + 200);                     /* an update */
     expect_not_open(choose(e, "s1", T0 + 100), T0 + 200);
     engine_slots_clear(e);                                  /* the operator deleted it */
-    assert_int_equal(engine_slot_get(e, "s1"), 0);
+    assert_int_equal(engine_slot_get(e, "s1"), ENGINE_NO_SLOT);
     assert_int_equal(choose(e, "s1", T0 + 100).status, ST_GRANTED);
     assert_int_equal(engine_slot_set(e, "", T0), -EINVAL);
     assert_int_equal(engine_slot_set(e, "x", -1), -EINVAL);
@@ -152,6 +166,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_before_at_after),
         cmocka_unit_test(test_slot_before_the_opening),
+        cmocka_unit_test(test_slot_zero_is_a_time),
         cmocka_unit_test(test_group_rules),
         cmocka_unit_test(test_formed_group_rules),
         cmocka_unit_test(test_refresh_replaces),
