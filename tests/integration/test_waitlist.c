@@ -22,6 +22,12 @@
 
 typedef itest fixture;
 
+/* A reservation's hold_ms where a test pushes and checks things while one
+ * is still held (a cancel that must find it, a waiting request that must
+ * not have been served yet): wide enough for those steps on a loaded
+ * machine. Each test waits it out at most once, so it costs that long. */
+enum { HOLD_MS = 3000 };
+
 static void start(fixture *f)
 {
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"wl\";"), 0);
@@ -128,7 +134,7 @@ static void sale(fixture *f, const char *b, int per_user, int hold_ms, int wait_
 static void test_stock_cancel_and_expiry_serve_the_head(void **state)
 {
     fixture *f = *state;
-    sale(f, "s", 1, 1500, 0, 1, -1, -1);
+    sale(f, "s", 1, HOLD_MS, 0, 1, -1, -1);
     start(f);
     itest_push(f, "s", "{\"id\":\"b1\",\"user\":\"ann\",\"op\":\"buy\",\"item\":\"sku\"}");
     char *o1 = order_of(f, "s", "b1");
@@ -194,15 +200,21 @@ static void test_per_user_checked_again(void **state)
 static void test_wait_ms_and_close(void **state)
 {
     fixture *f = *state;
-    sale(f, "t", 1, 0, 700, 0, -1, -1);
+    /* long enough that w1 is seen waiting before it runs out, under load */
+    enum { WAIT_MS = 2000 };
+    sale(f, "t", 1, 0, WAIT_MS, 0, -1, -1);
     /* the close half on a batch without wait_ms: only the close can end w2 */
     sale(f, "t2", 1, 0, 0, 0, -1, -1);
     start(f);
+    int64_t pushed = harness_now_ms();
     itest_push(f, "t", "{\"id\":\"w1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
     expect_waiting(f, "t", "w1", 1);
     int64_t t0 = harness_now_ms();
     expect_final(f, "t", "w1", "rejected", "sold_out");   /* no request needed */
-    assert_true(harness_now_ms() - t0 < 5000);
+    /* ended by wait_ms: not before it ran out (it joined after the push),
+     * and seen within 4.3 s after */
+    assert_true(harness_now_ms() - pushed >= WAIT_MS);
+    assert_true(harness_now_ms() - t0 < WAIT_MS + 4300);
     assert_int_equal(stat(f, "t", "wait_ended"), 1);
     itest_push(f, "t2", "{\"id\":\"w2\",\"user\":\"u2\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
     expect_waiting(f, "t2", "w2", 1);
@@ -289,21 +301,27 @@ static void test_group_does_not_block(void **state)
 static void test_kill9_loses_nothing(void **state)
 {
     fixture *f = *state;
-    sale(f, "k", 1, 1200, 0, 1, -1, -1);
+    sale(f, "k", 1, HOLD_MS, 0, 1, -1, -1);
     start(f);
     itest_push(f, "k", "{\"id\":\"b1\",\"user\":\"ann\",\"op\":\"buy\",\"item\":\"sku\"}");
-    free(order_of(f, "k", "b1"));
+    json_t *r = final_result(f, "k", "b1");
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    int64_t ann_expires = itest_jint(r, "expires_at");
+    json_decref(r);
     itest_push(f, "k", "{\"id\":\"w1\",\"user\":\"bob\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
     itest_push(f, "k", "{\"id\":\"w2\",\"user\":\"cy\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
     expect_waiting(f, "k", "w2", 2);
+    assert_true(harness_now_ms() < ann_expires);   /* killed while ann still holds it */
     harness_allocd_kill(&f->allocd);
-    harness_sleep_ms(1500);                 /* ann's reservation runs out meanwhile */
+    /* ann's reservation runs out meanwhile: allocd reads the same wall
+     * clock, so past expires_at it is due at the restart whatever the load */
+    while (harness_now_ms() <= ann_expires + 100) harness_sleep_ms(20);
     expect_waiting(f, "k", "w1", 1);        /* nobody served it yet */
     start(f);
     itest_push(f, "k", "{\"id\":\"w3\",\"user\":\"dan\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
     expect_final(f, "k", "w1", "granted", "sku");
     expect_waiting(f, "k", "w2", 2);
-    json_t *r = itest_result(f, "k", "w3");
+    r = itest_result(f, "k", "w3");
     assert_string_equal(itest_jstr(r, "status"), "waiting");
     assert_int_equal(itest_jint(r, "wait_no"), 3);        /* tickets go on after a restart */
     assert_int_equal(itest_jint(r, "wait_pos"), 2);
@@ -394,7 +412,7 @@ static int same_entry(const char *log, const char *a, const char *b)
 static void test_chunk_log_carries_the_waitlist(void **state)
 {
     fixture *f = *state;
-    sale(f, "c", 1, 1000, 0, -1, 1, 1);      /* a: 1 unit, b: 1 unit */
+    sale(f, "c", 1, HOLD_MS, 0, -1, 1, 1);   /* a: 1 unit, b: 1 unit */
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"wl\";\nlog_format = \"chunk\";"), 0);
     itest_push(f, "c", "{\"id\":\"b1\",\"user\":\"ann\",\"op\":\"buy\",\"item\":\"a\"}");
     char *o1 = order_of(f, "c", "b1");
