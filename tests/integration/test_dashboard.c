@@ -21,6 +21,7 @@
 #include "itest.h"
 
 #define TOKEN "dashboard-test-token-0123"
+#define AUTH "Authorization: Bearer " TOKEN "\r\n"
 
 static const char *out_dir(void)
 {
@@ -58,6 +59,86 @@ static char *browse(const itest *t, int port, const char *frag, const char *shot
     return itest_read_file(dom);
 }
 
+/* GET path with the token: the JSON body, or NULL. */
+static json_t *api_get(int port, const char *path)
+{
+    char *resp = itest_http_get_with(port, path, AUTH);
+    const char *body = resp ? strstr(resp, "\r\n\r\n") : NULL;
+    json_t *doc = body ? json_loads(body + 4, 0, NULL) : NULL;
+    free(resp);
+    return doc;
+}
+
+/* The element of the array a whose string `key` is value, or NULL. */
+static json_t *find_by(const json_t *a, const char *key, const char *value)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(a, i, e)
+        if (!strcmp(itest_jstr(e, key), value)) return e;
+    return NULL;
+}
+
+static int has_string(const json_t *a, const char *value)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(a, i, e)
+        if (json_is_string(e) && !strcmp(json_string_value(e), value)) return 1;
+    return 0;
+}
+
+/* /api/batch?id=d1 holds what its page is checked for: a grant in the
+ * log, the dead entry, 5 granted by this instance. */
+static int batch_ready(json_t *doc, const void *unused)
+{
+    int dead = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(doc, "dead_recent"), i, e) {
+        json_t *entry = json_loads(json_is_string(e) ? json_string_value(e) : "", 0, NULL);
+        dead |= !strcmp(itest_jstr(entry, "raw"), "not-json<b>x</b>");
+        json_decref(entry);
+    }
+    return dead && find_by(json_object_get(doc, "log"), "type", "grant") &&
+           itest_jint(json_object_get(doc, "results_by_status"), "granted") == 5;
+}
+
+/* /api/overview holds what its page is checked for: d1 open with 3
+ * sold_out, d2 paused with 2 queued, both leased by the instance. */
+static int overview_ready(json_t *doc, const void *instance)
+{
+    json_t *d1 = find_by(json_object_get(doc, "batches"), "id", "d1");
+    json_t *d2 = find_by(json_object_get(doc, "batches"), "id", "d2");
+    json_t *leases = json_object_get(find_by(json_object_get(doc, "instances"), "name", instance), "leases");
+    return d1 && d2 && !strcmp(itest_jstr(d1, "state"), "open") &&
+           itest_jint(json_object_get(d1, "rejects"), "sold_out") == 3 &&
+           !strcmp(itest_jstr(d2, "state"), "paused") && itest_jint(d2, "queued") == 2 &&
+           has_string(leases, "d1") && has_string(leases, "d2");
+}
+
+/* Polls GET path until ready says yes; fails with the last answer after
+ * 15 s (the watcher refreshes every second: generous for a loaded machine). */
+static void wait_api(int port, const char *path, int (*ready)(json_t *, const void *),
+                     const void *arg)
+{
+    int64_t end = harness_now_ms() + 15000;
+    for (;;) {
+        json_t *doc = api_get(port, path);
+        if (doc && ready(doc, arg)) {
+            json_decref(doc);
+            return;
+        }
+        if (harness_now_ms() > end) {
+            char *text = doc ? json_dumps(doc, JSON_INDENT(1)) : NULL;
+            fail_msg("GET %s: not yet what the page is checked for after 15 s:\n%s", path,
+                     text ? text : "(no JSON)");
+        }
+        json_decref(doc);
+        harness_sleep_ms(100);
+    }
+}
+
 static void test_dashboard_in_chromium(void **state)
 {
     itest *t = *state;
@@ -81,9 +162,12 @@ static void test_dashboard_in_chromium(void **state)
     json_decref(itest_result(t, "d2", "p1"));       /* paused once p1 has its result */
     itest_push(t, "d2", "{\"id\":\"w1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku\"}");
     itest_push(t, "d2", "{\"id\":\"w2\",\"user\":\"u2\",\"op\":\"buy\",\"item\":\"sku\"}");
-    /* the batch page's details are read from the tick after it is asked for */
-    free(itest_http_get_with(port, "/api/batch?id=d1", "Authorization: Bearer " TOKEN "\r\n"));
-    harness_sleep_ms(2500);
+    /* the pages show the watcher's copy, read every tick, and the batch
+     * page's details only from the tick after they are asked for (each
+     * poll asks): the browser starts once the API serves all it is
+     * checked for below */
+    wait_api(port, "/api/batch?id=d1", batch_ready, NULL);
+    wait_api(port, "/api/overview", overview_ready, t->allocd.instance);
 
     char *dom = browse(t, port, "#token=" TOKEN, "dashboard-overview.png");
     assert_non_null(dom);
