@@ -490,6 +490,62 @@ static void test_chunk_log_with_waits(void **state)
     }
 }
 
+/* A run without --follow ends with a results pass begun after the last
+ * chunk of the log it archived. The first page of a pass (HSCAN COUNT 100
+ * of 201 fields: about half of them, never all) is held in PostgreSQL, a
+ * trigger waiting for the test's advisory lock; meanwhile every waiting
+ * result becomes final with its grant in one MULTI, as allocd writes them.
+ * The run archives those grants and must archive their results too,
+ * though the held pass read half of them as waiting and its cursor is past
+ * them. */
+static void test_last_pass_after_last_drain(void **state)
+{
+    afix *f = *state;
+    const char *b = "w1";
+    const char *fmt = "{\"id\":\"w-%d\",\"user\":\"u-%d\",\"op\":\"buy\",\"status\":\"%s\",\"item\":\"sku-1\",\"at\":1}";
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, b));     /* the schema */
+    afix_pg_exec(f, "CREATE FUNCTION hold_results() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$BEGIN PERFORM pg_advisory_xact_lock_shared(4242); RETURN NULL; END$$");
+    afix_pg_exec(f, "CREATE TRIGGER hold BEFORE INSERT ON alloc_results "
+                    "FOR EACH STATEMENT EXECUTE FUNCTION hold_results()");
+    assert_int_equal(afix_pg_int(f, "SELECT pg_try_advisory_lock(4242)::int"), 1);
+    /* w-0 granted, w-1..w-200 waiting; values over 64 bytes: a hash table,
+     * which HSCAN pages */
+    itest_cmd(f->c, "HSET alloc:{%s}:meta kind stock per_user 2", b);
+    itest_cmd(f->c, "HSET alloc:{%s}:stats updated_at 1", b);
+    itest_cmd(f->c, "XADD alloc:{%s}:log * type grant user u-0 item sku-1 qty 1 req w-0 at 1", b);
+    char res[160];
+    for (int i = 0; i <= 200; i++) {
+        snprintf(res, sizeof res, fmt, i, i, i ? "waiting" : "granted");
+        itest_cmd(f->c, "HSET alloc:{%s}:results w-%d %s", b, i, res);
+    }
+    char *enc = harness_str(f->c, "OBJECT ENCODING alloc:{%s}:results", b);
+    assert_string_equal(enc, "hashtable");
+    free(enc);
+    pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, b, "--chunk", "100",
+                              "--results-interval-ms", "0", "--quiet", NULL);
+    const char *held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    for (int i = 0; i < 3000 && afix_pg_int(f, held) == 0; i++) harness_sleep_ms(10);
+    assert_int_equal(afix_pg_int(f, held), 1);
+    itest_cmd(f->c, "MULTI");
+    for (int i = 1; i <= 200; i++) {
+        snprintf(res, sizeof res, fmt, i, i, "granted");
+        itest_cmd(f->c, "HSET alloc:{%s}:results w-%d %s", b, i, res);
+        itest_cmd(f->c, "XADD alloc:{%s}:log * type grant user u-%d item sku-1 qty 1 req w-%d at 2", b, i, i);
+    }
+    itest_cmd(f->c, "HSET alloc:{%s}:stats updated_at 2", b);
+    itest_cmd(f->c, "EXEC");
+    assert_int_equal(afix_pg_int(f, "SELECT pg_advisory_unlock(4242)::int"), 1);
+    int st = 0, exited = 0;
+    for (int i = 0; i < 6000 && !(exited = proc_exited(ar, &st)); i++) harness_sleep_ms(10);
+    if (!exited) proc_reap(ar, SIGKILL);
+    assert_true(exited && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(afix_assert_log_archived(f, b), 201);
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events AS e WHERE batch = 'w1' AND NOT EXISTS "
+                                    "(SELECT 1 FROM alloc_results AS r WHERE r.batch = e.batch AND r.req_id = e.req)"), 0);
+    afix_assert_results_archived(f, b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +556,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_export, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_purge_needs_closed_and_archived, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_chunk_log_with_waits, afix_setup, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_last_pass_after_last_drain, afix_setup, afix_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,11 @@
  * every such field at least once; `purge` compares that mark with the
  * batch's current stats.updated_at. `waiting` results are skipped: they
  * are the only ones ever replaced, and a later pass takes the final one.
+ * A batch is caught up only when its last completed pass began after the
+ * last chunk of the log this run archived. The daemon writes an event and
+ * its result in one step, so such a pass saw the result of every archived
+ * event; a pass under way while a chunk was archived may have gone past the
+ * field of its result (new, or still waiting) before the daemon wrote it.
  *
  * One thread, blocking hiredis and libpq, batches served round-robin.
  * SIGINT/SIGTERM are blocked and polled, so a stop always falls between
@@ -49,6 +54,7 @@ typedef struct arch_batch {
     int log_idle;              /* the last read found nothing new */
     int listed;                /* in P:batches at the last look */
     int64_t events, results;   /* rows inserted by this run */
+    int64_t log_chunks;        /* chunks of the log read and archived by this run */
     int64_t reported_events;
     /* results pass */
     int scanning;
@@ -57,6 +63,8 @@ typedef struct arch_batch {
     int passes;                /* completed passes */
     int64_t pass_end_ms;
     char done_upto[32];        /* pass_upto of the last completed pass */
+    int64_t pass_chunks;       /* log_chunks when the running pass began */
+    int64_t done_chunks;       /* pass_chunks of the last completed pass */
     int64_t lag_entries, lag_ms;
     double rate;
 } arch_batch;
@@ -96,6 +104,13 @@ static void nap(archiver *a, int64_t ms)
 }
 
 /* ------------------------------------------------------------ batches -- */
+
+/* Log drained, and the last completed results pass began after the last
+ * chunk of the log was archived: every archived event's result is in. */
+static int caught_up(const arch_batch *b)
+{
+    return b->log_idle && !b->scanning && b->passes && b->done_chunks == b->log_chunks;
+}
 
 static arch_batch *find_batch(archiver *a, const char *id)
 {
@@ -146,7 +161,7 @@ static int list_batches(archiver *a)
      * caught up, then dropped: its keys may be about to go */
     for (size_t i = 0; i < a->nb;) {
         arch_batch *b = &a->b[i];
-        if (!b->listed && b->log_idle && !b->read_pending && !b->scanning && b->passes)
+        if (!b->listed && !b->read_pending && caught_up(b))
             a->b[i] = a->b[--a->nb];
         else i++;
     }
@@ -286,6 +301,7 @@ static int log_step(archiver *a, arch_batch *b)
         return 0;
     }
     b->log_idle = 0;
+    b->log_chunks++;
     json_t *rows = json_array();
     int rc = rows ? AR_OK : AR_FATAL;
     for (size_t i = 0; rc == AR_OK && i < entries->elements; i++)
@@ -361,8 +377,9 @@ static int put_batch(archiver *a, arch_batch *b)
     return rc;
 }
 
-/* Whether a new pass is due: none yet, or the daemon wrote since the last
- * one and interval_ms has passed. Reads stats.updated_at into pass_upto. */
+/* Whether a new pass is due: none yet, or interval_ms has passed and the
+ * daemon wrote since the last one or a chunk of the log was archived after
+ * it began. Reads stats.updated_at into pass_upto. */
 static int pass_due(archiver *a, arch_batch *b, int *due)
 {
     *due = 0;
@@ -371,7 +388,7 @@ static int pass_due(archiver *a, arch_batch *b, int *due)
     if (!r) return AR_REDIS;
     snprintf(b->pass_upto, sizeof b->pass_upto, "%s", r->type == REDIS_REPLY_STRING ? r->str : "0");
     freeReplyObject(r);
-    *due = !b->passes || strcmp(b->pass_upto, b->done_upto) != 0;
+    *due = !b->passes || strcmp(b->pass_upto, b->done_upto) != 0 || b->done_chunks != b->log_chunks;
     return AR_OK;
 }
 
@@ -382,6 +399,7 @@ static int results_step(archiver *a, arch_batch *b)
         int due, rc = pass_due(a, b, &due);
         if (rc != AR_OK || !due) return rc;
         b->scanning = 1;
+        b->pass_chunks = b->log_chunks;
         snprintf(b->cursor, sizeof b->cursor, "0");
     }
     redisReply *r = redisCommand(a->x->c, "HSCAN %s %s COUNT %lld", b->k.results, b->cursor,
@@ -408,6 +426,7 @@ static int results_step(archiver *a, arch_batch *b)
             b->passes++;
             b->pass_end_ms = mono_ms();
             snprintf(b->done_upto, sizeof b->done_upto, "%s", b->pass_upto);
+            b->done_chunks = b->pass_chunks;
             rc = put_batch(a, b);
         }
         redisReply *h = redisCommand(a->x->c, "HINCRBY %s results %lld", b->progress, (long long)inserted);
@@ -537,8 +556,7 @@ static int round_robin(archiver *a, int *all_done)
         rc = no_log ? 0 : log_step(a, b);
         if (rc == 0) rc = results_step(a, b);
         if (rc > 0) moved++;
-        /* done (without --follow): log drained and a pass made after that */
-        if (!b->log_idle || b->scanning || !b->passes) *all_done = 0;
+        if (!caught_up(b)) *all_done = 0;
     }
     if (rc >= AR_OK) rc = report(a, 0);
     return rc < AR_OK ? rc : moved;
