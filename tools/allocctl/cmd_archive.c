@@ -449,14 +449,6 @@ static int64_t id_ms(const char *id)
     return id ? strtoll(id, NULL, 10) : 0;
 }
 
-static const redisReply *xinfo_field(const redisReply *g, const char *name)
-{
-    for (size_t i = 0; g && g->type == REDIS_REPLY_ARRAY && i + 1 < g->elements; i += 2)
-        if (g->element[i]->type == REDIS_REPLY_STRING && !strcmp(g->element[i]->str, name))
-            return g->element[i + 1];
-    return NULL;
-}
-
 /* Lag of our group: entries not yet acknowledged (XINFO GROUPS lag +
  * pending) and how far, in stream time, the oldest of them is behind the
  * newest entry. */
@@ -474,14 +466,14 @@ static int measure_lag(archiver *a, arch_batch *b)
         }
     const redisReply *g = NULL;
     for (size_t i = 0; r[0]->type == REDIS_REPLY_ARRAY && i < r[0]->elements; i++) {
-        const redisReply *name = xinfo_field(r[0]->element[i], "name");
+        const redisReply *name = ctl_reply_field(r[0]->element[i], "name");
         if (name && name->str && !strcmp(name->str, a->group)) g = r[0]->element[i];
     }
-    const redisReply *lag = xinfo_field(g, "lag"), *delivered = xinfo_field(g, "last-delivered-id");
+    const redisReply *delivered = ctl_reply_field(g, "last-delivered-id");
     int64_t pending = r[2]->type == REDIS_REPLY_ARRAY && r[2]->elements ? ctl_reply_int(r[2]->element[0]) : 0;
     const char *oldest = pending && r[2]->element[1]->type == REDIS_REPLY_STRING ? r[2]->element[1]->str : NULL;
     const char *newest = r[1]->type == REDIS_REPLY_ARRAY && r[1]->elements ? r[1]->element[0]->element[0]->str : NULL;
-    b->lag_entries = (lag && lag->type == REDIS_REPLY_INTEGER ? lag->integer : 0) + pending;
+    b->lag_entries = ctl_reply_field_int(g, "lag", 0) + pending;
     if (!oldest && delivered && delivered->str) oldest = delivered->str;
     b->lag_ms = b->lag_entries && newest && oldest ? id_ms(newest) - id_ms(oldest) : 0;
     if (b->lag_ms < 0) b->lag_ms = 0;

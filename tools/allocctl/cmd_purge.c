@@ -48,26 +48,18 @@ static void refuse(purge_check *p, const char *fmt, ...)
     p->refusals++;
 }
 
-static const redisReply *kv_get(const redisReply *g, const char *name)
-{
-    for (size_t i = 0; g && g->type == REDIS_REPLY_ARRAY && i + 1 < g->elements; i += 2)
-        if (g->element[i]->type == REDIS_REPLY_STRING && !strcmp(g->element[i]->str, name))
-            return g->element[i + 1];
-    return NULL;
-}
-
 /* The archive group: no entry pending or not yet delivered. */
 static void check_log(purge_check *p, const redisReply *groups, const redisReply *last)
 {
     if (groups->type == REDIS_REPLY_ERROR) return;   /* no log: nothing to archive */
     const redisReply *g = NULL;
     for (size_t i = 0; groups->type == REDIS_REPLY_ARRAY && i < groups->elements; i++) {
-        const redisReply *n = kv_get(groups->element[i], "name");
+        const redisReply *n = ctl_reply_field(groups->element[i], "name");
         if (n && n->str && !strcmp(n->str, p->group)) g = groups->element[i];
     }
     if (!g) { refuse(p, "the log has no archive group '%s': it was never archived", p->group); return; }
-    int64_t pending = ctl_reply_int(kv_get(g, "pending"));
-    const redisReply *delivered = kv_get(g, "last-delivered-id");
+    int64_t pending = ctl_reply_field_int(g, "pending", 0);
+    const redisReply *delivered = ctl_reply_field(g, "last-delivered-id");
     const char *newest = last->type == REDIS_REPLY_ARRAY && last->elements ?
                          last->element[0]->element[0]->str : NULL;
     if (pending) refuse(p, "%" PRId64 " log entries are pending in the archive group", pending);

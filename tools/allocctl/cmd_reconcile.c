@@ -294,13 +294,6 @@ static int reconcile_results(recon *r, int64_t *final, int64_t *rows)
 
 /* ---- the command ---- */
 
-static int64_t xinfo_int(const redisReply *xi, const char *name)
-{
-    for (size_t i = 0; xi->type == REDIS_REPLY_ARRAY && i + 1 < xi->elements; i += 2)
-        if (xi->element[i]->str && !strcmp(xi->element[i]->str, name)) return ctl_reply_int(xi->element[i + 1]);
-    return -1;
-}
-
 static ctl_kv *kv_of(const redisReply *h, size_t *n)
 {
     *n = h->elements / 2;
@@ -334,7 +327,7 @@ static int reconcile_run(recon *r, const redisReply *sn)
     const redisReply *last = sn->element[RS_LAST], *first = sn->element[RS_FIRST];
     r->last_id = last->type == REDIS_REPLY_ARRAY && last->elements ? archive_log_entry_id(last->element[0]) : NULL;
     r->first_id = first->type == REDIS_REPLY_ARRAY && first->elements ? archive_log_entry_id(first->element[0]) : NULL;
-    int64_t added = xinfo_int(sn->element[RS_XINFO], "entries-added");
+    int64_t added = ctl_reply_field_int(sn->element[RS_XINFO], "entries-added", -1);
     int64_t entries = replay_db(r);
     if (entries < 0) return EX_DB;
     if (added >= 0 && entries != added)

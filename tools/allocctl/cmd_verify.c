@@ -115,11 +115,7 @@ static int replay_log(ctx *x, ctl_replay *rp, const char *last_id)
  * replaying it cannot rebuild the state. Needs Redis 7 (entries-added). */
 static int log_trimmed(const redisReply *xinfo, int64_t xlen, int64_t *added)
 {
-    *added = -1;
-    if (xinfo->type != REDIS_REPLY_ARRAY) return 0;
-    for (size_t i = 0; i + 1 < xinfo->elements; i += 2)
-        if (xinfo->element[i]->str && !strcmp(xinfo->element[i]->str, "entries-added"))
-            *added = ctl_reply_int(xinfo->element[i + 1]);
+    *added = ctl_reply_field_int(xinfo, "entries-added", -1);
     return *added > xlen;
 }
 

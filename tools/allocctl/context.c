@@ -231,17 +231,13 @@ redisReply *exec_reply(ctx *x, size_t queued, const char *failed)
 
 const char *hfield(const redisReply *h, const char *name)
 {
-    if (!h || h->type != REDIS_REPLY_ARRAY) return NULL;
-    for (size_t i = 0; i + 1 < h->elements; i += 2)
-        if (!strcmp(h->element[i]->str, name)) return h->element[i + 1]->str;
-    return NULL;
+    const redisReply *v = ctl_reply_field(h, name);
+    return v ? v->str : NULL;
 }
 
 int64_t hfield_int(const redisReply *h, const char *name, int64_t dflt)
 {
-    const char *s = hfield(h, name);
-    int64_t v;
-    return s && numtext_parse_i64(s, &v) == 0 ? v : dflt;
+    return ctl_reply_field_int(h, name, dflt);
 }
 
 static int cmp_reply_str(const void *a, const void *b)

@@ -124,6 +124,27 @@ void ctl_args_free(ctl_args *a)
     memset(a, 0, sizeof *a);
 }
 
+/* ---- flat key/value replies ------------------------------------------ */
+
+const redisReply *ctl_reply_field(const redisReply *flat, const char *name)
+{
+    for (size_t i = 0; flat && flat->type == REDIS_REPLY_ARRAY && i + 1 < flat->elements; i += 2)
+        if (flat->element[i]->type == REDIS_REPLY_STRING && !strcmp(flat->element[i]->str, name))
+            return flat->element[i + 1];
+    return NULL;
+}
+
+int64_t ctl_reply_field_int(const redisReply *flat, const char *name, int64_t dflt)
+{
+    const redisReply *v = ctl_reply_field(flat, name);
+    int64_t n;
+    if (v && v->type == REDIS_REPLY_INTEGER) return v->integer;
+    if (v && v->type == REDIS_REPLY_STRING && numtext_parse_i64(v->str, &n) == 0) return n;
+    return dflt;
+}
+
+/* ---- files ------------------------------------------------------------- */
+
 char *ctl_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

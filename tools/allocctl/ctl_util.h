@@ -1,14 +1,16 @@
 /* ctl_util.h -- small pieces allocctl's commands share: times as
- * operators write them and argument vectors for hiredis.
+ * operators write them, argument vectors for hiredis and the fields of
+ * flat key/value replies.
  *
  * In libctl.a (tools/allocctl/) so that every command parses an ISO 8601
- * time or builds a long HSET the same way.
+ * time, builds a long HSET or looks up a reply's field the same way.
  */
 #ifndef ALLOCD_CTL_UTIL_H
 #define ALLOCD_CTL_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <hiredis/hiredis.h>
 
 /* "1767261600000" (ms since the epoch) or ISO 8601 with a zone:
  * "2026-01-01T10:00:00[.123](Z|+02:00|+0200)" (a space may replace the T).
@@ -34,5 +36,12 @@ void ctl_args_add(ctl_args *a, const char *s);
 void ctl_args_addi(ctl_args *a, int64_t v);
 void ctl_args_reset(ctl_args *a);      /* empty, keeps the vector */
 void ctl_args_free(ctl_args *a);
+
+/* The value of field name in a flat key/value array reply (HGETALL, XINFO
+ * STREAM, one group of XINFO GROUPS), or NULL when it has none. */
+const redisReply *ctl_reply_field(const redisReply *flat, const char *name);
+/* That value as an integer (an integer reply, or a string holding one);
+ * dflt when the field is absent or holds no integer. */
+int64_t ctl_reply_field_int(const redisReply *flat, const char *name, int64_t dflt);
 
 #endif
