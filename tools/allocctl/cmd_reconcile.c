@@ -3,7 +3,8 @@
  * database hold what Redis holds?
  *
  * 1. A snapshot of the batch in one MULTI (capacity, holders, free, stats,
- *    the log's last id and entries-added), as verify takes it.
+ *    the log's first and last id and entries-added), as verify takes it
+ *    (ctl_snapshot).
  * 2. The database's events of B up to that last id, streamed in order
  *    (single-row mode: constant memory), are merged with the log entries
  *    still in Redis: an entry missing on either side, or with other fields,
@@ -27,12 +28,11 @@
 #include "allocctl/archive_pg.h"
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_replay.h"
+#include "allocctl/ctl_snapshot.h"
 #include "allocctl/ctl_sync.h"
 #include "allocctl/print.h"
 
 #define MAX_SHOWN 200
-
-enum { RS_CAP, RS_HOLDERS, RS_FREE, RS_STATS, RS_LAST, RS_XINFO, RS_META, RS_FIRST, RS_WAITLIST, RS_N };
 
 typedef struct recon {
     ctx *x;
@@ -58,22 +58,6 @@ typedef struct recon {
 static void on_finding(void *ud, const char *msg)
 {
     print_diff(&((recon *)ud)->diffs, MAX_SHOWN, "replay of the database's events: %s", msg);
-}
-
-static redisReply *snapshot(ctx *x)
-{
-    redisAppendCommand(x->c, "MULTI");
-    redisAppendCommand(x->c, "HGETALL %s", x->k.capacity);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.holders);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.free);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.stats);
-    redisAppendCommand(x->c, "XREVRANGE %s + - COUNT 1", x->k.log);
-    redisAppendCommand(x->c, "XINFO STREAM %s", x->k.log);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.meta);
-    redisAppendCommand(x->c, "XRANGE %s - + COUNT 1", x->k.log);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.waitlist);
-    redisAppendCommand(x->c, "EXEC");
-    return exec_reply(x, RS_N, "the snapshot transaction failed");
 }
 
 /* ---- the merge of database events with the log still in Redis ---- */
@@ -294,46 +278,18 @@ static int reconcile_results(recon *r, int64_t *final, int64_t *rows)
 
 /* ---- the command ---- */
 
-static ctl_kv *kv_of(const redisReply *h, size_t *n)
-{
-    *n = h->elements / 2;
-    ctl_kv *kv = calloc(*n ? *n : 1, sizeof *kv);
-    for (size_t i = 0; kv && i < *n; i++)
-        kv[i] = (ctl_kv){ h->element[2 * i]->str, h->element[2 * i + 1]->str, h->element[2 * i + 1]->len };
-    return kv;
-}
-
-static int compare_state(recon *r, const redisReply *sn)
-{
-    size_t nc, nh, nf, nw;
-    ctl_kv *cap = kv_of(sn->element[RS_CAP], &nc), *hold = kv_of(sn->element[RS_HOLDERS], &nh);
-    ctl_kv *fr = kv_of(sn->element[RS_FREE], &nf), *wl = kv_of(sn->element[RS_WAITLIST], &nw);
-    const char *fu = hfield(sn->element[RS_STATS], "free_units"), *wg = hfield(sn->element[RS_STATS], "waiting");
-    ctl_snapshot s = { cap, nc, hold, nh, fr, nf, fu != NULL, hfield_int(sn->element[RS_STATS], "free_units", 0),
-                       wl, nw, wg != NULL, hfield_int(sn->element[RS_STATS], "waiting", 0) -
-                                           hfield_int(sn->element[RS_STATS], "swap_offers", 0) };   /* 9.3 */
-    int ok = cap && hold && fr && wl;
-    if (ok) ctl_replay_finish(r->rp, &s);
-    free(cap);
-    free(hold);
-    free(fr);
-    free(wl);
-    if (!ok) errmsg(r->x, "out of memory");
-    return ok ? 0 : -1;
-}
-
 static int reconcile_run(recon *r, const redisReply *sn)
 {
-    const redisReply *last = sn->element[RS_LAST], *first = sn->element[RS_FIRST];
+    const redisReply *last = sn->element[CTL_SN_LAST], *first = sn->element[CTL_SN_FIRST];
     r->last_id = last->type == REDIS_REPLY_ARRAY && last->elements ? archive_log_entry_id(last->element[0]) : NULL;
     r->first_id = first->type == REDIS_REPLY_ARRAY && first->elements ? archive_log_entry_id(first->element[0]) : NULL;
-    int64_t added = ctl_reply_field_int(sn->element[RS_XINFO], "entries-added", -1);
+    int64_t added = ctl_reply_field_int(sn->element[CTL_SN_XINFO], "entries-added", -1);
     int64_t entries = replay_db(r);
     if (entries < 0) return EX_DB;
     if (added >= 0 && entries != added)
         print_diff(&r->diffs, MAX_SHOWN, "alloc_events has %" PRId64 " log entries of %s up to %s, the log has had %" PRId64,
              entries, r->x->batch, r->last_id ? r->last_id : "(none)", added);
-    if (compare_state(r, sn) < 0) return EX_REDIS;
+    if (ctl_snapshot_finish(r->x, r->rp, sn) < 0) return EX_REDIS;
     int64_t final, rows;
     if (reconcile_results(r, &final, &rows) < 0) return r->x->c && r->x->c->err ? EX_REDIS : EX_DB;
     if (rows != final)
@@ -374,11 +330,9 @@ int cmd_reconcile(ctx *x, int argc, char **argv, int at)
     r.x = x;
     snprintf(r.next, sizeof r.next, "-");
     if (archive_pg_open(&r.pg, conninfo) < 0) { errmsg(x, "%s", r.pg.err); return EX_DB; }
-    redisReply *sn = snapshot(x);
+    redisReply *sn = ctl_snapshot_read(x);
     if (!sn) { archive_pg_close(&r.pg); return EX_REDIS; }
-    const char *kind = hfield(sn->element[RS_META], "kind");
-    r.rp = ctl_replay_new(kind && !strcmp(kind, "room"), hfield_int(sn->element[RS_META], "per_user", 1),
-                          on_finding, &r);
+    r.rp = ctl_snapshot_replay(sn, on_finding, &r);
     rc = r.rp ? reconcile_run(&r, sn) : EX_REDIS;
     ctl_replay_free(r.rp);
     if (r.page) freeReplyObject(r.page);

@@ -1,6 +1,6 @@
 /* cmd_verify.c -- `allocctl verify`: reads a batch's hashes and the end of
- * its log in one MULTI, replays the log (ctl_replay) and prints every
- * difference and a summary. */
+ * its log in one MULTI (ctl_snapshot), replays the log (ctl_replay) and
+ * prints every difference and a summary. */
 #include "allocctl/cmd_verify.h"
 
 #include <inttypes.h>
@@ -10,56 +10,16 @@
 
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_replay.h"
+#include "allocctl/ctl_snapshot.h"
 #include "allocctl/ctl_sync.h"
 #include "allocctl/print.h"
 #include "wire/log_entry.h"
 
 #define MAX_FINDINGS_SHOWN 200 /* verify prints at most this many */
 
-enum { SN_META, SN_CAP, SN_HOLDERS, SN_FREE, SN_STATS, SN_WAITLIST, SN_XLEN, SN_LAST, SN_XINFO, SN_N };
-
 static void on_finding(void *ud, const char *msg)
 {
     print_diff(ud, MAX_FINDINGS_SHOWN, "%s", msg);
-}
-
-/* Everything verify compares, read in one MULTI so that holders, free and
- * the log's last entry belong to the same moment (the daemon writes them in
- * one atomic script). Returns the EXEC reply (SN_N elements) or NULL. */
-static redisReply *snapshot(ctx *x)
-{
-    redisAppendCommand(x->c, "MULTI");
-    redisAppendCommand(x->c, "HGETALL %s", x->k.meta);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.capacity);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.holders);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.free);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.stats);
-    redisAppendCommand(x->c, "HGETALL %s", x->k.waitlist);
-    redisAppendCommand(x->c, "XLEN %s", x->k.log);
-    redisAppendCommand(x->c, "XREVRANGE %s + - COUNT 1", x->k.log);
-    redisAppendCommand(x->c, "XINFO STREAM %s", x->k.log);
-    redisAppendCommand(x->c, "EXEC");
-    redisReply *exec = exec_reply(x, SN_N, "the snapshot transaction failed");
-    if (!exec) return NULL;
-    int ok = 1;
-    for (int i = 0; ok && i < SN_XINFO; i++)   /* XINFO fails when there is no log */
-        if (exec->element[i]->type == REDIS_REPLY_ERROR) {
-            errmsg(x, "redis: %s", exec->element[i]->str);
-            ok = 0;
-        }
-    if (!ok) freeReplyObject(exec);
-    return ok ? exec : NULL;
-}
-
-/* HGETALL reply -> ctl_kv array (pointing into the reply). */
-static ctl_kv *kv_of(const redisReply *h, size_t *n)
-{
-    *n = h->elements / 2;
-    ctl_kv *kv = calloc(*n ? *n : 1, sizeof *kv);
-    for (size_t i = 0; kv && i < *n; i++)
-        kv[i] = (ctl_kv){ h->element[2 * i]->str, h->element[2 * i + 1]->str,
-                          h->element[2 * i + 1]->len };
-    return kv;
 }
 
 typedef struct replay_one {
@@ -135,9 +95,9 @@ static void verify_summary(const ctl_replay_counts *c)
 
 static int verify_run(ctx *x, redisReply *sn, ctl_replay *rp, size_t *shown)
 {
-    int64_t xlen = ctl_reply_int(sn->element[SN_XLEN]), added;
-    const redisReply *last = sn->element[SN_LAST];
-    if (log_trimmed(sn->element[SN_XINFO], xlen, &added)) {
+    int64_t xlen = ctl_reply_int(sn->element[CTL_SN_XLEN]), added;
+    const redisReply *last = sn->element[CTL_SN_LAST];
+    if (log_trimmed(sn->element[CTL_SN_XINFO], xlen, &added)) {
         char msg[200];
         snprintf(msg, sizeof msg, "the log was trimmed: %" PRId64 " of %" PRId64 " entries are "
                  "left, so it cannot rebuild the state (log_maxlen must be 0 to verify)", xlen, added);
@@ -146,31 +106,7 @@ static int verify_run(ctx *x, redisReply *sn, ctl_replay *rp, size_t *shown)
         return EX_NOT;
     }
     if (xlen > 0 && replay_log(x, rp, last->element[0]->element[0]->str) < 0) return EX_REDIS;
-    size_t nc, nh, nf;
-    ctl_kv *cap = kv_of(sn->element[SN_CAP], &nc), *hold = kv_of(sn->element[SN_HOLDERS], &nh);
-    ctl_kv *fr = kv_of(sn->element[SN_FREE], &nf);
-    const char *fu = hfield(sn->element[SN_STATS], "free_units");
-    ctl_snapshot s = { cap, nc, hold, nh, fr, nf, fu != NULL, hfield_int(sn->element[SN_STATS], "free_units", 0),
-                       NULL, 0, 0, 0 };
-    size_t nw;
-    ctl_kv *wl = kv_of(sn->element[SN_WAITLIST], &nw);
-    s.waitlist = wl;
-    s.n_waitlist = nw;
-    s.has_waiting = hfield(sn->element[SN_STATS], "waiting") != NULL;
-    /* stats.waiting counts open swap offers too (9.3); the log's waits are
-     * the waitlist's alone */
-    s.waiting = hfield_int(sn->element[SN_STATS], "waiting", 0) -
-                hfield_int(sn->element[SN_STATS], "swap_offers", 0);
-    int oom = !cap || !hold || !fr || !wl;
-    if (!oom) ctl_replay_finish(rp, &s);
-    free(cap);
-    free(hold);
-    free(fr);
-    free(wl);
-    if (oom) {
-        errmsg(x, "out of memory");
-        return EX_REDIS;
-    }
+    if (ctl_snapshot_finish(x, rp, sn) < 0) return EX_REDIS;
     const ctl_replay_counts *c = ctl_replay_counts_get(rp);
     verify_summary(c);
     return c->findings ? EX_NOT : EX_OK;
@@ -181,20 +117,18 @@ static int verify_batch(ctx *x, const char *batch)
     int rc = ctx_batch(x, batch);
     if (rc == EX_OK) rc = ctx_connect(x);
     if (rc != EX_OK) return rc;
-    redisReply *sn = snapshot(x);
+    redisReply *sn = ctl_snapshot_read(x);
     if (!sn) return EX_REDIS;
-    const char *kind = hfield(sn->element[SN_META], "kind");
+    const char *kind = hfield(sn->element[CTL_SN_META], "kind");
     if (!kind || (strcmp(kind, "stock") && strcmp(kind, "room"))) {
         errmsg(x, "batch %s has no valid meta kind; nothing to verify", batch);
         freeReplyObject(sn);
         return EX_NOT;
     }
     printf("verify %s (%s), log %s: %lld entries\n", batch, kind, x->k.log,
-           sn->element[SN_XLEN]->integer);
+           sn->element[CTL_SN_XLEN]->integer);
     size_t shown = 0;
-    ctl_replay *rp = ctl_replay_new(!strcmp(kind, "room"),
-                                    hfield_int(sn->element[SN_META], "per_user", 1),
-                                    on_finding, &shown);
+    ctl_replay *rp = ctl_snapshot_replay(sn, on_finding, &shown);
     rc = rp ? verify_run(x, sn, rp, &shown) : EX_REDIS;
     ctl_replay_free(rp);
     freeReplyObject(sn);
