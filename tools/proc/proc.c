@@ -171,10 +171,15 @@ int proc_alive(pid_t *pid)
 
 int proc_stop(pid_t *pid, int timeout_ms)
 {
+    return proc_stop_signal(pid, SIGTERM, timeout_ms);
+}
+
+int proc_stop_signal(pid_t *pid, int sig, int timeout_ms)
+{
     pid_t p = *pid;
     *pid = 0;
     if (p <= 0) return -1;
-    kill(p, SIGTERM);
+    kill(p, sig);
     for (int waited = 0; waited < timeout_ms; waited += 10) {
         int st;
         if (proc_exited(p, &st))
@@ -434,14 +439,7 @@ int proc_pg_start(proc_pg *p, const char *prefix)
 /* SIGINT: PostgreSQL's fast shutdown (ends sessions, checkpoints, exits). */
 static void pg_shutdown(proc_pg *p)
 {
-    if (p->pid <= 0) return;
-    kill(p->pid, SIGINT);
-    for (int waited = 0; waited < 30000; waited += 10) {
-        if (proc_exited(p->pid, NULL)) { p->pid = 0; return; }
-        proc_sleep_ms(10);
-    }
-    proc_reap(p->pid, SIGKILL);
-    p->pid = 0;
+    proc_stop_signal(&p->pid, SIGINT, 30000);
 }
 
 int proc_pg_restart(proc_pg *p)

@@ -57,6 +57,9 @@ int proc_alive(pid_t *pid);
  * signal when a signal ended it), or -1 after a SIGKILL when it did not
  * exit in time (or *pid <= 0). *pid becomes 0. */
 int proc_stop(pid_t *pid, int timeout_ms);
+/* The same with sig for SIGTERM, for a program whose orderly stop is
+ * another signal (PostgreSQL's fast shutdown is SIGINT). */
+int proc_stop_signal(pid_t *pid, int sig, int timeout_ms);
 
 /* --------------------------------------------------------- temp dirs -- */
 
