@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -209,6 +210,30 @@ static void wait_idle(fixture *f, const char *batch)
 
 /* ---- batch create ------------------------------------------------------ */
 
+/* Redis's slow log records every command while on (slowlog-log-slower-than
+ * 0): the commands an allocctl run sent, with their keys. */
+static void log_commands(fixture *f, int on)
+{
+    itest_cmd(f->c, "CONFIG SET slowlog-max-len 100000");
+    itest_cmd(f->c, "CONFIG SET slowlog-log-slower-than %d", on ? 0 : 10000);
+    if (on) itest_cmd(f->c, "SLOWLOG RESET");
+}
+
+/* How many logged commands were `name` on `key`. */
+static long long logged_calls(fixture *f, const char *name, const char *key)
+{
+    redisReply *r = redisCommand(f->c, "SLOWLOG GET -1");
+    assert_true(r && r->type == REDIS_REPLY_ARRAY);
+    long long n = 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *args = r->element[i]->element[3];
+        n += args->elements >= 2 && !strcasecmp(args->element[0]->str, name) &&
+             !strcmp(args->element[1]->str, key);
+    }
+    freeReplyObject(r);
+    return n;
+}
+
 static void test_create_from_csv(void **state)
 {
     fixture *f = *state;
@@ -370,10 +395,15 @@ static void test_push_ordinal_status_wait(void **state)
     contains(out, "status       granted");
     contains(out, "you beat 66% (rank 2 of 6 participants)");
     free(out);
+    log_commands(f, 1);
     out = CTL(f, 0, "status", "p1", "--user", "u1");
+    log_commands(f, 0);
     contains(out, "u1 holds 1 units");
     contains(out, "x sku2, confirmed");
     free(out);
+    /* one HGET of U's entry; no scan of holders: a stock batch has no swaps */
+    assert_int_equal(logged_calls(f, "HGET", "alloc:{p1}:holders"), 1);
+    assert_int_equal(logged_calls(f, "HSCAN", "alloc:{p1}:holders"), 0);
     out = CTL(f, 1, "status", "p1", "--user", "nobody");
     contains(out, "holds nothing");
     free(out);
@@ -553,9 +583,14 @@ static void test_verify_rooms(void **state)
     expect_status(f, "rm", "q6", "rejected");
     expect_status(f, "rm", "q7", "granted");
     wait_idle(f, "rm");
+    log_commands(f, 1);
     char *out = CTL(f, 0, "status", "rm", "--user", "s5");
+    log_commands(f, 0);
     contains(out, "s5 holds a bed in R201");
     free(out);
+    /* offers to s5 are in the offerers' entries: a room batch's holders are scanned */
+    assert_int_equal(logged_calls(f, "HGET", "alloc:{rm}:holders"), 1);
+    assert_true(logged_calls(f, "HSCAN", "alloc:{rm}:holders") >= 1);
 
     out = CTL(f, 0, "verify", "rm");
     contains(out, "grant 7, release 2");

@@ -1,8 +1,10 @@
 /* cmd_groups.c -- groups and swap offers as allocctl shows them (see
  * cmd_groups.h). Everything is read from Redis: P:{B}:groups (group id ->
  * {"leader","members","invited","prefs","filter","version"}) and the
- * swap_offers of the holders entries. Offers *to* a user are found by
- * scanning holders (HSCAN), which is fine for an operator's look-up. */
+ * swap_offers of the holders entries. Offers *to* a user are kept in the
+ * offerers' entries, so a room batch's holders are scanned for them
+ * (HSCAN), which is fine for an operator's look-up; swaps are for rooms
+ * only (contract 9.3), so a stock batch's are not. */
 #include "allocctl/cmd_groups.h"
 
 #include <stdio.h>
@@ -69,6 +71,39 @@ int groups_batch_show(ctx *x, const char *batch)
     return EX_OK;
 }
 
+/* U's group and pending invitations, from HGETALL P:{B}:groups. */
+static int user_groups(const redisReply *g, const char *user)
+{
+    int found = 0;
+    for (size_t i = 0; i + 1 < g->elements; i += 2) {
+        json_t *doc = json_loads(g->element[i + 1]->str, 0, NULL);
+        if (has_name(json_object_get(doc, "members"), user)) { print_group(g->element[i]->str, doc); found = 1; }
+        if (has_name(json_object_get(doc, "invited"), user)) {
+            printf("invitation to group %s (leader %s): accept with --op accept --from %s\n", g->element[i]->str,
+                   json_string_value(json_object_get(doc, "leader")), json_string_value(json_object_get(doc, "leader")));
+            found = 1;
+        }
+        json_decref(doc);
+    }
+    return found;
+}
+
+/* The offers U made, kept in U's own holders entry. */
+static int offers_by(const redisReply *holder)
+{
+    int found = 0;
+    json_t *mine = holder->type == REDIS_REPLY_STRING ? json_loads(holder->str, 0, NULL) : NULL;
+    size_t k;
+    json_t *o;
+    json_array_foreach(json_object_get(mine, "swap_offers"), k, o) {
+        printf("swap offer to %s (request %s), waiting\n", json_string_value(json_object_get(o, "with")),
+               json_string_value(json_object_get(o, "req")));
+        found = 1;
+    }
+    json_decref(mine);
+    return found;
+}
+
 /* Offers to `user` in one HSCAN page of holders; prints them. */
 static int offers_to(const redisReply *page, const char *user)
 {
@@ -89,34 +124,10 @@ static int offers_to(const redisReply *page, const char *user)
     return n;
 }
 
-int groups_user_status(ctx *x, const char *user)
+/* The offers to U, in the offerers' entries: every page of holders. */
+static int offers_to_user(ctx *x, const char *user)
 {
     int found = 0;
-    redisReply *g = rcmd(x, "HGETALL %s", x->k.groups);
-    if (!g) return -1;
-    for (size_t i = 0; i + 1 < g->elements; i += 2) {
-        json_t *doc = json_loads(g->element[i + 1]->str, 0, NULL);
-        if (has_name(json_object_get(doc, "members"), user)) { print_group(g->element[i]->str, doc); found = 1; }
-        if (has_name(json_object_get(doc, "invited"), user)) {
-            printf("invitation to group %s (leader %s): accept with --op accept --from %s\n", g->element[i]->str,
-                   json_string_value(json_object_get(doc, "leader")), json_string_value(json_object_get(doc, "leader")));
-            found = 1;
-        }
-        json_decref(doc);
-    }
-    freeReplyObject(g);
-    redisReply *h = rcmd(x, "HGET %s %s", x->k.holders, user);
-    if (!h) return -1;
-    json_t *mine = h->type == REDIS_REPLY_STRING ? json_loads(h->str, 0, NULL) : NULL;
-    size_t k;
-    json_t *o;
-    json_array_foreach(json_object_get(mine, "swap_offers"), k, o) {
-        printf("swap offer to %s (request %s), waiting\n", json_string_value(json_object_get(o, "with")),
-               json_string_value(json_object_get(o, "req")));
-        found = 1;
-    }
-    json_decref(mine);
-    freeReplyObject(h);
     char cursor[32] = "0";
     do {
         redisReply *p = rcmd(x, "HSCAN %s %s COUNT 1000", x->k.holders, cursor);
@@ -127,4 +138,20 @@ int groups_user_status(ctx *x, const char *user)
         freeReplyObject(p);
     } while (strcmp(cursor, "0"));
     return found;
+}
+
+int groups_user_status(ctx *x, const char *user, const redisReply *holder)
+{
+    redisAppendCommand(x->c, "HGETALL %s", x->k.groups);
+    redisAppendCommand(x->c, "HGET %s kind", x->k.meta);
+    redisReply *r[2];
+    if (replies(x, 2, r) < 0) return -1;
+    int found = user_groups(r[0], user);
+    found |= offers_by(holder);
+    /* swaps are for rooms only: a stock batch has no offers to U to look for */
+    int stock = r[1]->type == REDIS_REPLY_STRING && !strcmp(r[1]->str, "stock");
+    free_replies(r, 2);
+    int to = stock ? 0 : offers_to_user(x, user);
+    if (to < 0) return -1;
+    return found || to;
 }

@@ -9,7 +9,8 @@
 /* `allocctl batch show B`: meta, stats and every group. Exit code. */
 int groups_batch_show(ctx *x, const char *batch);
 /* Prints U's group, pending invitations and swap offers (to and from U);
- * returns 1 when there was any, 0 when none, -1 on a Redis error. */
-int groups_user_status(ctx *x, const char *user);
+ * holder is the caller's HGET of U in P:{B}:holders (nil when U holds
+ * nothing). Returns 1 when there was any, 0 when none, -1 on a Redis error. */
+int groups_user_status(ctx *x, const char *user, const redisReply *holder);
 
 #endif

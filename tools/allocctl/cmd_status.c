@@ -145,14 +145,13 @@ static int status_id(ctx *x, const status_opts *o)
 
 static int status_user(ctx *x, const status_opts *o)
 {
-    redisReply *r = rcmd(x, "HGET %s %s", x->k.holders, o->user);
-    if (!r) return EX_REDIS;
-    int found = r->type == REDIS_REPLY_STRING;
-    if (found) print_holder(o->user, r->str, r->len, o->raw);
+    redisReply *h = rcmd(x, "HGET %s %s", x->k.holders, o->user);
+    if (!h) return EX_REDIS;
+    int found = h->type == REDIS_REPLY_STRING;
+    if (found) print_holder(o->user, h->str, h->len, o->raw);
     else printf("%s holds nothing in batch %s\n", o->user, x->batch);
-    freeReplyObject(r);
-    r = rcmd(x, "HGET %s %s", x->k.slots, o->user);   /* contract 9.4 */
-    if (!r) return EX_REDIS;
+    redisReply *r = rcmd(x, "HGET %s %s", x->k.slots, o->user);   /* contract 9.4 */
+    if (!r) { freeReplyObject(h); return EX_REDIS; }
     if (r->type == REDIS_REPLY_STRING) {
         int64_t at = 0;
         char iso[40];
@@ -161,7 +160,8 @@ static int status_user(ctx *x, const status_opts *o)
     }
     freeReplyObject(r);
     /* a group, invitations and swap offers are about the user too (9.2, 9.3) */
-    int more = o->raw ? 0 : groups_user_status(x, o->user);
+    int more = o->raw ? 0 : groups_user_status(x, o->user, h);
+    freeReplyObject(h);
     if (more < 0) return EX_REDIS;
     return found || more ? EX_OK : EX_NOT;
 }
