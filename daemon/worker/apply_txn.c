@@ -8,7 +8,10 @@
 #include "worker/apply_txn.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/assert.h"
 
 #include "core/engine_wait.h"
 #include "wire/log_entry.h"
@@ -31,11 +34,11 @@ static void cmd_close(argbuf *a)
     else argbuf_cmd_cancel(a);
 }
 
-/* WATCH, FENCE (scripts.h), MULTI: the head of every apply pipeline. */
-static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
+/* FENCE's keys, in KEYS order (scripts.h). */
+static void fence_keys(const apply_txn_ctx *c, const char *keys[FENCE_NKEYS])
 {
     const batch_keys *k = c->keys;
-    const char *keys[FENCE_NKEYS] = {
+    const char *all[FENCE_NKEYS] = {
         [FENCE_KEY_LEASE] = k->lease, [FENCE_KEY_INTERNAL] = k->internal,
         [FENCE_KEY_TRIP] = c->trip_key, [FENCE_KEY_RESULTS] = k->results,
         [FENCE_KEY_HOLDERS] = k->holders, [FENCE_KEY_FREE] = k->free,
@@ -46,6 +49,17 @@ static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
         [FENCE_KEY_CTL] = k->ctl, [FENCE_KEY_WAITLIST] = k->waitlist,
         [FENCE_KEY_GROUPS] = k->groups,
     };
+    memcpy(keys, all, sizeof all);
+}
+
+/* WATCH, FENCE (scripts.h), MULTI: the head of every apply pipeline.
+ * FENCE's last argument, which keys the transaction writes, is written as
+ * all '0' here and marked once the transaction is built (fence_mark);
+ * returns the offset of its bytes in a->resp. */
+static size_t add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
+{
+    const char *keys[FENCE_NKEYS];
+    fence_keys(c, keys);
     /* Fault injection for tests (as SQLite does it): an apply containing
      * ALLOCD_FAULT_APPLY_ID has FENCE refuse it. */
     int fault = c->fault_apply_id && chunk_has_id(ch, c->fault_apply_id);
@@ -62,6 +76,10 @@ static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
     argbuf_str(a, c->epoch);
     argbuf_int(a, c->chunks_applied);
     argbuf_str(a, fault ? "1" : "0");
+    char none[FENCE_NKEYS];
+    memset(none, '0', sizeof none);
+    argbuf_ext(a, none, sizeof none);
+    size_t written_at = a->resp.len - 2 - sizeof none;   /* before its "\r\n" */
     argbuf_cmd_end(a);
     argbuf_cmd_begin(a);
     argbuf_str(a, "MULTI");
@@ -70,10 +88,64 @@ static void add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
      * FENCE as often as possible (scripts.h, BUSY). */
     argbuf_cmd_begin(a);
     argbuf_str(a, "HSET");
-    argbuf_str(a, k->internal);
+    argbuf_str(a, c->keys->internal);
     argbuf_str(a, "chunks_applied");
     argbuf_int(a, c->chunks_applied + 1);
     argbuf_cmd_end(a);
+    return written_at;
+}
+
+/* One RESP bulk string at *p ("$len\r\n<bytes>\r\n"): its bytes and
+ * length; *p moves past it. The commands are argbuf's own, well formed. */
+static const char *resp_bulk(const char **p, size_t *len)
+{
+    const char *s = *p;
+    ALLOC_ASSERT(*s == '$');
+    size_t n = 0;
+    for (s++; *s != '\r'; s++) n = n * 10 + (size_t)(*s - '0');
+    *len = n;
+    *p = s + 2 + n + 2;
+    return s + 2;
+}
+
+/* Marks in written[] the FENCE key that key[0..len) is, if any. */
+static void mark_key(const char *const keys[FENCE_NKEYS], const char *key, size_t len, char *written)
+{
+    for (int i = 0; i < FENCE_NKEYS; i++)
+        if (strlen(keys[i]) == len && !memcmp(keys[i], key, len)) { written[i] = '1'; return; }
+}
+
+/* Sets FENCE's `written` argument (add_fence) from the commands after
+ * MULTI as they were encoded: the key of each, and the keys of a script
+ * (the log trim), so no write can go unchecked because a list kept apart
+ * from the code that writes missed it. A key the command before already
+ * had (the events' XADDs) is not looked up again. */
+static void fence_mark(argbuf *a, const apply_txn_ctx *c, size_t first_cmd, size_t written_at)
+{
+    const char *keys[FENCE_NKEYS];
+    fence_keys(c, keys);
+    char *written = a->resp.buf + written_at;
+    const char *last = NULL;
+    size_t last_len = 0;
+    for (size_t i = first_cmd; i < a->ncmds; i++) {
+        const char *p = a->resp.buf + a->cmd_start[i];
+        ALLOC_ASSERT(*p == '*');
+        while (*p++ != '\n') {}
+        size_t len, key_len;
+        const char *cmd = resp_bulk(&p, &len);
+        size_t nkeys = 1;
+        if (len == 4 && !memcmp(cmd, "EVAL", 4)) {        /* EVAL script numkeys key... */
+            resp_bulk(&p, &len);
+            nkeys = (size_t)strtoul(resp_bulk(&p, &len), NULL, 10);
+        }
+        for (size_t k = 0; k < nkeys; k++) {
+            const char *key = resp_bulk(&p, &key_len);
+            if (last && key_len == last_len && !memcmp(key, last, key_len)) continue;
+            mark_key(keys, key, key_len, written);
+            last = key;
+            last_len = key_len;
+        }
+    }
 }
 
 /* One HSET of every result: the engine's, or the parser's `invalid`. The
@@ -438,7 +510,8 @@ static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
 int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
 {
     argbuf_reset(out);
-    add_fence(out, ctx, ch);
+    size_t written_at = add_fence(out, ctx, ch);
+    size_t first_cmd = out->ncmds - 1;      /* the chunks_applied HSET on */
     add_results(out, ctx, ch);
     add_swap_results(out, ctx, ch, e);
     add_waitlist(out, ctx, ch, e);
@@ -454,6 +527,8 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     if (ctx->log_maxlen > 0 && ctx->archive_group && *ctx->archive_group && engine_event_count(e))
         log_trim_encode(out, ctx->keys->log, ctx->archive_group, ctx->log_maxlen);
     add_consume_and_stats(out, ctx, ch, e);
+    if (argbuf_failed(out)) return -ENOMEM;
+    fence_mark(out, ctx, first_cmd, written_at);
     argbuf_cmd_begin(out);
     argbuf_str(out, "EXEC");
     argbuf_cmd_end(out);

@@ -24,7 +24,11 @@
  * It checks that the caller still holds the lease under its epoch, that the
  * chunks applied so far are the ones the caller built on (internal
  * chunks_applied, so an apply never lands after an earlier one failed),
- * and that every key has the type allocd needs. When anything is off it
+ * and that every key the transaction writes has the type allocd needs (a
+ * write to a key of another type would fail alone inside EXEC while the
+ * rest, the LTRIM included, went through; a key the transaction does not
+ * touch cannot break it, and checking only the written ones halves the
+ * script's calls for a stock chunk). When anything is off it
  * writes the caller's own `trip` key, which the caller WATCHes: the EXEC
  * that follows is then refused as a whole, and the script's error reply
  * says why. Whatever changes after the check (a takeover SETs the lease, an
@@ -33,7 +37,10 @@
  * KEYS: lease, internal, trip, results, holders, free, stats, log,
  *       participants, orders_ended, dead, capacity, early, queue, ctl,
  *       waitlist, groups
- * ARGV: token, epoch, chunks_applied expected, fault (1 = refuse, tests)
+ * ARGV: token, epoch, chunks_applied expected, fault (1 = refuse, tests),
+ *       written: one '0' or '1' per key, in KEYS order, '1' for each key a
+ *       command of the transaction writes (fence_written_mark); without it
+ *       the script trips
  * Reply: OK, or an error: FENCED, STALE, WRONGTYPE, FAULT, ERR fence.
  *
  * FENCE must run for the EXEC behind it to be guarded. It is sent with

@@ -124,11 +124,34 @@ static void print_cmd(int argc, const char **argv)
     fprintf(stderr, "\n");
 }
 
+/* The commands of the sequence so far (since reset_both), printed with a
+ * mismatch: a reply that differs is often the effect of an earlier one. */
+enum { HISTORY = 40 };
+static char history[HISTORY][200];
+static int n_history;
+
+static void note_cmd(int who, int argc, const char **argv)
+{
+    char *h = history[n_history++ % HISTORY];
+    int at = snprintf(h, sizeof history[0], "%s", who ? "@1" : "  ");
+    for (int i = 0; i < argc && at < (int)sizeof history[0]; i++)
+        at += strlen(argv[i]) > 60 ? snprintf(h + at, sizeof history[0] - (size_t)at, " <%zu bytes>", strlen(argv[i]))
+                                   : snprintf(h + at, sizeof history[0] - (size_t)at, " %s", argv[i]);
+}
+
+static void print_history(void)
+{
+    int from = n_history > HISTORY ? n_history - HISTORY : 0;
+    fprintf(stderr, "  the sequence so far:\n");
+    for (int i = from; i < n_history; i++) fprintf(stderr, "   %s\n", history[i % HISTORY]);
+}
+
 /* One command on client `who` of both; a mismatch is printed and counted. */
 static void both(int who, int argc, const char **argv)
 {
     size_t lens[64];
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    note_cmd(who, argc, argv);
     redisReply *m = simr_exec(model, mc[who], argc, argv, lens, harness_now_ms());
     if (!m) m = simr_block_timeout(mc[who]);   /* BLMOVE on an empty list */
     redisReply *r = redisCommandArgv(rc[who], argc, argv, lens);
@@ -139,6 +162,7 @@ static void both(int who, int argc, const char **argv)
         mismatches++;
         fprintf(stderr, "model and redis differ (client %d): %s\n", who, why);
         print_cmd(argc, argv);
+        print_history();
     }
     freeReplyObject(m);
     freeReplyObject(r);
@@ -157,6 +181,7 @@ static void reset_both(void)
     simr_free(model);
     model = simr_new();
     for (int i = 0; i < 2; i++) mc[i] = simr_client_new(model);
+    n_history = 0;
 }
 
 /* -------------------------------------------------------- the drawing -- */
@@ -182,12 +207,20 @@ static void draw_fence(int who)
 {
     static char trip[BATCH_KEY_MAX + 16];
     snprintf(trip, sizeof trip, "%s:trip", K.lease);
+    /* the keys a transaction writes, at random; internal always, as in
+     * every apply (its chunks_applied), which keeps the script's own HMGET
+     * of it clear of a Lua error the model does not spell */
+    char written[FENCE_NKEYS + 1];
+    for (int i = 0; i < FENCE_NKEYS; i++) written[i] = below(2) ? '1' : '0';
+    written[FENCE_KEY_INTERNAL] = '1';
+    written[FENCE_NKEYS] = '\0';
     const char *argv[] = {
         "EVAL", script_fence_src, "17", K.lease, K.internal, trip, K.results, K.holders, K.free, K.stats,
         K.log, K.participants, K.orders_ended, K.dead, K.capacity, K.early, K.queue, K.ctl, K.waitlist,
         K.groups, below(2) ? "t1" : "t2", below(2) ? "1" : "2", below(2) ? "0" : "1", below(8) ? "0" : "1",
+        written,
     };
-    both(who, 24, argv);
+    both(who, 25, argv);
 }
 
 static void draw_script(int who)
