@@ -4,7 +4,8 @@
  * swap_offers of the holders entries. Offers *to* a user are kept in the
  * offerers' entries, so a room batch's holders are scanned for them
  * (HSCAN), which is fine for an operator's look-up; swaps are for rooms
- * only (contract 9.3), so a stock batch's are not. */
+ * only (contract 9.3), so not when the user's own entry is a stock
+ * holder's. */
 #include "allocctl/cmd_groups.h"
 
 #include <stdio.h>
@@ -88,11 +89,13 @@ static int user_groups(const redisReply *g, const char *user)
     return found;
 }
 
-/* The offers U made, kept in U's own holders entry. */
-static int offers_by(const redisReply *holder)
+/* The offers U made, kept in U's own holders entry; *stock: the entry is
+ * a stock holder's ({"units":...}). */
+static int offers_by(const redisReply *holder, int *stock)
 {
     int found = 0;
     json_t *mine = holder->type == REDIS_REPLY_STRING ? json_loads(holder->str, 0, NULL) : NULL;
+    *stock = json_object_get(mine, "units") != NULL;
     size_t k;
     json_t *o;
     json_array_foreach(json_object_get(mine, "swap_offers"), k, o) {
@@ -142,15 +145,15 @@ static int offers_to_user(ctx *x, const char *user)
 
 int groups_user_status(ctx *x, const char *user, const redisReply *holder)
 {
-    redisAppendCommand(x->c, "HGETALL %s", x->k.groups);
-    redisAppendCommand(x->c, "HGET %s kind", x->k.meta);
-    redisReply *r[2];
-    if (replies(x, 2, r) < 0) return -1;
-    int found = user_groups(r[0], user);
-    found |= offers_by(holder);
-    /* swaps are for rooms only: a stock batch has no offers to U to look for */
-    int stock = r[1]->type == REDIS_REPLY_STRING && !strcmp(r[1]->str, "stock");
-    free_replies(r, 2);
+    redisReply *g = rcmd(x, "HGETALL %s", x->k.groups);
+    if (!g) return -1;
+    int found = user_groups(g, user);
+    freeReplyObject(g);
+    int stock;
+    found |= offers_by(holder, &stock);
+    /* swaps are for rooms only: U holding units, the batch sells stock and
+     * has no offers to U to look for. (Told by U's entry, not by meta kind:
+     * the front end's ACL role reads holders, not meta.) */
     int to = stock ? 0 : offers_to_user(x, user);
     if (to < 0) return -1;
     return found || to;
