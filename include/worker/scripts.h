@@ -39,7 +39,7 @@
  *       waitlist, groups
  * ARGV: token, epoch, chunks_applied expected, fault (1 = refuse, tests),
  *       written: one '0' or '1' per key, in KEYS order, '1' for each key a
- *       command of the transaction writes (fence_written_mark); without it
+ *       command of the transaction writes (apply_txn.c, fence_mark); without it
  *       the script trips
  * Reply: OK, or an error: FENCED, STALE, WRONGTYPE, FAULT, ERR fence.
  *
