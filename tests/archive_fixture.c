@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <cmocka.h>
 
 static const char *ctl_bin(void)
@@ -166,31 +164,9 @@ static int run_ctl(afix *f, char **out, const char **args)
     int n = 3;
     for (int i = 0; args[i] && n < 47; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    ssize_t got;
-    while ((got = read(fds[0], buf + len, cap - len - 1)) > 0) {
-        len += (size_t)got;
-        if (cap - len < 2) buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    close(fds[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    int rc = proc_run_capture((char *const *)argv, out);
+    assert_true(rc >= 0);
+    return rc;
 }
 
 char *afix_ctl(afix *f, int want, ...)

@@ -17,8 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <cmocka.h>
 #include <jansson.h>
 
@@ -93,32 +91,12 @@ static int ctl(fixture *f, char **out, ...)
     for (const char *a; n < 39 && (a = va_arg(ap, const char *)) != NULL;) argv[n++] = a;
     va_end(ap);
     argv[n] = NULL;
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    ssize_t got;
-    while ((got = read(fds[0], buf + len, cap - len - 1)) > 0) {
-        len += (size_t)got;
-        if (cap - len < 2) buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    close(fds[0]);
-    int st;
-    waitpid(pid, &st, 0);
+    char *buf;
+    int rc = proc_run_capture((char *const *)argv, &buf);
+    assert_true(rc >= 0);
     if (out) *out = buf;
     else free(buf);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return rc;
 }
 
 /* ctl() that must exit with `want`; returns the output (caller frees). */

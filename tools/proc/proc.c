@@ -144,6 +144,56 @@ pid_t proc_spawn(char *const argv[], const char *log_path)
     return spawn_as(argv, log_path, (uid_t)-1, (gid_t)-1);
 }
 
+/* The child's end: stdout and stderr into the pipe, then argv. */
+static void exec_into(char *const argv[], int fds[2])
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    execvp(argv[0], argv);
+    _exit(127);
+}
+
+/* Everything the child writes until it closes its end. NULL without memory. */
+static char *read_all(int fd)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    ssize_t got;
+    while (buf && (got = read(fd, buf + len, cap - len - 1)) != 0) {
+        if (got < 0) { if (errno == EINTR) continue; break; }
+        len += (size_t)got;
+        if (cap - len < 2) {
+            char *more = realloc(buf, cap *= 2);
+            if (!more) { free(buf); buf = NULL; }
+            buf = more;
+        }
+    }
+    if (buf) buf[len] = '\0';
+    return buf;
+}
+
+int proc_run_capture(char *const argv[], char **out)
+{
+    *out = NULL;
+    int fds[2];
+    if (pipe(fds) < 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) exec_into(argv, fds);
+    close(fds[1]);
+    if (pid < 0) { close(fds[0]); return -1; }
+    track_pid(pid);
+    *out = read_all(fds[0]);
+    close(fds[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    untrack_pid(pid);
+    if (!*out) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 void proc_reap(pid_t pid, int sig)
 {
     if (pid <= 0) return;

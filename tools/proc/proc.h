@@ -44,6 +44,11 @@ void proc_sleep_ms(int ms);
 /* Starts argv (PATH searched) with stdout and stderr appended to log_path
  * (or /dev/null); remembered until reaped. Returns the pid, or -1. */
 pid_t proc_spawn(char *const argv[], const char *log_path);
+/* Runs argv (PATH searched) to its end with stdout and stderr captured:
+ * *out gets them, malloc'd and NUL-terminated (the caller frees). Returns
+ * the exit status (128 + signal when a signal ended it), or -1 when it
+ * could not be run (*out is then NULL). */
+int proc_run_capture(char *const argv[], char **out);
 /* Sends sig (unless 0), waits for the child and forgets it. pid <= 0: no-op. */
 void proc_reap(pid_t pid, int sig);
 /* Whether the child has exited, without waiting: 1 (reaped and forgotten;
