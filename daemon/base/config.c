@@ -249,6 +249,10 @@ static int set_metrics_token(allocd_config *c, const char *v, char *msg, size_t 
  * redis_password_file, a relative path naming a systemd credential. */
 static int set_metrics_token_file(allocd_config *c, const char *v, char *msg, size_t len)
 {
+    /* allocctl shares the daemon's config but serves no metrics, and the
+     * token file is often a credential of allocd's unit only (systemd's
+     * LoadCredential=): the archive unit must not fail on it */
+    if (c->tool) { c->metrics_token_unread = *v != '\0'; return 0; }
     char path[4096], token[SECRET_MAX], why[4200];
     if (secret_path("metrics_token_file", v, path, sizeof path, msg, len) < 0) return -1;
     if (secret_read_file(path, token, sizeof token, why, sizeof why) < 0) {
@@ -443,7 +447,7 @@ static int cross_check(const allocd_config *c, char *msg, size_t len, const char
     }
     /* Beyond loopback anyone on the network could read the metrics and the
      * dashboard (batch names, owners, queue sizes): refuse without a token. */
-    if (!c->metrics_loopback && (!c->metrics_token || !*c->metrics_token)) {
+    if (!c->metrics_loopback && (!c->metrics_token || !*c->metrics_token) && !c->metrics_token_unread) {
         seterr(msg, len, "metrics_listen '%s' is not a loopback address: set metrics_token "
                "or metrics_token_file (clients then send 'Authorization: Bearer <token>')",
                c->metrics_listen);
@@ -857,9 +861,10 @@ static int apply_secret(allocd_config *c, char *err, size_t errlen)
 
 int config_load(allocd_config *c, const cli_args *a, char *err, size_t errlen)
 {
-    static const cli_args none = { CLI_RUN, NULL, NULL, NULL, NULL, NULL, NULL };
+    static const cli_args none = { CLI_RUN, NULL, NULL, NULL, NULL, NULL, NULL, 0 };
     if (!a) a = &none;
     config_defaults(c);
+    c->tool = a->tool;
     int rc = -1;
     if (!c->redis_url || !c->prefix || !c->instance)
         seterr(err, errlen, "config: out of memory");

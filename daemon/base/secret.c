@@ -24,8 +24,10 @@ int secret_read_file(const char *path, char *out, size_t cap, char *err, size_t 
     int bad = ferror(f);
     fclose(f);
     const char *why = NULL;
+    char too_long[48];
+    snprintf(too_long, sizeof too_long, "too long (at most %zu bytes)", cap - 1);
     if (bad) why = "cannot read";
-    else if (n == cap) why = "too long for a password";
+    else if (n == cap) why = too_long;
     if (!why) {
         if (n && out[n - 1] == '\n') n--;
         if (n && out[n - 1] == '\r') n--;

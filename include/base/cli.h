@@ -21,6 +21,8 @@ typedef struct cli_args {
     const char *instance;     /* --instance */
     const char *redis_user;   /* allocctl --redis-user */
     const char *redis_password_file; /* allocctl --redis-password-file */
+    int tool;                 /* loaded for allocctl, not the daemon: the daemon's own
+                                 credentials (metrics_token_file) are not read */
 } cli_args;
 
 /* Parses argv. Returns 0, or -1 with "command line: ..." in err. */

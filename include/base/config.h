@@ -55,8 +55,10 @@ typedef struct allocd_config {
     char metrics_host[64];    /* parsed metrics_listen */
     int metrics_port;
     int metrics_loopback;     /* metrics_host is a loopback address */
-    char *metrics_token;      /* "metrics_token", or the first line of
+    char *metrics_token;      /* "metrics_token", or the token in
                                  "metrics_token_file"; "" = none (loopback only) */
+    int tool;                 /* loaded for allocctl (cli_args.tool) */
+    int metrics_token_unread; /* tool: metrics_token_file is set, not read */
     int metrics_max_connections; /* "metrics_max_connections"; 64 (1..10000) */
     int metrics_timeout_ms;   /* "metrics_timeout_ms"; idle connection limit, 10000 */
     char *source;             /* file the values came from, NULL = defaults */

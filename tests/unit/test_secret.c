@@ -156,6 +156,17 @@ static void test_metrics_token_file(void **state)
     assert_non_null(strstr(err, "n.conf:1: metrics_token_file: "));
     assert_non_null(strstr(err, "holds more than one line"));
     assert_null(strstr(err, "Tok-"));
+    /* allocctl (the archive unit) loads the same file without the daemon's
+     * credential: the token file is not read, and a public metrics_listen
+     * with it is not refused */
+    snprintf(text, sizeof text, "metrics_listen = \"0.0.0.0:9464\";\nmetrics_token_file = \"metrics.token\";\n");
+    snprintf(conf, sizeof conf, "%s", put("t.conf", text, strlen(text)));
+    a.config_path = conf;
+    assert_int_equal(config_load(&c, &a, err, sizeof err), -1);      /* the daemon: no credential */
+    a.tool = 1;
+    assert_int_equal(config_load(&c, &a, err, sizeof err), 0);
+    assert_true(!c.metrics_token || !*c.metrics_token);
+    config_free(&c);
 }
 
 static void test_bad_url_hides_the_password(void **state)

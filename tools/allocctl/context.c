@@ -107,6 +107,7 @@ int ctx_config(ctx *x)
     if (x->cfg_loaded) return EX_OK;
     char err[600];
     x->cli.action = CLI_RUN;
+    x->cli.tool = 1;
     /* a relative --redis-password-file is relative to where allocctl runs
      * (in the config file it would name a systemd credential) */
     char abs[4096];
