@@ -997,9 +997,15 @@ static redisReply *script_fence(ctx *x, const char **K, const char **A)
     }
     if (!msg[0]) {
         redisReply *st = call_owned(x, &r, 4, (const char *[]){ "HMGET", K[1], "epoch", "chunks_applied" });
-        const redisReply *c = st->element[1];
-        const char *have = c->type == REDIS_REPLY_STRING ? c->str : "0";
-        if (!rstr_eq(st->element[0], A[1]))
+        /* internal of another type, unmarked (allocd always marks it): the
+         * call raises, and the script's pcall turns that into the trip */
+        const redisReply *c = x->err ? NULL : st->element[1];
+        const char *have = c && c->type == REDIS_REPLY_STRING ? c->str : "0";
+        if (!c) {
+            snprintf(msg, sizeof msg, "ERR fence: %s", x->err->str);
+            freeReplyObject(x->err);
+            x->err = NULL;
+        } else if (!rstr_eq(st->element[0], A[1]))
             snprintf(msg, sizeof msg, "FENCED this instance no longer holds the batch lease");
         else if (strcmp(have, A[2])) snprintf(msg, sizeof msg, "STALE an earlier chunk was not applied");
         else if (!strcmp(A[3], "1")) snprintf(msg, sizeof msg, "FAULT injected by ALLOCD_FAULT_APPLY_ID");

@@ -207,12 +207,10 @@ static void draw_fence(int who)
 {
     static char trip[BATCH_KEY_MAX + 16];
     snprintf(trip, sizeof trip, "%s:trip", K.lease);
-    /* the keys a transaction writes, at random; internal always, as in
-     * every apply (its chunks_applied), which keeps the script's own HMGET
-     * of it clear of a Lua error the model does not spell */
+    /* the keys a transaction writes, at random (allocd always marks
+     * internal: its chunks_applied) */
     char written[FENCE_NKEYS + 1];
     for (int i = 0; i < FENCE_NKEYS; i++) written[i] = below(2) ? '1' : '0';
-    written[FENCE_KEY_INTERNAL] = '1';
     written[FENCE_NKEYS] = '\0';
     const char *argv[] = {
         "EVAL", script_fence_src, "17", K.lease, K.internal, trip, K.results, K.holders, K.free, K.stats,
