@@ -145,9 +145,10 @@ pid_t proc_spawn(char *const argv[], const char *log_path)
 }
 
 /* The child's end: stdout and stderr into the pipe, then argv. */
-static void exec_into(char *const argv[], int fds[2])
+static void exec_into(char *const argv[], int fds[2], pid_t parent)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);    /* the parent died before prctl */
     dup2(fds[1], 1);
     dup2(fds[1], 2);
     close(fds[0]);
@@ -180,17 +181,18 @@ int proc_run_capture(char *const argv[], char **out)
     *out = NULL;
     int fds[2];
     if (pipe(fds) < 0) return -1;
+    pid_t parent = getpid();
     pid_t pid = fork();
-    if (pid == 0) exec_into(argv, fds);
+    if (pid == 0) exec_into(argv, fds, parent);
     close(fds[1]);
     if (pid < 0) { close(fds[0]); return -1; }
     track_pid(pid);
     *out = read_all(fds[0]);
     close(fds[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    int st, w;
+    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
     untrack_pid(pid);
-    if (!*out) return -1;
+    if (w < 0 || !*out) { free(*out); *out = NULL; return -1; }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
