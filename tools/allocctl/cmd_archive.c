@@ -283,7 +283,7 @@ static int log_step(archiver *a, arch_batch *b)
         freeReplyObject(r);
         if (!nogroup) return AR_REDIS;
         b->read_pending = 1;     /* ensure_group runs again in the next round */
-        b->log_idle = 1;
+        b->log_idle = 0;         /* ... and then reads the new log, or finds none */
         return 0;
     }
     const redisReply *entries = NULL;
@@ -295,6 +295,7 @@ static int log_step(archiver *a, arch_batch *b)
             int claimed = claim_orphans(a, b);
             if (claimed < 0) return claimed;
             b->read_pending = claimed > 0;   /* read what was claimed, then new entries */
+            if (claimed > 0) b->log_idle = 0;   /* not caught up before they are in */
             return 1;
         }
         b->log_idle = 1;
