@@ -19,6 +19,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/secret.h"
+#include "base/textfile.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -459,27 +460,6 @@ static int cross_check(const allocd_config *c, char *msg, size_t len, const char
 
 /* ---- integer literals libconfig 1.5 misreads ------------------------- */
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len - 1, f);
-        if (len < cap - 1) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) { free(buf); buf = NULL; break; }
-        buf = bigger;
-        cap *= 2;
-    }
-    int failed = ferror(f);
-    fclose(f);
-    if (buf && failed) { free(buf); return NULL; }
-    if (buf) buf[len] = '\0';
-    return buf;
-}
-
 static int starts_number(const char *p)
 {
     if (*p == '-' || *p == '+') p++;
@@ -561,7 +541,7 @@ static int is_name_char(char ch)
  * parsed, so the text is well-formed libconfig. */
 static int scan_literals(const char *file, char *err, size_t errlen)
 {
-    char *text = read_text(file);
+    char *text = textfile_read(file, NULL);
     if (!text) {
         seterr(err, errlen, "%s: cannot read: %s", file, strerror(errno ? errno : EIO));
         return -1;

@@ -13,6 +13,7 @@
 
 #include "allocctl/ctl_slots.h"
 #include "allocctl/ctl_util.h"
+#include "base/textfile.h"
 
 typedef struct slots_opts { const char *from, *start, *every, *per_slot, *order; } slots_opts;
 
@@ -91,7 +92,7 @@ static int slots_run(ctx *x, const char *batch, const slots_opts *o)
     int rc = ctx_batch(x, batch);
     if (rc != EX_OK) return rc;
     size_t len;
-    char *text = ctl_read_file(o->from, &len);
+    char *text = textfile_read(o->from, &len);
     if (!text) { errmsg(x, "%s: %s", o->from, strerror(errno)); return EX_INPUT; }
     slots_plan p;
     char err[256];

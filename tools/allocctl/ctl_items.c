@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "allocctl/ctl_util.h"
+#include "base/textfile.h"
 #include "core/numtext.h"
 
 #define CSV_MAX_COLS 64
@@ -431,7 +432,7 @@ int ctl_items_load(ctl_items *out, const char *path, char *err, size_t errlen)
 {
     size_t len = 0;
     memset(out, 0, sizeof *out);
-    char *text = ctl_read_file(path, &len);
+    char *text = textfile_read(path, &len);
     if (!text) return fail(err, errlen, path, 0, "cannot read: %s", strerror(errno));
     int rc = ctl_items_parse(out, path, text, len, err, errlen);
     free(text);

@@ -142,26 +142,3 @@ int64_t ctl_reply_field_int(const redisReply *flat, const char *name, int64_t df
     if (v && v->type == REDIS_REPLY_STRING && numtext_parse_i64(v->str, &n) == 0) return n;
     return dflt;
 }
-
-/* ---- files ------------------------------------------------------------- */
-
-char *ctl_read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) { free(buf); buf = NULL; break; }
-        buf = bigger;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); errno = EIO; return NULL; }
-    *len = n;
-    return buf;
-}

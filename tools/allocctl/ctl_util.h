@@ -19,8 +19,6 @@
 int ctl_parse_time_ms(const char *s, int64_t *out);
 /* ms -> "2025-11-22T08:26:40.123Z" in buf. */
 const char *ctl_iso_ms(int64_t ms, char *buf, size_t len);
-/* The whole file (malloc'd; *len its size), or NULL with errno set. */
-char *ctl_read_file(const char *path, size_t *len);
 
 /* An argument vector for redisCommandArgv / redisAppendCommandArgv. Each
  * argument is copied; allocation failure is sticky in `failed`. */
