@@ -8,6 +8,7 @@
 
 void argbuf_init(argbuf *a)
 {
+    memset(a, 0, sizeof *a);    /* the pipeline's command table too */
     jsonw_init(&a->resp);
     jsonw_init(&a->data);
     argbuf_reset(a);

@@ -37,7 +37,6 @@ static void on_probe(redis_conn *c, redisReply *r, const char *err, void *priv)
 static void probe(batch_watch *bw, redis_conn *c)
 {
     argbuf a;
-    memset(&a, 0, sizeof a);   /* argbuf_init leaves the pipeline fields alone */
     argbuf_init(&a);
     const char *cmds[][3] = {
         { "MULTI", NULL, NULL }, { "HGET", bw->keys->stats, "dequeued" },
