@@ -96,10 +96,15 @@ const char *ctl_reply_error(const redisContext *c, const redisReply *r)
     return NULL;
 }
 
+int ctl_reply_to_int(const redisReply *r, int64_t *v)
+{
+    if (r && r->type == REDIS_REPLY_INTEGER) { *v = r->integer; return 0; }
+    if (r && r->type == REDIS_REPLY_STRING && numtext_parse_i64(r->str, v) == 0) return 0;
+    return -1;
+}
+
 int64_t ctl_reply_int(const redisReply *r)
 {
-    int64_t v = 0;
-    if (r && r->type == REDIS_REPLY_INTEGER) return r->integer;
-    if (r && r->type == REDIS_REPLY_STRING && numtext_parse_i64(r->str, &v) == 0) return v;
-    return 0;
+    int64_t v;
+    return ctl_reply_to_int(r, &v) == 0 ? v : 0;
 }

@@ -27,7 +27,9 @@ redisContext *ctl_connect(const redis_target *t, int connect_ms, int cmd_ms,
 const char *ctl_reply_error(const redisContext *c, const redisReply *r);
 
 /* An integer reply, or a string reply holding an integer (HGET of a
- * counter); 0 for anything else, nil included (a counter not yet set). */
+ * counter), in *v: 0; -1 for anything else, nil and NULL included. */
+int ctl_reply_to_int(const redisReply *r, int64_t *v);
+/* The same, 0 for anything else (a counter not yet set). */
 int64_t ctl_reply_int(const redisReply *r);
 
 #endif

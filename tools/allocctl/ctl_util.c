@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "allocctl/ctl_sync.h"
 #include "core/numtext.h"
 
 /* ---- times ------------------------------------------------------------- */
@@ -136,9 +137,6 @@ const redisReply *ctl_reply_field(const redisReply *flat, const char *name)
 
 int64_t ctl_reply_field_int(const redisReply *flat, const char *name, int64_t dflt)
 {
-    const redisReply *v = ctl_reply_field(flat, name);
     int64_t n;
-    if (v && v->type == REDIS_REPLY_INTEGER) return v->integer;
-    if (v && v->type == REDIS_REPLY_STRING && numtext_parse_i64(v->str, &n) == 0) return n;
-    return dflt;
+    return ctl_reply_to_int(ctl_reply_field(flat, name), &n) == 0 ? n : dflt;
 }
