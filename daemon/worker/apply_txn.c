@@ -56,10 +56,9 @@ static void fence_keys(const apply_txn_ctx *c, const char *keys[FENCE_NKEYS])
  * FENCE's last argument, which keys the transaction writes, is written as
  * all '0' here and marked once the transaction is built (fence_mark);
  * returns the offset of its bytes in a->resp. */
-static size_t add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
+static size_t add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
+                        const char *const keys[FENCE_NKEYS])
 {
-    const char *keys[FENCE_NKEYS];
-    fence_keys(c, keys);
     /* Fault injection for tests (as SQLite does it): an apply containing
      * ALLOCD_FAULT_APPLY_ID has FENCE refuse it. */
     int fault = c->fault_apply_id && chunk_has_id(ch, c->fault_apply_id);
@@ -120,10 +119,9 @@ static void mark_key(const char *const keys[FENCE_NKEYS], const char *key, size_
  * (the log trim), so no write can go unchecked because a list kept apart
  * from the code that writes missed it. A key the command before already
  * had (the events' XADDs) is not looked up again. */
-static void fence_mark(argbuf *a, const apply_txn_ctx *c, size_t first_cmd, size_t written_at)
+static void fence_mark(argbuf *a, const char *const keys[FENCE_NKEYS], size_t first_cmd,
+                       size_t written_at)
 {
-    const char *keys[FENCE_NKEYS];
-    fence_keys(c, keys);
     char *written = a->resp.buf + written_at;
     const char *last = NULL;
     size_t last_len = 0;
@@ -510,7 +508,9 @@ static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
 int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
 {
     argbuf_reset(out);
-    size_t written_at = add_fence(out, ctx, ch);
+    const char *keys[FENCE_NKEYS];
+    fence_keys(ctx, keys);
+    size_t written_at = add_fence(out, ctx, ch, keys);
     size_t first_cmd = out->ncmds - 1;      /* the chunks_applied HSET on */
     add_results(out, ctx, ch);
     add_swap_results(out, ctx, ch, e);
@@ -528,7 +528,7 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
         log_trim_encode(out, ctx->keys->log, ctx->archive_group, ctx->log_maxlen);
     add_consume_and_stats(out, ctx, ch, e);
     if (argbuf_failed(out)) return -ENOMEM;
-    fence_mark(out, ctx, first_cmd, written_at);
+    fence_mark(out, keys, first_cmd, written_at);
     argbuf_cmd_begin(out);
     argbuf_str(out, "EXEC");
     argbuf_cmd_end(out);
