@@ -50,18 +50,14 @@ static int askable(const rstate *s, int p)
     return c;
 }
 
-static void append_hmget(rstate *s, int p, int count)
+/* Producer p's next `count` ids, appended to the round's one HMGET. */
+static void add_ids(rstate *s, int p, int count, int *argc)
 {
     char (*ids)[24] = s->ids + (size_t)p * READ_SLICE;
-    int argc = 0;
-    s->argv[argc++] = "HMGET";
-    s->argv[argc++] = s->j->results;
     for (int k = 0; k < count; k++) {
         snprintf(ids[k], sizeof ids[k], "%ld", req_index(s, p, s->next[p] + k));
-        s->argv[argc++] = ids[k];
+        s->argv[(*argc)++] = ids[k];
     }
-    redisAppendCommandArgv(s->c, argc, s->argv, NULL);
-    s->j->hmgets++;
     s->j->fields_asked += count;
 }
 
@@ -78,7 +74,7 @@ static void note(rstate *s, long i, const redisReply *e, int64_t now)
     if (st) outcome_note(&j->out, st + 10, strlen(st + 10));
     latency_add(&j->lat, (double)(now - j->push_us[i]) / 1000.0);
     if (j->read_us) j->read_us[i] = now;
-    if (j->dump) fprintf(j->dump, "%ld %.3f %.3f\n", i, (double)j->push_us[i] / 1000.0, (double)now / 1000.0);
+    if (j->dump) fprintf(j->dump, "%ld %.3f %.3f %ld\n", i, (double)j->push_us[i] / 1000.0, (double)now / 1000.0, field_int(e->str, "\"at\":"));
     if (j->ordinal) {
         long seq = field_int(e->str, "\"seq\":");
         if (j->ordinal[i] > 0 ? seq != j->ordinal[i] : seq > -j->ordinal[i]) j->out.errors++;
@@ -86,50 +82,65 @@ static void note(rstate *s, long i, const redisReply *e, int64_t now)
     j->read++;
 }
 
-/* The answered prefix of producer p's HMGET. Returns the ids read. */
-static long take_hmget(rstate *s, int p, redisReply *r, int64_t now)
+/* The answered prefix of producer p's part of the HMGET reply (`count`
+ * fields from element `first`). Returns the ids read. */
+static long take_part(rstate *s, int p, const redisReply *r, size_t first, int count, int64_t now)
 {
     long got = 0;
-    while ((size_t)got < r->elements && r->element[got]->type == REDIS_REPLY_STRING) {
-        note(s, req_index(s, p, s->next[p] + got), r->element[got], now);
+    while (got < count && r->element[first + (size_t)got]->type == REDIS_REPLY_STRING) {
+        note(s, req_index(s, p, s->next[p] + got), r->element[first + (size_t)got], now);
         got++;
     }
-    for (size_t e = (size_t)got; e < r->elements; e++)
-        s->j->nil_fields += r->element[e]->type != REDIS_REPLY_STRING;
+    for (long e = got; e < count; e++)
+        s->j->nil_fields += r->element[first + (size_t)e]->type != REDIS_REPLY_STRING;
     s->next[p] += got;
     s->want[p] = got + got / 4 + READ_MIN; /* room to grow, few nil fields */
     return got;
 }
 
-/* One round: HGET dequeued (what the previous round's value allows is
- * asked for now), one HMGET per producer with something to ask; returns
- * the results read, or -1. */
+/* Every producer's askable ids in one HMGET (one command per round, not
+ * one per producer: each costs Redis a lookup of the hash and a reply
+ * header), then HGET dequeued, pipelined: what this round's HMGET asks
+ * for is what the previous round's dequeued allows. Returns the results
+ * read, or -1. */
 static long round_trip(rstate *s)
 {
     reader_job *j = s->j;
-    redisAppendCommand(s->c, "HGET %s dequeued", j->stats);
-    j->dequeued_polls++;
+    int argc = 0, fields = 0;
+    s->argv[argc++] = "HMGET";
+    s->argv[argc++] = j->results;
     for (int p = 0; p < j->producers; p++) {
         s->asked[p] = askable(s, p);
-        if (s->asked[p] > 0) append_hmget(s, p, s->asked[p]);
+        if (s->asked[p] > 0) add_ids(s, p, s->asked[p], &argc);
+        fields += s->asked[p] > 0 ? s->asked[p] : 0;
     }
+    if (fields) { redisAppendCommandArgv(s->c, argc, s->argv, NULL); j->hmgets++; }
+    redisAppendCommand(s->c, "HGET %s dequeued", j->stats);
+    j->dequeued_polls++;
     redisReply *r = NULL;
+    long got = 0;
+    int64_t now = 0;
+    if (fields) {
+        if (redisGetReply(s->c, (void **)&r) != REDIS_OK) return -1;
+        now = proc_wall_us();
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)fields) {
+            size_t first = 0;
+            for (int p = 0; p < j->producers; p++) {
+                if (s->asked[p] <= 0) continue;
+                got += take_part(s, p, r, first, s->asked[p], now);
+                first += (size_t)s->asked[p];
+            }
+        } else {
+            j->out.errors++;
+        }
+        freeReplyObject(r);
+    }
     if (redisGetReply(s->c, (void **)&r) != REDIS_OK) return -1;
     if (r->type == REDIS_REPLY_STRING) s->dequeued = strtoll(r->str, NULL, 10);
     freeReplyObject(r);
     /* dequeued as of now (out of memory for the timeline: the run goes on
      * without it) */
     if (j->tl && timeline_note(j->tl, proc_wall_us(), s->dequeued, j->read) < 0) j->tl = NULL;
-    long got = 0;
-    int64_t now = 0;
-    for (int p = 0; p < j->producers; p++) {
-        if (s->asked[p] <= 0) continue;
-        if (redisGetReply(s->c, (void **)&r) != REDIS_OK) return -1;
-        if (!now) now = proc_wall_us();
-        if (r->type == REDIS_REPLY_ARRAY) got += take_hmget(s, p, r, now);
-        else j->out.errors++;
-        freeReplyObject(r);
-    }
     if (got) j->t_last = now;
     return got;
 }
@@ -143,7 +154,7 @@ static int rstate_init(rstate *s, reader_job *j)
     s->want = calloc(P, sizeof *s->want);
     s->asked = calloc(P, sizeof *s->asked);
     s->ids = calloc(P * READ_SLICE, sizeof *s->ids);
-    s->argv = calloc(READ_SLICE + 2, sizeof *s->argv);
+    s->argv = calloc(P * READ_SLICE + 2, sizeof *s->argv);
     if (!s->next || !s->want || !s->asked || !s->ids || !s->argv) return -1;
     for (size_t p = 0; p < P; p++) s->want[p] = READ_MIN;
     s->c = bench_connect(j->target);
@@ -170,9 +181,12 @@ int reader_run(reader_job *j)
             snprintf(j->err, sizeof j->err, "reader: %ld of %ld results read by the deadline", j->read, j->n);
             goto out;
         }
+        int64_t before = s.dequeued;
         long got = round_trip(&s);
         if (got < 0) { snprintf(j->err, sizeof j->err, "reader: redis I/O: %s", s.c->errstr); goto out; }
-        if (got == 0) proc_sleep_us(READ_IDLE_US); /* a poller's interval when nothing is new */
+        /* a poller's interval when nothing is new; a round that learned
+         * of new decisions asks for them at once */
+        if (got == 0 && s.dequeued == before) proc_sleep_us(READ_IDLE_US);
     }
     rc = 0;
 out:

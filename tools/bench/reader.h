@@ -44,7 +44,8 @@ typedef struct reader_job {
     const int64_t *ordinal;   /* per request, or NULL (plain RPUSH); negative:
                                * only an upper bound is known (peek) */
     int64_t deadline_us;      /* mono */
-    FILE *dump;               /* or NULL: "index push_ms read_ms" per result */
+    FILE *dump;               /* or NULL: "index push_ms read_ms at_ms" per result
+                               * (at_ms: the result's `at`, when allocd decided it) */
     int64_t *read_us;         /* or NULL: per request, wall us when read */
     timeline *tl;             /* or NULL: dequeued and read, sampled (timeline.h) */
     /* results */
