@@ -20,6 +20,7 @@
  * everywhere else in the engine).
  */
 #include "core/engine_wait.h"
+#include "core/engine_swap.h"
 #include "core/assert.h"
 #include "core/vec.h"
 #include "engine_int.h"
@@ -444,15 +445,17 @@ engine_reason engine_wait_reason_parse(const char *name)
 
 /* Between calls: the live entries are wl[wl_head..), as many as
  * `waiting`, each a waitable op of a known user, tickets increasing (once
- * sorted) and at most wait_joined; processed counts every one. */
+ * sorted) and at most wait_joined; processed counts every one, and every
+ * open swap offer (9.3: a `waiting` result, not in `waiting`). */
 const char *engine_wait_check(const engine *e)
 {
     const engine_counters *c = &e->counters;
     if (c->waiting < 0 || e->wl_head > e->n_wl) return "waitlist: bad bounds";
     if ((int64_t)(e->n_wl - e->wl_head) != c->waiting && !e->wait_unsorted)
         return "waitlist: waiting != live entries";
-    if (c->processed < c->granted + c->done + c->rejected + c->invalid + c->waiting)
-        return "waitlist: processed does not count the waiting";
+    if (c->processed < c->granted + c->done + c->rejected + c->invalid + c->waiting +
+                           (int64_t)engine_swap_open_count(e))
+        return "waitlist: processed does not count the waiting and the swap offers";
     int64_t last = 0;
     for (size_t i = e->wl_head; i < e->n_wl; i++) {
         const struct wait_entry *w = e->wl[i];

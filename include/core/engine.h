@@ -209,11 +209,14 @@ typedef struct engine_item_view {
 } engine_item_view;
 
 /* Batch-wide counters, mirrored into P:{B}:stats. `processed` counts queue
- * requests that got a result (granted + done + rejected + invalid); admin
- * commands are counted in `ctl` only. */
+ * requests that got a result (granted + done + rejected + invalid +
+ * waiting + the open swap offers, engine_swap_open_count: a `waiting`
+ * result is counted when given, and moves to granted or rejected when
+ * replaced); admin commands are counted in `ctl` only. */
 typedef struct engine_counters {
     int64_t processed, granted, done, rejected, invalid, dead, duplicates, ctl;
-    /* waitlist (engine_wait.h): waiting now (read-only: derived), tickets
+    /* waitlist (engine_wait.h): waiting now, the waitlist's length -- not
+     * the open swap offers (read-only: derived), tickets
      * drawn so far, served from it (granted or refused at serve time),
      * ended by wait_ms or close */
     int64_t waiting, wait_joined, wait_served, wait_ended;
