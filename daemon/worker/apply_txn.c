@@ -395,9 +395,11 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
         { "rejected", n->rejected }, { "invalid", n->invalid }, { "dead", n->dead },
         { "duplicates", n->duplicates }, { "ctl", n->ctl },
         { "participants", n->participants }, { "free_units", n->free_units },
-        /* every request whose result is `waiting` now: on the waitlist
-         * (9.5) or an open swap offer (9.3); processed counts them */
-        { "waiting", n->waiting + (int64_t)engine_swap_open_count(e) },
+        /* the contract's `waiting` (9.5): the waitlist's length, the
+         * requests on P:{B}:waitlist now. Open swap offers (9.3) are
+         * `waiting` results too but no waitlist places: they are
+         * stats.swap_offers (add_swap_results); processed counts both */
+        { "waiting", n->waiting },
         { "wait_served", n->wait_served },
         { "wait_ended", n->wait_ended }, { "wait_joined", n->wait_joined },
         { "wait_head", engine_wait_head(e) },
@@ -475,7 +477,7 @@ static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
 {
     size_t n = engine_swap_resolved_count(e);
     /* stats.swap_offers: the open offers, whenever an offer came or went
-     * (they are part of stats.waiting, see add_consume_and_stats) */
+     * (not in stats.waiting, the waitlist's length: add_consume_and_stats) */
     int changed = n > 0;
     int rooms = engine_get_meta(e)->kind == BATCH_ROOM;   /* swaps are rooms only */
     for (size_t i = 0; rooms && i < ch->n_items && !changed; i++)

@@ -1409,7 +1409,8 @@ static void check_results(checker *k, int bi, long long *granted_out, long long 
                : !strcmp(status, "waiting") && !strcmp(rc->op, "swap") ? 5 : 0;
         if (!st) violation(cx, &k->rep->other, "%s: result of '%s' has status '%s'", b->name, rc->id, status);
         rc->status = (uint8_t)st;
-        /* an open swap offer (waiting) is counted in processed and waiting (9.5) */
+        /* an open swap offer (waiting, 9.3) is counted in processed and in
+         * stats.swap_offers, not in stats.waiting (the waitlist, 9.5) */
         if (rc->expect != EXP_CTL && st) counts[st]++;
         if (st == 1) {
             json_t *members = json_object_get(doc, "members");
@@ -1769,13 +1770,15 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
     if (d != p + dd + du)
         violation(cx, &k->rep->stats_errors, "%s: dequeued %lld != processed %lld + dead %lld + duplicates %lld",
                   n, d, p, dd, du);
-    if (p != g + dn + rj + iv + w)
+    if (p != g + dn + rj + iv + w + so)
         violation(cx, &k->rep->stats_errors, "%s: processed %lld != granted %lld + done %lld + rejected %lld + invalid %lld"
-                  " + waiting %lld", n, p, g, dn, rj, iv, w);
-    /* every wait has ended by now (wait_ms): only open swap offers still wait */
-    if (w != so || so != counts[5])
-        violation(cx, &k->rep->stats_errors, "%s: stats.waiting %lld, swap_offers %lld, waiting swap results %lld",
-                  n, w, so, counts[5]);
+                  " + waiting %lld + swap_offers %lld", n, p, g, dn, rj, iv, w, so);
+    /* every wait has ended by now (wait_ms): the waitlist (stats.waiting,
+     * contract 9.5) is empty, only open swap offers (9.3) still wait */
+    long long wl = KINT(k, bi, "HLEN alloc:{%s}:waitlist", n);
+    if (w != 0 || wl != 0 || so != counts[5])
+        violation(cx, &k->rep->stats_errors, "%s: stats.waiting %lld, waitlist %lld (want 0 and 0), swap_offers %lld,"
+                  " waiting swap results %lld", n, w, wl, so, counts[5]);
     if (g != counts[1] || dn != counts[2] || rj != counts[3] || iv != counts[4])
         violation(cx, &k->rep->stats_errors, "%s: stats granted/done/rejected/invalid %lld/%lld/%lld/%lld, results say %lld/%lld/%lld/%lld",
                   n, g, dn, rj, iv, counts[1], counts[2], counts[3], counts[4]);

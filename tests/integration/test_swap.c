@@ -52,6 +52,24 @@ static void expect_room(fixture *f, const char *b, const char *user, const char 
     free(h);
 }
 
+/* P:{B}:stats with `open` swap offers and nothing on the waitlist:
+ * `waiting` is the waitlist's length (contract 9.5), and an open offer is
+ * no waitlist place: it is in `swap_offers`; processed counts both. */
+static void expect_offers(fixture *f, const char *b, long long open)
+{
+    long long p = proc_int(f->c, "HGET alloc:{%s}:stats processed", b),
+              w = proc_int(f->c, "HGET alloc:{%s}:stats waiting", b),
+              so = proc_int(f->c, "HGET alloc:{%s}:stats swap_offers", b),
+              sum = proc_int(f->c, "HGET alloc:{%s}:stats granted", b) +
+                    proc_int(f->c, "HGET alloc:{%s}:stats done", b) +
+                    proc_int(f->c, "HGET alloc:{%s}:stats rejected", b) +
+                    proc_int(f->c, "HGET alloc:{%s}:stats invalid", b) + w + so;
+    assert_int_equal(w, 0);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{%s}:waitlist", b), 0);
+    assert_int_equal(so, open);
+    assert_int_equal(p, sum);
+}
+
 /* The result of id once it is no longer `waiting` (it is replaced once). */
 static json_t *final_result(fixture *f, const char *b, const char *id)
 {
@@ -84,6 +102,7 @@ static void test_both_orders_and_overtaken(void **state)
     /* ann first */
     swap(f, "s1", "w1", "ann", "bob");
     itest_expect(f, "s1", "w1", "waiting", NULL);
+    expect_offers(f, "s1", 1);
     char *h = harness_str(f->c, "HGET alloc:{s1}:holders ann");
     assert_non_null(strstr(h, "\"swap_offers\":[{\"req\":\"w1\",\"with\":\"bob\""));
     free(h);
@@ -92,6 +111,7 @@ static void test_both_orders_and_overtaken(void **state)
     expect_final(f, "s1", "w1", "granted", "R2");
     expect_room(f, "s1", "ann", "R2");
     expect_room(f, "s1", "bob", "R1");
+    expect_offers(f, "s1", 0);
     h = harness_str(f->c, "HGET alloc:{s1}:holders ann");
     assert_null(strstr(h, "swap_offers"));
     free(h);
@@ -114,6 +134,7 @@ static void test_both_orders_and_overtaken(void **state)
     /* counted once each: 3 chooses, 4 swap grants, 1 switch, 2 rejected, 1 release */
     assert_int_equal(proc_int(f->c, "HGET alloc:{s1}:stats granted"), 8);
     assert_int_equal(proc_int(f->c, "HGET alloc:{s1}:stats processed"), 11);
+    expect_offers(f, "s1", 0);
 }
 
 static void test_close_with_open_offer(void **state)
@@ -125,8 +146,10 @@ static void test_close_with_open_offer(void **state)
     take(f, "s2", "bob", "R2");
     swap(f, "s2", "w1", "ann", "bob");
     itest_expect(f, "s2", "w1", "waiting", NULL);
+    expect_offers(f, "s2", 1);
     itest_cmd(f->c, "RPUSH alloc:{s2}:ctl {\"id\":\"k1\",\"op\":\"close\"}");
     expect_final(f, "s2", "w1", "rejected", "closed");
+    expect_offers(f, "s2", 0);
     swap(f, "s2", "w2", "bob", "ann");
     itest_expect(f, "s2", "w2", "rejected", "closed");
     expect_room(f, "s2", "ann", "R1");
@@ -141,7 +164,9 @@ static void test_kill9_between_halves(void **state)
     take(f, "s3", "bob", "R2");
     swap(f, "s3", "w1", "ann", "bob");
     itest_expect(f, "s3", "w1", "waiting", NULL);
-    /* an open offer is in stats.waiting, not on the waitlist: verify agrees */
+    /* an open offer is in stats.swap_offers, not on the waitlist nor in
+     * stats.waiting (9.5): verify agrees */
+    expect_offers(f, "s3", 1);
     char out[600];
     snprintf(out, sizeof out, "%s/verify.out", f->redis.dir);
     const char *b = getenv("BUILD");
@@ -155,6 +180,7 @@ static void test_kill9_between_halves(void **state)
     expect_room(f, "s3", "bob", "R1");
     assert_int_equal(proc_int(f->c, "HGET alloc:{s3}:free R1"), 1);
     assert_int_equal(proc_int(f->c, "HGET alloc:{s3}:free R2"), 1);
+    expect_offers(f, "s3", 0);
     /* the log replays to the same holders */
     int rc = itest_sh("%s/allocctl --redis %s verify s3 > %s 2>&1", b && *b ? b : "build", f->redis.url, out);
     assert_int_equal(rc, 0);

@@ -564,13 +564,11 @@ static void check_replay(sim_run_state *st)
     simr_hash_each(st->w.redis, st->keys.free, kv_add, &fr);
     simr_hash_each(st->w.redis, st->keys.waitlist, kv_add, &wait);
     const char *fu = simr_hget(st->w.redis, st->keys.stats, "free_units", NULL);
+    /* stats.waiting is the waitlist's length (contract 9.5), as the log's
+     * waits are (open swap offers, 9.3, are stats.swap_offers) */
     const char *wn = simr_hget(st->w.redis, st->keys.stats, "waiting", NULL);
-    /* stats.waiting counts the open swap offers too (9.3); the log's waits
-     * are the waitlist's (as allocctl verify compares them) */
-    const char *so = simr_hget(st->w.redis, st->keys.stats, "swap_offers", NULL);
-    int64_t waits = (wn ? strtoll(wn, NULL, 10) : 0) - (so ? strtoll(so, NULL, 10) : 0);
     ctl_snapshot snap = { cap.kv, cap.n, hold.kv, hold.n, fr.kv, fr.n, fu != NULL, fu ? strtoll(fu, NULL, 10) : 0,
-                          wait.kv, wait.n, wn != NULL, waits };
+                          wait.kv, wait.n, wn != NULL, wn ? strtoll(wn, NULL, 10) : 0 };
     ctl_replay_finish(st->replay, &snap);
     free(cap.kv);
     free(hold.kv);
@@ -672,17 +670,19 @@ static int64_t stat_of(sim_run_state *st, const char *f)
 }
 
 /* The counters' contract (PROTOCOL.md 6): processed is the sum of the
- * statuses (waiting included: the waitlist and the open swap offers), and
+ * statuses (`waiting` results included: stats.waiting, the waitlist, and
+ * stats.swap_offers, the open swap offers), and
  * every request taken off the queue is counted once --
  * dequeued = processed + dead + duplicates + (early_kept - early served). */
 static void check_stats(sim_run_state *st)
 {
     if (!simr_hget(st->w.redis, st->keys.stats, "processed", NULL)) return;
     int64_t processed = stat_of(st, "processed"), sum = stat_of(st, "granted") + stat_of(st, "done") +
-                        stat_of(st, "rejected") + stat_of(st, "invalid") + stat_of(st, "waiting");
+                        stat_of(st, "rejected") + stat_of(st, "invalid") + stat_of(st, "waiting") +
+                        stat_of(st, "swap_offers");
     if (processed != sum)
-        sim_fail("stats: processed %" PRId64 " but granted + done + rejected + invalid + waiting = %" PRId64,
-                 processed, sum);
+        sim_fail("stats: processed %" PRId64 " but granted + done + rejected + invalid + waiting + swap_offers = %"
+                 PRId64, processed, sum);
     const char *served = simr_hget(st->w.redis, st->keys.internal, "early_served", NULL);
     int64_t kept = stat_of(st, "early_kept") - (served ? strtoll(served, NULL, 10) : 0);
     int64_t d = stat_of(st, "dequeued"), counted = processed + stat_of(st, "dead") + stat_of(st, "duplicates");
@@ -692,15 +692,19 @@ static void check_stats(sim_run_state *st)
     if (kept < 0 || (size_t)stat_of(st, "early_kept") != pool_requests(st))
         sim_fail("lottery: early_kept %" PRId64 " (%" PRId64 " not served), the pool holds %zu requests",
                  stat_of(st, "early_kept"), kept, pool_requests(st));
-    /* PROTOCOL.md 6: stats.waiting = the waitlist + the open swap offers (9.3) */
-    if (stat_of(st, "waiting") != (int64_t)simr_hlen(st->w.redis, st->keys.waitlist) + stat_of(st, "swap_offers"))
-        sim_fail("stats: waiting %" PRId64 ", but the waitlist holds %zu and swap_offers is %" PRId64,
+    /* contract 9.5: stats.waiting = the waitlist's length (open swap
+     * offers, 9.3, are stats.swap_offers, not in it) */
+    if (stat_of(st, "waiting") != (int64_t)simr_hlen(st->w.redis, st->keys.waitlist))
+        sim_fail("stats: waiting %" PRId64 ", but the waitlist holds %zu (swap_offers %" PRId64 ")",
                  stat_of(st, "waiting"), simr_hlen(st->w.redis, st->keys.waitlist), stat_of(st, "swap_offers"));
-    /* contract 9.5: at close the waitlist's remaining requests are refused */
+    /* contract 9.5: at close the waitlist's remaining requests are
+     * refused; 9.3: so are the open swap offers */
     const char *state = simr_hget(st->w.redis, st->keys.stats, "state", NULL);
-    if (state && !strcmp(state, "closed") && (stat_of(st, "waiting") || simr_hlen(st->w.redis, st->keys.waitlist)))
-        sim_fail("waitlist: the batch is closed, yet %" PRId64 " requests wait (%zu in the waitlist)",
-                 stat_of(st, "waiting"), simr_hlen(st->w.redis, st->keys.waitlist));
+    if (state && !strcmp(state, "closed") &&
+        (stat_of(st, "waiting") || simr_hlen(st->w.redis, st->keys.waitlist) || stat_of(st, "swap_offers")))
+        sim_fail("waitlist: the batch is closed, yet %" PRId64 " requests wait (%zu in the waitlist, %" PRId64
+                 " swap offers)", stat_of(st, "waiting"), simr_hlen(st->w.redis, st->keys.waitlist),
+                 stat_of(st, "swap_offers"));
 }
 
 static void exec_post(void *ud, simr *s, simr_client *c)

@@ -58,9 +58,9 @@ int ctl_snapshot_finish(ctx *x, ctl_replay *rp, const redisReply *sn)
     s.has_free_units = hfield(stats, "free_units") != NULL;
     s.free_units = hfield_int(stats, "free_units", 0);
     s.has_waiting = hfield(stats, "waiting") != NULL;
-    /* stats.waiting counts open swap offers too (9.3); the log's waits are
-     * the waitlist's alone */
-    s.waiting = hfield_int(stats, "waiting", 0) - hfield_int(stats, "swap_offers", 0);
+    /* stats.waiting is the waitlist's length (contract 9.5), as the log's
+     * waits are: open swap offers (9.3) are in stats.swap_offers */
+    s.waiting = hfield_int(stats, "waiting", 0);
     int ok = cap && hold && fr && wl;
     if (ok) ctl_replay_finish(rp, &s);
     else errmsg(x, "out of memory");
