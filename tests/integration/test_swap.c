@@ -171,6 +171,9 @@ static void test_kill9_between_halves(void **state)
     snprintf(out, sizeof out, "%s/verify.out", f->redis.dir);
     const char *b = getenv("BUILD");
     assert_int_equal(itest_sh("%s/allocctl --redis %s verify s3 > %s 2>&1", b && *b ? b : "build", f->redis.url, out), 0);
+    /* and status shows it as a swap offer, not as waiting */
+    assert_int_equal(itest_sh("%s/allocctl --redis %s status s3 > %s 2>&1 && grep -q '^waiting  *0$' %s && "
+                              "grep -q '^swap_offers  *1$' %s", b && *b ? b : "build", f->redis.url, out, out, out), 0);
     harness_allocd_kill(&f->allocd);
     swap(f, "s3", "w2", "bob", "ann");          /* queued while no daemon runs */
     itest_start(f, CONF);

@@ -23,6 +23,7 @@ static const char *const STAT_FIELDS[] = {
     "state", "owner", "updated_at", "dequeued", "processed", "granted", "done", "rejected",
     "invalid", "dead", "duplicates", "ctl", "participants", "free_units",
     "waiting", "wait_served", "wait_ended", "wait_head",
+    "swap_offers",   /* `waiting` results too, not on the waitlist (9.3, 9.5) */
 };
 
 static int status_overview(ctx *x)
