@@ -125,24 +125,29 @@ static int set_password_file(allocd_config *c, const char *v, char *msg, size_t 
     return replace_string(&c->redis_password_file, v, msg, len);
 }
 
-static int set_prefix(allocd_config *c, const char *v, char *msg, size_t len)
+/* The string settings that are kept as given once a check passes; rule
+ * says what the check wants, and the message adds the value it got. */
+static int set_checked(char **field, int ok, const char *v, const char *rule,
+                       char *msg, size_t len)
 {
-    if (!prefix_ok(v)) {
-        seterr(msg, len, "prefix must be 1 to 64 characters from [A-Za-z0-9_.:-] "
-               "(got '%s')", v);
+    if (!ok) {
+        seterr(msg, len, "%s (got '%s')", rule, v);
         return -1;
     }
-    return replace_string(&c->prefix, v, msg, len);
+    return replace_string(field, v, msg, len);
+}
+
+static int set_prefix(allocd_config *c, const char *v, char *msg, size_t len)
+{
+    return set_checked(&c->prefix, prefix_ok(v), v,
+                       "prefix must be 1 to 64 characters from [A-Za-z0-9_.:-]", msg, len);
 }
 
 static int set_instance(allocd_config *c, const char *v, char *msg, size_t len)
 {
-    if (!instance_ok(v)) {
-        seterr(msg, len, "instance must be 1 to 64 printable ASCII characters "
-               "without spaces (got '%s')", v);
-        return -1;
-    }
-    return replace_string(&c->instance, v, msg, len);
+    return set_checked(&c->instance, instance_ok(v), v,
+                       "instance must be 1 to 64 printable ASCII characters without spaces",
+                       msg, len);
 }
 
 /* A Redis consumer group name, kept in the struct (no allocation). */
@@ -269,11 +274,8 @@ static int set_metrics_token_file(allocd_config *c, const char *v, char *msg, si
 
 static int set_cluster(allocd_config *c, const char *v, char *msg, size_t len)
 {
-    if (strcmp(v, "auto") && strcmp(v, "yes") && strcmp(v, "no")) {
-        seterr(msg, len, "cluster must be auto, yes or no (got '%s')", v);
-        return -1;
-    }
-    return replace_string(&c->cluster, v, msg, len);
+    int ok = !strcmp(v, "auto") || !strcmp(v, "yes") || !strcmp(v, "no");
+    return set_checked(&c->cluster, ok, v, "cluster must be auto, yes or no", msg, len);
 }
 
 /* ---- the settings table ---------------------------------------------- */
