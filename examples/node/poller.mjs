@@ -245,6 +245,30 @@ export async function report(client, batch, res, out = console.log) {
   }
 }
 
+// waitForResult() then report(); resolves to the exit status: 0 with a
+// result, 3 when timeoutMs ran out first.
+export async function waitAndReport(client, batch, id, opts) {
+  const res = await waitForResult(client, batch, id, opts);
+  if (!res) return 3;
+  await report(client, batch, res);
+  return 0;
+}
+
+// Runs fn(client) on a new connection and closes it afterwards; resolves to
+// fn's exit status, or to 1 after printing the Redis error that stopped it.
+export async function withRedis(fn) {
+  let client;
+  try {
+    client = await connect();
+    return await fn(client);
+  } catch (e) {
+    console.error(`error: redis: ${e.message}`);
+    return 1;
+  } finally {
+    if (client?.isOpen) await disconnect(client);
+  }
+}
+
 // Tiny option parser shared with producer.mjs: positionals and --name value.
 export function parseArgs(argv, flags = []) {
   const pos = [];
@@ -283,19 +307,7 @@ async function main() {
   const [batch, id] = args.pos;
   const ordinal = args.opt.ordinal != null ? Number(args.opt.ordinal) : null;
   const timeoutMs = 1000 * Number(args.opt.timeout ?? 30);
-  let client;
-  try {
-    client = await connect();
-    const res = await waitForResult(client, batch, id, { ordinal, timeoutMs });
-    if (!res) return 3;
-    await report(client, batch, res);
-    return 0;
-  } catch (e) {
-    console.error(`error: redis: ${e.message}`);
-    return 1;
-  } finally {
-    if (client?.isOpen) await disconnect(client);
-  }
+  return withRedis((client) => waitAndReport(client, batch, id, { ordinal, timeoutMs }));
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {

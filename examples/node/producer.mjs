@@ -22,7 +22,7 @@
 // Prints `pushed id=... ordinal=N`, then what poller.mjs prints.
 import { randomUUID } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
-import { connect, disconnect, key, parseArgs, report, waitForResult } from './poller.mjs';
+import { key, parseArgs, waitAndReport, withRedis } from './poller.mjs';
 
 // One id per user action. Create it when the user clicks, keep it with the
 // action (session, form token, job row) and reuse it for every retry.
@@ -141,24 +141,12 @@ async function main() {
     return 2;
   }
   const id = String(req.id);
-  let client;
-  try {
-    client = await connect();
+  return withRedis(async (client) => {
     const ordinal = await push(client, batch, req);
     console.log(`pushed id=${id} batch=${batch} ordinal=${ordinal}`);
     if (opt['no-wait']) return 0;
-    const res = await waitForResult(client, batch, id, {
-      ordinal, timeoutMs: 1000 * Number(opt.timeout ?? 30),
-    });
-    if (!res) return 3;
-    await report(client, batch, res);
-    return 0;
-  } catch (e) {
-    console.error(`error: redis: ${e.message}`);
-    return 1;
-  } finally {
-    if (client?.isOpen) await disconnect(client);
-  }
+    return waitAndReport(client, batch, id, { ordinal, timeoutMs: 1000 * Number(opt.timeout ?? 30) });
+  });
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
