@@ -248,6 +248,26 @@ def report(r, batch, res, out=print):
                 % (res.get("id"), pct, pct, participants))
 
 
+def wait_and_report(r, batch, req_id, ordinal=None, timeout=30.0, out=print):
+    """wait_for_result() then report(); returns the exit status: 0 with a
+    result, 3 when `timeout` seconds ran out first."""
+    res = wait_for_result(r, batch, req_id, ordinal, timeout, out=out)
+    if res is None:
+        return 3
+    report(r, batch, res, out)
+    return 0
+
+
+def with_redis(fn):
+    """fn(r) on a new connection: its exit status, or 1 after printing the
+    Redis error that stopped it."""
+    try:
+        return fn(connect())
+    except redis.RedisError as e:
+        print("error: redis: %s" % e, file=sys.stderr)
+        return 1
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--explain"]:
@@ -262,16 +282,7 @@ def main(argv=None):
     ap.add_argument("--ordinal", type=int, help="ordinal from the push, for the live position")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
     a = ap.parse_args(argv)
-    try:
-        r = connect()
-        res = wait_for_result(r, a.batch, a.id, a.ordinal, a.timeout)
-        if res is None:
-            return 3
-        report(r, a.batch, res)
-        return 0
-    except redis.RedisError as e:
-        print("error: redis: %s" % e, file=sys.stderr)
-        return 1
+    return with_redis(lambda r: wait_and_report(r, a.batch, a.id, a.ordinal, a.timeout))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import uuid
 
 import redis
 
-from poller import connect, key, report, wait_for_result
+from poller import key, wait_and_report, with_redis
 
 
 def new_request_id():
@@ -147,21 +147,16 @@ def main(argv=None):
     else:
         req = build_request(a)
     req_id = str(req.get("id"))
-    try:
-        r = connect()
+
+    def push_and_wait(r):
         ordinal = push(r, a.batch, req)
         print("pushed id=%s batch=%s ordinal=%d" % (req_id, a.batch, ordinal), flush=True)
         if a.no_wait:
             return 0
-        res = wait_for_result(r, a.batch, req_id, ordinal, a.timeout,
-                              out=lambda s: print(s, flush=True))
-        if res is None:
-            return 3
-        report(r, a.batch, res)
-        return 0
-    except redis.RedisError as e:
-        print("error: redis: %s" % e, file=sys.stderr)
-        return 1
+        return wait_and_report(r, a.batch, req_id, ordinal, a.timeout,
+                               out=lambda s: print(s, flush=True))
+
+    return with_redis(push_and_wait)
 
 
 if __name__ == "__main__":
