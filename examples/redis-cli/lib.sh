@@ -113,6 +113,10 @@ s/"//g
 p'
 json_fields() { printf '%s\n' "$1" | sed -n "$JSON_FIELDS_SED"; }
 
+# line_field NAME VALUE: appends " NAME=VALUE" to explain_result's line,
+# unless VALUE is empty (the field is absent from the result)
+line_field() { [ -n "$2" ] && _line="$_line $1=$2"; return 0; }
+
 # explain_result RAW NOW_MS: prints the result line, the user message and, for
 # `invalid`, a line for developers. NOW_MS (Redis TIME, may be empty) gives
 # the seconds left on a reservation. Sets r_status, r_rank, ... for the caller.
@@ -142,18 +146,11 @@ explain_result() {
 $(json_fields "$1")
 EOF
     _line="result id=$r_id status=$r_status"
-    [ -n "$r_reason" ] && _line="$_line reason=$r_reason"
-    [ -n "$r_op" ] && _line="$_line op=$r_op"
-    [ -n "$r_item" ] && _line="$_line item=$r_item"
-    [ -n "$r_qty" ] && _line="$_line qty=$r_qty"
-    [ -n "$r_order" ] && _line="$_line order=$r_order"
-    [ -n "$r_exp" ] && _line="$_line expires_at=$r_exp"
-    [ -n "$r_capacity" ] && _line="$_line capacity=$r_capacity"
-    [ -n "$r_group" ] && _line="$_line group=$r_group"
-    [ -n "$r_version" ] && _line="$_line version=$r_version"
-    [ -n "$r_seq" ] && _line="$_line seq=$r_seq"
-    [ -n "$r_rank" ] && _line="$_line rank=$r_rank"
-    [ -n "$r_members" ] && _line="$_line members=$r_members"
+    line_field reason "$r_reason"; line_field op "$r_op"; line_field item "$r_item"
+    line_field qty "$r_qty"; line_field order "$r_order"; line_field expires_at "$r_exp"
+    line_field capacity "$r_capacity"; line_field group "$r_group"
+    line_field version "$r_version"; line_field seq "$r_seq"; line_field rank "$r_rank"
+    line_field members "$r_members"
     [ -n "$r_detail" ] && _line="$_line detail=\"$r_detail\""
     echo "$_line"
     case "$r_status/$r_op" in
