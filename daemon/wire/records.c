@@ -219,6 +219,20 @@ static void names(jsonw *w, const char *key, const char *const *v, size_t n)
     jsonw_arr_end(w);
 }
 
+/* A key may need escaping (jsonw_key's may not) and the value is canonical
+ * JSON already (engine_kv): the key as a string, then ":" and the value raw. */
+static void filter(jsonw *w, const engine_kv *kv, size_t n)
+{
+    jsonw_key(w, "filter");
+    jsonw_obj_begin(w);
+    for (size_t i = 0; i < n; i++) {
+        jsonw_str(w, kv[i].key);
+        jsonw_raw(w, ":", 1);
+        jsonw_raw(w, kv[i].value, strlen(kv[i].value));
+    }
+    jsonw_obj_end(w);
+}
+
 void records_group(jsonw *w, const engine_group_view *g)
 {
     jsonw_obj_begin(w);
@@ -226,15 +240,7 @@ void records_group(jsonw *w, const engine_group_view *g)
     names(w, "members", g->members, g->n_members);
     names(w, "invited", g->invited, g->n_invited);
     names(w, "prefs", g->prefs, g->n_prefs);
-    jsonw_key(w, "filter");
-    jsonw_obj_begin(w);
-    for (size_t i = 0; i < g->n_filter; i++) {
-        /* the value is canonical JSON already (engine_kv) */
-        jsonw_str(w, g->filter[i].key);
-        jsonw_raw(w, ":", 1);
-        jsonw_raw(w, g->filter[i].value, strlen(g->filter[i].value));
-    }
-    jsonw_obj_end(w);
+    filter(w, g->filter, g->n_filter);
     jsonw_kint(w, "version", g->version);
     jsonw_obj_end(w);
 }
@@ -250,18 +256,7 @@ void records_request(jsonw *w, const engine_request *r)
     if (r->n_prefs) names(w, "prefs", r->prefs, r->n_prefs);
     /* a formed group's `group` names nobody (contract 9.2) */
     if (r->op == OP_GROUP && r->n_members) names(w, "members", r->members, r->n_members);
-    if (r->has_filter) {
-        jsonw_key(w, "filter");
-        jsonw_obj_begin(w);
-        /* a key may need escaping (jsonw_key's may not) and the value is
-         * JSON already: the key as a string, then ":" and the value raw */
-        for (size_t i = 0; i < r->n_filter; i++) {
-            jsonw_str(w, r->filter[i].key);
-            jsonw_raw(w, ":", 1);
-            jsonw_raw(w, r->filter[i].value, strlen(r->filter[i].value));
-        }
-        jsonw_obj_end(w);
-    }
+    if (r->has_filter) filter(w, r->filter, r->n_filter);
     if (r->wait) {   /* last: jsonw_raw leaves the separator state alone */
         jsonw_key(w, "wait");
         jsonw_raw(w, "true", 4);
