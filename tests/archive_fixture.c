@@ -10,14 +10,6 @@
 #include <string.h>
 #include <cmocka.h>
 
-static const char *ctl_bin(void)
-{
-    static char path[512];
-    const char *build = getenv("BUILD");
-    snprintf(path, sizeof path, "%s/allocctl", build && *build ? build : "build");
-    return path;
-}
-
 void afix_conf(afix *f, const char *extra)
 {
     snprintf(f->conf, sizeof f->conf, "%s/allocctl.conf", f->redis.dir);
@@ -160,7 +152,7 @@ void afix_room_traffic(afix *f, const char *b, int n)
 
 static int run_ctl(afix *f, char **out, const char **args)
 {
-    const char *argv[48] = { ctl_bin(), "-c", f->conf };
+    const char *argv[48] = { harness_allocctl_bin(), "-c", f->conf };
     int n = 3;
     for (int i = 0; args[i] && n < 47; i++) argv[n++] = args[i];
     argv[n] = NULL;
@@ -190,7 +182,7 @@ char *afix_ctl(afix *f, int want, ...)
 
 pid_t afix_ctl_spawn(afix *f, ...)
 {
-    char *argv[48] = { (char *)ctl_bin(), "-c", f->conf };
+    char *argv[48] = { (char *)harness_allocctl_bin(), "-c", f->conf };
     int n = 3;
     va_list ap;
     va_start(ap, f);

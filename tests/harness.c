@@ -36,13 +36,25 @@ void harness_redis_kill(harness_redis *r) { proc_redis_kill(r); }
 void harness_redis_stop(harness_redis *r) { proc_redis_stop(r); }
 redisContext *harness_redis_connect(const harness_redis *r) { return proc_redis_connect(r); }
 
-static const char *allocd_bin(void)
+const char *harness_build_dir(void)
+{
+    const char *build = getenv("BUILD");
+    return build && *build ? build : "build";
+}
+
+const char *harness_allocd_bin(void)
 {
     static char path[512];
     const char *bin = getenv("ALLOCD_BIN");
     if (bin && *bin) return bin;
-    const char *build = getenv("BUILD");
-    snprintf(path, sizeof path, "%s/allocd", build && *build ? build : "build");
+    snprintf(path, sizeof path, "%s/allocd", harness_build_dir());
+    return path;
+}
+
+const char *harness_allocctl_bin(void)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/allocctl", harness_build_dir());
     return path;
 }
 
@@ -71,7 +83,7 @@ int harness_allocd_start(harness_allocd *d, const harness_redis *r,
     fprintf(f, "prefix = \"alloc\";\nlog_level = \"debug\";\n%s\n",
             extra_conf ? extra_conf : "");
     fclose(f);
-    char *argv[] = { (char *)allocd_bin(), "-c", d->conf, NULL };
+    char *argv[] = { (char *)harness_allocd_bin(), "-c", d->conf, NULL };
     d->pid = proc_spawn(argv, d->log);
     return d->pid > 0 ? 0 : -1;
 }

@@ -44,6 +44,13 @@ typedef struct harness_allocd {
  * restarted process takes over its own leases at once. */
 int harness_allocd_start(harness_allocd *d, const harness_redis *r,
                          const char *extra_conf);
+/* The build tree the tests run from: $BUILD, or "build" when it is unset or
+ * empty. allocd, allocctl and the other tools are found there. */
+const char *harness_build_dir(void);
+/* The allocd harness_allocd_start runs: $ALLOCD_BIN, else <build dir>/allocd. */
+const char *harness_allocd_bin(void);
+/* <build dir>/allocctl. */
+const char *harness_allocctl_bin(void);
 /* SIGTERM and wait (up to 20 s); returns the exit status, -1 on timeout. */
 int harness_allocd_stop(harness_allocd *d);
 void harness_allocd_kill(harness_allocd *d);        /* SIGKILL and reap */

@@ -96,11 +96,10 @@ static long export_rss(afix *f, const char *b, const char *format, long long *li
 {
     char out[400], cmd[1200];
     snprintf(out, sizeof out, "%s/export.%s", f->redis.dir, format);
-    const char *build = getenv("BUILD");
-    snprintf(cmd, sizeof cmd, "%s/allocctl", build && *build ? build : "build");
+    const char *bin = harness_allocctl_bin();
     pid_t pid = fork();
     if (pid == 0) {
-        execl(cmd, cmd, "-c", f->conf, "export", b, "--what", "results", "--format", format,
+        execl(bin, bin, "-c", f->conf, "export", b, "--what", "results", "--format", format,
               "--out", out, (char *)NULL);
         _exit(127);
     }
@@ -154,9 +153,7 @@ static void test_archive_rate(void **state)
             freeReplyObject(r);
         }
     }
-    char bin[512];
-    const char *build = getenv("BUILD");
-    snprintf(bin, sizeof bin, "%s/allocctl", build && *build ? build : "build");
+    const char *bin = harness_allocctl_bin();
     int64_t t0 = harness_now_ms();
     pid_t pid = fork();
     if (pid == 0) {

@@ -1,5 +1,6 @@
 /* chaos_archive.c -- see chaos_archive.h. */
 #include "chaos_archive.h"
+#include "harness.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -7,17 +8,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-static const char *ctl_bin(void)
-{
-    static char path[512];
-    const char *build = getenv("BUILD");
-    snprintf(path, sizeof path, "%s/allocctl", build && *build ? build : "build");
-    return path;
-}
-
 static void spawn_follower(chaos_archive *a)
 {
-    char *argv[] = { (char *)ctl_bin(), "-c", a->conf, "archive", "--pg", a->pg.conninfo,
+    char *argv[] = { (char *)harness_allocctl_bin(), "-c", a->conf, "archive", "--pg", a->pg.conninfo,
                      "--follow", "--quiet", "--results-interval-ms", "1000", NULL };
     a->pid = proc_spawn(argv, a->log);
     if (a->pid < 0) a->pid = 0;
@@ -52,7 +45,7 @@ void chaos_archive_kill(chaos_archive *a)
 static int run(chaos_archive *a, const char *const *args, char *out, size_t len)
 {
     char cmd[2048];
-    int n = snprintf(cmd, sizeof cmd, "'%s' -c '%s'", ctl_bin(), a->conf);
+    int n = snprintf(cmd, sizeof cmd, "'%s' -c '%s'", harness_allocctl_bin(), a->conf);
     for (int i = 0; args[i] && n > 0 && (size_t)n < sizeof cmd; i++)
         n += snprintf(cmd + n, sizeof cmd - (size_t)n, " '%s'", args[i]);
     if (n <= 0 || (size_t)n + 8 >= sizeof cmd) return -1;

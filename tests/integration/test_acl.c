@@ -51,12 +51,6 @@ typedef struct fixture {
 
 /* ---------------------------------------------------------------- helpers */
 
-static const char *build_dir(void)
-{
-    const char *b = getenv("BUILD");
-    return b && *b ? b : "build";
-}
-
 static int write_file(const char *path, const char *text, mode_t mode)
 {
     FILE *f = fopen(path, "w");
@@ -126,7 +120,7 @@ static char *ctl_as(const fixture *f, const char *user, int *st, const char *arg
 {
     char conf[400];
     conf_for(f, user, conf, sizeof conf);
-    return run(st, "%s/allocctl -c %s %s", build_dir(), conf, args);
+    return run(st, "%s/allocctl -c %s %s", harness_build_dir(), conf, args);
 }
 
 /* Like ctl_as, failing the test unless the exit status is want. */
@@ -203,7 +197,7 @@ static int load_acl(fixture *f)
     int st;
     char *acl = run(&st, "%s/allocctl --prefix alloc acl --format aclfile --password-dir %s/pw "
                     "--instance acl-a --instance acl-b --instance acl-c 2>/dev/null",
-                    build_dir(), f->dir);
+                    harness_build_dir(), f->dir);
     if (st != 0 || !strstr(acl, "user default reset off")) {
         fprintf(stderr, "allocctl acl failed (%d): %s\n", st, acl);
         free(acl);
@@ -224,7 +218,7 @@ static int load_acl(fixture *f)
     if (!ok || !(f->admin = connect_as(f, "admin"))) return -1;
     char *out = run(&st, "%s/allocctl --prefix alloc acl --user web=producer+frontend "
                     "--password-dir %s/pw 2>/dev/null | REDISCLI_AUTH=%s redis-cli --user admin -s %s",
-                    build_dir(), f->dir, ADMIN_PW, f->redis.sock);
+                    harness_build_dir(), f->dir, ADMIN_PW, f->redis.sock);
     ok = st == 0 && !strcmp(out, "OK\n");
     if (!ok) fprintf(stderr, "ACL SETUSER web: %s\n", out);
     free(out);
@@ -333,7 +327,7 @@ static void test_dryrun_table(void **state)
 static int role_misses(fixture *f, const char *dir, const char *role, int *commands)
 {
     int st, missing = 0;
-    char *rules = run(&st, "%s/allocctl --prefix alloc acl --user x=%s 2>/dev/null", build_dir(), role);
+    char *rules = run(&st, "%s/allocctl --prefix alloc acl --user x=%s 2>/dev/null", harness_build_dir(), role);
     assert_int_equal(st, 0);
     char *words = run(&st, "sh tests/data/acl/sent-commands.sh %s", dir);
     assert_int_equal(st, 0);
@@ -606,18 +600,18 @@ static void check_config_outputs(fixture *f)
     snprintf(text, sizeof text, "redis = \"%s\";\nredis_user = \"alloc-daemon\";\n"
              "redis_password_file = \"%s/pw/alloc-daemon\";\n", f->redis.url, f->dir);
     write_file(conf, text, 0640);
-    char *out = run(&st, "%s/allocd -c %s --check-config", build_dir(), conf);
+    char *out = run(&st, "%s/allocd -c %s --check-config", harness_build_dir(), conf);
     assert_int_equal(st, 0);
     assert_null(strstr(out, pw));
     free(out);
     /* environment: wins over the file, and is not shown either */
-    out = run(&st, "ALLOCD_REDIS_PASSWORD=%s %s/allocd -c %s --check-config", pw, build_dir(), conf);
+    out = run(&st, "ALLOCD_REDIS_PASSWORD=%s %s/allocd -c %s --check-config", pw, harness_build_dir(), conf);
     assert_int_equal(st, 0);
     assert_null(strstr(out, pw));
     free(out);
     /* a bad URL with a password in it */
     out = run(&st, "%s/allocd --redis 'redis://alloc-daemon:%s@localhost:99999' --check-config",
-              build_dir(), pw);
+              harness_build_dir(), pw);
     assert_int_equal(st, 1);
     assert_non_null(strstr(out, "***@localhost:99999"));
     assert_null(strstr(out, pw));
@@ -626,7 +620,7 @@ static void check_config_outputs(fixture *f)
     snprintf(text, sizeof text, "redis = \"redis://u:%s@127.0.0.1:1\";\n"
              "redis_password_file = \"%s/pw/alloc-daemon\";\n", pw, f->dir);
     write_file(conf, text, 0640);
-    out = run(&st, "%s/allocd -c %s --check-config", build_dir(), conf);
+    out = run(&st, "%s/allocd -c %s --check-config", harness_build_dir(), conf);
     assert_int_equal(st, 1);
     assert_non_null(strstr(out, "keep only the file"));
     assert_null(strstr(out, pw));
@@ -634,17 +628,17 @@ static void check_config_outputs(fixture *f)
     /* a relative file is a systemd credential */
     snprintf(text, sizeof text, "redis = \"%s\";\nredis_password_file = \"alloc-daemon\";\n", f->redis.url);
     write_file(conf, text, 0640);
-    out = run(&st, "env -u CREDENTIALS_DIRECTORY %s/allocd -c %s --check-config", build_dir(), conf);
+    out = run(&st, "env -u CREDENTIALS_DIRECTORY %s/allocd -c %s --check-config", harness_build_dir(), conf);
     assert_int_equal(st, 1);
     assert_non_null(strstr(out, "CREDENTIALS_DIRECTORY"));
     free(out);
-    out = run(&st, "CREDENTIALS_DIRECTORY=%s/pw %s/allocd -c %s --check-config", f->dir, build_dir(), conf);
+    out = run(&st, "CREDENTIALS_DIRECTORY=%s/pw %s/allocd -c %s --check-config", f->dir, harness_build_dir(), conf);
     assert_int_equal(st, 0);
     free(out);
     /* a missing file is reported at its line */
     snprintf(text, sizeof text, "redis = \"%s\";\n\nredis_password_file = \"%s/nope\";\n", f->redis.url, f->dir);
     write_file(conf, text, 0640);
-    out = run(&st, "%s/allocd -c %s --check-config", build_dir(), conf);
+    out = run(&st, "%s/allocd -c %s --check-config", harness_build_dir(), conf);
     assert_int_equal(st, 1);
     assert_non_null(strstr(out, "check.conf:3: "));
     free(out);
@@ -697,7 +691,7 @@ static void test_password_never_shown(void **state)
     daemon_error_paths(f);
     /* allocctl takes the password from the environment too */
     char *out = run(&st, "ALLOCD_REDIS_PASSWORD=%s %s/allocctl --redis %s --redis-user alloc-frontend "
-              "status acl-shop --id s1", f->pw[1], build_dir(), f->redis.url);
+              "status acl-shop --id s1", f->pw[1], harness_build_dir(), f->redis.url);
     assert_int_equal(st, 0);
     free(out);
 }
@@ -745,7 +739,7 @@ static int mini_cluster_start(const fixture *f, mini_cluster *m)
         char *out = run(&st, "%s/allocctl --prefix alloc acl --cluster --password-dir %s/pw "
                         "--instance acl-a --instance acl-b --instance acl-c 2>/dev/null | "
                         "redis-cli -p %d; REDISCLI_AUTH=%s redis-cli --user admin -p %d "
-                        "ACL SETUSER default reset off", build_dir(), f->dir, p, ADMIN_PW, p);
+                        "ACL SETUSER default reset off", harness_build_dir(), f->dir, p, ADMIN_PW, p);
         free(out);
         if (st != 0 || !(m->admin[i] = tcp_as(f, p, "admin"))) return -1;
     }
@@ -871,7 +865,7 @@ static void test_sentinel_role(void **state)
     assert_non_null(c);
     int st;
     char *out = run(&st, "%s/allocctl --prefix alloc acl --user alloc-sentinel=sentinel "
-                    "--password-dir %s/pw 2>/dev/null | redis-cli -p %d", build_dir(), f->dir, port);
+                    "--password-dir %s/pw 2>/dev/null | redis-cli -p %d", harness_build_dir(), f->dir, port);
     assert_string_equal(out, "OK\n");
     free(out);
     redisFree(c);

@@ -34,14 +34,6 @@ typedef struct fixture {
     char tmux[400];     /* a tmux server's socket, killed at teardown */
 } fixture;
 
-static const char *ctl_bin(void)
-{
-    static char path[512];
-    const char *build = getenv("BUILD");
-    snprintf(path, sizeof path, "%s/allocctl", build && *build ? build : "build");
-    return path;
-}
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -84,7 +76,7 @@ static void start_allocd(fixture *f)
  * (malloc'd, may be NULL). Returns the exit code. */
 static int ctl(fixture *f, char **out, ...)
 {
-    const char *argv[40] = { ctl_bin(), "-c", f->conf };
+    const char *argv[40] = { harness_allocctl_bin(), "-c", f->conf };
     int n = 3;
     va_list ap;
     va_start(ap, out);
@@ -705,7 +697,7 @@ static void top_in_tmux(fixture *f, const char *keys)
         rc = itest_sh("%s -f /dev/null new-session -d -s top -x 200 -y 40 "
                 "'trap \"\" INT; %s -c %s top --interval 200; echo top-exit=$?; "
                 "stty -a | grep -o -- \"-icanon\\|icanon\"; sleep 30'",
-                tm, ctl_bin(), f->conf);
+                tm, harness_allocctl_bin(), f->conf);
     }
     assert_int_equal(rc, 0);
     char *screen = pane_wait(tm, "t2                   room  open");

@@ -25,8 +25,7 @@ static int ctl(itest *t, char **out, const char *fmt, ...)
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     snprintf(log, sizeof log, "%s/ctl.out", t->redis.dir);
-    const char *b = getenv("BUILD");
-    int rc = itest_sh("%s/allocctl --redis '%s' %s > %s 2>&1", b && *b ? b : "build", t->redis.url, args, log);
+    int rc = itest_sh("%s/allocctl --redis '%s' %s > %s 2>&1", harness_build_dir(), t->redis.url, args, log);
     FILE *f = fopen(log, "r");
     char *buf = calloc(1, 8192);
     if (f) { size_t n = fread(buf, 1, 8191, f); buf[n] = '\0'; fclose(f); }

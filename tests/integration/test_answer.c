@@ -46,11 +46,9 @@ static void create(redisContext *c, const char *b)
 /* Starts allocd under `ulimit -n limit` (a wrapper script as ALLOCD_BIN). */
 static void start_limited(harness_allocd *d, harness_redis *r, const char *conf, int limit)
 {
-    char wrapper[400], bin[512];
-    const char *env = getenv("ALLOCD_BIN"), *build = getenv("BUILD");
-    if (env && *env) snprintf(bin, sizeof bin, "%s", env);
-    else snprintf(bin, sizeof bin, "%s/allocd", build && *build ? build : "build");
-    char *abs = realpath(bin, NULL);
+    char wrapper[400];
+    const char *env = getenv("ALLOCD_BIN");
+    char *abs = realpath(harness_allocd_bin(), NULL);
     assert_non_null(abs);
     snprintf(wrapper, sizeof wrapper, "%s/allocd-limited.sh", r->dir);
     FILE *f = fopen(wrapper, "w");

@@ -14,19 +14,11 @@
 
 #include "itest.h"
 
-static const char *bin(void)
-{
-    static char path[512];
-    const char *b = getenv("BUILD");
-    snprintf(path, sizeof path, "%s/allocd", b && *b ? b : "build");
-    return path;
-}
-
 /* Runs allocd with args; returns the exit status and the combined output. */
 static int run_allocd(const char *args, char *out, size_t outlen)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin(), args);
+    snprintf(cmd, sizeof cmd, "%s/allocd %s 2>&1", harness_build_dir(), args);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     size_t n = fread(out, 1, outlen - 1, p);

@@ -27,9 +27,8 @@ static const char *out_dir(void)
 {
     static char dir[400];
     const char *o = getenv("ALLOCD_TEST_OUT");
-    const char *b = getenv("BUILD");
     if (o && *o) snprintf(dir, sizeof dir, "%s", o);
-    else snprintf(dir, sizeof dir, "%s/test-output", b && *b ? b : "build");
+    else snprintf(dir, sizeof dir, "%s/test-output", harness_build_dir());
     itest_sh("mkdir -p '%s'", dir);
     return dir;
 }

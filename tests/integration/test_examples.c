@@ -498,12 +498,11 @@ static int lock_down(fixture *f)
         fprintf(pw, "ex-%s-pw\n", users[i]);
         fclose(pw);
     }
-    const char *build = getenv("BUILD");
     snprintf(cmd, sizeof cmd, "%s/allocctl --prefix alloc acl --user web=producer+frontend "
              "--user alloc-operator=operator --user alloc-daemon=daemon --password-dir %s/pw "
              "2>/dev/null | redis-cli -s %s | grep -qv '^OK$' && exit 1; "
              "redis-cli -s %s ACL SETUSER admin on '>" ADMIN_PW "' '~*' '&*' +@all | grep -qx OK",
-             build && *build ? build : "build", f->redis.dir, f->redis.sock, f->redis.sock);
+             harness_build_dir(), f->redis.dir, f->redis.sock, f->redis.sock);
     if (quiet(cmd) != 0) return -1;
     redisFree(f->c);
     if (!(f->c = connect_admin(f))) return -1;

@@ -194,8 +194,7 @@ static int ctl(fixture *f, char *out, size_t len, const char *args)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/ctl.out", f->redis.dir);
-    const char *b = getenv("BUILD");
-    int rc = itest_sh("%s/allocctl --redis %s %s > %s 2>&1", b && *b ? b : "build", f->redis.url, args, path);
+    int rc = itest_sh("%s/allocctl --redis %s %s > %s 2>&1", harness_build_dir(), f->redis.url, args, path);
     FILE *fp = fopen(path, "r");
     size_t n = fp ? fread(out, 1, len - 1, fp) : 0;
     out[n] = '\0';

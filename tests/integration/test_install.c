@@ -20,12 +20,6 @@
 #include "harness.h"
 #include "itest.h"
 
-static const char *build(void)
-{
-    const char *b = getenv("BUILD");
-    return b && *b ? b : "build";
-}
-
 static int exists(const char *dir, const char *rel)
 {
     char p[1024];
@@ -38,7 +32,7 @@ static void test_install_and_uninstall(void **state)
 {
     char dir[400];
     assert_int_equal(proc_temp_dir(dir, sizeof dir, "allocd-install"), 0);
-    assert_int_equal(itest_sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
+    assert_int_equal(itest_sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", harness_build_dir(), dir), 0);
     const char *files[] = {
         "/usr/local/bin/allocd", "/usr/local/etc/allocd/allocd.conf",
         "/usr/local/lib/systemd/system/allocd.service",
@@ -56,10 +50,10 @@ static void test_install_and_uninstall(void **state)
     }
     /* a second install keeps the operator's config */
     assert_int_equal(itest_sh("echo '# edited' >> %s/usr/local/etc/allocd/allocd.conf", dir), 0);
-    assert_int_equal(itest_sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
+    assert_int_equal(itest_sh("make -s install BUILD=%s DESTDIR=%s >/dev/null", harness_build_dir(), dir), 0);
     assert_int_equal(itest_sh("grep -q edited %s/usr/local/etc/allocd/allocd.conf", dir), 0);
     assert_true(exists(dir, "/usr/local/etc/allocd/allocd.conf.new"));
-    assert_int_equal(itest_sh("make -s uninstall BUILD=%s DESTDIR=%s >/dev/null", build(), dir), 0);
+    assert_int_equal(itest_sh("make -s uninstall BUILD=%s DESTDIR=%s >/dev/null", harness_build_dir(), dir), 0);
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (i != 1 && exists(dir, files[i])) fail_msg("not uninstalled: %s", files[i]);
     assert_true(exists(dir, "/usr/local/etc/allocd/allocd.conf"));
@@ -70,7 +64,7 @@ static void test_installed_unit_and_config(void **state)
 {
     char dir[400];
     assert_int_equal(proc_temp_dir(dir, sizeof dir, "allocd-unit"), 0);
-    assert_int_equal(itest_sh("make -s install BUILD=%s PREFIX=%s/usr SYSCONFDIR=%s/etc >/dev/null", build(), dir, dir), 0);
+    assert_int_equal(itest_sh("make -s install BUILD=%s PREFIX=%s/usr SYSCONFDIR=%s/etc >/dev/null", harness_build_dir(), dir, dir), 0);
     assert_int_equal(itest_sh("%s/usr/bin/allocd -c %s/etc/allocd/allocd.conf --check-config >/dev/null", dir, dir), 0);
     /* the config (0640) reaches the dynamic user as a credential */
     assert_int_equal(itest_sh("grep -q 'LoadCredential=allocd.conf:%s/etc/allocd/allocd.conf' %s/usr/lib/systemd/system/allocd.service",
@@ -85,7 +79,7 @@ static void test_installed_unit_and_config(void **state)
     assert_int_equal(itest_sh("%s/usr/bin/allocd --help | grep -q '%s/etc/allocd/allocd.conf'", dir, dir), 0);
     if (itest_sh("command -v systemd-analyze >/dev/null") != 0) {
         itest_sh("rm -rf %s", dir);
-        itest_sh("make -s all BUILD=%s >/dev/null", build());
+        itest_sh("make -s all BUILD=%s >/dev/null", harness_build_dir());
         skip();
     }
     /* the template, as instance web with its own config */
@@ -110,7 +104,7 @@ static void test_installed_unit_and_config(void **state)
                         ">/dev/null 2>&1", dir), 0);
     itest_sh("rm -rf %s", dir);
     /* put back the build's own default config path */
-    assert_int_equal(itest_sh("make -s all BUILD=%s >/dev/null", build()), 0);
+    assert_int_equal(itest_sh("make -s all BUILD=%s >/dev/null", harness_build_dir()), 0);
 }
 
 /* make deb (make install PREFIX=/usr): lintian finds no error, dpkg
@@ -122,7 +116,7 @@ static void test_deb(void **state)
     char dir[400];
     assert_int_equal(proc_temp_dir(dir, sizeof dir, "allocd-deb"), 0);
     /* lintian leaves files in $TMPDIR: give it one that goes with dir */
-    int rc = itest_sh("mkdir -p %s/tmp && TMPDIR=%s/tmp make -s deb BUILD=%s > %s/deb.log 2>&1", dir, dir, build(), dir);
+    int rc = itest_sh("mkdir -p %s/tmp && TMPDIR=%s/tmp make -s deb BUILD=%s > %s/deb.log 2>&1", dir, dir, harness_build_dir(), dir);
     if (rc != 0) itest_sh("cat %s/deb.log >&2", dir);
     assert_int_equal(rc, 0);
     if (itest_sh("command -v lintian >/dev/null") == 0)
@@ -132,7 +126,7 @@ static void test_deb(void **state)
     assert_int_equal(itest_sh("mkdir -p %s/root/var/lib/dpkg/info %s/root/var/lib/dpkg/updates && "
                               "touch %s/root/var/lib/dpkg/status && "
                               "dpkg --root=%s/root --force-depends --force-script-chrootless -i %s/deb/allocd_*.deb >/dev/null 2>&1",
-                              dir, dir, dir, dir, build()), 0);
+                              dir, dir, dir, dir, harness_build_dir()), 0);
     assert_int_equal(itest_sh("test \"$(stat -c %%a %s/root/etc/allocd/allocd.conf)\" = 640", dir), 0);
     assert_int_equal(itest_sh("grep -qx allocd.conf %s/root/var/lib/dpkg/info/allocd.conffiles || "
                               "grep -qx /etc/allocd/allocd.conf %s/root/var/lib/dpkg/info/allocd.conffiles", dir, dir), 0);
@@ -142,7 +136,7 @@ static void test_deb(void **state)
                               "grep -q 'ExecStart=/usr/bin/allocd ' %s/root/lib/systemd/system/allocd.service", dir, dir), 0);
     assert_int_equal(itest_sh("%s/root/usr/bin/allocd --help | grep -q ' /etc/allocd/allocd.conf'", dir), 0);
     itest_sh("rm -rf %s", dir);
-    assert_int_equal(itest_sh("make -s all BUILD=%s >/dev/null", build()), 0);
+    assert_int_equal(itest_sh("make -s all BUILD=%s >/dev/null", harness_build_dir()), 0);
 }
 
 int main(void)

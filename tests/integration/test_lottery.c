@@ -32,18 +32,12 @@ typedef itest fixture;
 
 #define CONF "instance = \"lot\"; "
 
-static const char *build_dir(void)
-{
-    const char *b = getenv("BUILD");
-    return b && *b ? b : "build";
-}
-
 /* allocctl lottery verify B; its exit code, its output in out. */
 static int verify(fixture *f, const char *b, char *out, size_t len)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/verify.out", f->redis.dir);
-    int rc = itest_sh("%s/allocctl --redis %s lottery verify %s > %s 2>&1", build_dir(), f->redis.url, b, path);
+    int rc = itest_sh("%s/allocctl --redis %s lottery verify %s > %s 2>&1", harness_build_dir(), f->redis.url, b, path);
     FILE *fp = fopen(path, "r");
     size_t n = fp ? fread(out, 1, len - 1, fp) : 0;
     out[n] = '\0';

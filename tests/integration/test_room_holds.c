@@ -52,9 +52,7 @@ static long long free_of(fixture *f, const char *room)
 
 static void verify(fixture *f)
 {
-    const char *build = getenv("BUILD");
-    assert_int_equal(itest_sh("%s/allocctl --redis %s verify h >&2", build && *build ? build : "build",
-                              f->redis.url), 0);
+    assert_int_equal(itest_sh("%s/allocctl --redis %s verify h >&2", harness_build_dir(), f->redis.url), 0);
 }
 
 static void test_confirm_and_cancel(void **state)

@@ -419,9 +419,8 @@ static void run(int wait_replicas, int long_form, outcome *out)
     }
     /* allocctl, given the same sentinel URL, finds the master and the
      * log replays to holders and free there */
-    const char *build = getenv("BUILD");
     assert_int_equal(itest_sh("%s/allocctl --redis 'sentinel://127.0.0.1:%d,127.0.0.1:%d/" MASTER "' verify s1 >/dev/null",
-                              build && *build ? build : "build", cl.sport[1], cl.sport[2]), 0);
+                              harness_build_dir(), cl.sport[1], cl.sport[2]), 0);
     /* allocd followed every failover */
     int moves = itest_count_in_log(&d, "sentinel: master " MASTER " is at");
     if (moves < out->failovers + 1) harness_allocd_dump_log(&d);

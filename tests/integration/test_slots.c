@@ -19,12 +19,6 @@
 
 typedef itest fixture;
 
-static const char *build_dir(void)
-{
-    const char *b = getenv("BUILD");
-    return b && *b ? b : "build";
-}
-
 static void dorm(fixture *f, const char *b, const char *rule)
 {
     itest_cmd(f->c, "HSET alloc:{%s}:meta kind room groups listed group_slot %s", b, rule);
@@ -57,14 +51,14 @@ static void test_slots_from_a_lottery_file(void **state)
     write_file(csv, "user,number\ns3,30\ns1,10\ns2,20\n");
     long long start = harness_now_ms() + 5000;   /* a1 is decided before it, even under load */
     snprintf(cmd, sizeof cmd, "%s/allocctl --redis %s batch slots d --from %s --start %lld --every 1h "
-             "--per-slot 2 --order number > %s/out.txt", build_dir(), f->redis.url, csv, start, f->redis.dir);
+             "--per-slot 2 --order number > %s/out.txt", harness_build_dir(), f->redis.url, csv, start, f->redis.dir);
     assert_int_equal(itest_sh("%s", cmd), 0);
     assert_int_equal(itest_sh("grep -q 'users 1-2: s1 .. s2' %s/out.txt && grep -q 'slot 2 ' %s/out.txt",
                               f->redis.dir, f->redis.dir), 0);
     assert_int_equal(proc_int(f->c, "HGET alloc:{d}:slots s1"), start);
     assert_int_equal(proc_int(f->c, "HGET alloc:{d}:slots s3"), start + 3600000);
     assert_int_equal(itest_sh("%s/allocctl --redis %s status d --user s3 | grep -q 'selection slot: .*(%lld)'",
-                              build_dir(), f->redis.url, start + 3600000), 0);
+                              harness_build_dir(), f->redis.url, start + 3600000), 0);
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
     /* before the slot */
     itest_push(f, "d", "{\"id\":\"a1\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R1\"}");
@@ -119,12 +113,12 @@ static void test_bad_file(void **state)
     snprintf(csv, sizeof csv, "%s/bad.csv", f->redis.dir);
     write_file(csv, "user,points\nu1,5\nu2,five\n");
     assert_int_equal(itest_sh("%s/allocctl --redis %s batch slots d --from %s --start 0 --every 5m "
-                              "--per-slot 40 --order points 2> %s/err.txt", build_dir(), f->redis.url, csv,
+                              "--per-slot 40 --order points 2> %s/err.txt", harness_build_dir(), f->redis.url, csv,
                               f->redis.dir), 4);
     assert_int_equal(itest_sh("grep -q 'bad.csv:3: not an integer' %s/err.txt", f->redis.dir), 0);
     assert_int_equal(proc_int(f->c, "EXISTS alloc:{d}:slots"), 0);    /* nothing written */
     assert_int_equal(itest_sh("%s/allocctl --redis %s batch slots d --from %s --start 0 --every 5x "
-                              "--per-slot 40 2>/dev/null", build_dir(), f->redis.url, csv), 2);
+                              "--per-slot 40 2>/dev/null", harness_build_dir(), f->redis.url, csv), 2);
 }
 
 int main(void)

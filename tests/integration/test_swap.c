@@ -169,11 +169,10 @@ static void test_kill9_between_halves(void **state)
     expect_offers(f, "s3", 1);
     char out[600];
     snprintf(out, sizeof out, "%s/verify.out", f->redis.dir);
-    const char *b = getenv("BUILD");
-    assert_int_equal(itest_sh("%s/allocctl --redis %s verify s3 > %s 2>&1", b && *b ? b : "build", f->redis.url, out), 0);
+    assert_int_equal(itest_sh("%s/allocctl --redis %s verify s3 > %s 2>&1", harness_build_dir(), f->redis.url, out), 0);
     /* and status shows it as a swap offer, not as waiting */
     assert_int_equal(itest_sh("%s/allocctl --redis %s status s3 > %s 2>&1 && grep -q '^waiting  *0$' %s && "
-                              "grep -q '^swap_offers  *1$' %s", b && *b ? b : "build", f->redis.url, out, out, out), 0);
+                              "grep -q '^swap_offers  *1$' %s", harness_build_dir(), f->redis.url, out, out, out), 0);
     harness_allocd_kill(&f->allocd);
     swap(f, "s3", "w2", "bob", "ann");          /* queued while no daemon runs */
     itest_start(f, CONF);
@@ -185,7 +184,7 @@ static void test_kill9_between_halves(void **state)
     assert_int_equal(proc_int(f->c, "HGET alloc:{s3}:free R2"), 1);
     expect_offers(f, "s3", 0);
     /* the log replays to the same holders */
-    int rc = itest_sh("%s/allocctl --redis %s verify s3 > %s 2>&1", b && *b ? b : "build", f->redis.url, out);
+    int rc = itest_sh("%s/allocctl --redis %s verify s3 > %s 2>&1", harness_build_dir(), f->redis.url, out);
     assert_int_equal(rc, 0);
 }
 

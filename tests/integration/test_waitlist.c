@@ -92,9 +92,7 @@ static int served_entries(fixture *f, const char *b, const char *id)
 /* allocctl verify: the log rebuilds holders, free and the waitlist. */
 static void verify(fixture *f, const char *b)
 {
-    const char *build = getenv("BUILD");
-    assert_int_equal(itest_sh("%s/allocctl --redis %s verify %s >&2", build && *build ? build : "build",
-                              f->redis.url, b), 0);
+    assert_int_equal(itest_sh("%s/allocctl --redis %s verify %s >&2", harness_build_dir(), f->redis.url, b), 0);
 }
 
 /* verify notices a waiting request that vanished from P:{B}:waitlist. */
@@ -102,13 +100,12 @@ static void allocd_stop_and_tamper(fixture *f)
 {
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);
     itest_cmd(f->c, "HDEL alloc:{d}:waitlist w5");
-    const char *build = getenv("BUILD");
+    const char *build = harness_build_dir();
     assert_int_not_equal(itest_sh("%s/allocctl --redis %s verify d 2>&1 | grep -q \"waitlist: request 'w5'\"; "
                                   "%s/allocctl --redis %s verify d >/dev/null 2>&1",
-                                  build && *build ? build : "build", f->redis.url,
-                                  build && *build ? build : "build", f->redis.url), 0);
+                                  build, f->redis.url, build, f->redis.url), 0);
     assert_int_equal(itest_sh("%s/allocctl --redis %s verify d 2>&1 | grep -q \"waitlist: request 'w5'\"",
-                              build && *build ? build : "build", f->redis.url), 0);
+                              build, f->redis.url), 0);
 }
 
 static char *order_of(fixture *f, const char *b, const char *id)
@@ -147,8 +144,7 @@ static void test_stock_cancel_and_expiry_serve_the_head(void **state)
     assert_int_equal(stat(f, "s", "waiting"), 2);
     assert_int_equal(proc_int(f->c, "HLEN alloc:{s}:waitlist"), 2);
     /* the operator sees it: top's WAIT/SERVED, batch list, status */
-    const char *build = getenv("BUILD");
-    build = build && *build ? build : "build";
+    const char *build = harness_build_dir();
     assert_int_equal(itest_sh("%s/allocctl --redis %s top | grep -q ' 2/0 '", build, f->redis.url), 0);
     assert_int_equal(itest_sh("%s/allocctl --redis %s batch list | grep -q 'waiting=2.wait_served=0'", build,
                               f->redis.url), 0);
@@ -342,11 +338,9 @@ static void test_kill9_loses_nothing(void **state)
 
 static char *ctl_out(fixture *f, const char *args, int *rc)
 {
-    const char *build = getenv("BUILD");
     char path[600];
     snprintf(path, sizeof path, "%s/verify.out", f->redis.dir);
-    *rc = itest_sh("%s/allocctl --redis %s %s >%s 2>&1", build && *build ? build : "build", f->redis.url,
-                   args, path);
+    *rc = itest_sh("%s/allocctl --redis %s %s >%s 2>&1", harness_build_dir(), f->redis.url, args, path);
     FILE *in = fopen(path, "r");
     assert_non_null(in);
     static char buf[16384];

@@ -158,7 +158,7 @@ static void test_escaping_and_operator_series(void **state)
             t->redis.url, port);
     fclose(f);
     char bin[300];
-    snprintf(bin, sizeof bin, "%s/allocd", getenv("BUILD") ? getenv("BUILD") : "build");
+    snprintf(bin, sizeof bin, "%s/allocd", harness_build_dir());
     /* started with a soft limit of 64 open files: allocd raises it to the hard limit */
     char *argv[] = { "/bin/sh", "-c", "ulimit -Sn 64 && exec \"$0\" \"$@\"", bin, "-c", conf,
                      "--instance", "web\"1\\x", NULL };
@@ -226,19 +226,19 @@ static void test_token(void **state)
     fclose(f);
     char cmd[2000];
     snprintf(cmd, sizeof cmd, "%s/allocd -c %s --check-config 2>&1 | grep -q '%s:2: metrics_listen .* is not a loopback "
-             "address: set metrics_token'", getenv("BUILD") ? getenv("BUILD") : "build", conf, conf);
+             "address: set metrics_token'", harness_build_dir(), conf, conf);
     assert_int_equal(itest_sh("%s", cmd), 0);
     /* under journald ($JOURNAL_STREAM names stderr) the start-up error is
      * filed as an error: <3> */
     snprintf(cmd, sizeof cmd, "f=%s/err.txt; : > $f; JOURNAL_STREAM=$(stat -c %%d:%%i $f) %s/allocd -c %s 2>>$f; "
-             "grep -q '^<3>%s:2: metrics_listen' $f", t->redis.dir, getenv("BUILD") ? getenv("BUILD") : "build", conf, conf);
+             "grep -q '^<3>%s:2: metrics_listen' $f", t->redis.dir, harness_build_dir(), conf, conf);
     assert_int_equal(itest_sh("%s", cmd), 0);
     /* a short token is refused too */
     f = fopen(conf, "w");
     fprintf(f, "metrics_listen = \"0.0.0.0:%d\";\nmetrics_token = \"short\";\n", port);
     fclose(f);
     snprintf(cmd, sizeof cmd, "%s/allocd -c %s --check-config 2>&1 | grep -q '%s:2: metrics_token must be at least 16'",
-             getenv("BUILD") ? getenv("BUILD") : "build", conf, conf);
+             harness_build_dir(), conf, conf);
     assert_int_equal(itest_sh("%s", cmd), 0);
 
     snprintf(tokfile, sizeof tokfile, "%s/token", t->redis.dir);
