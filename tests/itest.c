@@ -39,15 +39,47 @@ void itest_start(itest *t, const char *extra_conf)
     assert_int_equal(harness_allocd_start(&t->allocd, &t->redis, extra_conf), 0);
 }
 
+/* Fails the test on no reply or an error reply; frees the reply. */
+static void expect_ok(redisReply *r)
+{
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
+    freeReplyObject(r);
+}
+
 void itest_cmd(redisContext *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     redisReply *r = redisvCommand(c, fmt, ap);
     va_end(ap);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
-    freeReplyObject(r);
+    expect_ok(r);
+}
+
+/* HSET alloc:{b}:<hash> with the space-separated words of fields. */
+static void hset_words(redisContext *c, const char *b, const char *hash, const char *fields)
+{
+    char key[160], words[2048];
+    snprintf(key, sizeof key, "alloc:{%s}:%s", b, hash);
+    assert_true(strlen(fields) < sizeof words);
+    snprintf(words, sizeof words, "%s", fields);
+    const char *argv[128] = { "HSET", key };
+    int argc = 2;
+    char *save = NULL;
+    for (char *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        assert_true(argc < 128);
+        argv[argc++] = w;
+    }
+    expect_ok(redisCommandArgv(c, argc, argv, NULL));
+}
+
+void itest_batch(redisContext *c, const char *b, const char *meta, const char *capacity,
+                 const char *attrs)
+{
+    hset_words(c, b, "meta", meta);
+    hset_words(c, b, "capacity", capacity);
+    if (attrs) hset_words(c, b, "attrs", attrs);
+    itest_cmd(c, "SADD alloc:batches %s", b);
 }
 
 int itest_sh(const char *fmt, ...)

@@ -23,6 +23,12 @@ void itest_start(itest *t, const char *extra_conf);
 
 /* Runs a command; fails the test on an error reply. */
 void itest_cmd(redisContext *c, const char *fmt, ...);
+/* Defines batch b: HSET alloc:{b}:meta <meta>, alloc:{b}:capacity
+ * <capacity> and, unless attrs is NULL, alloc:{b}:attrs <attrs>, then SADD
+ * alloc:batches b. Each is a "field value field value ..." list split at
+ * spaces (no value may hold one); an error reply fails the test. */
+void itest_batch(redisContext *c, const char *b, const char *meta, const char *capacity,
+                 const char *attrs);
 /* RPUSH P:{b}:queue <printf-formatted JSON> */
 void itest_push(itest *t, const char *b, const char *fmt, ...);
 /* Waits (10 s) for the result of id in batch b; fails the test if none. */

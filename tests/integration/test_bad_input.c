@@ -117,14 +117,8 @@ static int setup(void **state)
     if (harness_redis_start(&f->redis, NULL) < 0) return -1;
     f->c = harness_redis_connect(&f->redis);
     if (!f->c) return -1;
-    redisReply *r = redisCommand(f->c, "HSET alloc:{bad}:meta kind room max_group 4");
-    freeReplyObject(r);
-    r = redisCommand(f->c, "HSET alloc:{bad}:capacity R1 1000 R2 5 R3 5");
-    freeReplyObject(r);
-    r = redisCommand(f->c, "HSET alloc:{bad}:attrs R1 {\"floor\":1} R2 {\"floor\":2} R3 {\"floor\":3}");
-    freeReplyObject(r);
-    r = redisCommand(f->c, "SADD alloc:batches bad");
-    freeReplyObject(r);
+    itest_batch(f->c, "bad", "kind room max_group 4", "R1 1000 R2 5 R3 5",
+                "R1 {\"floor\":1} R2 {\"floor\":2} R3 {\"floor\":3}");
     f->metrics_port = itest_free_port();
     snprintf(f->conf, sizeof f->conf, "metrics_listen = \"127.0.0.1:%d\";", f->metrics_port);
     return harness_allocd_start(&f->allocd, &f->redis, f->conf);

@@ -29,10 +29,8 @@ typedef itest fixture;
 
 static void dorm(fixture *f, const char *b)
 {
-    itest_cmd(f->c, "HSET alloc:{%s}:meta kind room max_group 3", b);
-    itest_cmd(f->c, "HSET alloc:{%s}:capacity R1 3 R2 2 R3 1", b);
-    itest_cmd(f->c, "HSET alloc:{%s}:attrs R1 {\"floor\":1} R2 {\"floor\":2} R3 {\"floor\":3}", b);
-    itest_cmd(f->c, "SADD alloc:batches %s", b);
+    itest_batch(f->c, b, "kind room max_group 3", "R1 3 R2 2 R3 1",
+                "R1 {\"floor\":1} R2 {\"floor\":2} R3 {\"floor\":3}");
 }
 
 static json_t *group_of(fixture *f, const char *b, const char *id)

@@ -32,12 +32,7 @@ static void test_metrics_endpoint(void **state)
     harness_redis redis;
     assert_int_equal(harness_redis_start(&redis, NULL), 0);
     redisContext *c = harness_redis_connect(&redis);
-    redisReply *r = redisCommand(c, "HSET alloc:{m1}:meta kind stock per_user 1");
-    freeReplyObject(r);
-    r = redisCommand(c, "HSET alloc:{m1}:capacity sku 3");
-    freeReplyObject(r);
-    r = redisCommand(c, "SADD alloc:batches m1");
-    freeReplyObject(r);
+    itest_batch(c, "m1", "kind stock per_user 1", "sku 3", NULL);
     int port = itest_free_port();
     char conf[128];
     /* an instance name with a quote and a backslash must not break the
@@ -45,6 +40,7 @@ static void test_metrics_endpoint(void **state)
     snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\"; instance = \"web\\\"1\\\\x\";", port);
     harness_allocd d;
     assert_int_equal(harness_allocd_start(&d, &redis, conf), 0);
+    redisReply *r;
     for (int i = 0; i < 10; i++) {
         r = redisCommand(c, "RPUSH alloc:{m1}:queue {\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}", i, i % 4);
         freeReplyObject(r);

@@ -59,9 +59,7 @@ static int check_names(const char *text, const char *scrape, const char *where)
 static void test_names_exist(void **state)
 {
     itest *t = *state;
-    itest_cmd(t->c, "HSET alloc:{m1}:meta kind stock");
-    itest_cmd(t->c, "HSET alloc:{m1}:capacity sku 3");
-    itest_cmd(t->c, "SADD alloc:batches m1");
+    itest_batch(t->c, "m1", "kind stock", "sku 3", NULL);
     int port = itest_free_port();
     char conf[100];
     snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);

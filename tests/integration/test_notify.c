@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "itest.h"
 
 typedef struct listener {
     int fd;
@@ -58,12 +59,7 @@ static void test_notify_protocol_and_heartbeat(void **state)
     harness_redis redis;
     assert_int_equal(harness_redis_start(&redis, NULL), 0);
     redisContext *c = harness_redis_connect(&redis);
-    redisReply *r = redisCommand(c, "HSET alloc:{n1}:meta kind stock");
-    freeReplyObject(r);
-    r = redisCommand(c, "HSET alloc:{n1}:capacity sku 5");
-    freeReplyObject(r);
-    r = redisCommand(c, "SADD alloc:batches n1");
-    freeReplyObject(r);
+    itest_batch(c, "n1", "kind stock", "sku 5", NULL);
 
     listener l;
     listen_notify(&l, redis.dir);

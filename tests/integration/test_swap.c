@@ -24,9 +24,7 @@ typedef itest fixture;
 
 static void dorm(fixture *f, const char *b)
 {
-    itest_cmd(f->c, "HSET alloc:{%s}:meta kind room", b);
-    itest_cmd(f->c, "HSET alloc:{%s}:capacity R1 2 R2 2 R3 2", b);
-    itest_cmd(f->c, "SADD alloc:batches %s", b);
+    itest_batch(f->c, b, "kind room", "R1 2 R2 2 R3 2", NULL);
 }
 
 static void take(fixture *f, const char *b, const char *user, const char *room)

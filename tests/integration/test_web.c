@@ -146,9 +146,7 @@ static void test_escaping_and_operator_series(void **state)
 {
     itest *t = *state;
     redisContext *c = t->c;
-    itest_cmd(c, "HSET alloc:{q1}:meta kind stock per_user 5");
-    itest_cmd(c, "HSET alloc:{q1}:capacity a 3 b 4");
-    itest_cmd(c, "SADD alloc:batches q1");
+    itest_batch(c, "q1", "kind stock per_user 5", "a 3 b 4", NULL);
     int port = itest_free_port();
     char conf[300], log[300];
     snprintf(conf, sizeof conf, "%s/web.conf", t->redis.dir);
@@ -313,9 +311,7 @@ static void test_no_cluster_warning_on_reconnect(void **state)
 static void test_meta_edit_warned(void **state)
 {
     itest *t = *state;
-    itest_cmd(t->c, "HSET alloc:{m1}:meta kind stock per_user 1");
-    itest_cmd(t->c, "HSET alloc:{m1}:capacity a 3");
-    itest_cmd(t->c, "SADD alloc:batches m1");
+    itest_batch(t->c, "m1", "kind stock per_user 1", "a 3", NULL);
     int port = itest_free_port();
     char conf[100];
     snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
