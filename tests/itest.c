@@ -39,6 +39,18 @@ void itest_start(itest *t, const char *extra_conf)
     assert_int_equal(harness_allocd_start(&t->allocd, &t->redis, extra_conf), 0);
 }
 
+int itest_start_metrics(itest *t, const char *b)
+{
+    int port = itest_free_port();
+    char conf[100], stats[160];
+    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
+    itest_start(t, conf);
+    snprintf(stats, sizeof stats, "alloc:{%s}:stats", b);
+    itest_expect_hget(t->c, stats, "state");
+    harness_sleep_ms(1500);
+    return port;
+}
+
 /* Fails the test on no reply or an error reply; frees the reply. */
 static void expect_ok(redisReply *r)
 {

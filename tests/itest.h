@@ -20,6 +20,10 @@ typedef struct itest {
 int itest_setup(void **state);
 int itest_teardown(void **state);
 void itest_start(itest *t, const char *extra_conf);
+/* itest_start with metrics_listen on a free loopback port, then waits for
+ * allocd to serve batch b (its stats have a state) and for one watcher tick
+ * (1.5 s); returns the port. */
+int itest_start_metrics(itest *t, const char *b);
 
 /* Runs a command; fails the test on an error reply. */
 void itest_cmd(redisContext *c, const char *fmt, ...);

@@ -60,12 +60,7 @@ static void test_names_exist(void **state)
 {
     itest *t = *state;
     itest_batch(t->c, "m1", "kind stock", "sku 3", NULL);
-    int port = itest_free_port();
-    char conf[100];
-    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
-    itest_start(t, conf);
-    itest_expect_hget(t->c, "alloc:{m1}:stats", "state");
-    harness_sleep_ms(1500);                 /* one watcher tick */
+    int port = itest_start_metrics(t, "m1");
     char *scrape = NULL;
     for (int i = 0; i < 50 && !(scrape && strstr(scrape, "allocd_batch_served{")); i++) {
         free(scrape);

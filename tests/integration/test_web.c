@@ -312,12 +312,7 @@ static void test_meta_edit_warned(void **state)
 {
     itest *t = *state;
     itest_batch(t->c, "m1", "kind stock per_user 1", "a 3", NULL);
-    int port = itest_free_port();
-    char conf[100];
-    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
-    itest_start(t, conf);
-    itest_expect_hget(t->c, "alloc:{m1}:stats", "state");
-    harness_sleep_ms(1500);                       /* the watcher has seen it */
+    itest_start_metrics(t, "m1");                 /* the watcher has seen it */
     itest_cmd(t->c, "HSET alloc:{m1}:meta per_user 3");
     int found = 0;
     for (int i = 0; i < 60 && !found; i++) {
