@@ -20,6 +20,7 @@
 #include "core/engine.h"
 #include "core/shuffle.h"
 #include "core/strmap.h"
+#include "etest.h"
 
 #define T0 1763800000000LL   /* an arbitrary "now" in ms */
 
@@ -69,79 +70,72 @@ static void per_user_3_hold(engine_meta *m) { m->per_user = 3; m->hold_ms = 1000
 
 /* ------------------------------------------------------------ requests */
 
-/* Every decision of every test must leave the engine sound. */
-static engine_result run(engine *e, engine_request r, int64_t now)
-{
-    engine_result out;
-    engine_decide(e, &r, now, &out);
-    const char *why = engine_check_invariants(e);
-    if (why) fail_msg("invariant broken: %s", why);
-    return out;
-}
+/* Each goes through etest_decide: every decision of every test must leave
+ * the engine sound. */
 
 static engine_result buy(engine *e, const char *u, const char *item, int64_t qty,
                          int64_t now)
 {
-    return run(e, (engine_request){ .op = OP_BUY, .id = "r-buy", .user = u,
-                                    .seq = 1, .item = item, .qty = qty }, now);
+    return etest_decide(e, (engine_request){ .op = OP_BUY, .id = "r-buy", .user = u,
+                                             .seq = 1, .item = item, .qty = qty }, now);
 }
 
 static engine_result confirm(engine *e, const char *u, uint64_t order, int64_t now)
 {
-    return run(e, (engine_request){ .op = OP_CONFIRM, .id = "r-confirm", .user = u,
-                                    .seq = 1, .order = order }, now);
+    return etest_decide(e, (engine_request){ .op = OP_CONFIRM, .id = "r-confirm", .user = u,
+                                             .seq = 1, .order = order }, now);
 }
 
 static engine_result cancel(engine *e, const char *u, uint64_t order, int64_t now)
 {
-    return run(e, (engine_request){ .op = OP_CANCEL, .id = "r-cancel", .user = u,
-                                    .seq = 1, .order = order }, now);
+    return etest_decide(e, (engine_request){ .op = OP_CANCEL, .id = "r-cancel", .user = u,
+                                             .seq = 1, .order = order }, now);
 }
 
 static engine_result choose(engine *e, const char *u, const char *room, int64_t now)
 {
-    return run(e, (engine_request){ .op = OP_CHOOSE, .id = "r-choose", .user = u,
-                                    .seq = 1, .item = room }, now);
+    return etest_decide(e, (engine_request){ .op = OP_CHOOSE, .id = "r-choose", .user = u,
+                                             .seq = 1, .item = room }, now);
 }
 
 static engine_result switch_to(engine *e, const char *u, const char *room, int64_t now)
 {
-    return run(e, (engine_request){ .op = OP_SWITCH, .id = "r-switch", .user = u,
-                                    .seq = 1, .item = room }, now);
+    return etest_decide(e, (engine_request){ .op = OP_SWITCH, .id = "r-switch", .user = u,
+                                             .seq = 1, .item = room }, now);
 }
 
 static engine_result release(engine *e, const char *u, int64_t now)
 {
-    return run(e, (engine_request){ .op = OP_RELEASE, .id = "r-release", .user = u,
-                                    .seq = 1 }, now);
+    return etest_decide(e, (engine_request){ .op = OP_RELEASE, .id = "r-release", .user = u,
+                                             .seq = 1 }, now);
 }
 
 static engine_result auto_pick(engine *e, const char *u, const char *const *prefs,
                                size_t n_prefs, const engine_kv *filter,
                                size_t n_filter, int has_filter, int64_t now)
 {
-    return run(e, (engine_request){ .op = OP_AUTO, .id = "r-auto", .user = u,
-                                    .seq = 1, .prefs = prefs, .n_prefs = n_prefs,
-                                    .filter = filter, .n_filter = n_filter,
-                                    .has_filter = has_filter }, now);
+    return etest_decide(e, (engine_request){ .op = OP_AUTO, .id = "r-auto", .user = u,
+                                             .seq = 1, .prefs = prefs, .n_prefs = n_prefs,
+                                             .filter = filter, .n_filter = n_filter,
+                                             .has_filter = has_filter }, now);
 }
 
 static engine_result group(engine *e, const char *const *members, size_t n,
                            const char *const *prefs, size_t n_prefs,
                            const engine_kv *filter, size_t n_filter, int64_t now)
 {
-    return run(e, (engine_request){ .op = OP_GROUP, .id = "r-group", .user = members[0],
-                                    .seq = 1, .members = members, .n_members = n,
-                                    .prefs = prefs, .n_prefs = n_prefs,
-                                    .filter = filter, .n_filter = n_filter,
-                                    .has_filter = filter != NULL }, now);
+    return etest_decide(e, (engine_request){ .op = OP_GROUP, .id = "r-group", .user = members[0],
+                                             .seq = 1, .members = members, .n_members = n,
+                                             .prefs = prefs, .n_prefs = n_prefs,
+                                             .filter = filter, .n_filter = n_filter,
+                                             .has_filter = filter != NULL }, now);
 }
 
 static engine_result admin(engine *e, engine_op op, const char *item, int64_t qty,
                            int64_t now)
 {
-    return run(e, (engine_request){ .op = op, .id = "c-1", .item = item, .qty = qty },
-               now);
+    return etest_decide(e, (engine_request){ .op = op, .id = "c-1", .item = item, .qty = qty },
+                        now);
 }
 
 static void expect_rejected(engine_result r, engine_reason why)
@@ -482,7 +476,7 @@ static void test_buy_invalid_request(void **state)
     r = buy(e, "0123456789012345678901234567890123456789012345678901234567890123456",
             "sku1", 1, T0);
     assert_int_equal(r.status, ST_INVALID);
-    r = run(e, (engine_request){ .op = OP_NONE, .id = "x", .user = "u2" }, T0);
+    r = etest_decide(e, (engine_request){ .op = OP_NONE, .id = "x", .user = "u2" }, T0);
     assert_int_equal(r.status, ST_INVALID);
     const engine_counters *c = engine_get_counters(e);
     assert_int_equal(c->invalid, 5);
@@ -922,9 +916,9 @@ static void test_group_invalid_members(void **state)
     const char *dup[] = { "s1", "s2", "s1" };
     assert_int_equal(group(e, dup, 3, prefs, 1, NULL, 0, T0).status, ST_INVALID);
     const char *m[] = { "s2", "s3" };
-    engine_result r = run(e, (engine_request){ .op = OP_GROUP, .id = "g", .user = "s1",
-                                               .members = m, .n_members = 2,
-                                               .prefs = prefs, .n_prefs = 1 }, T0);
+    engine_result r = etest_decide(e, (engine_request){ .op = OP_GROUP, .id = "g", .user = "s1",
+                                                        .members = m, .n_members = 2,
+                                                        .prefs = prefs, .n_prefs = 1 }, T0);
     assert_int_equal(r.status, ST_INVALID);   /* sender not among members */
     /* no members at all is a group formed by consent (9.2); with groups
      * listed there is none to place */

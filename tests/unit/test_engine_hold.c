@@ -15,6 +15,7 @@
 #include "core/engine.h"
 #include "core/engine_swap.h"
 #include "core/engine_wait.h"
+#include "etest.h"
 
 #define T0 1763800000000LL
 
@@ -32,20 +33,11 @@ static engine *dorm(int64_t hold_ms)
     return e;
 }
 
-static engine_result run(engine *e, engine_request r, int64_t now)
-{
-    engine_result out;
-    engine_decide(e, &r, now, &out);
-    const char *why = engine_check_invariants(e);
-    if (why) fail_msg("invariant broken: %s", why);
-    return out;
-}
-
 static engine_result op(engine *e, engine_op o, const char *id, const char *u, const char *room,
                         uint64_t order, int64_t now)
 {
-    return run(e, (engine_request){ .op = o, .id = id, .user = u, .seq = 1, .item = room,
-                                    .order = order }, now);
+    return etest_decide(e, (engine_request){ .op = o, .id = id, .user = u, .seq = 1, .item = room,
+                                             .order = order }, now);
 }
 
 static int64_t free_of(engine *e, const char *room)
@@ -100,8 +92,8 @@ static void test_expiry_frees_and_serves_the_waitlist(void **state)
 {
     engine *e = dorm(1000);
     engine_result g = op(e, OP_CHOOSE, "c1", "s1", "R1", 0, T0);
-    engine_result w = run(e, (engine_request){ .op = OP_CHOOSE, .id = "w", .user = "s2", .seq = 2,
-                                               .item = "R1", .wait = 1 }, T0 + 1);
+    engine_result w = etest_decide(e, (engine_request){ .op = OP_CHOOSE, .id = "w", .user = "s2",
+                                                        .seq = 2, .item = "R1", .wait = 1 }, T0 + 1);
     assert_int_equal(w.status, ST_WAITING);
     engine_drain_clear(e);
     assert_int_equal(engine_next_expiry(e), T0 + 1000);
@@ -145,9 +137,9 @@ static void test_group_members_hold_their_own(void **state)
 {
     engine *e = dorm(500);
     static const char *const members[] = { "a", "b" }, *const prefs[] = { "R2" };
-    engine_result g = run(e, (engine_request){ .op = OP_GROUP, .id = "g", .user = "b", .seq = 1,
-                                               .members = members, .n_members = 2, .prefs = prefs,
-                                               .n_prefs = 1 }, T0);
+    engine_result g = etest_decide(e, (engine_request){ .op = OP_GROUP, .id = "g", .user = "b",
+                                                        .seq = 1, .members = members, .n_members = 2,
+                                                        .prefs = prefs, .n_prefs = 1 }, T0);
     assert_int_equal(g.status, ST_GRANTED);
     engine_user_view va, vb;
     engine_user_view_get(e, "a", &va);
@@ -198,11 +190,11 @@ static void test_hold_end_ends_swap_offers(void **state)
     uint64_t o2 = op(e, OP_CHOOSE, "c2", "s2", "R2", 0, T0).order;
     op(e, OP_CHOOSE, "c3", "s3", "R2", 0, T0);
     engine_drain_clear(e);
-    engine_result w = run(e, (engine_request){ .op = OP_SWAP, .id = "w1", .user = "s1", .seq = 1,
-                                               .peer = "s2" }, T0 + 1);
+    engine_result w = etest_decide(e, (engine_request){ .op = OP_SWAP, .id = "w1", .user = "s1",
+                                                        .seq = 1, .peer = "s2" }, T0 + 1);
     assert_int_equal(w.status, ST_WAITING);
-    w = run(e, (engine_request){ .op = OP_SWAP, .id = "w2", .user = "s3", .seq = 1, .peer = "s2" },
-            T0 + 1);
+    w = etest_decide(e, (engine_request){ .op = OP_SWAP, .id = "w2", .user = "s3", .seq = 1,
+                                          .peer = "s2" }, T0 + 1);
     assert_int_equal(w.status, ST_WAITING);
     const engine_counters *c = engine_get_counters(e);
     int64_t processed = c->processed, rejected = c->rejected;
@@ -220,8 +212,8 @@ static void test_hold_end_ends_swap_offers(void **state)
     assert_int_equal(c->rejected, rejected + 2);
     /* s1 offers to s3; s1's hold runs out: the offer ends with it */
     engine_drain_clear(e);
-    w = run(e, (engine_request){ .op = OP_SWAP, .id = "w3", .user = "s1", .seq = 1, .peer = "s3" },
-            T0 + 3);
+    w = etest_decide(e, (engine_request){ .op = OP_SWAP, .id = "w3", .user = "s1", .seq = 1,
+                                          .peer = "s3" }, T0 + 3);
     assert_int_equal(w.status, ST_WAITING);
     engine_drain_clear(e);
     assert_true(engine_expire(e, T0 + 1000) >= 1);
