@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "chaos/chaos_core.h"
+#include "chaos/chaos_test.h"
 
 static void test_chaos_cluster(void **state)
 {
@@ -35,18 +35,11 @@ static void test_chaos_cluster(void **state)
     p.redis_restarts = 0;
     p.seconds = 14;
     p.verbose = getenv("CHAOS_VERBOSE") != NULL;
-    const char *seed = getenv("CHAOS_SEED");
-    p.seed = seed && *seed ? strtoull(seed, NULL, 10) : 20251122;
+    p.seed = chaos_test_seed(20251122);
     chaos_report rep;
-    int rc = chaos_run(&p, &rep);
-    chaos_print_report(stdout, &p, &rep);
-    assert_int_equal(rc, 0);
+    chaos_test_run(&p, &rep);
     assert_int_equal(rep.nodes, 3);
     assert_int_equal(rep.instances, 3);
-    assert_int_equal(rep.lost, 0);
-    assert_int_equal(rep.applied_twice, 0);
-    assert_int_equal(rep.oversold, 0);
-    assert_int_equal(rep.violations, 0);
     assert_int_equal(rep.kills, 4);
     assert_int_equal(rep.pauses, 1);
     assert_true(rep.results > 6000);

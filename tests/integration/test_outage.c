@@ -19,17 +19,25 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "chaos/chaos_core.h"
+#include "chaos/chaos_test.h"
+
+/* 6000 requests for `seconds` with a fixed seed, and no kill or restart of
+ * allocd or Redis: what each test adds is the trouble. */
+static chaos_params steady_params(int seconds, uint64_t seed)
+{
+    chaos_params p;
+    chaos_params_default(&p);
+    p.requests = 6000;
+    p.kills = 0;
+    p.redis_restarts = 0;
+    p.seconds = seconds;
+    p.seed = seed;
+    return p;
+}
 
 static void run(chaos_params *p, chaos_report *rep)
 {
-    int rc = chaos_run(p, rep);
-    chaos_print_report(stdout, p, rep);
-    assert_int_equal(rc, 0);
-    assert_int_equal(rep->violations, 0);
-    assert_int_equal(rep->lost, 0);
-    assert_int_equal(rep->applied_twice, 0);
-    assert_int_equal(rep->oversold, 0);
+    chaos_test_run(p, rep);
     /* one allocd for the whole run: it never gave up or crashed */
     assert_int_equal(rep->allocd_starts, 1);
     assert_int_equal(rep->allocd_unexpected_exits, 0);
@@ -38,14 +46,8 @@ static void run(chaos_params *p, chaos_report *rep)
 
 static void test_redis_outage_10s(void **state)
 {
-    chaos_params p;
-    chaos_params_default(&p);
-    p.requests = 6000;
-    p.kills = 0;
-    p.redis_restarts = 0;
+    chaos_params p = steady_params(16, 7);   /* the outage runs from 4.8 s to 14.8 s */
     p.outage_ms = 10000;
-    p.seconds = 16;          /* the outage runs from 4.8 s to 14.8 s */
-    p.seed = 7;
     chaos_report rep;
     run(&p, &rep);
     assert_int_equal(rep.outages, 1);
@@ -57,14 +59,8 @@ static void test_redis_outage_10s(void **state)
 
 static void test_slow_redis(void **state)
 {
-    chaos_params p;
-    chaos_params_default(&p);
-    p.requests = 6000;
-    p.kills = 0;
-    p.redis_restarts = 0;
+    chaos_params p = steady_params(12, 11);
     p.slow = 5;
-    p.seconds = 12;
-    p.seed = 11;
     chaos_report rep;
     run(&p, &rep);
     assert_int_equal(rep.slow_sleeps, 5);
