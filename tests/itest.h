@@ -24,6 +24,9 @@ void itest_start(itest *t, const char *extra_conf);
  * allocd to serve batch b (its stats have a state) and for one watcher tick
  * (1.5 s); returns the port. */
 int itest_start_metrics(itest *t, const char *b);
+/* A test in main()'s table, run on a fixture of its own (itest_setup,
+ * itest_teardown). */
+#define ITEST_CASE(test) cmocka_unit_test_setup_teardown(test, itest_setup, itest_teardown)
 
 /* Runs a command; fails the test on an error reply. */
 void itest_cmd(redisContext *c, const char *fmt, ...);

@@ -232,12 +232,12 @@ static void test_ctl_id_reuse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_push_to_missing_batch, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_filter_typed_by_attrs, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_status_before_shuffled_opening, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_dead_delete_and_edit, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_top_latency_and_width, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_ctl_id_reuse, itest_setup, itest_teardown),
+        ITEST_CASE(test_push_to_missing_batch),
+        ITEST_CASE(test_filter_typed_by_attrs),
+        ITEST_CASE(test_status_before_shuffled_opening),
+        ITEST_CASE(test_dead_delete_and_edit),
+        ITEST_CASE(test_top_latency_and_width),
+        ITEST_CASE(test_ctl_id_reuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -209,7 +209,7 @@ static void test_dashboard_in_chromium(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_dashboard_in_chromium, itest_setup, itest_teardown),
+        ITEST_CASE(test_dashboard_in_chromium),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -231,9 +231,9 @@ static void test_allocctl_shows_groups_and_offers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_housing_round, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_groups_survive_kill9, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_allocctl_shows_groups_and_offers, itest_setup, itest_teardown),
+        ITEST_CASE(test_housing_round),
+        ITEST_CASE(test_groups_survive_kill9),
+        ITEST_CASE(test_allocctl_shows_groups_and_offers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

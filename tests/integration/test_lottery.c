@@ -266,8 +266,8 @@ static void test_kill9_while_collecting_and_serving(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_spammer_is_one_ticket_drawn_last, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_while_collecting_and_serving, itest_setup, itest_teardown),
+        ITEST_CASE(test_spammer_is_one_ticket_drawn_last),
+        ITEST_CASE(test_kill9_while_collecting_and_serving),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -104,7 +104,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_promtool),
-        cmocka_unit_test_setup_teardown(test_names_exist, itest_setup, itest_teardown),
+        ITEST_CASE(test_names_exist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -191,10 +191,10 @@ static void test_order_ids(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_confirm_cancel_and_limits, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_expiry_while_running, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_expiry_while_stopped, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_order_ids, itest_setup, itest_teardown),
+        ITEST_CASE(test_confirm_cancel_and_limits),
+        ITEST_CASE(test_expiry_while_running),
+        ITEST_CASE(test_expiry_while_stopped),
+        ITEST_CASE(test_order_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

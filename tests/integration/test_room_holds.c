@@ -177,9 +177,9 @@ static void test_formed_group_holds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_confirm_and_cancel, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_expiry_while_down, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_formed_group_holds, itest_setup, itest_teardown),
+        ITEST_CASE(test_confirm_and_cancel),
+        ITEST_CASE(test_expiry_while_down),
+        ITEST_CASE(test_formed_group_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

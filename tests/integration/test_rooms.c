@@ -263,11 +263,11 @@ static void test_admin_commands_race_requests(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_every_op_and_reason, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_switch_moves_the_bed, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_shuffle_lottery, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_throttle, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_admin_commands_race_requests, itest_setup, itest_teardown),
+        ITEST_CASE(test_every_op_and_reason),
+        ITEST_CASE(test_switch_moves_the_bed),
+        ITEST_CASE(test_shuffle_lottery),
+        ITEST_CASE(test_throttle),
+        ITEST_CASE(test_admin_commands_race_requests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

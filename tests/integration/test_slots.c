@@ -124,9 +124,9 @@ static void test_bad_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_slots_from_a_lottery_file, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_group_slot_rules, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_bad_file, itest_setup, itest_teardown),
+        ITEST_CASE(test_slots_from_a_lottery_file),
+        ITEST_CASE(test_group_slot_rules),
+        ITEST_CASE(test_bad_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

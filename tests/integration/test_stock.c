@@ -442,16 +442,16 @@ static void test_sigterm_drains_and_exits_zero(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_buy_and_every_rejection, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_garbage_between_valid_requests, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_resubmitted_ids_are_not_applied_again, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_state_left_by_an_earlier_run, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_queue_position_is_exact, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_not_open_and_closed, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_batches_come_and_go_without_restart, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_loses_nothing, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_many_grants_never_reload, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm_drains_and_exits_zero, itest_setup, itest_teardown),
+        ITEST_CASE(test_buy_and_every_rejection),
+        ITEST_CASE(test_garbage_between_valid_requests),
+        ITEST_CASE(test_resubmitted_ids_are_not_applied_again),
+        ITEST_CASE(test_state_left_by_an_earlier_run),
+        ITEST_CASE(test_queue_position_is_exact),
+        ITEST_CASE(test_not_open_and_closed),
+        ITEST_CASE(test_batches_come_and_go_without_restart),
+        ITEST_CASE(test_kill9_loses_nothing),
+        ITEST_CASE(test_many_grants_never_reload),
+        ITEST_CASE(test_sigterm_drains_and_exits_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,9 +189,9 @@ static void test_kill9_between_halves(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_both_orders_and_overtaken, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_close_with_open_offer, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_between_halves, itest_setup, itest_teardown),
+        ITEST_CASE(test_both_orders_and_overtaken),
+        ITEST_CASE(test_close_with_open_offer),
+        ITEST_CASE(test_kill9_between_halves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -490,13 +490,13 @@ static void test_chunk_log_carries_the_waitlist(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_stock_cancel_and_expiry_serve_the_head, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_per_user_checked_again, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_wait_ms_and_close, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_rooms_release_switch_and_capacity, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_group_does_not_block, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_loses_nothing, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_chunk_log_carries_the_waitlist, itest_setup, itest_teardown),
+        ITEST_CASE(test_stock_cancel_and_expiry_serve_the_head),
+        ITEST_CASE(test_per_user_checked_again),
+        ITEST_CASE(test_wait_ms_and_close),
+        ITEST_CASE(test_rooms_release_switch_and_capacity),
+        ITEST_CASE(test_group_does_not_block),
+        ITEST_CASE(test_kill9_loses_nothing),
+        ITEST_CASE(test_chunk_log_carries_the_waitlist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -326,11 +326,11 @@ static void test_meta_edit_warned(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_slow_connections_capped_and_timed_out, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_escaping_and_operator_series, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_token, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_no_cluster_warning_on_reconnect, itest_setup, itest_teardown),
-        cmocka_unit_test_setup_teardown(test_meta_edit_warned, itest_setup, itest_teardown),
+        ITEST_CASE(test_slow_connections_capped_and_timed_out),
+        ITEST_CASE(test_escaping_and_operator_series),
+        ITEST_CASE(test_token),
+        ITEST_CASE(test_no_cluster_warning_on_reconnect),
+        ITEST_CASE(test_meta_edit_warned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
