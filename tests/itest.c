@@ -105,6 +105,20 @@ int itest_sh(const char *fmt, ...)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+int itest_ctl(itest *t, char **out, const char *fmt, ...)
+{
+    char args[1500], path[400];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    assert_true(n >= 0 && (size_t)n < sizeof args);
+    snprintf(path, sizeof path, "%s/ctl.out", t->redis.dir);
+    int rc = itest_sh("%s/allocctl --redis '%s' %s > %s 2>&1", harness_build_dir(), t->redis.url, args, path);
+    if (out && !(*out = itest_read_file(path))) fail_msg("allocctl's output %s cannot be read", path);
+    return rc;
+}
+
 void itest_push(itest *t, const char *b, const char *fmt, ...)
 {
     char json[2048];

@@ -61,5 +61,10 @@ void itest_expect_hget(redisContext *c, const char *key, const char *field);
 char *itest_read_file(const char *path);
 /* Runs a shell command line (printf-style); its exit status, -1 if killed. */
 int itest_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Runs allocctl --redis <t's Redis> with args (printf-style; a shell
+ * fragment), stdout and stderr to a file in t's dir; its exit status. Unless
+ * out is NULL, *out is the whole output (malloc'd); an output that cannot be
+ * read fails the test. */
+int itest_ctl(itest *t, char **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

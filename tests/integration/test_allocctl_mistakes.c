@@ -16,44 +16,27 @@
 #include "harness.h"
 #include "itest.h"
 
-/* Runs allocctl with args (a shell fragment); its output in *out. */
-static int ctl(itest *t, char **out, const char *fmt, ...)
-{
-    char args[1500], log[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(log, sizeof log, "%s/ctl.out", t->redis.dir);
-    int rc = itest_sh("%s/allocctl --redis '%s' %s > %s 2>&1", harness_build_dir(), t->redis.url, args, log);
-    FILE *f = fopen(log, "r");
-    char *buf = calloc(1, 8192);
-    if (f) { size_t n = fread(buf, 1, 8191, f); buf[n] = '\0'; fclose(f); }
-    if (out) *out = buf; else free(buf);
-    return rc;
-}
-
 static void test_push_to_missing_batch(void **state)
 {
     itest *t = *state;
     char *out;
-    assert_int_equal(ctl(t, &out, "push nosuch --user u1 --op buy --item a"), 1);
+    assert_int_equal(itest_ctl(t, &out, "push nosuch --user u1 --op buy --item a"), 1);
     assert_non_null(strstr(out, "batch nosuch does not exist"));
     assert_non_null(strstr(out, "--force"));
     free(out);
     assert_int_equal(proc_int(t->c, "LLEN alloc:{nosuch}:queue"), 0);
     /* defined but not live */
     itest_cmd(t->c, "HSET alloc:{s1}:meta kind stock");
-    assert_int_equal(ctl(t, &out, "push s1 --user u1 --op buy --item a"), 1);
+    assert_int_equal(itest_ctl(t, &out, "push s1 --user u1 --op buy --item a"), 1);
     assert_non_null(strstr(out, "is not live (not in P:batches)"));
     free(out);
     /* --force pushes anyway */
-    assert_int_equal(ctl(t, &out, "push s1 --user u1 --op buy --item a --force"), 0);
+    assert_int_equal(itest_ctl(t, &out, "push s1 --user u1 --op buy --item a --force"), 0);
     assert_non_null(strstr(out, "ordinal=1"));
     free(out);
     assert_int_equal(proc_int(t->c, "LLEN alloc:{s1}:queue"), 1);
     itest_cmd(t->c, "SADD alloc:batches s1");
-    assert_int_equal(ctl(t, NULL, "push s1 --user u2 --op buy --item a"), 0);
+    assert_int_equal(itest_ctl(t, NULL, "push s1 --user u2 --op buy --item a"), 0);
 }
 
 static void test_filter_typed_by_attrs(void **state)
@@ -64,8 +47,10 @@ static void test_filter_typed_by_attrs(void **state)
     itest_cmd(t->c, "HSET alloc:{d1}:attrs R1 {\"building\":\"7\",\"floor\":3} R2 {\"building\":\"8\",\"floor\":4}");
     itest_cmd(t->c, "SADD alloc:batches d1");
     char *out;
-    assert_int_equal(ctl(t, NULL, "push d1 --id g1 --user u1 --op group --members u1,u2 --filter building=7,floor=3"), 0);
-    assert_int_equal(ctl(t, NULL, "push d1 --id g2 --user u3 --op group --members u3,u4 --filter 'building=\"8\"'"), 0);
+    assert_int_equal(itest_ctl(t, NULL, "push d1 --id g1 --user u1 --op group --members u1,u2 "
+                                        "--filter building=7,floor=3"), 0);
+    assert_int_equal(itest_ctl(t, NULL, "push d1 --id g2 --user u3 --op group --members u3,u4 "
+                                        "--filter 'building=\"8\"'"), 0);
     char *q = harness_str(t->c, "LINDEX alloc:{d1}:queue 0");
     assert_non_null(strstr(q, "\"filter\":{\"building\":\"7\",\"floor\":3}"));
     free(q);
@@ -73,10 +58,10 @@ static void test_filter_typed_by_attrs(void **state)
     assert_non_null(strstr(q, "\"filter\":{\"building\":\"8\"}"));   /* not "\"8\"" */
     free(q);
     /* a number where the rooms have a number, and no such attribute */
-    assert_int_equal(ctl(t, &out, "push d1 --user u5 --op group --members u5 --filter floor=high"), 2);
+    assert_int_equal(itest_ctl(t, &out, "push d1 --user u5 --op group --members u5 --filter floor=high"), 2);
     assert_non_null(strstr(out, "attribute 'floor' is a number"));
     free(out);
-    assert_int_equal(ctl(t, &out, "push d1 --user u5 --op group --members u5 --filter wing=east"), 2);
+    assert_int_equal(itest_ctl(t, &out, "push d1 --user u5 --op group --members u5 --filter wing=east"), 2);
     assert_non_null(strstr(out, "no room of this batch has the attribute 'wing'"));
     free(out);
     /* and allocd serves the typed filter: both groups get their building */
@@ -102,18 +87,18 @@ static void test_status_before_shuffled_opening(void **state)
     itest_cmd(t->c, "HSET alloc:{l1}:capacity a 5");
     itest_cmd(t->c, "SADD alloc:batches l1");
     for (int i = 0; i < 3; i++)        /* no daemon: they stay in the queue */
-        assert_int_equal(ctl(t, NULL, "push l1 --id q%d --user u%d --op buy --item a", i, i), 0);
+        assert_int_equal(itest_ctl(t, NULL, "push l1 --id q%d --user u%d --op buy --item a", i, i), 0);
     char *out;
-    assert_int_equal(ctl(t, &out, "status l1 --id q2"), 0);
+    assert_int_equal(itest_ctl(t, &out, "status l1 --id q2"), 0);
     assert_null(strstr(out, "ahead"));
     assert_non_null(strstr(out, "joins the opening lottery"));
     free(out);
-    assert_int_equal(ctl(t, &out, "status l1 --id q2 --ordinal 3"), 0);
+    assert_int_equal(itest_ctl(t, &out, "status l1 --id q2 --ordinal 3"), 0);
     assert_null(strstr(out, "ahead"));
     free(out);
     /* after the opening the line means something again */
     itest_cmd(t->c, "HSET alloc:{l1}:meta opens_at 1");
-    assert_int_equal(ctl(t, &out, "status l1 --id q2"), 0);
+    assert_int_equal(itest_ctl(t, &out, "status l1 --id q2"), 0);
     assert_non_null(strstr(out, "2 ahead of you"));
     free(out);
 }
@@ -133,26 +118,26 @@ static void test_dead_delete_and_edit(void **state)
     assert_int_equal(proc_int(t->c, "LLEN alloc:{e1}:dead"), 3);
     char *out;
     /* an edit allocd would refuse is refused here */
-    assert_int_equal(ctl(t, &out, "dead e1 --requeue --index 0 --json '{\"id\":\"x1\"}'"), 2);
+    assert_int_equal(itest_ctl(t, &out, "dead e1 --requeue --index 0 --json '{\"id\":\"x1\"}'"), 2);
     assert_non_null(strstr(out, "would not accept"));
     free(out);
     /* the truncated request, fixed and requeued */
-    assert_int_equal(ctl(t, &out, "dead e1 --requeue --index 0 --json "
-                                  "'{\"id\":\"x1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"a\"}'"), 0);
+    assert_int_equal(itest_ctl(t, &out, "dead e1 --requeue --index 0 --json "
+                                        "'{\"id\":\"x1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"a\"}'"), 0);
     assert_non_null(strstr(out, "requeued dead entry 0 as edited"));
     free(out);
     json_t *r = itest_result(t, "e1", "x1");
     assert_string_equal(itest_jstr(r, "status"), "granted");
     json_decref(r);
-    assert_int_equal(ctl(t, &out, "dead e1 --delete --index 0"), 0);
+    assert_int_equal(itest_ctl(t, &out, "dead e1 --delete --index 0"), 0);
     assert_non_null(strstr(out, "deleted dead entry 0"));
     free(out);
     char *left = harness_str(t->c, "LINDEX alloc:{e1}:dead 0");
     assert_non_null(strstr(left, "junk-2"));
     free(left);
-    assert_int_equal(ctl(t, NULL, "dead e1 --delete --all"), 0);
+    assert_int_equal(itest_ctl(t, NULL, "dead e1 --delete --all"), 0);
     assert_int_equal(proc_int(t->c, "LLEN alloc:{e1}:dead"), 0);
-    assert_int_equal(ctl(t, &out, "dead e1 --delete --index 0"), 1);
+    assert_int_equal(itest_ctl(t, &out, "dead e1 --delete --index 0"), 1);
     free(out);
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
 }
@@ -174,7 +159,7 @@ static void test_top_latency_and_width(void **state)
     itest_cmd(t->c, "HSET alloc:{a-rather-long-batch-name}:stats state open owner web-3 decision_p50_us 0 "
               "decision_p99_us 0 updated_at %lld", now);
     char *out;
-    assert_int_equal(ctl(t, &out, "top"), 0);       /* wide: not a terminal, no $COLUMNS */
+    assert_int_equal(itest_ctl(t, &out, "top"), 0);       /* wide: not a terminal, no $COLUMNS */
     /* P50, P99, ARCHIVE ("-": no archiver ever ran), OWNER */
     assert_non_null(strstr(out, "0.25  0.90  -                      web-2"));
     const char *idle = strstr(out, "\nidle1 ");
@@ -185,7 +170,7 @@ static void test_top_latency_and_width(void **state)
     assert_non_null(strstr(zero, "    -     -  -                      web-3"));
     free(out);
     setenv("COLUMNS", "80", 1);
-    int rc = ctl(t, &out, "top");
+    int rc = itest_ctl(t, &out, "top");
     unsetenv("COLUMNS");
     assert_int_equal(rc, 0);
     for (char *line = out; *line;) {
@@ -210,13 +195,13 @@ static void test_ctl_id_reuse(void **state)
     itest_cmd(t->c, "SADD alloc:batches c1");
     itest_start(t, NULL);
     char *out;
-    assert_int_equal(ctl(t, NULL, "push c1 --ctl --op pause --id op1"), 0);
+    assert_int_equal(itest_ctl(t, NULL, "push c1 --ctl --op pause --id op1"), 0);
     json_decref(itest_result(t, "c1", "op1"));
-    assert_int_equal(ctl(t, &out, "push c1 --ctl --op resume --id op1"), 1);
+    assert_int_equal(itest_ctl(t, &out, "push c1 --ctl --op resume --id op1"), 1);
     assert_non_null(strstr(out, "id op1 already has a result"));
     free(out);
     assert_int_equal(proc_int(t->c, "LLEN alloc:{c1}:ctl"), 0);
-    assert_int_equal(ctl(t, NULL, "push c1 --ctl --op resume --id op1 --force"), 0);
+    assert_int_equal(itest_ctl(t, NULL, "push c1 --ctl --op resume --id op1 --force"), 0);
     int logged = 0;
     for (int i = 0; i < 100 && !logged; i++) {
         logged = itest_count_in_log(&t->allocd, "admin command id 'op1' already has a result") > 0;

@@ -188,44 +188,36 @@ static void test_groups_survive_kill9(void **state)
 
 /* allocctl: push gains the new ops; status --user shows the group, the
  * invitations and the swap offers; batch show lists the groups. */
-static int ctl(fixture *f, char *out, size_t len, const char *args)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/ctl.out", f->redis.dir);
-    int rc = itest_sh("%s/allocctl --redis %s %s > %s 2>&1", harness_build_dir(), f->redis.url, args, path);
-    FILE *fp = fopen(path, "r");
-    size_t n = fp ? fread(out, 1, len - 1, fp) : 0;
-    out[n] = '\0';
-    if (fp) fclose(fp);
-    return rc;
-}
-
 static void test_allocctl_shows_groups_and_offers(void **state)
 {
     fixture *f = *state;
     dorm(f, "h3");
     itest_start(f, CONF);
-    char out[4096];
-    assert_int_equal(ctl(f, out, sizeof out, "push h3 --user ann --op invite --to bob,cat --id i1"), 0);
-    assert_int_equal(ctl(f, out, sizeof out, "push h3 --user bob --op accept --from ann --id a1"), 0);
-    assert_int_equal(ctl(f, out, sizeof out, "push h3 --user bob --op prefs --prefs R2 --version 0 --id p1"), 0);
-    assert_int_equal(ctl(f, out, sizeof out, "push h3 --user ann --op group --id g1"), 0);
+    assert_int_equal(itest_ctl(f, NULL, "push h3 --user ann --op invite --to bob,cat --id i1"), 0);
+    assert_int_equal(itest_ctl(f, NULL, "push h3 --user bob --op accept --from ann --id a1"), 0);
+    assert_int_equal(itest_ctl(f, NULL, "push h3 --user bob --op prefs --prefs R2 --version 0 --id p1"), 0);
+    assert_int_equal(itest_ctl(f, NULL, "push h3 --user ann --op group --id g1"), 0);
     itest_expect(f, "h3", "g1", "granted", "R2");
-    assert_int_equal(ctl(f, out, sizeof out, "push h3 --user dan --op choose --room R1 --id c1"), 0);
+    assert_int_equal(itest_ctl(f, NULL, "push h3 --user dan --op choose --room R1 --id c1"), 0);
     itest_expect(f, "h3", "c1", "granted", "R1");
-    assert_int_equal(ctl(f, out, sizeof out, "push h3 --user ann --op swap --with dan --id w1"), 0);
+    assert_int_equal(itest_ctl(f, NULL, "push h3 --user ann --op swap --with dan --id w1"), 0);
     itest_expect(f, "h3", "w1", "waiting", NULL);
-    assert_int_equal(ctl(f, out, sizeof out, "status h3 --user cat"), 0);
+    char *out;
+    assert_int_equal(itest_ctl(f, &out, "status h3 --user cat"), 0);
     assert_non_null(strstr(out, "invitation to group g1 (leader ann)"));
-    assert_int_equal(ctl(f, out, sizeof out, "status h3 --user ann"), 0);
+    free(out);
+    assert_int_equal(itest_ctl(f, &out, "status h3 --user ann"), 0);
     assert_non_null(strstr(out, "group g1: leader ann, version 1"));
     assert_non_null(strstr(out, "swap offer to dan (request w1)"));
-    assert_int_equal(ctl(f, out, sizeof out, "status h3 --user dan"), 0);
+    free(out);
+    assert_int_equal(itest_ctl(f, &out, "status h3 --user dan"), 0);
     assert_non_null(strstr(out, "swap offer from ann (request w1)"));
-    assert_int_equal(ctl(f, out, sizeof out, "batch show h3"), 0);
+    free(out);
+    assert_int_equal(itest_ctl(f, &out, "batch show h3"), 0);
     assert_non_null(strstr(out, "groups (formed): 1"));
     assert_non_null(strstr(out, "members   ann, bob"));
     assert_non_null(strstr(out, "invited   cat"));
+    free(out);
 }
 
 int main(void)

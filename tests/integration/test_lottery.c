@@ -32,17 +32,10 @@ typedef itest fixture;
 
 #define CONF "instance = \"lot\"; "
 
-/* allocctl lottery verify B; its exit code, its output in out. */
-static int verify(fixture *f, const char *b, char *out, size_t len)
+/* allocctl lottery verify B; its exit code, its output in *out (to free). */
+static int verify(fixture *f, const char *b, char **out)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/verify.out", f->redis.dir);
-    int rc = itest_sh("%s/allocctl --redis %s lottery verify %s > %s 2>&1", harness_build_dir(), f->redis.url, b, path);
-    FILE *fp = fopen(path, "r");
-    size_t n = fp ? fread(out, 1, len - 1, fp) : 0;
-    out[n] = '\0';
-    if (fp) fclose(fp);
-    return rc;
+    return itest_ctl(f, out, "lottery verify %s", b);
 }
 
 static long long stat_int(fixture *f, const char *b, const char *field)
@@ -99,9 +92,10 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
     assert_non_null(commit);
     assert_int_equal(strlen(commit), 64);
     assert_int_equal(proc_int(f->c, "HEXISTS alloc:{sp}:stats lottery_seed"), 0);
-    char out[8192];
-    assert_int_equal(verify(f, "sp", out, sizeof out), 1);   /* not revealed yet */
+    char *out;
+    assert_int_equal(verify(f, "sp", &out), 1);   /* not revealed yet */
     assert_non_null(strstr(out, "not revealed yet"));
+    free(out);
     assert_true(harness_now_ms() < opens);   /* all of the above was seen before the opening */
 
     wait_opening(opens);
@@ -122,12 +116,13 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
     }
     assert_int_equal(stat_int(f, "sp", "granted"), 3);
     assert_int_equal(proc_int(f->c, "HEXISTS alloc:{sp}:holders spam"), 0);
-    int rc = verify(f, "sp", out, sizeof out);
+    int rc = verify(f, "sp", &out);
     if (rc) fprintf(stderr, "%s", out);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "MATCH"));
     assert_null(strstr(out, "MISMATCH"));
     assert_non_null(strstr(out, "draw 1 "));
+    free(out);
 
     /* a result rewritten afterwards is found */
     char *r0 = harness_str(f->c, "HGET alloc:{sp}:results s0");
@@ -136,8 +131,9 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
     char *changed = json_dumps(j, JSON_COMPACT);
     redisReply *w = redisCommand(f->c, "HSET alloc:{sp}:results s0 %s", changed);
     freeReplyObject(w);
-    assert_int_equal(verify(f, "sp", out, sizeof out), 1);
+    assert_int_equal(verify(f, "sp", &out), 1);
     assert_non_null(strstr(out, "MISMATCH"));
+    free(out);
     free(changed);
     json_decref(j);
     free(r0);
@@ -224,10 +220,11 @@ static void test_kill9_while_collecting_and_serving(void **state)
     assert_int_equal(proc_int(f->c, "HGET alloc:{k9}:internal early_served"), 5 * CHUNK);
     assert_int_equal(proc_int(f->c, "HLEN alloc:{k9}:results"), 5 * CHUNK);
     harness_allocd_kill(&f->allocd);                       /* kill -9 mid-pool */
-    char out[8192];
-    int rc = verify(f, "k9", out, sizeof out);             /* the served part already matches */
+    char *out;
+    int rc = verify(f, "k9", &out);                        /* the served part already matches */
     if (rc) fprintf(stderr, "%s", out);
     assert_int_equal(rc, 0);
+    free(out);
 
     itest_start(f, conf);
     assert_int_equal(harness_wait_hlen(f->c, "alloc:{k9}:results", N, 10000), N);
@@ -248,11 +245,12 @@ static void test_kill9_while_collecting_and_serving(void **state)
         json_decref(ra);
         json_decref(rb);
     }
-    rc = verify(f, "k9", out, sizeof out);
+    rc = verify(f, "k9", &out);
     if (rc) fprintf(stderr, "%s", out);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "MATCH"));
     assert_null(strstr(out, "MISMATCH"));
+    free(out);
     char *seed = harness_str(f->c, "HGET alloc:{k9}:stats lottery_seed");
     char want[LOTTERY_SEED_HEX + 1];
     lottery_commit(seed, want);

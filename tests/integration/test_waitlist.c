@@ -336,20 +336,6 @@ static void test_kill9_loses_nothing(void **state)
 
 /* ---- log_format = "chunk": the waitlist's extras in chunk entries ---- */
 
-static char *ctl_out(fixture *f, const char *args, int *rc)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/verify.out", f->redis.dir);
-    *rc = itest_sh("%s/allocctl --redis %s %s >%s 2>&1", harness_build_dir(), f->redis.url, args, path);
-    FILE *in = fopen(path, "r");
-    assert_non_null(in);
-    static char buf[16384];
-    size_t n = fread(buf, 1, sizeof buf - 1, in);
-    buf[n] = '\0';
-    fclose(in);
-    return strdup(buf);
-}
-
 /* Every entry of the log is a chunk entry; returns the sum of their n and
  * the events array of every entry, concatenated (caller frees). */
 static char *chunk_log(fixture *f, const char *b, long long *events, long long *entries)
@@ -447,8 +433,8 @@ static void test_chunk_log_carries_the_waitlist(void **state)
     assert_true(same_entry(log, "[\"expire\",\"cy\"", "[\"wait_served\",\"dan\""));
     free(log);
 
-    int rc;
-    char *out = ctl_out(f, "verify c", &rc);
+    char *out;
+    int rc = itest_ctl(f, &out, "verify c");
     if (rc != 0) fail_msg("verify of the chunk log: exit %d\n%s", rc, out);
     /* every event replayed, not every entry, and the waitlist from the extras */
     char want[64];
@@ -466,18 +452,18 @@ static void test_chunk_log_carries_the_waitlist(void **state)
     json_object_set_new(doc, "no", json_integer(9));
     char *bad = json_dumps(doc, JSON_COMPACT);
     itest_cmd(f->c, "HSET alloc:{c}:waitlist w4 %s", bad);
-    out = ctl_out(f, "verify c", &rc);
+    rc = itest_ctl(f, &out, "verify c");
     assert_int_not_equal(rc, 0);
     if (!strstr(out, "waitlist[w4]: ticket 9, the log says 4")) fail_msg("verify says:\n%s", out);
     free(out);
     /* and a waiting request that is not on it */
     itest_cmd(f->c, "HDEL alloc:{c}:waitlist w4");
-    out = ctl_out(f, "verify c", &rc);
+    rc = itest_ctl(f, &out, "verify c");
     assert_int_not_equal(rc, 0);
     if (!strstr(out, "waitlist: request 'w4' (ticket 4)")) fail_msg("verify says:\n%s", out);
     free(out);
     itest_cmd(f->c, "HSET alloc:{c}:waitlist w4 %s", w4);
-    out = ctl_out(f, "verify c", &rc);
+    rc = itest_ctl(f, &out, "verify c");
     if (rc != 0) fail_msg("verify after the restore: exit %d\n%s", rc, out);
     free(out);
     free(bad);
