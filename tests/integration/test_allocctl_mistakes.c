@@ -42,10 +42,8 @@ static void test_push_to_missing_batch(void **state)
 static void test_filter_typed_by_attrs(void **state)
 {
     itest *t = *state;
-    itest_cmd(t->c, "HSET alloc:{d1}:meta kind room groups listed");   /* group --members */
-    itest_cmd(t->c, "HSET alloc:{d1}:capacity R1 2 R2 2");
-    itest_cmd(t->c, "HSET alloc:{d1}:attrs R1 {\"building\":\"7\",\"floor\":3} R2 {\"building\":\"8\",\"floor\":4}");
-    itest_cmd(t->c, "SADD alloc:batches d1");
+    itest_batch(t->c, "d1", "kind room groups listed", "R1 2 R2 2",   /* groups listed: group --members */
+                "R1 {\"building\":\"7\",\"floor\":3} R2 {\"building\":\"8\",\"floor\":4}");
     char *out;
     assert_int_equal(itest_ctl(t, NULL, "push d1 --id g1 --user u1 --op group --members u1,u2 "
                                         "--filter building=7,floor=3"), 0);
@@ -107,9 +105,7 @@ static void test_status_before_shuffled_opening(void **state)
 static void test_dead_delete_and_edit(void **state)
 {
     itest *t = *state;
-    itest_cmd(t->c, "HSET alloc:{e1}:meta kind stock");
-    itest_cmd(t->c, "HSET alloc:{e1}:capacity a 5");
-    itest_cmd(t->c, "SADD alloc:batches e1");
+    itest_batch(t->c, "e1", "kind stock", "a 5", NULL);
     itest_start(t, NULL);
     itest_cmd(t->c, "RPUSH alloc:{e1}:queue %s", "{\"id\":\"x1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"a\"");
     itest_cmd(t->c, "RPUSH alloc:{e1}:queue %s", "junk-1");
@@ -190,9 +186,7 @@ static void test_top_latency_and_width(void **state)
 static void test_ctl_id_reuse(void **state)
 {
     itest *t = *state;
-    itest_cmd(t->c, "HSET alloc:{c1}:meta kind stock");
-    itest_cmd(t->c, "HSET alloc:{c1}:capacity a 5");
-    itest_cmd(t->c, "SADD alloc:batches c1");
+    itest_batch(t->c, "c1", "kind stock", "a 5", NULL);
     itest_start(t, NULL);
     char *out;
     assert_int_equal(itest_ctl(t, NULL, "push c1 --ctl --op pause --id op1"), 0);

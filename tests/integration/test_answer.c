@@ -38,9 +38,7 @@
 
 static void create(redisContext *c, const char *b)
 {
-    itest_cmd(c, "HSET alloc:{%s}:meta kind stock per_user 1000", b);
-    itest_cmd(c, "HSET alloc:{%s}:capacity sku 100000", b);
-    itest_cmd(c, "SADD alloc:batches %s", b);
+    itest_batch(c, b, "kind stock per_user 1000", "sku 100000", NULL);
 }
 
 /* Starts allocd under `ulimit -n limit` (a wrapper script as ALLOCD_BIN). */

@@ -413,9 +413,7 @@ static void test_chunk_log_with_waits(void **state)
 {
     afix *f = *state;
     const char *b = "cw";
-    itest_cmd(f->c, "HSET alloc:{%s}:meta kind stock per_user 1 hold_ms 800", b);
-    itest_cmd(f->c, "HSET alloc:{%s}:capacity sku-1 2 sku-2 1 sku-3 0", b);
-    itest_cmd(f->c, "SADD alloc:batches %s", b);
+    itest_batch(f->c, b, "kind stock per_user 1 hold_ms 800", "sku-1 2 sku-2 1 sku-3 0", NULL);
     afix_start_allocd(f, "log_format = \"chunk\";");
     /* r-0, r-1 get sku-1; r-2..r-7 wait for it; u-2 then takes sku-2 (its
      * limit); r-9 waits for sku-3, which never comes */

@@ -146,9 +146,7 @@ static void test_expiry_while_down(void **state)
 static void test_formed_group_holds(void **state)
 {
     fixture *f = *state;
-    itest_cmd(f->c, "HSET alloc:{h}:meta kind room hold_ms 60000 max_group 3");
-    itest_cmd(f->c, "HSET alloc:{h}:capacity R1 1 R3 3");
-    itest_cmd(f->c, "SADD alloc:batches h");
+    itest_batch(f->c, "h", "kind room hold_ms 60000 max_group 3", "R1 1 R3 3", NULL);
     start(f);
     itest_push(f, "h", "{\"id\":\"i1\",\"user\":\"g1\",\"op\":\"invite\",\"to\":[\"g2\",\"g3\"]}");
     itest_expect(f, "h", "i1", "done", NULL);

@@ -55,9 +55,7 @@ static void test_allocd_through_stunnel(void **state)
     harness_redis redis;
     assert_int_equal(harness_redis_start(&redis, extra), 0);
     redisContext *c = harness_redis_connect(&redis);
-    itest_cmd(c, "HSET alloc:{t1}:meta kind stock");
-    itest_cmd(c, "HSET alloc:{t1}:capacity a 2");
-    itest_cmd(c, "SADD alloc:batches t1");
+    itest_batch(c, "t1", "kind stock", "a 2", NULL);
 
     /* the TLS port speaks only TLS */
     assert_int_equal(itest_sh("timeout 3 redis-cli -p %d PING 2>&1 | grep -q PONG", port), 1);

@@ -225,9 +225,7 @@ static void test_wait_ms_and_close(void **state)
 static void test_rooms_release_switch_and_capacity(void **state)
 {
     fixture *f = *state;
-    itest_cmd(f->c, "HSET alloc:{d}:meta kind room");
-    itest_cmd(f->c, "HSET alloc:{d}:capacity R1 1 R2 2");
-    itest_cmd(f->c, "SADD alloc:batches d");
+    itest_batch(f->c, "d", "kind room", "R1 1 R2 2", NULL);
     start(f);
     itest_push(f, "d", "{\"id\":\"a\",\"user\":\"s1\",\"op\":\"choose\",\"room\":\"R1\"}");
     itest_expect(f, "d", "a", "granted", "R1");
@@ -265,9 +263,7 @@ static void test_rooms_release_switch_and_capacity(void **state)
 static void test_group_does_not_block(void **state)
 {
     fixture *f = *state;
-    itest_cmd(f->c, "HSET alloc:{g}:meta kind room groups listed");   /* the group names its members */
-    itest_cmd(f->c, "HSET alloc:{g}:capacity R3 3");
-    itest_cmd(f->c, "SADD alloc:batches g");
+    itest_batch(f->c, "g", "kind room groups listed", "R3 3", NULL);   /* the group names its members */
     start(f);
     for (int i = 0; i < 3; i++) {
         itest_push(f, "g", "{\"id\":\"o%d\",\"user\":\"o%d\",\"op\":\"choose\",\"room\":\"R3\"}", i, i);
