@@ -1,7 +1,8 @@
 /* itest.h -- the cmocka side of integration tests: a fixture with a real
  * redis-server and allocd, and assertions on results read back from Redis.
  * (harness.h starts the processes; this adds what every test file used to
- * copy: run a command or fail, wait for a result and check it.) */
+ * copy: define a batch, run a command or allocctl or fail, wait for a result
+ * and check it.) */
 #ifndef ALLOCD_TEST_ITEST_H
 #define ALLOCD_TEST_ITEST_H
 
