@@ -61,6 +61,7 @@ static double v_queued(const watch_batch *b) { return (double)b->queue_len; }
 static double v_free(const watch_batch *b) { return stat_num(b, "free_units"); }
 static double v_capacity(const watch_batch *b) { return (double)b->capacity_units; }
 static double v_waiting(const watch_batch *b) { return stat_num(b, "waiting"); }
+static double v_swap_offers(const watch_batch *b) { return stat_num(b, "swap_offers"); }
 static double v_dead(const watch_batch *b) { return (double)b->dead_len; }
 static double v_served(const watch_batch *b) { return b->lease[0] != '\0'; }
 static double v_dequeued(const watch_batch *b) { return stat_num(b, "dequeued"); }
@@ -86,6 +87,8 @@ static void render_watch(web *w, jsonw *out)
     render_batch_series(w, out, "allocd_batch_free_units", "gauge", "Free units (stock) or beds (rooms).", v_free);
     render_batch_series(w, out, "allocd_batch_capacity_units", "gauge", "Total units or beds (sum of capacity).", v_capacity);
     render_batch_series(w, out, "allocd_batch_waiting", "gauge", "Requests on the batch's waitlist.", v_waiting);
+    render_batch_series(w, out, "allocd_batch_swap_offers", "gauge",
+                        "Open swap offers (rooms): waiting results that are not on the waitlist.", v_swap_offers);
     render_batch_series(w, out, "allocd_batch_dead_entries", "gauge", "Entries in the dead list.", v_dead);
     render_batch_series(w, out, "allocd_batch_served", "gauge", "1 while some instance holds the batch's lease.", v_served);
     render_batch_series(w, out, "allocd_batch_dequeued_total", "counter", "Requests taken off the queue (stats.dequeued).", v_dequeued);
@@ -154,7 +157,7 @@ static json_t *batch_json(web *w, const watch_batch *b)
     json_object_set_new(o, "lease_changes", json_integer(b->lease_changes));
     static const char *const fields[] = { "free_units", "dequeued", "processed", "granted", "done",
         "rejected", "invalid", "duplicates", "participants", "waiting", "wait_served",
-        "decision_p50_us", "decision_p99_us", "updated_at" };
+        "swap_offers", "decision_p50_us", "decision_p99_us", "updated_at" };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const char *v = stat_str(b, fields[i]);
         json_object_set_new(o, fields[i], *v ? json_integer(strtoll(v, NULL, 10)) : json_null());

@@ -23,7 +23,8 @@
  * emits EV_WAIT. Counters: waiting (length now), wait_joined (tickets
  * drawn), wait_served, wait_ended. processed counts a request when it
  * joins; the final result adds it to granted or rejected, so
- * processed == granted + done + rejected + invalid + waiting.
+ * processed == granted + done + rejected + invalid + waiting + the open
+ * swap offers (engine_swap.h: `waiting` results, not on the waitlist).
  */
 #ifndef ALLOCD_ENGINE_WAIT_H
 #define ALLOCD_ENGINE_WAIT_H

@@ -147,6 +147,12 @@ static void test_escaping_and_operator_series(void **state)
     itest *t = *state;
     redisContext *c = t->c;
     itest_batch(c, "q1", "kind stock per_user 5", "a 3 b 4", NULL);
+    /* a room batch with one swap offer open: a `waiting` result that is no
+     * waitlist place (contract 9.3, 9.5) */
+    itest_batch(c, "q2", "kind room", "R1 1 R2 1", NULL);
+    itest_cmd(c, "RPUSH alloc:{q2}:queue {\"id\":\"c1\",\"user\":\"ann\",\"op\":\"choose\",\"room\":\"R1\"} "
+                 "{\"id\":\"c2\",\"user\":\"bob\",\"op\":\"choose\",\"room\":\"R2\"} "
+                 "{\"id\":\"s1\",\"user\":\"ann\",\"op\":\"swap\",\"with\":\"bob\"}");
     int port = itest_free_port();
     char conf[300], log[300];
     snprintf(conf, sizeof conf, "%s/web.conf", t->redis.dir);
@@ -174,6 +180,7 @@ static void test_escaping_and_operator_series(void **state)
     }
     for (int i = 0; i < 3; i++)
         itest_cmd(c, "RPUSH alloc:{q1}:queue {\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"a\"}", i, i);
+    assert_int_equal(harness_wait_hlen(c, "alloc:{q2}:results", 3, 10000), 3);
     harness_sleep_ms(3200);
     char *text = scrape(port, "");
     assert_non_null(text);
@@ -187,6 +194,9 @@ static void test_escaping_and_operator_series(void **state)
     assert_true(metric(text, "allocd_batch_state{batch=\"q1\",state=\"paused\"}") == 1);
     assert_true(metric(text, "allocd_batch_state{batch=\"q1\",state=\"open\"}") == 0);
     assert_true(metric(text, "allocd_batch_waiting{batch=\"q1\"}") == 0);
+    assert_true(metric(text, "allocd_batch_swap_offers{batch=\"q1\"}") == 0);
+    assert_true(metric(text, "allocd_batch_waiting{batch=\"q2\"}") == 0);
+    assert_true(metric(text, "allocd_batch_swap_offers{batch=\"q2\"}") == 1);
     assert_true(metric(text, "allocd_batch_served{batch=\"q1\"}") == 1);
     assert_true(metric(text, "process_open_fds") > 5);
     assert_true(metric(text, "process_resident_memory_bytes") > 1e6);

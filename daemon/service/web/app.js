@@ -133,6 +133,7 @@ function renderBatch(d) {
     ['granted / done / rejected / invalid', `${num(b.granted)} / ${num(b.done)} / ${rejects(b)} / ${num(b.invalid)}`],
     ['results (this instance)', byStatus ? byStatus : '<span class="empty">served elsewhere</span>'],
     ['participants', num(b.participants)], ['waitlist', `${num(b.waiting)} waiting, ${num(b.wait_served)} served`],
+    ...(b.kind === 'room' ? [['swap offers open', num(b.swap_offers || 0)]] : []),
     ['dead', num(b.dead)], ['latency p50 / p99', `${us(b.decision_p50_us)} / ${us(b.decision_p99_us)}`],
     ['lease changes seen', num(b.lease_changes)]]);
   const meta = kv(Object.entries(d.meta || {}).map(([k, v]) => [k, `<span class="mono">${esc(v)}</span>`]));
