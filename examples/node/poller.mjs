@@ -13,6 +13,10 @@
 //   result id=r-900 status=granted op=buy item=sku1 qty=1 order=... seq=10900 rank=4087
 //   message: Got it! 1 x sku1 is yours (order ...).
 //   beat id=r-900 percent=79 -- you beat 79% of 20000 participants
+// A `waiting` result -- a swap offer (contract 9.3) or a waitlist place of a
+// request sent with "wait":true (9.5) -- is not final: it is shown once as
+//   waiting id=t-9 -- You are on the waitlist (place 3). Keep this page open: ...
+// and polled until its final result replaces it (exactly once).
 // Exit status: 0 with a result (whatever its status), 3 when --timeout ran
 // out first (still queued: poll again later with the same id), 1 on a Redis
 // error, 2 on bad usage.
@@ -102,6 +106,21 @@ export function beatPercent(rank, participants) {
   return Math.max(0, Math.min(100, Math.floor((100 * (participants - rank)) / participants)));
 }
 
+// A `waiting` result is replaced exactly once, by the final result. Two
+// kinds: a swap offer (op swap, contract 9.3) waits for the other student's
+// answer; a buy, choose, auto or group sent with "wait":true holds a
+// waitlist place (contract 9.5), wait_pos being its place when it joined.
+export function waitingMessage(res) {
+  if (res.op === 'swap') return "Your swap offer waits for the other student's answer.";
+  const place = res.wait_pos !== undefined ? ` (place ${res.wait_pos})` : '';
+  return `You are on the waitlist${place}. Keep this page open: your final result replaces this one.`;
+}
+
+// The words of the "pending" line when the timeout ran out on `waiting`.
+export function waitingPending(res) {
+  return res.op === 'swap' ? 'still waiting for the answer' : 'still on the waitlist';
+}
+
 // One sentence for the end user, for every status and reason.
 export function userMessage(res, nowMs = null) {
   const { status, op } = res;
@@ -126,10 +145,7 @@ export function userMessage(res, nowMs = null) {
     if (DONE_MESSAGES[op]) return DONE_MESSAGES[op](res.group);
     return 'Done.';
   }
-  if (status === 'waiting') {
-    // a swap offer: replaced exactly once, by the final result
-    return "Your swap offer waits for the other student's answer.";
-  }
+  if (status === 'waiting') return waitingMessage(res);
   if (status === 'rejected') {
     return REASON_MESSAGES[res.reason] ?? `Your request was refused (${res.reason}).`;
   }
@@ -145,7 +161,7 @@ export function userMessage(res, nowMs = null) {
 export function formatResult(res) {
   const out = ['result', `id=${res.id}`, `status=${res.status}`];
   for (const k of ['reason', 'op', 'item', 'qty', 'order', 'expires_at', 'capacity', 'group', 'version',
-    'seq', 'rank']) {
+    'wait_pos', 'wait_no', 'seq', 'rank']) {
     if (res[k] !== undefined) out.push(`${k}=${res[k]}`);
   }
   if (res.members) out.push(`members=${res.members.join(',')}`);
@@ -185,13 +201,14 @@ export async function waitForResult(client, batch, id, {
     if (raw != null) {
       const res = JSON.parse(raw);
       if (res.status !== 'waiting') return res;
-      // `waiting` (a swap offer) is replaced once: keep polling
+      // `waiting` (a swap offer or a waitlist place) is replaced exactly
+      // once, by the final result: keep polling
       if (lastShown !== 'waiting') {
         lastShown = 'waiting';
         out(`waiting id=${id} -- ${userMessage(res)}`);
       }
       if (Date.now() >= deadline) {
-        out(`pending id=${id} -- still waiting for the answer; check again later with the same id`);
+        out(`pending id=${id} -- ${waitingPending(res)}; check again later with the same id`);
         return null;
       }
       delay = Math.min(maxDelay, delay * 1.5);

@@ -3,6 +3,7 @@
 //
 //   export ALLOCD_REDIS=unix:///run/redis/redis.sock   # or redis://host:6379 (default 127.0.0.1)
 //   node producer.mjs buy sale1 --user u1 --item sku1 --qty 2
+//   node producer.mjs buy sale1 --user u9 --item sku1 --wait    # waitlist when sold out
 //   node producer.mjs confirm sale1 --user u1 --order 1209845770283447512
 //   node producer.mjs cancel sale1 --user u1 --order 1209845770283447512
 //   node producer.mjs choose dorm25 --user s1 --room R101
@@ -16,6 +17,9 @@
 //   node producer.mjs release dorm25 --user s1
 //   node producer.mjs raw sale1 '{"id":"x1","user":"u1","op":"fly"}'
 //
+// buy, choose, auto and group take --wait ("wait":true, contract 9.5): instead
+// of sold_out / room_full / no_room the request joins the waitlist; its
+// `waiting` result is replaced once by the final one, and this waits for it.
 // Every command takes --id (default: a new UUID). Re-running a command with
 // the same --id is safe: allocd applies an id once and the same result comes
 // back. Also --timeout SECONDS (default 30) and --no-wait.
@@ -81,6 +85,10 @@ export function buildRequest(op, opt) {
     return opt[name];
   };
   const req = { id: opt.id || newRequestId(), user: need('user'), op };
+  if (opt.wait) {
+    if (!['buy', 'choose', 'auto', 'group'].includes(op)) throw new Error(`${op} takes no --wait`);
+    req.wait = true; // join the waitlist instead of a refusal
+  }
   switch (op) {
     case 'buy':
       req.item = need('item');
@@ -124,7 +132,7 @@ export function buildRequest(op, opt) {
 async function main() {
   let op, batch, req, opt;
   try {
-    const args = parseArgs(process.argv.slice(2), ['no-wait']);
+    const args = parseArgs(process.argv.slice(2), ['no-wait', 'wait']);
     [op, batch] = args.pos;
     opt = args.opt;
     if (!op || !batch) throw new Error('expected COMMAND BATCH');

@@ -13,6 +13,10 @@ Prints, for machines and humans:
     result id=r-900 status=granted item=sku1 qty=1 order=... seq=10900 rank=4087
     message: Got it! 1 x sku1 is yours (order ...).
     beat id=r-900 percent=79 -- you beat 79% of 20000 participants
+A `waiting` result -- a swap offer (contract 9.3) or a waitlist place of a
+request sent with "wait":true (9.5) -- is not final: it is shown once as
+    waiting id=t-9 -- You are on the waitlist (place 3). Keep this page open: ...
+and polled until its final result replaces it (exactly once).
 Exit status: 0 with a result (whatever its status), 3 when --timeout ran out
 first (the request is still queued: poll again later with the same id;
 never push a new id for it), 1 on a Redis error, 2 on bad usage.
@@ -103,6 +107,22 @@ def beat_percent(rank, participants):
     return max(0, min(100, 100 * (participants - rank) // participants))
 
 
+def waiting_message(res):
+    """A `waiting` result is replaced exactly once, by the final result. Two
+    kinds: a swap offer (op swap, contract 9.3) waits for the other student's
+    answer; a buy, choose, auto or group sent with "wait":true holds a
+    waitlist place (contract 9.5), wait_pos being its place when it joined."""
+    if res.get("op") == "swap":
+        return "Your swap offer waits for the other student's answer."
+    place = " (place %s)" % res["wait_pos"] if "wait_pos" in res else ""
+    return "You are on the waitlist%s. Keep this page open: your final result replaces this one." % place
+
+
+def waiting_pending(res):
+    """The words of the 'pending' line when the timeout ran out on `waiting`."""
+    return "still waiting for the answer" if res.get("op") == "swap" else "still on the waitlist"
+
+
 def user_message(res, now_ms=None):
     """One sentence for the end user, for every status and reason."""
     status, op = res.get("status"), res.get("op")
@@ -134,8 +154,7 @@ def user_message(res, now_ms=None):
             return DONE_MESSAGES[op] % res.get("group")
         return "Done."
     if status == "waiting":
-        # a swap offer: replaced exactly once, by the final result
-        return "Your swap offer waits for the other student's answer."
+        return waiting_message(res)
     if status == "rejected":
         reason = res.get("reason", "")
         return REASON_MESSAGES.get(reason, "Your request was refused (%s)." % reason)
@@ -150,7 +169,7 @@ def format_result(res):
     """The machine-readable line: result id=... status=... key=value ..."""
     out = ["result", "id=%s" % res.get("id"), "status=%s" % res.get("status")]
     for k in ("reason", "op", "item", "qty", "order", "expires_at", "capacity", "group", "version",
-              "seq", "rank"):
+              "wait_pos", "wait_no", "seq", "rank"):
         if k in res:
             out.append("%s=%s" % (k, res[k]))
     if "members" in res:
@@ -182,12 +201,13 @@ def wait_for_result(r, batch, req_id, ordinal=None, timeout=30.0,
             res = json.loads(raw)
             if res.get("status") != "waiting":
                 return res
-            # `waiting` (a swap offer) is replaced once: keep polling
+            # `waiting` (a swap offer or a waitlist place) is replaced
+            # exactly once, by the final result: keep polling
             if last_shown != "waiting":
                 last_shown = "waiting"
                 out("waiting id=%s -- %s" % (req_id, user_message(res)))
             if time.monotonic() >= deadline:
-                out("pending id=%s -- still waiting for the answer; check again later with the same id" % req_id)
+                out("pending id=%s -- %s; check again later with the same id" % (req_id, waiting_pending(res)))
                 return None
             delay = min(max_delay, delay * 1.5)
             time.sleep(delay * random.uniform(0.8, 1.2))

@@ -3,6 +3,7 @@
 
     export ALLOCD_REDIS=unix:///run/redis/redis.sock   # or redis://host:6379 (default 127.0.0.1)
     /usr/bin/python3 producer.py buy sale1 --user u1 --item sku1 --qty 2
+    /usr/bin/python3 producer.py buy sale1 --user u9 --item sku1 --wait     # waitlist when sold out
     /usr/bin/python3 producer.py confirm sale1 --user u1 --order 1209845770283447512
     /usr/bin/python3 producer.py cancel sale1 --user u1 --order 1209845770283447512
     /usr/bin/python3 producer.py choose dorm25 --user s1 --room R101
@@ -16,6 +17,9 @@
     /usr/bin/python3 producer.py release dorm25 --user s1
     /usr/bin/python3 producer.py raw sale1 '{"id":"x1","user":"u1","op":"fly"}'
 
+buy, choose, auto and group take --wait ("wait":true, contract 9.5): instead of
+sold_out / room_full / no_room the request joins the waitlist; its `waiting`
+result is replaced once by the final one, and this waits for that too.
 Every command takes --id (default: a new UUID). Re-running a command with the
 same --id is safe: allocd applies an id once and the same result comes back.
 Prints `pushed id=... ordinal=N ahead=K`, then what poller.py prints.
@@ -78,6 +82,8 @@ def parse_filter(pairs):
 
 def build_request(a):
     req = {"id": a.id or new_request_id(), "user": a.user, "op": a.op}
+    if getattr(a, "wait", False):
+        req["wait"] = True                        # join the waitlist instead of a refusal
     if a.op == "buy":
         req["item"] = a.item
         if a.qty != 1:
@@ -116,6 +122,9 @@ def main(argv=None):
             p.add_argument("--id", help="request id (default: a new UUID); reuse it to retry")
         p.add_argument("--timeout", type=float, default=30.0)
         p.add_argument("--no-wait", action="store_true", help="only push and print the ordinal")
+        if name in ("buy", "choose", "auto", "group"):
+            p.add_argument("--wait", action="store_true",
+                           help="join the waitlist instead of sold_out / room_full / no_room")
         return p
 
     cmd("buy").add_argument("--item", required=True)

@@ -76,6 +76,8 @@ json_unescape() { sed 's/\\\\/\x01/g; s/\\"/"/g; s/\\n/ /g; s/\\t/ /g; s/\x01/\\
 
 # json_fields JSON: the result fields this example shows, one "name=value" a
 # line, from one sed process (strings keep their JSON escapes; members is a,b,c).
+# `t` jumps when any substitution since the last `t` succeeded, so the flag
+# the s///p lines set is cleared (`t clear`) before `t members` tests its own.
 JSON_FIELDS_SED='h
 s/.*"id":"\(\([^"\\]\|\\.\)*\)".*/id=\1/p
 g
@@ -101,9 +103,15 @@ s/.*"group":"\(\([^"\\]\|\\.\)*\)".*/group=\1/p
 g
 s/.*"version":\([0-9]*\).*/version=\1/p
 g
+s/.*"wait_pos":\([0-9]*\).*/wait_pos=\1/p
+g
+s/.*"wait_no":\([0-9]*\).*/wait_no=\1/p
+g
 s/.*"seq":\([0-9]*\).*/seq=\1/p
 g
 s/.*"rank":\([0-9]*\).*/rank=\1/p
+t clear
+:clear
 g
 s/.*"members":\[\([^]]*\)\].*/members=\1/
 t members
@@ -112,6 +120,26 @@ b
 s/"//g
 p'
 json_fields() { printf '%s\n' "$1" | sed -n "$JSON_FIELDS_SED"; }
+
+# waiting_message OP WAIT_POS: the text for a `waiting` result, which is
+# replaced exactly once by the final result. Two kinds (contract 9.3, 9.5):
+# a swap offer (op swap) waits for the other student's answer; any other op
+# (buy, choose, auto, group sent with "wait":true) holds a waitlist place,
+# WAIT_POS being its place when it joined (empty if the result lacks it).
+waiting_message() {
+    if [ "$1" = swap ]; then
+        echo "Your swap offer waits for the other student's answer."
+    elif [ -n "$2" ]; then
+        echo "You are on the waitlist (place $2). Keep this page open: your final result replaces this one."
+    else
+        echo "You are on the waitlist. Keep this page open: your final result replaces this one."
+    fi
+}
+
+# waiting_pending OP: poll.sh's words when its timeout ran out on a `waiting` result
+waiting_pending() {
+    if [ "$1" = swap ]; then echo "still waiting for the answer"; else echo "still on the waitlist"; fi
+}
 
 # line_field NAME VALUE: appends " NAME=VALUE" to explain_result's line,
 # unless VALUE is empty (the field is absent from the result)
@@ -124,6 +152,7 @@ explain_result() {
     _now=$2
     r_id="" r_status="" r_reason="" r_op="" r_item="" r_order="" r_detail="" r_qty=""
     r_exp="" r_capacity="" r_seq="" r_rank="" r_members="" r_group="" r_version=""
+    r_wait_pos="" r_wait_no=""
     while IFS= read -r _l; do
         case "$_l" in
             id=*)         r_id=${_l#id=} ;;
@@ -141,6 +170,8 @@ explain_result() {
             members=*)    r_members=${_l#members=} ;;
             group=*)      r_group=${_l#group=} ;;
             version=*)    r_version=${_l#version=} ;;
+            wait_pos=*)   r_wait_pos=${_l#wait_pos=} ;;
+            wait_no=*)    r_wait_no=${_l#wait_no=} ;;
         esac
     done <<EOF
 $(json_fields "$1")
@@ -149,7 +180,8 @@ EOF
     line_field reason "$r_reason"; line_field op "$r_op"; line_field item "$r_item"
     line_field qty "$r_qty"; line_field order "$r_order"; line_field expires_at "$r_exp"
     line_field capacity "$r_capacity"; line_field group "$r_group"
-    line_field version "$r_version"; line_field seq "$r_seq"; line_field rank "$r_rank"
+    line_field version "$r_version"; line_field wait_pos "$r_wait_pos"; line_field wait_no "$r_wait_no"
+    line_field seq "$r_seq"; line_field rank "$r_rank"
     line_field members "$r_members"
     [ -n "$r_detail" ] && _line="$_line detail=\"$r_detail\""
     echo "$_line"
@@ -178,7 +210,7 @@ EOF
         done/leave)      _msg="You left group $r_group." ;;
         done/prefs)      _msg="Your group's preferences are saved (group $r_group)." ;;
         done/*)          _msg="Done." ;;
-        waiting/*)       _msg="Your swap offer waits for the other student's answer." ;;
+        waiting/*)       _msg=$(waiting_message "$r_op" "$r_wait_pos") ;;
         rejected/*)      _msg=$(reason_message "$r_reason") ;;
         invalid/*)       _msg="Something went wrong on our side. Please try again later." ;;
         *)               _msg="Unknown status \"$r_status\"." ;;

@@ -4,12 +4,16 @@
 #
 # Prints the same lines as the Python and Node examples:
 #   position id=ID ahead=N state=S -- ...      (whenever it changes)
-#   result id=ID status=S [reason=R] [op=..] [item=..] [qty=..] [order=..] [expires_at=..] [seq=..] [rank=..]
+#   waiting id=ID -- <text>     (a `waiting` result: a swap offer or a waitlist place)
+#   result id=ID status=S [reason=R] [op=..] [item=..] [qty=..] [order=..] [expires_at=..] [wait_pos=..] [wait_no=..] [seq=..] [rank=..]
 #   message: <text for the user>
 #   beat id=ID percent=P -- you beat P% of N participants     (grants)
+# A `waiting` result (a swap offer, contract 9.3, or a waitlist place of a
+# request sent with "wait":true, 9.5) is not final: it is replaced exactly
+# once, so poll.sh keeps polling it.
 # Exit: 0 with a result, 3 when the timeout (default 30 s) ran out first: the
-# request is still queued -- poll again later with the same id, never push a
-# new id for it. 1 on a Redis error.
+# request is still queued or waiting -- poll again later with the same id,
+# never push a new id for it. 1 on a Redis error.
 #
 # poll.sh --explain RESULT_JSON... prints, without Redis, what the user is shown.
 set -u
@@ -38,13 +42,15 @@ EOF
     case "$raw" in
         '') ;;
         *'"status":"waiting"'*)
-            # a swap offer: its `waiting` result is replaced once; keep polling
+            # a swap offer or a waitlist place: replaced exactly once by the
+            # final result; keep polling
+            wop=$(json_str "$raw" op)
             if [ "$shown" != waiting ]; then
                 shown=waiting
-                echo "waiting id=$id -- Your swap offer waits for the other student's answer."
+                echo "waiting id=$id -- $(waiting_message "$wop" "$(json_num "$raw" wait_pos)")"
             fi
             if [ "$waited" -ge "$timeout_ms" ]; then
-                echo "pending id=$id -- still waiting for the answer; check again later with the same id"
+                echo "pending id=$id -- $(waiting_pending "$wop"); check again later with the same id"
                 exit 3
             fi
             sleep_ms "$delay"; waited=$((waited + delay))

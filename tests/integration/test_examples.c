@@ -89,7 +89,14 @@ static const step lang_steps[] = {
     { 'P', "choose {L}-shop --user u2 --room R1", "rejected", "wrong_kind", NULL, NULL, 0, 0, 0 },
     { 'P', "confirm {L}-shop --user u1 --order {O1}", "done", NULL, "order={O1}|is confirmed", NULL, 0, 0, 1 },
     { 'P', "buy {L}-shop --user u2 --item sku2", "granted", NULL, "item=sku2", "O2", 0, 0, 1 },
+    /* sku2 is sold out: with --wait ("wait":true, contract 9.5) u3 joins the
+     * waitlist; the producer shows the place and keeps polling until its
+     * timeout; the cancel serves u3, whose waiting result is replaced */
+    { 'P', "buy {L}-shop --user u3 --item sku2 --wait --id {L}-t1 --timeout 2", NULL, NULL,
+      "pushed id={L}-t1|waiting id={L}-t1 -- You are on the waitlist (place 1). Keep this page open: "
+      "your final result replaces this one.|pending id={L}-t1 -- still on the waitlist", "N4", 3, 0, 1 },
     { 'P', "cancel {L}-shop --user u2 --order {O2}", "done", NULL, "order={O2}|is cancelled", NULL, 0, 0, 1 },
+    { 'W', "{L}-shop {L}-t1 --ordinal {N4}", "granted", NULL, "item=sku2|seq={N4}|Reserved: 1 x sku2", NULL, 0, 0, 1 },
     { 'P', "confirm {L}-shop --user u2 --order {O2}", "rejected", "unknown_order", NULL, NULL, 0, 0, 0 },
     { 'P', "raw {L}-shop '{\"id\":\"{L}-bad\",\"user\":\"u3\",\"op\":\"buy\",\"item\":\"sku1\",\"qty\":0}'",
       "invalid", "bad_request", "detail=\"|developer: allocd refused", NULL, 0, 0, 1 },
@@ -165,10 +172,17 @@ static const step sh_steps[] = {
     /* quotes, a backslash and an apostrophe survive redis-cli's inline syntax */
     { 'R', "sh-shop '{\"id\":\"sh-b4\",\"user\":\"u3\",\"op\":\"buy\",\"item\":\"sku1\",\"note\":\"it'\\''s \\\\\\\"ok\\\\\\\"\"}'",
       "granted", NULL, NULL, NULL, 0, 0, 0 },
+    /* sku1 is sold out: "wait":true joins the waitlist (contract 9.5); the
+     * capacity raised below serves it and its final result replaces it */
+    { 'U', "sh-shop " J("{\"id\":\"sh-t1\",\"user\":\"u5\",\"op\":\"buy\",\"item\":\"sku1\",\"wait\":true}"),
+      NULL, NULL, "pushed id=sh-t1 batch=sh-shop", "N2", 0, 0, 0 },
+    { 'Q', "sh-shop sh-t1 {N2} 2", NULL, NULL, "waiting id=sh-t1 -- You are on the waitlist (place 1). Keep this page "
+      "open: your final result replaces this one.|pending id=sh-t1 -- still on the waitlist", NULL, 3, 0, 0 },
     { 'R', "sh-shop " J("{\"id\":\"sh-bad\",\"user\":\"u3\",\"op\":\"fly\"}"),
       "invalid", "bad_request", "detail=\"unknown op|developer:", NULL, 0, 0, 0 },
     { 'A', "sh-shop set_capacity sku1 1", "rejected", "limit", NULL, NULL, 0, 0, 0 },
     { 'A', "sh-shop set_capacity sku1 10", "done", NULL, "capacity=10", NULL, 0, 0, 0 },
+    { 'Q', "sh-shop sh-t1 {N2}", "granted", NULL, "seq={N2}|item=sku1|Reserved: 1 x sku1", NULL, 0, 0, 0 },
     { 'A', "sh-shop close", "done", NULL, NULL, NULL, 0, 0, 0 },
     { 'R', "sh-shop " J("{\"id\":\"sh-b5\",\"user\":\"u4\",\"op\":\"buy\",\"item\":\"sku1\"}"),
       "rejected", "closed", NULL, NULL, 0, 0, 0 },
@@ -659,7 +673,10 @@ static const char explain_args[] =
     R("not_holding") R("unknown_item") R("unknown_order") R("expired") R("not_open") R("closed")
     R("paused") R("throttled") R("wrong_kind") R("group_too_large") R("no_invitation")
     R("not_in_group") R("conflict")
-    " '{\"id\":\"w1\",\"op\":\"swap\",\"status\":\"waiting\",\"seq\":9}'";
+    " '{\"id\":\"w1\",\"op\":\"swap\",\"status\":\"waiting\",\"seq\":9}'"
+    /* waitlist places (contract 9.5): not swap offers */
+    " '{\"id\":\"t-9\",\"user\":\"u9\",\"op\":\"buy\",\"status\":\"waiting\",\"qty\":1,\"wait_pos\":3,\"wait_no\":4127,\"seq\":90211,\"at\":1}'"
+    " '{\"id\":\"t-10\",\"op\":\"choose\",\"status\":\"waiting\",\"wait_pos\":1,\"wait_no\":2,\"seq\":12}'";
 #undef R
 
 static void explain_fail(const char *name, const char *out, const char *fmt, ...)
@@ -725,6 +742,15 @@ static void test_messages_agree_across_languages(void **state)
             snprintf(want, sizeof want, "status=rejected reason=%s op=buy seq=3\nmessage: ", reasons[k]);
             if (!strstr(outs[i], want)) explain_fail(f->langs[i].name, outs[i], "no message for %s", reasons[k]);
         }
+        if (!strstr(outs[i], "result id=w1 status=waiting op=swap seq=9\n"
+                             "message: Your swap offer waits for the other student's answer.\n"))
+            explain_fail(f->langs[i].name, outs[i], "a waiting swap offer is not shown as one");
+        if (!strstr(outs[i], "result id=t-9 status=waiting op=buy qty=1 wait_pos=3 wait_no=4127 seq=90211\n"
+                             "message: You are on the waitlist (place 3). Keep this page open: "
+                             "your final result replaces this one.\n") ||
+            !strstr(outs[i], "result id=t-10 status=waiting op=choose wait_pos=1 wait_no=2 seq=12\n"
+                             "message: You are on the waitlist (place 1)."))
+            explain_fail(f->langs[i].name, outs[i], "a waitlist place is not shown as one");
         if (!strstr(outs[i], "detail=\"unknown op \\\"fly\\\"\"") ||
             !strstr(outs[i], "developer: allocd refused the request as bad_request: unknown op \"fly\""))
             explain_fail(f->langs[i].name, outs[i], "invalid's detail is not shown right");
