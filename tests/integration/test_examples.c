@@ -91,8 +91,9 @@ static const step lang_steps[] = {
     { 'P', "buy {L}-shop --user u2 --item sku2", "granted", NULL, "item=sku2", "O2", 0, 0, 1 },
     /* sku2 is sold out: with --wait ("wait":true, contract 9.5) u3 joins the
      * waitlist; the producer shows the place and keeps polling until its
-     * timeout; the cancel serves u3, whose waiting result is replaced */
-    { 'P', "buy {L}-shop --user u3 --item sku2 --wait --id {L}-t1 --timeout 2", NULL, NULL,
+     * timeout (4 s: the waiting result must come before it, on a loaded
+     * machine too); the cancel serves u3, whose waiting result is replaced */
+    { 'P', "buy {L}-shop --user u3 --item sku2 --wait --id {L}-t1 --timeout 4", NULL, NULL,
       "pushed id={L}-t1|waiting id={L}-t1 -- You are on the waitlist (place 1). Keep this page open: "
       "your final result replaces this one.|pending id={L}-t1 -- still on the waitlist", "N4", 3, 0, 1 },
     { 'P', "cancel {L}-shop --user u2 --order {O2}", "done", NULL, "order={O2}|is cancelled", NULL, 0, 0, 1 },
@@ -176,7 +177,7 @@ static const step sh_steps[] = {
      * capacity raised below serves it and its final result replaces it */
     { 'U', "sh-shop " J("{\"id\":\"sh-t1\",\"user\":\"u5\",\"op\":\"buy\",\"item\":\"sku1\",\"wait\":true}"),
       NULL, NULL, "pushed id=sh-t1 batch=sh-shop", "N2", 0, 0, 0 },
-    { 'Q', "sh-shop sh-t1 {N2} 2", NULL, NULL, "waiting id=sh-t1 -- You are on the waitlist (place 1). Keep this page "
+    { 'Q', "sh-shop sh-t1 {N2} 4", NULL, NULL, "waiting id=sh-t1 -- You are on the waitlist (place 1). Keep this page "
       "open: your final result replaces this one.|pending id=sh-t1 -- still on the waitlist", NULL, 3, 0, 0 },
     { 'R', "sh-shop " J("{\"id\":\"sh-bad\",\"user\":\"u3\",\"op\":\"fly\"}"),
       "invalid", "bad_request", "detail=\"unknown op|developer:", NULL, 0, 0, 0 },
