@@ -19,9 +19,10 @@
 #   make bench-cluster    stock over Redis Cluster: (1 Redis, 1 instance),
 #                         (3 masters, 3 instances), (3 masters, 1 instance),
 #                         6 batches, 200,000 requests, 2 rounds
-#   make bench-e2e        the headline: live end to end, 5 rounds of allocd
+#   make bench-e2e        the headline: live end to end, 15 rounds of allocd
 #                         (plain RPUSH), allocd (position transaction) and Lua,
-#                         every result read once; BENCH_E2E_ARGS adds e.g.
+#                         every result read once (a round is ~1.5 s: 15
+#                         steady the median); BENCH_E2E_ARGS adds e.g.
 #                         --log-format chunk
 #   make bench-openloop   offered vs accepted load and p50/p99/p100 at 25, 50,
 #                         75, 90% of each design's e2e saturation, allocd and
@@ -69,7 +70,7 @@ bench-cluster: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_CLUSTER_ARGS)
 
 bench-e2e: $(ALLOCD) $(BUILD)/allocbench
-	$(BUILD)/allocbench --allocd $(ALLOCD) --e2e-pairs 5 --targets-e2e $(BENCH_E2E_ARGS)
+	$(BUILD)/allocbench --allocd $(ALLOCD) --e2e-pairs 15 --targets-e2e $(BENCH_E2E_ARGS)
 
 bench-openloop: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) --open-loop --targets-e2e $(BENCH_OPENLOOP_ARGS)
