@@ -63,6 +63,7 @@
 #include "worker/dedup.h"
 #include "worker/lottery_pool.h"
 #include "worker/order_ids.h"
+#include "worker/slots_scan.h"
 
 typedef enum {
     W_CONNECTING, W_ACQUIRING, W_LOADING, W_IDLE, W_SERVING, W_LOTTERY,
@@ -124,7 +125,7 @@ struct batch_worker {
     uint32_t take_gen;        /* takes sent before a change are dropped */
     int dedups_out;           /* dedup HMGETs not answered yet */
     int64_t dequeued;         /* stats.dequeued once every apply sent is in */
-    int64_t slots_read_at;    /* ms: P:{B}:slots last read (slots_refresh) */
+    slots_scan slots;         /* P:{B}:slots read again in pages (slots_refresh) */
     int64_t chunks_applied;   /* internal.chunks_applied, likewise */
     long queue_unsent, ctl_unsent; /* entries taken whose apply is not sent */
     dedup dedup;
@@ -362,7 +363,7 @@ static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load
 static void load_start(batch_worker *w)
 {
     drop_engine(w);
-    w->slots_read_at = clock_wall_ms();   /* the load reads them */
+    slots_scan_reset(&w->slots, clock_wall_ms());   /* the load reads them */
     w->state = W_LOADING;
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* -ENOTCONN: the connection is down; the commands already sent get
@@ -586,30 +587,43 @@ static void take_one(batch_worker *w)
 }
 
 /* Selection slots (contract 9.4) are the operator's to change during a
- * round: at most every SLOTS_REFRESH_MS a take is preceded by an HGETALL
- * of P:{B}:slots on the same connection, so its reply -- which replaces
- * the engine's table -- arrives before the take's, and every chunk taken
- * from then on is decided with the new slots. */
-#define SLOTS_REFRESH_MS 1000
-
+ * round: at most every SLOTS_SCAN_EVERY_MS the hash is read again in HSCAN
+ * pages (slots_scan.h), one page out at a time, on the connection of the
+ * takes. The last page's reply replaces the engine's table; every chunk
+ * taken after that page was asked is decided with the new slots. */
 static void slots_refresh(batch_worker *w, int64_t now)
 {
-    if (now - w->slots_read_at < SLOTS_REFRESH_MS) return;
+    const char *cursor = slots_scan_due(&w->slots, now);
+    if (!cursor) return;
     worker_op *o = op_new(w, WOP_SLOTS, NULL);
     if (!o) return;   /* busy: the next take tries again */
-    if (redis_conn_command(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, "HGETALL %s", w->keys.slots) < 0) {
+    if (redis_conn_command(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, "HSCAN %s %s COUNT %d",
+                           w->keys.slots, cursor, SLOTS_SCAN_COUNT) < 0) {
         o->busy = 0;
         return;
     }
-    w->slots_read_at = now;
+    slots_scan_sent(&w->slots);
 }
 
-static void on_slots(batch_worker *w, redisReply *r)
+/* A page of the slots scan. It belongs to the engine it was asked for
+ * (after a reload, another generation, the load read the hash itself),
+ * and is taken while serving or idle alike: a scan that waited for the
+ * next request would never finish under a trickle of them. The next page
+ * is asked at once. */
+static void on_slots(worker_op *o, redisReply *r, const char *err)
 {
-    if (r->type != REDIS_REPLY_ARRAY) { worker_fail(w, "slots", "unexpected reply"); return; }
-    engine_slots_clear(w->eng);
-    for (size_t i = 0; i + 1 < r->elements; i += 2)
-        batch_load_slot(w->eng, w->batch, r->element[i]->str, r->element[i + 1]->str);
+    batch_worker *w = o->w;
+    o->busy = 0;
+    if (o->gen != w->gen) return;
+    if (!w->eng || (w->state != W_SERVING && w->state != W_IDLE)) {
+        slots_scan_reset(&w->slots, w->slots.started_at);
+        return;
+    }
+    const char *e = reply_error(r, err);
+    if (e) { worker_fail(w, "slots", e); return; }
+    int rc = slots_scan_page(&w->slots, r, w->eng, w->batch);
+    if (rc < 0) { worker_fail(w, "slots", rc == -ENOMEM ? "out of memory" : "unexpected reply"); return; }
+    if (rc == 0) slots_refresh(w, clock_wall_ms());
 }
 
 /* As many takes as are due: one, or several reading ahead. */
@@ -1099,6 +1113,7 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     batch_worker *w = o->w;
     worker_op_kind kind = o->kind;
     if ((kind == WOP_ORDERS || kind == WOP_LOAD_ORDERS) && order_reply_handled(o, r, err)) return;
+    if (kind == WOP_SLOTS) { on_slots(o, r, err); return; }
     if (!op_current(o)) return;
     if (kind == WOP_TAKE && o->take_gen != w->take_gen) return;
     static const char *const names[] = { "take", "dedup", "order id block", "apply", "order id block",
@@ -1111,7 +1126,7 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     case WOP_ORDERS: on_orders(w, o->ch, r); break;
     case WOP_APPLY: on_applied(w, o->ch, r); break;
     case WOP_LOAD_ORDERS: break;        /* handled above */
-    case WOP_SLOTS: on_slots(w, r); break;
+    case WOP_SLOTS: break;              /* handled above */
     case WOP_REPLICAS: on_replicas(w, r); break;
     }
 }
@@ -1372,6 +1387,7 @@ static void on_handle_closed(batch_worker *w)
     drop_engine(w);
     batch_load_free(&w->load);
     dedup_free(&w->dedup);
+    slots_scan_free(&w->slots);
     argbuf_free(&w->args);
     argbuf_free(&w->reads_args);
     /* The owner forgets w in the callback; nothing touches it afterwards. */
@@ -1466,6 +1482,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     argbuf_init(&w->args);
     argbuf_init(&w->reads_args);
     dedup_init(&w->dedup, random_u64());
+    slots_scan_init(&w->slots);
     w->written_phase = (engine_phase)-1;
     w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");
     w->state = W_CONNECTING;

@@ -6,8 +6,8 @@
  * without a slot uses the batch's opens_at. A `group` uses its members'
  * slots by meta group_slot: the earliest (default), the latest, or the
  * leader's (the requester). The shell reads the hash (worker/batch_load.c
- * at load, then again every second before a take: docs/PROTOCOL.md) and
- * replaces the engine's table with engine_slots_clear + engine_slot_set.
+ * at load, then worker/slots_scan.c in pages every second: docs/PROTOCOL.md)
+ * and replaces the engine's table with engine_slots_clear + engine_slot_set.
  */
 #ifndef ALLOCD_ENGINE_SLOTS_H
 #define ALLOCD_ENGINE_SLOTS_H

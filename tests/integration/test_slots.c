@@ -3,8 +3,8 @@
  * prints the schedule; before a user's slot the daemon answers not_open
  * with the slot as opens_at, after it serves; a group by each group_slot
  * rule; an operator's change is seen by the running daemon within about a
- * second; `status --user` shows the slot; a bad file is refused with
- * FILE:LINE. */
+ * second, in HSCAN pages when the hash is large; `status --user` shows
+ * the slot; a bad file is refused with FILE:LINE. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -106,6 +106,52 @@ static void test_group_slot_rules(void **state)
     itest_expect(f, "g2", "y", "granted", "R1");       /* leader m1 */
 }
 
+/* A round's worth of slots (5,000 users): the running daemon reads the
+ * hash again in HSCAN pages, not in one HGETALL that would block Redis
+ * (slots_scan.h), and still sees a moved slot and a deleted one. */
+static void granted_within(fixture *f, const char *b, const char *user, const char *room)
+{
+    char id[32];
+    for (int i = 0; i < 100; i++) {        /* at most 100 x 100 ms: a loaded machine */
+        snprintf(id, sizeof id, "%s-%d", user, i);
+        itest_push(f, b, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"%s\"}",
+                   id, user, room);
+        json_t *r = itest_result(f, b, id);
+        int granted = !strcmp(itest_jstr(r, "status"), "granted");
+        json_decref(r);
+        if (granted) return;
+        harness_sleep_ms(100);
+    }
+    fail_msg("%s is still not served 10 s after its slot changed", user);
+}
+
+static void test_large_hash_read_in_pages(void **state)
+{
+    fixture *f = *state;
+    itest_cmd(f->c, "HSET alloc:{big}:meta kind room");
+    itest_cmd(f->c, "HSET alloc:{big}:capacity R1 10");
+    long long future = harness_now_ms() + 3600000;
+    for (int i = 0; i < 5000; i++) itest_cmd(f->c, "HSET alloc:{big}:slots u%d %lld", i, future);
+    itest_cmd(f->c, "SADD alloc:batches big");
+    assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, NULL), 0);
+    itest_push(f, "big", "{\"id\":\"a1\",\"user\":\"u1234\",\"op\":\"choose\",\"room\":\"R1\"}");
+    expect_not_open(f, "big", "a1", future);
+    itest_cmd(f->c, "HSET alloc:{big}:slots u1234 0");      /* moved */
+    itest_cmd(f->c, "HDEL alloc:{big}:slots u4321");        /* deleted: the batch's opens_at */
+    granted_within(f, "big", "u1234", "R1");
+    granted_within(f, "big", "u4321", "R1");
+    /* the scan that saw both changes alone took several pages of about
+     * SLOTS_SCAN_COUNT (the load reads the hash with HGETALL) */
+    char *info = harness_str(f->c, "INFO commandstats");
+    assert_non_null(info);
+    const char *h = strstr(info, "cmdstat_hscan:calls=");
+    assert_non_null(h);
+    assert_true(atol(h + strlen("cmdstat_hscan:calls=")) >= 3);
+    free(info);
+    itest_push(f, "big", "{\"id\":\"a2\",\"user\":\"u4999\",\"op\":\"choose\",\"room\":\"R1\"}");
+    expect_not_open(f, "big", "a2", future);                /* the rest kept */
+}
+
 static void test_bad_file(void **state)
 {
     fixture *f = *state;
@@ -126,6 +172,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         ITEST_CASE(test_slots_from_a_lottery_file),
         ITEST_CASE(test_group_slot_rules),
+        ITEST_CASE(test_large_hash_read_in_pages),
         ITEST_CASE(test_bad_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

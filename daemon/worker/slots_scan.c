@@ -1,0 +1,114 @@
+/* slots_scan.c -- P:{B}:slots read again in HSCAN pages (see slots_scan.h). */
+#include "worker/slots_scan.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine_slots.h"
+#include "core/vec.h"
+#include "worker/batch_load.h"
+
+void slots_scan_init(slots_scan *s)
+{
+    memset(s, 0, sizeof *s);
+}
+
+void slots_scan_free(slots_scan *s)
+{
+    free(s->staged);
+    memset(s, 0, sizeof *s);
+}
+
+void slots_scan_reset(slots_scan *s, int64_t now)
+{
+    s->running = 0;
+    s->page_out = 0;
+    s->staged_len = 0;
+    s->started_at = now;
+}
+
+const char *slots_scan_due(slots_scan *s, int64_t now)
+{
+    if (s->page_out) return NULL;
+    if (!s->running) {
+        if (now - s->started_at < SLOTS_SCAN_EVERY_MS) return NULL;
+        s->running = 1;
+        s->started_at = now;
+        s->staged_len = 0;
+        memcpy(s->cursor, "0", 2);
+    }
+    return s->cursor;
+}
+
+void slots_scan_sent(slots_scan *s)
+{
+    s->page_out = 1;
+}
+
+static int stage(slots_scan *s, const char *str, size_t len)
+{
+    void *p = s->staged;
+    if (vec_reserve(&p, &s->staged_cap, s->staged_len + len + 1, 1) < 0) return -ENOMEM;
+    s->staged = p;
+    memcpy(s->staged + s->staged_len, str, len);
+    s->staged[s->staged_len + len] = '\0';
+    s->staged_len += len + 1;
+    return 0;
+}
+
+/* The scan is whole: the staged pairs become the engine's table. */
+static void install(slots_scan *s, engine *e, const char *batch)
+{
+    engine_slots_clear(e);
+    for (size_t at = 0; at < s->staged_len;) {
+        const char *user = s->staged + at;
+        const char *value = user + strlen(user) + 1;
+        batch_load_slot(e, batch, user, value);
+        at = (size_t)(value + strlen(value) + 1 - s->staged);
+    }
+    s->staged_len = 0;
+}
+
+/* After a bad page: the scan starts again from its first page, at once
+ * (what was staged may be half of something else). */
+static void restart(slots_scan *s)
+{
+    s->running = 1;
+    s->page_out = 0;
+    s->staged_len = 0;
+    memcpy(s->cursor, "0", 2);
+}
+
+static int is_page(const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return 0;
+    const redisReply *cur = r->element[0], *pairs = r->element[1];
+    if (cur->type != REDIS_REPLY_STRING || cur->len == 0 || cur->len >= SLOTS_SCAN_CURSOR_MAX)
+        return 0;
+    if (pairs->type != REDIS_REPLY_ARRAY || pairs->elements % 2) return 0;
+    for (size_t i = 0; i < pairs->elements; i++)
+        if (pairs->element[i]->type != REDIS_REPLY_STRING) return 0;
+    return 1;
+}
+
+int slots_scan_page(slots_scan *s, const redisReply *r, engine *e, const char *batch)
+{
+    s->page_out = 0;
+    if (!is_page(r)) { restart(s); return -EPROTO; }
+    const redisReply *pairs = r->element[1];
+    for (size_t i = 0; i < pairs->elements; i++) {
+        /* read up to a NUL byte, as the HGETALL at load reads them (a
+         * user id or a time never holds one) */
+        const redisReply *x = pairs->element[i];
+        if (stage(s, x->str, strnlen(x->str, x->len)) < 0) { restart(s); return -ENOMEM; }
+    }
+    const redisReply *cur = r->element[0];
+    if (strcmp(cur->str, "0")) {
+        memcpy(s->cursor, cur->str, cur->len + 1);
+        return 0;
+    }
+    install(s, e, batch);
+    s->running = 0;
+    return 1;
+}

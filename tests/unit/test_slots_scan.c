@@ -1,0 +1,156 @@
+/* test_slots_scan.c -- the paged re-read of P:{B}:slots (worker/slots_scan.c)
+ * fed hand-built HSCAN replies: when a scan is due, that a page out holds
+ * the next one back, that the engine's table changes only when the cursor
+ * comes back to 0 and then to exactly what the pages held, and that a
+ * reply that is no page is refused and the scan starts over. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/engine_slots.h"
+#include "worker/slots_scan.h"
+
+#define T0 1763800000000LL
+
+static engine *dorm(void)
+{
+    engine_meta m;
+    engine_meta_defaults(&m);
+    m.kind = BATCH_ROOM;
+    engine *e = engine_new(&m, 5);
+    assert_non_null(e);
+    assert_int_equal(engine_load_item(e, "R1", 2), 0);
+    return e;
+}
+
+static redisReply *str(const char *s)
+{
+    redisReply *r = calloc(1, sizeof *r);
+    r->type = REDIS_REPLY_STRING;
+    r->str = strdup(s);
+    r->len = strlen(s);
+    return r;
+}
+
+static redisReply *arr(size_t n)
+{
+    redisReply *r = calloc(1, sizeof *r);
+    r->type = REDIS_REPLY_ARRAY;
+    r->elements = n;
+    r->element = calloc(n ? n : 1, sizeof *r->element);
+    return r;
+}
+
+/* An HSCAN page: {cursor, [field, value, ...]} from a NULL-ended list. */
+static redisReply *page(const char *cursor, const char *const *pairs)
+{
+    size_t n = 0;
+    while (pairs[n]) n++;
+    redisReply *r = arr(2), *p = arr(n);
+    r->element[0] = str(cursor);
+    for (size_t i = 0; i < n; i++) p->element[i] = str(pairs[i]);
+    r->element[1] = p;
+    return r;
+}
+
+static void reply_free(redisReply *r)
+{
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) reply_free(r->element[i]);
+    free(r->element);
+    free(r->str);
+    free(r);
+}
+
+static int feed(slots_scan *s, engine *e, redisReply *r)
+{
+    int rc = slots_scan_page(s, r, e, "d");
+    reply_free(r);
+    return rc;
+}
+
+static void test_due_every_second_one_page_at_a_time(void **state)
+{
+    (void)state;
+    slots_scan s;
+    slots_scan_init(&s);
+    slots_scan_reset(&s, T0);                     /* the load read them */
+    assert_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS - 1));
+    const char *c = slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS);
+    assert_non_null(c);
+    assert_string_equal(c, "0");
+    slots_scan_sent(&s);
+    assert_null(slots_scan_due(&s, T0 + 5 * SLOTS_SCAN_EVERY_MS));   /* a page is out */
+    slots_scan_free(&s);
+}
+
+static void test_table_replaced_when_the_cursor_returns(void **state)
+{
+    (void)state;
+    engine *e = dorm();
+    assert_int_equal(engine_slot_set(e, "gone", T0), 0);
+    slots_scan s;
+    slots_scan_init(&s);
+    slots_scan_reset(&s, T0);
+    assert_string_equal(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS), "0");
+    slots_scan_sent(&s);
+    assert_int_equal(feed(&s, e, page("1792", (const char *[]){ "a", "100", "b", "200", NULL })), 0);
+    /* half a scan changes nothing */
+    assert_int_equal(engine_slot_get(e, "gone"), T0);
+    assert_int_equal(engine_slot_get(e, "a"), ENGINE_NO_SLOT);
+    const char *c = slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS);   /* the next page at once */
+    assert_non_null(c);
+    assert_string_equal(c, "1792");
+    slots_scan_sent(&s);
+    assert_int_equal(feed(&s, e, page("0", (const char *[]){ "c", "300", "bad", "soon", NULL })), 1);
+    assert_int_equal(engine_slot_get(e, "a"), 100);
+    assert_int_equal(engine_slot_get(e, "b"), 200);
+    assert_int_equal(engine_slot_get(e, "c"), 300);
+    assert_int_equal(engine_slot_get(e, "bad"), ENGINE_NO_SLOT);     /* warned, skipped */
+    assert_int_equal(engine_slot_get(e, "gone"), ENGINE_NO_SLOT);    /* not in the hash now */
+    /* the next scan waits for its second */
+    assert_null(slots_scan_due(&s, T0 + 2 * SLOTS_SCAN_EVERY_MS - 1));
+    assert_string_equal(slots_scan_due(&s, T0 + 2 * SLOTS_SCAN_EVERY_MS), "0");
+    slots_scan_free(&s);
+    engine_free(e);
+}
+
+static void test_not_a_page_refused_and_started_over(void **state)
+{
+    (void)state;
+    engine *e = dorm();
+    assert_int_equal(engine_slot_set(e, "kept", T0), 0);
+    slots_scan s;
+    slots_scan_init(&s);
+    slots_scan_reset(&s, T0);
+    assert_non_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS));
+    slots_scan_sent(&s);
+    assert_int_equal(feed(&s, e, page("77", (const char *[]){ "a", "100", NULL })), 0);
+    assert_non_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS));
+    slots_scan_sent(&s);
+    assert_int_equal(feed(&s, e, page("0", (const char *[]){ "odd", NULL })), -EPROTO);  /* odd count */
+    assert_int_equal(feed(&s, e, str("0")), -EPROTO);
+    assert_int_equal(engine_slot_get(e, "kept"), T0);                 /* untouched */
+    assert_int_equal(engine_slot_get(e, "a"), ENGINE_NO_SLOT);
+    const char *c = slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS);     /* from the start */
+    assert_non_null(c);
+    assert_string_equal(c, "0");
+    slots_scan_free(&s);
+    engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_due_every_second_one_page_at_a_time),
+        cmocka_unit_test(test_table_replaced_when_the_cursor_returns),
+        cmocka_unit_test(test_not_a_page_refused_and_started_over),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
