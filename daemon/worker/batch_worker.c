@@ -169,6 +169,9 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
 static void issue_waits(batch_worker *w);
 static void slots_refresh(batch_worker *w, int64_t now);
 
+/* The slots scan's clock (slots_scan.h): monotonic ms. */
+static int64_t mono_ms(void) { return clock_mono_us() / 1000; }
+
 static const char *reply_error(redisReply *r, const char *err)
 {
     if (err) return err;
@@ -363,7 +366,7 @@ static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load
 static void load_start(batch_worker *w)
 {
     drop_engine(w);
-    slots_scan_reset(&w->slots, clock_wall_ms());   /* the load reads them */
+    slots_scan_loaded(&w->slots, mono_ms());   /* the load reads them */
     w->state = W_LOADING;
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* -ENOTCONN: the connection is down; the commands already sent get
@@ -570,7 +573,10 @@ static void take_one(batch_worker *w)
     int64_t now = clock_wall_ms();
     if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now) && lottery_draw_now(w) < 0) return;
     if (lease_check(w, "take") < 0) return;
-    slots_refresh(w, now);
+    /* held while the slots are older than a scan's interval and its grace
+     * (slots_scan.h): the last page's reply takes again (on_slots) */
+    slots_refresh(w, mono_ms());
+    if (!slots_scan_current(&w->slots, mono_ms())) return;
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
     ALLOC_ASSERT(ch != NULL);   /* the ring is not full: checked above */
     ch->state = CS_TAKING;
@@ -589,14 +595,16 @@ static void take_one(batch_worker *w)
 /* Selection slots (contract 9.4) are the operator's to change during a
  * round: at most every SLOTS_SCAN_EVERY_MS the hash is read again in HSCAN
  * pages (slots_scan.h), one page out at a time, on the connection of the
- * takes. The last page's reply replaces the engine's table; every chunk
- * taken after that page was asked is decided with the new slots. */
+ * takes. The last page's reply replaces the engine's table; take_one holds
+ * a take while the table is not current, so a request dequeued more than
+ * the interval and its grace after an operator's change is decided with
+ * it, after an idle spell too. */
 static void slots_refresh(batch_worker *w, int64_t now)
 {
     const char *cursor = slots_scan_due(&w->slots, now);
     if (!cursor) return;
     worker_op *o = op_new(w, WOP_SLOTS, NULL);
-    if (!o) return;   /* busy: the next take tries again */
+    if (!o) return;   /* busy: what is in flight takes again when it is answered */
     if (redis_conn_command(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, "HSCAN %s %s COUNT %d",
                            w->keys.slots, cursor, SLOTS_SCAN_COUNT) < 0) {
         o->busy = 0;
@@ -609,21 +617,24 @@ static void slots_refresh(batch_worker *w, int64_t now)
  * (after a reload, another generation, the load read the hash itself),
  * and is taken while serving or idle alike: a scan that waited for the
  * next request would never finish under a trickle of them. The next page
- * is asked at once. */
+ * is asked at once; the last one lets a held take go. A page lost with
+ * the connection while idle is no failure of the worker's: on_cmd_down
+ * reloads. */
 static void on_slots(worker_op *o, redisReply *r, const char *err)
 {
     batch_worker *w = o->w;
     o->busy = 0;
     if (o->gen != w->gen) return;
-    if (!w->eng || (w->state != W_SERVING && w->state != W_IDLE)) {
-        slots_scan_reset(&w->slots, w->slots.started_at);
+    if (!w->eng || (w->state != W_SERVING && w->state != W_IDLE) || (err && w->state == W_IDLE)) {
+        slots_scan_abandon(&w->slots);
         return;
     }
     const char *e = reply_error(r, err);
     if (e) { worker_fail(w, "slots", e); return; }
     int rc = slots_scan_page(&w->slots, r, w->eng, w->batch);
     if (rc < 0) { worker_fail(w, "slots", rc == -ENOMEM ? "out of memory" : "unexpected reply"); return; }
-    if (rc == 0) slots_refresh(w, clock_wall_ms());
+    if (rc == 0) slots_refresh(w, mono_ms());
+    else if (w->state == W_SERVING) take_start(w);
 }
 
 /* As many takes as are due: one, or several reading ahead. */

@@ -20,19 +20,29 @@ void slots_scan_free(slots_scan *s)
     memset(s, 0, sizeof *s);
 }
 
-void slots_scan_reset(slots_scan *s, int64_t now)
+void slots_scan_abandon(slots_scan *s)
 {
     s->running = 0;
     s->page_out = 0;
     s->staged_len = 0;
-    s->started_at = now;
+}
+
+void slots_scan_loaded(slots_scan *s, int64_t now)
+{
+    slots_scan_abandon(s);
+    s->started_at = s->installed_from = now;
+}
+
+int slots_scan_current(const slots_scan *s, int64_t now)
+{
+    return now - s->installed_from <= SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS;
 }
 
 const char *slots_scan_due(slots_scan *s, int64_t now)
 {
     if (s->page_out) return NULL;
     if (!s->running) {
-        if (now - s->started_at < SLOTS_SCAN_EVERY_MS) return NULL;
+        if (now - s->started_at < SLOTS_SCAN_EVERY_MS && slots_scan_current(s, now)) return NULL;
         s->running = 1;
         s->started_at = now;
         s->staged_len = 0;
@@ -110,5 +120,6 @@ int slots_scan_page(slots_scan *s, const redisReply *r, engine *e, const char *b
     }
     install(s, e, batch);
     s->running = 0;
+    s->installed_from = s->started_at;
     return 1;
 }

@@ -11,11 +11,19 @@
  * first page.
  *
  * The pages are gathered here and replace the engine's table in one step
- * when the scan's cursor comes back to 0, so no decision ever sees half a
- * table. HSCAN returns every field that is in the hash for the whole
- * scan; a field added or removed meanwhile is right after the next scan,
- * at most about a second later. The worker sends the pages one at a time,
- * on the connection of its takes (batch_worker.c).
+ * when the scan's cursor comes back to 0, so no decision sees a table
+ * built from part of the pages. HSCAN returns every field that is in the
+ * hash for the whole scan; a field added or removed meanwhile is right
+ * after the next scan. The worker sends the pages one at a time, on the
+ * connection of its takes (batch_worker.c), and holds a take back while
+ * the table it would be decided with comes from a scan that began more
+ * than SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS ago -- after an idle
+ * spell, say -- until a new scan is in: so a request dequeued that long
+ * after an operator's change is decided with it. Under a steady load a
+ * scan starts every SLOTS_SCAN_EVERY_MS and is in long before the grace
+ * runs out, and no take waits.
+ *
+ * Times are monotonic ms (a wall clock stepped back would stall the scans).
  */
 #ifndef ALLOCD_SLOTS_SCAN_H
 #define ALLOCD_SLOTS_SCAN_H
@@ -27,11 +35,13 @@
 #include "core/engine.h"
 
 #define SLOTS_SCAN_EVERY_MS 1000
+#define SLOTS_SCAN_GRACE_MS 500
 #define SLOTS_SCAN_COUNT 1000
 #define SLOTS_SCAN_CURSOR_MAX 24   /* a decimal uint64 and its NUL */
 
 typedef struct slots_scan {
-    int64_t started_at;       /* ms: when the current or last scan began */
+    int64_t started_at;       /* when the current or last scan began */
+    int64_t installed_from;   /* when the scan (or load) behind the engine's table began */
     int running;              /* a scan is between its first and last page */
     int page_out;             /* a page is asked and not answered */
     char cursor[SLOTS_SCAN_CURSOR_MAX]; /* the next page's cursor */
@@ -41,15 +51,21 @@ typedef struct slots_scan {
 
 void slots_scan_init(slots_scan *s);
 void slots_scan_free(slots_scan *s);
-/* Forgets a scan under way (a reload reads the whole hash itself) and
- * counts the next one from now. */
-void slots_scan_reset(slots_scan *s, int64_t now);
+/* The load read the whole hash at `now`: that is the table, and a scan
+ * under way is forgotten. */
+void slots_scan_loaded(slots_scan *s, int64_t now);
+/* A page will not be answered (dropped, or its connection went down): the
+ * scan under way is forgotten; the next begins when due. */
+void slots_scan_abandon(slots_scan *s);
 /* The cursor of the page to ask for now (HSCAN key <cursor> COUNT
  * SLOTS_SCAN_COUNT), or NULL when none is due: a page is out, or no scan
- * runs and the last began less than SLOTS_SCAN_EVERY_MS ago. The caller
- * calls slots_scan_sent once the page is asked. */
+ * runs, the last began less than SLOTS_SCAN_EVERY_MS ago and the table is
+ * current. The caller calls slots_scan_sent once the page is asked. */
 const char *slots_scan_due(slots_scan *s, int64_t now);
 void slots_scan_sent(slots_scan *s);
+/* 1 when a take may be decided with the engine's table now: its scan
+ * began at most SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS ago. */
+int slots_scan_current(const slots_scan *s, int64_t now);
 /* A page's reply: 1 when it was the last (the engine's table is now the
  * hash as scanned), 0 when more pages follow, -EPROTO for a reply that is
  * no HSCAN page, -ENOMEM. After an error the scan starts over from its

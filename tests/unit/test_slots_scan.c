@@ -1,8 +1,9 @@
 /* test_slots_scan.c -- the paged re-read of P:{B}:slots (worker/slots_scan.c)
  * fed hand-built HSCAN replies: when a scan is due, that a page out holds
  * the next one back, that the engine's table changes only when the cursor
- * comes back to 0 and then to exactly what the pages held, and that a
- * reply that is no page is refused and the scan starts over. */
+ * comes back to 0 and then to exactly what the pages held, when a take may
+ * be decided with the table, and that a reply that is no page is refused
+ * and the scan starts over. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -80,7 +81,7 @@ static void test_due_every_second_one_page_at_a_time(void **state)
     (void)state;
     slots_scan s;
     slots_scan_init(&s);
-    slots_scan_reset(&s, T0);                     /* the load read them */
+    slots_scan_loaded(&s, T0);                    /* the load read them */
     assert_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS - 1));
     const char *c = slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS);
     assert_non_null(c);
@@ -97,7 +98,7 @@ static void test_table_replaced_when_the_cursor_returns(void **state)
     assert_int_equal(engine_slot_set(e, "gone", T0), 0);
     slots_scan s;
     slots_scan_init(&s);
-    slots_scan_reset(&s, T0);
+    slots_scan_loaded(&s, T0);
     assert_string_equal(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS), "0");
     slots_scan_sent(&s);
     assert_int_equal(feed(&s, e, page("1792", (const char *[]){ "a", "100", "b", "200", NULL })), 0);
@@ -121,6 +122,36 @@ static void test_table_replaced_when_the_cursor_returns(void **state)
     engine_free(e);
 }
 
+/* A table is current for the interval and its grace from when its scan
+ * began; one that is not starts a scan at once, interval or not (a worker
+ * back from idle holds its take for it). */
+static void test_current_and_forced_scans(void **state)
+{
+    (void)state;
+    engine *e = dorm();
+    slots_scan s;
+    slots_scan_init(&s);
+    slots_scan_loaded(&s, T0);
+    assert_true(slots_scan_current(&s, T0 + SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS));
+    assert_false(slots_scan_current(&s, T0 + SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS + 1));
+    /* a scan begun at T0 + 1000 and abandoned (its page lost) */
+    assert_non_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS));
+    slots_scan_sent(&s);
+    slots_scan_abandon(&s);
+    /* inside the interval, but the table is no longer current: due now */
+    int64_t t = T0 + SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS + 1;
+    const char *c = slots_scan_due(&s, t);
+    assert_non_null(c);
+    assert_string_equal(c, "0");
+    slots_scan_sent(&s);
+    assert_int_equal(feed(&s, e, page("0", (const char *[]){ "a", "1", NULL })), 1);
+    /* current from when that scan began */
+    assert_true(slots_scan_current(&s, t + SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS));
+    assert_false(slots_scan_current(&s, t + SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS + 1));
+    slots_scan_free(&s);
+    engine_free(e);
+}
+
 static void test_not_a_page_refused_and_started_over(void **state)
 {
     (void)state;
@@ -128,7 +159,7 @@ static void test_not_a_page_refused_and_started_over(void **state)
     assert_int_equal(engine_slot_set(e, "kept", T0), 0);
     slots_scan s;
     slots_scan_init(&s);
-    slots_scan_reset(&s, T0);
+    slots_scan_loaded(&s, T0);
     assert_non_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS));
     slots_scan_sent(&s);
     assert_int_equal(feed(&s, e, page("77", (const char *[]){ "a", "100", NULL })), 0);
@@ -150,6 +181,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_due_every_second_one_page_at_a_time),
         cmocka_unit_test(test_table_replaced_when_the_cursor_returns),
+        cmocka_unit_test(test_current_and_forced_scans),
         cmocka_unit_test(test_not_a_page_refused_and_started_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
