@@ -11,42 +11,14 @@
 #include <cmocka.h>
 
 #include "allocctl/archive_log.h"
-
-static redisReply *str(const char *s)
-{
-    redisReply *r = calloc(1, sizeof *r);
-    r->type = REDIS_REPLY_STRING;
-    r->str = strdup(s);
-    r->len = strlen(s);
-    return r;
-}
-
-static redisReply *arr(size_t n, ...)
-{
-    redisReply *r = calloc(1, sizeof *r);
-    r->type = REDIS_REPLY_ARRAY;
-    r->elements = n;
-    r->element = calloc(n ? n : 1, sizeof *r->element);
-    va_list ap;
-    va_start(ap, n);
-    for (size_t i = 0; i < n; i++) r->element[i] = va_arg(ap, redisReply *);
-    va_end(ap);
-    return r;
-}
-
-static redisReply *nil(void)
-{
-    redisReply *r = calloc(1, sizeof *r);
-    r->type = REDIS_REPLY_NIL;
-    return r;
-}
+#include "rtest.h"
 
 static void test_fields_kept_as_written(void **state)
 {
     (void)state;
-    redisReply *e = arr(2, str("1763800000123-4"),
-                        arr(8, str("type"), str("wait_served"), str("user"), str("u1"),
-                            str("pos"), str("17"), str("group"), str("g-\xc3\xa9")));
+    redisReply *e = rtest_arr(2, rtest_str("1763800000123-4"),
+                        rtest_arr(8, rtest_str("type"), rtest_str("wait_served"), rtest_str("user"), rtest_str("u1"),
+                            rtest_str("pos"), rtest_str("17"), rtest_str("group"), rtest_str("g-\xc3\xa9")));
     json_t *rows = json_array();
     assert_int_equal(archive_log_entry_decode(e, rows), 1);
     char *got = json_dumps(json_array_get(rows, 0), JSON_COMPACT | JSON_SORT_KEYS);
@@ -61,7 +33,7 @@ static void test_fields_kept_as_written(void **state)
 static void test_trimmed_entry_adds_nothing(void **state)
 {
     (void)state;
-    redisReply *e = arr(2, str("5-0"), nil());
+    redisReply *e = rtest_arr(2, rtest_str("5-0"), rtest_nil());
     json_t *rows = json_array();
     assert_int_equal(archive_log_entry_decode(e, rows), 0);
     assert_int_equal(json_array_size(rows), 0);
@@ -73,11 +45,11 @@ static void test_not_an_entry(void **state)
 {
     (void)state;
     json_t *rows = json_array();
-    redisReply *e = arr(1, str("5-0"));
+    redisReply *e = rtest_arr(1, rtest_str("5-0"));
     assert_int_equal(archive_log_entry_decode(e, rows), -1);
     assert_null(archive_log_entry_id(e));
     freeReplyObject(e);
-    e = str("5-0");
+    e = rtest_str("5-0");
     assert_int_equal(archive_log_entry_decode(e, rows), -1);
     freeReplyObject(e);
     assert_int_equal(json_array_size(rows), 0);

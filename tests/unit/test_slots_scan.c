@@ -17,6 +17,7 @@
 #include "core/engine.h"
 #include "core/engine_slots.h"
 #include "worker/slots_scan.h"
+#include "rtest.h"
 
 #define T0 1763800000000LL
 
@@ -31,48 +32,20 @@ static engine *dorm(void)
     return e;
 }
 
-static redisReply *str(const char *s)
-{
-    redisReply *r = calloc(1, sizeof *r);
-    r->type = REDIS_REPLY_STRING;
-    r->str = strdup(s);
-    r->len = strlen(s);
-    return r;
-}
-
-static redisReply *arr(size_t n)
-{
-    redisReply *r = calloc(1, sizeof *r);
-    r->type = REDIS_REPLY_ARRAY;
-    r->elements = n;
-    r->element = calloc(n ? n : 1, sizeof *r->element);
-    return r;
-}
-
 /* An HSCAN page: {cursor, [field, value, ...]} from a NULL-ended list. */
 static redisReply *page(const char *cursor, const char *const *pairs)
 {
     size_t n = 0;
     while (pairs[n]) n++;
-    redisReply *r = arr(2), *p = arr(n);
-    r->element[0] = str(cursor);
-    for (size_t i = 0; i < n; i++) p->element[i] = str(pairs[i]);
-    r->element[1] = p;
-    return r;
-}
-
-static void reply_free(redisReply *r)
-{
-    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) reply_free(r->element[i]);
-    free(r->element);
-    free(r->str);
-    free(r);
+    redisReply *p = rtest_array_of(n);
+    for (size_t i = 0; i < n; i++) p->element[i] = rtest_str(pairs[i]);
+    return rtest_arr(2, rtest_str(cursor), p);
 }
 
 static int feed(slots_scan *s, engine *e, redisReply *r)
 {
     int rc = slots_scan_page(s, r, e, "d");
-    reply_free(r);
+    freeReplyObject(r);
     return rc;
 }
 
@@ -166,7 +139,7 @@ static void test_not_a_page_refused_and_started_over(void **state)
     assert_non_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS));
     slots_scan_sent(&s);
     assert_int_equal(feed(&s, e, page("0", (const char *[]){ "odd", NULL })), -EPROTO);  /* odd count */
-    assert_int_equal(feed(&s, e, str("0")), -EPROTO);
+    assert_int_equal(feed(&s, e, rtest_str("0")), -EPROTO);
     assert_int_equal(engine_slot_get(e, "kept"), T0);                 /* untouched */
     assert_int_equal(engine_slot_get(e, "a"), ENGINE_NO_SLOT);
     const char *c = slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS);     /* from the start */
