@@ -575,8 +575,9 @@ static void take_one(batch_worker *w)
     if (lease_check(w, "take") < 0) return;
     /* held while the slots are older than a scan's interval and its grace
      * (slots_scan.h): the last page's reply takes again (on_slots) */
-    slots_refresh(w, mono_ms());
-    if (!slots_scan_current(&w->slots, mono_ms())) return;
+    int64_t mono = mono_ms();
+    slots_refresh(w, mono);
+    if (!slots_scan_current(&w->slots, mono)) return;
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
     ALLOC_ASSERT(ch != NULL);   /* the ring is not full: checked above */
     ch->state = CS_TAKING;

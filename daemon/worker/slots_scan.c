@@ -38,15 +38,22 @@ int slots_scan_current(const slots_scan *s, int64_t now)
     return now - s->installed_from <= SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS;
 }
 
+/* A scan from its first page: cursor 0, nothing staged. */
+static void begin(slots_scan *s)
+{
+    s->running = 1;
+    s->page_out = 0;
+    s->staged_len = 0;
+    memcpy(s->cursor, "0", 2);
+}
+
 const char *slots_scan_due(slots_scan *s, int64_t now)
 {
     if (s->page_out) return NULL;
     if (!s->running) {
         if (now - s->started_at < SLOTS_SCAN_EVERY_MS && slots_scan_current(s, now)) return NULL;
-        s->running = 1;
+        begin(s);
         s->started_at = now;
-        s->staged_len = 0;
-        memcpy(s->cursor, "0", 2);
     }
     return s->cursor;
 }
@@ -80,16 +87,6 @@ static void install(slots_scan *s, engine *e, const char *batch)
     s->staged_len = 0;
 }
 
-/* After a bad page: the scan starts again from its first page, at once
- * (what was staged may be half of something else). */
-static void restart(slots_scan *s)
-{
-    s->running = 1;
-    s->page_out = 0;
-    s->staged_len = 0;
-    memcpy(s->cursor, "0", 2);
-}
-
 static int is_page(const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return 0;
@@ -105,13 +102,15 @@ static int is_page(const redisReply *r)
 int slots_scan_page(slots_scan *s, const redisReply *r, engine *e, const char *batch)
 {
     s->page_out = 0;
-    if (!is_page(r)) { restart(s); return -EPROTO; }
+    /* after a bad page the scan starts again from its first page, at once
+     * (what was staged may be half of something else) */
+    if (!is_page(r)) { begin(s); return -EPROTO; }
     const redisReply *pairs = r->element[1];
     for (size_t i = 0; i < pairs->elements; i++) {
         /* read up to a NUL byte, as the HGETALL at load reads them (a
          * user id or a time never holds one) */
         const redisReply *x = pairs->element[i];
-        if (stage(s, x->str, strnlen(x->str, x->len)) < 0) { restart(s); return -ENOMEM; }
+        if (stage(s, x->str, strnlen(x->str, x->len)) < 0) { begin(s); return -ENOMEM; }
     }
     const redisReply *cur = r->element[0];
     if (strcmp(cur->str, "0")) {

@@ -112,7 +112,7 @@ static long round_trip(rstate *s)
     for (int p = 0; p < j->producers; p++) {
         s->asked[p] = askable(s, p);
         if (s->asked[p] > 0) add_ids(s, p, s->asked[p], &argc);
-        fields += s->asked[p] > 0 ? s->asked[p] : 0;
+        fields += s->asked[p];      /* askable: never negative */
     }
     if (fields) { redisAppendCommandArgv(s->c, argc, s->argv, NULL); j->hmgets++; }
     redisAppendCommand(s->c, "HGET %s dequeued", j->stats);
