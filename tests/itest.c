@@ -107,15 +107,20 @@ int itest_sh(const char *fmt, ...)
 
 int itest_ctl(itest *t, char **out, const char *fmt, ...)
 {
-    char args[1500], path[400];
+    char args[1500], line[2500];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     assert_true(n >= 0 && (size_t)n < sizeof args);
-    snprintf(path, sizeof path, "%s/ctl.out", t->redis.dir);
-    int rc = itest_sh("%s/allocctl --redis '%s' %s > %s 2>&1", harness_build_dir(), t->redis.url, args, path);
-    if (out && !(*out = itest_read_file(path))) fail_msg("allocctl's output %s cannot be read", path);
+    n = snprintf(line, sizeof line, "%s/allocctl --redis '%s' %s", harness_build_dir(), t->redis.url, args);
+    assert_true(n >= 0 && (size_t)n < sizeof line);
+    char *const argv[] = { "/bin/sh", "-c", line, NULL };
+    char *buf;
+    int rc = proc_run_capture(argv, &buf);
+    if (rc < 0) fail_msg("allocctl could not be run: %s", line);
+    if (out) *out = buf;
+    else free(buf);
     return rc;
 }
 
@@ -226,22 +231,3 @@ void itest_expect_hget(redisContext *c, const char *key, const char *field)
     free(v);
 }
 
-char *itest_read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - 1 - len, f);
-        if (len < cap - 1) break;
-        char *more = realloc(buf, cap *= 2);
-        if (!more) { free(buf); buf = NULL; }
-        else buf = more;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) { free(buf); return NULL; }
-    buf[len] = '\0';
-    return buf;
-}

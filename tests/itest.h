@@ -58,14 +58,12 @@ char *itest_http_get(int port, const char *path);
 char *itest_http_get_with(int port, const char *path, const char *headers);
 /* Waits (10 s) for a hash field to exist; fails the test if it does not. */
 void itest_expect_hget(redisContext *c, const char *key, const char *field);
-/* The whole file, NUL-terminated and malloc'd, or NULL when it cannot be read. */
-char *itest_read_file(const char *path);
 /* Runs a shell command line (printf-style); its exit status, -1 if killed. */
 int itest_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Runs allocctl --redis <t's Redis> with args (printf-style; a shell
- * fragment), stdout and stderr to a file in t's dir; its exit status. Unless
- * out is NULL, *out is the whole output (malloc'd); an output that cannot be
- * read fails the test. */
+ * fragment) through proc_run_capture; its exit status (128 + the signal
+ * that ended it). Unless out is NULL, *out is stdout and stderr together
+ * (malloc'd); allocctl that cannot be run fails the test. */
 int itest_ctl(itest *t, char **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

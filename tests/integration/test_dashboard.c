@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "base/textfile.h"
 #include "itest.h"
 
 #define TOKEN "dashboard-test-token-0123"
@@ -55,7 +56,7 @@ static char *browse(const itest *t, int port, const char *frag, const char *shot
     assert_int_equal(stat(png, &st), 0);
     assert_true(st.st_size > 5000);
     fprintf(stderr, "screenshot: %s (%lld bytes)\n", png, (long long)st.st_size);
-    return itest_read_file(dom);
+    return textfile_read(dom, NULL);
 }
 
 /* GET path with the token: the JSON body, or NULL. */

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "base/textfile.h"
 #include "itest.h"
 
 #define RULES   "conf/prometheus/allocd-alerts.yml"
@@ -70,7 +71,7 @@ static void test_names_exist(void **state)
     assert_non_null(scrape);
     assert_non_null(strstr(scrape, "allocd_batch_served{"));
 
-    char *rules = itest_read_file(RULES);
+    char *rules = textfile_read(RULES, NULL);
     assert_non_null(rules);
     int missing = check_names(rules, scrape, RULES);
     free(rules);
