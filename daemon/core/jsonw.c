@@ -39,12 +39,9 @@ static int grow(jsonw *w, size_t extra)
     return 0;
 }
 
-void jsonw_raw(jsonw *w, const char *s, size_t n)
+char *jsonw_room_grow(jsonw *w, size_t n)
 {
-    /* the hot path: room is almost always there */
-    if ((w->len + n > w->cap || w->failed) && grow(w, n) < 0) return;
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
+    return grow(w, n) < 0 ? NULL : w->buf + w->len;
 }
 
 static inline void put(jsonw *w, char c)
@@ -82,10 +79,15 @@ void jsonw_arr_end(jsonw *w) { end(w, ']'); }
 void jsonw_key(jsonw *w, const char *key)
 {
     sep(w);
-    put(w, '"');
-    jsonw_raw(w, key, strlen(key));
-    put(w, '"');
-    put(w, ':');
+    size_t n = strlen(key);
+    char *o = jsonw_room(w, n + 3);
+    if (o) {
+        o[0] = '"';
+        memcpy(o + 1, key, n);
+        o[n + 1] = '"';
+        o[n + 2] = ':';
+        w->len += n + 3;
+    }
     w->first[w->depth] = 1; /* the value follows without a comma */
 }
 
@@ -164,18 +166,19 @@ void jsonw_str(jsonw *w, const char *s) { jsonw_strn(w, s, strlen(s)); }
 void jsonw_int(jsonw *w, int64_t v)
 {
     sep(w);
-    char buf[NUMTEXT_MAX];
-    jsonw_raw(w, buf, numtext_i64(buf, v));
+    char *o = jsonw_room(w, NUMTEXT_MAX + 1);
+    if (o) w->len += numtext_i64(o, v);
 }
 
 void jsonw_u64_str(jsonw *w, uint64_t v)
 {
     sep(w);
-    char buf[24];
-    size_t n = numtext_u64(buf + 1, v);
-    buf[0] = '"';
-    buf[n + 1] = '"';
-    jsonw_raw(w, buf, n + 2);
+    char *o = jsonw_room(w, NUMTEXT_MAX + 2);
+    if (!o) return;
+    size_t n = numtext_u64(o + 1, v);
+    o[0] = '"';
+    o[n + 1] = '"';
+    w->len += n + 2;
 }
 
 void jsonw_kstr(jsonw *w, const char *key, const char *s) { jsonw_key(w, key); jsonw_str(w, s); }

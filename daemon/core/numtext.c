@@ -10,24 +10,35 @@ static const char digit_pairs[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
+static const uint64_t pow10_u64[NUMTEXT_MAX] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+    100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+    10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+    100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull,
+};
+
+/* The length is counted first so the digits go straight to out, right to
+ * left: no copy through a temporary (a call to memcpy per number). */
 size_t numtext_u64(char *out, uint64_t v)
 {
-    char tmp[NUMTEXT_MAX];
-    size_t n = NUMTEXT_MAX;
+    size_t len = 1;
+    while (len < NUMTEXT_MAX && v >= pow10_u64[len]) len++;
+    char *o = out + len;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
-        n -= 2;
-        memcpy(tmp + n, digit_pairs + 2 * r, 2);
+        o -= 2;
+        o[0] = digit_pairs[2 * r];
+        o[1] = digit_pairs[2 * r + 1];
     }
     if (v >= 10) {
-        n -= 2;
-        memcpy(tmp + n, digit_pairs + 2 * v, 2);
+        o -= 2;
+        o[0] = digit_pairs[2 * v];
+        o[1] = digit_pairs[2 * v + 1];
     } else {
-        tmp[--n] = (char)('0' + v);
+        *--o = (char)('0' + v);
     }
-    memcpy(out, tmp + n, NUMTEXT_MAX - n);
-    return NUMTEXT_MAX - n;
+    return len;
 }
 
 size_t numtext_i64(char *out, int64_t v)

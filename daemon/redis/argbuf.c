@@ -34,18 +34,23 @@ void argbuf_free(argbuf *a)
     a->n = a->ncmds = a->cap_cmds = 0;
 }
 
+/* "$<len>\r\n<bytes>\r\n" written in place: one room check per argument
+ * (an apply has a dozen arguments per request). */
 void argbuf_ext(argbuf *a, const char *s, size_t len)
 {
-    char head[32];
-    size_t n = 0;
-    head[n++] = '$';
-    n += numtext_u64(head + n, len);
-    head[n++] = '\r';
-    head[n++] = '\n';
-    jsonw_raw(&a->resp, head, n);
-    if (len) jsonw_raw(&a->resp, s, len);
-    jsonw_raw(&a->resp, "\r\n", 2);
     a->n++;
+    char *o = jsonw_room(&a->resp, len + NUMTEXT_MAX + 5);
+    if (!o) return;             /* failed is sticky: argbuf_failed() */
+    char *p = o;
+    *p++ = '$';
+    p += numtext_u64(p, len);
+    *p++ = '\r';
+    *p++ = '\n';
+    if (len) memcpy(p, s, len);
+    p += len;
+    *p++ = '\r';
+    *p++ = '\n';
+    jsonw_commit(&a->resp, (size_t)(p - o));
 }
 
 void argbuf_str(argbuf *a, const char *s) { argbuf_ext(a, s, strlen(s)); }

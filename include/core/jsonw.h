@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define JSONW_MAX_DEPTH 16
 
@@ -46,8 +47,28 @@ void jsonw_u64_str(jsonw *w, uint64_t v);   /* as a JSON string of digits */
 void jsonw_kstr(jsonw *w, const char *key, const char *s);
 void jsonw_kint(jsonw *w, const char *key, int64_t v);
 
-/* Appends raw bytes with no separator handling (for argument buffers). */
-void jsonw_raw(jsonw *w, const char *s, size_t n);
+/* Room for n more bytes at the end: a pointer to write up to n bytes at,
+ * then jsonw_commit() what was written; NULL once allocation failed. Lets a
+ * caller format straight into the buffer (argbuf's RESP headers). */
+char *jsonw_room_grow(jsonw *w, size_t n);
+static inline char *jsonw_room(jsonw *w, size_t n)
+{
+    /* the hot path: room is almost always there */
+    if (!w->failed && w->len + n <= w->cap) return w->buf + w->len;
+    return jsonw_room_grow(w, n);
+}
+static inline void jsonw_commit(jsonw *w, size_t n) { w->len += n; }
+
+/* Appends raw bytes with no separator handling (for argument buffers).
+ * Inline: allocd calls it dozens of times per request, mostly for a few
+ * bytes, where the call cost more than the copy. */
+static inline void jsonw_raw(jsonw *w, const char *s, size_t n)
+{
+    char *o = jsonw_room(w, n);
+    if (!o) return;
+    memcpy(o, s, n);
+    w->len += n;
+}
 
 /* 1 when s[0..n) is valid UTF-8 (and has no NUL when no_nul). */
 int utf8_valid(const char *s, size_t n, int no_nul);
