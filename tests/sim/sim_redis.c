@@ -31,6 +31,7 @@ typedef struct dent {
     size_t kn;
     void *v;
     size_t vn;
+    uint64_t ser;    /* insertion serial: an HSCAN cursor (c_hscan) */
 } dent;
 
 typedef struct dict {
@@ -38,6 +39,7 @@ typedef struct dict {
     size_t n, cap, live;
     uint32_t *idx;   /* 0 empty, else entry + 1 */
     size_t icap;
+    uint64_t next_ser;
 } dict;
 
 static void *xmalloc(size_t n)
@@ -101,7 +103,7 @@ static void dict_add(dict *d, const char *k, size_t kn, void *v, size_t vn)
         d->e = realloc(d->e, d->cap * sizeof *d->e);
         if (!d->e) abort();
     }
-    d->e[d->n] = (dent){ xdup(k, kn), kn, v, vn };
+    d->e[d->n] = (dent){ xdup(k, kn), kn, v, vn, ++d->next_ser };
     d->n++;
     d->live++;
     if (d->n * 2 + 2 > d->icap) { dict_reindex(d); return; }
@@ -146,6 +148,7 @@ typedef struct sval {
     dict h;                 /* hash (values: sbuf*) or set (no values) */
     sbuf *l; size_t lhead, ln, lcap;   /* list: items [lhead, lhead+ln) */
     sentry *x; size_t xn, xcap; uint64_t xms, xseq;   /* stream */
+    int hash_table;         /* hash: past Redis's listpack limits (c_hset) */
 } sval;
 
 static void sbuf_free(void *p)
@@ -544,7 +547,11 @@ static redisReply *c_hset(ctx *x)
         sbuf *b = sbuf_new(x->argv[i + 1], x->lens[i + 1]);
         if (j >= 0) { sbuf_free(v->h.e[j].v); v->h.e[j].v = b; }
         else { dict_add(&v->h, x->argv[i], x->lens[i], b, 0); added++; }
+        /* Redis's defaults hash-max-listpack-value 64 and -entries 128;
+         * the conversion to a hash table is for the key's life */
+        if (x->lens[i] > 64 || x->lens[i + 1] > 64) v->hash_table = 1;
     }
+    if (v->h.live > 128) v->hash_table = 1;
     touch(x->s, x->argv[1], x->lens[1]);
     return r_int(added);
 }
@@ -595,16 +602,49 @@ static redisReply *c_hgetall(ctx *x)
     return e ? e : hash_pairs(v);
 }
 
-/* One page with everything and cursor 0: what Redis answers for a small
- * hash, and a valid answer for any (COUNT is a hint). */
+/* HSCAN key cursor [COUNT n]. A hash Redis keeps as a listpack comes back
+ * whole in one page with cursor 0, as Redis answers. A larger one (c_hset)
+ * pages COUNT fields (default 10) at a time, and the cursor is the
+ * insertion serial of the next field: a field present for the whole scan
+ * is returned exactly once, fields added meanwhile may be, deleted ones are
+ * not -- Redis's guarantee, with other cursor numbers and page sizes.
+ * test_sim_model checks both shapes against a real Redis. */
 static redisReply *c_hscan(ctx *x)
 {
+    long long cursor, count = 10;
+    if (parse_ll(x->argv[2], x->lens[2], &cursor) < 0 || cursor < 0) return r_err("ERR invalid cursor");
+    for (int i = 3; i < x->argc; i += 2) {
+        if (i + 1 >= x->argc || x->lens[i] != 5 || strncasecmp(x->argv[i], "count", 5))
+            return r_err("ERR syntax error");
+        if (parse_ll(x->argv[i + 1], x->lens[i + 1], &count) < 0) return r_notint();
+        if (count < 1) return r_err("ERR syntax error");
+    }
     sval *v;
     redisReply *e = get_typed(x, 1, T_HASH, &v);
     if (e) return e;
     redisReply *r = r_arr(2);
-    r->element[0] = r_str("0", 1);
-    r->element[1] = hash_pairs(v);
+    if (v && v->h.live > 128) v->hash_table = 1;    /* grown by HINCRBY */
+    if (!v || !v->hash_table) {
+        r->element[0] = r_str("0", 1);
+        r->element[1] = hash_pairs(v);
+        return r;
+    }
+    size_t first = 0, k = 0;
+    while (first < v->h.n && (!v->h.e[first].k || v->h.e[first].ser < (uint64_t)cursor)) first++;
+    size_t end = first, taken = 0;
+    for (; end < v->h.n && taken < (size_t)count; end++) taken += v->h.e[end].k != NULL;
+    while (end < v->h.n && !v->h.e[end].k) end++;
+    char next[24] = "0";
+    if (end < v->h.n) snprintf(next, sizeof next, "%" PRIu64, v->h.e[end].ser);
+    r->element[0] = r_str(next, strlen(next));
+    redisReply *page = r->element[1] = r_arr(taken * 2);
+    for (size_t i = first; i < end; i++) {
+        const dent *d = &v->h.e[i];
+        if (!d->k) continue;
+        const sbuf *b = d->v;
+        page->element[k++] = r_str(d->k, d->kn);
+        page->element[k++] = r_str(b->p, b->n);
+    }
     return r;
 }
 
