@@ -720,6 +720,8 @@ static void ol_fill_allocd(ol_row *r, const run_result *a)
     r->p99 = a->p99;
     r->pmax = a->pmax;
     r->redis_us = a->redis_usec_per_req;
+    r->cmds = a->cmds;
+    r->n = a->n;
 }
 
 static void ol_fill_lua(ol_row *r, const alt_result *l)
@@ -729,6 +731,8 @@ static void ol_fill_lua(ol_row *r, const alt_result *l)
     r->p99 = l->p99;
     r->pmax = l->pmax;
     r->redis_us = l->redis_usec_per_req;
+    r->cmds = l->cmds;
+    r->n = l->decided;
 }
 
 /* Paced at 25/50/75/90% of each design's own e2e saturation (the median
@@ -880,7 +884,7 @@ static void print_compare_table(const bench *b)
 /* name=calls(usec) per request; usec of a script includes its calls. */
 static void print_mix(const char *who, const cmdstats *s, long n)
 {
-    printf("    %-6s", who);
+    printf("    %-9s", who);
     for (size_t i = 0; i < s->n; i++) {
         double per = (double)s->e[i].calls / (double)(n ? n : 1);
         double us = (double)s->e[i].usec / (double)(n ? n : 1);
@@ -1157,6 +1161,12 @@ static void print_open_loop(const bench *b)
         printf("  %-7s %3d%% %10.0f %10.0f %10.0f %7.2f %7.2f %8.2f %8.2f %5.2f%s\n", r->design, r->pct,
                r->saturation, r->offered, r->accepted, r->p50, r->p99, r->pmax, r->redis_us, r->load,
                r->ok ? "" : "  FAILED");
+    }
+    printf("\n  open loop: Redis commands per request (Redis usec per request), each row's window\n");
+    for (int i = 0; i < b->n_ol; i++) {
+        char who[24];
+        snprintf(who, sizeof who, "%s%d", b->ol[i].design, b->ol[i].pct);
+        print_mix(who, &b->ol[i].cmds, b->ol[i].n);
     }
     for (int i = 0; i < b->n_ol; i++) {
         const ol_row *r = &b->ol[i];

@@ -33,6 +33,8 @@ typedef struct ol_row {
     double saturation, offered, accepted;
     double p50, p99, pmax;
     double redis_us;          /* Redis commandstats usec per request */
+    cmdstats cmds;            /* the row's Redis commands (print_open_loop) */
+    long n;                   /* requests they are divided by */
     int ok;
     double load;
 } ol_row;
