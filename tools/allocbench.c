@@ -56,6 +56,7 @@ typedef struct options {
     int open_loop;                /* --open-loop: offered vs accepted at 25..90% */
     int timeline;                 /* --timeline: each allocd e2e or paced row, window by window */
     int aof;                      /* --aof: private Redis with appendfsync everysec */
+    int pin;                      /* --pin: Redis on CPU 0, the rest on the others */
     const char *redis_args;       /* --redis-args: more redis-server arguments */
     int targets_e2e;              /* --targets-e2e: the TARGET lines of e2e and open loop */
     int peek;                     /* --peek: e2e rounds also run the HGET/RPUSH/HGET producers */
@@ -151,6 +152,8 @@ static void usage(FILE *f)
           "                        HGET dequeued; RPUSH; HGET dequeued (no MULTI; docs/PERFORMANCE.md)\n"
           "  --targets-e2e         print the TARGET lines of the e2e rounds and the open loop\n"
           "  --aof                 the private Redis with appendonly yes, appendfsync everysec\n"
+          "  --pin                 Redis on a core of its own: the private redis-server on CPU 0;\n"
+          "                        allocd, the producers, the poller and the Lua callers on the others\n"
           "  --lua-pairs N         run stock prepushed allocd + Lua N times (fresh daemon each) and\n"
           "                        judge the Lua target on the median ratio (with --targets: 5)\n"
           "  --tickets             the tickets scenario: --users buyers (100000) for a tenth as many\n"
@@ -280,7 +283,7 @@ enum {
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TICKETS, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
-    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK,
+    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK, O_PIN,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
@@ -298,7 +301,7 @@ static const struct option long_opts[] = {
     { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
     { "designs", 1, 0, O_DESIGNS }, { "batches", 1, 0, O_BATCHES },
     { "tick-us", 1, 0, O_TICK },
-    { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "timeline", 0, 0, O_TIMELINE }, { "aof", 0, 0, O_AOF },
+    { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "timeline", 0, 0, O_TIMELINE }, { "aof", 0, 0, O_AOF }, { "pin", 0, 0, O_PIN },
     { "log-format", 1, 0, O_LOG_FORMAT }, { "saturation", 1, 0, O_SATURATION },
     { "open-loop-pcts", 1, 0, O_OL_PCTS }, { "redis-args", 1, 0, O_REDIS_ARGS },
     { "targets-e2e", 0, 0, O_TARGETS_E2E }, { "peek", 0, 0, O_PEEK },
@@ -359,6 +362,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_OPEN_LOOP: o->open_loop = 1; return 0;
     case O_TIMELINE: o->timeline = 1; return 0;
     case O_AOF: o->aof = 1; return 0;
+    case O_PIN: o->pin = 1; return 0;
     case O_REDIS_ARGS: o->redis_args = v; return 0;
     case O_TARGETS_E2E: o->targets_e2e = 1; return 0;
     case O_PEEK: o->peek = 1; return 0;
@@ -419,6 +423,10 @@ static int start_redis(bench *b)
              b->opt.redis_args ? b->opt.redis_args : "");
     if (proc_redis_start(&b->redis, "allocbench", args) < 0) return -1;
     b->own_redis = 1;
+    if (b->opt.pin && bench_pin(b->redis.pid, 0, 0) < 0) {
+        fprintf(stderr, "allocbench: --pin: cannot pin redis-server to CPU 0\n");
+        return -1;
+    }
     if (bench_target_parse(&b->target, b->redis.url) < 0) return -1;
     b->redis_pid = b->redis.pid;
     snprintf(b->dir, sizeof b->dir, "%s", b->redis.dir);
@@ -830,11 +838,12 @@ static void print_machine(const bench *b)
     char cpu[128];
     cpu_model(cpu, sizeof cpu);
     printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it)\n"
-           "redis: durability %s; extra arguments: %s\n"
+           "redis: durability %s; extra arguments: %s%s\n"
            "setup: redis %s (%s); allocd %s, chunk %d, log_format %s; producers / Lua connections %d x depth %d; "
            "lock threads %d, retry sleep %d-%d us\n",
            sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->durability,
-           b->opt.redis_args ? b->opt.redis_args : "none", b->redis_ver,
+           b->opt.redis_args ? b->opt.redis_args : "none",
+           b->opt.pin ? "; pinned (--pin): redis-server on CPU 0, allocd and the bench on the others" : "", b->redis_ver,
            b->own_redis ? "private, unix socket" : b->target.url,
            b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk,
            b->opt.log_format ? b->opt.log_format : "event", b->opt.producers,
@@ -1362,6 +1371,15 @@ int main(int argc, char **argv)
     if (!b.opt.no_daemon && access(b.opt.allocd_bin, X_OK) < 0) {
         fprintf(stderr, "allocbench: %s is not executable (build it, or --allocd PATH)\n", b.opt.allocd_bin);
         return 2;
+    }
+    if (b.opt.pin) {
+        /* this process and what it starts (allocd; its threads) on CPUs
+         * 1..n-1; the private Redis is moved to CPU 0 once started */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        if (ncpu < 2 || b.opt.redis_url || bench_pin(0, 1, (int)ncpu - 1) < 0) {
+            fprintf(stderr, "allocbench: --pin needs 2 or more CPUs and the private Redis\n");
+            return 2;
+        }
     }
     if (b.opt.tickets) return run_tickets(&b);
     b.rows = calloc(MAX_ROWS, sizeof *b.rows);

@@ -97,6 +97,9 @@ long bench_proc_kb(pid_t pid, const char *field);
 int64_t bench_proc_cpu_us(pid_t pid);
 /* The 1-minute load average (how busy the shared machine was), or -1. */
 double bench_loadavg(void);
+/* Pins every thread of pid (0: this process) to CPUs first..last; 0 or
+ * -errno. For --pin: Redis on a core of its own. */
+int bench_pin(pid_t pid, int first, int last);
 
 /* ------------------------------------------------------------- pipe -- */
 

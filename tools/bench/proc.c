@@ -10,6 +10,9 @@
  */
 #include "bench.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,4 +100,23 @@ double bench_loadavg(void)
     if (fscanf(f, "%lf", &l) != 1) l = -1;
     fclose(f);
     return l;
+}
+
+int bench_pin(pid_t pid, int first, int last)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c = first; c <= last; c++) CPU_SET(c, &set);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)(pid ? pid : getpid()));
+    DIR *d = opendir(dir);
+    if (!d) return -errno;
+    int rc = 0, n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        if (sched_setaffinity((pid_t)atoi(e->d_name), sizeof set, &set) < 0) rc = -errno;
+        n++;
+    }
+    closedir(d);
+    return rc ? rc : n ? 0 : -ESRCH;
 }
