@@ -559,6 +559,22 @@ static int send_take(batch_worker *w, chunk *ch, long from)
     return 0;
 }
 
+/* How many requests a take asks for. Under a burst (a queue of 4 chunks or
+ * more at the last take) a full chunk, for throughput. Otherwise at most
+ * TAKE_SHORT_QUEUE: a chunk's requests wait for the whole chunk to be
+ * decided and applied, and its EXEC holds Redis for every other client
+ * meanwhile, so a moderate load is served in small chunks, several in
+ * flight (docs/PERFORMANCE.md, "adaptive chunk"). */
+#define TAKE_SHORT_QUEUE 128
+
+static int take_size(const batch_worker *w)
+{
+    if (isolating(w)) return 1;
+    int full = w->cfg->chunk;
+    if (full <= TAKE_SHORT_QUEUE || w->stats.queue_len >= 4 * (int64_t)full) return full;
+    return TAKE_SHORT_QUEUE;
+}
+
 /* Starts the next take if one is due: the heads of ctl and of the queue
  * past what is already in flight (LRANGE: nothing moves until the apply
  * LTRIMs it), and the queue's length. */
@@ -581,7 +597,7 @@ static void take_one(batch_worker *w)
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
     ALLOC_ASSERT(ch != NULL);   /* the ring is not full: checked above */
     ch->state = CS_TAKING;
-    ch->asked = isolating(w) ? 1 : w->cfg->chunk;
+    ch->asked = take_size(w);
     long from = w->queue_unsent + takes_out_queue(w);
     ch->seq_base = w->dequeued + from;
     /* while the lottery pool is served, new requests wait behind it */
