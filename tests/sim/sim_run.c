@@ -969,7 +969,10 @@ static void setup_instance(sim_run_state *st, int i)
     char name[16];
     snprintf(name, sizeof name, "sim%c", 'A' + i);
     c->instance = strdup(name);
-    c->chunk = 1 + (int)sim_below(16);
+    /* mostly small chunks (many applies per run); in a fifth of the
+     * instances 129-200, so a take asks for 128 on a short queue and for
+     * the whole chunk once an outage has piled up 4 x chunk (take_size) */
+    c->chunk = sim_chance(0.2) ? 129 + (int)sim_below(72) : 1 + (int)sim_below(16);
     c->lease_ttl_ms = 2000;
     c->redis_timeout_ms = 1000;
     c->idle_wait_ms = 100 + (int)sim_below(900);
