@@ -13,11 +13,6 @@ int batch_watch_tick_ms(int answer_ms)
     return t < 100 ? 100 : t > 1000 ? 1000 : t;
 }
 
-int64_t batch_watch_now_ms(void)
-{
-    return clock_mono_us() / 1000;
-}
-
 /* EXEC's reply: {dequeued or nil, queue length, ctl length}. A reply of
  * another shape (a key of the wrong type) is ignored: the worker's own
  * steps report that. */
@@ -49,7 +44,7 @@ static void probe(batch_watch *bw, redis_conn *c)
     }
     redis_slice slices[5];
     if (!argbuf_failed(&a) && argbuf_slices(&a, slices, 5) == 5) {
-        bw->probe_sent_ms = batch_watch_now_ms();
+        bw->probe_sent_ms = clock_mono_ms();
         if (redis_conn_pipeline(c, on_probe, bw, bw->timeout_ms, slices, 5) == 0) bw->probe_pending = 1;
     }
     argbuf_free(&a);
@@ -60,7 +55,7 @@ static void on_tick(uv_timer_t *t)
     batch_watch *bw = t->data;
     redis_conn *c = bw->cb->probe_conn(bw->data);
     if (c && !bw->probe_pending && redis_conn_is_ready(c)) probe(bw, c);
-    bw->cb->check(bw->data, batch_watch_now_ms());
+    bw->cb->check(bw->data, clock_mono_ms());
 }
 
 void batch_watch_init(batch_watch *bw, uv_loop_t *loop, const batch_keys *keys,
@@ -72,7 +67,7 @@ void batch_watch_init(batch_watch *bw, uv_loop_t *loop, const batch_keys *keys,
     bw->timeout_ms = timeout_ms;
     bw->cb = cb;
     bw->data = data;
-    answer_watch_init(&bw->aw, batch_watch_now_ms());
+    answer_watch_init(&bw->aw, clock_mono_ms());
     uv_timer_init(loop, &bw->timer);
     bw->timer.data = bw;
     int every = batch_watch_tick_ms(answer_ms);

@@ -169,9 +169,6 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
 static void issue_waits(batch_worker *w);
 static void slots_refresh(batch_worker *w, int64_t now);
 
-/* The slots scan's clock (slots_scan.h): monotonic ms. */
-static int64_t mono_ms(void) { return clock_mono_us() / 1000; }
-
 static const char *reply_error(redisReply *r, const char *err)
 {
     if (err) return err;
@@ -366,7 +363,7 @@ static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load
 static void load_start(batch_worker *w)
 {
     drop_engine(w);
-    slots_scan_loaded(&w->slots, mono_ms());   /* the load reads them */
+    slots_scan_loaded(&w->slots, clock_mono_ms());   /* the load reads them */
     w->state = W_LOADING;
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* -ENOTCONN: the connection is down; the commands already sent get
@@ -591,7 +588,7 @@ static void take_one(batch_worker *w)
     if (lease_check(w, "take") < 0) return;
     /* held while the slots are older than a scan's interval and its grace
      * (slots_scan.h): the last page's reply takes again (on_slots) */
-    int64_t mono = mono_ms();
+    int64_t mono = clock_mono_ms();
     slots_refresh(w, mono);
     if (!slots_scan_current(&w->slots, mono)) return;
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
@@ -650,7 +647,7 @@ static void on_slots(worker_op *o, redisReply *r, const char *err)
     if (e) { worker_fail(w, "slots", e); return; }
     int rc = slots_scan_page(&w->slots, r, w->eng, w->batch);
     if (rc < 0) { worker_fail(w, "slots", rc == -ENOMEM ? "out of memory" : "unexpected reply"); return; }
-    if (rc == 0) slots_refresh(w, mono_ms());
+    if (rc == 0) slots_refresh(w, clock_mono_ms());
     else if (w->state == W_SERVING) take_start(w);
 }
 
@@ -1096,7 +1093,7 @@ static void on_applied(batch_worker *w, chunk *ch, redisReply *r)
         return;
     }
     note_applied(w, ch);
-    answer_watch_applied(&w->watch.aw, batch_watch_now_ms());
+    answer_watch_applied(&w->watch.aw, clock_mono_ms());
     if (ch->kind == CHUNK_POOL) {
         size_t n = w->pool.n;
         if (lottery_pool_served(&w->pool, ch->pool_len)) {
@@ -1470,7 +1467,7 @@ const batch_worker_stats *batch_worker_get_stats(batch_worker *w)
     for (size_t i = 0; i < 4; i++)
         if (conns[i]) w->stats.reconnects += redis_conn_get_stats(conns[i])->failures;
     w->stats.oldest_unanswered_seconds =
-        (double)answer_watch_oldest_ms(&w->watch.aw, batch_watch_now_ms()) / 1000.0;
+        (double)answer_watch_oldest_ms(&w->watch.aw, clock_mono_ms()) / 1000.0;
     return &w->stats;
 }
 

@@ -13,6 +13,7 @@
 int64_t clock_wall_ms(void);    /* CLOCK_REALTIME, ms since the epoch */
 int64_t clock_wall_us(void);
 int64_t clock_mono_us(void);    /* CLOCK_MONOTONIC */
+static inline int64_t clock_mono_ms(void) { return clock_mono_us() / 1000; }
 /* Sleeps the whole time, signals notwithstanding; <= 0 returns at once. */
 void clock_sleep_us(int64_t us);
 void clock_sleep_ms(int ms);

@@ -38,8 +38,7 @@ typedef struct batch_watch {
 
 /* The tick for a given answer_ms: a tenth of it, from 100 ms to 1 s. */
 int batch_watch_tick_ms(int answer_ms);
-/* Monotonic ms, the clock every time given to the watch is on. */
-int64_t batch_watch_now_ms(void);
+/* Every time given to the watch is clock_mono_ms() (base/clock.h). */
 void batch_watch_init(batch_watch *bw, uv_loop_t *loop, const batch_keys *keys,
                       int answer_ms, int timeout_ms,
                       const batch_watch_callbacks *cb, void *data);

@@ -148,7 +148,7 @@ typedef struct sval {
     dict h;                 /* hash (values: sbuf*) or set (no values) */
     sbuf *l; size_t lhead, ln, lcap;   /* list: items [lhead, lhead+ln) */
     sentry *x; size_t xn, xcap; uint64_t xms, xseq;   /* stream */
-    int hash_table;         /* hash: past Redis's listpack limits (c_hset) */
+    int hash_table;         /* hash: past Redis's listpack limits (hash_encoding) */
 } sval;
 
 static void sbuf_free(void *p)
@@ -534,6 +534,15 @@ static redisReply *c_time(ctx *x)
 
 /* -------------------------------------------------------------- hashes -- */
 
+/* Redis keeps a hash as a listpack up to its defaults hash-max-listpack-
+ * entries 128 and -value 64 (HSET checks the lengths, every write the
+ * count), and as a hash table from then on for the key's life: which
+ * decides how HSCAN pages it (c_hscan). */
+static void hash_encoding(sval *v, size_t field_len, size_t value_len)
+{
+    if (field_len > 64 || value_len > 64 || v->h.live > 128) v->hash_table = 1;
+}
+
 static redisReply *c_hset(ctx *x)
 {
     if (x->argc % 2) return r_err("ERR wrong number of arguments for 'hset' command");
@@ -547,11 +556,8 @@ static redisReply *c_hset(ctx *x)
         sbuf *b = sbuf_new(x->argv[i + 1], x->lens[i + 1]);
         if (j >= 0) { sbuf_free(v->h.e[j].v); v->h.e[j].v = b; }
         else { dict_add(&v->h, x->argv[i], x->lens[i], b, 0); added++; }
-        /* Redis's defaults hash-max-listpack-value 64 and -entries 128;
-         * the conversion to a hash table is for the key's life */
-        if (x->lens[i] > 64 || x->lens[i + 1] > 64) v->hash_table = 1;
+        hash_encoding(v, x->lens[i], x->lens[i + 1]);
     }
-    if (v->h.live > 128) v->hash_table = 1;
     touch(x->s, x->argv[1], x->lens[1]);
     return r_int(added);
 }
@@ -603,8 +609,8 @@ static redisReply *c_hgetall(ctx *x)
 }
 
 /* HSCAN key cursor [COUNT n]. A hash Redis keeps as a listpack comes back
- * whole in one page with cursor 0, as Redis answers. A larger one (c_hset)
- * pages COUNT fields (default 10) at a time, and the cursor is the
+ * whole in one page with cursor 0, as Redis answers. A hash table
+ * (hash_encoding) pages COUNT fields (default 10) at a time; the cursor is the
  * insertion serial of the next field: a field present for the whole scan
  * is returned exactly once, fields added meanwhile may be, deleted ones are
  * not -- Redis's guarantee, with other cursor numbers and page sizes.
@@ -623,7 +629,6 @@ static redisReply *c_hscan(ctx *x)
     redisReply *e = get_typed(x, 1, T_HASH, &v);
     if (e) return e;
     redisReply *r = r_arr(2);
-    if (v && v->h.live > 128) v->hash_table = 1;    /* grown by HINCRBY */
     if (!v || !v->hash_table) {
         r->element[0] = r_str("0", 1);
         r->element[1] = hash_pairs(v);
@@ -689,6 +694,7 @@ static redisReply *c_hincrby(ctx *x)
     if (!v) v = create(x->s, x->argv[1], x->lens[1], T_HASH);
     if (j >= 0) { sbuf_free(v->h.e[j].v); v->h.e[j].v = sbuf_new(buf, (size_t)n); }
     else dict_add(&v->h, x->argv[2], x->lens[2], sbuf_new(buf, (size_t)n), 0);
+    hash_encoding(v, 0, 0);     /* HINCRBY converts on the count alone */
     touch(x->s, x->argv[1], x->lens[1]);
     return r_int(cur);
 }

@@ -455,10 +455,8 @@ static int is_waiting(const char *v, size_t n)
  * clock faults can put back before the slot. The slots come from
  * P:{B}:slots, which the worker reads in HSCAN pages (worker/slots_scan.h)
  * when the hash is large. */
-static void check_slot(sim_run_state *st, const char *id, const char *v, size_t n)
+static void check_slot(sim_run_state *st, const char *had, size_t had_len, const char *v, size_t n)
 {
-    size_t had_len;
-    const char *had = simr_hget(st->w.redis, st->keys.results, id, &had_len);
     json_t *j = json_loadb(v, n, 0, NULL);
     const char *status = json_string_value(json_object_get(j, "status"));
     const char *op = json_string_value(json_object_get(j, "op"));
@@ -477,9 +475,9 @@ static void check_slot(sim_run_state *st, const char *id, const char *v, size_t 
 static void check_result_write(sim_run_state *st, int argc, char **argv, size_t *lens)
 {
     for (int i = 2; i + 1 < argc; i += 2) {
-        check_slot(st, argv[i], argv[i + 1], lens[i + 1]);
         size_t have_len;
         const char *have = simr_hget(st->w.redis, st->keys.results, argv[i], &have_len);
+        check_slot(st, have, have_len, argv[i + 1], lens[i + 1]);
         if (have && (have_len != lens[i + 1] || memcmp(have, argv[i + 1], have_len)) &&
             !(is_waiting(have, have_len) && !is_waiting(argv[i + 1], lens[i + 1])))
             sim_fail("request %s has two results: %.*s, then %s", argv[i], (int)have_len, have, argv[i + 1]);

@@ -398,27 +398,28 @@ static void hscan_case(const char *key, int nfields, int long_value, const char 
         snprintf(v, sizeof v, long_value && i == 0 ? "v%d-%070d" : "v%d", i, 0);
         both(0, 4, (const char *[]){ "HSET", key, f, v });
     }
+    /* both sides in step: each one's first page, then the same writes to
+     * both, then each one's scan on to cursor 0 */
     int pages[2] = { 0, 0 };
+    char cur[2][32];
+    unsigned long long next[2];
     for (int side = 0; side < 2; side++) {
-        char cur[32] = "0";
-        unsigned long long next;
-        do {
-            next = scan_page(side, key, cur, count);
-            pages[side]++;
-            snprintf(cur, sizeof cur, "%llu", next);
-            if (pages[side] == 1) {
-                /* the same writes to both sides, once: after the model's first page */
-                if (side == 0)
-                    for (int i = 0; i < 20; i++) {
-                        char f[16], g[16];
-                        snprintf(f, sizeof f, "f%d", nfields - 1 - i);
-                        snprintf(g, sizeof g, "g%d", i);
-                        both(0, 3, (const char *[]){ "HDEL", key, f });
-                        both(0, 4, (const char *[]){ "HSET", key, g, "new" });
-                    }
-            }
-        } while (next != 0 && pages[side] < 10000);
+        next[side] = scan_page(side, key, "0", count);
+        pages[side] = 1;
     }
+    for (int i = 0; i < 20; i++) {
+        char f[16], g[16];
+        snprintf(f, sizeof f, "f%d", nfields - 1 - i);
+        snprintf(g, sizeof g, "g%d", i);
+        both(0, 3, (const char *[]){ "HDEL", key, f });
+        both(0, 4, (const char *[]){ "HSET", key, g, "new" });
+    }
+    for (int side = 0; side < 2; side++)
+        while (next[side] != 0 && pages[side] < 10000) {
+            snprintf(cur[side], sizeof cur[side], "%llu", next[side]);
+            next[side] = scan_page(side, key, cur[side], count);
+            pages[side]++;
+        }
     for (int side = 0; side < 2; side++)
         for (int i = 1; i < nfields - 20; i++)
             if (!seen_mark[side][i]) fail_msg("%s: %s never returned f%d", key, side ? "redis" : "model", i);

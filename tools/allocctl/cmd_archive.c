@@ -86,8 +86,6 @@ typedef struct archiver {
 
 enum { AR_OK = 0, AR_REDIS = -1, AR_PG = -2, AR_FATAL = -3 };
 
-static int64_t mono_ms(void) { return clock_mono_us() / 1000; }
-
 static int stop_requested(archiver *a)
 {
     sigset_t p;
@@ -140,7 +138,7 @@ static int add_batch(archiver *a, const char *id)
 /* The named batches, or (again every second) every member of P:batches. */
 static int list_batches(archiver *a)
 {
-    int64_t now = mono_ms();
+    int64_t now = clock_mono_ms();
     if (a->nb && (a->nnamed || now - a->last_list < BATCH_LIST_MS)) return AR_OK;
     a->last_list = now;
     for (size_t i = 0; i < a->nnamed; i++)
@@ -208,12 +206,12 @@ static int pg_job_run(archive_pg *p, pg_job *j)
  * RETRY_NOFOLLOW_MS. */
 static int pg_retry(archiver *a, pg_job *j)
 {
-    int64_t start = mono_ms(), wait = 100;
+    int64_t start = clock_mono_ms(), wait = 100;
     for (;;) {
         if (archive_pg_open(&a->pg, a->conninfo) == 0 && pg_job_run(&a->pg, j) == 0) return AR_OK;
         /* a statement the server refuses: no retry, exit 5 (docs/ARCHIVE.md) */
         if (!archive_pg_lost(&a->pg)) { errmsg(a->x, "%s", a->pg.err); return AR_PG; }
-        int64_t now = mono_ms();
+        int64_t now = clock_mono_ms();
         if (now - a->last_outage_msg > 10000) {
             errmsg(a->x, "%s; retrying", a->pg.err);
             a->last_outage_msg = now;
@@ -384,7 +382,7 @@ static int put_batch(archiver *a, arch_batch *b)
 static int pass_due(archiver *a, arch_batch *b, int *due)
 {
     *due = 0;
-    if (b->passes && mono_ms() - b->pass_end_ms < a->interval_ms) return AR_OK;
+    if (b->passes && clock_mono_ms() - b->pass_end_ms < a->interval_ms) return AR_OK;
     redisReply *r = redisCommand(a->x->c, "HGET %s updated_at", b->k.stats);
     if (!r) return AR_REDIS;
     snprintf(b->pass_upto, sizeof b->pass_upto, "%s", r->type == REDIS_REPLY_STRING ? r->str : "0");
@@ -425,7 +423,7 @@ static int results_step(archiver *a, arch_batch *b)
         if (!strcmp(b->cursor, "0")) {
             b->scanning = 0;
             b->passes++;
-            b->pass_end_ms = mono_ms();
+            b->pass_end_ms = clock_mono_ms();
             snprintf(b->done_upto, sizeof b->done_upto, "%s", b->pass_upto);
             b->done_chunks = b->pass_chunks;
             rc = put_batch(a, b);
@@ -486,7 +484,7 @@ static int measure_lag(archiver *a, arch_batch *b)
  * P:{B}:archive for `allocctl top`. */
 static int report(archiver *a, int force)
 {
-    int64_t now = mono_ms(), dt = now - a->last_report;
+    int64_t now = clock_mono_ms(), dt = now - a->last_report;
     if (!force && dt < REPORT_MS) return AR_OK;
     a->last_report = now;
     for (size_t i = 0; i < a->nb; i++) {
@@ -527,7 +525,7 @@ static int redis_reconnect(archiver *a)
     a->x->quiet = msg;
     int rc = ctx_connect(a->x) == EX_OK ? AR_OK : AR_REDIS;
     a->x->quiet = NULL;
-    int64_t now = mono_ms();
+    int64_t now = clock_mono_ms();
     if (rc != AR_OK && now - a->last_redis_msg > 10000) {
         errmsg(a->x, "%s; retrying", msg);
         a->last_redis_msg = now;
@@ -564,8 +562,8 @@ static int archive_loop(archiver *a)
         if (rc == AR_FATAL) return EX_INPUT;
         if (rc == AR_PG) return stop_requested(a) ? EX_OK : EX_DB;
         if (rc == AR_REDIS) {
-            if (!a->outage_since) a->outage_since = mono_ms();
-            if (!a->follow && mono_ms() - a->outage_since > RETRY_NOFOLLOW_MS) return EX_REDIS;
+            if (!a->outage_since) a->outage_since = clock_mono_ms();
+            if (!a->follow && clock_mono_ms() - a->outage_since > RETRY_NOFOLLOW_MS) return EX_REDIS;
             nap(a, wait);
             if (wait < 2000) wait *= 2;
             redis_reconnect(a);
