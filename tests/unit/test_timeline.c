@@ -108,6 +108,39 @@ static void test_windows_run_to_last_reading(void **state)
     timeline_free(&t);
 }
 
+/* Samples carrying schedstat readings add three columns: the share of
+ * the window Redis ran, waited for a CPU, and allocd ran, each from the
+ * readings at the window's start and end; a window with no reading at
+ * its start shows -1. Without readings the columns are left out (the
+ * tests above). */
+static void test_sched_columns(void **state)
+{
+    int64_t due[] = { 10000, 150000 }, read[] = { 12000, 152000 };
+    timeline t;
+    timeline_init(&t, 0);
+    assert_int_equal(timeline_note(&t, 50000, 1, 1), 0);
+    assert_int_equal(timeline_note(&t, 100000, 1, 1), 0);
+    assert_int_equal(timeline_note(&t, 200000, 2, 2), 0);
+    /* ns: at 100 ms Redis had run 10 ms and waited 1; at 200 ms it had run
+     * 90 ms (80 of the 100) and waited 21 (20); allocd 5 -> 35 (30) */
+    t.s[1].redis_run_ns = 10000000; t.s[1].redis_wait_ns = 1000000; t.s[1].allocd_run_ns = 5000000;
+    t.s[2].redis_run_ns = 90000000; t.s[2].redis_wait_ns = 21000000; t.s[2].allocd_run_ns = 35000000;
+    char *out = print(&t, 2, due, read);
+    assert_non_null(strstr(out, "redis%"));
+    char *line1 = strchr(out, '\n') + 1, *line2 = strchr(line1, '\n') + 1;
+    double from, p50, p99, max, run, wait, a;
+    long ndue, queue, poller;
+    /* window 0 starts before any reading */
+    assert_int_equal(sscanf(line1, "%lf %ld %lf %lf %lf %ld %ld %lf %lf %lf", &from, &ndue, &p50, &p99, &max, &queue,
+                            &poller, &run, &wait, &a), 10);
+    assert_true(run == -1 && wait == -1 && a == -1);
+    assert_int_equal(sscanf(line2, "%lf %ld %lf %lf %lf %ld %ld %lf %lf %lf", &from, &ndue, &p50, &p99, &max, &queue,
+                            &poller, &run, &wait, &a), 10);
+    assert_true(from == 100.0 && run == 80 && wait == 20 && a == 30);
+    free(out);
+    timeline_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -115,6 +148,7 @@ int main(void)
         cmocka_unit_test(test_windows_and_backlogs),
         cmocka_unit_test(test_unread_and_no_reading),
         cmocka_unit_test(test_windows_run_to_last_reading),
+        cmocka_unit_test(test_sched_columns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -520,6 +520,8 @@ static int read_all(const run_opts *o, const bset *bs, window *win, const int64_
     if (o->timeline) {
         rj.read_us = calloc((size_t)o->w->n, sizeof *rj.read_us);
         rj.tl = rj.read_us ? &tl : NULL;
+        rj.redis_pid = o->redis_pid;
+        rj.allocd_pid = o->allocd_pid;
     }
     int rc = reader_run(&rj);
     if (rj.dump) fclose(rj.dump);

@@ -92,6 +92,21 @@ int64_t bench_proc_cpu_us(pid_t pid)
     return (int64_t)((ut + st) * 1000000ULL / (unsigned long long)(hz > 0 ? hz : 100));
 }
 
+int bench_proc_sched_ns(pid_t pid, int64_t *run_ns, int64_t *wait_ns)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long long run, wait;
+    int ok = fscanf(f, "%lld %lld", &run, &wait) == 2;
+    fclose(f);
+    if (!ok) return -1;
+    *run_ns = run;
+    *wait_ns = wait;
+    return 0;
+}
+
 double bench_loadavg(void)
 {
     double l = -1;

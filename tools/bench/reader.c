@@ -98,6 +98,19 @@ static long take_part(rstate *s, int p, const redisReply *r, size_t first, int c
     return got;
 }
 
+/* A timeline reading (out of memory: the run goes on without it); when
+ * one is kept, the schedstat of Redis and allocd with it. */
+static void note_sample(reader_job *j, int64_t dequeued)
+{
+    size_t kept = j->tl->n;
+    if (timeline_note(j->tl, proc_wall_us(), dequeued, j->read) < 0) { j->tl = NULL; return; }
+    if (j->tl->n == kept) return;
+    timeline_sample *t = &j->tl->s[j->tl->n - 1];
+    if (j->redis_pid) bench_proc_sched_ns(j->redis_pid, &t->redis_run_ns, &t->redis_wait_ns);
+    int64_t wait;
+    if (j->allocd_pid) bench_proc_sched_ns(j->allocd_pid, &t->allocd_run_ns, &wait);
+}
+
 /* Every producer's askable ids in one HMGET (one command per round, not
  * one per producer: each costs Redis a lookup of the hash and a reply
  * header), then HGET dequeued, pipelined: what this round's HMGET asks
@@ -140,7 +153,7 @@ static long round_trip(rstate *s)
     freeReplyObject(r);
     /* dequeued as of now (out of memory for the timeline: the run goes on
      * without it) */
-    if (j->tl && timeline_note(j->tl, proc_wall_us(), s->dequeued, j->read) < 0) j->tl = NULL;
+    if (j->tl) note_sample(j, s->dequeued);
     if (got) j->t_last = now;
     return got;
 }

@@ -48,6 +48,8 @@ typedef struct reader_job {
                                * (at_ms: the result's `at`, when allocd decided it) */
     int64_t *read_us;         /* or NULL: per request, wall us when read */
     timeline *tl;             /* or NULL: dequeued and read, sampled (timeline.h) */
+    pid_t redis_pid, allocd_pid; /* 0 or the processes whose schedstat the
+                               * timeline's samples carry */
     /* results */
     latency lat;              /* ms, push -> read */
     outcome out;

@@ -26,7 +26,7 @@ int timeline_note(timeline *t, int64_t t_us, int64_t dequeued, long read)
         t->s = s;
         t->cap = cap;
     }
-    t->s[t->n++] = (timeline_sample){ t_us, dequeued, read };
+    t->s[t->n++] = (timeline_sample){ t_us, dequeued, read, -1, -1, -1 };
     return 0;
 }
 
@@ -49,19 +49,41 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int has_sched(const timeline *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->s[i].redis_run_ns >= 0 || t->s[i].allocd_run_ns >= 0) return 1;
+    return 0;
+}
+
+/* Percent of dt_us that a ns counter grew by from x to y, or -1 when a
+ * reading is missing. */
+static double share(int64_t x, int64_t y, int64_t dt_us)
+{
+    if (x < 0 || y < 0 || dt_us <= 0) return -1;
+    return (double)(y - x) / 1000.0 * 100.0 / (double)dt_us;
+}
+
 /* One window: n_due requests due in [from, to), the latencies (us) of
  * those of them that were read. */
 static void print_window(FILE *out, const timeline *t, int64_t t0, int64_t from, int64_t to,
                          long due_by_end, long n_due, int64_t *lat, size_t nlat)
 {
     qsort(lat, nlat, sizeof *lat, cmp_i64);
-    const timeline_sample *s = sample_at(t, to);
+    const timeline_sample *s = sample_at(t, to), *s0 = sample_at(t, from);
     long queue = s ? due_by_end - (long)s->dequeued : -1;
     long poller = s ? (long)s->dequeued - s->read : -1;
-    fprintf(out, "  %7.1f %7ld %8.2f %8.2f %8.2f %9ld %9ld\n", (double)(from - t0) / 1000.0, n_due,
+    fprintf(out, "  %7.1f %7ld %8.2f %8.2f %8.2f %9ld %9ld", (double)(from - t0) / 1000.0, n_due,
             nlat ? (double)lat[nlat / 2] / 1000.0 : 0.0,
             nlat ? (double)lat[(size_t)((double)nlat * 0.99)] / 1000.0 : 0.0,
             nlat ? (double)lat[nlat - 1] / 1000.0 : 0.0, queue, poller);
+    if (has_sched(t)) {
+        int64_t dt = s && s0 ? s->t_us - s0->t_us : 0;
+        fprintf(out, " %7.0f %7.0f %7.0f", dt ? share(s0->redis_run_ns, s->redis_run_ns, dt) : -1.0,
+                dt ? share(s0->redis_wait_ns, s->redis_wait_ns, dt) : -1.0,
+                dt ? share(s0->allocd_run_ns, s->allocd_run_ns, dt) : -1.0);
+    }
+    fputc('\n', out);
 }
 
 void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
@@ -76,8 +98,10 @@ void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
     memcpy(due, due_us, (size_t)n * sizeof *due);
     qsort(due, (size_t)n, sizeof *due, cmp_i64);
     int64_t t0 = due[0], w = (int64_t)window_ms * 1000;
-    fprintf(out, "  %7s %7s %8s %8s %8s %9s %9s\n", "due_ms", "due", "p50ms", "p99ms", "maxms",
+    fprintf(out, "  %7s %7s %8s %8s %8s %9s %9s", "due_ms", "due", "p50ms", "p99ms", "maxms",
             "queue", "poller");
+    if (has_sched(t)) fprintf(out, " %7s %7s %7s", "redis%", "rwait%", "allocd%");
+    fputc('\n', out);
     long at = 0;   /* index into the sorted due times */
     int64_t end = due[n - 1];  /* unpaced runs: on until the last reading */
     if (t->n && t->s[t->n - 1].t_us > end) end = t->s[t->n - 1].t_us;

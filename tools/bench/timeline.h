@@ -22,6 +22,9 @@ typedef struct timeline_sample {
     int64_t t_us;             /* wall */
     int64_t dequeued;         /* stats.dequeued read at t_us */
     long read;                /* results the poller had read by t_us */
+    /* cumulative ns from /proc/<pid>/schedstat at t_us, or -1: Redis
+     * running and runnable-but-waiting (its main thread), allocd running */
+    int64_t redis_run_ns, redis_wait_ns, allocd_run_ns;
 } timeline_sample;
 
 typedef struct timeline {
@@ -39,6 +42,8 @@ int timeline_note(timeline *t, int64_t t_us, int64_t dequeued, long read);
 /* Prints one line per window_ms of due time: requests due in it, the
  * p50/p99/max latency (due -> read) of those read, and at the window's end the queue's
  * backlog (due so far - dequeued) and the poller's (dequeued - read).
+ * When the samples carry schedstat readings, also the share of the
+ * window Redis ran, Redis waited for a CPU, and allocd ran.
  * due_us and read_us are per request, wall; read_us 0 = never read. The
  * windows go on past the last due time up to the last reading: an unpaced
  * run (due = pushed) pushes everything early and drains long after. */
