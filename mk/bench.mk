@@ -25,8 +25,9 @@
 #                         steady the median); BENCH_E2E_ARGS adds e.g.
 #                         --log-format chunk
 #   make bench-openloop   offered vs accepted load and p50/p99/p100 at 25, 50,
-#                         75, 90% of each design's e2e saturation, allocd and
-#                         Lua, on a Redis without persistence and then with
+#                         75, 90% of each design's e2e saturation (median of 3
+#                         rounds), allocd and Lua, each row the median of 3
+#                         runs, on a Redis without persistence and then with
 #                         appendfsync everysec
 
 BENCH_SRC := $(wildcard tools/bench/*.c)

@@ -63,6 +63,7 @@ typedef struct options {
     const char *log_format;       /* --log-format: allocd's log_format (event) */
     double saturation;            /* --saturation: open loop's 100% for both designs */
     int ol_pcts[8], n_ol_pcts;    /* --open-loop-pcts (25,50,75,90) */
+    int ol_runs;                  /* --open-loop-runs: runs per open-loop row (3) */
     const char *ol_designs;       /* --open-loop-designs (allocd,lua) */
     int sweep[MAX_SWEEP], n_sweep;
     int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
@@ -143,6 +144,9 @@ static void usage(FILE *f)
           "                        e2e saturation: offered vs accepted, p50/p99/p100\n"
           "  --saturation R        open loop: 100%% = R req/s for both designs (no rounds to measure it)\n"
           "  --open-loop-pcts LIST open loop: shares of saturation (25,50,75,90)\n"
+          "  --open-loop-runs N    open loop: runs per row, the designs alternating; the row shows the\n"
+          "                        medians and every run's p99 (3); saturation without --e2e-pairs or\n"
+          "                        --saturation: the median of 3 e2e rounds\n"
           "  --timeline            each allocd e2e and open-loop row per 100 ms: latency, how many\n"
           "                        requests wait in the queue and at the poller, and the share of\n"
           "                        the window Redis ran, Redis waited for a CPU and allocd ran\n"
@@ -284,7 +288,7 @@ enum {
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TICKETS, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
-    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK, O_PIN,
+    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_OL_RUNS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK, O_PIN,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
@@ -304,7 +308,7 @@ static const struct option long_opts[] = {
     { "tick-us", 1, 0, O_TICK },
     { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "timeline", 0, 0, O_TIMELINE }, { "aof", 0, 0, O_AOF }, { "pin", 0, 0, O_PIN },
     { "log-format", 1, 0, O_LOG_FORMAT }, { "saturation", 1, 0, O_SATURATION },
-    { "open-loop-pcts", 1, 0, O_OL_PCTS }, { "redis-args", 1, 0, O_REDIS_ARGS },
+    { "open-loop-pcts", 1, 0, O_OL_PCTS }, { "open-loop-runs", 1, 0, O_OL_RUNS }, { "redis-args", 1, 0, O_REDIS_ARGS },
     { "targets-e2e", 0, 0, O_TARGETS_E2E }, { "peek", 0, 0, O_PEEK },
     { "cluster-masters", 1, 0, O_CL_MASTERS }, { "instances", 1, 0, O_CL_INSTANCES },
     { "cluster-sweep", 1, 0, O_CL_SWEEP }, { "runs", 1, 0, O_RUNS },
@@ -369,6 +373,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_PEEK: o->peek = 1; return 0;
     case O_SATURATION: o->saturation = atof(v); o->open_loop = 1; return o->saturation > 0 ? 0 : -1;
     case O_OL_PCTS: return parse_pcts(o, v);
+    case O_OL_RUNS: o->ol_runs = atoi(v); o->open_loop = 1; return o->ol_runs >= 1 && o->ol_runs <= MAX_OL_RUNS ? 0 : -1;
     case O_LOG_FORMAT:
         o->log_format = v;
         return !strcmp(v, "event") || !strcmp(v, "chunk") ? 0 : -1;
@@ -744,44 +749,106 @@ static void ol_fill_lua(ol_row *r, const alt_result *l)
     r->n = l->decided;
 }
 
+/* One run of design d (0 allocd, 1 Lua) at r->offered into run. */
+static void ol_run_once(bench *b, const workload *w, int d, const ol_row *r, ol_row *run)
+{
+    memset(run, 0, sizeof *run);
+    if (d) {
+        alt_result l;
+        run->ok = e2e_lua(b, w, r->offered, &l);
+        ol_fill_lua(run, &l);
+        return;
+    }
+    run_result *a = calloc(1, sizeof *a);
+    if (!a) return;
+    run->ok = e2e_allocd(b, w, PUSH_PLAIN, r->offered, a);
+    ol_fill_allocd(run, a);
+    free(a);
+}
+
+static int cmp_run_p99(const void *x, const void *y)
+{
+    double a = (*(const ol_row *const *)x)->p99, c = (*(const ol_row *const *)y)->p99;
+    return a < c ? -1 : a > c;
+}
+
+/* "a,b,c": every run's p99 (ms), "-" for a failed run. */
+static void p99_list(const ol_row *r, char *out, size_t len)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (int i = 0; i < r->runs && at < len; i++) {
+        int n = r->p99_run[i] < 0 ? snprintf(out + at, len - at, "%s-", i ? "," : "")
+                                  : snprintf(out + at, len - at, "%s%.2f", i ? "," : "", r->p99_run[i]);
+        if (n < 0) break;
+        at += (size_t)n;
+    }
+}
+
+/* The row from its n runs: each figure the median of the runs that
+ * succeeded, the commands of the run with the median p99. */
+static void ol_combine(ol_row *r, const ol_row *runs, int n)
+{
+    const ol_row *good[MAX_OL_RUNS];
+    double v[5][MAX_OL_RUNS];
+    int k = 0;
+    r->ok = 1;
+    r->runs = n;
+    for (int i = 0; i < n; i++) {
+        r->p99_run[i] = runs[i].ok ? runs[i].p99 : -1;
+        if (!runs[i].ok) { r->ok = 0; continue; }
+        good[k] = &runs[i];
+        v[0][k] = runs[i].accepted; v[1][k] = runs[i].p50; v[2][k] = runs[i].p99;
+        v[3][k] = runs[i].pmax; v[4][k] = runs[i].redis_us;
+        k++;
+    }
+    if (!k) return;
+    r->accepted = median(v[0], k); r->p50 = median(v[1], k); r->p99 = median(v[2], k);
+    r->pmax = median(v[3], k); r->redis_us = median(v[4], k);
+    qsort(good, (size_t)k, sizeof *good, cmp_run_p99);
+    r->cmds = good[k / 2]->cmds;
+    r->n = good[k / 2]->n;
+}
+
 /* Paced at 25/50/75/90% of each design's own e2e saturation (the median
- * of the rounds; one round first when none ran). */
+ * of the rounds; three rounds first when none ran). Each row runs
+ * --open-loop-runs times, the two designs taking turns to go first. */
 static void run_open_loop(bench *b)
 {
     static const int dflt[] = { 25, 50, 75, 90 };
     const int *pcts = b->opt.n_ol_pcts ? b->opt.ol_pcts : dflt;
     int n_pcts = b->opt.n_ol_pcts ? b->opt.n_ol_pcts : 4;
+    int n_runs = b->opt.ol_runs ? b->opt.ol_runs : 3;
     double sat_a = b->opt.saturation, sat_l = b->opt.saturation;
     if (!sat_a) {
-        if (b->n_pairs == 0) { int keep = b->opt.e2e_pairs; b->opt.e2e_pairs = 1; run_e2e_pairs(b); b->opt.e2e_pairs = keep; }
+        if (b->n_pairs == 0) { int keep = b->opt.e2e_pairs; b->opt.e2e_pairs = 3; run_e2e_pairs(b); b->opt.e2e_pairs = keep; }
         sat_a = e2e_median(b, 2, NULL);
         sat_l = e2e_median(b, 3, NULL);
     }
     workload w = e2e_workload(b);
+    ol_row *runs = calloc(2 * (size_t)n_runs, sizeof *runs);
+    if (!runs) return;
     for (int k = 0; k < n_pcts && b->n_ol + 2 <= MAX_OL; k++) {
+        ol_row *rows[2] = { NULL, NULL };
         for (int d = 0; d < 2; d++) {
             if (!(b->opt.designs & (d ? D_LUA : D_ALLOCD))) continue;
-            ol_row *r = &b->ol[b->n_ol++];
+            ol_row *r = rows[d] = &b->ol[b->n_ol++];
             memset(r, 0, sizeof *r);
             r->design = d ? "lua" : "allocd";
             r->pct = pcts[k];
             r->saturation = d ? sat_l : sat_a;
             r->offered = r->saturation * pcts[k] / 100.0;
             r->load = bench_loadavg();
-            if (r->offered <= 0) continue;
-            if (d) {
-                alt_result l;
-                r->ok = e2e_lua(b, &w, r->offered, &l);
-                ol_fill_lua(r, &l);
-            } else {
-                run_result *a = calloc(1, sizeof *a);
-                if (!a) continue;
-                r->ok = e2e_allocd(b, &w, PUSH_PLAIN, r->offered, a);
-                ol_fill_allocd(r, a);
-                free(a);
-            }
         }
+        for (int i = 0; i < n_runs; i++)
+            for (int j = 0; j < 2; j++) {
+                int d = i % 2 ? 1 - j : j;
+                if (rows[d] && rows[d]->offered > 0) ol_run_once(b, &w, d, rows[d], &runs[d * n_runs + i]);
+            }
+        for (int d = 0; d < 2; d++)
+            if (rows[d] && rows[d]->offered > 0) ol_combine(rows[d], &runs[d * n_runs], n_runs);
     }
+    free(runs);
 }
 
 /* What a row's Redis keeps across a crash. */
@@ -1091,11 +1158,14 @@ static void target_open_loop(const bench *b)
     for (int i = 0; i < b->n_ol; i++)
         if (!strcmp(b->ol[i].design, "allocd") && b->ol[i].pct == 50) r = &b->ol[i];
     int m = r && r->ok;
+    char list[128] = "";
+    if (r) p99_list(r, list, sizeof list);
     target("open_loop_p99_at_50pct", m, m && r->p99 < 5.0,
            "allocd open loop (plain RPUSH, poller) at 50%% of its e2e saturation: offered %.0f, accepted "
-           "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, due -> result read (p99 < 5 ms; Redis: %s)",
+           "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, due -> result read, median of %d runs (p99 < 5 ms; "
+           "Redis: %s) [p99 of each run: %s]",
            m ? r->offered : 0, m ? r->accepted : 0, m ? r->p50 : 0, m ? r->p99 : 0, m ? r->pmax : 0,
-           b->durability);
+           r ? r->runs : 0, b->durability, list);
 }
 
 static void print_targets(const bench *b)
@@ -1164,12 +1234,16 @@ static void print_open_loop(const bench *b)
     printf("\nopen loop, stock, %ld requests per row, paced with no cap in flight; latency from when each "
            "request was due to its result read (allocd: plain RPUSH + poller; Lua: reply). Durability: %s\n",
            b->opt.requests, b->durability);
-    printf("  %-7s %4s %10s %10s %10s %7s %7s %8s %8s %5s\n", "design", "pct", "saturation", "offered",
-           "accepted", "p50ms", "p99ms", "p100ms", "redisus", "load");
+    printf("  each row: the median of its runs (the designs alternating which goes first); p99 of each run\n"
+           "  in run order at the end\n");
+    printf("  %-7s %4s %10s %10s %10s %7s %7s %8s %8s %5s  %s\n", "design", "pct", "saturation", "offered",
+           "accepted", "p50ms", "p99ms", "p100ms", "redisus", "load", "p99ms of each run");
     for (int i = 0; i < b->n_ol; i++) {
         const ol_row *r = &b->ol[i];
-        printf("  %-7s %3d%% %10.0f %10.0f %10.0f %7.2f %7.2f %8.2f %8.2f %5.2f%s\n", r->design, r->pct,
-               r->saturation, r->offered, r->accepted, r->p50, r->p99, r->pmax, r->redis_us, r->load,
+        char list[128];
+        p99_list(r, list, sizeof list);
+        printf("  %-7s %3d%% %10.0f %10.0f %10.0f %7.2f %7.2f %8.2f %8.2f %5.2f  %s%s\n", r->design, r->pct,
+               r->saturation, r->offered, r->accepted, r->p50, r->p99, r->pmax, r->redis_us, r->load, list,
                r->ok ? "" : "  FAILED");
     }
     printf("\n  open loop: Redis commands per request (Redis usec per request), each row's window\n");
@@ -1180,10 +1254,13 @@ static void print_open_loop(const bench *b)
     }
     for (int i = 0; i < b->n_ol; i++) {
         const ol_row *r = &b->ol[i];
+        char list[128];
+        p99_list(r, list, sizeof list);
         printf("RESULT scenario=openloop design=%s pct=%d durability=\"%s\" ok=%d saturation=%.0f offered=%.0f "
-               "accepted=%.0f p50_ms=%.3f p99_ms=%.3f p100_ms=%.3f redis_usec_per_req=%.2f load=%.2f\n",
+               "accepted=%.0f p50_ms=%.3f p99_ms=%.3f p100_ms=%.3f redis_usec_per_req=%.2f load=%.2f runs=%d "
+               "p99_ms_runs=%s\n",
                r->design, r->pct, b->durability, r->ok, r->saturation, r->offered, r->accepted, r->p50, r->p99,
-               r->pmax, r->redis_us, r->load);
+               r->pmax, r->redis_us, r->load, r->runs, list);
     }
 }
 

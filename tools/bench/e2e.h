@@ -19,6 +19,7 @@
 
 #define MAX_E2E 20
 #define MAX_OL 16
+#define MAX_OL_RUNS 9
 
 typedef struct e2e_pair {
     run_result plain, txn, peek;  /* peek: only with --peek */
@@ -27,16 +28,24 @@ typedef struct e2e_pair {
     double load;
 } e2e_pair;
 
+/* One row of the open-loop table: a design at a share of its saturation,
+ * run `runs` times. accepted, p50, p99, pmax and redis_us are the medians
+ * of the runs that succeeded (each on its own), cmds and n those of the run
+ * whose p99 is the median; p99_run lists every run's p99 in run order. A
+ * single run's p99 on a shared 2-core machine swings several-fold from
+ * one run to the next, so the target is judged on the median. */
 typedef struct ol_row {
     const char *design;       /* "allocd" or "lua" */
     int pct;                  /* of saturation */
     double saturation, offered, accepted;
     double p50, p99, pmax;
     double redis_us;          /* Redis commandstats usec per request */
-    cmdstats cmds;            /* the row's Redis commands (print_open_loop) */
+    cmdstats cmds;            /* the median run's Redis commands (print_open_loop) */
     long n;                   /* requests they are divided by */
-    int ok;
-    double load;
+    int ok;                   /* every run succeeded */
+    int runs;                 /* runs made */
+    double p99_run[MAX_OL_RUNS]; /* each run's p99, ms (-1: the run failed) */
+    double load;              /* load average before the first run */
 } ol_row;
 
 #endif
