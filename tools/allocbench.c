@@ -810,18 +810,22 @@ static void ol_combine(ol_row *r, const ol_row *runs, int n)
     r->n = good[k / 2]->n;
 }
 
+/* Open loop without --open-loop-runs: runs per row; without --e2e-pairs or
+ * --saturation: the e2e rounds that measure the saturation. */
+enum { OL_RUNS_DEFAULT = 3, OL_SATURATION_ROUNDS = 3 };
+
 /* Paced at 25/50/75/90% of each design's own e2e saturation (the median
- * of the rounds; three rounds first when none ran). Each row runs
+ * of the rounds; OL_SATURATION_ROUNDS first when none ran). Each row runs
  * --open-loop-runs times, the two designs taking turns to go first. */
 static void run_open_loop(bench *b)
 {
     static const int dflt[] = { 25, 50, 75, 90 };
     const int *pcts = b->opt.n_ol_pcts ? b->opt.ol_pcts : dflt;
     int n_pcts = b->opt.n_ol_pcts ? b->opt.n_ol_pcts : 4;
-    int n_runs = b->opt.ol_runs ? b->opt.ol_runs : 3;
+    int n_runs = b->opt.ol_runs ? b->opt.ol_runs : OL_RUNS_DEFAULT;
     double sat_a = b->opt.saturation, sat_l = b->opt.saturation;
     if (!sat_a) {
-        if (b->n_pairs == 0) { int keep = b->opt.e2e_pairs; b->opt.e2e_pairs = 3; run_e2e_pairs(b); b->opt.e2e_pairs = keep; }
+        if (b->n_pairs == 0) { int keep = b->opt.e2e_pairs; b->opt.e2e_pairs = OL_SATURATION_ROUNDS; run_e2e_pairs(b); b->opt.e2e_pairs = keep; }
         sat_a = e2e_median(b, 2, NULL);
         sat_l = e2e_median(b, 3, NULL);
     }

@@ -86,7 +86,7 @@ void jsonw_key(jsonw *w, const char *key)
         memcpy(o + 1, key, n);
         o[n + 1] = '"';
         o[n + 2] = ':';
-        w->len += n + 3;
+        jsonw_commit(w, n + 3);
     }
     w->first[w->depth] = 1; /* the value follows without a comma */
 }
@@ -167,7 +167,7 @@ void jsonw_int(jsonw *w, int64_t v)
 {
     sep(w);
     char *o = jsonw_room(w, NUMTEXT_MAX + 1);
-    if (o) w->len += numtext_i64(o, v);
+    if (o) jsonw_commit(w, numtext_i64(o, v));
 }
 
 void jsonw_u64_str(jsonw *w, uint64_t v)
@@ -178,7 +178,7 @@ void jsonw_u64_str(jsonw *w, uint64_t v)
     size_t n = numtext_u64(o + 1, v);
     o[0] = '"';
     o[n + 1] = '"';
-    w->len += n + 2;
+    jsonw_commit(w, n + 2);
 }
 
 void jsonw_kstr(jsonw *w, const char *key, const char *s) { jsonw_key(w, key); jsonw_str(w, s); }

@@ -67,7 +67,7 @@ static inline void jsonw_raw(jsonw *w, const char *s, size_t n)
     char *o = jsonw_room(w, n);
     if (!o) return;
     memcpy(o, s, n);
-    w->len += n;
+    jsonw_commit(w, n);
 }
 
 /* 1 when s[0..n) is valid UTF-8 (and has no NUL when no_nul). */

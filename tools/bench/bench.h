@@ -95,8 +95,9 @@ int bench_daemon_alive(bench_daemon *d);
 long bench_proc_kb(pid_t pid, const char *field);
 /* utime + stime of PID in microseconds, or -1. */
 int64_t bench_proc_cpu_us(pid_t pid);
-/* /proc/<pid>/schedstat of the process's main thread: ns it ran and ns it
- * was runnable but waited for a CPU. 0, or -1 (both left as they were). */
+/* /proc/<pid>/schedstat of the process's main thread: ns it ran and (unless
+ * wait_ns is NULL) ns it was runnable but waited for a CPU. 0, or -1 (both
+ * left as they were). */
 int bench_proc_sched_ns(pid_t pid, int64_t *run_ns, int64_t *wait_ns);
 /* The 1-minute load average (how busy the shared machine was), or -1. */
 double bench_loadavg(void);

@@ -103,7 +103,7 @@ int bench_proc_sched_ns(pid_t pid, int64_t *run_ns, int64_t *wait_ns)
     fclose(f);
     if (!ok) return -1;
     *run_ns = run;
-    *wait_ns = wait;
+    if (wait_ns) *wait_ns = wait;
     return 0;
 }
 

@@ -107,8 +107,7 @@ static void note_sample(reader_job *j, int64_t dequeued)
     if (j->tl->n == kept) return;
     timeline_sample *t = &j->tl->s[j->tl->n - 1];
     if (j->redis_pid) bench_proc_sched_ns(j->redis_pid, &t->redis_run_ns, &t->redis_wait_ns);
-    int64_t wait;
-    if (j->allocd_pid) bench_proc_sched_ns(j->allocd_pid, &t->allocd_run_ns, &wait);
+    if (j->allocd_pid) bench_proc_sched_ns(j->allocd_pid, &t->allocd_run_ns, NULL);
 }
 
 /* Every producer's askable ids in one HMGET (one command per round, not

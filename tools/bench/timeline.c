@@ -66,7 +66,7 @@ static double share(int64_t x, int64_t y, int64_t dt_us)
 
 /* One window: n_due requests due in [from, to), the latencies (us) of
  * those of them that were read. */
-static void print_window(FILE *out, const timeline *t, int64_t t0, int64_t from, int64_t to,
+static void print_window(FILE *out, const timeline *t, int sched, int64_t t0, int64_t from, int64_t to,
                          long due_by_end, long n_due, int64_t *lat, size_t nlat)
 {
     qsort(lat, nlat, sizeof *lat, cmp_i64);
@@ -77,7 +77,7 @@ static void print_window(FILE *out, const timeline *t, int64_t t0, int64_t from,
             nlat ? (double)lat[nlat / 2] / 1000.0 : 0.0,
             nlat ? (double)lat[(size_t)((double)nlat * 0.99)] / 1000.0 : 0.0,
             nlat ? (double)lat[nlat - 1] / 1000.0 : 0.0, queue, poller);
-    if (has_sched(t)) {
+    if (sched) {
         int64_t dt = s && s0 ? s->t_us - s0->t_us : 0;
         fprintf(out, " %7.0f %7.0f %7.0f", dt ? share(s0->redis_run_ns, s->redis_run_ns, dt) : -1.0,
                 dt ? share(s0->redis_wait_ns, s->redis_wait_ns, dt) : -1.0,
@@ -100,7 +100,8 @@ void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
     int64_t t0 = due[0], w = (int64_t)window_ms * 1000;
     fprintf(out, "  %7s %7s %8s %8s %8s %9s %9s", "due_ms", "due", "p50ms", "p99ms", "maxms",
             "queue", "poller");
-    if (has_sched(t)) fprintf(out, " %7s %7s %7s", "redis%", "rwait%", "allocd%");
+    int sched = has_sched(t);
+    if (sched) fprintf(out, " %7s %7s %7s", "redis%", "rwait%", "allocd%");
     fputc('\n', out);
     long at = 0;   /* index into the sorted due times */
     int64_t end = due[n - 1];  /* unpaced runs: on until the last reading */
@@ -112,7 +113,7 @@ void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
                 lat[nlat++] = read_us[i] - due_us[i];
         long before = at;
         while (at < n && due[at] < from + w) at++;
-        print_window(out, t, t0, from, from + w, at, at - before, lat, nlat);
+        print_window(out, t, sched, t0, from, from + w, at, at - before, lat, nlat);
     }
     free(due);
     free(lat);
