@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <unistd.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -167,7 +166,6 @@ static harness_redis shared;
 
 static int group_setup(void **state)
 {
-    signal(SIGPIPE, SIG_IGN);   /* hiredis write()s; the daemon ignores it too */
     log_init(getenv("TEST_DEBUG") ? ALOG_DEBUG : ALOG_INFO, 1);
     return harness_redis_start(&shared, "--enable-debug-command yes");
 }
