@@ -86,10 +86,75 @@ static void test_metrics_endpoint(void **state)
     harness_redis_stop(&redis);
 }
 
+/* allocd_chunks_total of batch a1, scraped. */
+static double chunks_applied(int port)
+{
+    char *text = NULL;
+    for (int i = 0; i < 50 && !text; i++) { text = itest_http_get(port, "/metrics"); if (!text) harness_sleep_ms(50); }
+    assert_non_null(text);
+    double v = metric(text, "allocd_chunks_total{batch=\"a1\"}");
+    free(text);
+    assert_true(v >= 0);
+    return v;
+}
+
+/* n buys queued while the batch is paused, then served after a resume;
+ * returns the chunks their serving took (the resume's own included). */
+static double serve_backlog(redisContext *c, int port, int n, int *next_id, int *next_ctl)
+{
+    char id[16], user[24];
+    snprintf(id, sizeof id, "c%d", (*next_ctl)++);
+    redisReply *r = redisCommand(c, "RPUSH alloc:{a1}:ctl {\"id\":\"%s\",\"op\":\"pause\"}", id);
+    freeReplyObject(r);
+    free(harness_wait_hget(c, "alloc:{a1}:results", id, 10000));
+    harness_sleep_ms(100);
+    double before = chunks_applied(port);
+    for (int i = 0; i < n; i++, (*next_id)++) {
+        snprintf(user, sizeof user, "u%d", *next_id);
+        r = redisCommand(c, "RPUSH alloc:{a1}:queue {\"id\":\"r%d\",\"user\":\"%s\",\"op\":\"buy\",\"item\":\"sku\"}",
+                         *next_id, user);
+        freeReplyObject(r);
+    }
+    snprintf(id, sizeof id, "c%d", (*next_ctl)++);
+    r = redisCommand(c, "RPUSH alloc:{a1}:ctl {\"id\":\"%s\",\"op\":\"resume\"}", id);
+    freeReplyObject(r);
+    long long want = *next_id + *next_ctl;
+    assert_int_equal(harness_wait_hlen(c, "alloc:{a1}:results", want, 20000), want);
+    harness_sleep_ms(100);
+    return chunks_applied(port) - before;
+}
+
+/* Takes adapt to the backlog (batch_worker.c, take_size): with chunk 512,
+ * 1,000 queued requests (under 4 x chunk) are taken at most 128 at a time,
+ * so their serving takes at least 8 chunks, not 2; 3,000 (over 4 x chunk)
+ * are taken a whole chunk at a time, about 6 chunks, not 24. */
+static void test_takes_adapt_to_the_backlog(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    itest_batch(c, "a1", "kind stock per_user 1", "sku 100000", NULL);
+    int port = itest_free_port();
+    char conf[128];
+    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\"; chunk = 512;", port);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis, conf), 0);
+    int next_id = 0, next_ctl = 0;
+    double short_queue = serve_backlog(c, port, 1000, &next_id, &next_ctl);
+    double burst = serve_backlog(c, port, 3000, &next_id, &next_ctl);
+    printf("chunks: 1000 queued -> %.0f, 3000 queued -> %.0f (resume included)\n", short_queue, burst);
+    assert_true(short_queue >= 1 + 8);
+    assert_true(burst <= 1 + 11);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_endpoint),
+        cmocka_unit_test(test_takes_adapt_to_the_backlog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
