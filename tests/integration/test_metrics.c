@@ -27,19 +27,39 @@ static double metric(const char *text, const char *series)
     return atof(p + strlen(needle));
 }
 
+/* A private Redis with one stock batch, and allocd serving /metrics on a
+ * free port with `conf` (printf: %d is the port) added; returns the port. */
+static int start_metrics(harness_redis *redis, redisContext **c, harness_allocd *d, const char *batch,
+                         const char *capacity, const char *conf)
+{
+    assert_int_equal(harness_redis_start(redis, NULL), 0);
+    *c = harness_redis_connect(redis);
+    itest_batch(*c, batch, "kind stock per_user 1", capacity, NULL);
+    int port = itest_free_port();
+    char text[160];
+    snprintf(text, sizeof text, conf, port);
+    assert_int_equal(harness_allocd_start(d, redis, text), 0);
+    return port;
+}
+
+/* The whole /metrics response (malloc'd), retried while the listener starts. */
+static char *scrape(int port)
+{
+    char *text = NULL;
+    for (int i = 0; i < 50 && !text; i++) { text = itest_http_get(port, "/metrics"); if (!text) harness_sleep_ms(50); }
+    assert_non_null(text);
+    return text;
+}
+
 static void test_metrics_endpoint(void **state)
 {
     harness_redis redis;
-    assert_int_equal(harness_redis_start(&redis, NULL), 0);
-    redisContext *c = harness_redis_connect(&redis);
-    itest_batch(c, "m1", "kind stock per_user 1", "sku 3", NULL);
-    int port = itest_free_port();
-    char conf[128];
+    redisContext *c;
+    harness_allocd d;
     /* an instance name with a quote and a backslash must not break the
      * scrape: label values are escaped per the exposition format */
-    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\"; instance = \"web\\\"1\\\\x\";", port);
-    harness_allocd d;
-    assert_int_equal(harness_allocd_start(&d, &redis, conf), 0);
+    int port = start_metrics(&redis, &c, &d, "m1", "sku 3",
+                             "metrics_listen = \"127.0.0.1:%d\"; instance = \"web\\\"1\\\\x\";");
     redisReply *r;
     for (int i = 0; i < 10; i++) {
         r = redisCommand(c, "RPUSH alloc:{m1}:queue {\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}", i, i % 4);
@@ -50,9 +70,7 @@ static void test_metrics_endpoint(void **state)
     assert_int_equal(harness_wait_hlen(c, "alloc:{m1}:results", 10, 10000), 10);
     harness_sleep_ms(200);
 
-    char *text = NULL;
-    for (int i = 0; i < 50 && !text; i++) { text = itest_http_get(port, "/metrics"); if (!text) harness_sleep_ms(50); }
-    assert_non_null(text);
+    char *text = scrape(port);
     assert_non_null(strstr(text, "HTTP/1.1 200 OK"));
     assert_non_null(strstr(text, "text/plain; version=0.0.4"));
     assert_true(metric(text, "allocd_results_total{batch=\"m1\",status=\"granted\"}") == 3);
@@ -89,9 +107,7 @@ static void test_metrics_endpoint(void **state)
 /* allocd_chunks_total of batch a1, scraped. */
 static double chunks_applied(int port)
 {
-    char *text = NULL;
-    for (int i = 0; i < 50 && !text; i++) { text = itest_http_get(port, "/metrics"); if (!text) harness_sleep_ms(50); }
-    assert_non_null(text);
+    char *text = scrape(port);
     double v = metric(text, "allocd_chunks_total{batch=\"a1\"}");
     free(text);
     assert_true(v >= 0);
@@ -131,14 +147,9 @@ static double serve_backlog(redisContext *c, int port, int n, int *next_id, int 
 static void test_takes_adapt_to_the_backlog(void **state)
 {
     harness_redis redis;
-    assert_int_equal(harness_redis_start(&redis, NULL), 0);
-    redisContext *c = harness_redis_connect(&redis);
-    itest_batch(c, "a1", "kind stock per_user 1", "sku 100000", NULL);
-    int port = itest_free_port();
-    char conf[128];
-    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\"; chunk = 512;", port);
+    redisContext *c;
     harness_allocd d;
-    assert_int_equal(harness_allocd_start(&d, &redis, conf), 0);
+    int port = start_metrics(&redis, &c, &d, "a1", "sku 100000", "metrics_listen = \"127.0.0.1:%d\"; chunk = 512;");
     int next_id = 0, next_ctl = 0;
     double short_queue = serve_backlog(c, port, 1000, &next_id, &next_ctl);
     double burst = serve_backlog(c, port, 3000, &next_id, &next_ctl);
