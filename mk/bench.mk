@@ -79,3 +79,7 @@ bench-openloop: $(ALLOCD) $(BUILD)/allocbench
 
 # tests/unit/test_timeline checks allocbench's timeline (tools/bench/timeline.c)
 $(BUILD)/tests/unit/test_timeline: $(BUILD)/tools/bench/timeline.o
+
+# tests/unit/test_median_ci checks the interval of a median of paired
+# ratios printed beside the TARGET lines (tools/bench/median_ci.c)
+$(BUILD)/tests/unit/test_median_ci: $(BUILD)/tools/bench/median_ci.o

@@ -22,6 +22,7 @@
 #include "bench/designs.h"
 #include "bench/cluster.h"
 #include "bench/e2e.h"
+#include "bench/median_ci.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -710,10 +711,10 @@ static double median(double *v, int n)
     return n ? v[n / 2] : 0;
 }
 
-/* which: 0 plain/Lua, 1 txn/Lua, 2 allocd plain req/s, 3 Lua req/s */
-static double e2e_median(const bench *b, int which, int *count)
+/* which: 0 plain/Lua, 1 txn/Lua, 2 allocd plain req/s, 3 Lua req/s; the
+ * rounds' values into v (MAX_E2E), their count returned */
+static int e2e_values(const bench *b, int which, double *v)
 {
-    double v[MAX_E2E];
     int n = 0;
     for (int i = 0; i < b->n_pairs; i++) {
         const e2e_pair *p = &b->pairs[i];
@@ -723,8 +724,32 @@ static double e2e_median(const bench *b, int which, int *count)
         v[n++] = which == 0 ? ratio(p->plain.tput, p->lua.tput) : which == 1 ? ratio(p->txn.tput, p->lua.tput)
                : which == 2 ? p->plain.tput : p->lua.tput;
     }
+    return n;
+}
+
+static double e2e_median(const bench *b, int which, int *count)
+{
+    double v[MAX_E2E];
+    int n = e2e_values(b, which, v);
     if (count) *count = n;
     return median(v, n);
+}
+
+/* How far a target's median of n values (`what`: rounds, pairs, runs) can
+ * be trusted (median_ci.h): the 95% interval and where the target stands
+ * against it, or that n is too small for one. Sorts v. */
+static void ci_text(double *v, int n, const char *what, double goal, char *out, size_t cap)
+{
+    median_ci ci;
+    median_ci_of(v, n, 0.95, &ci);
+    if (!ci.k) {
+        snprintf(out, cap, "; %d %s are too few for a 95%% interval of the median", n, what);
+        return;
+    }
+    int side = median_ci_side(&ci, goal);
+    snprintf(out, cap, "; interval of the median x(%d)..x(%d) = %.2f - %.2fx (%.1f%%): %s", ci.k, n + 1 - ci.k,
+             ci.lo, ci.hi, 100.0 * ci.coverage,
+             side > 0 ? "below the target" : side < 0 ? "above the target" : "the target is inside it");
 }
 
 static void ol_fill_allocd(ol_row *r, const run_result *a)
@@ -1034,7 +1059,7 @@ static void target(const char *name, int measured, int met, const char *fmt, ...
 
 static void target(const char *name, int measured, int met, const char *fmt, ...)
 {
-    char what[400];
+    char what[1200];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
@@ -1063,12 +1088,12 @@ static void target_lua(const bench *b)
                  r->a.tput_drain, r->lua.tput, drain[n]);
         n++;
     }
-    qsort(drain, (size_t)n, sizeof *drain, cmp_double);
-    qsort(sadd, (size_t)n, sizeof *sadd, cmp_double);
-    double x = n ? drain[n / 2] : 0;
+    char ci[160];
+    ci_text(drain, n, "pairs", 1.7, ci, sizeof ci);
+    double x = median(drain, n);
     target("drain_vs_lua", n > 0, x >= 1.7,
-           "stock prepushed, allocd drain / Lua, median of %d pairs = %.2fx (>= 1.7x) [%s]; from SADD median %.2fx",
-           n, x, list, n ? sadd[n / 2] : 0);
+           "stock prepushed, allocd drain / Lua, median of %d pairs = %.2fx (>= 1.7x)%s [%s]; from SADD median %.2fx",
+           n, x, ci, list, median(sadd, n));
 }
 
 static void target_lock(const bench *b)
@@ -1146,14 +1171,18 @@ static void target_e2e(const bench *b)
                              a->tput, p->lua.tput, ratio(a->tput, p->lua.tput));
         }
     }
-    int n0, n1;
-    double r0 = e2e_median(b, 0, &n0), r1 = e2e_median(b, 1, &n1);
+    double v[2][MAX_E2E];
+    char ci[2][160];
+    int n0 = e2e_values(b, 0, v[0]), n1 = e2e_values(b, 1, v[1]);
+    ci_text(v[0], n0, "rounds", 1.5, ci[0], sizeof ci[0]);   /* sorts: medians after */
+    ci_text(v[1], n1, "rounds", 1.2, ci[1], sizeof ci[1]);
+    double r0 = median(v[0], n0), r1 = median(v[1], n1);
     target("live_e2e_vs_lua_rpush", n0 > 0, r0 >= 1.5,
            "stock live, plain RPUSH producers, every result read once: allocd / Lua, median of %d rounds "
-           "= %.2fx (>= 1.5x) [%s]", n0, r0, list[0]);
+           "= %.2fx (>= 1.5x)%s [%s]", n0, r0, ci[0], list[0]);
     target("live_e2e_vs_lua_txn", n1 > 0, r1 >= 1.2,
            "stock live, position transaction producers, every result read once: allocd / Lua, median of "
-           "%d rounds = %.2fx (>= 1.2x) [%s]", n1, r1, list[1]);
+           "%d rounds = %.2fx (>= 1.2x)%s [%s]", n1, r1, ci[1], list[1]);
 }
 
 static void target_open_loop(const bench *b)
@@ -1162,14 +1191,19 @@ static void target_open_loop(const bench *b)
     for (int i = 0; i < b->n_ol; i++)
         if (!strcmp(b->ol[i].design, "allocd") && b->ol[i].pct == 50) r = &b->ol[i];
     int m = r && r->ok;
-    char list[128] = "";
+    char list[128] = "", ci[160] = "";
+    double v[MAX_OL_RUNS];
+    int n = 0;
+    for (int i = 0; r && i < r->runs; i++)
+        if (r->p99_run[i] >= 0) v[n++] = r->p99_run[i];
     if (r) p99_list(r, list, sizeof list);
+    if (m) ci_text(v, n, "runs", 5.0, ci, sizeof ci);
     target("open_loop_p99_at_50pct", m, m && r->p99 < 5.0,
            "allocd open loop (plain RPUSH, poller) at 50%% of its e2e saturation: offered %.0f, accepted "
            "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, due -> result read, median of %d runs (p99 < 5 ms; "
-           "Redis: %s) [p99 of each run: %s]",
+           "Redis: %s)%s [p99 of each run: %s]",
            m ? r->offered : 0, m ? r->accepted : 0, m ? r->p50 : 0, m ? r->p99 : 0, m ? r->pmax : 0,
-           r ? r->runs : 0, b->durability, list);
+           r ? r->runs : 0, b->durability, ci, list);
 }
 
 static void print_targets(const bench *b)
