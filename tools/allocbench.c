@@ -735,10 +735,12 @@ static double e2e_median(const bench *b, int which, int *count)
     return median(v, n);
 }
 
-/* How far a target's median of n values (`what`: rounds, pairs, runs) can
- * be trusted (median_ci.h): the 95% interval and where the target stands
- * against it, or that n is too small for one. Sorts v. */
-static void ci_text(double *v, int n, const char *what, double goal, char *out, size_t cap)
+/* How far a target's median of n values (`what`: rounds, pairs, runs;
+ * `unit`: "x" or " ms") can be trusted (median_ci.h): the 95% interval
+ * and where the target stands against it, or that n is too small for
+ * one. Sorts v. */
+static void ci_text(double *v, int n, const char *what, double goal, const char *unit, char *out,
+                    size_t cap)
 {
     median_ci ci;
     median_ci_of(v, n, 0.95, &ci);
@@ -747,8 +749,8 @@ static void ci_text(double *v, int n, const char *what, double goal, char *out, 
         return;
     }
     int side = median_ci_side(&ci, goal);
-    snprintf(out, cap, "; interval of the median x(%d)..x(%d) = %.2f - %.2fx (%.1f%%): %s", ci.k, n + 1 - ci.k,
-             ci.lo, ci.hi, 100.0 * ci.coverage,
+    snprintf(out, cap, "; interval of the median x(%d)..x(%d) = %.2f - %.2f%s (%.1f%%): %s", ci.k, n + 1 - ci.k,
+             ci.lo, ci.hi, unit, 100.0 * ci.coverage,
              side > 0 ? "below the target" : side < 0 ? "above the target" : "the target is inside it");
 }
 
@@ -1089,7 +1091,7 @@ static void target_lua(const bench *b)
         n++;
     }
     char ci[160];
-    ci_text(drain, n, "pairs", 1.7, ci, sizeof ci);
+    ci_text(drain, n, "pairs", 1.7, "x", ci, sizeof ci);
     double x = median(drain, n);
     target("drain_vs_lua", n > 0, x >= 1.7,
            "stock prepushed, allocd drain / Lua, median of %d pairs = %.2fx (>= 1.7x)%s [%s]; from SADD median %.2fx",
@@ -1174,8 +1176,8 @@ static void target_e2e(const bench *b)
     double v[2][MAX_E2E];
     char ci[2][160];
     int n0 = e2e_values(b, 0, v[0]), n1 = e2e_values(b, 1, v[1]);
-    ci_text(v[0], n0, "rounds", 1.5, ci[0], sizeof ci[0]);   /* sorts: medians after */
-    ci_text(v[1], n1, "rounds", 1.2, ci[1], sizeof ci[1]);
+    ci_text(v[0], n0, "rounds", 1.5, "x", ci[0], sizeof ci[0]);   /* sorts: medians after */
+    ci_text(v[1], n1, "rounds", 1.2, "x", ci[1], sizeof ci[1]);
     double r0 = median(v[0], n0), r1 = median(v[1], n1);
     target("live_e2e_vs_lua_rpush", n0 > 0, r0 >= 1.5,
            "stock live, plain RPUSH producers, every result read once: allocd / Lua, median of %d rounds "
@@ -1197,7 +1199,7 @@ static void target_open_loop(const bench *b)
     for (int i = 0; r && i < r->runs; i++)
         if (r->p99_run[i] >= 0) v[n++] = r->p99_run[i];
     if (r) p99_list(r, list, sizeof list);
-    if (m) ci_text(v, n, "runs", 5.0, ci, sizeof ci);
+    if (m) ci_text(v, n, "runs", 5.0, " ms", ci, sizeof ci);
     target("open_loop_p99_at_50pct", m, m && r->p99 < 5.0,
            "allocd open loop (plain RPUSH, poller) at 50%% of its e2e saturation: offered %.0f, accepted "
            "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, due -> result read, median of %d runs (p99 < 5 ms; "
