@@ -41,6 +41,8 @@ struct redis_router {
     /* sentinel:// (sentinel.h): the seed connection follows the master */
     redis_sentinel *sentinel;
     redis_target master;
+    redis_router_moved_fn on_moved;
+    void *moved_data;
 };
 
 struct router_req {
@@ -303,6 +305,12 @@ static void refresh(redis_router *r)
 
 void redis_router_refresh(redis_router *r) { refresh(r); }
 
+void redis_router_on_moved(redis_router *r, redis_router_moved_fn fn, void *data)
+{
+    r->on_moved = fn;
+    r->moved_data = data;
+}
+
 static void on_seed_ready(redis_conn *c, void *data)
 {
     redis_router *r = data;
@@ -313,13 +321,18 @@ static void on_seed_ready(redis_conn *c, void *data)
     refresh(r);
 }
 
-/* Sentinel named a (new) master: the seed connection goes there; batch
- * workers notice through redis_router_target (batch_worker.c). */
+/* Sentinel named a (new) master: the seed connection goes there, and the
+ * owner hears of a move at once (redis_router_on_moved), so batch workers
+ * leave the old master now rather than at their next watch tick. */
 static void on_master(const redis_target *t, void *data)
 {
     redis_router *r = data;
     r->master = *t;
-    if (r->seed) { redis_conn_retarget(r->seed, t); return; }
+    if (r->seed) {
+        redis_conn_retarget(r->seed, t);
+        if (r->on_moved) r->on_moved(r, r->moved_data);
+        return;
+    }
     static const redis_conn_callbacks cb = { on_seed_ready, NULL };
     redis_conn_options opt = { r->name, r->cfg->connect_timeout_ms, r->cfg->backoff_min_ms, r->cfg->backoff_max_ms };
     if (redis_conn_init(&r->seed, r->loop, t, &opt, &cb, r) < 0) log_err("%s: cannot connect to the master", r->name);

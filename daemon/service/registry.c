@@ -323,6 +323,15 @@ static void on_ready(redis_router *c, void *data)
     beat(r, "running");
 }
 
+/* Sentinel moved the master: every worker follows now. Failing over only
+ * arms a worker's backoff timer, so no entry leaves the list meanwhile. */
+static void on_master_moved(redis_router *conn, void *data)
+{
+    registry *r = data;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->entries[i].worker) batch_worker_follow_master(r->entries[i].worker);
+}
+
 int registry_start(registry **out, uv_loop_t *loop, const allocd_config *cfg,
                    const allocd_scripts *scripts)
 {
@@ -339,6 +348,7 @@ int registry_start(registry **out, uv_loop_t *loop, const allocd_config *cfg,
     snprintf(name, sizeof name, "%s/registry", cfg->instance);
     int rc = redis_router_init(&r->conn, loop, cfg, name, on_ready, r);
     if (rc < 0) { free(r); return rc; }
+    redis_router_on_moved(r->conn, on_master_moved, r);
     uv_timer_init(loop, &r->timer);
     r->timer.data = r;
     uv_timer_start(&r->timer, on_tick, (uint64_t)cfg->registry_interval_ms,

@@ -1347,6 +1347,27 @@ static void give_up(batch_worker *w, const char *why, int64_t ms)
     finish(w);
 }
 
+/* Sentinel moved the master (redis_router follows it): every connection
+ * of the worker goes there, through the failure path's follow_slot. The
+ * router says so at once (batch_worker_follow_master); the watch tick
+ * checks again, in case a worker was between states then. Returns 1 when
+ * the worker failed over. */
+static int left_old_master(batch_worker *w)
+{
+    redis_target t;
+    if (redis_router_is_cluster(w->router) || w->state == W_BACKOFF) return 0;
+    if (redis_router_target(w->router, w->keys.meta, &t) < 0 || !memcmp(&t, &w->target, sizeof t))
+        return 0;
+    worker_fail(w, "redis", "the master moved (Sentinel)");
+    return 1;
+}
+
+void batch_worker_follow_master(batch_worker *w)
+{
+    if (w->state == W_RELEASING || w->state == W_CLOSING || w->stopping) return;
+    left_old_master(w);
+}
+
 static void watch_check(void *data, int64_t now)
 {
     batch_worker *w = data;
@@ -1356,14 +1377,7 @@ static void watch_check(void *data, int64_t now)
     int64_t bound = w->cfg->answer_ms / 2;
     int64_t unable = answer_watch_unable_ms(aw, now), oldest = answer_watch_oldest_ms(aw, now);
     if (unable > bound) { give_up(w, "unable to serve", unable); return; }
-    /* Sentinel moved the master (redis_router follows it): every connection
-     * of the worker goes there, through the failure path's follow_slot */
-    redis_target t;
-    if (!redis_router_is_cluster(w->router) && w->state != W_BACKOFF &&
-        redis_router_target(w->router, w->keys.meta, &t) == 0 && memcmp(&t, &w->target, sizeof t)) {
-        worker_fail(w, "redis", "the master moved (Sentinel)");
-        return;
-    }
+    if (left_old_master(w)) return;
     if (oldest > bound && answer_watch_idle_ms(aw, now) > bound && w->eng &&
         take_queue_now(w, clock_wall_ms()))
         give_up(w, "a request unanswered and no chunk applied", oldest);

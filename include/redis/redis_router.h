@@ -33,6 +33,12 @@ int redis_router_is_cluster(const redis_router *r);
 int redis_router_target(const redis_router *r, const char *key, redis_target *out);
 /* Re-reads the slot map (a worker saw MOVED). */
 void redis_router_refresh(redis_router *r);
+/* Sentinel (sentinel.h) named a new master: fn runs once the router's own
+ * connection was pointed there, so redis_router_target already answers
+ * the new address; not for the first address. One listener: the owner
+ * of the workers tells each of them. */
+typedef void (*redis_router_moved_fn)(redis_router *r, void *data);
+void redis_router_on_moved(redis_router *r, redis_router_moved_fn fn, void *data);
 
 int redis_router_command(redis_router *r, const char *key, redis_reply_fn fn, void *priv,
                          int timeout_ms, int argc, const char **argv, const size_t *argvlen);

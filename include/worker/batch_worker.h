@@ -60,6 +60,12 @@ void batch_worker_stop(batch_worker *w);
  * the next start. on_stopped is still called. */
 void batch_worker_abort(batch_worker *w);
 
+/* Sentinel moved the master (redis_router_on_moved): a worker still on
+ * the old address fails over to the new one now, as its watch tick would
+ * within a second; one already there, backing off or stopping is left
+ * alone. */
+void batch_worker_follow_master(batch_worker *w);
+
 const char *batch_worker_batch(const batch_worker *w);
 /* 1 when it stopped because it could not serve the batch (answer_ms):
  * the owner should let another instance have the batch for a while. */

@@ -15,7 +15,11 @@
  * check -- how many results a poller saw that a failover later took back
  * (the final result differs or is another decision) -- with wait_replicas 0
  * and 1. SENTINEL_LONG=1 (make sentinel, mk/sentinel.mk) runs longer with
- * more failovers. */
+ * more failovers.
+ *
+ * A third case cuts the master off from the sentinels but not from allocd
+ * (test_partitioned_master_is_left_at_once): every worker leaves it the
+ * moment the router hears of the new master. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -451,11 +455,128 @@ static void test_failover_with_wait_replicas(void **state)
     assert_true(o.failovers >= 2);
 }
 
+/* ms of the day of an allocd log line ("YYYY-MM-DD HH:MM:SS.mmm ..."), or -1 */
+static long long line_ms(const char *line)
+{
+    int h, m, sec, ms;
+    if (sscanf(line, "%*d-%*d-%*d %d:%d:%d.%d", &h, &m, &sec, &ms) != 4) return -1;
+    return ((h * 60LL + m) * 60 + sec) * 1000 + ms;
+}
+
+/* When the router named the master at `port`, and when each batch s1..s3
+ * then failed over "the master moved (Sentinel)"; -1 while not logged. */
+static void follow_times(const harness_allocd *d, int port, long long *named, long long moved[3])
+{
+    char at[64], line[2048];
+    snprintf(at, sizeof at, "sentinel: master " MASTER " is at 127.0.0.1:%d", port);
+    *named = -1;
+    for (int b = 0; b < 3; b++) moved[b] = -1;
+    FILE *f = fopen(d->log, "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, at) && *named < 0) *named = line_ms(line);
+        for (int b = 0; b < 3 && *named >= 0; b++) {
+            char who[64];
+            snprintf(who, sizeof who, "batch s%d: redis failed: the master moved (Sentinel)", b + 1);
+            if (moved[b] < 0 && strstr(line, who)) moved[b] = line_ms(line);
+        }
+    }
+    fclose(f);
+}
+
+/* A master cut off from the sentinels and its replicas but not from
+ * allocd: its default user, which they use, is switched off and their
+ * links killed, while allocd logs in as a user of its own. The sentinels
+ * promote a replica and cannot demote the old master, which still takes
+ * allocd's writes -- the partition in which every moment spent on the old
+ * master is writes lost. The router hears of the new master from a
+ * sentinel and tells every worker at once: each worker's "the master
+ * moved" line follows the router's within 100 ms (in the same callback:
+ * 0 ms measured). The watch tick alone, every second with answer_ms
+ * 30000, comes 0 - 1000 ms later, the same moment for all three workers
+ * (started together): it would pass about one run in ten (measured with
+ * the router's call removed: 714 and 761 ms). Then every batch answers
+ * on the new master. */
+static void test_partitioned_master_is_left_at_once(void **state)
+{
+    cluster cl;
+    cluster_start(&cl);
+    for (int i = 0; i < 3; i++) {
+        redisContext *c = harness_redis_connect(&cl.node[i]);
+        itest_cmd(c, "ACL SETUSER allocd on >secret ~* &* +@all");
+        redisFree(c);
+    }
+    redisContext *c = harness_redis_connect(&cl.node[0]);
+    for (int b = 1; b <= 3; b++) {
+        itest_cmd(c, "HSET alloc:{s%d}:meta kind stock per_user 1", b);
+        itest_cmd(c, "HSET alloc:{s%d}:capacity sku 10", b);
+        itest_cmd(c, "SADD alloc:batches s%d", b);
+    }
+    char conf[400];
+    snprintf(conf, sizeof conf,
+             "redis = \"sentinel://allocd:secret@127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/" MASTER "\";\n"
+             "answer_ms = 30000; lease_ttl_ms = 2000; registry_interval_ms = 200; backoff_max_ms = 500;\n"
+             "redis_timeout_ms = 2000; connect_timeout_ms = 500;",
+             cl.sport[0], cl.sport[1], cl.sport[2]);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &cl.node[0], conf), 0);
+    for (int b = 1; b <= 3; b++) {          /* every worker serves on the first master */
+        itest_cmd(c, "RPUSH alloc:{s%d}:queue {\"id\":\"a\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku\"}", b);
+        char key[64];
+        snprintf(key, sizeof key, "alloc:{s%d}:results", b);
+        char *v = harness_wait_hget(c, key, "a", 10000);
+        assert_non_null(v);
+        free(v);
+    }
+    /* the cut; the replies do not matter (switching the user off may
+     * already have closed this connection) */
+    redisReply *r = redisCommand(c, "ACL SETUSER default off");
+    if (r) freeReplyObject(r);
+    r = redisCommand(c, "CLIENT KILL USER default");
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    int port = wait_switch(&cl, cl.port[0]);
+    assert_true(port > 0);
+    long long named = -1, moved[3] = { -1, -1, -1 };
+    int64_t until = harness_now_ms() + 10000;
+    for (;;) {
+        follow_times(&d, port, &named, moved);
+        if ((named >= 0 && moved[0] >= 0 && moved[1] >= 0 && moved[2] >= 0) || harness_now_ms() > until) break;
+        harness_sleep_ms(100);
+    }
+    assert_true(named >= 0);
+    for (int b = 0; b < 3; b++) {
+        long long late = moved[b] - named;
+        if (late < 0) late += 86400000;      /* past midnight */
+        print_message("batch s%d left the old master %lld ms after the router named the new one\n", b + 1,
+                      moved[b] < 0 ? -1 : late);
+        if (moved[b] < 0 || late >= 100) harness_allocd_dump_log(&d);
+        assert_true(moved[b] >= 0);
+        assert_true(late < 100);
+    }
+    /* and answer there */
+    int i = node_of_port(&cl, port);
+    assert_true(i > 0);
+    redisContext *m = harness_redis_connect(&cl.node[i]);
+    for (int b = 1; b <= 3; b++) {
+        itest_cmd(m, "RPUSH alloc:{s%d}:queue {\"id\":\"b\",\"user\":\"v\",\"op\":\"buy\",\"item\":\"sku\"}", b);
+        char key[64];
+        snprintf(key, sizeof key, "alloc:{s%d}:results", b);
+        char *v = harness_wait_hget(m, key, "b", 15000);
+        assert_non_null(v);
+        free(v);
+    }
+    redisFree(m);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    cluster_stop(&cl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_failover_without_wait),
         cmocka_unit_test(test_failover_with_wait_replicas),
+        cmocka_unit_test(test_partitioned_master_is_left_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -676,6 +676,8 @@ int redis_router_target(const redis_router *r, const char *key, redis_target *ou
 }
 
 void redis_router_refresh(redis_router *r) { (void)r; }
+/* one simulated Redis, no Sentinel: the master never moves */
+void redis_router_on_moved(redis_router *r, redis_router_moved_fn fn, void *data) { (void)r; }
 
 int redis_router_command(redis_router *r, const char *key, redis_reply_fn fn, void *priv, int timeout_ms,
                          int argc, const char **argv, const size_t *argvlen)
