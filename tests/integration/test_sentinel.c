@@ -230,6 +230,27 @@ static int wait_switch(cluster *cl, int old)
     return -1;
 }
 
+/* Batch s<b>: stock, one sku of `capacity`, live. */
+static void define_batch(redisContext *c, int b, int capacity)
+{
+    itest_cmd(c, "HSET alloc:{s%d}:meta kind stock per_user 1", b);
+    itest_cmd(c, "HSET alloc:{s%d}:capacity sku %d", b, capacity);
+    itest_cmd(c, "SADD alloc:batches s%d", b);
+}
+
+/* Batches s<first>..s<last> each answer a buy `id` pushed to c's Redis. */
+static void assert_answered(redisContext *c, int first, int last, const char *id, int timeout_ms)
+{
+    for (int b = first; b <= last; b++) {
+        itest_cmd(c, "RPUSH alloc:{s%d}:queue {\"id\":\"%s\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku\"}", b, id);
+        char key[64];
+        snprintf(key, sizeof key, "alloc:{s%d}:results", b);
+        char *v = harness_wait_hget(c, key, id, timeout_ms);
+        assert_non_null(v);
+        free(v);
+    }
+}
+
 static void run(int wait_replicas, int long_form, outcome *out)
 {
     memset(out, 0, sizeof *out);
@@ -237,14 +258,8 @@ static void run(int wait_replicas, int long_form, outcome *out)
     int64_t t_setup = harness_now_ms();
     cluster_start(&cl);
     redisContext *c = harness_redis_connect(&cl.node[0]);
-    itest_cmd(c, "HSET alloc:{s1}:meta kind stock per_user 1");
-    itest_cmd(c, "HSET alloc:{s1}:capacity sku %d", CAPACITY);
-    itest_cmd(c, "SADD alloc:batches s1");
-    for (int b = 2; b <= 3; b++) {     /* idle batches: their workers must follow too */
-        itest_cmd(c, "HSET alloc:{s%d}:meta kind stock per_user 1", b);
-        itest_cmd(c, "HSET alloc:{s%d}:capacity sku 10", b);
-        itest_cmd(c, "SADD alloc:batches s%d", b);
-    }
+    define_batch(c, 1, CAPACITY);
+    for (int b = 2; b <= 3; b++) define_batch(c, b, 10); /* idle: their workers must follow too */
     redisFree(c);
     char conf[400];
     snprintf(conf, sizeof conf,
@@ -413,14 +428,7 @@ static void run(int wait_replicas, int long_form, outcome *out)
     freeReplyObject(r);
     assert_int_equal(logged, holders);
     /* every worker followed: the idle batches answer on the final master */
-    for (int b = 2; b <= 3; b++) {
-        itest_cmd(m, "RPUSH alloc:{s%d}:queue {\"id\":\"late\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku\"}", b);
-        char key[64];
-        snprintf(key, sizeof key, "alloc:{s%d}:results", b);
-        char *v = harness_wait_hget(m, key, "late", 10000);
-        assert_non_null(v);
-        free(v);
-    }
+    assert_answered(m, 2, 3, "late", 10000);
     /* allocctl, given the same sentinel URL, finds the master and the
      * log replays to holders and free there */
     assert_int_equal(itest_sh("%s/allocctl --redis 'sentinel://127.0.0.1:%d,127.0.0.1:%d/" MASTER "' verify s1 >/dev/null",
@@ -507,11 +515,7 @@ static void test_partitioned_master_is_left_at_once(void **state)
         redisFree(c);
     }
     redisContext *c = harness_redis_connect(&cl.node[0]);
-    for (int b = 1; b <= 3; b++) {
-        itest_cmd(c, "HSET alloc:{s%d}:meta kind stock per_user 1", b);
-        itest_cmd(c, "HSET alloc:{s%d}:capacity sku 10", b);
-        itest_cmd(c, "SADD alloc:batches s%d", b);
-    }
+    for (int b = 1; b <= 3; b++) define_batch(c, b, 10);
     char conf[400];
     snprintf(conf, sizeof conf,
              "redis = \"sentinel://allocd:secret@127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/" MASTER "\";\n"
@@ -520,14 +524,7 @@ static void test_partitioned_master_is_left_at_once(void **state)
              cl.sport[0], cl.sport[1], cl.sport[2]);
     harness_allocd d;
     assert_int_equal(harness_allocd_start(&d, &cl.node[0], conf), 0);
-    for (int b = 1; b <= 3; b++) {          /* every worker serves on the first master */
-        itest_cmd(c, "RPUSH alloc:{s%d}:queue {\"id\":\"a\",\"user\":\"u\",\"op\":\"buy\",\"item\":\"sku\"}", b);
-        char key[64];
-        snprintf(key, sizeof key, "alloc:{s%d}:results", b);
-        char *v = harness_wait_hget(c, key, "a", 10000);
-        assert_non_null(v);
-        free(v);
-    }
+    assert_answered(c, 1, 3, "a", 10000);    /* every worker serves on the first master */
     /* the cut; the replies do not matter (switching the user off may
      * already have closed this connection) */
     redisReply *r = redisCommand(c, "ACL SETUSER default off");
@@ -558,14 +555,7 @@ static void test_partitioned_master_is_left_at_once(void **state)
     int i = node_of_port(&cl, port);
     assert_true(i > 0);
     redisContext *m = harness_redis_connect(&cl.node[i]);
-    for (int b = 1; b <= 3; b++) {
-        itest_cmd(m, "RPUSH alloc:{s%d}:queue {\"id\":\"b\",\"user\":\"v\",\"op\":\"buy\",\"item\":\"sku\"}", b);
-        char key[64];
-        snprintf(key, sizeof key, "alloc:{s%d}:results", b);
-        char *v = harness_wait_hget(m, key, "b", 15000);
-        assert_non_null(v);
-        free(v);
-    }
+    assert_answered(m, 1, 3, "b", 15000);
     redisFree(m);
     assert_int_equal(harness_allocd_stop(&d), 0);
     cluster_stop(&cl);
