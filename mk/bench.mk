@@ -26,8 +26,9 @@
 #                         --log-format chunk
 #   make bench-openloop   offered vs accepted load and p50/p99/p100 at 25, 50,
 #                         75, 90% of each design's e2e saturation (median of 3
-#                         rounds), allocd and Lua, each row the median of 3
-#                         runs, on a Redis without persistence and then with
+#                         rounds), allocd and Lua, each row the median of 9
+#                         runs (enough for a 95% interval of the median p99),
+#                         on a Redis without persistence and then with
 #                         appendfsync everysec
 
 BENCH_SRC := $(wildcard tools/bench/*.c)
@@ -48,7 +49,7 @@ BENCH_CLUSTER_ARGS ?= --cluster-sweep 1x1,3x3,3x1 --batches 6 --requests 200000 
 BENCH_TICKETS_ARGS ?= --tickets --users 100000 --hold-ms 2000
 BENCH_GROUPS_ARGS ?= --scenario groups,groups-formed --requests 26000 --mode both
 BENCH_E2E_ARGS ?=
-BENCH_OPENLOOP_ARGS ?= --e2e-pairs 3
+BENCH_OPENLOOP_ARGS ?= --e2e-pairs 3 --open-loop-runs 9
 
 .PHONY: bench bench-memory bench-scaling bench-cluster bench-tickets bench-e2e bench-openloop bench-groups
 bench: $(ALLOCD) $(BUILD)/allocbench
