@@ -624,12 +624,6 @@ static void run_sweep(bench *b)
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 
 static workload e2e_workload(const bench *b)
 {
@@ -705,12 +699,6 @@ static void run_e2e_pairs(bench *b)
     }
 }
 
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n ? v[n / 2] : 0;
-}
-
 /* which: 0 plain/Lua, 1 txn/Lua, 2 allocd plain req/s, 3 Lua req/s; the
  * rounds' values into v (MAX_E2E), their count returned */
 static int e2e_values(const bench *b, int which, double *v)
@@ -732,26 +720,27 @@ static double e2e_median(const bench *b, int which, int *count)
     double v[MAX_E2E];
     int n = e2e_values(b, which, v);
     if (count) *count = n;
-    return median(v, n);
+    return median_of(v, n);
 }
 
-/* How far a target's median of n values (`what`: rounds, pairs, runs;
- * `unit`: "x" or " ms") can be trusted (median_ci.h): the 95% interval
- * and where the target stands against it, or that n is too small for
- * one. Sorts v. */
-static void ci_text(double *v, int n, const char *what, double goal, const char *unit, char *out,
-                    size_t cap)
+/* The median of n values (`what`: rounds, pairs, runs; `unit`: "x" or
+ * " ms"), and in out how far it can be trusted (median_ci.h): the 95%
+ * interval and where the target stands against it, or that n is too small
+ * for one. Sorts v. */
+static double median_with_ci(double *v, int n, const char *what, double goal, const char *unit,
+                             char *out, size_t cap)
 {
     median_ci ci;
     median_ci_of(v, n, 0.95, &ci);
     if (!ci.k) {
         snprintf(out, cap, "; %d %s are too few for a 95%% interval of the median", n, what);
-        return;
+        return ci.median;
     }
     int side = median_ci_side(&ci, goal);
     snprintf(out, cap, "; interval of the median x(%d)..x(%d) = %.2f - %.2f%s (%.1f%%): %s", ci.k, n + 1 - ci.k,
              ci.lo, ci.hi, unit, 100.0 * ci.coverage,
              side > 0 ? "below the target" : side < 0 ? "above the target" : "the target is inside it");
+    return ci.median;
 }
 
 static void ol_fill_allocd(ol_row *r, const run_result *a)
@@ -830,8 +819,8 @@ static void ol_combine(ol_row *r, const ol_row *runs, int n)
         k++;
     }
     if (!k) return;
-    r->accepted = median(v[0], k); r->p50 = median(v[1], k); r->p99 = median(v[2], k);
-    r->pmax = median(v[3], k); r->redis_us = median(v[4], k);
+    r->accepted = median_of(v[0], k); r->p50 = median_of(v[1], k); r->p99 = median_of(v[2], k);
+    r->pmax = median_of(v[3], k); r->redis_us = median_of(v[4], k);
     qsort(good, (size_t)k, sizeof *good, cmp_run_p99);
     r->cmds = good[k / 2]->cmds;
     r->n = good[k / 2]->n;
@@ -1091,11 +1080,10 @@ static void target_lua(const bench *b)
         n++;
     }
     char ci[160];
-    ci_text(drain, n, "pairs", 1.7, "x", ci, sizeof ci);
-    double x = median(drain, n);
+    double x = median_with_ci(drain, n, "pairs", 1.7, "x", ci, sizeof ci);
     target("drain_vs_lua", n > 0, x >= 1.7,
            "stock prepushed, allocd drain / Lua, median of %d pairs = %.2fx (>= 1.7x)%s [%s]; from SADD median %.2fx",
-           n, x, ci, list, median(sadd, n));
+           n, x, ci, list, median_of(sadd, n));
 }
 
 static void target_lock(const bench *b)
@@ -1176,9 +1164,8 @@ static void target_e2e(const bench *b)
     double v[2][MAX_E2E];
     char ci[2][160];
     int n0 = e2e_values(b, 0, v[0]), n1 = e2e_values(b, 1, v[1]);
-    ci_text(v[0], n0, "rounds", 1.5, "x", ci[0], sizeof ci[0]);   /* sorts: medians after */
-    ci_text(v[1], n1, "rounds", 1.2, "x", ci[1], sizeof ci[1]);
-    double r0 = median(v[0], n0), r1 = median(v[1], n1);
+    double r0 = median_with_ci(v[0], n0, "rounds", 1.5, "x", ci[0], sizeof ci[0]);
+    double r1 = median_with_ci(v[1], n1, "rounds", 1.2, "x", ci[1], sizeof ci[1]);
     target("live_e2e_vs_lua_rpush", n0 > 0, r0 >= 1.5,
            "stock live, plain RPUSH producers, every result read once: allocd / Lua, median of %d rounds "
            "= %.2fx (>= 1.5x)%s [%s]", n0, r0, ci[0], list[0]);
@@ -1199,7 +1186,7 @@ static void target_open_loop(const bench *b)
     for (int i = 0; r && i < r->runs; i++)
         if (r->p99_run[i] >= 0) v[n++] = r->p99_run[i];
     if (r) p99_list(r, list, sizeof list);
-    if (m) ci_text(v, n, "runs", 5.0, " ms", ci, sizeof ci);
+    if (m) median_with_ci(v, n, "runs", 5.0, " ms", ci, sizeof ci);   /* = r->p99 */
     target("open_loop_p99_at_50pct", m, m && r->p99 < 5.0,
            "allocd open loop (plain RPUSH, poller) at 50%% of its e2e saturation: offered %.0f, accepted "
            "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, due -> result read, median of %d runs (p99 < 5 ms; "

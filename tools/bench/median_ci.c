@@ -23,13 +23,19 @@ static double binom_half_cdf(int n, int j)
     return sum * scale;
 }
 
+double median_of(double *v, int n)
+{
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
 void median_ci_of(double *v, int n, double level, median_ci *out)
 {
     memset(out, 0, sizeof *out);
     out->n = n;
     if (n <= 0) return;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    out->median = v[n / 2];
+    out->median = median_of(v, n);
     for (int k = 1; k <= (n + 1) / 2; k++) {
         double coverage = 1.0 - 2.0 * binom_half_cdf(n, k - 1);
         if (coverage < level) break;

@@ -15,11 +15,15 @@
 
 typedef struct median_ci {
     int n;
-    double median;            /* x(n/2 + 1), 0-based v[n/2], as allocbench's median */
+    double median;            /* median_of(v, n) */
     int k;                    /* the interval is [x(k), x(n+1-k)]; 0: none reaches the level */
     double lo, hi;
     double coverage;          /* its probability of holding the median; 0 when k = 0 */
 } median_ci;
+
+/* Sorts v[0..n) in place; v[n/2] (the upper of two middles), 0 when n = 0.
+ * allocbench's medians, so every median it prints is taken alike. */
+double median_of(double *v, int n);
 
 /* Sorts v[0..n) in place and fills *out. level: e.g. 0.95. */
 void median_ci_of(double *v, int n, double level, median_ci *out);
