@@ -251,160 +251,189 @@ static void assert_answered(redisContext *c, int first, int last, const char *id
     }
 }
 
-static void run(int wait_replicas, int long_form, outcome *out)
-{
-    memset(out, 0, sizeof *out);
+/* One failover run: the Sentinel cluster, allocd, the request history and
+ * the connection to whichever node is master now. */
+typedef struct run_state {
     cluster cl;
+    harness_allocd d;
+    history *h;
+    outcome *out;
+    redisContext *mc;           /* the master's connection, cached */
+    int mport;
+    int64_t last_poll;
+} run_state;
+
+static redisContext *rs_master(run_state *s) { return master_conn(&s->cl, &s->mc, &s->mport); }
+
+static void rs_forget_master(run_state *s)
+{
+    if (s->mc) redisFree(s->mc);
+    s->mc = NULL;
+    s->mport = -1;
+}
+
+/* Two more requests to the master, and a poll of the results every 100 ms:
+ * what a producer and a front end do throughout. */
+static void push_and_poll(run_state *s)
+{
+    redisContext *m = rs_master(s);
+    for (int k = 0; m && k < 2 && s->h->n < MAXREQ; k++) {
+        if (!push(m, s->h->n)) { rs_forget_master(s); return; }
+        s->h->n++;
+        s->h->pushes++;
+    }
+    if (m && harness_now_ms() - s->last_poll >= 100) {
+        if (!poll_results(m, s->h)) rs_forget_master(s);
+        s->last_poll = harness_now_ms();
+    }
+}
+
+/* Batch s1 under load, idle s2 and s3 (their workers must follow too), and
+ * allocd given the sentinels' URL. */
+static void run_start(run_state *s, int wait_replicas, history *h, outcome *out)
+{
+    memset(s, 0, sizeof *s);
+    memset(out, 0, sizeof *out);
+    s->h = h;
+    s->out = out;
+    s->mport = -1;
     int64_t t_setup = harness_now_ms();
-    cluster_start(&cl);
-    redisContext *c = harness_redis_connect(&cl.node[0]);
+    cluster_start(&s->cl);
+    redisContext *c = harness_redis_connect(&s->cl.node[0]);
     define_batch(c, 1, CAPACITY);
-    for (int b = 2; b <= 3; b++) define_batch(c, b, 10); /* idle: their workers must follow too */
+    for (int b = 2; b <= 3; b++) define_batch(c, b, 10);
     redisFree(c);
     char conf[400];
     snprintf(conf, sizeof conf,
              "redis = \"sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/" MASTER "\";\n"
              "lease_ttl_ms = 2000; registry_interval_ms = 200; backoff_max_ms = 500;\n"
              "redis_timeout_ms = 2000; connect_timeout_ms = 500; chunk = 32; wait_replicas = %d;",
-             cl.sport[0], cl.sport[1], cl.sport[2], wait_replicas);
-    harness_allocd d;
+             s->cl.sport[0], s->cl.sport[1], s->cl.sport[2], wait_replicas);
     /* the harness writes its own redis line unless the config has one */
-    assert_int_equal(harness_allocd_start(&d, &cl.node[0], conf), 0);
-
+    assert_int_equal(harness_allocd_start(&s->d, &s->cl.node[0], conf), 0);
     print_message("sentinels ready after %lld ms\n", (long long)(harness_now_ms() - t_setup));
-    static history h;
-    for (int i = 0; i < MAXREQ; i++) { free(h.seen[i]); h.seen[i] = NULL; h.changed[i] = 0; }
-    h.n = h.pushes = 0;
-    redisContext *mc = NULL;
-    int mport = -1;
-    int failovers = long_form ? 6 : 2;
-    int64_t t0 = harness_now_ms(), next_fault = t0 + 2000, last_poll = 0;
-    int done_faults = 0, cur = cl.port[0];
-    while (done_faults < failovers || harness_now_ms() < next_fault) {
-        redisContext *m = master_conn(&cl, &mc, &mport);
-        for (int k = 0; m && k < 2 && h.n < MAXREQ; k++) {
-            if (!push(m, h.n)) { redisFree(mc); mc = NULL; mport = -1; break; }
-            h.n++;
-            h.pushes++;
-        }
-        if (m && mc && harness_now_ms() - last_poll >= 100) {
-            if (!poll_results(mc, &h)) { redisFree(mc); mc = NULL; mport = -1; }
-            last_poll = harness_now_ms();
-        }
-        if (done_faults < failovers && harness_now_ms() >= next_fault) {
-            int i = node_of_port(&cl, cur);
-            if (done_faults % 2 == 0) {             /* kill -9 the master */
-                /* with the replicas 400 ms behind: each one sleeps (DEBUG
-                 * SLEEP) and the master drops their links (CLIENT KILL TYPE
-                 * replica), so what it writes from then on reaches no
-                 * replica before it dies */
-                redisContext *lag[3] = { NULL };
-                for (int k = 0; k < 3; k++) {
-                    if (k == i || !cl.alive[k]) continue;
-                    lag[k] = harness_redis_connect(&cl.node[k]);
-                    int wdone = 0;
-                    redisAppendCommand(lag[k], "DEBUG SLEEP 0.6");
-                    while (!wdone && redisBufferWrite(lag[k], &wdone) == REDIS_OK) {}
-                }
-                redisContext *mk = harness_redis_connect(&cl.node[i]);
-                if (mk) { long long killed = proc_int(mk, "CLIENT KILL TYPE replica"); (void)killed; redisFree(mk); }
-                int64_t lag_until = harness_now_ms() + 400;
-                while (harness_now_ms() < lag_until) {
-                    redisContext *m2 = master_conn(&cl, &mc, &mport);
-                    for (int k = 0; m2 && k < 2 && h.n < MAXREQ; k++) if (push(m2, h.n)) { h.n++; h.pushes++; }
-                    if (m2 && harness_now_ms() - last_poll >= 100) { poll_results(m2, &h); last_poll = harness_now_ms(); }
-                    harness_sleep_ms(5);
-                }
-                print_message("failover %d: kill -9 the master (port %d, replicas 400 ms behind) after %d requests\n",
-                              done_faults + 1, cur, h.n);
-                harness_redis_kill(&cl.node[i]);
-                cl.alive[i] = 0;
-                for (int k = 0; k < 3; k++) if (lag[k]) redisFree(lag[k]);
-            } else {                                /* a planned failover */
-                print_message("failover %d: SENTINEL FAILOVER (master port %d) after %d requests\n", done_faults + 1, cur, h.n);
-                /* refused (NOGOODSLAVE, INPROG) until a replica is in sync */
-                int started = 0;
-                for (int waited = 0; waited < 20000 && !started; waited += 250) {
-                    redisContext *s = tcp(cl.sport[waited / 250 % 3]);
-                    redisReply *r = s ? redisCommand(s, "SENTINEL FAILOVER " MASTER) : NULL;
-                    started = r && r->type == REDIS_REPLY_STATUS;
-                    if (!started && r && r->type == REDIS_REPLY_ERROR && waited % 2000 == 0)
-                        print_message("  SENTINEL FAILOVER: %s\n", r->str);
-                    if (r) freeReplyObject(r);
-                    if (s) redisFree(s);
-                    if (!started) harness_sleep_ms(250);
-                }
-                assert_true(started);
-            }
-            int np = wait_switch(&cl, cur);
-            assert_true(np > 0);
-            print_message("  new master on port %d after %lld ms\n", np, (long long)(harness_now_ms() - next_fault));
-            if (mc) { redisFree(mc); mc = NULL; mport = -1; }
-            /* a killed master comes back (as a replica, the sentinels see
-             * to it) before the next planned failover needs two replicas */
-            if (!cl.alive[i]) {
-                assert_int_equal(harness_redis_restart(&cl.node[i]), 0);
-                cl.alive[i] = 1;
-            }
-            cur = np;
-            done_faults++;
-            out->failovers++;
-            next_fault = harness_now_ms() + (long_form ? 4000 : 2000);
-        }
+    for (int i = 0; i < MAXREQ; i++) { free(h->seen[i]); h->seen[i] = NULL; h->changed[i] = 0; }
+    h->n = h->pushes = 0;
+}
+
+/* kill -9 the master (node i) with the replicas 400 ms behind: each one
+ * sleeps (DEBUG SLEEP) and the master drops their links (CLIENT KILL TYPE
+ * replica), so what it writes from then on reaches no replica before it
+ * dies. */
+static void kill_master_ahead_of_replicas(run_state *s, int i, int fault)
+{
+    redisContext *lag[3] = { NULL };
+    for (int k = 0; k < 3; k++) {
+        if (k == i || !s->cl.alive[k]) continue;
+        lag[k] = harness_redis_connect(&s->cl.node[k]);
+        int wdone = 0;
+        redisAppendCommand(lag[k], "DEBUG SLEEP 0.6");
+        while (!wdone && redisBufferWrite(lag[k], &wdone) == REDIS_OK) {}
+    }
+    redisContext *mk = harness_redis_connect(&s->cl.node[i]);
+    if (mk) { (void)proc_int(mk, "CLIENT KILL TYPE replica"); redisFree(mk); }
+    int64_t lag_until = harness_now_ms() + 400;
+    while (harness_now_ms() < lag_until) {
+        push_and_poll(s);
         harness_sleep_ms(5);
     }
-    /* resubmit what has no result until everything has one (30 s) */
-    int all = 0;
-    for (int waited = 0; waited < 30000 && !all; waited += 500) {
+    print_message("failover %d: kill -9 the master (port %d, replicas 400 ms behind) after %d requests\n",
+                  fault, s->cl.port[i], s->h->n);
+    harness_redis_kill(&s->cl.node[i]);
+    s->cl.alive[i] = 0;
+    for (int k = 0; k < 3; k++) if (lag[k]) redisFree(lag[k]);
+}
+
+/* SENTINEL FAILOVER, asked until a sentinel takes it: it is refused
+ * (NOGOODSLAVE, INPROG) until a replica is in sync. */
+static void planned_failover(run_state *s, int port, int fault)
+{
+    print_message("failover %d: SENTINEL FAILOVER (master port %d) after %d requests\n", fault, port, s->h->n);
+    int started = 0;
+    for (int waited = 0; waited < 20000 && !started; waited += 250) {
+        redisContext *t = tcp(s->cl.sport[waited / 250 % 3]);
+        redisReply *r = t ? redisCommand(t, "SENTINEL FAILOVER " MASTER) : NULL;
+        started = r && r->type == REDIS_REPLY_STATUS;
+        if (!started && r && r->type == REDIS_REPLY_ERROR && waited % 2000 == 0)
+            print_message("  SENTINEL FAILOVER: %s\n", r->str);
+        if (r) freeReplyObject(r);
+        if (t) redisFree(t);
+        if (!started) harness_sleep_ms(250);
+    }
+    assert_true(started);
+}
+
+/* The next failover of the master on `port`: odd ones kill it, even ones
+ * are planned. Returns the new master's port once the sentinels name it. */
+static int failover(run_state *s, int port, int64_t fault_at)
+{
+    int i = node_of_port(&s->cl, port);
+    int fault = s->out->failovers + 1;
+    if (fault % 2) kill_master_ahead_of_replicas(s, i, fault);
+    else planned_failover(s, port, fault);
+    int np = wait_switch(&s->cl, port);
+    assert_true(np > 0);
+    print_message("  new master on port %d after %lld ms\n", np, (long long)(harness_now_ms() - fault_at));
+    rs_forget_master(s);
+    /* a killed master comes back (as a replica, the sentinels see to it)
+     * before the next planned failover needs two replicas */
+    if (!s->cl.alive[i]) {
+        assert_int_equal(harness_redis_restart(&s->cl.node[i]), 0);
+        s->cl.alive[i] = 1;
+    }
+    s->out->failovers++;
+    return np;
+}
+
+/* Resubmits what has no result until everything has one (30 s): only
+ * what is neither answered nor still queued. Returns 1 once all have. */
+static int resubmit_until_answered(run_state *s)
+{
+    for (int waited = 0; waited < 30000; waited += 500) {
         harness_sleep_ms(500);
-        redisContext *m = master_conn(&cl, &mc, &mport);
-        if (!m || !poll_results(m, &h)) { if (mc) redisFree(mc); mc = NULL; mport = -1; continue; }
-        /* only what is neither answered nor still queued is resubmitted */
-        int idle = proc_int(m, "LLEN alloc:{s1}:queue") == 0;
-        all = 1;
-        for (int n = 0; n < h.n; n++) {
+        redisContext *m = rs_master(s);
+        if (!m || !poll_results(m, s->h)) { rs_forget_master(s); continue; }
+        int idle = proc_int(m, "LLEN alloc:{s1}:queue") == 0, all = 1;
+        for (int n = 0; n < s->h->n; n++) {
             char *v = harness_str(m, "HGET alloc:{s1}:results r%d", n);
-            if (!v) { all = 0; if (idle) { push(m, n); out->resubmitted++; h.pushes++; } }
+            if (!v) { all = 0; if (idle) { push(m, n); s->out->resubmitted++; s->h->pushes++; } }
             free(v);
         }
+        if (all) return 1;
     }
-    if (!all) {
-        harness_allocd_dump_log(&d);
-        redisContext *m2 = master_conn(&cl, &mc, &mport);
-        if (m2) print_message("queue %lld, results %lld of %d\n", proc_int(m2, "LLEN alloc:{s1}:queue"),
-                              proc_int(m2, "HLEN alloc:{s1}:results"), h.n);
-    }
-    assert_true(all);
-    redisContext *m = master_conn(&cl, &mc, &mport);
-    assert_non_null(m);
-    /* the final state: one result per id; granted = holders; free adds up */
+    harness_allocd_dump_log(&s->d);
+    redisContext *m = rs_master(s);
+    if (m) print_message("queue %lld, results %lld of %d\n", proc_int(m, "LLEN alloc:{s1}:queue"),
+                         proc_int(m, "HLEN alloc:{s1}:results"), s->h->n);
+    return 0;
+}
+
+/* The final results against what the poller saw: counts what a failover
+ * took back. Returns how many are grants. */
+static long long count_final_results(run_state *s, redisContext *m)
+{
     long long granted = 0;
-    for (int n = 0; n < h.n; n++) {
+    for (int n = 0; n < s->h->n; n++) {
         char *v = harness_str(m, "HGET alloc:{s1}:results r%d", n);
         assert_non_null(v);
         json_t *fin = json_loads(v, 0, NULL);
         assert_non_null(fin);
         granted += !strcmp(jstatus(fin), "granted");
-        if (h.seen[n] && (strcmp(h.seen[n], v) || h.changed[n])) {
-            out->taken_back++;
-            json_t *was = json_loads(h.seen[n], 0, NULL);
-            if (was && strcmp(jstatus(was), jstatus(fin))) out->status_flipped++;
+        if (s->h->seen[n] && (strcmp(s->h->seen[n], v) || s->h->changed[n])) {
+            s->out->taken_back++;
+            json_t *was = json_loads(s->h->seen[n], 0, NULL);
+            if (was && strcmp(jstatus(was), jstatus(fin))) s->out->status_flipped++;
             json_decref(was);
         }
         json_decref(fin);
         free(v);
     }
-    long long holders = proc_int(m, "HLEN alloc:{s1}:holders");
-    long long free_units = proc_int(m, "HGET alloc:{s1}:free sku");
-    print_message("wait_replicas %d: %d requests (%d pushes, %d resubmitted), %d failovers, "
-                  "granted %lld, holders %lld, free %lld; results seen then taken back: %d (%d with another status)\n",
-                  wait_replicas, h.n, h.pushes, out->resubmitted, out->failovers, granted, holders, free_units,
-                  out->taken_back, out->status_flipped);
-    assert_int_equal(proc_int(m, "HLEN alloc:{s1}:results"), h.n);
-    assert_int_equal(granted, holders);
-    assert_true(holders <= CAPACITY);
-    assert_int_equal(free_units, CAPACITY - holders);
-    /* at most one grant per request in the log */
+    return granted;
+}
+
+/* At most one grant per request in the log, and as many as holders. */
+static void assert_log_grants(redisContext *m, long long holders)
+{
     redisReply *r = redisCommand(m, "XRANGE alloc:{s1}:log - +");
     assert_non_null(r);
     static unsigned char grants[MAXREQ];
@@ -427,20 +456,59 @@ static void run(int wait_replicas, int long_form, outcome *out)
     }
     freeReplyObject(r);
     assert_int_equal(logged, holders);
+}
+
+/* The final state: one result per id; granted = holders; free adds up;
+ * the log agrees; every worker followed; allocctl finds the master. */
+static void assert_final_state(run_state *s, int wait_replicas)
+{
+    redisContext *m = rs_master(s);
+    assert_non_null(m);
+    long long granted = count_final_results(s, m);
+    long long holders = proc_int(m, "HLEN alloc:{s1}:holders");
+    long long free_units = proc_int(m, "HGET alloc:{s1}:free sku");
+    print_message("wait_replicas %d: %d requests (%d pushes, %d resubmitted), %d failovers, "
+                  "granted %lld, holders %lld, free %lld; results seen then taken back: %d (%d with another status)\n",
+                  wait_replicas, s->h->n, s->h->pushes, s->out->resubmitted, s->out->failovers, granted, holders,
+                  free_units, s->out->taken_back, s->out->status_flipped);
+    assert_int_equal(proc_int(m, "HLEN alloc:{s1}:results"), s->h->n);
+    assert_int_equal(granted, holders);
+    assert_true(holders <= CAPACITY);
+    assert_int_equal(free_units, CAPACITY - holders);
+    assert_log_grants(m, holders);
     /* every worker followed: the idle batches answer on the final master */
     assert_answered(m, 2, 3, "late", 10000);
     /* allocctl, given the same sentinel URL, finds the master and the
      * log replays to holders and free there */
     assert_int_equal(itest_sh("%s/allocctl --redis 'sentinel://127.0.0.1:%d,127.0.0.1:%d/" MASTER "' verify s1 >/dev/null",
-                              harness_build_dir(), cl.sport[1], cl.sport[2]), 0);
+                              harness_build_dir(), s->cl.sport[1], s->cl.sport[2]), 0);
     /* allocd followed every failover */
-    int moves = itest_count_in_log(&d, "sentinel: master " MASTER " is at");
-    if (moves < out->failovers + 1) harness_allocd_dump_log(&d);
-    assert_true(moves >= out->failovers + 1);
-    assert_int_equal(harness_allocd_stop(&d), 0);
-    if (mc) redisFree(mc);
+    int moves = itest_count_in_log(&s->d, "sentinel: master " MASTER " is at");
+    if (moves < s->out->failovers + 1) harness_allocd_dump_log(&s->d);
+    assert_true(moves >= s->out->failovers + 1);
+}
+
+static void run(int wait_replicas, int long_form, outcome *out)
+{
+    static history h;
+    run_state s;
+    run_start(&s, wait_replicas, &h, out);
+    int failovers = long_form ? 6 : 2, port = s.cl.port[0];
+    int64_t next_fault = harness_now_ms() + 2000;
+    while (out->failovers < failovers || harness_now_ms() < next_fault) {
+        push_and_poll(&s);
+        if (out->failovers < failovers && harness_now_ms() >= next_fault) {
+            port = failover(&s, port, next_fault);
+            next_fault = harness_now_ms() + (long_form ? 4000 : 2000);
+        }
+        harness_sleep_ms(5);
+    }
+    assert_true(resubmit_until_answered(&s));
+    assert_final_state(&s, wait_replicas);
+    assert_int_equal(harness_allocd_stop(&s.d), 0);
+    rs_forget_master(&s);
     for (int i = 0; i < MAXREQ; i++) { free(h.seen[i]); h.seen[i] = NULL; }
-    cluster_stop(&cl);
+    cluster_stop(&s.cl);
 }
 
 static int long_form(void)
