@@ -816,6 +816,115 @@ static void follower_push(producer *pr, const action *a)
     push_group(pr, &p, 1);
 }
 
+/* The follower's own lists: requests whose result it waits for, and the
+ * confirms and cancels it will push when they are due. */
+typedef struct follower {
+    candidate *mine;
+    size_t n_mine, cap_mine;
+    action *acts;
+    size_t n_acts, cap_acts;
+} follower;
+
+/* Moves the producers' new candidates onto the follower's list. */
+static void follower_take_candidates(chaos_ctx *cx, follower *f)
+{
+    pthread_mutex_lock(&cx->mu);
+    if (f->n_mine + cx->n_cand > f->cap_mine) {
+        f->cap_mine = (f->n_mine + cx->n_cand) * 2 + 64;
+        f->mine = realloc(f->mine, f->cap_mine * sizeof *f->mine);
+        if (!f->mine) abort();
+    }
+    if (cx->n_cand) memcpy(f->mine + f->n_mine, cx->cand, cx->n_cand * sizeof *f->mine);
+    f->n_mine += cx->n_cand;
+    cx->n_cand = 0;
+    pthread_mutex_unlock(&cx->mu);
+}
+
+/* A granted order: confirmed or cancelled later (most holds, a few final
+ * orders), sometimes by someone else, sometimes twice. */
+static void follower_plan(producer *pr, follower *f, const candidate *c, const char *order)
+{
+    chaos_ctx *cx = pr->cx;
+    uint32_t roll = rnd(&pr->rng, 100);
+    int hold = cx->b[c->batch].hold_ms > 0;
+    if (!(hold ? roll < 80 : roll < 15)) return;
+    if (f->n_acts + 2 > f->cap_acts) {
+        f->cap_acts = f->cap_acts ? f->cap_acts * 2 : 256;
+        f->acts = realloc(f->acts, f->cap_acts * sizeof *f->acts);
+        if (!f->acts) abort();
+    }
+    action *a = &f->acts[f->n_acts++];
+    memset(a, 0, sizeof *a);
+    a->batch = c->batch;
+    a->cancel = hold ? roll < 20 : 1;
+    snprintf(a->user, sizeof a->user, "%s", c->user);
+    if (rnd(&pr->rng, 20) == 0)   /* someone else's order */
+        snprintf(a->user, sizeof a->user, "u%u", rnd(&pr->rng, STOCK_USERS));
+    snprintf(a->order, sizeof a->order, "%s", order);
+    double delay = hold ? rndf(&pr->rng) * cx->b[c->batch].hold_ms * 1.6 / 1000.0 : 0.2;
+    a->due = now_s() + delay;
+    if (rnd(&pr->rng, 15) == 0) {   /* the same action once more */
+        f->acts[f->n_acts] = *a;
+        f->acts[f->n_acts].due += 0.3;
+        f->n_acts++;
+    }
+}
+
+/* One reply of the look-up: 1 if the candidate has its result. */
+static int follower_resolve(producer *pr, follower *f, const candidate *c, redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_STRING) return 0;
+    json_t *doc = json_loadb(r->str, r->len, 0, NULL);
+    const char *st = json_string_value(json_object_get(doc, "status"));
+    const char *order = json_string_value(json_object_get(doc, "order"));
+    if (st && order && !strcmp(st, "granted")) follower_plan(pr, f, c, order);
+    json_decref(doc);
+    return 1;
+}
+
+/* Looks up at most 200 candidates' results, oldest first, pipelined; the
+ * unresolved stay (up to 200 tries each). */
+static void follower_look_up(producer *pr, follower *f)
+{
+    chaos_ctx *cx = pr->cx;
+    size_t look = f->n_mine < 200 ? f->n_mine : 200;
+    int reach = 1;
+    for (size_t i = 0; i < look && reach; i++)
+        reach = rc_node_retry(cx, &pr->rc, slot_node(cx, cx->bslot[f->mine[i].batch]), pr->idx) != NULL;
+    if (!look || !reach) return;
+    int node_of[200];
+    for (size_t i = 0; i < look; i++) {
+        node_of[i] = slot_node(cx, cx->bslot[f->mine[i].batch]);
+        redisAppendCommand(pr->rc.c[node_of[i]], "HGET alloc:{%s}:results %s",
+                           cx->b[f->mine[i].batch].name, f->mine[i].id);
+    }
+    size_t keep = 0;
+    int ok = 1;
+    for (size_t i = 0; i < look; i++) {
+        redisReply *r = NULL;
+        if (ok && redisGetReply(pr->rc.c[node_of[i]], (void **)&r) != REDIS_OK) ok = 0;
+        if (ok && r && r->type == REDIS_REPLY_ERROR) rc_redirect(cx, r, NULL);
+        candidate c = f->mine[i];
+        int resolved = ok && follower_resolve(pr, f, &c, r);
+        if (r) freeReplyObject(r);
+        if (!resolved && ++c.tries < 200) f->mine[keep++] = c;
+    }
+    if (!ok) rc_close(&pr->rc);
+    if (f->n_mine > look) memmove(f->mine + keep, f->mine + look, (f->n_mine - look) * sizeof *f->mine);
+    f->n_mine = keep + (f->n_mine - look);
+}
+
+static void follower_push_due(producer *pr, follower *f)
+{
+    double t = now_s();
+    size_t k = 0;
+    for (size_t i = 0; i < f->n_acts; i++) {
+        if (f->acts[i].due <= t) follower_push(pr, &f->acts[i]);
+        else f->acts[k++] = f->acts[i];
+    }
+    f->n_acts = k;
+}
+
 /* Looks up results of buys; for granted ones schedules a confirm or a
  * cancel, some of them only after the reservation ran out (answer expired),
  * some twice, some from another user (unknown_order). */
@@ -823,98 +932,18 @@ static void *follower_main(void *arg)
 {
     producer *pr = arg;
     chaos_ctx *cx = pr->cx;
-    candidate *mine = NULL;
-    size_t n_mine = 0, cap_mine = 0;
-    action *acts = NULL;
-    size_t n_acts = 0, cap_acts = 0;
+    follower f = { 0 };
     for (;;) {
         int producers_done = atomic_load(&cx->producers_running) == 0;
-        pthread_mutex_lock(&cx->mu);
-        if (n_mine + cx->n_cand > cap_mine) {
-            cap_mine = (n_mine + cx->n_cand) * 2 + 64;
-            mine = realloc(mine, cap_mine * sizeof *mine);
-            if (!mine) abort();
-        }
-        if (cx->n_cand) memcpy(mine + n_mine, cx->cand, cx->n_cand * sizeof *mine);
-        n_mine += cx->n_cand;
-        cx->n_cand = 0;
-        pthread_mutex_unlock(&cx->mu);
-        if (producers_done && n_mine == 0 && n_acts == 0) break;
+        follower_take_candidates(cx, &f);
+        if (producers_done && f.n_mine == 0 && f.n_acts == 0) break;
         if (atomic_load(&cx->stop_helpers)) break;
-
-        /* look up at most 200 candidates, oldest first */
-        size_t look = n_mine < 200 ? n_mine : 200;
-        int reach = 1;
-        for (size_t i = 0; i < look && reach; i++)
-            reach = rc_node_retry(cx, &pr->rc, slot_node(cx, cx->bslot[mine[i].batch]), pr->idx) != NULL;
-        if (look && reach) {
-            int node_of[200];
-            for (size_t i = 0; i < look; i++) {
-                node_of[i] = slot_node(cx, cx->bslot[mine[i].batch]);
-                redisAppendCommand(pr->rc.c[node_of[i]], "HGET alloc:{%s}:results %s",
-                                   cx->b[mine[i].batch].name, mine[i].id);
-            }
-            size_t keep = 0;
-            int ok = 1;
-            for (size_t i = 0; i < look; i++) {
-                redisReply *r = NULL;
-                if (ok && redisGetReply(pr->rc.c[node_of[i]], (void **)&r) != REDIS_OK) ok = 0;
-                if (ok && r && r->type == REDIS_REPLY_ERROR) rc_redirect(cx, r, NULL);
-                candidate c = mine[i];
-                int resolved = 0;
-                if (ok && r && r->type == REDIS_REPLY_STRING) {
-                    resolved = 1;
-                    json_t *doc = json_loadb(r->str, r->len, 0, NULL);
-                    const char *st = json_string_value(json_object_get(doc, "status"));
-                    const char *order = json_string_value(json_object_get(doc, "order"));
-                    if (st && order && !strcmp(st, "granted")) {
-                        uint32_t roll = rnd(&pr->rng, 100);
-                        int hold = cx->b[c.batch].hold_ms > 0;
-                        int act = hold ? roll < 80 : roll < 15;
-                        if (act) {
-                            if (n_acts + 2 > cap_acts) {
-                                cap_acts = cap_acts ? cap_acts * 2 : 256;
-                                acts = realloc(acts, cap_acts * sizeof *acts);
-                                if (!acts) abort();
-                            }
-                            action *a = &acts[n_acts++];
-                            memset(a, 0, sizeof *a);
-                            a->batch = c.batch;
-                            a->cancel = hold ? roll < 20 : 1;
-                            snprintf(a->user, sizeof a->user, "%s", c.user);
-                            if (rnd(&pr->rng, 20) == 0)   /* someone else's order */
-                                snprintf(a->user, sizeof a->user, "u%u", rnd(&pr->rng, STOCK_USERS));
-                            snprintf(a->order, sizeof a->order, "%s", order);
-                            double delay = hold ? rndf(&pr->rng) * cx->b[c.batch].hold_ms * 1.6 / 1000.0 : 0.2;
-                            a->due = now_s() + delay;
-                            if (rnd(&pr->rng, 15) == 0) {   /* the same action once more */
-                                acts[n_acts] = *a;
-                                acts[n_acts].due += 0.3;
-                                n_acts++;
-                            }
-                        }
-                    }
-                    json_decref(doc);
-                }
-                if (r) freeReplyObject(r);
-                if (!resolved && ++c.tries < 200) mine[keep++] = c;
-            }
-            if (!ok) rc_close(&pr->rc);
-            if (n_mine > look) memmove(mine + keep, mine + look, (n_mine - look) * sizeof *mine);
-            n_mine = keep + (n_mine - look);
-        }
-        /* due actions */
-        double t = now_s();
-        size_t k = 0;
-        for (size_t i = 0; i < n_acts; i++) {
-            if (acts[i].due <= t) follower_push(pr, &acts[i]);
-            else acts[k++] = acts[i];
-        }
-        n_acts = k;
+        follower_look_up(pr, &f);
+        follower_push_due(pr, &f);
         harness_sleep_ms(40);
     }
-    free(mine);
-    free(acts);
+    free(f.mine);
+    free(f.acts);
     rc_close(&pr->rc);
     return NULL;
 }
@@ -1451,147 +1480,200 @@ typedef struct replay {
 
 static json_t *stock_orders(json_t *h) { return json_object_get(h, "orders"); }
 
+/* One log entry being replayed: its fields, the request it names and the
+ * user's holding before it. */
+typedef struct logged {
+    const char *sid, *type, *user, *item, *req, *order;
+    long long qty, at, exp;
+    rec *rc;
+    int it;
+    json_t *h;
+} logged;
+
+/* A grant of a bed: one per user; a held bed carries its order, and a
+ * switch's grant keeps the hold of the bed it left. */
+static void replay_room_grant(checker *k, replay *rp, const logged *e)
+{
+    const batch_def *b = rp->b;
+    if (e->h) violation(k->cx, &k->rep->oversold, "%s: log %s gives %s a second bed (%s, holds %s)",
+                        b->name, e->sid, e->user, e->item, js(e->h, "item"));
+    json_t *doc = json_pack("{s:s,s:I,s:s}", "item", e->item, "since", (json_int_t)e->at, "req", e->req);
+    json_t *mv = json_object_get(rp->moving, e->user);
+    if (*e->order) {   /* a held bed (contract 9.4) */
+        json_object_set_new(doc, "order", json_string(e->order));
+        json_object_set_new(doc, "state", json_string("held"));
+        json_object_set_new(doc, "expires_at", json_integer(e->exp));
+    } else if (mv && !strcmp(js(mv, "req"), e->req)) {   /* a switch keeps its hold */
+        const char *keys[] = { "order", "state", "expires_at" };
+        for (int i = 0; i < 3; i++)
+            if (json_object_get(mv, keys[i])) json_object_set(doc, keys[i], json_object_get(mv, keys[i]));
+    }
+    json_object_del(rp->moving, e->user);
+    json_object_set_new(rp->holders, e->user, doc);
+}
+
+/* A grant of units: within per_user, one more order in the holding. */
+static void replay_stock_grant(checker *k, replay *rp, const logged *e)
+{
+    const batch_def *b = rp->b;
+    json_t *h = e->h;
+    if (!h) {
+        h = json_pack("{s:I,s:[]}", "units", (json_int_t)0, "orders");
+        json_object_set_new(rp->holders, e->user, h);
+    }
+    long long units = json_integer_value(json_object_get(h, "units")) + e->qty;
+    if (units > b->per_user)
+        violation(k->cx, &k->rep->oversold, "%s: log %s brings %s to %lld units, per_user is %d",
+                  b->name, e->sid, e->user, units, b->per_user);
+    json_object_set_new(h, "units", json_integer(units));
+    json_t *o = json_pack("{s:s,s:s,s:I,s:s}", "order", e->order, "item", e->item, "qty", (json_int_t)e->qty,
+                          "state", e->exp ? "held" : "confirmed");
+    if (e->exp) json_object_set_new(o, "expires_at", json_integer(e->exp));
+    json_array_append_new(stock_orders(h), o);
+}
+
+static void replay_grant(checker *k, replay *rp, const logged *e)
+{
+    const batch_def *b = rp->b;
+    k->rep->grants_logged++;
+    if (e->rc) e->rc->ev_grant++;
+    if (rp->held[e->it] + e->qty > rp->cap[e->it])
+        violation(k->cx, &k->rep->oversold, "%s: log %s grants %lld of %s to %s: %lld held of %lld",
+                  b->name, e->sid, e->qty, e->item, e->user, rp->held[e->it], rp->cap[e->it]);
+    rp->held[e->it] += e->qty;
+    if (b->room) replay_room_grant(k, rp, e);
+    else replay_stock_grant(k, rp, e);
+}
+
+/* A bed given back: kept aside for the switch's grant that may follow. */
+static void replay_release(checker *k, replay *rp, const logged *e)
+{
+    const batch_def *b = rp->b;
+    if (e->rc) e->rc->ev_release++;
+    if (!b->room || !e->h || strcmp(js(e->h, "item"), e->item)) {
+        violation(k->cx, &k->rep->mismatches, "%s: log %s releases %s of %s, who holds %s",
+                  b->name, e->sid, e->item, e->user, e->h ? js(e->h, "item") : "nothing");
+        return;
+    }
+    rp->held[e->it] -= 1;
+    json_object_set_new(e->h, "req", json_string(e->req));   /* for a switch's grant */
+    json_object_set(rp->moving, e->user, e->h);
+    json_object_del(rp->holders, e->user);
+}
+
+/* confirm, cancel or expire of a held bed. */
+static void replay_room_order(checker *k, replay *rp, const logged *e, int confirm, int cancel)
+{
+    const batch_def *b = rp->b;
+    json_t *h = e->h;
+    if (!h || strcmp(js(h, "order"), e->order) || strcmp(js(h, "item"), e->item)) {
+        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s of %s, who does not hold it",
+                  b->name, e->sid, e->type, e->order, e->user);
+        return;
+    }
+    if ((confirm || !cancel) && strcmp(js(h, "state"), "held"))
+        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s that is %s", b->name, e->sid, e->type,
+                  e->order, js(h, "state"));
+    if (confirm) {
+        json_object_set_new(h, "state", json_string("confirmed"));
+        json_object_del(h, "expires_at");
+        return;
+    }
+    rp->held[e->it] -= 1;
+    json_object_del(rp->holders, e->user);
+}
+
+/* confirm, cancel or expire of a stock order. */
+static void replay_stock_order(checker *k, replay *rp, const logged *e, int confirm, int cancel)
+{
+    const batch_def *b = rp->b;
+    json_t *orders = e->h ? stock_orders(e->h) : NULL;
+    size_t i, found = (size_t)-1;
+    json_t *o;
+    json_array_foreach(orders, i, o) if (!strcmp(js(o, "order"), e->order)) found = i;
+    if (found == (size_t)-1) {
+        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of order %s of %s, who does not hold it",
+                  b->name, e->sid, e->type, e->order, e->user);
+        return;
+    }
+    o = json_array_get(orders, found);
+    if ((confirm || !cancel) && strcmp(js(o, "state"), "held"))
+        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of order %s that is %s", b->name, e->sid, e->type,
+                  e->order, js(o, "state"));
+    if (json_integer_value(json_object_get(o, "qty")) != e->qty || strcmp(js(o, "item"), e->item))
+        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of order %s with another item or qty", b->name,
+                  e->sid, e->type, e->order);
+    if (confirm) {
+        json_object_set_new(o, "state", json_string("confirmed"));
+        json_object_del(o, "expires_at");
+        return;
+    }
+    long long q = json_integer_value(json_object_get(o, "qty"));
+    rp->held[e->it] -= q;
+    json_object_set_new(e->h, "units", json_integer(json_integer_value(json_object_get(e->h, "units")) - q));
+    json_array_remove(orders, found);
+    if (json_array_size(orders) == 0) json_object_del(rp->holders, e->user);
+}
+
+static void replay_order_end(checker *k, replay *rp, const logged *e)
+{
+    int confirm = e->type[1] == 'o', cancel = e->type[1] == 'a';
+    if (e->rc) { if (confirm) e->rc->ev_confirm++; else if (cancel) e->rc->ev_cancel++; }
+    if (!cancel && !confirm) k->rep->expiries++;
+    if (rp->b->room) replay_room_order(k, rp, e, confirm, cancel);
+    else replay_stock_order(k, rp, e, confirm, cancel);
+}
+
+/* Entries that change no holding: a phase change, a waitlist join or
+ * service (contract 9.5). Returns 1 if `e` was one. */
+static int replay_bookkeeping(checker *k, replay *rp, const logged *e)
+{
+    rec *rc = e->rc;
+    if (!strcmp(e->type, "state")) { if (rc) rc->ev_state++; return 1; }
+    if (strcmp(e->type, "wait") && strcmp(e->type, "wait_served")) return 0;
+    if (!rc) return 1;
+    if (e->type[4]) rc->ev_wait_served++;
+    else rc->ev_wait++;
+    if (rc->ev_wait_served > rc->ev_wait)
+        violation(k->cx, &k->rep->mismatches, "%s: log %s: '%s' served from the waitlist without joining it",
+                  rp->b->name, e->sid, e->req);
+    k->rep->waits += !e->type[4];
+    return 1;
+}
+
 static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
 {
     chaos_ctx *cx = k->cx;
     const batch_def *b = rp->b;
-    const char *type = js(ev, "type"), *user = js(ev, "user"), *item = js(ev, "item"),
-               *req = js(ev, "req"), *order = js(ev, "order");
-    long long qty = strtoll(js(ev, "qty"), NULL, 10), at = strtoll(js(ev, "at"), NULL, 10);
-    long long exp = strtoll(js(ev, "expires_at"), NULL, 10);
-    rec *rc = *req ? idmap_get(&k->ids, req, strlen(req)) : NULL;
-    if (*req && (!rc || rc->batch != (uint8_t)(b - cx->b)))
-        violation(cx, &k->rep->phantom, "%s: log %s (%s) names request '%s' that was never pushed here", b->name, sid, type, req);
-    if (!strcmp(type, "state")) { if (rc) rc->ev_state++; return; }
-    if (!strcmp(type, "wait") || !strcmp(type, "wait_served")) {   /* contract 9.5 */
-        if (!rc) return;
-        if (type[4]) rc->ev_wait_served++;
-        else rc->ev_wait++;
-        if (rc->ev_wait_served > rc->ev_wait)
-            violation(cx, &k->rep->mismatches, "%s: log %s: '%s' served from the waitlist without joining it",
-                      b->name, sid, req);
-        k->rep->waits += !type[4];
+    logged e = { .sid = sid, .type = js(ev, "type"), .user = js(ev, "user"), .item = js(ev, "item"),
+                 .req = js(ev, "req"), .order = js(ev, "order") };
+    e.qty = strtoll(js(ev, "qty"), NULL, 10);
+    e.at = strtoll(js(ev, "at"), NULL, 10);
+    e.exp = strtoll(js(ev, "expires_at"), NULL, 10);
+    e.rc = *e.req ? idmap_get(&k->ids, e.req, strlen(e.req)) : NULL;
+    if (*e.req && (!e.rc || e.rc->batch != (uint8_t)(b - cx->b)))
+        violation(cx, &k->rep->phantom, "%s: log %s (%s) names request '%s' that was never pushed here", b->name, sid,
+                  e.type, e.req);
+    if (replay_bookkeeping(k, rp, &e)) return;
+    e.it = item_index(b, e.item);
+    if (e.it < 0) {
+        violation(cx, &k->rep->mismatches, "%s: log %s (%s) names unknown item '%s'", b->name, sid, e.type, e.item);
         return;
     }
-    int it = item_index(b, item);
-    if (it < 0) {
-        violation(cx, &k->rep->mismatches, "%s: log %s (%s) names unknown item '%s'", b->name, sid, type, item);
-        return;
-    }
-    if (!strcmp(type, "capacity")) {
-        if (rc) rc->ev_capacity++;
-        if (qty < rp->held[it])
+    if (!strcmp(e.type, "capacity")) {
+        if (e.rc) e.rc->ev_capacity++;
+        if (e.qty < rp->held[e.it])
             violation(cx, &k->rep->oversold, "%s: log %s sets capacity of %s to %lld below the %lld held",
-                      b->name, sid, item, qty, rp->held[it]);
-        rp->cap[it] = qty;
+                      b->name, sid, e.item, e.qty, rp->held[e.it]);
+        rp->cap[e.it] = e.qty;
         return;
     }
-    json_t *h = json_object_get(rp->holders, user);
-    if (!strcmp(type, "grant")) {
-        k->rep->grants_logged++;
-        if (rc) rc->ev_grant++;
-        if (rp->held[it] + qty > rp->cap[it])
-            violation(cx, &k->rep->oversold, "%s: log %s grants %lld of %s to %s: %lld held of %lld",
-                      b->name, sid, qty, item, user, rp->held[it], rp->cap[it]);
-        rp->held[it] += qty;
-        if (b->room) {
-            if (h) violation(cx, &k->rep->oversold, "%s: log %s gives %s a second bed (%s, holds %s)",
-                             b->name, sid, user, item, js(h, "item"));
-            json_t *doc = json_pack("{s:s,s:I,s:s}", "item", item, "since", (json_int_t)at, "req", req);
-            json_t *mv = json_object_get(rp->moving, user);
-            if (*order) {   /* a held bed (contract 9.4) */
-                json_object_set_new(doc, "order", json_string(order));
-                json_object_set_new(doc, "state", json_string("held"));
-                json_object_set_new(doc, "expires_at", json_integer(exp));
-            } else if (mv && !strcmp(js(mv, "req"), req)) {   /* a switch keeps its hold */
-                const char *keys[] = { "order", "state", "expires_at" };
-                for (int i = 0; i < 3; i++)
-                    if (json_object_get(mv, keys[i])) json_object_set(doc, keys[i], json_object_get(mv, keys[i]));
-            }
-            json_object_del(rp->moving, user);
-            json_object_set_new(rp->holders, user, doc);
-        } else {
-            if (!h) {
-                h = json_pack("{s:I,s:[]}", "units", (json_int_t)0, "orders");
-                json_object_set_new(rp->holders, user, h);
-            }
-            long long units = json_integer_value(json_object_get(h, "units")) + qty;
-            if (units > b->per_user)
-                violation(cx, &k->rep->oversold, "%s: log %s brings %s to %lld units, per_user is %d",
-                          b->name, sid, user, units, b->per_user);
-            json_object_set_new(h, "units", json_integer(units));
-            json_t *o = json_pack("{s:s,s:s,s:I,s:s}", "order", order, "item", item, "qty", (json_int_t)qty,
-                                  "state", exp ? "held" : "confirmed");
-            if (exp) json_object_set_new(o, "expires_at", json_integer(exp));
-            json_array_append_new(stock_orders(h), o);
-        }
-        return;
-    }
-    if (!strcmp(type, "release")) {
-        if (rc) rc->ev_release++;
-        if (!b->room || !h || strcmp(js(h, "item"), item)) {
-            violation(cx, &k->rep->mismatches, "%s: log %s releases %s of %s, who holds %s",
-                      b->name, sid, item, user, h ? js(h, "item") : "nothing");
-            return;
-        }
-        rp->held[it] -= 1;
-        json_object_set_new(h, "req", json_string(req));   /* for a switch's grant */
-        json_object_set(rp->moving, user, h);
-        json_object_del(rp->holders, user);
-        return;
-    }
-    if (b->room && (!strcmp(type, "confirm") || !strcmp(type, "cancel") || !strcmp(type, "expire"))) {
-        int confirm = type[1] == 'o', cancel = type[1] == 'a';
-        if (rc) { if (confirm) rc->ev_confirm++; else if (cancel) rc->ev_cancel++; }
-        if (!cancel && !confirm) k->rep->expiries++;
-        if (!h || strcmp(js(h, "order"), order) || strcmp(js(h, "item"), item)) {
-            violation(cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s of %s, who does not hold it",
-                      b->name, sid, type, order, user);
-            return;
-        }
-        if ((confirm || !cancel) && strcmp(js(h, "state"), "held"))
-            violation(cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s that is %s", b->name, sid, type, order,
-                      js(h, "state"));
-        if (confirm) {
-            json_object_set_new(h, "state", json_string("confirmed"));
-            json_object_del(h, "expires_at");
-            return;
-        }
-        rp->held[it] -= 1;
-        json_object_del(rp->holders, user);
-        return;
-    }
-    if (!strcmp(type, "confirm") || !strcmp(type, "cancel") || !strcmp(type, "expire")) {
-        int confirm = type[1] == 'o', cancel = type[1] == 'a';
-        if (rc) { if (confirm) rc->ev_confirm++; else if (cancel) rc->ev_cancel++; }
-        if (!cancel && !confirm) k->rep->expiries++;
-        json_t *orders = h ? stock_orders(h) : NULL;
-        size_t i, found = (size_t)-1;
-        json_t *o;
-        json_array_foreach(orders, i, o) if (!strcmp(js(o, "order"), order)) found = i;
-        if (b->room || found == (size_t)-1) {
-            violation(cx, &k->rep->mismatches, "%s: log %s: %s of order %s of %s, who does not hold it",
-                      b->name, sid, type, order, user);
-            return;
-        }
-        o = json_array_get(orders, found);
-        if ((confirm || !cancel) && strcmp(js(o, "state"), "held"))
-            violation(cx, &k->rep->mismatches, "%s: log %s: %s of order %s that is %s", b->name, sid, type, order, js(o, "state"));
-        if (json_integer_value(json_object_get(o, "qty")) != qty || strcmp(js(o, "item"), item))
-            violation(cx, &k->rep->mismatches, "%s: log %s: %s of order %s with another item or qty", b->name, sid, type, order);
-        if (confirm) {
-            json_object_set_new(o, "state", json_string("confirmed"));
-            json_object_del(o, "expires_at");
-            return;
-        }
-        long long q = json_integer_value(json_object_get(o, "qty"));
-        rp->held[it] -= q;
-        json_object_set_new(h, "units", json_integer(json_integer_value(json_object_get(h, "units")) - q));
-        json_array_remove(orders, found);
-        if (json_array_size(orders) == 0) json_object_del(rp->holders, user);
-        return;
-    }
-    violation(cx, &k->rep->other, "%s: log %s has unknown type '%s'", b->name, sid, type);
+    e.h = json_object_get(rp->holders, e.user);
+    if (!strcmp(e.type, "grant")) replay_grant(k, rp, &e);
+    else if (!strcmp(e.type, "release")) replay_release(k, rp, &e);
+    else if (!strcmp(e.type, "confirm") || !strcmp(e.type, "cancel") || !strcmp(e.type, "expire"))
+        replay_order_end(k, rp, &e);
+    else violation(cx, &k->rep->other, "%s: log %s has unknown type '%s'", b->name, sid, e.type);
 }
 
 typedef struct replay_ctx {
@@ -2089,20 +2171,196 @@ void chaos_params_default(chaos_params *p)
     p->producers = 3;
 }
 
+/* Fills in what the caller left zero, within the limits. */
+static void params_settle(chaos_params *p)
+{
+    if (p->producers <= 0) p->producers = 3;
+    if (p->producers > 64) p->producers = 64;
+    if (p->seconds <= 0) p->seconds = (int)(p->requests / 2500) + 10;
+    if (p->drain_seconds <= 0) p->drain_seconds = 90 + (int)(p->requests / 1000);
+    if (p->instances <= 0) p->instances = p->cluster ? 3 : 1;
+    if (p->answer_ms <= 0) p->answer_ms = 15000;
+    if (p->instances > MAX_INST) p->instances = MAX_INST;
+    if (p->cluster) {   /* the cluster's nodes are not restarted in this mode */
+        p->redis_restarts = 0;
+        p->outage_ms = 0;
+    }
+}
+
+/* Redis (one node, or a 3-master cluster) with the batches on it. Returns
+ * -1, the reason recorded as a violation and every node stopped, if not. */
+static int start_redis(chaos_ctx *cx)
+{
+    chaos_report *rep = cx->rep;
+    cx->cluster = cx->p->cluster;
+    cx->n_nodes = 1;
+    if (cx->cluster) {
+        if (cluster_start(cx) < 0) {
+            violation(cx, &rep->other, "could not start a 3-master Redis Cluster (redis-server, redis-cli --cluster create)");
+            nodes_stop(cx);
+            return -1;
+        }
+    } else if (harness_redis_start(&cx->redis, "--appendonly yes --appendfsync always --enable-debug-command yes") < 0) {
+        violation(cx, &rep->other, "redis-server did not start");
+        return -1;
+    }
+    rep->nodes = cx->n_nodes;
+    place_batches(cx);
+    snprintf(rep->dir, sizeof rep->dir, "%s", cx->redis.dir);
+    if (create_batches(cx) < 0) {
+        violation(cx, &rep->other, "could not create the batches");
+        nodes_stop(cx);
+        return -1;
+    }
+    for (int bi = 0; bi < NB && cx->cluster; bi++)
+        progress(cx, "batch %s: slot %u on node %d (port %d)", cx->b[bi].name, cx->bslot[bi],
+                 slot_node(cx, cx->bslot[bi]), cx->port[slot_node(cx, cx->bslot[bi])]);
+    return 0;
+}
+
+/* Each instance's config: the common part and, with several instances or
+ * a cluster, a fixed name (one instance keeps the harness's naming, a new
+ * name per start; several come back under theirs), the lease and the
+ * registry's pace, and in a cluster the node it starts from. */
+static void write_instance_confs(chaos_ctx *cx)
+{
+    const chaos_params *p = cx->p;
+    snprintf(cx->allocd_conf, sizeof cx->allocd_conf,
+             "chunk = 64;\nredis_timeout_ms = 1000;\nconnect_timeout_ms = 1000;\n"
+             "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\nanswer_ms = %d;\n%s",
+             p->answer_ms, p->log_chunk ? "log_format = \"chunk\";\n" : "");
+    for (int i = 0; i < cx->n_inst; i++) {
+        if (p->cluster)
+            snprintf(cx->inst_conf[i], sizeof cx->inst_conf[i],
+                     "%sredis = \"redis://127.0.0.1:%d\";\ncluster = \"yes\";\ninstance = \"chaos-%d\";\n"
+                     "lease_ttl_ms = 2000;\nregistry_interval_ms = 200;\n",
+                     cx->allocd_conf, cx->port[i % cx->n_nodes], i);
+        else if (cx->n_inst > 1)
+            snprintf(cx->inst_conf[i], sizeof cx->inst_conf[i],
+                     "%sinstance = \"chaos-%d\";\nlease_ttl_ms = 2000;\nregistry_interval_ms = 200;\n",
+                     cx->allocd_conf, i);
+        else
+            snprintf(cx->inst_conf[i], sizeof cx->inst_conf[i], "%s", cx->allocd_conf);
+    }
+}
+
+/* --archive: PostgreSQL and the archiver beside the run (one Redis only). */
+static void start_archive(chaos_ctx *cx, chaos_archive *arch)
+{
+    if (!cx->p->archive || cx->p->cluster) return;
+    if (chaos_archive_start(arch, cx->redis.url, cx->redis.dir) < 0) {
+        violation(cx, &cx->rep->other, "--archive: PostgreSQL or the archiver did not start");
+        chaos_archive_stop(arch);
+        return;
+    }
+    cx->arch = arch;
+}
+
+/* The producers, the follower, the admin and the answer watcher. */
+static void start_clients(chaos_ctx *cx)
+{
+    const chaos_params *p = cx->p;
+    cx->n_producers = p->producers;
+    cx->prod = calloc((size_t)p->producers, sizeof *cx->prod);
+    if (!cx->prod) { fprintf(stderr, "chaos: out of memory\n"); abort(); }
+    atomic_store(&cx->producers_running, p->producers);
+    for (int i = 0; i < p->producers; i++) {
+        producer *pr = &cx->prod[i];
+        pr->cx = cx;
+        pr->idx = i;
+        pr->rng = p->seed * 1000003ULL + (uint64_t)i * 7919ULL + 1;
+        pr->n = p->requests / p->producers + (i < p->requests % p->producers ? 1 : 0);
+        pthread_create(&pr->th, NULL, producer_main, pr);
+    }
+    cx->follower = (producer){ .cx = cx, .idx = 100, .rng = p->seed * 31ULL + 17 };
+    cx->admin = (producer){ .cx = cx, .idx = 101, .rng = p->seed * 131ULL + 29 };
+    pthread_create(&cx->follower.th, NULL, follower_main, &cx->follower);
+    pthread_create(&cx->admin.th, NULL, admin_main, &cx->admin);
+    pthread_create(&cx->answer_th, NULL, answer_main, cx);
+    progress(cx, "pushing %ld requests over %d s with %d producers", p->requests, p->seconds, p->producers);
+}
+
+/* allocd drains what was pushed; reservations still held must run out and
+ * be expired, and waits end by wait_ms (a request served at the last
+ * moment holds for hold_ms more); then every instance stops on SIGTERM. */
+static void drain_and_stop(chaos_ctx *cx)
+{
+    chaos_report *rep = cx->rep;
+    double dstart = now_s();
+    allocd_watch(cx);
+    if (wait_drain(cx) < 0)
+        violation(cx, &rep->lost, "allocd did not drain within %d s (queue or ctl not empty, or stats do not add up)",
+                  cx->p->drain_seconds);
+    harness_sleep_ms(CHAOS_WAIT_MS + cx->b[B_CR1].hold_ms + 1500);
+    if (wait_drain(cx) < 0) violation(cx, &rep->lost, "allocd busy again after the expiry wait");
+    rep->drain_seconds = now_s() - dstart;
+    atomic_store(&cx->answer_stop, 1);
+    pthread_join(cx->answer_th, NULL);
+    if (rep->max_unanswered_s * 1000 > cx->p->answer_ms)
+        violation(cx, &rep->unanswered_late, "%s: a request stayed unanswered %.1f s while the batch was open "
+                  "(answer_ms %d, contract 9.6)", rep->max_unanswered_batch, rep->max_unanswered_s, cx->p->answer_ms);
+    allocd_watch(cx);
+    for (int i = 0; i < cx->n_inst; i++) {
+        int st = harness_allocd_stop(&cx->allocd[i]);
+        if (st != 0) {
+            rep->allocd_final_exit = st;
+            violation(cx, &rep->other, "allocd instance %d exited %d after SIGTERM (expected 0: drain and exit); log %s",
+                      i, st, cx->allocd[i].log);
+        }
+    }
+}
+
+/* Every client's push counters, summed into the report. */
+static void sum_pushes(chaos_ctx *cx)
+{
+    chaos_report *rep = cx->rep;
+    for (int i = 0; i < cx->n_producers; i++) {
+        producer *pr = &cx->prod[i];
+        rep->pushed += pr->k.pushed;
+        rep->push_attempts += pr->k.attempts;
+        rep->push_retries += pr->k.retries;
+        rep->dup_pushes += pr->k.dups;
+        rep->garbage_invalid += pr->k.invalid;
+        for (int b = 0; b < NB; b++) rep->garbage_dead += pr->k.dead_acked[b];
+    }
+    rep->pushed += cx->follower.k.pushed + cx->admin.k.pushed;
+    rep->push_attempts += cx->follower.k.attempts + cx->admin.k.attempts;
+    rep->push_retries += cx->follower.k.retries + cx->admin.k.retries;
+    rep->ctl_pushed = cx->admin.k.pushed;
+}
+
+/* --archive: the archiver catches up and the archive reconciles with Redis. */
+static void check_archive(chaos_ctx *cx)
+{
+    if (!cx->arch) return;
+    chaos_report *rep = cx->rep;
+    const char *names[NB];
+    char msg[400];
+    for (int bi = 0; bi < NB; bi++) names[bi] = cx->b[bi].name;
+    progress(cx, "archiving and reconciling");
+    rep->reconcile_failed = chaos_archive_check(cx->arch, names, NB, msg, sizeof msg);
+    rep->archiver_kills = cx->arch->kills;
+    if (rep->reconcile_failed) violation(cx, &rep->mismatches, "archive: %s", msg);
+    chaos_archive_stop(cx->arch);
+    cx->arch = NULL;
+}
+
+static void ctx_free(chaos_ctx *cx)
+{
+    for (int i = 0; i < cx->n_producers; i++) recvec_free(&cx->prod[i].recs);
+    recvec_free(&cx->follower.recs);
+    recvec_free(&cx->admin.recs);
+    free(cx->prod);
+    free(cx->cand);
+    pthread_mutex_destroy(&cx->mu);
+    pthread_mutex_destroy(&cx->msg_mu);
+    free(cx);
+}
+
 int chaos_run(const chaos_params *params, chaos_report *rep)
 {
     chaos_params p = *params;
-    if (p.producers <= 0) p.producers = 3;
-    if (p.producers > 64) p.producers = 64;
-    if (p.seconds <= 0) p.seconds = (int)(p.requests / 2500) + 10;
-    if (p.drain_seconds <= 0) p.drain_seconds = 90 + (int)(p.requests / 1000);
-    if (p.instances <= 0) p.instances = p.cluster ? 3 : 1;
-    if (p.answer_ms <= 0) p.answer_ms = 15000;
-    if (p.instances > MAX_INST) p.instances = MAX_INST;
-    if (p.cluster) {   /* the cluster's nodes are not restarted in this mode */
-        p.redis_restarts = 0;
-        p.outage_ms = 0;
-    }
+    params_settle(&p);
     memset(rep, 0, sizeof *rep);
     signal(SIGPIPE, SIG_IGN);   /* a write to a Redis that just died must not kill us */
 
@@ -2116,84 +2374,18 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     define_batches(cx);
     uint64_t rng = p.seed * 0x9e3779b97f4a7c15ULL + 12345;
     cx->t0 = now_s();
-
-    cx->cluster = p.cluster;
-    cx->n_nodes = 1;
     cx->n_inst = p.instances;
     rep->instances = p.instances;
-    if (p.cluster) {
-        if (cluster_start(cx) < 0) {
-            violation(cx, &rep->other, "could not start a 3-master Redis Cluster (redis-server, redis-cli --cluster create)");
-            nodes_stop(cx);
-            free(cx);
-            return -1;
-        }
-    } else if (harness_redis_start(&cx->redis, "--appendonly yes --appendfsync always --enable-debug-command yes") < 0) {
-        violation(cx, &rep->other, "redis-server did not start");
-        free(cx);
+    if (start_redis(cx) < 0) {
+        ctx_free(cx);
         return -1;
     }
-    rep->nodes = cx->n_nodes;
-    place_batches(cx);
-    snprintf(rep->dir, sizeof rep->dir, "%s", cx->redis.dir);
-    if (create_batches(cx) < 0) {
-        violation(cx, &rep->other, "could not create the batches");
-        nodes_stop(cx);
-        free(cx);
-        return -1;
-    }
-    for (int bi = 0; bi < NB && p.cluster; bi++)
-        progress(cx, "batch %s: slot %u on node %d (port %d)", cx->b[bi].name, cx->bslot[bi],
-                 slot_node(cx, cx->bslot[bi]), cx->port[slot_node(cx, cx->bslot[bi])]);
-    snprintf(cx->allocd_conf, sizeof cx->allocd_conf,
-             "chunk = 64;\nredis_timeout_ms = 1000;\nconnect_timeout_ms = 1000;\n"
-             "backoff_min_ms = 20;\nbackoff_max_ms = 400;\nidle_wait_ms = 200;\nanswer_ms = %d;\n%s",
-             p.answer_ms, p.log_chunk ? "log_format = \"chunk\";\n" : "");
-    for (int i = 0; i < cx->n_inst; i++) {
-        /* one instance keeps the harness's naming (a new name per start),
-         * several get fixed names and come back under them */
-        if (p.cluster)
-            snprintf(cx->inst_conf[i], sizeof cx->inst_conf[i],
-                     "%sredis = \"redis://127.0.0.1:%d\";\ncluster = \"yes\";\ninstance = \"chaos-%d\";\n"
-                     "lease_ttl_ms = 2000;\nregistry_interval_ms = 200;\n",
-                     cx->allocd_conf, cx->port[i % cx->n_nodes], i);
-        else if (cx->n_inst > 1)
-            snprintf(cx->inst_conf[i], sizeof cx->inst_conf[i],
-                     "%sinstance = \"chaos-%d\";\nlease_ttl_ms = 2000;\nregistry_interval_ms = 200;\n",
-                     cx->allocd_conf, i);
-        else
-            snprintf(cx->inst_conf[i], sizeof cx->inst_conf[i], "%s", cx->allocd_conf);
-    }
+    write_instance_confs(cx);
     cx->t0 = now_s();
     for (int i = 0; i < cx->n_inst; i++) allocd_start(cx, i);
     chaos_archive arch;
-    if (p.archive && !p.cluster) {
-        if (chaos_archive_start(&arch, cx->redis.url, cx->redis.dir) < 0) {
-            violation(cx, &rep->other, "--archive: PostgreSQL or the archiver did not start");
-            chaos_archive_stop(&arch);
-        } else {
-            cx->arch = &arch;
-        }
-    }
-
-    /* producers, follower, admin */
-    cx->n_producers = p.producers;
-    cx->prod = calloc((size_t)p.producers, sizeof *cx->prod);
-    atomic_store(&cx->producers_running, p.producers);
-    for (int i = 0; i < p.producers; i++) {
-        producer *pr = &cx->prod[i];
-        pr->cx = cx;
-        pr->idx = i;
-        pr->rng = p.seed * 1000003ULL + (uint64_t)i * 7919ULL + 1;
-        pr->n = p.requests / p.producers + (i < p.requests % p.producers ? 1 : 0);
-        pthread_create(&pr->th, NULL, producer_main, pr);
-    }
-    cx->follower = (producer){ .cx = cx, .idx = 100, .rng = p.seed * 31ULL + 17 };
-    cx->admin = (producer){ .cx = cx, .idx = 101, .rng = p.seed * 131ULL + 29 };
-    pthread_create(&cx->follower.th, NULL, follower_main, &cx->follower);
-    pthread_create(&cx->admin.th, NULL, admin_main, &cx->admin);
-    pthread_create(&cx->answer_th, NULL, answer_main, cx);
-    progress(cx, "pushing %ld requests over %d s with %d producers", p.requests, p.seconds, p.producers);
+    start_archive(cx, &arch);
+    start_clients(cx);
 
     run_faults(cx, &rng);
     for (int i = 0; i < p.producers; i++) pthread_join(cx->prod[i].th, NULL);
@@ -2201,59 +2393,10 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
     pthread_join(cx->follower.th, NULL);
     rep->push_seconds = now_s() - cx->t0;
     progress(cx, "all pushed; draining");
-
-    double dstart = now_s();
-    allocd_watch(cx);
-    if (wait_drain(cx) < 0)
-        violation(cx, &rep->lost, "allocd did not drain within %d s (queue or ctl not empty, or stats do not add up)",
-                  p.drain_seconds);
-    /* reservations still held must run out and be expired by allocd */
-    /* and waits end by wait_ms; a request served at the last moment holds
-     * for hold_ms more */
-    harness_sleep_ms(CHAOS_WAIT_MS + cx->b[B_CR1].hold_ms + 1500);
-    if (wait_drain(cx) < 0) violation(cx, &rep->lost, "allocd busy again after the expiry wait");
-    rep->drain_seconds = now_s() - dstart;
-    atomic_store(&cx->answer_stop, 1);
-    pthread_join(cx->answer_th, NULL);
-    if (rep->max_unanswered_s * 1000 > p.answer_ms)
-        violation(cx, &rep->unanswered_late, "%s: a request stayed unanswered %.1f s while the batch was open "
-                  "(answer_ms %d, contract 9.6)", rep->max_unanswered_batch, rep->max_unanswered_s, p.answer_ms);
-    allocd_watch(cx);
-    for (int i = 0; i < cx->n_inst; i++) {
-        int st = harness_allocd_stop(&cx->allocd[i]);
-        if (st != 0) {
-            rep->allocd_final_exit = st;
-            violation(cx, &rep->other, "allocd instance %d exited %d after SIGTERM (expected 0: drain and exit); log %s",
-                      i, st, cx->allocd[i].log);
-        }
-    }
+    drain_and_stop(cx);
     progress(cx, "checking");
-
-    for (int i = 0; i < p.producers; i++) {
-        producer *pr = &cx->prod[i];
-        rep->pushed += pr->k.pushed;
-        rep->push_attempts += pr->k.attempts;
-        rep->push_retries += pr->k.retries;
-        rep->dup_pushes += pr->k.dups;
-        rep->garbage_invalid += pr->k.invalid;
-        for (int b = 0; b < NB; b++) rep->garbage_dead += pr->k.dead_acked[b];
-    }
-    rep->pushed += cx->follower.k.pushed + cx->admin.k.pushed;
-    rep->push_attempts += cx->follower.k.attempts + cx->admin.k.attempts;
-    rep->push_retries += cx->follower.k.retries + cx->admin.k.retries;
-    rep->ctl_pushed = cx->admin.k.pushed;
-
-    if (cx->arch) {
-        const char *names[NB];
-        char msg[400];
-        for (int bi = 0; bi < NB; bi++) names[bi] = cx->b[bi].name;
-        progress(cx, "archiving and reconciling");
-        rep->reconcile_failed = chaos_archive_check(cx->arch, names, NB, msg, sizeof msg);
-        rep->archiver_kills = cx->arch->kills;
-        if (rep->reconcile_failed) violation(cx, &rep->mismatches, "archive: %s", msg);
-        chaos_archive_stop(cx->arch);
-        cx->arch = NULL;
-    }
+    sum_pushes(cx);
+    check_archive(cx);
     tamper(cx);
     run_checks(cx);
     scan_logs(cx);
@@ -2261,14 +2404,7 @@ int chaos_run(const chaos_params *params, chaos_report *rep)
 
     if (p.keep) setenv("HARNESS_KEEP", "1", 1);
     nodes_stop(cx);
-    for (int i = 0; i < p.producers; i++) recvec_free(&cx->prod[i].recs);
-    recvec_free(&cx->follower.recs);
-    recvec_free(&cx->admin.recs);
-    free(cx->prod);
-    free(cx->cand);
-    pthread_mutex_destroy(&cx->mu);
-    pthread_mutex_destroy(&cx->msg_mu);
-    free(cx);
+    ctx_free(cx);
     return rep->violations ? 1 : 0;
 }
 
