@@ -1095,10 +1095,10 @@ static int drained(sim_run_state *st)
            pool_pending(st) == 0;
 }
 
-int sim_run(const sim_opts *o, sim_result *res)
+/* The world of one run: its seed, clock origin, fault intensity and
+ * instances, the modelled Redis with its replica, and the batch. */
+static void world_start(sim_run_state *st, const sim_opts *o)
 {
-    sim_run_state *st = calloc(1, sizeof *st);
-    if (!st) abort();
     st->o = o;
     sim_w = &st->w;
     st->w.seed = o->seed;
@@ -1121,12 +1121,18 @@ int sim_run(const sim_opts *o, sim_result *res)
     batch_keys_init(&st->keys, "alloc", BATCH);
     scripts_init(&st->scripts);
     setup_batch(st);
+}
+
+/* What this seed draws of the daemon's options: a poison request, answer_ms,
+ * wait_replicas and the log's trim. */
+static void draw_options(sim_run_state *st, char *poison, size_t len)
+{
     /* a poison request for some seeds: FENCE refuses every apply holding
      * it (ALLOCD_FAULT_APPLY_ID, read by each worker as it starts), so it
      * is isolated, then moved to dead */
-    char poison[32] = "";
+    poison[0] = 0;
     if (sim_chance(0.2)) {
-        snprintf(poison, sizeof poison, "r%d", 2 + (int)sim_below(200));
+        snprintf(poison, len, "r%d", 2 + (int)sim_below(200));
         setenv("ALLOCD_FAULT_APPLY_ID", poison, 1);
     } else {
         unsetenv("ALLOCD_FAULT_APPLY_ID");
@@ -1140,33 +1146,31 @@ int sim_run(const sim_opts *o, sim_result *res)
      * the model, so it trims nothing and the replay still sees it all) */
     st->wait_replicas = sim_chance(0.25);
     st->log_maxlen = sim_chance(0.25) ? 20 + (int64_t)sim_below(200) : 0;
-    for (int i = 0; i < st->w.ninst; i++) setup_instance(st, i);
-    sim_at(1000000, -1, ev_produce, st, NULL, 0);
-    sim_at(5000000, -1, ev_fault, st, NULL, 0);
+}
 
-    uint64_t end = (uint64_t)o->duration_ms * 1000000ULL;
-    while (!st->w.failed && st->w.now < end && sim_step()) {}
-    /* the drain: no faults, every instance awake, the batch resumed */
+/* The drain after the faults stop: every instance awake, the batch resumed.
+ * Contract 9.6: every request answered within answer_ms, unless
+ * stats.state says why not (paused; waiting for its opening on the
+ * holder's clock, which the clock faults may have left far behind: an
+ * instance whose clock says the batch is not open when the drain starts
+ * excuses the run, since it serves the opening late). A poison request is
+ * a fault still active: each copy of it takes max_attempts refused
+ * applies. Those get the old bound, 60 s. Returns 1 if the run was held
+ * to answer_ms. */
+static int drain(sim_run_state *st, int poisoned)
+{
     st->w.faults_on = 0;
     for (int i = 0; i < st->w.ninst; i++) sim_resume(i);
     st->w.redis_down = 0;
     push_request(st, op_named("resume"));
-    /* contract 9.6: every request answered within answer_ms, unless
-     * stats.state says why not (paused; waiting for its opening on the
-     * holder's clock, which the clock faults may have left far behind: an
-     * instance whose clock says the batch is not open when the drain
-     * starts excuses the run, since it serves the opening late).
-     * A poison request is a fault still active: each copy of it takes
-     * max_attempts refused applies. Those get the old bound, 60 s. */
     const char *opens = simr_hget(st->w.redis, st->keys.meta, "opens_at", NULL);
-    int not_open = 0;   /* on some instance's clock, left behind by the clock faults */
+    int not_open = 0;
     for (int i = 0; opens && i < st->w.ninst; i++)
         not_open |= sim_server_ms() + st->w.inst[i].wall_offset_ms < strtoll(opens, NULL, 10);
     uint64_t drain_start = st->w.now, drain_end = drain_start + (uint64_t)st->answer_ms * 1000000ULL;
     while (!st->w.failed && st->w.now < drain_end && !drained(st) && sim_step()) {}
     const char *state = simr_hget(st->w.redis, st->keys.stats, "state", NULL);
-    int excused = poison[0] || not_open || (state && (!strcmp(state, "waiting") || !strcmp(state, "paused")));
-    int held = !excused;
+    int excused = poisoned || not_open || (state && (!strcmp(state, "waiting") || !strcmp(state, "paused")));
     if (!st->w.failed && !drained(st) && !excused)
         sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting answer_ms "
                  "(%d ms) after the faults stopped, the batch %s", simr_llen(st->w.redis, st->keys.queue),
@@ -1178,9 +1182,11 @@ int sim_run(const sim_opts *o, sim_result *res)
         sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting 60 s after "
                  "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
                  pool_pending(st));
-    if (st->w.verbose) dump_state(st);
-    if (!st->w.failed) check_replay(st);
+    return !excused;
+}
 
+static void fill_result(const sim_run_state *st, sim_result *res, int held)
+{
     memset(res, 0, sizeof *res);
     res->failed = st->w.failed;
     snprintf(res->failure, sizeof res->failure, "%s", st->w.failure);
@@ -1199,9 +1205,29 @@ int sim_run(const sim_opts *o, sim_result *res)
     res->sim_ms = (int64_t)(st->w.now / 1000000);
     res->room = st->wl.room;
     res->held_to_answer_ms = held;
-    unsetenv("ALLOCD_FAULT_APPLY_ID");
     const char *g = simr_hget(st->w.redis, st->keys.stats, "granted", NULL);
     res->granted = g ? strtoll(g, NULL, 10) : 0;
+}
+
+int sim_run(const sim_opts *o, sim_result *res)
+{
+    sim_run_state *st = calloc(1, sizeof *st);
+    if (!st) abort();
+    world_start(st, o);
+    char poison[32];
+    draw_options(st, poison, sizeof poison);
+    for (int i = 0; i < st->w.ninst; i++) setup_instance(st, i);
+    sim_at(1000000, -1, ev_produce, st, NULL, 0);
+    sim_at(5000000, -1, ev_fault, st, NULL, 0);
+
+    uint64_t end = (uint64_t)o->duration_ms * 1000000ULL;
+    while (!st->w.failed && st->w.now < end && sim_step()) {}
+    int held = drain(st, poison[0] != 0);
+    if (st->w.verbose) dump_state(st);
+    if (!st->w.failed) check_replay(st);
+
+    fill_result(st, res, held);
+    unsetenv("ALLOCD_FAULT_APPLY_ID");
     teardown(st);
     sim_w = NULL;
     free(st);
