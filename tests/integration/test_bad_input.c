@@ -219,36 +219,46 @@ static json_t *result_of(fixture *f, const char *id)
     return doc;
 }
 
-static void one_round(fixture *f, int round)
+/* The bytes case c pushes in `round`: a dead case as it is; an invalid
+ * one with its "bad-" id tag made "rNN-", so every round has new ids.
+ * *id gets the id its result is under (NULL for a dead case). The caller
+ * frees what differs from c->bytes. */
+static char *round_bytes(const bad_case *c, int round, char **id)
 {
-    long long dead_before = proc_int(f->c, "LLEN alloc:{bad}:dead");
-    char **ids = calloc(f->n, sizeof *ids);
+    *id = NULL;
+    if (c->dead) return c->bytes;
+    char *bytes = malloc(c->len + 1);
+    assert_non_null(bytes);
+    memcpy(bytes, c->bytes, c->len);
+    bytes[c->len] = '\0';
+    char *at = memmem(bytes, c->len, "bad-", 4);
+    if (at) { char tag[8]; snprintf(tag, sizeof tag, "r%02d-", round); memcpy(at, tag, 4); }
+    json_t *doc = json_loadb(bytes, c->len, 0, NULL);
+    const char *s = json_string_value(json_object_get(doc, "id"));
+    char plain[128] = "";
+    if (!s) {
+        /* a number jansson cannot hold: read "id":"..." as text */
+        const char *p = memmem(bytes, c->len, "\"id\":\"", 6);
+        const char *q = p ? memchr(p + 6, '"', c->len - (size_t)(p + 6 - bytes)) : NULL;
+        if (q && q - p - 6 < (long)sizeof plain) {
+            memcpy(plain, p + 6, (size_t)(q - p - 6));
+            s = plain;
+        }
+    }
+    if (!s) fail_msg("%s: the corpus says invalid but the id cannot be read", c->name);
+    *id = strdup(s);
+    json_decref(doc);
+    return bytes;
+}
+
+/* Every case, each followed by a valid request (a choose in even rounds,
+ * a release in odd ones), pipelined; waits for the last one's result. */
+static void push_round(fixture *f, int round, char **ids)
+{
     char last_valid[64] = "";
     for (size_t i = 0; i < f->n; i++) {
         bad_case *c = &f->cases[i];
-        char *bytes = c->bytes;
-        if (!c->dead) {
-            bytes = malloc(c->len + 1);
-            memcpy(bytes, c->bytes, c->len);
-            bytes[c->len] = '\0';
-            char *at = memmem(bytes, c->len, "bad-", 4);
-            if (at) { char tag[8]; snprintf(tag, sizeof tag, "r%02d-", round); memcpy(at, tag, 4); }
-            json_t *doc = json_loadb(bytes, c->len, 0, NULL);
-            const char *id = json_string_value(json_object_get(doc, "id"));
-            char plain[128] = "";
-            if (!id) {
-                /* a number jansson cannot hold: read "id":"..." as text */
-                const char *p = memmem(bytes, c->len, "\"id\":\"", 6);
-                const char *q = p ? memchr(p + 6, '"', c->len - (size_t)(p + 6 - bytes)) : NULL;
-                if (q && q - p - 6 < (long)sizeof plain) {
-                    memcpy(plain, p + 6, (size_t)(q - p - 6));
-                    id = plain;
-                }
-            }
-            if (!id) fail_msg("%s: the corpus says invalid but the id cannot be read", c->name);
-            ids[i] = strdup(id);
-            json_decref(doc);
-        }
+        char *bytes = round_bytes(c, round, &ids[i]);
         redisAppendCommand(f->c, "RPUSH alloc:{bad}:queue %b", bytes, c->len);
         if (bytes != c->bytes) free(bytes);
         snprintf(last_valid, sizeof last_valid, "v%02d-%zu", round, i);
@@ -268,7 +278,53 @@ static void one_round(fixture *f, int round)
     char *v = harness_wait_hget(f->c, "alloc:{bad}:results", last_valid, 30000);
     if (!v) { harness_allocd_dump_log(&f->allocd); fail_msg("round %d: %s not answered within 30 s", round, last_valid); }
     free(v);
+}
 
+/* The valid request after case i was served as usual. */
+static void check_valid_after(fixture *f, int round, size_t i)
+{
+    char vid[64];
+    snprintf(vid, sizeof vid, "v%02d-%zu", round, i);
+    json_t *vr = result_of(f, vid);
+    if (!vr) fail_msg("round %d: valid request after %s got no result", round, f->cases[i].name);
+    const char *want = round % 2 == 0 ? "granted" : "done";
+    if (strcmp(json_string_value(json_object_get(vr, "status")), want))
+        fail_msg("round %d: valid request after %s: %s, expected %s", round, f->cases[i].name,
+                 json_string_value(json_object_get(vr, "status")), want);
+    json_decref(vr);
+}
+
+/* An invalid case's result: invalid, bad_request, with a detail. */
+static void check_invalid(fixture *f, int round, const bad_case *c, const char *id)
+{
+    json_t *res = result_of(f, id);
+    if (!res) fail_msg("round %d: %s (id '%.80s') got no result", round, c->name, id);
+    if (strcmp(json_string_value(json_object_get(res, "status")), "invalid") ||
+        strcmp(json_string_value(json_object_get(res, "reason")), "bad_request") ||
+        !json_string_value(json_object_get(res, "detail")))
+        fail_msg("round %d: %s: expected invalid/bad_request, got %s", round, c->name,
+                 json_dumps(res, JSON_COMPACT));
+    json_decref(res);
+}
+
+/* stats add up, and nothing is left queued. */
+static void check_round_stats(fixture *f, int round)
+{
+    long long d = proc_int(f->c, "HGET alloc:{bad}:stats dequeued"),
+              p = proc_int(f->c, "HGET alloc:{bad}:stats processed"),
+              dd = proc_int(f->c, "HGET alloc:{bad}:stats dead"),
+              du = proc_int(f->c, "HGET alloc:{bad}:stats duplicates");
+    if (d != p + dd + du) fail_msg("round %d: dequeued %lld != processed %lld + dead %lld + duplicates %lld", round, d, p, dd, du);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{bad}:dead"), dd);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{bad}:queue"), 0);
+}
+
+static void one_round(fixture *f, int round)
+{
+    long long dead_before = proc_int(f->c, "LLEN alloc:{bad}:dead");
+    char **ids = calloc(f->n, sizeof *ids);
+    assert_non_null(ids);
+    push_round(f, round, ids);
     size_t n_dead = 0;
     for (size_t i = 0; i < f->n; i++) n_dead += f->cases[i].dead;
     redisReply *dl = redisCommand(f->c, "LRANGE alloc:{bad}:dead %lld -1", dead_before);
@@ -277,39 +333,18 @@ static void one_round(fixture *f, int round)
     size_t k = 0;
     for (size_t i = 0; i < f->n; i++) {
         const bad_case *c = &f->cases[i];
-        char vid[64];
-        snprintf(vid, sizeof vid, "v%02d-%zu", round, i);
-        json_t *vr = result_of(f, vid);
-        if (!vr) fail_msg("round %d: valid request after %s got no result", round, c->name);
-        const char *want = round % 2 == 0 ? "granted" : "done";
-        if (strcmp(json_string_value(json_object_get(vr, "status")), want))
-            fail_msg("round %d: valid request after %s: %s, expected %s", round, c->name,
-                     json_string_value(json_object_get(vr, "status")), want);
-        json_decref(vr);
+        check_valid_after(f, round, i);
         if (c->dead) {
             check_dead_entry(c, dl->element[k]->str, dl->element[k]->len);
             k++;
             continue;
         }
-        json_t *res = result_of(f, ids[i]);
-        if (!res) fail_msg("round %d: %s (id '%.80s') got no result", round, c->name, ids[i]);
-        if (strcmp(json_string_value(json_object_get(res, "status")), "invalid") ||
-            strcmp(json_string_value(json_object_get(res, "reason")), "bad_request") ||
-            !json_string_value(json_object_get(res, "detail")))
-            fail_msg("round %d: %s: expected invalid/bad_request, got %s", round, c->name,
-                     json_dumps(res, JSON_COMPACT));
-        json_decref(res);
+        check_invalid(f, round, c, ids[i]);
         free(ids[i]);
     }
     freeReplyObject(dl);
     free(ids);
-    long long d = proc_int(f->c, "HGET alloc:{bad}:stats dequeued"),
-              p = proc_int(f->c, "HGET alloc:{bad}:stats processed"),
-              dd = proc_int(f->c, "HGET alloc:{bad}:stats dead"),
-              du = proc_int(f->c, "HGET alloc:{bad}:stats duplicates");
-    if (d != p + dd + du) fail_msg("round %d: dequeued %lld != processed %lld + dead %lld + duplicates %lld", round, d, p, dd, du);
-    assert_int_equal(proc_int(f->c, "LLEN alloc:{bad}:dead"), dd);
-    assert_int_equal(proc_int(f->c, "LLEN alloc:{bad}:queue"), 0);
+    check_round_stats(f, round);
 }
 
 static void test_corpus_rounds_and_memory(void **state)

@@ -163,49 +163,53 @@ static char *served_at(fixture *f, const char *b, size_t k)
     return id;
 }
 
-static void test_kill9_while_collecting_and_serving(void **state)
+enum { KL_USERS = 80, KL_N = 100, KL_CHUNK = 8 };
+
+/* Users from..to-1 choose HALL; every fourth sends an auto too. Returns
+ * the requests pushed. */
+static int push_users(fixture *f, int from, int to)
 {
-    fixture *f = *state;
-    enum { USERS = 80, N = 100, CHUNK = 8 };
-    /* the opening is moved closer once the pool is complete */
-    itest_cmd(f->c, "HSET alloc:{k9}:meta kind room opens_at %lld early shuffle", harness_now_ms() + 600000);
-    itest_cmd(f->c, "HSET alloc:{k9}:capacity HALL 1000");
-    itest_cmd(f->c, "SADD alloc:batches k9");
-    char conf[256];
-    snprintf(conf, sizeof conf, CONF "chunk = %d;", CHUNK);
-    itest_start(f, conf);
-    /* users 0, 4, 8, ... send two requests: 80 users, 100 requests */
     int pushed = 0;
-    for (int u = 0; u < 40; u++) {
+    for (int u = from; u < to; u++) {
         itest_push(f, "k9", "{\"id\":\"a%d\",\"user\":\"u%d\",\"op\":\"choose\",\"room\":\"HALL\"}", u, u);
         pushed++;
         if (u % 4 == 0) { itest_push(f, "k9", "{\"id\":\"b%d\",\"user\":\"u%d\",\"op\":\"auto\",\"prefs\":[\"HALL\"]}", u, u); pushed++; }
     }
+    return pushed;
+}
+
+/* The pool collected across a kill -9, half of it pushed while no daemon
+ * ran, under one seed: its commitment is published once and kept. The
+ * daemon is killed again before the opening. Returns the commitment. */
+static char *collect_across_kills(fixture *f, const char *conf)
+{
+    int pushed = push_users(f, 0, 40);
     wait_stat(f, "k9", "early_kept", pushed, 5000);
     char *commit = harness_str(f->c, "HGET alloc:{k9}:stats lottery_commit");
     assert_non_null(commit);
     harness_allocd_kill(&f->allocd);                       /* kill -9 while collecting */
-    /* users 40..79 push while no daemon runs */
-    for (int u = 40; u < USERS; u++) {
-        itest_push(f, "k9", "{\"id\":\"a%d\",\"user\":\"u%d\",\"op\":\"choose\",\"room\":\"HALL\"}", u, u);
-        if (u % 4 == 0) itest_push(f, "k9", "{\"id\":\"b%d\",\"user\":\"u%d\",\"op\":\"auto\",\"prefs\":[\"HALL\"]}", u, u);
-    }
+    push_users(f, 40, KL_USERS);                           /* while no daemon runs */
     itest_start(f, conf);
-    wait_stat(f, "k9", "early_kept", N, 5000);
+    wait_stat(f, "k9", "early_kept", KL_N, 5000);
     char *commit2 = harness_str(f->c, "HGET alloc:{k9}:stats lottery_commit");
     assert_string_equal(commit, commit2);                  /* one seed for the whole pool */
-    assert_int_equal(stat_int(f, "k9", "lottery_users"), USERS);
+    free(commit2);
+    assert_int_equal(stat_int(f, "k9", "lottery_users"), KL_USERS);
     harness_allocd_kill(&f->allocd);                       /* and once more before the opening */
+    return commit;
+}
 
-    /* the third daemon cannot apply the pool chunk holding the request
-     * served 5th chunk in: it stalls mid-pool, and is killed there */
-    char *stall = served_at(f, "k9", 5 * CHUNK + 3);
+/* The third daemon cannot apply the pool chunk holding the request served
+ * 5th chunk in: it stalls mid-pool after the opening, and is killed there;
+ * what it served already matches the log. Returns the stalled id. */
+static char *stall_mid_pool(fixture *f, const char *conf)
+{
+    char *stall = served_at(f, "k9", 5 * KL_CHUNK + 3);
     /* nothing here has to happen before the opening: a daemon that starts
      * after it draws at its start, the same draw */
     long long opens = harness_now_ms() + 800;
     itest_cmd(f->c, "HSET alloc:{k9}:meta opens_at %lld", opens);
     setenv("ALLOCD_FAULT_APPLY_ID", stall, 1);
-    snprintf(conf, sizeof conf, CONF "chunk = %d; max_attempts = 100; backoff_min_ms = 50; backoff_max_ms = 200;", CHUNK);
     itest_start(f, conf);
     unsetenv("ALLOCD_FAULT_APPLY_ID");
     wait_opening(opens);
@@ -213,28 +217,33 @@ static void test_kill9_while_collecting_and_serving(void **state)
     long long served = -1;
     for (int64_t end = harness_now_ms() + 15000; harness_now_ms() < end; harness_sleep_ms(10)) {
         served = proc_int(f->c, "HGET alloc:{k9}:internal early_served");
-        if (served == 5 * CHUNK) break;
+        if (served == 5 * KL_CHUNK) break;
     }
-    assert_int_equal(served, 5 * CHUNK);
+    assert_int_equal(served, 5 * KL_CHUNK);
     harness_sleep_ms(300);
-    assert_int_equal(proc_int(f->c, "HGET alloc:{k9}:internal early_served"), 5 * CHUNK);
-    assert_int_equal(proc_int(f->c, "HLEN alloc:{k9}:results"), 5 * CHUNK);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{k9}:internal early_served"), 5 * KL_CHUNK);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{k9}:results"), 5 * KL_CHUNK);
     harness_allocd_kill(&f->allocd);                       /* kill -9 mid-pool */
     char *out;
-    int rc = verify(f, "k9", &out);                        /* the served part already matches */
+    int rc = verify(f, "k9", &out);
     if (rc) fprintf(stderr, "%s", out);
     assert_int_equal(rc, 0);
     free(out);
+    return stall;
+}
 
-    itest_start(f, conf);
-    assert_int_equal(harness_wait_hlen(f->c, "alloc:{k9}:results", N, 10000), N);
-    wait_stat(f, "k9", "granted", USERS, 5000);
-    assert_int_equal(stat_int(f, "k9", "processed"), N);
+/* After the pool is served to the end: one bed per user, each user's
+ * second request served right after the first (one ticket per user), the
+ * log replaying, and the revealed seed matching the commitment. */
+static void assert_pool_served(fixture *f, const char *commit)
+{
+    assert_int_equal(harness_wait_hlen(f->c, "alloc:{k9}:results", KL_N, 10000), KL_N);
+    wait_stat(f, "k9", "granted", KL_USERS, 5000);
+    assert_int_equal(stat_int(f, "k9", "processed"), KL_N);
     assert_int_equal(stat_int(f, "k9", "duplicates"), 0);
-    assert_int_equal(proc_int(f->c, "HLEN alloc:{k9}:holders"), USERS);
+    assert_int_equal(proc_int(f->c, "HLEN alloc:{k9}:holders"), KL_USERS);
     assert_int_equal(proc_int(f->c, "HGET alloc:{k9}:internal lottery_done"), 1);
-    /* each second request of a user is served right after the first */
-    for (int u = 0; u < USERS; u += 4) {
+    for (int u = 0; u < KL_USERS; u += 4) {
         char a[16], b[16];
         snprintf(a, sizeof a, "a%d", u);
         snprintf(b, sizeof b, "b%d", u);
@@ -245,7 +254,8 @@ static void test_kill9_while_collecting_and_serving(void **state)
         json_decref(ra);
         json_decref(rb);
     }
-    rc = verify(f, "k9", &out);
+    char *out;
+    int rc = verify(f, "k9", &out);
     if (rc) fprintf(stderr, "%s", out);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "MATCH"));
@@ -256,9 +266,26 @@ static void test_kill9_while_collecting_and_serving(void **state)
     lottery_commit(seed, want);
     assert_string_equal(want, commit);
     free(seed);
+}
+
+static void test_kill9_while_collecting_and_serving(void **state)
+{
+    fixture *f = *state;
+    /* the opening is moved closer once the pool is complete */
+    itest_cmd(f->c, "HSET alloc:{k9}:meta kind room opens_at %lld early shuffle", harness_now_ms() + 600000);
+    itest_cmd(f->c, "HSET alloc:{k9}:capacity HALL 1000");
+    itest_cmd(f->c, "SADD alloc:batches k9");
+    char conf[256];
+    snprintf(conf, sizeof conf, CONF "chunk = %d;", KL_CHUNK);
+    itest_start(f, conf);
+    char *commit = collect_across_kills(f, conf);
+    snprintf(conf, sizeof conf, CONF "chunk = %d; max_attempts = 100; backoff_min_ms = 50; backoff_max_ms = 200;",
+             KL_CHUNK);
+    char *stall = stall_mid_pool(f, conf);
+    itest_start(f, conf);
+    assert_pool_served(f, commit);
     free(stall);
     free(commit);
-    free(commit2);
 }
 
 int main(void)

@@ -310,48 +310,29 @@ static void test_batches_come_and_go_without_restart(void **state)
 
 /* The promise of the product: kill -9 at any moment loses nothing and
  * applies nothing twice. */
-static void test_kill9_loses_nothing(void **state)
+enum { K9_N = 30000, K9_USERS = 5000, K9_ITEMS = 20, K9_REPEATS = 500 };
+
+/* K9_N buys, the last K9_REPEATS ids repeating earlier ones, pipelined. */
+static void push_k9(fixture *f)
 {
-    fixture *f = *state;
-    enum { N = 30000, USERS = 5000, ITEMS = 20 };
-    const char *items[ITEMS];
-    int caps[ITEMS];
-    char names[ITEMS][16];
-    for (int i = 0; i < ITEMS; i++) {
-        snprintf(names[i], sizeof names[i], "sku%d", i);
-        items[i] = names[i];
-        caps[i] = 300;
-    }
-    create_batch(f->c, "k1", "kind stock per_user 3", items, caps, ITEMS);
     char json[256];
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < K9_N; i++) {
         snprintf(json, sizeof json, "{\"id\":\"k%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku%d\",\"qty\":%d}",
-                 i % (N - 500), (i * 7919) % USERS, (i * 31) % ITEMS, 1 + i % 2);
+                 i % (K9_N - K9_REPEATS), (i * 7919) % K9_USERS, (i * 31) % K9_ITEMS, 1 + i % 2);
         redisAppendCommand(f->c, "RPUSH alloc:{k1}:queue %s", json);
     }
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < K9_N; i++) {
         redisReply *r;
         assert_int_equal(redisGetReply(f->c, (void **)&r), REDIS_OK);
         freeReplyObject(r);
     }
-    int kills = 0;
-    srand(12345);
-    for (int round = 0; round < 8; round++) {
-        itest_start(f, "chunk = 256; instance = \"k\";");
-        harness_sleep_ms(40 + rand() % 120);
-        harness_allocd_kill(&f->allocd);
-        kills++;
-    }
-    itest_start(f, "chunk = 256; instance = \"k\";");
-    long long distinct = N - 500;
-    long long got = harness_wait_hlen(f->c, "alloc:{k1}:results", distinct, 60000);
-    assert_int_equal(got, distinct);
-    for (int w = 0; w < 500 && proc_int(f->c, "HGET alloc:{k1}:stats dequeued") < N; w++) harness_sleep_ms(10);
-    harness_sleep_ms(200);
-    assert_int_equal(harness_allocd_stop(&f->allocd), 0);
+}
 
-    /* units: free + what holders hold == capacity, per item */
-    long long held[ITEMS] = { 0 }, granted_units = 0;
+/* Units the holders hold, per item (each within per_user 3, its orders
+ * adding up to its units); returns their sum. */
+static long long held_units(fixture *f, long long held[K9_ITEMS])
+{
+    long long total = 0;
     redisReply *h = redisCommand(f->c, "HGETALL alloc:{k1}:holders");
     for (size_t i = 0; i + 1 < h->elements; i += 2) {
         json_error_t e;
@@ -366,37 +347,77 @@ static void test_kill9_loses_nothing(void **state)
             sum += itest_jint(o, "qty");
         }
         assert_int_equal(sum, units);
+        total += units;
         json_decref(doc);
     }
     freeReplyObject(h);
-    for (int i = 0; i < ITEMS; i++) {
-        long long fr = hget_int(f, "k1", "free", names[i]);
-        assert_int_equal(fr + held[i], 300);
-        granted_units += held[i];
-    }
-    /* every granted result is in the holders, and nothing else is */
-    long long granted = 0, rank_max = 0;
+    return total;
+}
+
+/* Units the granted results give, and the highest rank among them. */
+static long long granted_in_results(fixture *f, long long *rank_max)
+{
+    long long granted = 0;
+    *rank_max = 0;
     redisReply *res = redisCommand(f->c, "HGETALL alloc:{k1}:results");
     for (size_t i = 0; i + 1 < res->elements; i += 2) {
         json_error_t e;
         json_t *doc = json_loads(res->element[i + 1]->str, 0, &e);
         if (!strcmp(itest_jstr(doc, "status"), "granted")) {
             granted += itest_jint(doc, "qty");
-            if (itest_jint(doc, "rank") > rank_max) rank_max = itest_jint(doc, "rank");
+            if (itest_jint(doc, "rank") > *rank_max) *rank_max = itest_jint(doc, "rank");
         }
         json_decref(doc);
     }
     freeReplyObject(res);
-    assert_int_equal(granted, granted_units);
-    assert_int_equal(hget_int(f, "k1", "stats", "dequeued"), N);
+    return granted;
+}
+
+static void test_kill9_loses_nothing(void **state)
+{
+    fixture *f = *state;
+    const char *items[K9_ITEMS];
+    int caps[K9_ITEMS];
+    char names[K9_ITEMS][16];
+    for (int i = 0; i < K9_ITEMS; i++) {
+        snprintf(names[i], sizeof names[i], "sku%d", i);
+        items[i] = names[i];
+        caps[i] = 300;
+    }
+    create_batch(f->c, "k1", "kind stock per_user 3", items, caps, K9_ITEMS);
+    push_k9(f);
+    int kills = 0;
+    srand(12345);
+    for (int round = 0; round < 8; round++) {
+        itest_start(f, "chunk = 256; instance = \"k\";");
+        harness_sleep_ms(40 + rand() % 120);
+        harness_allocd_kill(&f->allocd);
+        kills++;
+    }
+    itest_start(f, "chunk = 256; instance = \"k\";");
+    long long distinct = K9_N - K9_REPEATS;
+    long long got = harness_wait_hlen(f->c, "alloc:{k1}:results", distinct, 60000);
+    assert_int_equal(got, distinct);
+    for (int w = 0; w < 500 && proc_int(f->c, "HGET alloc:{k1}:stats dequeued") < K9_N; w++) harness_sleep_ms(10);
+    harness_sleep_ms(200);
+    assert_int_equal(harness_allocd_stop(&f->allocd), 0);
+
+    /* units: free + what holders hold == capacity, per item */
+    long long held[K9_ITEMS] = { 0 };
+    long long granted_units = held_units(f, held);
+    for (int i = 0; i < K9_ITEMS; i++) assert_int_equal(hget_int(f, "k1", "free", names[i]) + held[i], 300);
+    /* every granted result is in the holders, and nothing else is */
+    long long rank_max;
+    assert_int_equal(granted_in_results(f, &rank_max), granted_units);
+    assert_int_equal(hget_int(f, "k1", "stats", "dequeued"), K9_N);
     long long processed = hget_int(f, "k1", "stats", "processed");
     long long dups = hget_int(f, "k1", "stats", "duplicates");
     assert_int_equal(processed, distinct);
-    assert_int_equal(processed + dups, N);
+    assert_int_equal(processed + dups, K9_N);
     assert_int_equal(hget_int(f, "k1", "stats", "granted"), rank_max);
     assert_int_equal(proc_int(f->c, "XLEN alloc:{k1}:log"), rank_max);
     print_message("kill -9: %d requests, %d kills, %lld results, %lld units granted, lost 0, doubled 0\n",
-                  N, kills, got, granted_units);
+                  K9_N, kills, got, granted_units);
 }
 
 /* More grants than one order-id block (4096): refills must be drawn
