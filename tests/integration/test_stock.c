@@ -328,11 +328,10 @@ static void push_k9(fixture *f)
     }
 }
 
-/* Units the holders hold, per item (each within per_user 3, its orders
- * adding up to its units); returns their sum. */
-static long long held_units(fixture *f, long long held[K9_ITEMS])
+/* Units the holders hold, per item, into held (each holder within
+ * per_user 3, its orders adding up to its units). */
+static void held_units(fixture *f, long long held[K9_ITEMS])
 {
-    long long total = 0;
     redisReply *h = redisCommand(f->c, "HGETALL alloc:{k1}:holders");
     for (size_t i = 0; i + 1 < h->elements; i += 2) {
         json_error_t e;
@@ -347,11 +346,9 @@ static long long held_units(fixture *f, long long held[K9_ITEMS])
             sum += itest_jint(o, "qty");
         }
         assert_int_equal(sum, units);
-        total += units;
         json_decref(doc);
     }
     freeReplyObject(h);
-    return total;
 }
 
 /* Units the granted results give, and the highest rank among them. */
@@ -403,9 +400,12 @@ static void test_kill9_loses_nothing(void **state)
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);
 
     /* units: free + what holders hold == capacity, per item */
-    long long held[K9_ITEMS] = { 0 };
-    long long granted_units = held_units(f, held);
-    for (int i = 0; i < K9_ITEMS; i++) assert_int_equal(hget_int(f, "k1", "free", names[i]) + held[i], 300);
+    long long held[K9_ITEMS] = { 0 }, granted_units = 0;
+    held_units(f, held);
+    for (int i = 0; i < K9_ITEMS; i++) {
+        assert_int_equal(hget_int(f, "k1", "free", names[i]) + held[i], 300);
+        granted_units += held[i];
+    }
     /* every granted result is in the holders, and nothing else is */
     long long rank_max;
     assert_int_equal(granted_in_results(f, &rank_max), granted_units);
