@@ -187,6 +187,7 @@ install: all
 	    systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
 	install -d $(DESTDIR)$(DOCDIR)/examples
 	install -m 0644 conf/prometheus/allocd-alerts.yml conf/grafana/allocd-dashboard.json $(DESTDIR)$(DOCDIR)/examples/
+	install -m 0644 systemd/realtime.conf $(DESTDIR)$(DOCDIR)/examples/allocd-realtime.conf
 	for m in $(MANS); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 	  install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/

@@ -35,6 +35,8 @@
 #define MAX_SWEEP 8
 #define MAX_CLUSTER 8
 #define MAX_CL_RUNS 10
+#define RT_PRIO_REDIS 20 /* --rt: Redis above allocd; both above the load generator */
+#define RT_PRIO_ALLOCD 10
 
 enum { D_ALLOCD = 1, D_LUA = 2, D_LOCK = 4 };
 
@@ -58,6 +60,7 @@ typedef struct options {
     int timeline;                 /* --timeline: each allocd e2e or paced row, window by window */
     int aof;                      /* --aof: private Redis with appendfsync everysec */
     int pin;                      /* --pin: Redis on CPU 0, the rest on the others */
+    int rt;                       /* --rt: Redis and allocd under SCHED_FIFO */
     const char *redis_args;       /* --redis-args: more redis-server arguments */
     int targets_e2e;              /* --targets-e2e: the TARGET lines of e2e and open loop */
     int peek;                     /* --peek: e2e rounds also run the HGET/RPUSH/HGET producers */
@@ -160,6 +163,9 @@ static void usage(FILE *f)
           "  --aof                 the private Redis with appendonly yes, appendfsync everysec\n"
           "  --pin                 Redis on a core of its own: the private redis-server on CPU 0;\n"
           "                        allocd, the producers, the poller and the Lua callers on the others\n"
+          "  --rt                  the private redis-server (priority 20) and each allocd (10) under\n"
+          "                        SCHED_FIFO, as DEPLOYMENT.md runs them for latency; the producers,\n"
+          "                        the poller and the Lua callers stay SCHED_OTHER (needs root)\n"
           "  --lua-pairs N         run stock prepushed allocd + Lua N times (fresh daemon each) and\n"
           "                        judge the Lua target on the median ratio (with --targets: 5)\n"
           "  --tickets             the tickets scenario: --users buyers (100000) for a tenth as many\n"
@@ -289,7 +295,7 @@ enum {
     O_RATE, O_COMPARE, O_LUA_S, O_LOCK_T, O_LOCK_SLEEP, O_LOCK_S, O_LOCK_PRE, O_PROBE,
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TICKETS, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
-    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_OL_RUNS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK, O_PIN,
+    O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_OL_RUNS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK, O_PIN, O_RT,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
 };
 
@@ -307,7 +313,7 @@ static const struct option long_opts[] = {
     { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
     { "designs", 1, 0, O_DESIGNS }, { "batches", 1, 0, O_BATCHES },
     { "tick-us", 1, 0, O_TICK },
-    { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "timeline", 0, 0, O_TIMELINE }, { "aof", 0, 0, O_AOF }, { "pin", 0, 0, O_PIN },
+    { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "timeline", 0, 0, O_TIMELINE }, { "aof", 0, 0, O_AOF }, { "pin", 0, 0, O_PIN }, { "rt", 0, 0, O_RT },
     { "log-format", 1, 0, O_LOG_FORMAT }, { "saturation", 1, 0, O_SATURATION },
     { "open-loop-pcts", 1, 0, O_OL_PCTS }, { "open-loop-runs", 1, 0, O_OL_RUNS }, { "redis-args", 1, 0, O_REDIS_ARGS },
     { "targets-e2e", 0, 0, O_TARGETS_E2E }, { "peek", 0, 0, O_PEEK },
@@ -369,6 +375,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_TIMELINE: o->timeline = 1; return 0;
     case O_AOF: o->aof = 1; return 0;
     case O_PIN: o->pin = 1; return 0;
+    case O_RT: o->rt = 1; return 0;
     case O_REDIS_ARGS: o->redis_args = v; return 0;
     case O_TARGETS_E2E: o->targets_e2e = 1; return 0;
     case O_PEEK: o->peek = 1; return 0;
@@ -434,6 +441,10 @@ static int start_redis(bench *b)
         fprintf(stderr, "allocbench: --pin: cannot pin redis-server to CPU 0\n");
         return -1;
     }
+    if (b->opt.rt && bench_realtime(b->redis.pid, RT_PRIO_REDIS) < 0) {
+        fprintf(stderr, "allocbench: --rt: cannot make redis-server SCHED_FIFO (root or CAP_SYS_NICE)\n");
+        return -1;
+    }
     if (bench_target_parse(&b->target, b->redis.url) < 0) return -1;
     b->redis_pid = b->redis.pid;
     snprintf(b->dir, sizeof b->dir, "%s", b->redis.dir);
@@ -462,6 +473,10 @@ static int fresh_daemon(bench *b, int chunk)
         .log_format = b->opt.log_format,
     };
     if (bench_daemon_start(&b->daemon, &d) < 0) return -1;
+    if (b->opt.rt && bench_realtime(b->daemon.pid, RT_PRIO_ALLOCD) < 0) {
+        fprintf(stderr, "allocbench: --rt: cannot make allocd SCHED_FIFO\n");
+        return -1;
+    }
     proc_sleep_us(200000); /* connected, first registry poll done */
     return 0;
 }
@@ -921,17 +936,22 @@ static void redis_version(const bench *b, char *buf, size_t len)
     redisFree(c);
 }
 
+/* How Redis and allocd were scheduled, for the RESULT lines (--rt). */
+static const char *sched_name(const bench *b) { return b->opt.rt ? "fifo" : "other"; }
+
 static void print_machine(const bench *b)
 {
     char cpu[128];
     cpu_model(cpu, sizeof cpu);
     printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it)\n"
-           "redis: durability %s; extra arguments: %s%s\n"
+           "redis: durability %s; extra arguments: %s%s%s\n"
            "setup: redis %s (%s); allocd %s, chunk %d, log_format %s; producers / Lua connections %d x depth %d; "
            "lock threads %d, retry sleep %d-%d us\n",
            sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->durability,
            b->opt.redis_args ? b->opt.redis_args : "none",
-           b->opt.pin ? "; pinned (--pin): redis-server on CPU 0, allocd and the bench on the others" : "", b->redis_ver,
+           b->opt.pin ? "; pinned (--pin): redis-server on CPU 0, allocd and the bench on the others" : "",
+           b->opt.rt ? "; real-time (--rt): redis-server SCHED_FIFO 20, allocd SCHED_FIFO 10, the bench SCHED_OTHER" : "",
+           b->redis_ver,
            b->own_redis ? "private, unix socket" : b->target.url,
            b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk,
            b->opt.log_format ? b->opt.log_format : "event", b->opt.producers,
@@ -1283,10 +1303,10 @@ static void print_open_loop(const bench *b)
         const ol_row *r = &b->ol[i];
         char list[128];
         p99_list(r, list, sizeof list);
-        printf("RESULT scenario=openloop design=%s pct=%d durability=\"%s\" ok=%d saturation=%.0f offered=%.0f "
+        printf("RESULT scenario=openloop design=%s pct=%d durability=\"%s\" sched=%s ok=%d saturation=%.0f offered=%.0f "
                "accepted=%.0f p50_ms=%.3f p99_ms=%.3f p100_ms=%.3f redis_usec_per_req=%.2f load=%.2f runs=%d "
                "p99_ms_runs=%s\n",
-               r->design, r->pct, b->durability, r->ok, r->saturation, r->offered, r->accepted, r->p50, r->p99,
+               r->design, r->pct, b->durability, sched_name(b), r->ok, r->saturation, r->offered, r->accepted, r->p50, r->p99,
                r->pmax, r->redis_us, r->load, r->runs, list);
     }
 }
@@ -1299,12 +1319,12 @@ static void print_e2e_results(const bench *b)
         static const char *const push[3] = { "rpush", "txn", "peek" };
         int ok[3] = { p->ok_plain, p->ok_txn, p->ok_peek };
         for (int t = 0; t < (p->has_peek ? 3 : 2); t++)
-            printf("RESULT scenario=e2e round=%d push=%s durability=\"%s\" ok=%d load=%.2f throughput=%.0f "
+            printf("RESULT scenario=e2e round=%d push=%s durability=\"%s\" sched=%s ok=%d load=%.2f throughput=%.0f "
                    "p50_ms=%.3f p99_ms=%.3f p100_ms=%.3f redis_usec_per_req=%.2f cpu_redis_us_per_req=%.2f "
                    "cpu_allocd_us_per_req=%.2f hmgets=%ld fields_asked=%ld nil_fields=%ld dequeued_polls=%ld "
                    "pos_checked=%ld pos_mismatch=%ld pos_inexact=%ld lua_ok=%d lua_throughput=%.0f lua_redis_usec_per_req=%.2f "
                    "lua_cpu_redis_us_per_req=%.2f ratio_lua=%.3f\n",
-                   i + 1, push[t], b->durability, ok[t], p->load, a[t]->tput,
+                   i + 1, push[t], b->durability, sched_name(b), ok[t], p->load, a[t]->tput,
                    a[t]->p50, a[t]->p99, a[t]->pmax, a[t]->redis_usec_per_req, a[t]->cpu_redis_us,
                    a[t]->cpu_allocd_us, a[t]->hmgets, a[t]->fields_asked, a[t]->nil_fields, a[t]->dequeued_polls,
                    a[t]->pos_checked, a[t]->pos_mismatch, a[t]->pos_inexact, p->ok_lua, p->lua.tput, p->lua.redis_usec_per_req,
@@ -1485,6 +1505,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "allocbench: --pin needs 2 or more CPUs and the private Redis\n");
             return 2;
         }
+    }
+    if (b.opt.rt && b.opt.redis_url) {
+        fprintf(stderr, "allocbench: --rt needs the private Redis\n");
+        return 2;
     }
     if (b.opt.tickets) return run_tickets(&b);
     b.rows = calloc(MAX_ROWS, sizeof *b.rows);

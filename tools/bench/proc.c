@@ -117,11 +117,10 @@ double bench_loadavg(void)
     return l;
 }
 
-int bench_pin(pid_t pid, int first, int last)
+/* Calls set(tid, arg) for every thread of pid (0: this process); 0, or the
+ * last -errno, or -ESRCH when pid has no threads. */
+static int each_task(pid_t pid, int (*set)(pid_t tid, const void *arg), const void *arg)
 {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c = first; c <= last; c++) CPU_SET(c, &set);
     char dir[64];
     snprintf(dir, sizeof dir, "/proc/%d/task", (int)(pid ? pid : getpid()));
     DIR *d = opendir(dir);
@@ -129,9 +128,33 @@ int bench_pin(pid_t pid, int first, int last)
     int rc = 0, n = 0;
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        if (sched_setaffinity((pid_t)atoi(e->d_name), sizeof set, &set) < 0) rc = -errno;
+        if (set((pid_t)atoi(e->d_name), arg) < 0) rc = -errno;
         n++;
     }
     closedir(d);
     return rc ? rc : n ? 0 : -ESRCH;
+}
+
+static int set_affinity(pid_t tid, const void *arg)
+{
+    return sched_setaffinity(tid, sizeof(cpu_set_t), arg);
+}
+
+static int set_fifo(pid_t tid, const void *arg)
+{
+    return sched_setscheduler(tid, SCHED_FIFO, arg);
+}
+
+int bench_pin(pid_t pid, int first, int last)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c = first; c <= last; c++) CPU_SET(c, &set);
+    return each_task(pid, set_affinity, &set);
+}
+
+int bench_realtime(pid_t pid, int prio)
+{
+    struct sched_param sp = { .sched_priority = prio };
+    return each_task(pid, set_fifo, &sp);
 }
