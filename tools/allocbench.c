@@ -415,6 +415,7 @@ static int parse_options(options *o, int argc, char **argv)
     if (!o->prefix) o->prefix = o->no_daemon ? "alloc" : "allocbench";
     if (o->n_cluster == 1 && !o->cl_instances[0]) o->cl_instances[0] = 1;
     if (o->cl_instances[0] && !o->n_cluster) { fprintf(stderr, "allocbench: --instances needs --cluster-masters\n"); return -1; }
+    if (o->rt && o->n_cluster) { fprintf(stderr, "allocbench: --rt is for the private Redis, not a cluster run\n"); return -1; }
     if (!o->runs) o->runs = 1;
     if (o->chunk > 4096) { fprintf(stderr, "allocbench: allocd accepts chunk 1..4096\n"); return -1; }
     return 0;
