@@ -110,7 +110,7 @@ typedef struct bench {
 
 /* ---------------------------------------------------------- options -- */
 
-static void usage(FILE *f)
+static void usage_workload(FILE *f)
 {
     fputs("usage: allocbench [options]\n"
           "  --scenario LIST       stock, stock-hot, rooms, rooms-hot, groups, reservations, groups-formed,\n"
@@ -140,13 +140,18 @@ static void usage(FILE *f)
           "  --cluster-sweep LIST  several MxN configurations, e.g. 1x1,3x3,3x1 (stock, prepushed,\n"
           "                        --batches K spread over masters and instances)\n"
           "  --runs R              with --cluster-*: rounds over the configurations (1)\n"
-          "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n"
-          "  --e2e-pairs N         live end to end on stock, N rounds of: allocd with plain RPUSH\n"
+          "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n", f);
+}
+
+/* The live end-to-end and open-loop options, and where the bench runs. */
+static void usage_e2e(FILE *f)
+{
+    fputs("  --e2e-pairs N         live end to end on stock, N rounds of: allocd with plain RPUSH\n"
           "                        producers, allocd with the position transaction, Lua; every\n"
           "                        allocd result read once by a poller inside the clock (the headline)\n"
-          "  --open-loop           paced (open-loop) allocd and Lua at 25/50/75/90%% of their\n"
+          "  --open-loop           paced (open-loop) allocd and Lua at 25/50/75/90% of their\n"
           "                        e2e saturation: offered vs accepted, p50/p99/p100\n"
-          "  --saturation R        open loop: 100%% = R req/s for both designs (no rounds to measure it)\n"
+          "  --saturation R        open loop: 100% = R req/s for both designs (no rounds to measure it)\n"
           "  --open-loop-pcts LIST open loop: shares of saturation (25,50,75,90)\n"
           "  --open-loop-runs N    open loop: runs per row, the designs alternating; the row shows the\n"
           "                        medians and every run's p99 (3); saturation without --e2e-pairs or\n"
@@ -181,6 +186,12 @@ static void usage(FILE *f)
           "  --prefix P            key prefix (allocbench; alloc with --no-daemon)\n"
           "  --timeout S           longest wait for one run's results (300)\n"
           "  --seed N              request mix seed (1)\n", f);
+}
+
+static void usage(FILE *f)
+{
+    usage_workload(f);
+    usage_e2e(f);
 }
 
 /* "1x1,3x3,3x1": masters x instances. */
