@@ -715,9 +715,10 @@ static void check_result(run *x, const engine_result *a, const engine_result *b)
 }
 
 /* Events, counters, replay and invariants after every step. */
-static void check_state(run *x)
+/* The events (checked one by one and replayed), the order-id calls and
+ * the counters against the model. */
+static void check_events_and_counters(run *x)
 {
-    int64_t now = x->now;
     ctx *t = &x->t;
     model *m = &x->m;
     engine *e = x->e;
@@ -740,52 +741,61 @@ static void check_state(run *x)
     for (int u = 0; u < N_USERS; u++) seen += m->users[u].seen;
     CHECK(t, c->participants == seen);
     CHECK(t, (int64_t)engine_user_count(e) == seen);
-    CHECK(t, engine_phase_at(e, now) == (engine_phase)m_phase(m, now));
+    CHECK(t, engine_phase_at(e, x->now) == (engine_phase)m_phase(m, x->now));
+}
 
-    /* Items: model, replay and engine agree; held == capacity - free. */
-    CHECK(t, engine_item_count(e) == (size_t)m->n_items);
-    CHECK(t, x->rp.n_items == m->n_items);
-    int64_t held[MAX_ITEMS] = { 0 }, free_sum = 0;
-    for (int u = 0; u < N_USERS; u++) {
-        engine_user_view v;
-        if (engine_user_view_get(e, m->users[u].id, &v) < 0) {
-            CHECK(t, !m->users[u].seen);
-            continue;
-        }
-        if (m->meta.kind == BATCH_ROOM) {
-            int r = m->users[u].room;
-            CHECK(t, str_eq(v.room, r >= 0 ? m->items[r].id : NULL));
-            CHECK(t, str_eq(v.room, x->rp.users[u].room[0] ? x->rp.users[u].room : NULL));
-            if (r >= 0) {
-                held[r]++;
-                CHECK(t, v.since == m->users[u].since && v.since == x->rp.users[u].since);
-                CHECK(t, str_eq(v.req, m->users[u].req) && str_eq(v.req, x->rp.users[u].req));
-            }
-            CHECK(t, v.n_orders == 0 && v.units == 0);
-        } else {
-            int64_t sum = 0;
-            CHECK(t, v.n_orders == (size_t)x->rp.users[u].n);
-            for (size_t i = 0; i < v.n_orders; i++) {
-                const engine_order *o = &v.orders[i];
-                const r_order *ro = &x->rp.users[u].orders[i];
-                engine_item_view iv;
-                engine_item_view_at(e, o->item, &iv);
-                CHECK(t, o->id == ro->id && strcmp(iv.id, ro->item) == 0);
-                CHECK(t, o->qty == ro->qty && o->state == ro->state);
-                CHECK(t, o->expires_at == ro->exp);
-                int mi = m_order_find(m, u, o->id);
-                CHECK(t, mi >= 0 && m->orders[mi].state == o->state);
-                held[m_item_find(m, iv.id)] += o->qty;
-                sum += o->qty;
-            }
-            CHECK(t, v.units == sum && sum == m_units(m, u));
-            CHECK(t, v.units <= m->meta.per_user);
-            CHECK(t, v.room == NULL);
-        }
+/* A room user: engine, model and replay name the same bed. */
+static void check_room_user(run *x, int u, const engine_user_view *v, int64_t *held)
+{
+    ctx *t = &x->t;
+    model *m = &x->m;
+    int r = m->users[u].room;
+    CHECK(t, str_eq(v->room, r >= 0 ? m->items[r].id : NULL));
+    CHECK(t, str_eq(v->room, x->rp.users[u].room[0] ? x->rp.users[u].room : NULL));
+    if (r >= 0) {
+        held[r]++;
+        CHECK(t, v->since == m->users[u].since && v->since == x->rp.users[u].since);
+        CHECK(t, str_eq(v->req, m->users[u].req) && str_eq(v->req, x->rp.users[u].req));
     }
+    CHECK(t, v->n_orders == 0 && v->units == 0);
+}
+
+/* A stock user: the same orders, in order, in the engine and the replay,
+ * and as many units as the model says, within per_user. */
+static void check_stock_user(run *x, int u, const engine_user_view *v, int64_t *held)
+{
+    ctx *t = &x->t;
+    model *m = &x->m;
+    int64_t sum = 0;
+    CHECK(t, v->n_orders == (size_t)x->rp.users[u].n);
+    for (size_t i = 0; i < v->n_orders; i++) {
+        const engine_order *o = &v->orders[i];
+        const r_order *ro = &x->rp.users[u].orders[i];
+        engine_item_view iv;
+        engine_item_view_at(x->e, o->item, &iv);
+        CHECK(t, o->id == ro->id && strcmp(iv.id, ro->item) == 0);
+        CHECK(t, o->qty == ro->qty && o->state == ro->state);
+        CHECK(t, o->expires_at == ro->exp);
+        int mi = m_order_find(m, u, o->id);
+        CHECK(t, mi >= 0 && m->orders[mi].state == o->state);
+        held[m_item_find(m, iv.id)] += o->qty;
+        sum += o->qty;
+    }
+    CHECK(t, v->units == sum && sum == m_units(m, u));
+    CHECK(t, v->units <= m->meta.per_user);
+    CHECK(t, v->room == NULL);
+}
+
+/* Items: model, replay and engine agree; held == capacity - free; the free
+ * total and the next expiry match the model. */
+static void check_items(run *x, const int64_t *held)
+{
+    ctx *t = &x->t;
+    model *m = &x->m;
+    int64_t free_sum = 0;
     for (int i = 0; i < m->n_items; i++) {
         engine_item_view iv;
-        CHECK(t, engine_item_view_get(e, m->items[i].id, &iv) == 0);
+        CHECK(t, engine_item_view_get(x->e, m->items[i].id, &iv) == 0);
         CHECK(t, iv.capacity == m->items[i].cap && iv.free == m->items[i].free);
         int ri = rp_item(&x->rp, iv.id);
         CHECK(t, ri >= 0 && x->rp.items[ri].cap == iv.capacity);
@@ -794,11 +804,31 @@ static void check_state(run *x)
         CHECK(t, iv.capacity - iv.free == held[i]);
         free_sum += iv.free;
     }
-    CHECK(t, c->free_units == free_sum);
+    CHECK(t, engine_get_counters(x->e)->free_units == free_sum);
     int64_t next = INT64_MAX;
     for (int i = 0; i < m->n_orders; i++)
         if (m->orders[i].state == ORDER_HELD && m->orders[i].exp < next) next = m->orders[i].exp;
-    CHECK(t, engine_next_expiry(e) == next);
+    CHECK(t, engine_next_expiry(x->e) == next);
+}
+
+static void check_state(run *x)
+{
+    ctx *t = &x->t;
+    model *m = &x->m;
+    check_events_and_counters(x);
+    CHECK(t, engine_item_count(x->e) == (size_t)m->n_items);
+    CHECK(t, x->rp.n_items == m->n_items);
+    int64_t held[MAX_ITEMS] = { 0 };
+    for (int u = 0; u < N_USERS; u++) {
+        engine_user_view v;
+        if (engine_user_view_get(x->e, m->users[u].id, &v) < 0) {
+            CHECK(t, !m->users[u].seen);
+            continue;
+        }
+        if (m->meta.kind == BATCH_ROOM) check_room_user(x, u, &v, held);
+        else check_stock_user(x, u, &v, held);
+    }
+    check_items(x, held);
 }
 
 /* ------------------------------------------------------------ drain */
