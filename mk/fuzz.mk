@@ -23,7 +23,7 @@ FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_TARGETS := request engine config items
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -Iinclude -Itools -Itests \
-                -DALLOCD_SYSCONFDIR='"$(SYSCONFDIR)"' $(PKG_CFLAGS)
+                -DALLOCD_SYSCONFDIR='"$(SYSCONFDIR)"' $(PKG_CFLAGS) $(PQ_CFLAGS)
 FUZZ_CORE_OBJ := $(CORE_SRC:%.c=$(FUZZ_DIR)/%.o) $(EDGE_SRC:%.c=$(FUZZ_DIR)/%.o) $(CTL_SRC:%.c=$(FUZZ_DIR)/%.o)
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 REPLAY_BINS  := $(FUZZ_TARGETS:%=$(BUILD)/tests/unit/test_fuzz_replay_%)

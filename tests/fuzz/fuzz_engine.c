@@ -452,13 +452,11 @@ static void op_reload(fz *f)
     check_engine(f, e, 0);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* The batch from the input's first three bytes: kind, holds, per_user,
+ * throttle, opening and closing, group size, three items' capacities. */
+static void fz_start(fz *f)
 {
     static const int64_t holds[4] = { 0, 50, 500, 5000 };
-    fz *f = calloc(1, sizeof *f);
-    if (!f) return 0;
-    f->p = data;
-    f->end = data + size;
     f->now = T0;
     f->next_order = 1000;
     uint8_t h0 = next(f), h1 = next(f), h2 = next(f);
@@ -488,6 +486,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         load_attrs(f->e, i);
     }
     check_engine(f, f->e, 0);
+}
+
+/* What the worker drains after an apply: everything, and nothing left. */
+static void op_drain_clear(fz *f)
+{
+    replay_new_events(f);
+    engine_drain_clear(f->e);
+    f->ev_seen = 0;
+    CHECK(engine_event_count(f->e) == 0 && engine_dirty_user_count(f->e) == 0 &&
+          engine_dirty_item_count(f->e) == 0 && engine_ended_count(f->e) == 0 &&
+          engine_new_participant_count(f->e) == 0, "drain_clear left something");
+}
+
+/* The edge's notes: an invalid request, a dead one, a duplicate. */
+static void op_note(fz *f)
+{
+    uint8_t b = next(f);
+    engine_counters before = *engine_get_counters(f->e);
+    if (b % 3 == 0) {
+        engine_note_invalid(f->e, b & 8 ? user_names[b % NU] : NULL, f->now);
+        CHECK(engine_get_counters(f->e)->invalid == before.invalid + 1, "note_invalid");
+    } else if (b % 3 == 1) {
+        engine_note_dead(f->e);
+        CHECK(engine_get_counters(f->e)->dead == before.dead + 1, "note_dead");
+    } else {
+        engine_note_duplicate(f->e);
+        CHECK(engine_get_counters(f->e)->duplicates == before.duplicates + 1, "note_duplicate");
+    }
+    check_engine(f, f->e, 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fz *f = calloc(1, sizeof *f);
+    if (!f) return 0;
+    f->p = data;
+    f->end = data + size;
+    fz_start(f);
     while (f->p < f->end) {
         uint8_t op = next(f) % 16;
         switch (op) {
@@ -503,31 +539,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 11: op_admin(f, 0); break;
         case 12: op_admin(f, 1); break;
-        case 13:
-            replay_new_events(f);
-            engine_drain_clear(f->e);
-            f->ev_seen = 0;
-            CHECK(engine_event_count(f->e) == 0 && engine_dirty_user_count(f->e) == 0 &&
-                  engine_dirty_item_count(f->e) == 0 && engine_ended_count(f->e) == 0 &&
-                  engine_new_participant_count(f->e) == 0, "drain_clear left something");
-            break;
+        case 13: op_drain_clear(f); break;
         case 14: replay_new_events(f); op_reload(f); break;
-        default: {
-            uint8_t b = next(f);
-            engine_counters before = *engine_get_counters(f->e);
-            if (b % 3 == 0) {
-                engine_note_invalid(f->e, b & 8 ? user_names[b % NU] : NULL, f->now);
-                CHECK(engine_get_counters(f->e)->invalid == before.invalid + 1, "note_invalid");
-            } else if (b % 3 == 1) {
-                engine_note_dead(f->e);
-                CHECK(engine_get_counters(f->e)->dead == before.dead + 1, "note_dead");
-            } else {
-                engine_note_duplicate(f->e);
-                CHECK(engine_get_counters(f->e)->duplicates == before.duplicates + 1, "note_duplicate");
-            }
-            check_engine(f, f->e, 0);
-            break;
-        }
+        default: op_note(f); break;
         }
     }
     engine_free(f->e);
