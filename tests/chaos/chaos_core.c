@@ -549,12 +549,82 @@ static const char *gen_filter(uint64_t *rng)
     return filters[rnd(rng, sizeof filters / sizeof filters[0])];
 }
 
+/* auto (section 3): prefs, prefs and a filter, or a filter alone. */
+static void gen_room_auto(uint64_t *rng, const batch_def *b, gen *g)
+{
+    char prefs[256];
+    snprintf(g->op, sizeof g->op, "auto");
+    uint32_t how = rnd(rng, 3);
+    gen_prefs(rng, b, prefs, sizeof prefs);
+    if (how == 0)
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s%s}", g->id, g->user, prefs,
+                b->wait_ms && rnd(rng, 3) == 0 ? ",\"wait\":true" : "");
+    else if (how == 1)
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s,\"filter\":%s}",
+                g->id, g->user, prefs, gen_filter(rng));
+    else
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"filter\":%s}",
+                g->id, g->user, gen_filter(rng));
+}
+
+/* groups formed by consent (9.2): the members' own requests */
+static void gen_room_consent(uint64_t *rng, const batch_def *b, gen *g)
+{
+    char prefs[256];
+    uint32_t k = rnd(rng, 6), o = rnd(rng, ROOM_USERS), o2 = rnd(rng, ROOM_USERS);
+    static const char *const ops[] = { "invite", "accept", "decline", "leave", "prefs", "group" };
+    snprintf(g->op, sizeof g->op, "%s", ops[k]);
+    gen_prefs(rng, b, prefs, sizeof prefs);
+    switch (k) {
+    case 0: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"invite\",\"to\":[\"s%u\",\"s%u\"]}",
+                    g->id, g->user, o, o2); break;
+    case 1: case 2: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"from\":\"s%u\"}",
+                            g->id, g->user, ops[k], o); break;
+    case 3: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"leave\"}", g->id, g->user); break;
+    case 4: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"prefs\",\"prefs\":%s,\"version\":%u}",
+                    g->id, g->user, prefs, rnd(rng, 3)); break;
+    default: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\"}", g->id, g->user); break;
+    }
+}
+
+/* A listed group of 2 - 4 distinct members with user u first, now and
+ * then one too many (group_too_large). */
+static void gen_room_group(uint64_t *rng, const batch_def *b, gen *g, uint32_t u)
+{
+    char prefs[256];
+    snprintf(g->op, sizeof g->op, "group");
+    int n = 2 + (int)rnd(rng, 3);
+    if (rnd(rng, 12) == 0) n = b->max_group + 1;     /* group_too_large */
+    char members[512];
+    size_t len = (size_t)snprintf(members, sizeof members, "[\"%s\"", g->user);
+    uint32_t used[16];
+    used[0] = u;
+    for (int i = 1; i < n; i++) {
+        uint32_t m;
+        int dup;
+        do {
+            m = rnd(rng, ROOM_USERS);
+            dup = 0;
+            for (int j = 0; j < i; j++) dup |= used[j] == m;
+        } while (dup);
+        used[i] = m;
+        len += (size_t)snprintf(members + len, sizeof members - len, ",\"s%u\"", m);
+    }
+    snprintf(members + len, sizeof members - len, "]");
+    gen_prefs(rng, b, prefs, sizeof prefs);
+    if (rnd(rng, 2))
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s%s}",
+                g->id, g->user, members, prefs, b->wait_ms && rnd(rng, 4) == 0 ? ",\"wait\":true" : "");
+    else
+        gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s,\"filter\":%s}",
+                g->id, g->user, members, prefs, gen_filter(rng));
+}
+
 static void gen_room(uint64_t *rng, const batch_def *b, gen *g)
 {
     uint32_t u = rnd(rng, ROOM_USERS);
     snprintf(g->user, sizeof g->user, "s%u", u);
     uint32_t r = rnd(rng, 100);
-    char prefs[256];
     g->expect = EXP_VALID;
     if (r < 20) {
         snprintf(g->op, sizeof g->op, "choose");
@@ -562,61 +632,11 @@ static void gen_room(uint64_t *rng, const batch_def *b, gen *g)
         gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"choose\",\"room\":\"%s\"%s}", g->id, g->user, room,
                 b->wait_ms && rnd(rng, 3) == 0 ? ",\"wait\":true" : "");
     } else if (r < 45) {
-        snprintf(g->op, sizeof g->op, "auto");
-        uint32_t how = rnd(rng, 3);
-        gen_prefs(rng, b, prefs, sizeof prefs);
-        if (how == 0)
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s%s}", g->id, g->user, prefs,
-                    b->wait_ms && rnd(rng, 3) == 0 ? ",\"wait\":true" : "");
-        else if (how == 1)
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"prefs\":%s,\"filter\":%s}",
-                    g->id, g->user, prefs, gen_filter(rng));
-        else
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"auto\",\"filter\":%s}",
-                    g->id, g->user, gen_filter(rng));
+        gen_room_auto(rng, b, g);
     } else if (r < 55 && rnd(rng, 3)) {
-        /* groups formed by consent (9.2): the members' own requests */
-        uint32_t k = rnd(rng, 6), o = rnd(rng, ROOM_USERS), o2 = rnd(rng, ROOM_USERS);
-        static const char *const ops[] = { "invite", "accept", "decline", "leave", "prefs", "group" };
-        snprintf(g->op, sizeof g->op, "%s", ops[k]);
-        gen_prefs(rng, b, prefs, sizeof prefs);
-        switch (k) {
-        case 0: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"invite\",\"to\":[\"s%u\",\"s%u\"]}",
-                        g->id, g->user, o, o2); break;
-        case 1: case 2: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"%s\",\"from\":\"s%u\"}",
-                                g->id, g->user, ops[k], o); break;
-        case 3: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"leave\"}", g->id, g->user); break;
-        case 4: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"prefs\",\"prefs\":%s,\"version\":%u}",
-                        g->id, g->user, prefs, rnd(rng, 3)); break;
-        default: gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\"}", g->id, g->user); break;
-        }
+        gen_room_consent(rng, b, g);
     } else if (r < 55) {
-        snprintf(g->op, sizeof g->op, "group");
-        int n = 2 + (int)rnd(rng, 3);
-        if (rnd(rng, 12) == 0) n = b->max_group + 1;     /* group_too_large */
-        char members[512];
-        size_t len = (size_t)snprintf(members, sizeof members, "[\"%s\"", g->user);
-        uint32_t used[16];
-        used[0] = u;
-        for (int i = 1; i < n; i++) {
-            uint32_t m;
-            int dup;
-            do {
-                m = rnd(rng, ROOM_USERS);
-                dup = 0;
-                for (int j = 0; j < i; j++) dup |= used[j] == m;
-            } while (dup);
-            used[i] = m;
-            len += (size_t)snprintf(members + len, sizeof members - len, ",\"s%u\"", m);
-        }
-        snprintf(members + len, sizeof members - len, "]");
-        gen_prefs(rng, b, prefs, sizeof prefs);
-        if (rnd(rng, 2))
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s%s}",
-                    g->id, g->user, members, prefs, b->wait_ms && rnd(rng, 4) == 0 ? ",\"wait\":true" : "");
-        else
-            gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"group\",\"members\":%s,\"prefs\":%s,\"filter\":%s}",
-                    g->id, g->user, members, prefs, gen_filter(rng));
+        gen_room_group(rng, b, g, u);
     } else if (r < 72) {
         snprintf(g->op, sizeof g->op, "switch");
         gen_set(g, "{\"id\":\"%s\",\"user\":\"%s\",\"op\":\"switch\",\"room\":\"%s\"}", g->id, g->user,
