@@ -405,14 +405,11 @@ static long long chunk_events(afix *f, const char *b, long long *multi)
     return sum;
 }
 
-/* log_format = "chunk" with a waitlist: each chunk entry becomes one row
- * per event (ev_idx 0..n-1) carrying its extras; reconcile compares them
- * event by event and checks the waitlist; a row deleted from the middle
- * or the start of a multi-event entry is named. */
-static void test_chunk_log_with_waits(void **state)
+/* Batch cw with log_format = "chunk": eight wait for two units of sku-1,
+ * r-9 for a sku-3 that never comes; two cancels and the expiries serve the
+ * waitlist. Ends with allocd stopped, the batch at rest. */
+static void cw_serve(afix *f, const char *b)
 {
-    afix *f = *state;
-    const char *b = "cw";
     itest_batch(f->c, b, "kind stock per_user 1 hold_ms 800", "sku-1 2 sku-2 1 sku-3 0", NULL);
     afix_start_allocd(f, "log_format = \"chunk\";");
     /* r-0, r-1 get sku-1; r-2..r-7 wait for it; u-2 then takes sku-2 (its
@@ -434,9 +431,12 @@ static void test_chunk_log_with_waits(void **state)
     assert_string_equal(st, "granted");
     free(st);
     assert_int_equal(harness_allocd_stop(&f->allocd), 0);     /* the batch at rest */
-    long long multi, events = chunk_events(f, b, &multi);
-    assert_true(multi >= 2);
+}
 
+/* Archived: one row per event, in order, with the waitlist's extras, and
+ * reconcile finds them equal. */
+static void cw_assert_archived(afix *f, const char *b, long long events)
+{
     char *out = AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, b);
     free(out);
     /* one row per event, in order; as many as the n fields say */
@@ -453,20 +453,26 @@ static void test_chunk_log_with_waits(void **state)
     out = AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, b);
     assert_non_null(strstr(out, "OK"));
     free(out);
+}
 
-    /* the waitlist is checked: r-9 gone from P:{cw}:waitlist is named */
+/* The waitlist is checked: r-9 gone from P:{cw}:waitlist is named. */
+static void cw_waitlist_named(afix *f, const char *b)
+{
     char *w9 = harness_str(f->c, "HGET alloc:{%s}:waitlist r-9", b);
     assert_non_null(w9);
     itest_cmd(f->c, "HDEL alloc:{%s}:waitlist r-9", b);
-    out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, b);
+    char *out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, b);
     assert_non_null(strstr(out, "waitlist: request 'r-9'"));
     free(out);
     itest_cmd(f->c, "HSET alloc:{%s}:waitlist r-9 %s", b, w9);
     free(w9);
     free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, b));
+}
 
-    /* one event row deleted from a multi-event entry: the entry is named;
-     * from its middle, then from its start */
+/* One event row deleted from a multi-event entry: the entry is named;
+ * from its middle, then from its start. */
+static void cw_short_entry_named(afix *f, const char *b)
+{
     const char *pick = "SELECT stream_id FROM alloc_events WHERE batch = 'cw' GROUP BY stream_id, id_ms, id_seq "
                        "HAVING count(*) >= 3 ORDER BY id_ms, id_seq LIMIT 1";
     PGresult *r = PQexec(f->db, pick);
@@ -485,7 +491,7 @@ static void test_chunk_log_with_waits(void **state)
         snprintf(sql, sizeof sql, "DELETE FROM alloc_events WHERE batch = 'cw' AND stream_id = '%s' AND ev_idx = %d",
                  sid, idx);
         afix_pg_exec(f, sql);
-        out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, b);
+        char *out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, b);
         if (!strstr(out, want) || strstr(out, "is not in alloc_events"))
             fail_msg("reconcile does not name %s as short of event %d:\n%s", sid, idx, out);
         free(out);
@@ -493,6 +499,22 @@ static void test_chunk_log_with_waits(void **state)
         afix_pg_exec(f, "DROP TABLE saved");
         free(AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, b));
     }
+}
+
+/* log_format = "chunk" with a waitlist: each chunk entry becomes one row
+ * per event (ev_idx 0..n-1) carrying its extras; reconcile compares them
+ * event by event and checks the waitlist; a row deleted from the middle
+ * or the start of a multi-event entry is named. */
+static void test_chunk_log_with_waits(void **state)
+{
+    afix *f = *state;
+    const char *b = "cw";
+    cw_serve(f, b);
+    long long multi, events = chunk_events(f, b, &multi);
+    assert_true(multi >= 2);
+    cw_assert_archived(f, b, events);
+    cw_waitlist_named(f, b);
+    cw_short_entry_named(f, b);
 }
 
 /* A run without --follow ends with a results pass begun after the last
