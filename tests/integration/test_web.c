@@ -140,20 +140,11 @@ static int promtool_ok(const char *text)
     return rc != 0;
 }
 
-/* --instance 'web"1' on the command line: every label value escaped, the
- * whole scrape parses; the operator's series are there. */
-static void test_escaping_and_operator_series(void **state)
+/* allocd with the metrics listener on port, started through a shell with
+ * a soft limit of 64 open files (allocd raises it to the hard limit) and
+ * an --instance name that needs escaping. Returns its pid. */
+static pid_t start_escaped_instance(itest *t, int port)
 {
-    itest *t = *state;
-    redisContext *c = t->c;
-    itest_batch(c, "q1", "kind stock per_user 5", "a 3 b 4", NULL);
-    /* a room batch with one swap offer open: a `waiting` result that is no
-     * waitlist place (contract 9.3, 9.5) */
-    itest_batch(c, "q2", "kind room", "R1 1 R2 1", NULL);
-    itest_cmd(c, "RPUSH alloc:{q2}:queue {\"id\":\"c1\",\"user\":\"ann\",\"op\":\"choose\",\"room\":\"R1\"} "
-                 "{\"id\":\"c2\",\"user\":\"bob\",\"op\":\"choose\",\"room\":\"R2\"} "
-                 "{\"id\":\"s1\",\"user\":\"ann\",\"op\":\"swap\",\"with\":\"bob\"}");
-    int port = itest_free_port();
     char conf[300], log[300];
     snprintf(conf, sizeof conf, "%s/web.conf", t->redis.dir);
     snprintf(log, sizeof log, "%s/web.log", t->redis.dir);
@@ -168,8 +159,12 @@ static void test_escaping_and_operator_series(void **state)
                      "--instance", "web\"1\\x", NULL };
     pid_t pid = harness_spawn(argv, log);
     assert_true(pid > 0);
-    itest_expect_hget(c, "alloc:{q1}:stats", "state");
-    /* pause, then queue three: they wait and age */
+    return pid;
+}
+
+/* Pauses q1, then queues three requests there: they wait and age. */
+static void pause_and_queue(redisContext *c)
+{
     itest_cmd(c, "RPUSH alloc:{q1}:ctl {\"id\":\"p1\",\"op\":\"pause\"}");
     for (int i = 0; i < 20; i++) {
         char *st = harness_str(c, "HGET alloc:{q1}:stats state");
@@ -180,10 +175,12 @@ static void test_escaping_and_operator_series(void **state)
     }
     for (int i = 0; i < 3; i++)
         itest_cmd(c, "RPUSH alloc:{q1}:queue {\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"a\"}", i, i);
-    assert_int_equal(harness_wait_hlen(c, "alloc:{q2}:results", 3, 10000), 3);
-    harness_sleep_ms(3200);
-    char *text = scrape(port, "");
-    assert_non_null(text);
+}
+
+/* The scrape while q1 is paused: escaped labels, the batches' gauges, the
+ * process metrics, and promtool accepts the whole of it. */
+static void assert_paused_scrape(const char *text)
+{
     assert_non_null(strstr(text, "instance=\"web\\\"1\\\\x\"} 1\n"));
     assert_non_null(strstr(text, "allocd_instance_up{name=\"web\\\"1\\\\x\"} 1\n"));
     double age = metric(text, "allocd_batch_oldest_queued_age_seconds{batch=\"q1\"}");
@@ -203,8 +200,12 @@ static void test_escaping_and_operator_series(void **state)
     assert_true(metric(text, "process_cpu_seconds_total") >= 0);
     assert_true(metric(text, "process_max_fds") > 64);
     assert_true(promtool_ok(text));
-    free(text);
-    /* resumed: served at once, the age drops to 0 */
+}
+
+/* Resumed: served at once, the age drops to 0. */
+static void assert_resumed_scrape(redisContext *c, int port)
+{
+    char *text;
     itest_cmd(c, "RPUSH alloc:{q1}:ctl {\"id\":\"p2\",\"op\":\"resume\"}");
     assert_int_equal(harness_wait_hlen(c, "alloc:{q1}:results", 5, 10000), 5);
     int64_t t0 = harness_now_ms();   /* the next probe sets it: polled, for a loaded machine */
@@ -218,6 +219,32 @@ static void test_escaping_and_operator_series(void **state)
     assert_true(metric(text, "allocd_batch_oldest_queued_age_seconds{batch=\"q1\"}") == 0);
     assert_true(metric(text, "allocd_batch_free_units{batch=\"q1\"}") == 4);
     free(text);
+}
+
+/* --instance 'web"1' on the command line: every label value escaped, the
+ * whole scrape parses; the operator's series are there. */
+static void test_escaping_and_operator_series(void **state)
+{
+    itest *t = *state;
+    redisContext *c = t->c;
+    itest_batch(c, "q1", "kind stock per_user 5", "a 3 b 4", NULL);
+    /* a room batch with one swap offer open: a `waiting` result that is no
+     * waitlist place (contract 9.3, 9.5) */
+    itest_batch(c, "q2", "kind room", "R1 1 R2 1", NULL);
+    itest_cmd(c, "RPUSH alloc:{q2}:queue {\"id\":\"c1\",\"user\":\"ann\",\"op\":\"choose\",\"room\":\"R1\"} "
+                 "{\"id\":\"c2\",\"user\":\"bob\",\"op\":\"choose\",\"room\":\"R2\"} "
+                 "{\"id\":\"s1\",\"user\":\"ann\",\"op\":\"swap\",\"with\":\"bob\"}");
+    int port = itest_free_port();
+    pid_t pid = start_escaped_instance(t, port);
+    itest_expect_hget(c, "alloc:{q1}:stats", "state");
+    pause_and_queue(c);
+    assert_int_equal(harness_wait_hlen(c, "alloc:{q2}:results", 3, 10000), 3);
+    harness_sleep_ms(3200);
+    char *text = scrape(port, "");
+    assert_non_null(text);
+    assert_paused_scrape(text);
+    free(text);
+    assert_resumed_scrape(c, port);
     harness_reap(pid, SIGTERM);
 }
 
