@@ -72,11 +72,11 @@ static void expect_field(fixture *f, const char *b, const char *id, const char *
     json_decref(r);
 }
 
-static void test_housing_round(void **state)
+/* Pushed before allocd runs, so one chunk decides them in this order:
+ * two invitations, bob accepts ann's (declining dan's), eve was never
+ * invited, and of two prefs at the same version the later conflicts. */
+static void round_first_chunk(fixture *f)
 {
-    fixture *f = *state;
-    dorm(f, "h1");
-    /* pushed before allocd runs: one chunk, decided in this order */
     itest_push(f, "h1", "{\"id\":\"i1\",\"user\":\"ann\",\"op\":\"invite\",\"to\":[\"bob\",\"cat\"]}");
     itest_push(f, "h1", "{\"id\":\"i2\",\"user\":\"dan\",\"op\":\"invite\",\"to\":[\"bob\"]}");
     itest_push(f, "h1", "{\"id\":\"a1\",\"user\":\"bob\",\"op\":\"accept\",\"from\":\"ann\"}");
@@ -98,8 +98,11 @@ static void test_housing_round(void **state)
     json_decref(r);
     expect_group(f, "h1", "g1", "ann", "ann,bob", "cat", 1);
     expect_group(f, "h1", "g2", "dan", "dan", "", 0);
+}
 
-    /* across chunks: cat declines, then two stale prefs */
+/* Across chunks: cat declines, then two stale prefs. */
+static void round_across_chunks(fixture *f)
+{
     itest_push(f, "h1", "{\"id\":\"d1\",\"user\":\"cat\",\"op\":\"decline\",\"from\":\"bob\"}");
     itest_expect(f, "h1", "d1", "done", NULL);
     itest_push(f, "h1", "{\"id\":\"p3\",\"user\":\"ann\",\"op\":\"prefs\",\"prefs\":[\"R1\"],\"version\":1}");
@@ -107,8 +110,11 @@ static void test_housing_round(void **state)
     itest_push(f, "h1", "{\"id\":\"p4\",\"user\":\"bob\",\"op\":\"prefs\",\"prefs\":[\"R3\"],\"version\":1}");
     itest_expect(f, "h1", "p4", "rejected", "conflict");
     expect_group(f, "h1", "g1", "ann", "ann,bob", "", 2);
+}
 
-    /* a member of another group; a full group */
+/* A member of another group; a full group. */
+static void round_busy_and_full(fixture *f)
+{
     itest_push(f, "h1", "{\"id\":\"i3\",\"user\":\"ann\",\"op\":\"invite\",\"to\":[\"dan\",\"fay\",\"gus\"]}");
     itest_push(f, "h1", "{\"id\":\"a4\",\"user\":\"dan\",\"op\":\"accept\",\"from\":\"ann\"}");
     itest_push(f, "h1", "{\"id\":\"a5\",\"user\":\"fay\",\"op\":\"accept\",\"from\":\"bob\"}");
@@ -117,10 +123,14 @@ static void test_housing_round(void **state)
     itest_expect(f, "h1", "a5", "done", NULL);
     itest_expect(f, "h1", "a6", "rejected", "group_too_large");
     expect_group(f, "h1", "g1", "ann", "ann,bob,fay", "dan,gus", 2);
+}
 
-    /* placed whole with the stored prefs (R1: 3 beds); gus, only invited, is not */
+/* Placed whole with the stored prefs (R1: 3 beds); gus, only invited, is
+ * not. */
+static void round_placed_whole(fixture *f)
+{
     itest_push(f, "h1", "{\"id\":\"g1\",\"user\":\"fay\",\"op\":\"group\"}");
-    r = itest_result(f, "h1", "g1");
+    json_t *r = itest_result(f, "h1", "g1");
     assert_string_equal(itest_jstr(r, "status"), "granted");
     assert_string_equal(itest_jstr(r, "item"), "R1");
     assert_string_equal(itest_jstr(r, "group"), "g1");
@@ -137,8 +147,11 @@ static void test_housing_round(void **state)
         free(h);
     }
     assert_int_equal(proc_int(f->c, "HEXISTS alloc:{h1}:holders gus"), 0);
+}
 
-    /* the leader leaves: bob leads, ann keeps her bed, without a group */
+/* The leader leaves: bob leads, ann keeps her bed, without a group. */
+static void round_leader_leaves(fixture *f)
+{
     itest_push(f, "h1", "{\"id\":\"l1\",\"user\":\"ann\",\"op\":\"leave\"}");
     itest_expect(f, "h1", "l1", "done", NULL);
     expect_group(f, "h1", "g1", "bob", "bob,fay", "dan,gus", 2);
@@ -148,6 +161,17 @@ static void test_housing_round(void **state)
     free(h);
     itest_push(f, "h1", "{\"id\":\"l2\",\"user\":\"ann\",\"op\":\"leave\"}");
     itest_expect(f, "h1", "l2", "rejected", "not_in_group");
+}
+
+static void test_housing_round(void **state)
+{
+    fixture *f = *state;
+    dorm(f, "h1");
+    round_first_chunk(f);
+    round_across_chunks(f);
+    round_busy_and_full(f);
+    round_placed_whole(f);
+    round_leader_leaves(f);
 }
 
 static void test_groups_survive_kill9(void **state)
