@@ -64,30 +64,30 @@ static int ms_until(long long at)
     return left > 0 ? (int)left : 0;
 }
 
-static void test_spammer_is_one_ticket_drawn_last(void **state)
+enum { SP_USERS = 60, SP_SPAM = 60 };   /* the spammer test: users, spam requests */
+
+/* Before the opening: 60 users and one spammer push alternately; the
+ * throttle answers 57 of the spammer's, the other 63 wait in the pool, the
+ * commitment is published and verify says the seed is not revealed yet.
+ * Returns the commitment. */
+static char *spam_before_opening(fixture *f, long long opens)
 {
-    fixture *f = *state;
-    enum { USERS = 60, SPAM = 60 };
-    /* the start, the 120 pushes and every check up to the verify below
-     * happen before the opening, also on a loaded machine */
-    long long opens = harness_now_ms() + 6000;
     itest_cmd(f->c, "HSET alloc:{sp}:meta kind room opens_at %lld early shuffle rate_max 3 "
                     "rate_window_ms 60000 penalty_ms 60000", opens);
     itest_cmd(f->c, "HSET alloc:{sp}:capacity R1 3");
     itest_cmd(f->c, "SADD alloc:batches sp");
     itest_start(f, CONF);
-    for (int i = 0; i < USERS + SPAM; i++) {
+    for (int i = 0; i < SP_USERS + SP_SPAM; i++) {
         if (i % 2) itest_push(f, "sp", "{\"id\":\"s%d\",\"user\":\"u%d\",\"op\":\"choose\",\"room\":\"R1\"}", i / 2, i / 2);
         else itest_push(f, "sp", "{\"id\":\"x%d\",\"user\":\"spam\",\"op\":\"choose\",\"room\":\"R1\"}", i / 2);
     }
-    /* before the opening: the throttle has answered 57, 63 wait in the pool */
-    wait_stat(f, "sp", "early_kept", USERS + 3, ms_until(opens));
-    assert_int_equal(harness_wait_hlen(f->c, "alloc:{sp}:results", SPAM - 3, ms_until(opens)), SPAM - 3);
+    wait_stat(f, "sp", "early_kept", SP_USERS + 3, ms_until(opens));
+    assert_int_equal(harness_wait_hlen(f->c, "alloc:{sp}:results", SP_SPAM - 3, ms_until(opens)), SP_SPAM - 3);
     itest_expect(f, "sp", "x3", "rejected", "throttled");
     assert_int_equal(proc_int(f->c, "HEXISTS alloc:{sp}:results x0"), 0);
-    assert_int_equal(stat_int(f, "sp", "lottery_users"), USERS + 1);
-    assert_int_equal(stat_int(f, "sp", "processed"), SPAM - 3);
-    assert_int_equal(proc_int(f->c, "LLEN alloc:{sp}:early"), USERS + 3 + 1);  /* and "! spam" */
+    assert_int_equal(stat_int(f, "sp", "lottery_users"), SP_USERS + 1);
+    assert_int_equal(stat_int(f, "sp", "processed"), SP_SPAM - 3);
+    assert_int_equal(proc_int(f->c, "LLEN alloc:{sp}:early"), SP_USERS + 3 + 1);  /* and "! spam" */
     char *commit = harness_str(f->c, "HGET alloc:{sp}:stats lottery_commit");
     assert_non_null(commit);
     assert_int_equal(strlen(commit), 64);
@@ -97,9 +97,16 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
     assert_non_null(strstr(out, "not revealed yet"));
     free(out);
     assert_true(harness_now_ms() < opens);   /* all of the above was seen before the opening */
+    return commit;
+}
 
+/* After it: everyone answered, the revealed seed matches the commitment,
+ * the spammer's one ticket is drawn last, verify matches. Returns the seed. */
+static char *spam_after_opening(fixture *f, long long opens, const char *commit)
+{
+    char *out;
     wait_opening(opens);
-    assert_int_equal(harness_wait_hlen(f->c, "alloc:{sp}:results", USERS + SPAM, 10000), USERS + SPAM);
+    assert_int_equal(harness_wait_hlen(f->c, "alloc:{sp}:results", SP_USERS + SP_SPAM, 10000), SP_USERS + SP_SPAM);
     char *seed = harness_wait_hget(f->c, "alloc:{sp}:stats", "lottery_seed", 2000);
     assert_non_null(seed);
     char want[LOTTERY_SEED_HEX + 1];
@@ -111,7 +118,7 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
         snprintf(id, sizeof id, "x%d", i);
         json_t *r = itest_result(f, "sp", id);
         assert_string_equal(itest_jstr(r, "status"), "rejected");
-        assert_int_equal(itest_jint(r, "draw"), USERS + 1);
+        assert_int_equal(itest_jint(r, "draw"), SP_USERS + 1);
         json_decref(r);
     }
     assert_int_equal(stat_int(f, "sp", "granted"), 3);
@@ -123,11 +130,16 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
     assert_null(strstr(out, "MISMATCH"));
     assert_non_null(strstr(out, "draw 1 "));
     free(out);
+    return seed;
+}
 
-    /* a result rewritten afterwards is found */
+/* A result rewritten afterwards is found. */
+static void spam_rewrite_found(fixture *f)
+{
+    char *out;
     char *r0 = harness_str(f->c, "HGET alloc:{sp}:results s0");
     json_t *j = json_loads(r0, 0, NULL);
-    json_object_set_new(j, "draw", json_integer(json_integer_value(json_object_get(j, "draw")) % USERS + 1));
+    json_object_set_new(j, "draw", json_integer(json_integer_value(json_object_get(j, "draw")) % SP_USERS + 1));
     char *changed = json_dumps(j, JSON_COMPACT);
     redisReply *w = redisCommand(f->c, "HSET alloc:{sp}:results s0 %s", changed);
     freeReplyObject(w);
@@ -137,6 +149,18 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
     free(changed);
     json_decref(j);
     free(r0);
+}
+
+static void test_spammer_is_one_ticket_drawn_last(void **state)
+{
+    fixture *f = *state;
+    /* the start, the 120 pushes and every check up to the verify in
+     * spam_before_opening happen before the opening, also on a loaded
+     * machine */
+    long long opens = harness_now_ms() + 6000;
+    char *commit = spam_before_opening(f, opens);
+    char *seed = spam_after_opening(f, opens, commit);
+    spam_rewrite_found(f);
     free(seed);
     free(commit);
 }
