@@ -1406,6 +1406,72 @@ static int item_index(const batch_def *b, const char *item)
     return -1;
 }
 
+/* What check_results counts across a batch's results. */
+typedef struct result_tally {
+    size_t n;                  /* results in the hash */
+    long long dequeued;        /* stats.dequeued: the highest seq */
+    long long max_rank, n_granted;
+    unsigned char *ranks;      /* [1..n]: how often each rank was seen */
+    unsigned char *seqs;       /* [1..dequeued]: how often each seq was seen */
+} result_tally;
+
+/* One result against its first push: the id, user and op it answers, the
+ * kind of status its push calls for. Returns the status as check_results
+ * counts it (1 granted, 2 done, 3 rejected, 4 invalid, 5 an open swap
+ * offer) or 0 for a status no result may have. */
+static int result_status(checker *k, const batch_def *b, rec *rc, json_t *doc, const redisReply *vr)
+{
+    chaos_ctx *cx = k->cx;
+    const char *status = js(doc, "status");
+    if (strcmp(js(doc, "id"), rc->id))
+        violation(cx, &k->rep->other, "%s: result under '%s' carries id '%s'", b->name, rc->id, js(doc, "id"));
+    snprintf(rc->result_op, sizeof rc->result_op, "%s", js(doc, "op"));
+    if (rc->expect == EXP_VALID &&
+        (strcmp(js(doc, "user"), rc->user) || strcmp(js(doc, "op"), rc->op)))
+        violation(cx, &k->rep->applied_twice,
+                  "%s: result of '%s' is not that of its first push (user %s op %s), a duplicate was applied: %.200s",
+                  b->name, rc->id, rc->user, rc->op, vr->str);
+    if (rc->expect == EXP_INVALID && strcmp(status, "invalid"))
+        violation(cx, &k->rep->other, "%s: '%s' must be invalid: pushed %.120s, got %.200s",
+                  b->name, rc->id, rc->json, vr->str);
+    if (rc->expect == EXP_VALID && !strcmp(status, "invalid"))
+        violation(cx, &k->rep->other, "%s: valid request '%s' answered invalid: pushed %.160s, got %.200s",
+                  b->name, rc->id, rc->json, vr->str);
+    if (rc->expect == EXP_CTL && strcmp(status, "done") && strcmp(status, "rejected"))
+        violation(cx, &k->rep->other, "%s: admin command '%s' answered %s", b->name, rc->id, status);
+    int st = !strcmp(status, "granted") ? 1 : !strcmp(status, "done") ? 2
+           : !strcmp(status, "rejected") ? 3 : !strcmp(status, "invalid") ? 4
+           : !strcmp(status, "waiting") && !strcmp(rc->op, "swap") ? 5 : 0;
+    if (!st) violation(cx, &k->rep->other, "%s: result of '%s' has status '%s'", b->name, rc->id, status);
+    rc->status = (uint8_t)st;
+    return st;
+}
+
+/* A grant's rank (1..n, each once) and members; every request's seq
+ * (1..dequeued, each once). */
+static void tally_result(checker *k, const batch_def *b, rec *rc, json_t *doc, int st, result_tally *t)
+{
+    chaos_ctx *cx = k->cx;
+    if (st == 1) {
+        json_t *members = json_object_get(doc, "members");
+        rc->want_grants = (uint16_t)(json_is_array(members) ? json_array_size(members) : 1);
+        if (!strcmp(rc->op, "group") && !json_is_array(members))
+            violation(cx, &k->rep->other, "%s: granted group '%s' lists no members", b->name, rc->id);
+        long long rank = json_integer_value(json_object_get(doc, "rank"));
+        t->n_granted++;
+        if (rank < 1 || (size_t)rank > t->n) violation(cx, &k->rep->other, "%s: '%s' has rank %lld", b->name, rc->id, rank);
+        else if (t->ranks[rank]++) violation(cx, &k->rep->applied_twice, "%s: rank %lld given twice (again to '%s')", b->name, rank, rc->id);
+        if (rank > t->max_rank) t->max_rank = rank;
+    }
+    if (rc->expect != EXP_CTL) {
+        long long seq = json_integer_value(json_object_get(doc, "seq"));
+        if (seq < 1 || seq > t->dequeued)
+            violation(cx, &k->rep->other, "%s: '%s' has seq %lld, dequeued is %lld", b->name, rc->id, seq, t->dequeued);
+        else if (t->seqs[seq]++)
+            violation(cx, &k->rep->applied_twice, "%s: seq %lld answered twice (again for '%s')", b->name, seq, rc->id);
+    }
+}
+
 /* Results of batch b: each must belong to a pushed id of this batch, be the
  * result of the first push (user and op), have the right kind of status,
  * and together they must show ranks 1..granted and distinct seqs. */
@@ -1415,11 +1481,10 @@ static void check_results(checker *k, int bi, long long *granted_out, long long 
     const batch_def *b = &cx->b[bi];
     redisReply *r = cmd(k, bi, "HGETALL alloc:{%s}:results", b->name);
     if (!r) return;
-    size_t n = r->elements / 2;
-    long long max_rank = 0, n_granted = 0;
-    unsigned char *ranks = calloc(n + 2, 1);
-    long long dequeued = hget_ll(cx, &k->rc, bi, "stats", "dequeued");
-    unsigned char *seqs = calloc((size_t)(dequeued > 0 ? dequeued : 0) + 2, 1);
+    result_tally t = { .n = r->elements / 2 };
+    t.ranks = calloc(t.n + 2, 1);
+    t.dequeued = hget_ll(cx, &k->rc, bi, "stats", "dequeued");
+    t.seqs = calloc((size_t)(t.dequeued > 0 ? t.dequeued : 0) + 2, 1);
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         redisReply *kr = r->element[i], *vr = r->element[i + 1];
         rec *rc = idmap_get(&k->ids, kr->str, kr->len);
@@ -1436,56 +1501,19 @@ static void check_results(checker *k, int bi, long long *granted_out, long long 
             json_decref(doc);
             continue;
         }
-        const char *status = js(doc, "status");
-        if (strcmp(js(doc, "id"), rc->id))
-            violation(cx, &k->rep->other, "%s: result under '%s' carries id '%s'", b->name, rc->id, js(doc, "id"));
-        snprintf(rc->result_op, sizeof rc->result_op, "%s", js(doc, "op"));
-        if (rc->expect == EXP_VALID &&
-            (strcmp(js(doc, "user"), rc->user) || strcmp(js(doc, "op"), rc->op)))
-            violation(cx, &k->rep->applied_twice,
-                      "%s: result of '%s' is not that of its first push (user %s op %s), a duplicate was applied: %.200s",
-                      b->name, rc->id, rc->user, rc->op, vr->str);
-        if (rc->expect == EXP_INVALID && strcmp(status, "invalid"))
-            violation(cx, &k->rep->other, "%s: '%s' must be invalid: pushed %.120s, got %.200s",
-                      b->name, rc->id, rc->json, vr->str);
-        if (rc->expect == EXP_VALID && !strcmp(status, "invalid"))
-            violation(cx, &k->rep->other, "%s: valid request '%s' answered invalid: pushed %.160s, got %.200s",
-                      b->name, rc->id, rc->json, vr->str);
-        if (rc->expect == EXP_CTL && strcmp(status, "done") && strcmp(status, "rejected"))
-            violation(cx, &k->rep->other, "%s: admin command '%s' answered %s", b->name, rc->id, status);
-        int st = !strcmp(status, "granted") ? 1 : !strcmp(status, "done") ? 2
-               : !strcmp(status, "rejected") ? 3 : !strcmp(status, "invalid") ? 4
-               : !strcmp(status, "waiting") && !strcmp(rc->op, "swap") ? 5 : 0;
-        if (!st) violation(cx, &k->rep->other, "%s: result of '%s' has status '%s'", b->name, rc->id, status);
-        rc->status = (uint8_t)st;
+        int st = result_status(k, b, rc, doc, vr);
         /* an open swap offer (waiting, 9.3) is counted in processed and in
          * stats.swap_offers, not in stats.waiting (the waitlist, 9.5) */
         if (rc->expect != EXP_CTL && st) counts[st]++;
-        if (st == 1) {
-            json_t *members = json_object_get(doc, "members");
-            rc->want_grants = (uint16_t)(json_is_array(members) ? json_array_size(members) : 1);
-            if (!strcmp(rc->op, "group") && !json_is_array(members))
-                violation(cx, &k->rep->other, "%s: granted group '%s' lists no members", b->name, rc->id);
-            long long rank = json_integer_value(json_object_get(doc, "rank"));
-            n_granted++;
-            if (rank < 1 || (size_t)rank > n) violation(cx, &k->rep->other, "%s: '%s' has rank %lld", b->name, rc->id, rank);
-            else if (ranks[rank]++) violation(cx, &k->rep->applied_twice, "%s: rank %lld given twice (again to '%s')", b->name, rank, rc->id);
-            if (rank > max_rank) max_rank = rank;
-        }
-        if (rc->expect != EXP_CTL) {
-            long long seq = json_integer_value(json_object_get(doc, "seq"));
-            if (seq < 1 || seq > dequeued)
-                violation(cx, &k->rep->other, "%s: '%s' has seq %lld, dequeued is %lld", b->name, rc->id, seq, dequeued);
-            else if (seqs[seq]++)
-                violation(cx, &k->rep->applied_twice, "%s: seq %lld answered twice (again for '%s')", b->name, seq, rc->id);
-        }
+        tally_result(k, b, rc, doc, st, &t);
         json_decref(doc);
     }
-    if (max_rank != n_granted)
-        violation(cx, &k->rep->stats_errors, "%s: %lld granted results but the highest rank is %lld", b->name, n_granted, max_rank);
-    *granted_out = n_granted;
-    free(ranks);
-    free(seqs);
+    if (t.max_rank != t.n_granted)
+        violation(cx, &k->rep->stats_errors, "%s: %lld granted results but the highest rank is %lld", b->name,
+                  t.n_granted, t.max_rank);
+    *granted_out = t.n_granted;
+    free(t.ranks);
+    free(t.seqs);
     freeReplyObject(r);
 }
 
