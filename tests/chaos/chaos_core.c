@@ -727,77 +727,98 @@ static void publish_candidates(chaos_ctx *cx, const rec *const *buys, size_t n)
     pthread_mutex_unlock(&cx->mu);
 }
 
+/* The requests a producer pushes in one go, and what it owns until then. */
+typedef struct push_group_buf {
+    pending grp[GROUP];
+    char *owned[GROUP];         /* bytes that belong to no rec (dups, dead) */
+    size_t n, owned_n;
+    size_t buys_idx[GROUP], n_buys;   /* recs of valid buys, for the follower */
+} push_group_buf;
+
+/* A duplicate id among the last 3000: the same bytes again, or other bytes
+ * under the same id. */
+static void add_duplicate(producer *pr, push_group_buf *gb, gen *g)
+{
+    chaos_ctx *cx = pr->cx;
+    size_t lo = pr->recs.n > 3000 ? pr->recs.n - 3000 : 0;
+    const rec *o = &pr->recs.v[lo + rnd(&pr->rng, (uint32_t)(pr->recs.n - lo))];
+    int batch = o->batch;
+    if (rnd(&pr->rng, 2)) {
+        gb->grp[gb->n] = (pending){ .batch = (uint8_t)batch, .json = o->json, .len = o->len };
+    } else {
+        if (cx->b[batch].room)
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"dupuser\",\"op\":\"release\"}", o->id);
+        else
+            gen_set(g, "{\"id\":\"%s\",\"user\":\"dupuser\",\"op\":\"buy\",\"item\":\"%s\"}",
+                    o->id, cx->b[batch].items[0]);
+        gb->owned[gb->owned_n] = xmemdup(g->buf, g->len);
+        gb->grp[gb->n] = (pending){ .batch = (uint8_t)batch, .json = gb->owned[gb->owned_n++], .len = g->len };
+    }
+    pr->k.dups++;
+}
+
+/* A new request (garbage when r < 80) in one of the three batches: dead
+ * ones are only pushed, the rest recorded for the checker. */
+static void add_fresh(producer *pr, push_group_buf *gb, gen *g, long i, uint32_t r)
+{
+    chaos_ctx *cx = pr->cx;
+    uint32_t bsel = rnd(&pr->rng, 100);
+    int batch = bsel < 34 ? B_CS1 : bsel < 64 ? B_CS2 : B_CR1;
+    snprintf(g->id, sizeof g->id, "p%d-%ld", pr->idx, i);
+    if (r < 80) gen_garbage(&pr->rng, cx->b[batch].room, g);
+    else if (cx->b[batch].room) gen_room(&pr->rng, &cx->b[batch], g);
+    else gen_stock(&pr->rng, &cx->b[batch], g);
+    if (g->expect < 0) {
+        gb->owned[gb->owned_n] = xmemdup(g->buf, g->len);
+        gb->grp[gb->n] = (pending){ .batch = (uint8_t)batch, .dead = 1, .json = gb->owned[gb->owned_n++], .len = g->len };
+        return;
+    }
+    rec rc;
+    memset(&rc, 0, sizeof rc);
+    rc.id = xstrdup(g->id);
+    rc.json = xmemdup(g->buf, g->len);
+    rc.len = (uint32_t)g->len;
+    rc.user = g->expect == EXP_VALID ? xstrdup(g->user) : NULL;
+    snprintf(rc.op, sizeof rc.op, "%s", g->op);
+    rc.batch = (uint8_t)batch;
+    rc.expect = (uint8_t)g->expect;
+    size_t at = recvec_add(&pr->recs, rc);
+    gb->grp[gb->n] = (pending){ .batch = (uint8_t)batch, .json = pr->recs.v[at].json, .len = g->len };
+    if (g->expect == EXP_INVALID) pr->k.invalid++;
+    if (g->expect == EXP_VALID && !cx->b[batch].room && !strcmp(g->op, "buy"))
+        gb->buys_idx[gb->n_buys++] = at;
+}
+
+/* Pushes the group, hands its buys to the follower, frees what it owned.
+ * rec pointers may move on realloc: the group's json pointers are stable
+ * (malloc'd per rec), only the array moves. */
+static int flush_group(producer *pr, push_group_buf *gb)
+{
+    if (push_group(pr, gb->grp, gb->n) < 0) return -1;
+    const rec *buys[GROUP];
+    for (size_t j = 0; j < gb->n_buys; j++) buys[j] = &pr->recs.v[gb->buys_idx[j]];
+    publish_candidates(pr->cx, buys, gb->n_buys);
+    for (size_t j = 0; j < gb->owned_n; j++) free(gb->owned[j]);
+    gb->n = gb->owned_n = gb->n_buys = 0;
+    return 0;
+}
+
 static void *producer_main(void *arg)
 {
     producer *pr = arg;
     chaos_ctx *cx = pr->cx;
-    pending grp[GROUP];
-    char *owned[GROUP];
-    size_t owned_n = 0, n = 0;
-    size_t buys_idx[GROUP], n_buys = 0;
+    push_group_buf gb = { .n = 0 };
     gen g;
     for (long i = 0; i < pr->n; i++) {
-        if (n == 0) sleep_until(cx, cx->seconds * (double)i / (double)pr->n);
+        if (gb.n == 0) sleep_until(cx, cx->seconds * (double)i / (double)pr->n);
         uint32_t r = rnd(&pr->rng, 1000);
-        int batch;
-        if (r < 50 && pr->recs.n > 0) {
-            /* a duplicate id: the same bytes again, or other bytes under the same id */
-            size_t lo = pr->recs.n > 3000 ? pr->recs.n - 3000 : 0;
-            const rec *o = &pr->recs.v[lo + rnd(&pr->rng, (uint32_t)(pr->recs.n - lo))];
-            batch = o->batch;
-            if (rnd(&pr->rng, 2)) {
-                grp[n] = (pending){ .batch = (uint8_t)batch, .json = o->json, .len = o->len };
-            } else {
-                if (cx->b[batch].room)
-                    gen_set(&g, "{\"id\":\"%s\",\"user\":\"dupuser\",\"op\":\"release\"}", o->id);
-                else
-                    gen_set(&g, "{\"id\":\"%s\",\"user\":\"dupuser\",\"op\":\"buy\",\"item\":\"%s\"}",
-                            o->id, cx->b[batch].items[0]);
-                owned[owned_n] = xmemdup(g.buf, g.len);
-                grp[n] = (pending){ .batch = (uint8_t)batch, .json = owned[owned_n++], .len = g.len };
-            }
-            pr->k.dups++;
-        } else {
-            uint32_t bsel = rnd(&pr->rng, 100);
-            batch = bsel < 34 ? B_CS1 : bsel < 64 ? B_CS2 : B_CR1;
-            snprintf(g.id, sizeof g.id, "p%d-%ld", pr->idx, i);
-            if (r < 80) gen_garbage(&pr->rng, cx->b[batch].room, &g);
-            else if (cx->b[batch].room) gen_room(&pr->rng, &cx->b[batch], &g);
-            else gen_stock(&pr->rng, &cx->b[batch], &g);
-            if (g.expect < 0) {
-                owned[owned_n] = xmemdup(g.buf, g.len);
-                grp[n] = (pending){ .batch = (uint8_t)batch, .dead = 1, .json = owned[owned_n++], .len = g.len };
-            } else {
-                rec rc;
-                memset(&rc, 0, sizeof rc);
-                rc.id = xstrdup(g.id);
-                rc.json = xmemdup(g.buf, g.len);
-                rc.len = (uint32_t)g.len;
-                rc.user = g.expect == EXP_VALID ? xstrdup(g.user) : NULL;
-                snprintf(rc.op, sizeof rc.op, "%s", g.op);
-                rc.batch = (uint8_t)batch;
-                rc.expect = (uint8_t)g.expect;
-                size_t at = recvec_add(&pr->recs, rc);
-                grp[n] = (pending){ .batch = (uint8_t)batch, .json = pr->recs.v[at].json, .len = g.len };
-                if (g.expect == EXP_INVALID) pr->k.invalid++;
-                if (g.expect == EXP_VALID && !cx->b[batch].room && !strcmp(g.op, "buy"))
-                    buys_idx[n_buys++] = at;
-            }
-        }
-        n++;
+        if (r < 50 && pr->recs.n > 0) add_duplicate(pr, &gb, &g);
+        else add_fresh(pr, &gb, &g, i, r);
+        gb.n++;
         pr->k.pushed++;
-        if (n == GROUP || i + 1 == pr->n) {
-            /* rec pointers may move on realloc: the group's json pointers are
-             * stable (malloc'd per rec), only the array moves */
-            if (push_group(pr, grp, n) < 0) break;
-            const rec *buys[GROUP];
-            for (size_t j = 0; j < n_buys; j++) buys[j] = &pr->recs.v[buys_idx[j]];
-            publish_candidates(cx, buys, n_buys);
-            for (size_t j = 0; j < owned_n; j++) free(owned[j]);
-            n = owned_n = n_buys = 0;
-        }
+        if ((gb.n == GROUP || i + 1 == pr->n) && flush_group(pr, &gb) < 0) break;
     }
-    for (size_t j = 0; j < owned_n; j++) free(owned[j]);
+    for (size_t j = 0; j < gb.owned_n; j++) free(gb.owned[j]);
     rc_close(&pr->rc);
     atomic_fetch_sub(&cx->producers_running, 1);
     return NULL;
