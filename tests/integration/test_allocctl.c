@@ -317,25 +317,15 @@ static void test_bad_files_name_the_line(void **state)
 
 /* ---- push, status, wait ------------------------------------------------ */
 
-static void test_push_ordinal_status_wait(void **state)
+/* Paused: five requests stay queued with ordinals 2..6, and status tells
+ * the position from the id or from the ordinal. */
+static void push_while_paused(fixture *f, char ids[5][80], long long ords[5])
 {
-    fixture *f = *state;
-    free(CTL(f, 0, "batch", "create", "p1", "--kind", "stock", "--from", DATA "stock.json",
-             "--per-user", "3"));
-    start_allocd(f);
-    char id[80], cid[80];
-    long long ord = PUSH(f, id, "p1", "--user", "u0", "--op", "buy", "--item", "sku1", "--id", "first");
-    assert_int_equal(ord, 1);
-    assert_string_equal(id, "first");
-    expect_status(f, "p1", "first", "granted");
-
-    /* paused: requests stay queued, and status tells the position */
+    char cid[80];
     char *out = CTL(f, 0, "push", "p1", "--ctl", "--op", "pause");
     assert_int_equal(sscanf(out, "id=%79s", cid), 1);
     free(out);
     expect_status(f, "p1", cid, "done");
-    char ids[5][80];
-    long long ords[5];
     for (int i = 0; i < 5; i++) {
         char user[16];
         snprintf(user, sizeof user, "u%d", i + 1);
@@ -353,7 +343,12 @@ static void test_push_ordinal_status_wait(void **state)
     contains(out, "queue          5");
     contains(out, "state          paused");
     free(out);
+}
 
+/* Resumed: each answered with its ordinal as seq; status of a request and
+ * of a user, the latter with one HGET and no scan of holders. */
+static void answers_after_resume(fixture *f, char ids[5][80], const long long ords[5])
+{
     free(CTL(f, 0, "push", "p1", "--ctl", "--op", "resume"));
     for (int i = 0; i < 5; i++) {
         json_t *r = wait_result(f, "p1", ids[i]);
@@ -361,7 +356,7 @@ static void test_push_ordinal_status_wait(void **state)
         assert_string_equal(jstr(r, "status"), i == 4 ? "rejected" : "granted");
         json_decref(r);
     }
-    out = CTL(f, 0, "status", "p1", "--id", ids[0]);
+    char *out = CTL(f, 0, "status", "p1", "--id", ids[0]);
     contains(out, "status       granted");
     contains(out, "you beat 66% (rank 2 of 6 participants)");
     free(out);
@@ -374,7 +369,12 @@ static void test_push_ordinal_status_wait(void **state)
     /* one HGET of U's entry; no scan of holders: a stock batch has no swaps */
     assert_int_equal(logged_calls(f, "HGET", "alloc:{p1}:holders"), 1);
     assert_int_equal(logged_calls(f, "HSCAN", "alloc:{p1}:holders"), 0);
-    out = CTL(f, 1, "status", "p1", "--user", "nobody");
+}
+
+/* An unknown user, request or batch: exit 1 and a line that says so. */
+static void status_of_unknowns(fixture *f)
+{
+    char *out = CTL(f, 1, "status", "p1", "--user", "nobody");
     contains(out, "holds nothing");
     free(out);
     out = CTL(f, 1, "status", "p1", "--id", "no-such-request");
@@ -382,11 +382,28 @@ static void test_push_ordinal_status_wait(void **state)
     free(out);
     free(CTL(f, 1, "wait", "p1", "--id", "no-such-request", "--timeout", "0.2"));
     free(CTL(f, 1, "status", "no-such-batch"));
+}
 
+static void test_push_ordinal_status_wait(void **state)
+{
+    fixture *f = *state;
+    free(CTL(f, 0, "batch", "create", "p1", "--kind", "stock", "--from", DATA "stock.json",
+             "--per-user", "3"));
+    start_allocd(f);
+    char id[80];
+    long long ord = PUSH(f, id, "p1", "--user", "u0", "--op", "buy", "--item", "sku1", "--id", "first");
+    assert_int_equal(ord, 1);
+    assert_string_equal(id, "first");
+    expect_status(f, "p1", "first", "granted");
+    char ids[5][80];
+    long long ords[5];
+    push_while_paused(f, ids, ords);
+    answers_after_resume(f, ids, ords);
+    status_of_unknowns(f);
     /* a request allocd would not take is a usage error, --json pushes anything */
     free(CTL(f, 2, "push", "p1", "--user", "u1", "--op", "fly"));
     free(CTL(f, 2, "push", "p1", "--user", "u1", "--op", "buy", "--qty", "x"));
-    out = CTL(f, 0, "push", "p1", "--json", "{\"id\":\"j1\",\"user\":\"u9\",\"op\":\"buy\",\"item\":\"sku1\"}");
+    char *out = CTL(f, 0, "push", "p1", "--json", "{\"id\":\"j1\",\"user\":\"u9\",\"op\":\"buy\",\"item\":\"sku1\"}");
     contains(out, "id=j1 ordinal=7");
     free(out);
     expect_status(f, "p1", "j1", "granted");
