@@ -187,74 +187,99 @@ static void migrate_slot(cluster *cl, uint16_t slot, int from, int to, const cha
 static const char *batches[] = { "c0", "c1", "c2", "c3", "c4", "c5" };
 #define NB (sizeof batches / sizeof batches[0])
 
-static void test_cluster_spread_takeover_migrate(void **state)
+/* The six batches, spread over the three masters by their hash tags. */
+static void create_spread(cluster *cl)
 {
-    cluster cl;
-    memset(&cl, 0, sizeof cl);
-    if (cluster_start(&cl) < 0) { cluster_stop(&cl); fail_msg("could not start a 3-master cluster"); }
     int nodes_used[NODES] = { 0 };
     for (size_t i = 0; i < NB; i++) {
         char key[64];
         snprintf(key, sizeof key, "alloc:{%s}:meta", batches[i]);
-        nodes_used[node_of(&cl, key)]++;
-        create(&cl, batches[i], 1000000);
+        nodes_used[node_of(cl, key)]++;
+        create(cl, batches[i], 1000000);
     }
     print_message("batches per node: %d %d %d\n", nodes_used[0], nodes_used[1], nodes_used[2]);
+}
 
-    char conf[256];
-    snprintf(conf, sizeof conf, CONF_FMT, cl.port[0]);
-    harness_allocd a, b;
-    assert_int_equal(harness_allocd_start(&a, &cl.node[0], conf), 0);
-    assert_int_equal(harness_allocd_start(&b, &cl.node[0], conf), 0);
-    for (size_t i = 0; i < NB; i++) push(&cl, batches[i], "first");
+/* Every batch answers its first request, whichever instance took it. */
+static void first_served(cluster *cl, harness_allocd *a)
+{
+    for (size_t i = 0; i < NB; i++) push(cl, batches[i], "first");
     for (size_t i = 0; i < NB; i++)
-        if (!served(&cl, batches[i], "first", 15000)) {
-            harness_allocd_dump_log(&a);
+        if (!served(cl, batches[i], "first", 15000)) {
+            harness_allocd_dump_log(a);
             fail_msg("batch %s not served", batches[i]);
         }
+}
 
-    /* takeover: kill whoever serves c0 */
-    char *lease = harness_str(cl.c[node_of(&cl, "alloc:{c0}:lease")], "GET alloc:{c0}:lease");
+/* Takeover: kill whoever serves c0; the other serves it within the lease
+ * TTL. Returns the one alive. */
+static harness_allocd *takeover_c0(cluster *cl, harness_allocd *a, harness_allocd *b)
+{
+    char *lease = harness_str(cl->c[node_of(cl, "alloc:{c0}:lease")], "GET alloc:{c0}:lease");
     assert_non_null(lease);
-    harness_allocd *victim = !strncmp(lease, "test-1/", 7) ? &a : &b;
-    harness_allocd *alive = victim == &a ? &b : &a;
+    harness_allocd *victim = !strncmp(lease, "test-1/", 7) ? a : b;
+    harness_allocd *alive = victim == a ? b : a;
     free(lease);
     int64_t t0 = harness_now_ms();
     harness_allocd_kill(victim);
-    push(&cl, "c0", "after-kill");
-    assert_true(served(&cl, "c0", "after-kill", 15000));
+    push(cl, "c0", "after-kill");
+    assert_true(served(cl, "c0", "after-kill", 15000));
     print_message("cluster takeover after SIGKILL: %lld ms (lease TTL 2000 ms)\n",
                   (long long)(harness_now_ms() - t0));
+    return alive;
+}
 
-    /* migrate c1's slot to another node while requests keep coming */
+/* Migrate c1's slot to another node while requests keep coming: every
+ * request answered once, granted, logged and counted against free. */
+static void migrate_busy_c1(cluster *cl)
+{
     uint16_t slot = cluster_key_slot("{c1}", 4);
-    int from = node_of(&cl, "alloc:{c1}:meta"), to = (from + 1) % NODES;
+    int from = node_of(cl, "alloc:{c1}:meta"), to = (from + 1) % NODES;
     char id[32];
     int pushed = 1;
-    for (int i = 0; i < 300; i++) { snprintf(id, sizeof id, "m%d", i); push(&cl, "c1", id); pushed++; }
-    migrate_slot(&cl, slot, from, to, "c1", &pushed);
-    for (int i = 400; i < 500; i++) { snprintf(id, sizeof id, "m%d", i); push(&cl, "c1", id); pushed++; }
-    assert_true(served(&cl, "c1", "m499", 30000));
+    for (int i = 0; i < 300; i++) { snprintf(id, sizeof id, "m%d", i); push(cl, "c1", id); pushed++; }
+    migrate_slot(cl, slot, from, to, "c1", &pushed);
+    for (int i = 400; i < 500; i++) { snprintf(id, sizeof id, "m%d", i); push(cl, "c1", id); pushed++; }
+    assert_true(served(cl, "c1", "m499", 30000));
     harness_sleep_ms(500);
-    assert_int_equal(node_of(&cl, "alloc:{c1}:meta"), to);
-    long long results = cint(&cl, "alloc:{c1}:results", "HLEN alloc:{c1}:results");
-    long long grants = cint(&cl, "alloc:{c1}:stats", "HGET alloc:{c1}:stats granted");
-    long long log_len = cint(&cl, "alloc:{c1}:log", "XLEN alloc:{c1}:log");
-    long long free_units = cint(&cl, "alloc:{c1}:free", "HGET alloc:{c1}:free sku");
+    assert_int_equal(node_of(cl, "alloc:{c1}:meta"), to);
+    long long results = cint(cl, "alloc:{c1}:results", "HLEN alloc:{c1}:results");
+    long long grants = cint(cl, "alloc:{c1}:stats", "HGET alloc:{c1}:stats granted");
+    long long log_len = cint(cl, "alloc:{c1}:log", "XLEN alloc:{c1}:log");
+    long long free_units = cint(cl, "alloc:{c1}:free", "HGET alloc:{c1}:free sku");
     print_message("after migration: pushed %d, results %lld, grants %lld, log %lld\n",
                   pushed, results, grants, log_len);
     assert_int_equal(results, pushed);
     assert_int_equal(grants, pushed);
     assert_int_equal(log_len, pushed);
     assert_int_equal(free_units, 1000000 - pushed);
+}
 
-    /* an idle batch whose slot moves must wake up on the new node */
-    slot = cluster_key_slot("{c2}", 4);
-    from = node_of(&cl, "alloc:{c2}:meta");
-    migrate_slot(&cl, slot, from, (from + 1) % NODES, NULL, NULL);
-    push(&cl, "c2", "after-idle-move");
-    assert_true(served(&cl, "c2", "after-idle-move", 15000));
+/* An idle batch whose slot moves must wake up on the new node. */
+static void migrate_idle_c2(cluster *cl)
+{
+    uint16_t slot = cluster_key_slot("{c2}", 4);
+    int from = node_of(cl, "alloc:{c2}:meta");
+    migrate_slot(cl, slot, from, (from + 1) % NODES, NULL, NULL);
+    push(cl, "c2", "after-idle-move");
+    assert_true(served(cl, "c2", "after-idle-move", 15000));
+}
 
+static void test_cluster_spread_takeover_migrate(void **state)
+{
+    cluster cl;
+    memset(&cl, 0, sizeof cl);
+    if (cluster_start(&cl) < 0) { cluster_stop(&cl); fail_msg("could not start a 3-master cluster"); }
+    create_spread(&cl);
+    char conf[256];
+    snprintf(conf, sizeof conf, CONF_FMT, cl.port[0]);
+    harness_allocd a, b;
+    assert_int_equal(harness_allocd_start(&a, &cl.node[0], conf), 0);
+    assert_int_equal(harness_allocd_start(&b, &cl.node[0], conf), 0);
+    first_served(&cl, &a);
+    harness_allocd *alive = takeover_c0(&cl, &a, &b);
+    migrate_busy_c1(&cl);
+    migrate_idle_c2(&cl);
     for (size_t i = 0; i < NB; i++) push(&cl, batches[i], "last");
     for (size_t i = 0; i < NB; i++) assert_true(served(&cl, batches[i], "last", 15000));
     assert_int_equal(harness_allocd_stop(alive), 0);
