@@ -24,7 +24,7 @@
 #                         every result read once (a round is ~1.5 s: 15
 #                         steady the median); BENCH_E2E_ARGS adds e.g.
 #                         --log-format chunk, or --rt (Redis and allocd
-#                         SCHED_FIFO; never with --aof: DEPLOYMENT.md)
+#                         SCHED_FIFO, reset on fork: DEPLOYMENT.md)
 #   make bench-openloop   offered vs accepted load and p50/p99/p100 at 25, 50,
 #                         75, 90% of each design's e2e saturation (median of 3
 #                         rounds), allocd and Lua, each row the median of 9

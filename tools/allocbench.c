@@ -169,8 +169,9 @@ static void usage_e2e(FILE *f)
           "  --pin                 Redis on a core of its own: the private redis-server on CPU 0;\n"
           "                        allocd, the producers, the poller and the Lua callers on the others\n"
           "  --rt                  the private redis-server (priority 20) and each allocd (10) under\n"
-          "                        SCHED_FIFO, as DEPLOYMENT.md runs them for latency; the producers,\n"
-          "                        the poller and the Lua callers stay SCHED_OTHER (needs root)\n"
+          "                        SCHED_FIFO, reset on fork, as DEPLOYMENT.md runs them for latency;\n"
+          "                        the producers, the poller and the Lua callers stay SCHED_OTHER\n"
+          "                        (needs root or CAP_SYS_NICE)\n"
           "  --lua-pairs N         run stock prepushed allocd + Lua N times (fresh daemon each) and\n"
           "                        judge the Lua target on the median ratio (with --targets: 5)\n"
           "  --tickets             the tickets scenario: --users buyers (100000) for a tenth as many\n"
@@ -427,6 +428,7 @@ static int parse_options(options *o, int argc, char **argv)
     if (o->n_cluster == 1 && !o->cl_instances[0]) o->cl_instances[0] = 1;
     if (o->cl_instances[0] && !o->n_cluster) { fprintf(stderr, "allocbench: --instances needs --cluster-masters\n"); return -1; }
     if (o->rt && o->n_cluster) { fprintf(stderr, "allocbench: --rt is for the private Redis, not a cluster run\n"); return -1; }
+    if (o->rt && o->redis_url) { fprintf(stderr, "allocbench: --rt needs the private Redis\n"); return -1; }
     if (!o->runs) o->runs = 1;
     if (o->chunk > 4096) { fprintf(stderr, "allocbench: allocd accepts chunk 1..4096\n"); return -1; }
     return 0;
@@ -453,8 +455,10 @@ static int start_redis(bench *b)
         fprintf(stderr, "allocbench: --pin: cannot pin redis-server to CPU 0\n");
         return -1;
     }
-    if (b->opt.rt && bench_realtime(b->redis.pid, RT_PRIO_REDIS) < 0) {
-        fprintf(stderr, "allocbench: --rt: cannot make redis-server SCHED_FIFO (root or CAP_SYS_NICE)\n");
+    int rc = b->opt.rt ? bench_realtime(b->redis.pid, RT_PRIO_REDIS) : 0;
+    if (rc < 0) {
+        fprintf(stderr, "allocbench: --rt: cannot make redis-server SCHED_FIFO: %s (root or CAP_SYS_NICE, "
+                        "and a real-time budget in its cgroup)\n", strerror(-rc));
         return -1;
     }
     if (bench_target_parse(&b->target, b->redis.url) < 0) return -1;
@@ -485,8 +489,10 @@ static int fresh_daemon(bench *b, int chunk)
         .log_format = b->opt.log_format,
     };
     if (bench_daemon_start(&b->daemon, &d) < 0) return -1;
-    if (b->opt.rt && bench_realtime(b->daemon.pid, RT_PRIO_ALLOCD) < 0) {
-        fprintf(stderr, "allocbench: --rt: cannot make allocd SCHED_FIFO\n");
+    int rc = b->opt.rt ? bench_realtime(b->daemon.pid, RT_PRIO_ALLOCD) : 0;
+    if (rc < 0) {
+        fprintf(stderr, "allocbench: --rt: cannot make allocd SCHED_FIFO: %s\n", strerror(-rc));
+        bench_daemon_stop(&b->daemon);
         return -1;
     }
     proc_sleep_us(200000); /* connected, first registry poll done */
@@ -948,8 +954,10 @@ static void redis_version(const bench *b, char *buf, size_t len)
     redisFree(c);
 }
 
-/* How Redis and allocd were scheduled, for the RESULT lines (--rt). */
+/* How Redis and allocd were scheduled (--rt): for the RESULT lines, and a
+ * note for the TARGET lines, which must not pass for a default setup. */
 static const char *sched_name(const bench *b) { return b->opt.rt ? "fifo" : "other"; }
+static const char *sched_note(const bench *b) { return b->opt.rt ? "; Redis and allocd SCHED_FIFO (--rt)" : ""; }
 
 static void print_machine(const bench *b)
 {
@@ -962,7 +970,8 @@ static void print_machine(const bench *b)
            sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->durability,
            b->opt.redis_args ? b->opt.redis_args : "none",
            b->opt.pin ? "; pinned (--pin): redis-server on CPU 0, allocd and the bench on the others" : "",
-           b->opt.rt ? "; real-time (--rt): redis-server SCHED_FIFO 20, allocd SCHED_FIFO 10, the bench SCHED_OTHER" : "",
+           b->opt.rt ? "; real-time (--rt): redis-server SCHED_FIFO 20, allocd SCHED_FIFO 10, both reset on fork, "
+                       "the bench SCHED_OTHER" : "",
            b->redis_ver,
            b->own_redis ? "private, unix socket" : b->target.url,
            b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk,
@@ -1200,10 +1209,10 @@ static void target_e2e(const bench *b)
     double r1 = median_with_ci(v[1], n1, "rounds", 1.2, "x", ci[1], sizeof ci[1]);
     target("live_e2e_vs_lua_rpush", n0 > 0, r0 >= 1.5,
            "stock live, plain RPUSH producers, every result read once: allocd / Lua, median of %d rounds "
-           "= %.2fx (>= 1.5x)%s [%s]", n0, r0, ci[0], list[0]);
+           "= %.2fx (>= 1.5x)%s%s [%s]", n0, r0, sched_note(b), ci[0], list[0]);
     target("live_e2e_vs_lua_txn", n1 > 0, r1 >= 1.2,
            "stock live, position transaction producers, every result read once: allocd / Lua, median of "
-           "%d rounds = %.2fx (>= 1.2x)%s [%s]", n1, r1, ci[1], list[1]);
+           "%d rounds = %.2fx (>= 1.2x)%s%s [%s]", n1, r1, sched_note(b), ci[1], list[1]);
 }
 
 static void target_open_loop(const bench *b)
@@ -1222,9 +1231,9 @@ static void target_open_loop(const bench *b)
     target("open_loop_p99_at_50pct", m, m && r->p99 < 5.0,
            "allocd open loop (plain RPUSH, poller) at 50%% of its e2e saturation: offered %.0f, accepted "
            "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, due -> result read, median of %d runs (p99 < 5 ms; "
-           "Redis: %s)%s [p99 of each run: %s]",
+           "Redis: %s%s)%s [p99 of each run: %s]",
            m ? r->offered : 0, m ? r->accepted : 0, m ? r->p50 : 0, m ? r->p99 : 0, m ? r->pmax : 0,
-           r ? r->runs : 0, b->durability, ci, list);
+           r ? r->runs : 0, b->durability, sched_note(b), ci, list);
 }
 
 static void print_targets(const bench *b)
@@ -1517,10 +1526,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "allocbench: --pin needs 2 or more CPUs and the private Redis\n");
             return 2;
         }
-    }
-    if (b.opt.rt && b.opt.redis_url) {
-        fprintf(stderr, "allocbench: --rt needs the private Redis\n");
-        return 2;
     }
     if (b.opt.tickets) return run_tickets(&b);
     b.rows = calloc(MAX_ROWS, sizeof *b.rows);

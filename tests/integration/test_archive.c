@@ -405,9 +405,10 @@ static long long chunk_events(afix *f, const char *b, long long *multi)
     return sum;
 }
 
-/* Batch cw with log_format = "chunk": eight wait for two units of sku-1,
- * r-9 for a sku-3 that never comes; two cancels and the expiries serve the
- * waitlist. Ends with allocd stopped, the batch at rest. */
+/* Batch cw with log_format = "chunk": eight ask for the two units of
+ * sku-1 (two granted, six wait), r-9 waits for a sku-3 that never comes;
+ * two cancels and the expiries serve the waitlist. Ends with allocd
+ * stopped, the batch at rest. */
 static void cw_serve(afix *f, const char *b)
 {
     itest_batch(f->c, b, "kind stock per_user 1 hold_ms 800", "sku-1 2 sku-2 1 sku-3 0", NULL);

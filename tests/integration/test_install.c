@@ -95,15 +95,17 @@ static void test_installed_unit_and_config(void **state)
     assert_int_equal(itest_sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
                         ">/dev/null 2>&1", dir), 0);
     /* the real-time drop-in (DEPLOYMENT.md) is installed as an example and,
-     * put in place, keeps the unit clean and under the same threshold */
+     * put in place, keeps the unit clean and under the same threshold; a
+     * bad line added to it is reported, so verify did read it */
     assert_int_equal(itest_sh("mkdir -p %s/usr/lib/systemd/system/allocd.service.d && "
                               "cp %s/usr/share/doc/allocd/examples/allocd-realtime.conf %s/usr/lib/systemd/system/allocd.service.d/",
                               dir, dir, dir), 0);
     assert_int_equal(itest_sh("test -z \"$(systemd-analyze verify --man=no %s/usr/lib/systemd/system/allocd.service 2>&1)\"", dir), 0);
     assert_int_equal(itest_sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
-                        "| grep -q 'may acquire realtime'", dir), 0); /* the drop-in was read */
-    assert_int_equal(itest_sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
                         ">/dev/null 2>&1", dir), 0);
+    assert_int_equal(itest_sh("echo CPUSchedulingPolicy=bogus >> %s/usr/lib/systemd/system/allocd.service.d/allocd-realtime.conf && "
+                              "systemd-analyze verify --man=no %s/usr/lib/systemd/system/allocd.service 2>&1 "
+                              "| grep -q 'allocd-realtime.conf'", dir, dir), 0);
     assert_int_equal(itest_sh("rm -r %s/usr/lib/systemd/system/allocd.service.d", dir), 0);
     /* the archive's unit: as clean and as tight (docs/ARCHIVE.md) */
     assert_int_equal(itest_sh("grep -q 'LoadCredential=allocd.conf:%s/etc/allocd/allocd.conf' "

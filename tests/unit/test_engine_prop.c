@@ -714,7 +714,6 @@ static void check_result(run *x, const engine_result *a, const engine_result *b)
     CHECK(t, a->rank == b->rank);
 }
 
-/* Events, counters, replay and invariants after every step. */
 /* The events (checked one by one and replayed), the order-id calls and
  * the counters against the model. */
 static void check_events_and_counters(run *x)
@@ -811,6 +810,7 @@ static void check_items(run *x, const int64_t *held)
     CHECK(t, engine_next_expiry(x->e) == next);
 }
 
+/* Events, counters, replay and invariants after every step. */
 static void check_state(run *x)
 {
     ctx *t = &x->t;

@@ -104,7 +104,8 @@ double bench_loadavg(void);
 /* Pins every thread of pid (0: this process) to CPUs first..last; 0 or
  * -errno. For --pin: Redis on a core of its own. */
 int bench_pin(pid_t pid, int first, int last);
-/* Every thread of pid under SCHED_FIFO at prio; 0 or -errno (EPERM without
+/* Every thread of pid under SCHED_FIFO at prio, reset on fork (Redis's
+ * RDB and AOF children run SCHED_OTHER); 0 or -errno (EPERM without
  * CAP_SYS_NICE). For --rt: Redis and allocd never preempted by the load
  * generator, as a latency-minded deployment runs them (DEPLOYMENT.md). */
 int bench_realtime(pid_t pid, int prio);

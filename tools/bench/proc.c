@@ -140,9 +140,11 @@ static int set_affinity(pid_t tid, const void *arg)
     return sched_setaffinity(tid, sizeof(cpu_set_t), arg);
 }
 
+/* SCHED_RESET_ON_FORK: what the process forks (Redis's RDB and AOF
+ * rewrite children) runs SCHED_OTHER, not above allocd for seconds. */
 static int set_fifo(pid_t tid, const void *arg)
 {
-    return sched_setscheduler(tid, SCHED_FIFO, arg);
+    return sched_setscheduler(tid, SCHED_FIFO | SCHED_RESET_ON_FORK, arg);
 }
 
 int bench_pin(pid_t pid, int first, int last)
