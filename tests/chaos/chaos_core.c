@@ -1791,6 +1791,60 @@ static void replay_log(checker *k, replay *rp)
     }
 }
 
+/* A stock holder's orders: held units per item into held_h, the units
+ * field equal to their sum and within per_user, no held order long past
+ * its expiry. */
+static void check_stock_holder(checker *k, const batch_def *b, const char *user, json_t *h, long long *held_h,
+                               long long now_ms)
+{
+    chaos_ctx *cx = k->cx;
+    long long units = 0;
+    size_t j;
+    json_t *o;
+    json_array_foreach(stock_orders(h), j, o) {
+        int it = item_index(b, js(o, "item"));
+        long long q = json_integer_value(json_object_get(o, "qty"));
+        if (it >= 0) held_h[it] += q;
+        units += q;
+        if (!strcmp(js(o, "state"), "held") &&
+            json_integer_value(json_object_get(o, "expires_at")) < now_ms - 1500)
+            violation(cx, &k->rep->other, "%s: order %s of %s is still held %lld ms after it expired",
+                      b->name, js(o, "order"), user,
+                      now_ms - json_integer_value(json_object_get(o, "expires_at")));
+    }
+    if (units != json_integer_value(json_object_get(h, "units")))
+        violation(cx, &k->rep->mismatches, "%s: holders[%s] says %lld units, its orders sum to %lld", b->name, user,
+                  (long long)json_integer_value(json_object_get(h, "units")), units);
+    if (units > b->per_user)
+        violation(cx, &k->rep->oversold, "%s: %s holds %lld units, per_user is %d", b->name, user, units, b->per_user);
+}
+
+/* free and capacity of every item against the replay, and free + held
+ * (from the holders hash) == capacity. */
+static void compare_items(checker *k, replay *rp, const long long *held_h, long long *free_sum)
+{
+    chaos_ctx *cx = k->cx;
+    const batch_def *b = rp->b;
+    int bi = (int)(b - cx->b);
+    *free_sum = 0;
+    for (int it = 0; it < b->n_items; it++) {
+        long long fr = KINT(k, bi, "HGET alloc:{%s}:free %s", b->name, b->items[it]);
+        long long cap = KINT(k, bi, "HGET alloc:{%s}:capacity %s", b->name, b->items[it]);
+        *free_sum += fr;
+        if (cap != rp->cap[it])
+            violation(cx, &k->rep->mismatches, "%s: capacity[%s] = %lld, the log replays to %lld", b->name, b->items[it], cap, rp->cap[it]);
+        if (fr != rp->cap[it] - rp->held[it])
+            violation(cx, &k->rep->mismatches, "%s: free[%s] = %lld, the log replays to %lld - %lld held",
+                      b->name, b->items[it], fr, rp->cap[it], rp->held[it]);
+        if (fr + held_h[it] != cap || fr < 0)
+            violation(cx, &k->rep->oversold, "%s: %s: free %lld + held %lld != capacity %lld",
+                      b->name, b->items[it], fr, held_h[it], cap);
+    }
+    long long n_free = KINT(k, bi, "HLEN alloc:{%s}:free", b->name);
+    if (n_free != b->n_items)
+        violation(cx, &k->rep->mismatches, "%s: free has %lld fields for %d items", b->name, n_free, b->n_items);
+}
+
 /* holders, free and capacity in Redis against the replay; free + held ==
  * capacity with held counted from the holders hash itself. */
 static void compare_state(checker *k, replay *rp, long long *free_sum)
@@ -1822,25 +1876,7 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
             int it = item_index(b, js(h, "item"));
             if (it >= 0) held_h[it]++;
         } else {
-            long long units = 0;
-            size_t j;
-            json_t *o;
-            json_array_foreach(stock_orders(h), j, o) {
-                int it = item_index(b, js(o, "item"));
-                long long q = json_integer_value(json_object_get(o, "qty"));
-                if (it >= 0) held_h[it] += q;
-                units += q;
-                if (!strcmp(js(o, "state"), "held") &&
-                    json_integer_value(json_object_get(o, "expires_at")) < now_ms - 1500)
-                    violation(cx, &k->rep->other, "%s: order %s of %s is still held %lld ms after it expired",
-                              b->name, js(o, "order"), user,
-                              now_ms - json_integer_value(json_object_get(o, "expires_at")));
-            }
-            if (units != json_integer_value(json_object_get(h, "units")))
-                violation(cx, &k->rep->mismatches, "%s: holders[%s] says %lld units, its orders sum to %lld", b->name, user,
-                          (long long)json_integer_value(json_object_get(h, "units")), units);
-            if (units > b->per_user)
-                violation(cx, &k->rep->oversold, "%s: %s holds %lld units, per_user is %d", b->name, user, units, b->per_user);
+            check_stock_holder(k, b, user, h, held_h, now_ms);
         }
         json_decref(h);
     }
@@ -1848,23 +1884,7 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
         violation(cx, &k->rep->mismatches, "%s: %zu holders in Redis, the log replays to %zu",
                   b->name, n_holders, json_object_size(rp->holders));
     if (r) freeReplyObject(r);
-    *free_sum = 0;
-    for (int it = 0; it < b->n_items; it++) {
-        long long fr = KINT(k, bi, "HGET alloc:{%s}:free %s", b->name, b->items[it]);
-        long long cap = KINT(k, bi, "HGET alloc:{%s}:capacity %s", b->name, b->items[it]);
-        *free_sum += fr;
-        if (cap != rp->cap[it])
-            violation(cx, &k->rep->mismatches, "%s: capacity[%s] = %lld, the log replays to %lld", b->name, b->items[it], cap, rp->cap[it]);
-        if (fr != rp->cap[it] - rp->held[it])
-            violation(cx, &k->rep->mismatches, "%s: free[%s] = %lld, the log replays to %lld - %lld held",
-                      b->name, b->items[it], fr, rp->cap[it], rp->held[it]);
-        if (fr + held_h[it] != cap || fr < 0)
-            violation(cx, &k->rep->oversold, "%s: %s: free %lld + held %lld != capacity %lld",
-                      b->name, b->items[it], fr, held_h[it], cap);
-    }
-    long long n_free = KINT(k, bi, "HLEN alloc:{%s}:free", b->name);
-    if (n_free != b->n_items)
-        violation(cx, &k->rep->mismatches, "%s: free has %lld fields for %d items", b->name, n_free, b->n_items);
+    compare_items(k, rp, held_h, free_sum);
 }
 
 /* Every result against its log entries: a granted request has exactly one
