@@ -766,32 +766,76 @@ static void mini_cluster_stop(mini_cluster *m)
     }
 }
 
+/* Two stock batches, one on each node (and P:batches on one of them):
+ * their names into batch[]. */
+static void create_batch_per_node(mini_cluster *m, const char *batch[2])
+{
+    static const char *const names[] = { "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8" };
+    for (size_t i = 0; i < 8; i++) {
+        long long slot = proc_int(m->admin[0], "CLUSTER KEYSLOT alloc:{%s}:queue", names[i]);
+        int node = slot >= 8192;
+        if (!batch[node]) batch[node] = names[i];
+    }
+    assert_non_null(batch[0]);
+    assert_non_null(batch[1]);
+    long long bslot = proc_int(m->admin[0], "CLUSTER KEYSLOT alloc:batches");
+    redisContext *bnode = m->admin[bslot >= 8192];
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = redisCommand(m->admin[i], "HSET alloc:{%s}:meta kind stock", batch[i]);
+        freeReplyObject(r);
+        r = redisCommand(m->admin[i], "HSET alloc:{%s}:capacity sku1 2", batch[i]);
+        freeReplyObject(r);
+        r = redisCommand(bnode, "SADD alloc:batches %s", batch[i]);
+        freeReplyObject(r);
+    }
+}
+
+/* On node i, as the producer: the topology and the position transaction
+ * are allowed, writing a result is not (NOPERM); as the front end, the
+ * result allocd wrote can be read. */
+static void produce_and_read_on(fixture *f, mini_cluster *m, harness_allocd *d, const char *batch, int i)
+{
+    redisContext *p = tcp_as(f, m->port[i], "alloc-producer");
+    redisContext *fe = tcp_as(f, m->port[i], "alloc-frontend");
+    assert_non_null(p);
+    assert_non_null(fe);
+    redisReply *r = redisCommand(p, "CLUSTER SLOTS");       /* --cluster: topology */
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    redisAppendCommand(p, "MULTI");
+    redisAppendCommand(p, "RPUSH alloc:{%s}:queue {\"id\":\"k%d\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku1\"}",
+                       batch, i);
+    redisAppendCommand(p, "HGET alloc:{%s}:stats dequeued", batch);
+    redisAppendCommand(p, "EXEC");
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(redisGetReply(p, (void **)&r), REDIS_OK);
+        if (k == 3) assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        freeReplyObject(r);
+    }
+    r = redisCommand(p, "HSET alloc:{%s}:results k%d x", batch, i);
+    assert_int_equal(r->type, REDIS_REPLY_ERROR);
+    assert_memory_equal(r->str, "NOPERM", 6);
+    freeReplyObject(r);
+    char key[64], id[16];
+    snprintf(key, sizeof key, "alloc:{%s}:results", batch);
+    snprintf(id, sizeof id, "k%d", i);
+    char *res = harness_wait_hget(fe, key, id, 10000);
+    if (!res) harness_allocd_dump_log(d);
+    assert_non_null(res);
+    assert_non_null(strstr(res, "\"status\":\"granted\""));
+    free(res);
+    redisFree(p);
+    redisFree(fe);
+}
+
 static void test_cluster_under_roles(void **state)
 {
     fixture *f = *state;
     mini_cluster m;
     memset(&m, 0, sizeof m);
     assert_int_equal(mini_cluster_start(f, &m), 0);
-    /* two batches, one on each node (and P:batches on one of them) */
     const char *batch[2] = { NULL, NULL };
-    static const char *const names[] = { "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8" };
-    for (size_t i = 0; i < 8; i++) {
-        long long slot = proc_int(m.admin[0], "CLUSTER KEYSLOT alloc:{%s}:queue", names[i]);
-        int node = slot >= 8192;
-        if (!batch[node]) batch[node] = names[i];
-    }
-    assert_non_null(batch[0]);
-    assert_non_null(batch[1]);
-    long long bslot = proc_int(m.admin[0], "CLUSTER KEYSLOT alloc:batches");
-    redisContext *bnode = m.admin[bslot >= 8192];
-    for (int i = 0; i < 2; i++) {
-        redisReply *r = redisCommand(m.admin[i], "HSET alloc:{%s}:meta kind stock", batch[i]);
-        freeReplyObject(r);
-        r = redisCommand(m.admin[i], "HSET alloc:{%s}:capacity sku1 2", batch[i]);
-        freeReplyObject(r);
-        r = redisCommand(bnode, "SADD alloc:batches %s", batch[i]);
-        freeReplyObject(r);
-    }
+    create_batch_per_node(&m, batch);
     harness_allocd d;
     char extra[1600];
     snprintf(extra, sizeof extra, "redis = \"redis://127.0.0.1:%d\";\ncluster = \"yes\";\n"
@@ -799,39 +843,7 @@ static void test_cluster_under_roles(void **state)
              "redis_password_file = \"%s/pw/alloc-daemon\";\nregistry_interval_ms = 100;\n",
              m.port[0], f->dir);
     assert_int_equal(harness_allocd_start(&d, &f->redis, extra), 0);
-    for (int i = 0; i < 2; i++) {
-        redisContext *p = tcp_as(f, m.port[i], "alloc-producer");
-        redisContext *fe = tcp_as(f, m.port[i], "alloc-frontend");
-        assert_non_null(p);
-        assert_non_null(fe);
-        redisReply *r = redisCommand(p, "CLUSTER SLOTS");       /* --cluster: topology */
-        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-        freeReplyObject(r);
-        redisAppendCommand(p, "MULTI");
-        redisAppendCommand(p, "RPUSH alloc:{%s}:queue {\"id\":\"k%d\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku1\"}",
-                           batch[i], i);
-        redisAppendCommand(p, "HGET alloc:{%s}:stats dequeued", batch[i]);
-        redisAppendCommand(p, "EXEC");
-        for (int k = 0; k < 4; k++) {
-            assert_int_equal(redisGetReply(p, (void **)&r), REDIS_OK);
-            if (k == 3) assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-            freeReplyObject(r);
-        }
-        r = redisCommand(p, "HSET alloc:{%s}:results k%d x", batch[i], i);
-        assert_int_equal(r->type, REDIS_REPLY_ERROR);
-        assert_memory_equal(r->str, "NOPERM", 6);
-        freeReplyObject(r);
-        char key[64], id[16];
-        snprintf(key, sizeof key, "alloc:{%s}:results", batch[i]);
-        snprintf(id, sizeof id, "k%d", i);
-        char *res = harness_wait_hget(fe, key, id, 10000);
-        if (!res) harness_allocd_dump_log(&d);
-        assert_non_null(res);
-        assert_non_null(strstr(res, "\"status\":\"granted\""));
-        free(res);
-        redisFree(p);
-        redisFree(fe);
-    }
+    for (int i = 0; i < 2; i++) produce_and_read_on(f, &m, &d, batch[i], i);
     harness_allocd_stop(&d);
     assert_false(file_has(d.log, "NOPERM"));
     assert_false(file_has(d.log, "no permissions"));
