@@ -56,25 +56,11 @@ static int usage(const char *argv0)
     return 2;
 }
 
-int main(int argc, char **argv)
+/* jansson seeds its hash tables from /dev/urandom: fixed here, so that
+ * object iteration orders are the same in every run of a seed; and a
+ * crash prints the seed's replay line. */
+static void sim_process_init(void)
 {
-    sim_opts o = { .faults = SF_ALL, .instances = 0, .duration_ms = 10000 };
-    uint64_t seeds = 0, first = 0;
-    int have_seed = 0, have_first = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--seed") && i + 1 < argc) { o.seed = strtoull(argv[++i], NULL, 10); have_seed = 1; }
-        else if (!strcmp(a, "--seeds") && i + 1 < argc) seeds = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--first") && i + 1 < argc) { first = strtoull(argv[++i], NULL, 10); have_first = 1; }
-        else if (!strncmp(a, "--faults=", 9)) { if (sim_faults_parse(a + 9, &o.faults) < 0) return usage(argv[0]); }
-        else if (!strcmp(a, "--instances") && i + 1 < argc) o.instances = atoi(argv[++i]);
-        else if (!strcmp(a, "--duration-ms") && i + 1 < argc) o.duration_ms = atoi(argv[++i]);
-        else if (!strcmp(a, "-v")) o.verbose = 1;
-        else return usage(argv[0]);
-    }
-    if (!have_seed && !seeds) return usage(argv[0]);
-    /* jansson seeds its hash tables from /dev/urandom: fixed here, so that
-     * object iteration orders are the same in every run of a seed */
     json_object_seed(0x5eed);
     signal(SIGABRT, on_crash);
 #ifndef __SANITIZE_ADDRESS__
@@ -83,33 +69,43 @@ int main(int argc, char **argv)
     signal(SIGBUS, on_crash);
     signal(SIGFPE, on_crash);
 #endif
+}
+
+/* --seed N: one run, its figures, and on failure how to replay it. */
+static int run_one_seed(sim_opts *o)
+{
     char line[512];
-    if (have_seed) {
-        sim_result r;
-        arm_crash_line(&o);
-        int rc = sim_run(&o, &r);
-        sim_replay_line(&o, line, sizeof line);
-        printf("seed %" PRIu64 ": %s: %s batch, %" PRIu64 " requests, %" PRId64 " granted, %" PRIu64 " applies, %" PRId64 " ms simulated, "
-               "%" PRIu64 " events; faults: %" PRIu64 " resets, %" PRIu64 " lost replies, %" PRIu64
-               " delayed, %" PRIu64 " run after their client gave up, %" PRIu64 " restarts (%" PRIu64 " results taken back), %" PRIu64 " clock jumps, %"
-               PRIu64 " pauses, %" PRIu64 " crashes\n", o.seed, rc ? "FAILED" : "ok", r.room ? "room" : "stock", r.requests, r.granted, r.applies, r.sim_ms, r.events,
-               r.resets, r.lost_replies, r.delays, r.late_runs, r.restarts, r.taken_back, r.clock_jumps, r.pauses, r.crashes);
-        if (rc) printf("  %s\n  replay: %s\n", r.failure, line);
-        return rc ? 1 : 0;
-    }
+    sim_result r;
+    arm_crash_line(o);
+    int rc = sim_run(o, &r);
+    sim_replay_line(o, line, sizeof line);
+    printf("seed %" PRIu64 ": %s: %s batch, %" PRIu64 " requests, %" PRId64 " granted, %" PRIu64 " applies, %" PRId64 " ms simulated, "
+           "%" PRIu64 " events; faults: %" PRIu64 " resets, %" PRIu64 " lost replies, %" PRIu64
+           " delayed, %" PRIu64 " run after their client gave up, %" PRIu64 " restarts (%" PRIu64 " results taken back), %" PRIu64 " clock jumps, %"
+           PRIu64 " pauses, %" PRIu64 " crashes\n", o->seed, rc ? "FAILED" : "ok", r.room ? "room" : "stock", r.requests, r.granted, r.applies, r.sim_ms, r.events,
+           r.resets, r.lost_replies, r.delays, r.late_runs, r.restarts, r.taken_back, r.clock_jumps, r.pauses, r.crashes);
+    if (rc) printf("  %s\n  replay: %s\n", r.failure, line);
+    return rc ? 1 : 0;
+}
+
+/* --seeds N [--first S]: N seeds in a row, each failure with its replay
+ * line, then the totals. */
+static int run_sweep(sim_opts *o, uint64_t seeds, uint64_t first, int have_first)
+{
+    char line[512];
     if (!have_first) first = (uint64_t)time(NULL) * 1000;
     printf("sim: %" PRIu64 " seeds from %" PRIu64 "\n", seeds, first);
     fflush(stdout);
     double t0 = now_s();
     uint64_t failed = 0, requests = 0, applies = 0, restarts = 0, lost = 0, taken_back = 0, late = 0, held = 0;
     for (uint64_t s = first; s < first + seeds; s++) {
-        o.seed = s;
+        o->seed = s;
         sim_result r;
         fflush(stdout);
-        arm_crash_line(&o);
-        if (sim_run(&o, &r) < 0) {
+        arm_crash_line(o);
+        if (sim_run(o, &r) < 0) {
             failed++;
-            sim_replay_line(&o, line, sizeof line);
+            sim_replay_line(o, line, sizeof line);
             printf("FAILED seed %" PRIu64 ": %s\n  replay: %s\n", s, r.failure, line);
             fflush(stdout);
         }
@@ -128,4 +124,25 @@ int main(int argc, char **argv)
            "(the rest excused by contract 9.6 or a poison request: 60 s)\n",
            seeds, failed, dt, (double)seeds / dt, requests, applies, lost, late, restarts, taken_back, held);
     return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    sim_opts o = { .faults = SF_ALL, .instances = 0, .duration_ms = 10000 };
+    uint64_t seeds = 0, first = 0;
+    int have_seed = 0, have_first = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--seed") && i + 1 < argc) { o.seed = strtoull(argv[++i], NULL, 10); have_seed = 1; }
+        else if (!strcmp(a, "--seeds") && i + 1 < argc) seeds = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--first") && i + 1 < argc) { first = strtoull(argv[++i], NULL, 10); have_first = 1; }
+        else if (!strncmp(a, "--faults=", 9)) { if (sim_faults_parse(a + 9, &o.faults) < 0) return usage(argv[0]); }
+        else if (!strcmp(a, "--instances") && i + 1 < argc) o.instances = atoi(argv[++i]);
+        else if (!strcmp(a, "--duration-ms") && i + 1 < argc) o.duration_ms = atoi(argv[++i]);
+        else if (!strcmp(a, "-v")) o.verbose = 1;
+        else return usage(argv[0]);
+    }
+    if (!have_seed && !seeds) return usage(argv[0]);
+    sim_process_init();
+    return have_seed ? run_one_seed(&o) : run_sweep(&o, seeds, first, have_first);
 }
