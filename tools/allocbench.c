@@ -143,8 +143,9 @@ static void usage_workload(FILE *f)
           "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n", f);
 }
 
-/* The live end-to-end and open-loop options, and where the bench runs. */
-static void usage_e2e(FILE *f)
+/* The measurements (end to end, open loop, targets) and where and how
+ * the bench runs. */
+static void usage_runs(FILE *f)
 {
     fputs("  --e2e-pairs N         live end to end on stock, N rounds of: allocd with plain RPUSH\n"
           "                        producers, allocd with the position transaction, Lua; every\n"
@@ -192,7 +193,7 @@ static void usage_e2e(FILE *f)
 static void usage(FILE *f)
 {
     usage_workload(f);
-    usage_e2e(f);
+    usage_runs(f);
 }
 
 /* "1x1,3x3,3x1": masters x instances. */
@@ -436,6 +437,16 @@ static int parse_options(options *o, int argc, char **argv)
 
 /* ------------------------------------------------------------ setup --- */
 
+/* --rt: pid under SCHED_FIFO at prio, or why not on stderr. */
+static int make_realtime(pid_t pid, int prio, const char *who)
+{
+    int rc = bench_realtime(pid, prio);
+    if (rc < 0)
+        fprintf(stderr, "allocbench: --rt: cannot make %s SCHED_FIFO: %s (root or CAP_SYS_NICE, and a "
+                        "real-time budget in its cgroup)\n", who, strerror(-rc));
+    return rc;
+}
+
 static int start_redis(bench *b)
 {
     if (b->opt.redis_url) {
@@ -455,12 +466,7 @@ static int start_redis(bench *b)
         fprintf(stderr, "allocbench: --pin: cannot pin redis-server to CPU 0\n");
         return -1;
     }
-    int rc = b->opt.rt ? bench_realtime(b->redis.pid, RT_PRIO_REDIS) : 0;
-    if (rc < 0) {
-        fprintf(stderr, "allocbench: --rt: cannot make redis-server SCHED_FIFO: %s (root or CAP_SYS_NICE, "
-                        "and a real-time budget in its cgroup)\n", strerror(-rc));
-        return -1;
-    }
+    if (b->opt.rt && make_realtime(b->redis.pid, RT_PRIO_REDIS, "redis-server") < 0) return -1;
     if (bench_target_parse(&b->target, b->redis.url) < 0) return -1;
     b->redis_pid = b->redis.pid;
     snprintf(b->dir, sizeof b->dir, "%s", b->redis.dir);
@@ -489,9 +495,7 @@ static int fresh_daemon(bench *b, int chunk)
         .log_format = b->opt.log_format,
     };
     if (bench_daemon_start(&b->daemon, &d) < 0) return -1;
-    int rc = b->opt.rt ? bench_realtime(b->daemon.pid, RT_PRIO_ALLOCD) : 0;
-    if (rc < 0) {
-        fprintf(stderr, "allocbench: --rt: cannot make allocd SCHED_FIFO: %s\n", strerror(-rc));
+    if (b->opt.rt && make_realtime(b->daemon.pid, RT_PRIO_ALLOCD, "allocd") < 0) {
         bench_daemon_stop(&b->daemon);
         return -1;
     }
@@ -748,11 +752,10 @@ static int e2e_values(const bench *b, int which, double *v)
     return n;
 }
 
-static double e2e_median(const bench *b, int which, int *count)
+static double e2e_median(const bench *b, int which)
 {
     double v[MAX_E2E];
     int n = e2e_values(b, which, v);
-    if (count) *count = n;
     return median_of(v, n);
 }
 
@@ -875,8 +878,8 @@ static void run_open_loop(bench *b)
     double sat_a = b->opt.saturation, sat_l = b->opt.saturation;
     if (!sat_a) {
         if (b->n_pairs == 0) { int keep = b->opt.e2e_pairs; b->opt.e2e_pairs = OL_SATURATION_ROUNDS; run_e2e_pairs(b); b->opt.e2e_pairs = keep; }
-        sat_a = e2e_median(b, 2, NULL);
-        sat_l = e2e_median(b, 3, NULL);
+        sat_a = e2e_median(b, 2);
+        sat_l = e2e_median(b, 3);
     }
     workload w = e2e_workload(b);
     ol_row *runs = calloc(2 * (size_t)n_runs, sizeof *runs);
@@ -954,10 +957,8 @@ static void redis_version(const bench *b, char *buf, size_t len)
     redisFree(c);
 }
 
-/* How Redis and allocd were scheduled (--rt): for the RESULT lines, and a
- * note for the TARGET lines, which must not pass for a default setup. */
+/* How Redis and allocd were scheduled (--rt), for the RESULT lines. */
 static const char *sched_name(const bench *b) { return b->opt.rt ? "fifo" : "other"; }
-static const char *sched_note(const bench *b) { return b->opt.rt ? "; Redis and allocd SCHED_FIFO (--rt)" : ""; }
 
 static void print_machine(const bench *b)
 {
@@ -1065,10 +1066,10 @@ static void print_alt_fields(const char *who, const alt_result *x, const run_res
                       ratio(a->tput_drain, x->tput));
 }
 
-static void print_result_line(const row *r)
+static void print_result_line(const bench *b, const row *r)
 {
-    printf("RESULT scenario=%s mode=%s chunk=%d n=%ld load=%.2f", scenario_name(r->sc), r->mode, r->chunk,
-           r->w.n, r->load);
+    printf("RESULT scenario=%s mode=%s sched=%s chunk=%d n=%ld load=%.2f", scenario_name(r->sc), r->mode,
+           sched_name(b), r->chunk, r->w.n, r->load);
     if (r->has_a) print_allocd_fields(r, &r->a);
     if (r->has_lua) print_alt_fields("lua", &r->lua, &r->a, r->has_a);
     if (r->has_lock) print_alt_fields("lock", &r->lock, &r->a, r->has_a);
@@ -1086,17 +1087,20 @@ static const row *find_row(const bench *b, scenario_id sc, const char *mode, int
     return NULL;
 }
 
-static void target(const char *name, int measured, int met, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void target(const bench *b, const char *name, int measured, int met, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
-static void target(const char *name, int measured, int met, const char *fmt, ...)
+/* One TARGET line; under --rt every one says so, so that no figure of a
+ * real-time run passes for the default setup. */
+static void target(const bench *b, const char *name, int measured, int met, const char *fmt, ...)
 {
     char what[1200];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    printf("TARGET %-24s %-14s %s\n", name, !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET", what);
+    printf("TARGET %-24s %-14s %s%s\n", name, !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET", what,
+           b->opt.rt ? " (--rt: Redis and allocd SCHED_FIFO)" : "");
 }
 
 /* Pre-pushed queues drained by allocd against as many pipelined Lua calls:
@@ -1122,7 +1126,7 @@ static void target_lua(const bench *b)
     }
     char ci[160];
     double x = median_with_ci(drain, n, "pairs", 1.7, "x", ci, sizeof ci);
-    target("drain_vs_lua", n > 0, x >= 1.7,
+    target(b, "drain_vs_lua", n > 0, x >= 1.7,
            "stock prepushed, allocd drain / Lua, median of %d pairs = %.2fx (>= 1.7x)%s [%s]; from SADD median %.2fx",
            n, x, ci, list, median_of(sadd, n));
 }
@@ -1132,7 +1136,7 @@ static void target_lock(const bench *b)
     const row *r = find_row(b, SC_ROOMS_HOT, "prepushed", 0);
     int m = r && r->a_ok && r->has_lock && r->lock_ok && !r->a.missing;
     double x = m ? ratio(r->a.tput, r->lock.tput) : 0;
-    target("throughput_vs_lock", m, x >= 50,
+    target(b, "throughput_vs_lock", m, x >= 50,
            "rooms-hot prepushed: allocd %.0f/s vs lock %.0f/s = %.1fx (>= 50x)",
            m ? r->a.tput : 0, m ? r->lock.tput : 0, x);
 }
@@ -1141,7 +1145,7 @@ static void target_p99(const bench *b)
 {
     const row *r = find_row(b, SC_STOCK, "live@half", 0);
     int m = r && r->a_ok && !r->a.missing && r->a.p99 >= 0;
-    target("p99_at_half_max", m, m && r->a.p99 < 5.0,
+    target(b, "p99_at_half_max", m, m && r->a.p99 < 5.0,
            "stock live paced at %.0f req/s (half of the unpaced %.0f/s): p50 %.2f p99 %.2f p999 %.2f ms (p99 < 5 ms)",
            m ? r->a.rate : 0, b->max_live, m ? r->a.p50 : 0, m ? r->a.p99 : 0, m ? r->a.p999 : 0);
 }
@@ -1149,7 +1153,7 @@ static void target_p99(const bench *b)
 static void target_probe(const bench *b)
 {
     const probe_result *p = &b->probe;
-    target("lone_request", b->probe_ok, p->p99 < 1.0,
+    target(b, "lone_request", b->probe_ok, p->p99 < 1.0,
            "%ld lone requests, push -> result visible: p50 %.3f p99 %.3f max %.3f ms (p99 < 1 ms)",
            p->samples, p->p50, p->p99, p->max);
 }
@@ -1162,8 +1166,8 @@ static void target_memory(const bench *b)
         if (r->a.bytes_per_participant > 0 && (!best || r->a.participants > best->a.participants)) best = r;
     }
     int at_scale = best && best->a.participants >= 1000000;
-    if (!best) { target("memory_per_participant", 0, 0, "no allocd memory figure (--no-daemon without --pid?)"); return; }
-    target("memory_per_participant", at_scale, best->a.bytes_per_participant <= 256,
+    if (!best) { target(b, "memory_per_participant", 0, 0, "no allocd memory figure (--no-daemon without --pid?)"); return; }
+    target(b, "memory_per_participant", at_scale, best->a.bytes_per_participant <= 256,
            "%s: %.0f bytes/participant at %ld participants (peak RSS %.1f MB, base %.1f MB) "
            "(<= 256 at 1,000,000%s)", scenario_name(best->sc), best->a.bytes_per_participant,
            best->a.participants, (double)best->a.hwm_kb / 1024, (double)best->a.rss_base_kb / 1024,
@@ -1185,7 +1189,7 @@ static void target_rt(const bench *b)
         if (r->a.rt_per_chunk > hi) hi = r->a.rt_per_chunk;
         n++;
     }
-    target("round_trips_per_chunk", n >= 2, n >= 2 && hi <= lo * 1.15,
+    target(b, "round_trips_per_chunk", n >= 2, n >= 2 && hi <= lo * 1.15,
            "stock prepushed round trips per chunk: %s (constant within 15%%)", n ? what : "no sweep run");
 }
 
@@ -1207,12 +1211,12 @@ static void target_e2e(const bench *b)
     int n0 = e2e_values(b, 0, v[0]), n1 = e2e_values(b, 1, v[1]);
     double r0 = median_with_ci(v[0], n0, "rounds", 1.5, "x", ci[0], sizeof ci[0]);
     double r1 = median_with_ci(v[1], n1, "rounds", 1.2, "x", ci[1], sizeof ci[1]);
-    target("live_e2e_vs_lua_rpush", n0 > 0, r0 >= 1.5,
+    target(b, "live_e2e_vs_lua_rpush", n0 > 0, r0 >= 1.5,
            "stock live, plain RPUSH producers, every result read once: allocd / Lua, median of %d rounds "
-           "= %.2fx (>= 1.5x)%s%s [%s]", n0, r0, sched_note(b), ci[0], list[0]);
-    target("live_e2e_vs_lua_txn", n1 > 0, r1 >= 1.2,
+           "= %.2fx (>= 1.5x)%s [%s]", n0, r0, ci[0], list[0]);
+    target(b, "live_e2e_vs_lua_txn", n1 > 0, r1 >= 1.2,
            "stock live, position transaction producers, every result read once: allocd / Lua, median of "
-           "%d rounds = %.2fx (>= 1.2x)%s%s [%s]", n1, r1, sched_note(b), ci[1], list[1]);
+           "%d rounds = %.2fx (>= 1.2x)%s [%s]", n1, r1, ci[1], list[1]);
 }
 
 static void target_open_loop(const bench *b)
@@ -1227,13 +1231,13 @@ static void target_open_loop(const bench *b)
     for (int i = 0; r && i < r->runs; i++)
         if (r->p99_run[i] >= 0) v[n++] = r->p99_run[i];
     if (r) p99_list(r, list, sizeof list);
-    if (m) median_with_ci(v, n, "runs", 5.0, " ms", ci, sizeof ci);   /* = r->p99 */
-    target("open_loop_p99_at_50pct", m, m && r->p99 < 5.0,
+    double p99 = m ? median_with_ci(v, n, "runs", 5.0, " ms", ci, sizeof ci) : 0;
+    target(b, "open_loop_p99_at_50pct", m, m && p99 < 5.0,
            "allocd open loop (plain RPUSH, poller) at 50%% of its e2e saturation: offered %.0f, accepted "
            "%.0f req/s, p50 %.2f p99 %.2f p100 %.2f ms, due -> result read, median of %d runs (p99 < 5 ms; "
-           "Redis: %s%s)%s [p99 of each run: %s]",
-           m ? r->offered : 0, m ? r->accepted : 0, m ? r->p50 : 0, m ? r->p99 : 0, m ? r->pmax : 0,
-           r ? r->runs : 0, b->durability, sched_note(b), ci, list);
+           "Redis: %s)%s [p99 of each run: %s]",
+           m ? r->offered : 0, m ? r->accepted : 0, m ? r->p50 : 0, p99, m ? r->pmax : 0,
+           r ? r->runs : 0, b->durability, ci, list);
 }
 
 static void print_targets(const bench *b)
@@ -1286,7 +1290,7 @@ static void print_e2e(const bench *b)
                p->lua.p99, p->lua.pmax, p->lua.cpu_redis_us, p->lua.redis_usec_per_req, "-", p->lua.cpu_bench_us,
                p->ok_lua ? "" : "  FAILED");
     }
-    printf(" median of rounds: plain/Lua %.2fx, txn/Lua %.2fx\n", e2e_median(b, 0, NULL), e2e_median(b, 1, NULL));
+    printf(" median of rounds: plain/Lua %.2fx, txn/Lua %.2fx\n", e2e_median(b, 0), e2e_median(b, 1));
     const e2e_pair *p = &b->pairs[0];
     printf("\n  round 1: Redis commands per request (Redis usec per request), everything in the window;\n"
            "  exec/evalsha usec include the commands run inside them\n");
@@ -1364,10 +1368,10 @@ static void report(const bench *b)
     printf("\n");
     for (int i = 0; i < b->n_rows; i++) print_cmd_mix(&b->rows[i]);
     printf("\n");
-    for (int i = 0; i < b->n_rows; i++) print_result_line(&b->rows[i]);
+    for (int i = 0; i < b->n_rows; i++) print_result_line(b, &b->rows[i]);
     if (b->probe_ok)
-        printf("RESULT scenario=probe samples=%ld p50_ms=%.3f p99_ms=%.3f max_ms=%.3f\n",
-               b->probe.samples, b->probe.p50, b->probe.p99, b->probe.max);
+        printf("RESULT scenario=probe sched=%s samples=%ld p50_ms=%.3f p99_ms=%.3f max_ms=%.3f\n",
+               sched_name(b), b->probe.samples, b->probe.p50, b->probe.p99, b->probe.max);
     if (b->opt.targets) print_targets(b);
     else if (b->opt.targets_e2e) {
         printf("\n");
@@ -1487,9 +1491,9 @@ static int run_tickets(bench *b)
     }
     for (int i = 0; i < 2; i++) {
         const tickets_result *r = rows[i].r;
-        printf("RESULT scenario=tickets design=%s buyers=%ld tickets=%ld hold_ms=%d first_wave_s=%.3f "
+        printf("RESULT scenario=tickets design=%s sched=%s buyers=%ld tickets=%ld hold_ms=%d first_wave_s=%.3f "
                "first_wave_rps=%.0f calls=%ld calls_per_s=%.0f paid=%ld returned=%ld regranted=%ld "
-               "to_longest_waiting=%ld ok=%d\n", i ? "lua" : "allocd", t.buyers, t.tickets, t.hold_ms,
+               "to_longest_waiting=%ld ok=%d\n", i ? "lua" : "allocd", sched_name(b), t.buyers, t.tickets, t.hold_ms,
                r->first_wave_s, r->first_wave_rps, r->calls, r->calls_per_s, r->paid, r->returned, r->regranted,
                r->to_longest_waiting, r->ok && !rows[i].failed);
     }
