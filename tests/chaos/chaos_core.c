@@ -71,6 +71,13 @@ static void *xmalloc(size_t n)
     return p;
 }
 
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) { fprintf(stderr, "chaos: out of memory\n"); abort(); }
+    return p;
+}
+
 static char *xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -744,7 +751,7 @@ static void add_duplicate(producer *pr, push_group_buf *gb, gen *g)
     const rec *o = &pr->recs.v[lo + rnd(&pr->rng, (uint32_t)(pr->recs.n - lo))];
     int batch = o->batch;
     if (rnd(&pr->rng, 2)) {
-        gb->grp[gb->n] = (pending){ .batch = (uint8_t)batch, .json = o->json, .len = o->len };
+        gb->grp[gb->n++] = (pending){ .batch = (uint8_t)batch, .json = o->json, .len = o->len };
     } else {
         if (cx->b[batch].room)
             gen_set(g, "{\"id\":\"%s\",\"user\":\"dupuser\",\"op\":\"release\"}", o->id);
@@ -752,7 +759,7 @@ static void add_duplicate(producer *pr, push_group_buf *gb, gen *g)
             gen_set(g, "{\"id\":\"%s\",\"user\":\"dupuser\",\"op\":\"buy\",\"item\":\"%s\"}",
                     o->id, cx->b[batch].items[0]);
         gb->owned[gb->owned_n] = xmemdup(g->buf, g->len);
-        gb->grp[gb->n] = (pending){ .batch = (uint8_t)batch, .json = gb->owned[gb->owned_n++], .len = g->len };
+        gb->grp[gb->n++] = (pending){ .batch = (uint8_t)batch, .json = gb->owned[gb->owned_n++], .len = g->len };
     }
     pr->k.dups++;
 }
@@ -770,7 +777,7 @@ static void add_fresh(producer *pr, push_group_buf *gb, gen *g, long i, uint32_t
     else gen_stock(&pr->rng, &cx->b[batch], g);
     if (g->expect < 0) {
         gb->owned[gb->owned_n] = xmemdup(g->buf, g->len);
-        gb->grp[gb->n] = (pending){ .batch = (uint8_t)batch, .dead = 1, .json = gb->owned[gb->owned_n++], .len = g->len };
+        gb->grp[gb->n++] = (pending){ .batch = (uint8_t)batch, .dead = 1, .json = gb->owned[gb->owned_n++], .len = g->len };
         return;
     }
     rec rc;
@@ -783,7 +790,7 @@ static void add_fresh(producer *pr, push_group_buf *gb, gen *g, long i, uint32_t
     rc.batch = (uint8_t)batch;
     rc.expect = (uint8_t)g->expect;
     size_t at = recvec_add(&pr->recs, rc);
-    gb->grp[gb->n] = (pending){ .batch = (uint8_t)batch, .json = pr->recs.v[at].json, .len = g->len };
+    gb->grp[gb->n++] = (pending){ .batch = (uint8_t)batch, .json = pr->recs.v[at].json, .len = g->len };
     if (g->expect == EXP_INVALID) pr->k.invalid++;
     if (g->expect == EXP_VALID && !cx->b[batch].room && !strcmp(g->op, "buy"))
         gb->buys_idx[gb->n_buys++] = at;
@@ -814,7 +821,6 @@ static void *producer_main(void *arg)
         uint32_t r = rnd(&pr->rng, 1000);
         if (r < 50 && pr->recs.n > 0) add_duplicate(pr, &gb, &g);
         else add_fresh(pr, &gb, &g, i, r);
-        gb.n++;
         pr->k.pushed++;
         if ((gb.n == GROUP || i + 1 == pr->n) && flush_group(pr, &gb) < 0) break;
     }
@@ -1372,8 +1378,7 @@ static void idmap_init(idmap *m, size_t n)
 {
     m->cap = 16;
     while (m->cap < n * 2) m->cap *= 2;
-    m->slot = calloc(m->cap, sizeof *m->slot);
-    if (!m->slot) abort();
+    m->slot = xcalloc(m->cap, sizeof *m->slot);
 }
 
 static void idmap_put(idmap *m, rec *r)
@@ -1470,10 +1475,10 @@ static int result_status(checker *k, const batch_def *b, rec *rc, json_t *doc, c
 
 /* A grant's rank (1..n, each once) and members; every request's seq
  * (1..dequeued, each once). */
-static void tally_result(checker *k, const batch_def *b, rec *rc, json_t *doc, int st, result_tally *t)
+static void tally_result(checker *k, const batch_def *b, rec *rc, json_t *doc, result_tally *t)
 {
     chaos_ctx *cx = k->cx;
-    if (st == 1) {
+    if (rc->status == 1) {
         json_t *members = json_object_get(doc, "members");
         rc->want_grants = (uint16_t)(json_is_array(members) ? json_array_size(members) : 1);
         if (!strcmp(rc->op, "group") && !json_is_array(members))
@@ -1503,9 +1508,9 @@ static void check_results(checker *k, int bi, long long *granted_out, long long 
     redisReply *r = cmd(k, bi, "HGETALL alloc:{%s}:results", b->name);
     if (!r) return;
     result_tally t = { .n = r->elements / 2 };
-    t.ranks = calloc(t.n + 2, 1);
+    t.ranks = xcalloc(t.n + 2, 1);
     t.dequeued = hget_ll(cx, &k->rc, bi, "stats", "dequeued");
-    t.seqs = calloc((size_t)(t.dequeued > 0 ? t.dequeued : 0) + 2, 1);
+    t.seqs = xcalloc((size_t)(t.dequeued > 0 ? t.dequeued : 0) + 2, 1);
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         redisReply *kr = r->element[i], *vr = r->element[i + 1];
         rec *rc = idmap_get(&k->ids, kr->str, kr->len);
@@ -1526,7 +1531,7 @@ static void check_results(checker *k, int bi, long long *granted_out, long long 
         /* an open swap offer (waiting, 9.3) is counted in processed and in
          * stats.swap_offers, not in stats.waiting (the waitlist, 9.5) */
         if (rc->expect != EXP_CTL && st) counts[st]++;
-        tally_result(k, b, rc, doc, st, &t);
+        tally_result(k, b, rc, doc, &t);
         json_decref(doc);
     }
     if (t.max_rank != t.n_granted)
@@ -2350,8 +2355,7 @@ static void start_clients(chaos_ctx *cx)
 {
     const chaos_params *p = cx->p;
     cx->n_producers = p->producers;
-    cx->prod = calloc((size_t)p->producers, sizeof *cx->prod);
-    if (!cx->prod) { fprintf(stderr, "chaos: out of memory\n"); abort(); }
+    cx->prod = xcalloc((size_t)p->producers, sizeof *cx->prod);
     atomic_store(&cx->producers_running, p->producers);
     for (int i = 0; i < p->producers; i++) {
         producer *pr = &cx->prod[i];

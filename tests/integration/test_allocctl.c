@@ -319,7 +319,7 @@ static void test_bad_files_name_the_line(void **state)
 
 /* Paused: five requests stay queued with ordinals 2..6, and status tells
  * the position from the id or from the ordinal. */
-static void push_while_paused(fixture *f, char ids[5][80], long long ords[5])
+static void push_while_paused(fixture *f, char ids[5][80])
 {
     char cid[80];
     char *out = CTL(f, 0, "push", "p1", "--ctl", "--op", "pause");
@@ -329,9 +329,9 @@ static void push_while_paused(fixture *f, char ids[5][80], long long ords[5])
     for (int i = 0; i < 5; i++) {
         char user[16];
         snprintf(user, sizeof user, "u%d", i + 1);
-        ords[i] = push(f, ids[i], sizeof ids[i], "p1", "--user", user, "--op", "buy",
-                       "--item", i == 4 ? "sku3" : "sku2", "--qty", "1", NULL);
-        assert_int_equal(ords[i], 2 + i);
+        long long ord = push(f, ids[i], sizeof ids[i], "p1", "--user", user, "--op", "buy",
+                             "--item", i == 4 ? "sku3" : "sku2", "--qty", "1", NULL);
+        assert_int_equal(ord, 2 + i);
     }
     out = CTL(f, 0, "status", "p1", "--id", ids[3]);
     contains(out, "ordinal 5, 3 ahead of you");
@@ -345,14 +345,14 @@ static void push_while_paused(fixture *f, char ids[5][80], long long ords[5])
     free(out);
 }
 
-/* Resumed: each answered with its ordinal as seq; status of a request and
- * of a user, the latter with one HGET and no scan of holders. */
-static void answers_after_resume(fixture *f, char ids[5][80], const long long ords[5])
+/* Resumed: each answered with its ordinal (2 + i) as seq; status of a
+ * request and of a user, the latter with one HGET and no scan of holders. */
+static void answers_after_resume(fixture *f, char ids[5][80])
 {
     free(CTL(f, 0, "push", "p1", "--ctl", "--op", "resume"));
     for (int i = 0; i < 5; i++) {
         json_t *r = wait_result(f, "p1", ids[i]);
-        assert_int_equal(json_integer_value(json_object_get(r, "seq")), ords[i]);
+        assert_int_equal(json_integer_value(json_object_get(r, "seq")), 2 + i);
         assert_string_equal(jstr(r, "status"), i == 4 ? "rejected" : "granted");
         json_decref(r);
     }
@@ -396,9 +396,8 @@ static void test_push_ordinal_status_wait(void **state)
     assert_string_equal(id, "first");
     expect_status(f, "p1", "first", "granted");
     char ids[5][80];
-    long long ords[5];
-    push_while_paused(f, ids, ords);
-    answers_after_resume(f, ids, ords);
+    push_while_paused(f, ids);
+    answers_after_resume(f, ids);
     status_of_unknowns(f);
     /* a request allocd would not take is a usage error, --json pushes anything */
     free(CTL(f, 2, "push", "p1", "--user", "u1", "--op", "fly"));

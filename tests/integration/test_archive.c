@@ -405,12 +405,16 @@ static long long chunk_events(afix *f, const char *b, long long *multi)
     return sum;
 }
 
+/* The chunk-log waitlist case's batch: its SQL below names it too. */
+#define CW "cw"
+
 /* Batch cw with log_format = "chunk": eight ask for the two units of
  * sku-1 (two granted, six wait), r-9 waits for a sku-3 that never comes;
  * two cancels and the expiries serve the waitlist. Ends with allocd
  * stopped, the batch at rest. */
-static void cw_serve(afix *f, const char *b)
+static void cw_serve(afix *f)
 {
+    const char *b = CW;
     itest_batch(f->c, b, "kind stock per_user 1 hold_ms 800", "sku-1 2 sku-2 1 sku-3 0", NULL);
     afix_start_allocd(f, "log_format = \"chunk\";");
     /* r-0, r-1 get sku-1; r-2..r-7 wait for it; u-2 then takes sku-2 (its
@@ -436,8 +440,9 @@ static void cw_serve(afix *f, const char *b)
 
 /* Archived: one row per event, in order, with the waitlist's extras, and
  * reconcile finds them equal. */
-static void cw_assert_archived(afix *f, const char *b, long long events)
+static void cw_assert_archived(afix *f, long long events)
 {
+    const char *b = CW;
     char *out = AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, b);
     free(out);
     /* one row per event, in order; as many as the n fields say */
@@ -457,8 +462,9 @@ static void cw_assert_archived(afix *f, const char *b, long long events)
 }
 
 /* The waitlist is checked: r-9 gone from P:{cw}:waitlist is named. */
-static void cw_waitlist_named(afix *f, const char *b)
+static void cw_waitlist_named(afix *f)
 {
+    const char *b = CW;
     char *w9 = harness_str(f->c, "HGET alloc:{%s}:waitlist r-9", b);
     assert_non_null(w9);
     itest_cmd(f->c, "HDEL alloc:{%s}:waitlist r-9", b);
@@ -472,8 +478,9 @@ static void cw_waitlist_named(afix *f, const char *b)
 
 /* One event row deleted from a multi-event entry: the entry is named;
  * from its middle, then from its start. */
-static void cw_short_entry_named(afix *f, const char *b)
+static void cw_short_entry_named(afix *f)
 {
+    const char *b = CW;
     const char *pick = "SELECT stream_id FROM alloc_events WHERE batch = 'cw' GROUP BY stream_id, id_ms, id_seq "
                        "HAVING count(*) >= 3 ORDER BY id_ms, id_seq LIMIT 1";
     PGresult *r = PQexec(f->db, pick);
@@ -509,13 +516,12 @@ static void cw_short_entry_named(afix *f, const char *b)
 static void test_chunk_log_with_waits(void **state)
 {
     afix *f = *state;
-    const char *b = "cw";
-    cw_serve(f, b);
-    long long multi, events = chunk_events(f, b, &multi);
+    cw_serve(f);
+    long long multi, events = chunk_events(f, CW, &multi);
     assert_true(multi >= 2);
-    cw_assert_archived(f, b, events);
-    cw_waitlist_named(f, b);
-    cw_short_entry_named(f, b);
+    cw_assert_archived(f, events);
+    cw_waitlist_named(f);
+    cw_short_entry_named(f);
 }
 
 /* A run without --follow ends with a results pass begun after the last

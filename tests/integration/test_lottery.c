@@ -64,6 +64,28 @@ static int ms_until(long long at)
     return left > 0 ? (int)left : 0;
 }
 
+/* allocctl verify of batch b exits 0 and says MATCH, never MISMATCH, and
+ * (unless NULL) also says `also`. */
+static void assert_verify_matches(fixture *f, const char *b, const char *also)
+{
+    char *out;
+    int rc = verify(f, b, &out);
+    if (rc) fprintf(stderr, "%s", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "MATCH"));
+    assert_null(strstr(out, "MISMATCH"));
+    if (also) assert_non_null(strstr(out, also));
+    free(out);
+}
+
+/* The revealed seed hashes to the commitment published before the draw. */
+static void assert_seed_commits(const char *seed, const char *commit)
+{
+    char want[LOTTERY_SEED_HEX + 1];
+    lottery_commit(seed, want);
+    assert_string_equal(want, commit);
+}
+
 enum { SP_USERS = 60, SP_SPAM = 60 };   /* the spammer test: users, spam requests */
 
 /* Before the opening: 60 users and one spammer push alternately; the
@@ -101,17 +123,15 @@ static char *spam_before_opening(fixture *f, long long opens)
 }
 
 /* After it: everyone answered, the revealed seed matches the commitment,
- * the spammer's one ticket is drawn last, verify matches. Returns the seed. */
-static char *spam_after_opening(fixture *f, long long opens, const char *commit)
+ * the spammer's one ticket is drawn last, verify matches. */
+static void spam_after_opening(fixture *f, long long opens, const char *commit)
 {
-    char *out;
     wait_opening(opens);
     assert_int_equal(harness_wait_hlen(f->c, "alloc:{sp}:results", SP_USERS + SP_SPAM, 10000), SP_USERS + SP_SPAM);
     char *seed = harness_wait_hget(f->c, "alloc:{sp}:stats", "lottery_seed", 2000);
     assert_non_null(seed);
-    char want[LOTTERY_SEED_HEX + 1];
-    lottery_commit(seed, want);
-    assert_string_equal(want, commit);
+    assert_seed_commits(seed, commit);
+    free(seed);
     /* the spammer's ticket is the last: three beds went to others */
     for (int i = 0; i < 3; i++) {
         char id[16];
@@ -123,14 +143,7 @@ static char *spam_after_opening(fixture *f, long long opens, const char *commit)
     }
     assert_int_equal(stat_int(f, "sp", "granted"), 3);
     assert_int_equal(proc_int(f->c, "HEXISTS alloc:{sp}:holders spam"), 0);
-    int rc = verify(f, "sp", &out);
-    if (rc) fprintf(stderr, "%s", out);
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(out, "MATCH"));
-    assert_null(strstr(out, "MISMATCH"));
-    assert_non_null(strstr(out, "draw 1 "));
-    free(out);
-    return seed;
+    assert_verify_matches(f, "sp", "draw 1 ");
 }
 
 /* A result rewritten afterwards is found. */
@@ -159,9 +172,8 @@ static void test_spammer_is_one_ticket_drawn_last(void **state)
      * machine */
     long long opens = harness_now_ms() + 6000;
     char *commit = spam_before_opening(f, opens);
-    char *seed = spam_after_opening(f, opens, commit);
+    spam_after_opening(f, opens, commit);
     spam_rewrite_found(f);
-    free(seed);
     free(commit);
 }
 
@@ -225,8 +237,8 @@ static char *collect_across_kills(fixture *f, const char *conf)
 
 /* The third daemon cannot apply the pool chunk holding the request served
  * 5th chunk in: it stalls mid-pool after the opening, and is killed there;
- * what it served already matches the log. Returns the stalled id. */
-static char *stall_mid_pool(fixture *f, const char *conf)
+ * what it served already matches the log. */
+static void stall_mid_pool(fixture *f, const char *conf)
 {
     char *stall = served_at(f, "k9", 5 * KL_CHUNK + 3);
     /* nothing here has to happen before the opening: a daemon that starts
@@ -234,6 +246,7 @@ static char *stall_mid_pool(fixture *f, const char *conf)
     long long opens = harness_now_ms() + 800;
     itest_cmd(f->c, "HSET alloc:{k9}:meta opens_at %lld", opens);
     setenv("ALLOCD_FAULT_APPLY_ID", stall, 1);
+    free(stall);
     itest_start(f, conf);
     unsetenv("ALLOCD_FAULT_APPLY_ID");
     wait_opening(opens);
@@ -253,7 +266,6 @@ static char *stall_mid_pool(fixture *f, const char *conf)
     if (rc) fprintf(stderr, "%s", out);
     assert_int_equal(rc, 0);
     free(out);
-    return stall;
 }
 
 /* After the pool is served to the end: one bed per user, each user's
@@ -278,17 +290,9 @@ static void assert_pool_served(fixture *f, const char *commit)
         json_decref(ra);
         json_decref(rb);
     }
-    char *out;
-    int rc = verify(f, "k9", &out);
-    if (rc) fprintf(stderr, "%s", out);
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(out, "MATCH"));
-    assert_null(strstr(out, "MISMATCH"));
-    free(out);
+    assert_verify_matches(f, "k9", NULL);
     char *seed = harness_str(f->c, "HGET alloc:{k9}:stats lottery_seed");
-    char want[LOTTERY_SEED_HEX + 1];
-    lottery_commit(seed, want);
-    assert_string_equal(want, commit);
+    assert_seed_commits(seed, commit);
     free(seed);
 }
 
@@ -305,10 +309,9 @@ static void test_kill9_while_collecting_and_serving(void **state)
     char *commit = collect_across_kills(f, conf);
     snprintf(conf, sizeof conf, CONF "chunk = %d; max_attempts = 100; backoff_min_ms = 50; backoff_max_ms = 200;",
              KL_CHUNK);
-    char *stall = stall_mid_pool(f, conf);
+    stall_mid_pool(f, conf);
     itest_start(f, conf);
     assert_pool_served(f, commit);
-    free(stall);
     free(commit);
 }
 

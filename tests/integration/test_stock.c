@@ -308,8 +308,7 @@ static void test_batches_come_and_go_without_restart(void **state)
     itest_expect(f, "late1", "x2", "granted", NULL);
 }
 
-/* The promise of the product: kill -9 at any moment loses nothing and
- * applies nothing twice. */
+/* The kill -9 test's size: buys, users, items, repeated ids. */
 enum { K9_N = 30000, K9_USERS = 5000, K9_ITEMS = 20, K9_REPEATS = 500 };
 
 /* K9_N buys, the last K9_REPEATS ids repeating earlier ones, pipelined. */
@@ -370,6 +369,8 @@ static long long granted_in_results(fixture *f, long long *rank_max)
     return granted;
 }
 
+/* The promise of the product: kill -9 at any moment loses nothing and
+ * applies nothing twice. */
 static void test_kill9_loses_nothing(void **state)
 {
     fixture *f = *state;

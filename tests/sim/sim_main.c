@@ -90,10 +90,9 @@ static int run_one_seed(sim_opts *o)
 
 /* --seeds N [--first S]: N seeds in a row, each failure with its replay
  * line, then the totals. */
-static int run_sweep(sim_opts *o, uint64_t seeds, uint64_t first, int have_first)
+static int run_sweep(sim_opts *o, uint64_t seeds, uint64_t first)
 {
     char line[512];
-    if (!have_first) first = (uint64_t)time(NULL) * 1000;
     printf("sim: %" PRIu64 " seeds from %" PRIu64 "\n", seeds, first);
     fflush(stdout);
     double t0 = now_s();
@@ -144,5 +143,6 @@ int main(int argc, char **argv)
     }
     if (!have_seed && !seeds) return usage(argv[0]);
     sim_process_init();
-    return have_seed ? run_one_seed(&o) : run_sweep(&o, seeds, first, have_first);
+    if (have_seed) return run_one_seed(&o);
+    return run_sweep(&o, seeds, have_first ? first : (uint64_t)time(NULL) * 1000);
 }

@@ -1124,15 +1124,17 @@ static void world_start(sim_run_state *st, const sim_opts *o)
 }
 
 /* What this seed draws of the daemon's options: a poison request, answer_ms,
- * wait_replicas and the log's trim. */
-static void draw_options(sim_run_state *st, char *poison, size_t len)
+ * wait_replicas and the log's trim. Returns whether it drew a poison
+ * request. */
+static int draw_options(sim_run_state *st)
 {
     /* a poison request for some seeds: FENCE refuses every apply holding
      * it (ALLOCD_FAULT_APPLY_ID, read by each worker as it starts), so it
      * is isolated, then moved to dead */
-    poison[0] = 0;
-    if (sim_chance(0.2)) {
-        snprintf(poison, len, "r%d", 2 + (int)sim_below(200));
+    int poisoned = sim_chance(0.2);
+    if (poisoned) {
+        char poison[32];
+        snprintf(poison, sizeof poison, "r%d", 2 + (int)sim_below(200));
         setenv("ALLOCD_FAULT_APPLY_ID", poison, 1);
     } else {
         unsetenv("ALLOCD_FAULT_APPLY_ID");
@@ -1146,6 +1148,7 @@ static void draw_options(sim_run_state *st, char *poison, size_t len)
      * the model, so it trims nothing and the replay still sees it all) */
     st->wait_replicas = sim_chance(0.25);
     st->log_maxlen = sim_chance(0.25) ? 20 + (int64_t)sim_below(200) : 0;
+    return poisoned;
 }
 
 /* The drain after the faults stop: every instance awake, the batch resumed.
@@ -1214,15 +1217,14 @@ int sim_run(const sim_opts *o, sim_result *res)
     sim_run_state *st = calloc(1, sizeof *st);
     if (!st) abort();
     world_start(st, o);
-    char poison[32];
-    draw_options(st, poison, sizeof poison);
+    int poisoned = draw_options(st);
     for (int i = 0; i < st->w.ninst; i++) setup_instance(st, i);
     sim_at(1000000, -1, ev_produce, st, NULL, 0);
     sim_at(5000000, -1, ev_fault, st, NULL, 0);
 
     uint64_t end = (uint64_t)o->duration_ms * 1000000ULL;
     while (!st->w.failed && st->w.now < end && sim_step()) {}
-    int held = drain(st, poison[0] != 0);
+    int held = drain(st, poisoned);
     if (st->w.verbose) dump_state(st);
     if (!st->w.failed) check_replay(st);
 

@@ -27,7 +27,7 @@ static void test_fifteen_rounds(void **state)
 
 /* 10 rounds: P(B <= 1) = 11 / 1024 gives [x(2), x(9)] at 97.85%;
  * P(B <= 2) = 56 / 1024 would give 89.06%. Even n: the median is v[5],
- * as allocbench's own median() takes it. */
+ * as median_of() takes every median allocbench prints. */
 static void test_ten_rounds(void **state)
 {
     double v[10] = { 10, 9, 8, 7, 6, 5, 4, 3, 2, 1 };
