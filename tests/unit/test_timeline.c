@@ -25,15 +25,21 @@ static void test_note_keeps_one_reading_per_interval(void **state)
 }
 
 /* The lines timeline_print wrote, as one string (caller frees). */
-static char *print(const timeline *t, long n, const int64_t *due, const int64_t *read)
+static char *print_sent(const timeline *t, long n, const int64_t *due, const int64_t *sent,
+                        const int64_t *read)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    timeline_print(f, t, n, due, read, 100);
+    timeline_print(f, t, n, due, sent, read, 100);
     fclose(f);
     return buf;
+}
+
+static char *print(const timeline *t, long n, const int64_t *due, const int64_t *read)
+{
+    return print_sent(t, n, due, NULL, read);
 }
 
 /* Four requests, two due in each 100 ms window (given out of order, as
@@ -141,6 +147,32 @@ static void test_sched_columns(void **state)
     timeline_free(&t);
 }
 
+/* With the generator's send times, a column after maxms: the longest a
+ * request due in the window waited before it was sent (ms); requests
+ * never read still count, since the wait was the generator's. */
+static void test_sent_column(void **state)
+{
+    int64_t due[] = { 10000, 20000, 150000 }, sent[] = { 10500, 23000, 150250 };
+    int64_t read[] = { 12000, 0, 152000 };
+    timeline t;
+    timeline_init(&t, 0);
+    assert_int_equal(timeline_note(&t, 99000, 2, 1), 0);
+    assert_int_equal(timeline_note(&t, 199000, 3, 2), 0);
+    char *out = print_sent(&t, 3, due, sent, read);
+    assert_non_null(strstr(out, "sentms"));
+    char *line1 = strchr(out, '\n') + 1, *line2 = strchr(line1, '\n') + 1;
+    double from, p50, p99, max, lag;
+    long ndue, queue, poller;
+    assert_int_equal(sscanf(line1, "%lf %ld %lf %lf %lf %lf %ld %ld", &from, &ndue, &p50, &p99, &max, &lag, &queue,
+                            &poller), 8);
+    assert_true(ndue == 2 && max == 2.0 && lag == 3.0 && queue == 0 && poller == 1);
+    assert_int_equal(sscanf(line2, "%lf %ld %lf %lf %lf %lf %ld %ld", &from, &ndue, &p50, &p99, &max, &lag, &queue,
+                            &poller), 8);
+    assert_true(ndue == 1 && lag == 0.25);
+    free(out);
+    timeline_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -149,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_unread_and_no_reading),
         cmocka_unit_test(test_windows_run_to_last_reading),
         cmocka_unit_test(test_sched_columns),
+        cmocka_unit_test(test_sent_column),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,6 +171,7 @@ typedef struct producer {
     int p;
     long n;                   /* requests of this producer: i = k * P + p */
     int64_t *push_us, *ordinal;
+    int64_t *sent_us;         /* --timeline: wall us each push was handed to hiredis, or NULL */
     long *acked;              /* pushes of this producer that returned (reader.h) */
     int64_t peek_d1, peek_len;/* peek: the first HGET and the RPUSH of the unit */
     long inexact;
@@ -219,6 +220,7 @@ static void prod_append(void *ctx, redisContext *c, long k)
         pr->push_us[i] = pr->t0_wall + (prod_due(pr, k) - pr->t0);
     else
         pr->push_us[i] = proc_wall_us();
+    if (pr->sent_us) pr->sent_us[i] = proc_wall_us();
     redisAppendFormattedCommand(c, buf, at);
 }
 
@@ -477,11 +479,12 @@ static int wait_served(redisContext *c, const bset *bs, int timeout_s)
 }
 
 static int run_producers(const run_opts *o, const bset *bs, producer *pr, int64_t *push_us,
-                         int64_t *ordinal, long *acked)
+                         int64_t *sent_us, int64_t *ordinal, long *acked)
 {
     int64_t t0 = proc_mono_us(), t0_wall = proc_wall_us();
     for (int p = 0; p < o->producers; p++) {
-        pr[p] = (producer){ .o = o, .bs = bs, .p = p, .push_us = push_us, .ordinal = ordinal, .t0 = t0,
+        pr[p] = (producer){ .o = o, .bs = bs, .p = p, .push_us = push_us, .sent_us = sent_us,
+                            .ordinal = ordinal, .t0 = t0,
                             .t0_wall = t0_wall, .acked = &acked[p],
                             .n = (o->w->n - p + o->producers - 1) / o->producers };
         if (pthread_create(&pr[p].th, NULL, prod_main, &pr[p]) != 0) return -1;
@@ -500,12 +503,25 @@ static void own_pushes(window *win, const run_opts *o)
     cmdstats_add(&win->own, "exec", n);
 }
 
+/* --timeline: the same latencies counted from when each push left the
+ * load generator instead of when it was due, so a tail the generator adds
+ * (its threads share the cores with Redis and allocd) shows apart. */
+static void print_from_sent(long n, const int64_t *sent_us, const int64_t *read_us)
+{
+    latency l = { 0 };
+    for (long i = 0; i < n; i++)
+        if (read_us[i] && sent_us[i] && latency_add(&l, (double)(read_us[i] - sent_us[i]) / 1000.0) < 0) break;
+    printf("  from sent (push handed to the socket) to read: p50 %.2f p99 %.2f p100 %.2f ms\n",
+           latency_quantile(&l, 0.50), latency_quantile(&l, 0.99), latency_quantile(&l, 1.0));
+    latency_free(&l);
+}
+
 /* e2e: the poller reads every result (reader.h) on this thread; its
  * latencies replace the ones computed from `at`, and its clock ends the
  * window. */
 static int read_all(const run_opts *o, const bset *bs, window *win, const int64_t *push_us,
-                    const int64_t *ordinal, const long *acked, run_result *res, latency *lat,
-                    char *err, size_t errlen)
+                    const int64_t *sent_us, const int64_t *ordinal, const long *acked,
+                    run_result *res, latency *lat, char *err, size_t errlen)
 {
     reader_job rj = {
         .target = o->target, .results = bs->k[0].results, .stats = bs->k[0].stats, .n = o->w->n,
@@ -530,7 +546,8 @@ static int read_all(const run_opts *o, const bset *bs, window *win, const int64_
         else printf("timeline: allocd %s, unpaced (due = pushed)", o->plain ? "plain RPUSH" : "position transaction");
         printf("; per 100 ms of due time, and at its end the requests due but not dequeued (queue) and "
                "dequeued but not read (poller)\n");
-        timeline_print(stdout, &tl, o->w->n, push_us, rj.read_us, 100);
+        timeline_print(stdout, &tl, o->w->n, push_us, sent_us, rj.read_us, 100);
+        if (sent_us) print_from_sent(o->w->n, sent_us, rj.read_us);
     }
     free(rj.read_us);
     timeline_free(&tl);
@@ -553,10 +570,12 @@ static int live_window(redisContext *c, const run_opts *o, const bset *bs, windo
     producer *pr = calloc((size_t)o->producers, sizeof *pr);
     long *acked = calloc((size_t)o->producers, sizeof *acked);
     if (!pr || !acked) { free(pr); free(acked); return -1; }
+    /* --timeline: when each push left the generator (a column of its own) */
+    int64_t *sent_us = o->timeline ? calloc((size_t)o->w->n, sizeof *sent_us) : NULL;
     long have = 0;
     window_open(c, o, win);
-    int rc = run_producers(o, bs, pr, push_us, ordinal, acked);
-    if (rc == 0 && o->e2e) rc = read_all(o, bs, win, push_us, ordinal, acked, res, lat, err, errlen);
+    int rc = run_producers(o, bs, pr, push_us, sent_us, ordinal, acked);
+    if (rc == 0 && o->e2e) rc = read_all(o, bs, win, push_us, sent_us, ordinal, acked, res, lat, err, errlen);
     else if (rc == 0) rc = poll_until(c, bs, o->w->n, o->timeout_s, win, &have);
     for (int p = 0; p < o->producers; p++) {
         if (pr[p].th) pthread_join(pr[p].th, NULL);
@@ -567,6 +586,7 @@ static int live_window(redisContext *c, const run_opts *o, const bset *bs, windo
     /* e2e counts everything Redis did for the design: pushes, reads and
      * the daemon's work, as the Lua design's figure does */
     if (!o->e2e) own_pushes(win, o);
+    free(sent_us);
     free(pr);
     free(acked);
     if (rc < 0 && !err[0]) snprintf(err, errlen, "%ld of %ld results after %d s", have, o->w->n, o->timeout_s);

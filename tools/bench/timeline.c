@@ -67,16 +67,18 @@ static double share(int64_t x, int64_t y, int64_t dt_us)
 /* One window: n_due requests due in [from, to), the latencies (us) of
  * those of them that were read. */
 static void print_window(FILE *out, const timeline *t, int sched, int64_t t0, int64_t from, int64_t to,
-                         long due_by_end, long n_due, int64_t *lat, size_t nlat)
+                         long due_by_end, long n_due, int64_t *lat, size_t nlat, int64_t lag)
 {
     qsort(lat, nlat, sizeof *lat, cmp_i64);
     const timeline_sample *s = sample_at(t, to), *s0 = sample_at(t, from);
     long queue = s ? due_by_end - (long)s->dequeued : -1;
     long poller = s ? (long)s->dequeued - s->read : -1;
-    fprintf(out, "  %7.1f %7ld %8.2f %8.2f %8.2f %9ld %9ld", (double)(from - t0) / 1000.0, n_due,
+    fprintf(out, "  %7.1f %7ld %8.2f %8.2f %8.2f", (double)(from - t0) / 1000.0, n_due,
             nlat ? (double)lat[nlat / 2] / 1000.0 : 0.0,
             nlat ? (double)lat[(size_t)((double)nlat * 0.99)] / 1000.0 : 0.0,
-            nlat ? (double)lat[nlat - 1] / 1000.0 : 0.0, queue, poller);
+            nlat ? (double)lat[nlat - 1] / 1000.0 : 0.0);
+    if (lag >= 0) fprintf(out, " %7.2f", (double)lag / 1000.0);
+    fprintf(out, " %9ld %9ld", queue, poller);
     if (sched) {
         int64_t dt = s && s0 ? s->t_us - s0->t_us : 0;
         fprintf(out, " %7.0f %7.0f %7.0f", dt ? share(s0->redis_run_ns, s->redis_run_ns, dt) : -1.0,
@@ -87,7 +89,7 @@ static void print_window(FILE *out, const timeline *t, int sched, int64_t t0, in
 }
 
 void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
-                    const int64_t *read_us, int window_ms)
+                    const int64_t *sent_us, const int64_t *read_us, int window_ms)
 {
     if (n <= 0) return;
     int64_t *lat = malloc((size_t)n * sizeof *lat);
@@ -98,8 +100,9 @@ void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
     memcpy(due, due_us, (size_t)n * sizeof *due);
     qsort(due, (size_t)n, sizeof *due, cmp_i64);
     int64_t t0 = due[0], w = (int64_t)window_ms * 1000;
-    fprintf(out, "  %7s %7s %8s %8s %8s %9s %9s", "due_ms", "due", "p50ms", "p99ms", "maxms",
-            "queue", "poller");
+    fprintf(out, "  %7s %7s %8s %8s %8s", "due_ms", "due", "p50ms", "p99ms", "maxms");
+    if (sent_us) fprintf(out, " %7s", "sentms");
+    fprintf(out, " %9s %9s", "queue", "poller");
     int sched = has_sched(t);
     if (sched) fprintf(out, " %7s %7s %7s", "redis%", "rwait%", "allocd%");
     fputc('\n', out);
@@ -108,12 +111,15 @@ void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
     if (t->n && t->s[t->n - 1].t_us > end) end = t->s[t->n - 1].t_us;
     for (int64_t from = t0; from <= end; from += w) {
         size_t nlat = 0;
-        for (long i = 0; i < n; i++)
-            if (due_us[i] >= from && due_us[i] < from + w && read_us[i])
-                lat[nlat++] = read_us[i] - due_us[i];
+        int64_t lag = sent_us ? 0 : -1;
+        for (long i = 0; i < n; i++) {
+            if (due_us[i] < from || due_us[i] >= from + w) continue;
+            if (read_us[i]) lat[nlat++] = read_us[i] - due_us[i];
+            if (sent_us && sent_us[i] - due_us[i] > lag) lag = sent_us[i] - due_us[i];
+        }
         long before = at;
         while (at < n && due[at] < from + w) at++;
-        print_window(out, t, sched, t0, from, from + w, at, at - before, lat, nlat);
+        print_window(out, t, sched, t0, from, from + w, at, at - before, lat, nlat, lag);
     }
     free(due);
     free(lat);

@@ -40,7 +40,9 @@ void timeline_free(timeline *t);
 int timeline_note(timeline *t, int64_t t_us, int64_t dequeued, long read);
 
 /* Prints one line per window_ms of due time: requests due in it, the
- * p50/p99/max latency (due -> read) of those read, and at the window's end the queue's
+ * p50/p99/max latency (due -> read) of those read, the longest a request
+ * due in it waited in the load generator (due -> handed to the socket's
+ * buffer: `sent_us`, or NULL for no column), and at the window's end the queue's
  * backlog (due so far - dequeued) and the poller's (dequeued - read).
  * When the samples carry schedstat readings, also the share of the
  * window Redis ran, Redis waited for a CPU, and allocd ran.
@@ -48,6 +50,6 @@ int timeline_note(timeline *t, int64_t t_us, int64_t dequeued, long read);
  * windows go on past the last due time up to the last reading: an unpaced
  * run (due = pushed) pushes everything early and drains long after. */
 void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
-                    const int64_t *read_us, int window_ms);
+                    const int64_t *sent_us, const int64_t *read_us, int window_ms);
 
 #endif
