@@ -841,27 +841,13 @@ static void on_dedup(batch_worker *w, chunk *ch, redisReply *r)
     take_start(w);          /* a DONE chunk may have freed a slot */
 }
 
-/* A block a chunk waited for (ch), or one drawn ahead (no chunk). */
 static void on_orders(batch_worker *w, chunk *ch, redisReply *r)
 {
-    int rc = ch ? order_ids_take(&w->orders, r, ids_needed(w, ch)) : order_ids_take_spare(&w->orders, r);
-    if (rc < 0) {
+    if (order_ids_take(&w->orders, r, ids_needed(w, ch)) < 0) {
         worker_fail(w, "order id block", "unexpected reply");
         return;
     }
     advance(w);
-}
-
-/* Asks for chunk ch's block (it waits for the answer), or with no chunk
- * for the next block ahead of need (order_ids.h). */
-static void orders_request(batch_worker *w, chunk *ch, size_t need)
-{
-    worker_op *o = op_new(w, WOP_ORDERS, ch);
-    if (!o || order_ids_request(&w->orders, w->router, &w->scripts->order_block,
-                                w->cfg->redis_timeout_ms, need, on_op_reply, o) < 0) {
-        if (o) o->busy = 0;
-        worker_fail(w, "order id block", o ? "Redis not connected" : "too many commands in flight");
-    }
 }
 
 /* ------------------------------------------------------ decide, apply -- */
@@ -1023,15 +1009,19 @@ static void advance(batch_worker *w)
         if (ch->state == CS_DONE || ch->state == CS_APPLYING) continue;
         if (ch->state != CS_DEDUPED) return;
         size_t buys = ids_needed(w, ch);
-        order_ids_use_spare(&w->orders, buys);
         if (order_block_left(&w->orders.block) < buys) {
-            if (!w->orders.outstanding) orders_request(w, ch, buys);
+            if (w->orders.outstanding) return;
+            worker_op *o = op_new(w, WOP_ORDERS, ch);
+            if (!o || order_ids_request(&w->orders, w->router, &w->scripts->order_block,
+                                        w->cfg->redis_timeout_ms, buys, on_op_reply, o) < 0) {
+                if (o) o->busy = 0;
+                worker_fail(w, "order id block", o ? "Redis not connected" : "too many commands in flight");
+            }
             return;
         }
         if (w->cfg->wait_replicas > 0 && replicas_wait(w)) return;
         if (apply_build(w, ch) < 0) return;
         apply_send(w, ch);
-        if (w->state == W_SERVING && order_ids_want_spare(&w->orders)) orders_request(w, NULL, 0);
     }
 }
 

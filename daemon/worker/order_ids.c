@@ -38,52 +38,15 @@ int order_ids_request(order_ids *o, redis_router *router, const redis_script *sc
 }
 
 /* The block is the `size` values that end at counter_after. */
-static int parse_block(const order_ids *o, const redisReply *r, uint64_t need, order_block *b)
+int order_ids_take(order_ids *o, const redisReply *r, uint64_t need)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
         r->element[1]->type != REDIS_REPLY_INTEGER)
         return -EPROTO;
     /* the key is the hex an allocd proposed (key_hex): anything else is a
      * damaged counter, and a made-up key could repeat another's order ids */
-    if (numtext_parse_hex_u64(r->element[0]->str, &b->key) < 0) return -EPROTO;
-    b->end = (uint64_t)r->element[1]->integer + 1;
-    b->next = b->end - order_ids_block_size(o, need);
+    if (numtext_parse_hex_u64(r->element[0]->str, &o->block.key) < 0) return -EPROTO;
+    o->block.end = (uint64_t)r->element[1]->integer + 1;
+    o->block.next = o->block.end - order_ids_block_size(o, need);
     return 0;
-}
-
-/* Only the ids change: the engine holds a pointer to `block`, and its
- * now_ms is the worker's to set. */
-static void replace_block(order_block *dst, const order_block *src)
-{
-    dst->key = src->key;
-    dst->next = src->next;
-    dst->end = src->end;
-}
-
-int order_ids_take(order_ids *o, const redisReply *r, uint64_t need)
-{
-    order_block b;
-    if (parse_block(o, r, need, &b) < 0) return -EPROTO;
-    replace_block(&o->block, &b);
-    return 0;
-}
-
-int order_ids_take_spare(order_ids *o, const redisReply *r)
-{
-    if (parse_block(o, r, 0, &o->spare) < 0) return -EPROTO;
-    o->has_spare = 1;
-    return 0;
-}
-
-int order_ids_want_spare(const order_ids *o)
-{
-    return !o->has_spare && !o->outstanding && order_block_left(&o->block) < order_ids_block_size(o, 0) / 2;
-}
-
-int order_ids_use_spare(order_ids *o, uint64_t need)
-{
-    if (order_block_left(&o->block) >= need || !o->has_spare || order_block_left(&o->spare) < need) return 0;
-    replace_block(&o->block, &o->spare);
-    o->has_spare = 0;
-    return 1;
 }

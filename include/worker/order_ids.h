@@ -6,11 +6,9 @@
  * A block is drawn with the order-block script (worker/scripts.h) on the
  * node of the global keys, through the router -- whose connections outlive
  * the worker, so an answer still due holds the worker open (`outstanding`).
- * A block lasts sixteen chunks of buys at least. Once half of it is
- * minted the next one is drawn ahead (`spare`), so a refill does not stall
- * the pipeline for a round trip; only a chunk that needs more ids than are
- * left and finds no spare waits for one. Ids left in a block when it is
- * replaced or the worker stops are simply never used.
+ * A block lasts sixteen chunks of buys at least: a refill stalls the
+ * pipeline for a round trip. Ids left in a block when the worker stops are
+ * simply never used.
  */
 #ifndef ALLOCD_ORDER_IDS_H
 #define ALLOCD_ORDER_IDS_H
@@ -24,8 +22,6 @@
 
 typedef struct order_ids {
     order_block block;        /* the engine mints from it (order_block_mint) */
-    order_block spare;        /* the next block, drawn ahead (has_spare) */
-    int has_spare;
     int outstanding;          /* block requests not answered yet */
     uint64_t chunk;           /* the worker's chunk size */
     char key_name[BATCH_KEY_MAX + 16], counter_name[BATCH_KEY_MAX + 16];
@@ -44,13 +40,5 @@ int order_ids_request(order_ids *o, redis_router *router, const redis_script *sc
 /* The script's reply {key_hex, counter_after} to a request for `need`:
  * the new block. 0, or -EPROTO for an unexpected reply. */
 int order_ids_take(order_ids *o, const redisReply *r, uint64_t need);
-/* The same reply to a request drawn ahead (need 0): it becomes the spare. */
-int order_ids_take_spare(order_ids *o, const redisReply *r);
-/* 1 when the next block should be drawn ahead now: half of the current
- * one is minted, and no spare and no request is out. */
-int order_ids_want_spare(const order_ids *o);
-/* When the current block has fewer than `need` ids left and the spare
- * has enough, the spare replaces it (1); else nothing changes (0). */
-int order_ids_use_spare(order_ids *o, uint64_t need);
 
 #endif
