@@ -544,8 +544,8 @@ static int read_all(const run_opts *o, const bset *bs, window *win, const int64_
     if (o->timeline && rj.tl && rc == 0) {
         if (o->rate > 0) printf("timeline: allocd %s, paced at %.0f req/s", o->plain ? "plain RPUSH" : "position transaction", o->rate);
         else printf("timeline: allocd %s, unpaced (due = pushed)", o->plain ? "plain RPUSH" : "position transaction");
-        printf("; per 100 ms of due time, and at its end the requests due but not dequeued (queue) and "
-               "dequeued but not read (poller)\n");
+        printf("; per 100 ms of due time: the longest a request waited in the generator (sentms), and at "
+               "the window's end the requests due but not dequeued (queue) and dequeued but not read (poller)\n");
         timeline_print(stdout, &tl, o->w->n, push_us, sent_us, rj.read_us, 100);
         if (sent_us) print_from_sent(o->w->n, sent_us, rj.read_us);
     }
