@@ -116,8 +116,12 @@ int bench_realtime(pid_t pid, int prio);
  * flight, each unit being `replies` commands appended by append(); done()
  * gets the unit's last reply (error = any reply of the unit was an error).
  * due() (optional) paces the units: unit k is not sent before it returns a
- * proc_mono_us() value; with tick_us, due units are sent together at most
- * every tick_us (fewer, larger writes). Stops early when *stop becomes non-zero or at
+ * proc_mono_us() value. Whenever the connection wakes -- a reply came, or
+ * tick_us passed with nothing else to wake it -- every unit due by then is
+ * sent in one write: a due unit waits at most one tick, and less when
+ * replies come faster (the design's answers set how often; the
+ * eleventh session in docs/PERFORMANCE.md measured a tick-only variant and
+ * did not keep it). Stops early when *stop becomes non-zero or at
  * deadline_us (mono). Returns the units completed, or -1 on I/O error. */
 typedef struct pipe_job {
     const bench_target *target;
@@ -129,7 +133,7 @@ typedef struct pipe_job {
     void (*done)(void *ctx, long k, redisReply *last, int error);
     void (*each)(void *ctx, long k, int i, redisReply *r); /* optional: reply i of unit k, before done */
     int64_t (*due)(void *ctx, long k);
-    int64_t tick_us;          /* paced: send what is due at most this often */
+    int64_t tick_us;          /* paced: longest wait for the next due unit when no reply wakes us */
     volatile int *stop;
     int64_t deadline_us;
 } pipe_job;
