@@ -46,6 +46,7 @@ check_left() {
 # build dir was made) is not part of the suite any more. test_X comes from
 # tests/*/test_X.c, test_fuzz_replay_X from tests/fuzz/fuzz_X.c (mk/fuzz.mk).
 tests_dir=$(dirname "$0")
+[ -f "$tests_dir/run.sh" ] || { echo "tests/run.sh: run it as a script (sh tests/run.sh), not sourced" >&2; exit 2; }
 has_source() {
     case "$1" in
     test_fuzz_replay_*) [ -f "$tests_dir/fuzz/fuzz_${1#test_fuzz_replay_}.c" ];;

@@ -448,13 +448,13 @@ static void cw_assert_archived(afix *f, long long events)
     /* one row per event, in order; as many as the n fields say */
     assert_int_equal(afix_assert_log_archived(f, b), events);
     afix_assert_results_archived(f, b);
-    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND type = 'wait'"), 7);
-    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND type = 'wait' "
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = '" CW "' AND type = 'wait'"), 7);
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = '" CW "' AND type = 'wait' "
                                     "AND req = 'r-9' AND fields->>'wait_no' = '7'"), 1);
-    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND type = 'wait_served' "
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = '" CW "' AND type = 'wait_served' "
                                     "AND req = 'r-2' AND user_id = 'u-2' AND fields->>'wait_no' = '1' "
                                     "AND fields->>'status' = 'rejected' AND fields->>'reason' = 'limit'"), 1);
-    assert_true(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND type = 'wait_served' "
+    assert_true(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = '" CW "' AND type = 'wait_served' "
                                "AND fields->>'status' = 'granted' AND NOT fields ? 'reason'") >= 3);
     out = AFIX_CTL(f, 0, "reconcile", "--pg", f->pg.conninfo, b);
     assert_non_null(strstr(out, "OK"));
@@ -481,7 +481,7 @@ static void cw_waitlist_named(afix *f)
 static void cw_short_entry_named(afix *f)
 {
     const char *b = CW;
-    const char *pick = "SELECT stream_id FROM alloc_events WHERE batch = 'cw' GROUP BY stream_id, id_ms, id_seq "
+    const char *pick = "SELECT stream_id FROM alloc_events WHERE batch = '" CW "' GROUP BY stream_id, id_ms, id_seq "
                        "HAVING count(*) >= 3 ORDER BY id_ms, id_seq LIMIT 1";
     PGresult *r = PQexec(f->db, pick);
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
@@ -489,14 +489,14 @@ static void cw_short_entry_named(afix *f)
     char sid[64], sql[400], want[160];
     snprintf(sid, sizeof sid, "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM alloc_events WHERE batch = 'cw' AND stream_id = '%s'", sid);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM alloc_events WHERE batch = '" CW "' AND stream_id = '%s'", sid);
     long long n = afix_pg_int(f, sql);
     snprintf(want, sizeof want, "DIFF log entry %s has %lld events, alloc_events %lld\n", sid, n, n - 1);
     for (int idx = 1; idx >= 0; idx--) {
         snprintf(sql, sizeof sql, "CREATE TEMP TABLE saved AS SELECT * FROM alloc_events "
-                                  "WHERE batch = 'cw' AND stream_id = '%s' AND ev_idx = %d", sid, idx);
+                                  "WHERE batch = '" CW "' AND stream_id = '%s' AND ev_idx = %d", sid, idx);
         afix_pg_exec(f, sql);
-        snprintf(sql, sizeof sql, "DELETE FROM alloc_events WHERE batch = 'cw' AND stream_id = '%s' AND ev_idx = %d",
+        snprintf(sql, sizeof sql, "DELETE FROM alloc_events WHERE batch = '" CW "' AND stream_id = '%s' AND ev_idx = %d",
                  sid, idx);
         afix_pg_exec(f, sql);
         char *out = AFIX_CTL(f, 1, "reconcile", "--pg", f->pg.conninfo, b);

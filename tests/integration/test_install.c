@@ -100,6 +100,11 @@ static void test_installed_unit_and_config(void **state)
     assert_int_equal(itest_sh("mkdir -p %s/usr/lib/systemd/system/allocd.service.d && "
                               "cp %s/usr/share/doc/allocd/examples/allocd-realtime.conf %s/usr/lib/systemd/system/allocd.service.d/",
                               dir, dir, dir), 0);
+    /* what it sets: verify and the exposure score would pass an empty one */
+    assert_int_equal(itest_sh("f=%s/usr/lib/systemd/system/allocd.service.d/allocd-realtime.conf && "
+                              "grep -qx '\\[Service\\]' $f && grep -qx 'CPUSchedulingPolicy=fifo' $f && "
+                              "grep -qx 'CPUSchedulingPriority=10' $f && grep -qx 'CPUSchedulingResetOnFork=yes' $f",
+                              dir), 0);
     assert_int_equal(itest_sh("test -z \"$(systemd-analyze verify --man=no %s/usr/lib/systemd/system/allocd.service 2>&1)\"", dir), 0);
     assert_int_equal(itest_sh("systemd-analyze security --offline=yes --threshold=20 %s/usr/lib/systemd/system/allocd.service "
                         ">/dev/null 2>&1", dir), 0);
