@@ -152,6 +152,7 @@ static pid_t start_escaped_instance(itest *t, int port)
     fprintf(f, "redis = \"%s\"; metrics_listen = \"127.0.0.1:%d\"; registry_interval_ms = 100;\n",
             t->redis.url, port);
     fclose(f);
+    /* started with a soft limit of 64 open files: allocd raises it to the hard limit */
     char *argv[] = { "/bin/sh", "-c", "ulimit -Sn 64 && exec \"$0\" \"$@\"", (char *)harness_allocd_bin(), "-c", conf,
                      "--instance", "web\"1\\x", NULL };
     pid_t pid = harness_spawn(argv, log);

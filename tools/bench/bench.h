@@ -119,9 +119,7 @@ int bench_realtime(pid_t pid, int prio);
  * proc_mono_us() value. Whenever the connection wakes -- a reply came, or
  * tick_us passed with nothing else to wake it -- every unit due by then is
  * sent in one write: a due unit waits at most one tick, and less when
- * replies come faster (the design's answers set how often; the
- * eleventh session in docs/PERFORMANCE.md measured a tick-only variant and
- * did not keep it). Stops early when *stop becomes non-zero or at
+ * replies come faster (the design's answers set how often). Stops early when *stop becomes non-zero or at
  * deadline_us (mono). Returns the units completed, or -1 on I/O error. */
 typedef struct pipe_job {
     const bench_target *target;
