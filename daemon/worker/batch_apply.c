@@ -58,7 +58,7 @@ static int decide(batch_worker *w, chunk *ch, int64_t now)
     int remembered = dedup_remember(&w->dedup, ch);
     if (remembered < 0 || engine_error(w->eng)) {
         batch__fail(w, "decide", "out of memory in the engine");
-        return -1;
+        return -ENOMEM;
     }
     return 0;
 }
@@ -80,10 +80,11 @@ static int apply_build(batch_worker *w, chunk *ch)
              now < m->opens_at)
         now = m->opens_at;
     w->orders.block.now_ms = now;
-    if (decide(w, ch, now) < 0) return -1;
+    int rc = decide(w, ch, now);
+    if (rc < 0) return rc;
     if (ch->early && lottery_pool_take_chunk(&w->pool, ch) < 0) {
         batch__fail(w, "decide", "out of memory in the lottery pool");
-        return -1;
+        return -ENOMEM;
     }
     apply_txn_ctx ctx = {
         .keys = &w->keys, .trip_key = w->trip_key, .fence_src = w->scripts->fence.source,
@@ -96,7 +97,7 @@ static int apply_build(batch_worker *w, chunk *ch)
         .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
         .fault_apply_id = w->fault_apply_id,
     };
-    if (apply_txn_encode(&w->args, &ctx, ch, w->eng) < 0) { batch__fail(w, "apply", "out of memory"); return -1; }
+    if (apply_txn_encode(&w->args, &ctx, ch, w->eng) < 0) { batch__fail(w, "apply", "out of memory"); return -ENOMEM; }
     /* The next chunk builds on this one: the engine has moved on, and Redis
      * will have too once this transaction is in (FENCE refuses the next one
      * otherwise). The drain lists are cleared now, before the send: w->args
@@ -270,6 +271,7 @@ void batch__on_applied(batch_worker *w, chunk *ch, redisReply *r)
         batch__fail(w, "apply", "replies out of order");
         return;
     }
+    ALLOC_ASSERT(ch->state == CS_APPLYING && ch->queue_len >= 0);
     note_applied(w, ch);
     answer_watch_applied(&w->watch.aw, clock_mono_ms());
     if (ch->kind == CHUNK_POOL) {

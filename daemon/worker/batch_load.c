@@ -134,7 +134,7 @@ static int meta_choice(int *dst, const char *k, const char *v, const char *a, in
 {
     if (!strcmp(v, a)) *dst = va;
     else if (!strcmp(v, b)) *dst = vb;
-    else { snprintf(err, errlen, "meta %s '%s' is neither %s nor %s", k, v, a, b); return -1; }
+    else { snprintf(err, errlen, "meta %s '%s' is neither %s nor %s", k, v, a, b); return -EINVAL; }
     return 0;
 }
 
@@ -157,7 +157,7 @@ int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *er
         if (!strcmp(v, "earliest")) m->group_slot = GROUP_SLOT_EARLIEST;
         else if (!strcmp(v, "latest")) m->group_slot = GROUP_SLOT_LATEST;
         else if (!strcmp(v, "leader")) m->group_slot = GROUP_SLOT_LEADER;
-        else { snprintf(err, errlen, "meta group_slot '%s' is not earliest, latest or leader", v); return -1; }
+        else { snprintf(err, errlen, "meta group_slot '%s' is not earliest, latest or leader", v); return -EINVAL; }
         return 0;
     }
     if (!strcmp(k, "early")) {
@@ -174,7 +174,7 @@ int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *er
         if (strcmp(k, ints[i].name)) continue;
         if (numtext_parse_i64(v, ints[i].dst) < 0 || *ints[i].dst < ints[i].min) {
             snprintf(err, errlen, "meta %s '%s' must be an integer >= %" PRId64, k, v, ints[i].min);
-            return -1;
+            return -EINVAL;
         }
         return 0;
     }

@@ -157,6 +157,7 @@ static void take_voided(batch_worker *w, chunk *ch)
     while (chunk_ring_newest(&w->ring) != ch) {
         chunk_ring_pop_newest(&w->ring);
         w->takes_out--;
+        ALLOC_ASSERT(w->takes_out >= 0);
     }
     w->take_gen++;
 }
@@ -334,6 +335,7 @@ static void nothing_taken(batch_worker *w)
 static void on_take_end(batch_worker *w, chunk *ch, redisReply *llen)
 {
     w->takes_out--;
+    ALLOC_ASSERT(w->takes_out >= 0 && ch->state == CS_TAKING);
     if (llen->type == REDIS_REPLY_INTEGER) w->stats.queue_len = llen->integer;
     w->last_take_full = ch->kind == CHUNK_QUEUE && ch->queue_len == ch->asked;
     if (!(ch->kind == CHUNK_QUEUE && ch->queue_len == ch->asked) && chunk_ring_newest(&w->ring) != ch)
@@ -370,7 +372,7 @@ static void on_lottery_reply(redis_conn *c, redisReply *r, const char *err, void
 {
     batch_worker *w = priv;
     if (w->state != W_LOTTERY) return;
-    w->state = W_SERVING;
+    batch__set_state(w, W_SERVING);
     const char *e = batch__reply_error(r, err);
     if (e) { batch__fail(w, "lottery", e); return; }
     int done;
@@ -394,10 +396,10 @@ void batch__lottery_start(batch_worker *w)
 {
     if (batch__lease_check(w, "lottery") < 0) return;
     const char *argv[] = { w->keys.early, w->keys.internal, w->keys.lease, w->lease.token, w->lease.epoch };
-    w->state = W_LOTTERY;
+    batch__set_state(w, W_LOTTERY);
     if (redis_conn_eval(w->cmd, &w->scripts->lottery, on_lottery_reply, w, w->cfg->redis_timeout_ms,
                         3, 5, argv, NULL) < 0) {
-        w->state = W_SERVING;
+        batch__set_state(w, W_SERVING);
         batch__fail(w, "lottery", "Redis not connected");
     }
 }
@@ -408,7 +410,7 @@ void batch__lottery_start(batch_worker *w)
 static int lottery_draw_now(batch_worker *w)
 {
     int rc = lottery_pool_draw(&w->pool);
-    if (rc < 0) { batch__fail(w, "lottery", rc == -ENOMEM ? "out of memory" : "bad seed"); return -1; }
+    if (rc < 0) { batch__fail(w, "lottery", rc == -ENOMEM ? "out of memory" : "bad seed"); return rc; }
     log_notice("batch %s: opening lottery: %zu early requests of %zu users, %zu already served",
                w->batch, w->pool.n, lottery_ticket_count(&w->pool.lot), w->pool.served);
     return 0;
@@ -473,6 +475,7 @@ static void dedup_start(batch_worker *w, chunk *ch)
 void batch__on_dedup(batch_worker *w, chunk *ch, redisReply *r)
 {
     w->dedups_out--;
+    ALLOC_ASSERT(w->dedups_out >= 0 && ch->state == CS_DEDUP);
     if (dedup_take_reply(ch, r) < 0) {
         batch__fail(w, "dedup", "HMGET reply is not one element per id asked");
         return;

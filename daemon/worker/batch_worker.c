@@ -60,6 +60,35 @@ const char *batch__reply_error(redisReply *r, const char *err)
     return NULL;
 }
 
+/* -------------------------------------------------------------- states -- */
+
+#define S(x) (1u << (x))
+/* The states each state may be entered from (the diagram at the top). A
+ * failure backs off from any live state; nothing leaves CLOSING, and
+ * RELEASING leads only to CLOSING. */
+static const unsigned entered_from[] = {
+    [W_CONNECTING] = S(W_CONNECTING) | S(W_BACKOFF) | S(W_ACQUIRING) | S(W_LOADING) | S(W_IDLE),
+    [W_ACQUIRING] = S(W_CONNECTING) | S(W_BACKOFF),
+    [W_LOADING] = S(W_CONNECTING) | S(W_BACKOFF) | S(W_ACQUIRING) | S(W_LOADING) | S(W_IDLE) |
+                  S(W_SERVING) | S(W_LOTTERY),
+    [W_IDLE] = S(W_SERVING) | S(W_IDLE),
+    [W_SERVING] = S(W_LOADING) | S(W_IDLE) | S(W_LOTTERY) | S(W_SERVING),
+    [W_LOTTERY] = S(W_SERVING),
+    [W_BACKOFF] = S(W_CONNECTING) | S(W_ACQUIRING) | S(W_LOADING) | S(W_IDLE) | S(W_SERVING) |
+                  S(W_LOTTERY) | S(W_BACKOFF),
+    [W_RELEASING] = S(W_CONNECTING) | S(W_ACQUIRING) | S(W_LOADING) | S(W_IDLE) | S(W_SERVING) |
+                    S(W_LOTTERY) | S(W_BACKOFF),
+    [W_CLOSING] = ~S(W_CLOSING),
+};
+#undef S
+
+void batch__set_state(batch_worker *w, worker_state to)
+{
+    ALLOC_ASSERT((unsigned)to < sizeof entered_from / sizeof entered_from[0]);
+    ALLOC_ASSERT(entered_from[to] & (1u << w->state));
+    w->state = to;
+}
+
 /* ---------------------------------------------------------- operations -- */
 
 worker_op *batch__op_new(batch_worker *w, worker_op_kind kind, chunk *ch)
@@ -67,6 +96,7 @@ worker_op *batch__op_new(batch_worker *w, worker_op_kind kind, chunk *ch)
     for (size_t i = 0; i < MAX_OPS; i++) {
         worker_op *o = &w->ops[i];
         if (o->busy) continue;
+        ALLOC_ASSERT(w->state != W_CLOSING);
         o->w = w;
         o->ch = ch;
         o->gen = w->gen;
@@ -81,6 +111,7 @@ worker_op *batch__op_new(batch_worker *w, worker_op_kind kind, chunk *ch)
 /* A reply for op o: 1 when it is still wanted (same generation, serving). */
 static int op_current(worker_op *o)
 {
+    ALLOC_ASSERT(o->busy && o->w && o->gen <= o->w->gen);
     o->busy = 0;
     return o->gen == o->w->gen && o->w->state == W_SERVING;
 }
@@ -133,7 +164,7 @@ static void on_timer_backoff(uv_timer_t *t)
     batch_worker *w = t->data;
     if (w->state != W_BACKOFF) return;
     if (w->stopping) { batch__finish(w); return; }
-    w->state = W_CONNECTING;
+    batch__set_state(w, W_CONNECTING);
     if (follow_slot(w)) return;          /* on_ready continues on the new node */
     if (redis_conn_is_ready(w->cmd)) acquire_start(w);
 }
@@ -180,7 +211,7 @@ void batch__fail(batch_worker *w, const char *what, const char *why)
     int shift = w->attempts < 6 ? w->attempts : 6;
     uint64_t delay = (uint64_t)w->cfg->backoff_min_ms << shift;
     if (delay > (uint64_t)w->cfg->backoff_max_ms) delay = (uint64_t)w->cfg->backoff_max_ms;
-    w->state = W_BACKOFF;
+    batch__set_state(w, W_BACKOFF);
     uv_timer_start(&w->timer, on_timer_backoff, delay, 0);
 }
 
@@ -220,7 +251,7 @@ static void on_load_done(void *data)
 {
     batch_worker *w = data;
     if (w->load.failed) {
-        w->state = W_LOADING; /* let batch__fail() log and back off */
+        batch__set_state(w, W_LOADING); /* let batch__fail() log and back off */
         batch__fail(w, "loading", w->load.err);
         return;
     }
@@ -234,7 +265,7 @@ static void on_load_done(void *data)
     const engine_counters *c = engine_get_counters(w->eng);
     log_info("batch %s: loaded %zu items, %zu users, %" PRId64 " processed so far",
              w->batch, engine_item_count(w->eng), engine_user_count(w->eng), c->processed);
-    w->state = W_SERVING;
+    batch__set_state(w, W_SERVING);
     chunks_drop_all(w);
     /* early=shuffle: the pool is read back before anything is decided */
     if (engine_get_meta(w->eng)->early == EARLY_SHUFFLE && !w->lottery_done) batch__lottery_start(w);
@@ -247,14 +278,14 @@ static void load_start(batch_worker *w)
 {
     drop_engine(w);
     slots_scan_loaded(&w->slots, clock_mono_ms());   /* the load reads them */
-    w->state = W_LOADING;
+    batch__set_state(w, W_LOADING);
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* -ENOTCONN: the connection is down; the commands already sent get
      * their error callbacks, and on_ready starts a new load. Any other
      * error would not be cured by a reconnect: the load fails. */
     int rc = batch_load_start(&w->load, w->trip_key, random_u64());
     if (rc == -ENOTCONN) {
-        w->state = W_CONNECTING;
+        batch__set_state(w, W_CONNECTING);
         drop_engine(w);
     } else if (rc < 0) {
         batch__fail(w, "loading", rc == -ENOMEM ? "out of memory" : strerror(-rc));
@@ -266,6 +297,7 @@ static void load_start(batch_worker *w)
 static int order_reply_handled(worker_op *o, redisReply *r, const char *err)
 {
     batch_worker *w = o->w;
+    ALLOC_ASSERT(w->orders.outstanding > 0);
     w->orders.outstanding--;
     if (w->state == W_CLOSING) { o->busy = 0; on_handle_closed(w); return 1; }
     if (o->kind == WOP_LOAD_ORDERS && o->gen == w->gen && w->state == W_LOADING) {
@@ -288,6 +320,7 @@ void batch__on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     worker_op *o = priv;
     batch_worker *w = o->w;
     worker_op_kind kind = o->kind;
+    ALLOC_ASSERT(o->busy && (unsigned)kind <= WOP_REPLICAS);
     if ((kind == WOP_ORDERS || kind == WOP_LOAD_ORDERS) && order_reply_handled(o, r, err)) return;
     if (kind == WOP_SLOTS) { batch__on_slots(o, r, err); return; }
     if (!op_current(o)) return;
@@ -313,7 +346,7 @@ static void kick(batch_worker *w)
 {
     if (w->state != W_IDLE) return;
     uv_timer_stop(&w->timer);
-    w->state = W_SERVING;
+    batch__set_state(w, W_SERVING);
     batch__take_start(w);
 }
 
@@ -368,7 +401,7 @@ void batch__go_idle(batch_worker *w)
     int64_t next = engine_next_expiry(w->eng);
     if (m->opens_at > now && m->opens_at < next) next = m->opens_at;
     if (m->closes_at > now && m->closes_at < next) next = m->closes_at;
-    w->state = W_IDLE;
+    batch__set_state(w, W_IDLE);
     uv_timer_stop(&w->timer);
     if (next != INT64_MAX) {
         /* +1: the uv clock and the wall clock may disagree by a millisecond */
@@ -387,14 +420,14 @@ int batch__lease_check(batch_worker *w, const char *step)
     if (batch_lease_valid(&w->lease)) return 0;
     batch_lease_drop(&w->lease);
     batch__fail(w, step, "the lease is not valid any more");
-    return -1;
+    return -ETIMEDOUT;
 }
 
 static void acquire_start(batch_worker *w)
 {
     if (batch_lease_valid(&w->lease)) { load_start(w); return; }
-    w->state = W_ACQUIRING;
-    if (batch_lease_acquire(&w->lease) < 0) w->state = W_CONNECTING; /* on_ready retries */
+    batch__set_state(w, W_ACQUIRING);
+    if (batch_lease_acquire(&w->lease) < 0) batch__set_state(w, W_CONNECTING); /* on_ready retries */
 }
 
 static void on_lease_acquired(batch_lease *l, void *data)
@@ -426,7 +459,7 @@ static void on_lease_busy(batch_lease *l, int64_t pttl, const char *holder, void
      * the TTL, since a holder handing the batch over releases it early */
     uint64_t cap = (uint64_t)w->cfg->lease_ttl_ms / 5;
     uint64_t delay = pttl >= 0 && (uint64_t)pttl + 20 < cap ? (uint64_t)pttl + 20 : cap;
-    w->state = W_BACKOFF;
+    batch__set_state(w, W_BACKOFF);
     w->lease_wait = 1;
     uv_timer_start(&w->timer, on_timer_backoff, delay, 0);
 }
@@ -434,7 +467,7 @@ static void on_lease_busy(batch_lease *l, int64_t pttl, const char *holder, void
 static void on_lease_lost(batch_lease *l, const char *why, void *data)
 {
     batch_worker *w = data;
-    if (w->state == W_ACQUIRING) w->state = W_LOADING; /* let batch__fail() back off */
+    if (w->state == W_ACQUIRING) batch__set_state(w, W_LOADING); /* let batch__fail() back off */
     batch__fail(w, "lease", why);
 }
 
@@ -453,7 +486,7 @@ void batch__finish(batch_worker *w)
 {
     if (w->state == W_RELEASING || w->state == W_CLOSING) return;
     uv_timer_stop(&w->timer);
-    w->state = W_RELEASING;
+    batch__set_state(w, W_RELEASING);
     batch_lease_release(&w->lease);
 }
 
@@ -560,7 +593,7 @@ static void on_cmd_down(redis_conn *c, const char *why, void *data)
     if (w->state == W_IDLE) {
         uv_timer_stop(&w->timer);
         drop_engine(w);
-        w->state = W_CONNECTING;
+        batch__set_state(w, W_CONNECTING);
     }
 }
 
@@ -572,6 +605,7 @@ static void on_wait_ready(redis_conn *c, void *data)
 
 static void on_handle_closed(batch_worker *w)
 {
+    ALLOC_ASSERT(w->handles_open > 0);
     if (--w->handles_open > 0) return;
     chunk_ring_free(&w->ring);
     drop_engine(w);
@@ -593,7 +627,7 @@ static void on_watch_closed(uv_handle_t *h) { on_handle_closed(((batch_watch *)h
 static void close_all(batch_worker *w)
 {
     if (w->state == W_CLOSING) return;
-    w->state = W_CLOSING;
+    batch__set_state(w, W_CLOSING);
     log_info("batch %s: stopped after %" PRIu64 " chunks", w->batch, w->stats.chunks);
     uv_timer_stop(&w->timer);
     w->handles_open = 7 + w->orders.outstanding;
@@ -675,7 +709,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     slots_scan_init(&w->slots);
     w->written_phase = (engine_phase)-1;
     w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");
-    w->state = W_CONNECTING;
+    batch__set_state(w, W_CONNECTING);
     uv_timer_init(loop, &w->timer);
     w->timer.data = w;
     static const redis_conn_callbacks cmd_cb = { on_cmd_ready, on_cmd_down };
@@ -691,7 +725,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
         if (w->cmd) { w->handles_open++; redis_conn_close(w->cmd, on_conn_closed, w); }
         if (w->reads) { w->handles_open++; redis_conn_close(w->reads, on_conn_closed, w); }
         if (w->wait_queue) { w->handles_open++; redis_conn_close(w->wait_queue, on_conn_closed, w); }
-        w->state = W_CLOSING;
+        batch__set_state(w, W_CLOSING);
         uv_close((uv_handle_t *)&w->timer, on_timer_closed);
         return -ENOMEM;
     }

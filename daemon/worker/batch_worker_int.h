@@ -39,16 +39,16 @@ typedef enum {
 } worker_state;
 
 /* A command in flight, as the privdata of its reply. `gen` is the worker's
- * generation when it was sent: worker_fail() starts a new one, and a reply
+ * generation when it was sent: batch__fail() starts a new one, and a reply
  * from an older generation is dropped (its chunk was thrown away). The
- * first four kinds name their step in worker_fail's message. */
+ * first four kinds name their step in batch__fail's message. */
 typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS, WOP_SLOTS, WOP_REPLICAS } worker_op_kind;
 #define MAX_OPS 64
 
 typedef struct worker_op {
     batch_worker *w;
     chunk *ch;
-    uint32_t gen, take_gen;
+    uint64_t gen, take_gen;
     worker_op_kind kind;
     int busy;
 } worker_op;
@@ -88,9 +88,9 @@ struct batch_worker {
     /* the pipeline: chunks in flight, oldest first */
     chunk_ring ring;
     worker_op ops[MAX_OPS];
-    uint32_t gen;
+    uint64_t gen;             /* a new one per failure: older replies are dropped */
     int takes_out;            /* takes not answered yet (read ahead: several) */
-    uint32_t take_gen;        /* takes sent before a change are dropped */
+    uint64_t take_gen;        /* takes sent before a change are dropped */
     int dedups_out;           /* dedup HMGETs not answered yet */
     int64_t dequeued;         /* stats.dequeued once every apply sent is in */
     slots_scan slots;         /* P:{B}:slots read again in pages (slots_refresh) */
@@ -122,6 +122,7 @@ struct batch_worker {
 };
 
 /* batch_worker.c: the state machine */
+void batch__set_state(batch_worker *w, worker_state to);
 const char *batch__reply_error(redisReply *r, const char *err);
 worker_op *batch__op_new(batch_worker *w, worker_op_kind kind, chunk *ch);
 void batch__chunks_gc(batch_worker *w);

@@ -89,7 +89,7 @@ void batch_load_clear(batch_load *l);
 /* At the worker's end, once its connections are closed (every reply in). */
 void batch_load_free(batch_load *l);
 /* One P:{B}:meta field into m; unknown fields are the operator's own.
- * 0, or -1 with a message in err. */
+ * 0, or -EINVAL with a message in err. */
 int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *err, size_t errlen);
 
 /* One field of P:{B}:slots into the engine (at load and at every refresh
