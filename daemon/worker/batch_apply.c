@@ -63,9 +63,8 @@ static int decide(batch_worker *w, chunk *ch, int64_t now)
     return 0;
 }
 
-/* Decides the chunk and encodes its apply transaction into w->args;
- * apply_send sends it. */
-static int apply_build(batch_worker *w, chunk *ch)
+/* The clock a chunk is decided at: now, but on its side of opens_at. */
+static int64_t decide_time(const batch_worker *w, const chunk *ch)
 {
     int64_t now = clock_wall_ms();
     const engine_meta *m = engine_get_meta(w->eng);
@@ -79,6 +78,41 @@ static int apply_build(batch_worker *w, chunk *ch)
     else if (!ch->early && m->early == EARLY_SHUFFLE && (ch->kind == CHUNK_POOL || ch->queue_len) &&
              now < m->opens_at)
         now = m->opens_at;
+    return now;
+}
+
+/* The transaction's context: the lease, the counters this apply builds
+ * on, the settings. With wait_replicas, stats.dequeued in the chunk's
+ * effect counts the staged chunk before it too: its LTRIM goes first. */
+void batch__txn_ctx(batch_worker *w, apply_txn_ctx *ctx, int64_t now)
+{
+    const chunk *prev = w->cfg->wait_replicas > 0 ? batch__staged_chunk(w) : NULL;
+    *ctx = (apply_txn_ctx){
+        .keys = &w->keys, .trip_key = w->trip_key, .fence_src = w->scripts->fence.source,
+        .token = w->lease.token, .epoch = w->lease.epoch,
+        .chunks_applied = w->chunks_applied, .dequeued = w->dequeued + (prev ? prev->queue_len : 0),
+        .now = now, .first_apply = w->first_apply, .pool_served = w->pool.served, .pool_n = w->pool.n,
+        .pool = w->pool.loaded ? &w->pool : NULL,
+        .log_maxlen = w->cfg->log_maxlen, .log_chunk = w->cfg->log_chunk,
+        .archive_group = w->cfg->archive_group, .instance = w->cfg->instance,
+        .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
+        .fault_apply_id = w->fault_apply_id,
+    };
+}
+
+/* Decides the chunk and encodes its apply transaction into w->args;
+ * apply_send sends it. With wait_replicas the transaction publishes the
+ * staged chunk and stages this one (apply_txn.h); a publish-only chunk
+ * decides nothing. */
+static int apply_build(batch_worker *w, chunk *ch)
+{
+    apply_txn_ctx ctx;
+    if (ch->publish_only) {
+        batch__txn_ctx(w, &ctx, clock_wall_ms());
+        if (apply_txn_encode_publish(&w->args, &ctx, &w->staged) < 0) { batch__fail(w, "apply", "out of memory"); return -ENOMEM; }
+        return 0;
+    }
+    int64_t now = decide_time(w, ch);
     w->orders.block.now_ms = now;
     int rc = decide(w, ch, now);
     if (rc < 0) return rc;
@@ -86,18 +120,11 @@ static int apply_build(batch_worker *w, chunk *ch)
         batch__fail(w, "decide", "out of memory in the lottery pool");
         return -ENOMEM;
     }
-    apply_txn_ctx ctx = {
-        .keys = &w->keys, .trip_key = w->trip_key, .fence_src = w->scripts->fence.source,
-        .token = w->lease.token, .epoch = w->lease.epoch,
-        .chunks_applied = w->chunks_applied, .dequeued = w->dequeued, .now = now,
-        .first_apply = w->first_apply, .pool_served = w->pool.served, .pool_n = w->pool.n,
-        .pool = w->pool.loaded ? &w->pool : NULL,
-        .log_maxlen = w->cfg->log_maxlen, .log_chunk = w->cfg->log_chunk,
-        .archive_group = w->cfg->archive_group, .instance = w->cfg->instance,
-        .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
-        .fault_apply_id = w->fault_apply_id,
-    };
-    if (apply_txn_encode(&w->args, &ctx, ch, w->eng) < 0) { batch__fail(w, "apply", "out of memory"); return -ENOMEM; }
+    batch__txn_ctx(w, &ctx, now);
+    const argbuf *staged = w->staged.ncmds ? &w->staged : NULL;
+    rc = w->cfg->wait_replicas > 0 ? apply_txn_encode_staged(&w->args, &w->effect, &ctx, staged, ch, w->eng)
+                                   : apply_txn_encode(&w->args, &ctx, ch, w->eng);
+    if (rc < 0) { batch__fail(w, "apply", "out of memory"); return -ENOMEM; }
     /* The next chunk builds on this one: the engine has moved on, and Redis
      * will have too once this transaction is in (FENCE refuses the next one
      * otherwise). The drain lists are cleared now, before the send: w->args
@@ -128,53 +155,20 @@ static void apply_send(batch_worker *w, chunk *ch)
         return;
     }
     redis_conn_flush(w->cmd);   /* Redis starts on it while the next is decided */
+    /* the LTRIM this transaction carries: the chunk's own, or with
+     * wait_replicas the staged one's it publishes (before ch is APPLYING) */
+    const chunk *trimmed = w->cfg->wait_replicas > 0 ? batch__staged_chunk(w) : ch;
     ch->state = CS_APPLYING;
     ch->apply_sent_at = uv_hrtime();
-    w->dequeued += ch->queue_len;
-    w->queue_unsent -= ch->queue_len;
-    w->ctl_unsent -= ch->ctl_len;
+    if (trimmed) {
+        w->dequeued += trimmed->queue_len;
+        w->queue_unsent -= trimmed->queue_len;
+        w->ctl_unsent -= trimmed->ctl_len;
+    }
     /* a chunk's entries were counted in when it was taken (on_take) */
     ALLOC_ASSERT(w->queue_unsent >= 0 && w->ctl_unsent >= 0);
     w->chunks_applied++;
-}
-
-/* wait_replicas: no apply is sent before `WAIT n` confirmed that n replicas
- * hold every write before it (so a failover to one of them can take back
- * at most the last apply), and only one apply is in flight. 1 while the
- * apply must wait. */
-static int replicas_wait(batch_worker *w)
-{
-    for (size_t i = 0; i < w->ring.n; i++)
-        if (chunk_ring_at(&w->ring, i)->state == CS_APPLYING) return 1;
-    if (w->replicas_acked) { w->replicas_acked = 0; return 0; }
-    if (w->replicas_out) return 1;
-    char n[16], ms[16];
-    snprintf(n, sizeof n, "%d", w->cfg->wait_replicas);
-    snprintf(ms, sizeof ms, "%d", w->cfg->redis_timeout_ms / 2);
-    const char *argv[] = { "WAIT", n, ms };
-    worker_op *o = batch__op_new(w, WOP_REPLICAS, NULL);
-    if (!o || redis_conn_commandargv(w->cmd, batch__on_op_reply, o, w->cfg->redis_timeout_ms, 3, argv, NULL) < 0) {
-        if (o) o->busy = 0;
-        batch__fail(w, "wait for replicas", o ? "Redis not connected" : "too many commands in flight");
-        return 1;
-    }
-    w->replicas_out = 1;
-    return 1;
-}
-
-void batch__on_replicas(batch_worker *w, redisReply *r)
-{
-    w->replicas_out = 0;
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < w->cfg->wait_replicas) {
-        char why[120];
-        snprintf(why, sizeof why, "%lld of %d replicas acknowledged within %d ms",
-                 r->type == REDIS_REPLY_INTEGER ? (long long)r->integer : -1LL,
-                 w->cfg->wait_replicas, w->cfg->redis_timeout_ms / 2);
-        batch__fail(w, "wait for replicas", why);
-        return;
-    }
-    w->replicas_acked = 1;
-    batch__advance(w);
+    if (w->cfg->wait_replicas > 0) batch__staged_sent(w, ch);
 }
 
 /* Decides the chunks that are ready, oldest first, and sends their applies
@@ -185,9 +179,9 @@ void batch__advance(batch_worker *w)
 {
     for (size_t i = 0; i < w->ring.n && w->state == W_SERVING; i++) {
         chunk *ch = chunk_ring_at(&w->ring, i);
-        if (ch->state == CS_DONE || ch->state == CS_APPLYING) continue;
+        if (ch->state == CS_DONE || ch->state == CS_APPLYING || ch->state == CS_STAGED) continue;
         if (ch->state != CS_DEDUPED) return;
-        size_t buys = batch__ids_needed(w, ch);
+        size_t buys = ch->publish_only ? 0 : batch__ids_needed(w, ch);
         if (order_block_left(&w->orders.block) < buys) {
             if (w->orders.outstanding) return;
             worker_op *o = batch__op_new(w, WOP_ORDERS, ch);
@@ -198,7 +192,7 @@ void batch__advance(batch_worker *w)
             }
             return;
         }
-        if (w->cfg->wait_replicas > 0 && replicas_wait(w)) return;
+        if (w->cfg->wait_replicas > 0 && batch__replicas_wait(w)) return;
         if (apply_build(w, ch) < 0) return;
         apply_send(w, ch);
     }
@@ -236,7 +230,7 @@ static void note_applied(batch_worker *w, chunk *ch)
 
 /* EXEC's reply: an array with one reply per command, or nil when a watched
  * key changed (FENCE tripped, or the lease moved after it checked). */
-static const char *exec_error(redisReply *r)
+const char *batch__exec_error(redisReply *r)
 {
     if (r->type == REDIS_REPLY_NIL) return "FENCED the transaction was refused: a watched key changed";
     if (r->type != REDIS_REPLY_ARRAY) return "unexpected reply to EXEC";
@@ -263,16 +257,16 @@ static void note_poison(batch_worker *w, const chunk *ch)
 
 void batch__on_applied(batch_worker *w, chunk *ch, redisReply *r)
 {
-    const char *e = exec_error(r);
+    const char *e = batch__exec_error(r);
     if (e) { batch__fail(w, "apply", e); return; }
     size_t first = 0;
-    while (first < w->ring.n && chunk_ring_at(&w->ring, first)->state == CS_DONE) first++;
+    while (first < w->ring.n && chunk_ring_at(&w->ring, first)->state >= CS_STAGED) first++;
     if (first == w->ring.n || ch != chunk_ring_at(&w->ring, first)) {
         batch__fail(w, "apply", "replies out of order");
         return;
     }
     ALLOC_ASSERT(ch->state == CS_APPLYING && ch->queue_len >= 0);
-    note_applied(w, ch);
+    if (!ch->publish_only) note_applied(w, ch);
     answer_watch_applied(&w->watch.aw, clock_mono_ms());
     if (ch->kind == CHUNK_POOL) {
         size_t n = w->pool.n;
@@ -284,7 +278,8 @@ void batch__on_applied(batch_worker *w, chunk *ch, redisReply *r)
     }
     w->attempts = 0;
     note_poison(w, ch);
-    ch->state = CS_DONE;
+    if (w->cfg->wait_replicas > 0) batch__staged_applied(w, ch);
+    else ch->state = CS_DONE;
     batch__chunks_gc(w);
     if (w->cfg->wait_replicas > 0) batch__advance(w);   /* the next apply waited for this one */
     if (w->state == W_SERVING) batch__take_start(w);

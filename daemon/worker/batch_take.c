@@ -223,7 +223,9 @@ static void take_one(batch_worker *w)
 {
     if (w->state != W_SERVING || w->ring.n == CHUNK_RING_MAX) return;
     if (w->stopping) {
-        if (chunk_ring_busy(&w->ring) == 0) batch__finish(w);
+        /* a staged chunk is published before the lease goes */
+        if (chunk_ring_busy(&w->ring) == 0 && batch__staged_chunk(w)) batch__publish_chunk(w);
+        else if (chunk_ring_busy(&w->ring) == 0) batch__finish(w);
         return;
     }
     if (chunk_ring_busy(&w->ring) > 0 && !may_read_ahead(w)) return;
@@ -328,6 +330,7 @@ static void nothing_taken(batch_worker *w)
         batch__advance(w);
         return;
     }
+    if (batch__staged_chunk(w)) { batch__publish_chunk(w); return; }   /* wait_replicas */
     if (w->stopping) { batch__finish(w); return; }
     batch__go_idle(w);
 }

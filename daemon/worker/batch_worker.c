@@ -202,7 +202,8 @@ void batch__fail(batch_worker *w, const char *what, const char *why)
         if (n > w->isolate_left) w->isolate_left = n;
     }
     w->gen++;                 /* replies still on their way are dropped */
-    w->replicas_out = w->replicas_acked = 0;
+    w->replicas_out = w->replicas_acked = w->replicas_retry = 0;
+    argbuf_reset(&w->staged);   /* Redis keeps it: the load publishes it */
     chunks_drop_all(w);
     drop_engine(w);
     w->stats.failures++;
@@ -228,6 +229,7 @@ static void on_load_read(void *data)
 {
     batch_worker *w = data;
     if (w->load.failed) { batch_load_scan(&w->load); return; } /* straight to on_load_done */
+    if (w->load.staged.ncmds) { batch__load_publish(w); return; }  /* then loads again */
     worker_op *o = batch__op_new(w, WOP_LOAD_ORDERS, NULL);
     if (!o || order_ids_request(&w->orders, w->router, &w->scripts->order_block, w->cfg->redis_timeout_ms,
                                 0, batch__on_op_reply, o) < 0) {
@@ -274,7 +276,7 @@ static void on_load_done(void *data)
 
 static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load_done };
 
-static void load_start(batch_worker *w)
+void batch__load_start(batch_worker *w)
 {
     drop_engine(w);
     slots_scan_loaded(&w->slots, clock_mono_ms());   /* the load reads them */
@@ -320,13 +322,14 @@ void batch__on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     worker_op *o = priv;
     batch_worker *w = o->w;
     worker_op_kind kind = o->kind;
-    ALLOC_ASSERT(o->busy && (unsigned)kind <= WOP_REPLICAS);
+    ALLOC_ASSERT(o->busy && (unsigned)kind <= WOP_LAST);
     if ((kind == WOP_ORDERS || kind == WOP_LOAD_ORDERS) && order_reply_handled(o, r, err)) return;
     if (kind == WOP_SLOTS) { batch__on_slots(o, r, err); return; }
+    if (kind == WOP_LOAD_WAIT || kind == WOP_LOAD_PUBLISH) { batch__on_load_publish(o, r, err); return; }
     if (!op_current(o)) return;
     if (kind == WOP_TAKE && o->take_gen != w->take_gen) return;
     static const char *const names[] = { "take", "dedup", "order id block", "apply", "order id block",
-                                         "slots", "wait for replicas" };
+                                         "slots", "wait for replicas", "loading", "loading" };
     const char *e = batch__reply_error(r, err);
     if (e) { batch__fail(w, names[kind], e); return; }
     switch (kind) {
@@ -337,6 +340,7 @@ void batch__on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     case WOP_LOAD_ORDERS: break;        /* handled above */
     case WOP_SLOTS: break;              /* handled above */
     case WOP_REPLICAS: batch__on_replicas(w, r); break;
+    case WOP_LOAD_WAIT: case WOP_LOAD_PUBLISH: break;   /* handled above */
     }
 }
 
@@ -425,7 +429,7 @@ int batch__lease_check(batch_worker *w, const char *step)
 
 static void acquire_start(batch_worker *w)
 {
-    if (batch_lease_valid(&w->lease)) { load_start(w); return; }
+    if (batch_lease_valid(&w->lease)) { batch__load_start(w); return; }
     batch__set_state(w, W_ACQUIRING);
     if (batch_lease_acquire(&w->lease) < 0) batch__set_state(w, W_CONNECTING); /* on_ready retries */
 }
@@ -438,7 +442,7 @@ static void on_lease_acquired(batch_lease *l, void *data)
     w->lease_wait = 0;
     w->lease_holder_seen[0] = '\0';
     if (w->stopping) { batch__finish(w); return; }
-    load_start(w);
+    batch__load_start(w);
 }
 
 static void on_lease_busy(batch_lease *l, int64_t pttl, const char *holder, void *data)
@@ -614,6 +618,8 @@ static void on_handle_closed(batch_worker *w)
     slots_scan_free(&w->slots);
     argbuf_free(&w->args);
     argbuf_free(&w->reads_args);
+    argbuf_free(&w->effect);
+    argbuf_free(&w->staged);
     /* The owner forgets w in the callback; nothing touches it afterwards. */
     if (w->on_stopped) w->on_stopped(w, w->data);
     free(w);
@@ -705,6 +711,8 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     order_ids_init(&w->orders, cfg->prefix, (uint64_t)cfg->chunk, random_u64());
     argbuf_init(&w->args);
     argbuf_init(&w->reads_args);
+    argbuf_init(&w->effect);
+    argbuf_init(&w->staged);
     dedup_init(&w->dedup, random_u64());
     slots_scan_init(&w->slots);
     w->written_phase = (engine_phase)-1;

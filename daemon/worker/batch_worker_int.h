@@ -4,9 +4,10 @@
  * batch_worker.c is the state machine (failure, load, idle waits, the
  * lease, the watchdog, start and stop, and the dispatch of replies),
  * batch_take.c reads the next chunk (take, read-ahead, the selection
- * slots, the lottery pool, the dedup lookups) and batch_apply.c decides it
- * and writes it (order ids, WAIT for replicas, the apply transaction and
- * its reply). Only the worker's own files include this header; the
+ * slots, the lottery pool, the dedup lookups), batch_apply.c decides it
+ * and writes it (order ids, the apply transaction and its reply), and
+ * batch_replicas.c holds what wait_replicas adds (WAIT, staging and
+ * publishing, the stall). Only the worker's own files include this header; the
  * functions it declares are private to them (the `batch__` prefix, like
  * libuv's `uv__`).
  */
@@ -26,6 +27,7 @@
 #include "worker/batch_lease.h"
 #include "worker/batch_load.h"
 #include "worker/batch_watch.h"
+#include "worker/apply_txn.h"
 #include "worker/batch_worker.h"
 #include "worker/chunk.h"
 #include "worker/dedup.h"
@@ -42,7 +44,11 @@ typedef enum {
  * generation when it was sent: batch__fail() starts a new one, and a reply
  * from an older generation is dropped (its chunk was thrown away). The
  * first four kinds name their step in batch__fail's message. */
-typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS, WOP_SLOTS, WOP_REPLICAS } worker_op_kind;
+typedef enum {
+    WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS, WOP_SLOTS, WOP_REPLICAS,
+    WOP_LOAD_WAIT, WOP_LOAD_PUBLISH
+} worker_op_kind;
+#define WOP_LAST WOP_LOAD_PUBLISH
 #define MAX_OPS 64
 
 typedef struct worker_op {
@@ -117,8 +123,14 @@ struct batch_worker {
     int lease_wait;           /* backing off because another instance holds the lease */
     int gave_up;              /* stopped because it could not serve */
     char last_failure[200];   /* the last step that failed, for the give-up's log line */
-    /* wait_replicas: one apply at a time, each after a WAIT (replicas_wait) */
+    /* wait_replicas: one apply at a time, each after a WAIT (replicas_wait);
+     * each stages its chunk's effect and publishes the one staged before
+     * (apply_txn.h) */
     int replicas_out, replicas_acked;
+    int replicas_retry;       /* a WAIT came back short: the timer asks again */
+    argbuf effect;            /* the effect of the chunk being encoded */
+    argbuf staged;            /* the effect staged in Redis, not yet published */
+    int64_t stalled_since, stall_logged_at; /* mono ms; 0: not stalled */
 };
 
 /* batch_worker.c: the state machine */
@@ -131,6 +143,7 @@ int batch__lease_check(batch_worker *w, const char *step);
 void batch__go_idle(batch_worker *w);
 void batch__finish(batch_worker *w);
 void batch__on_op_reply(redis_conn *c, redisReply *r, const char *err, void *priv);
+void batch__load_start(batch_worker *w);
 
 /* batch_take.c: the next chunk, up to its dedup */
 int batch__take_queue_now(const batch_worker *w, int64_t now);
@@ -142,10 +155,21 @@ void batch__on_slots(worker_op *o, redisReply *r, const char *err);
 void batch__on_dedup(batch_worker *w, chunk *ch, redisReply *r);
 void batch__lottery_start(batch_worker *w);
 
-/* batch_apply.c: decide, wait for replicas, apply */
+/* batch_apply.c: decide and apply */
+void batch__txn_ctx(batch_worker *w, apply_txn_ctx *ctx, int64_t now);
+const char *batch__exec_error(redisReply *r);
 void batch__advance(batch_worker *w);
 void batch__on_orders(batch_worker *w, chunk *ch, redisReply *r);
+
+/* batch_replicas.c: wait_replicas > 0 -- WAIT, stage, publish, stall */
+int batch__replicas_wait(batch_worker *w);
 void batch__on_replicas(batch_worker *w, redisReply *r);
+chunk *batch__staged_chunk(batch_worker *w);
+void batch__staged_sent(batch_worker *w, const chunk *ch);
+void batch__staged_applied(batch_worker *w, chunk *ch);
+void batch__publish_chunk(batch_worker *w);
+void batch__load_publish(batch_worker *w);
+void batch__on_load_publish(worker_op *o, redisReply *r, const char *err);
 void batch__on_applied(batch_worker *w, chunk *ch, redisReply *r);
 
 #endif

@@ -23,6 +23,7 @@
 
 #include "base/config.h"
 #include "core/engine.h"
+#include "redis/argbuf.h"
 #include "redis/redis_conn.h"
 #include "worker/batch_keys.h"
 #include "worker/dedup.h"
@@ -62,6 +63,9 @@ struct batch_load {
     int64_t dequeued;         /* stats.dequeued */
     int64_t chunks_applied;   /* internal.chunks_applied */
     int lottery_done;         /* internal.lottery_done */
+    argbuf staged;            /* a chunk's effect staged and not published
+                                 (apply_txn.h): the worker publishes it and
+                                 loads again */
     int failed;
     char err[256];
     batch_load_run *run;      /* the current load's replies */
