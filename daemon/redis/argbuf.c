@@ -1,9 +1,12 @@
 /* argbuf.c -- see argbuf.h. */
 #include "redis/argbuf.h"
 
+#include <errno.h>
+
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/numtext.h"
 
 void argbuf_init(argbuf *a)
@@ -115,18 +118,35 @@ void argbuf_cmd_cancel(argbuf *a)
     a->n = a->cmd_n0;
 }
 
+/* Room for one more command in the offsets. 0, or -ENOMEM (failed set). */
+static int cmds_fit(argbuf *a)
+{
+    if (a->ncmds < a->cap_cmds) return 0;
+    size_t cap = a->cap_cmds ? 2 * a->cap_cmds : 64;
+    size_t *s = realloc(a->cmd_start, cap * sizeof *s);
+    if (s) a->cmd_start = s;
+    size_t *l = s ? realloc(a->cmd_len, cap * sizeof *l) : NULL;
+    if (l) a->cmd_len = l;
+    if (!s || !l) { a->resp.failed = 1; return -ENOMEM; }
+    a->cap_cmds = cap;
+    return 0;
+}
+
+void argbuf_cmd_raw(argbuf *a, const char *cmd, size_t len)
+{
+    ALLOC_ASSERT(a->cmd_n0 == a->n);   /* no command open */
+    if (a->resp.failed || cmds_fit(a) < 0) return;
+    size_t start = a->resp.len;
+    jsonw_raw(&a->resp, cmd, len);
+    if (a->resp.failed) return;
+    a->cmd_start[a->ncmds] = start;
+    a->cmd_len[a->ncmds] = len;
+    a->ncmds++;
+}
+
 void argbuf_cmd_end(argbuf *a)
 {
-    if (a->resp.failed) return;
-    if (a->ncmds == a->cap_cmds) {
-        size_t cap = a->cap_cmds ? 2 * a->cap_cmds : 64;
-        size_t *s = realloc(a->cmd_start, cap * sizeof *s);
-        if (s) a->cmd_start = s;
-        size_t *l = s ? realloc(a->cmd_len, cap * sizeof *l) : NULL;
-        if (l) a->cmd_len = l;
-        if (!s || !l) { a->resp.failed = 1; return; }
-        a->cap_cmds = cap;
-    }
+    if (a->resp.failed || cmds_fit(a) < 0) return;
     char head[ARGBUF_CMD_GAP];
     size_t n = 0;
     head[n++] = '*';

@@ -50,7 +50,7 @@ static int node_index(cluster_map *m, const char *host, int port)
     for (size_t i = 0; i < m->n_nodes; i++)
         if (m->nodes[i].port == port && !strcmp(m->nodes[i].host, host)) return (int)i;
     cluster_node *n = realloc(m->nodes, (m->n_nodes + 1) * sizeof *n);
-    if (!n) return -1;
+    if (!n) return -ENOMEM;
     m->nodes = n;
     snprintf(n[m->n_nodes].host, sizeof n->host, "%s", host);
     n[m->n_nodes].port = port;

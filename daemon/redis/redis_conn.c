@@ -1,16 +1,15 @@
 /* redis_conn.c -- one Redis connection on the libuv loop that survives
  * refused connects, hangs, restarts and wrong passwords (see redis_conn.h).
  *
- * Why not hiredis' bundled libuv adapter: with libuv 1.44 a socket error
- * (POLLERR, e.g. a refused TCP connect) reaches the poll callback as status
- * UV_EBADF with the poll already stopped, and the adapter just returns, so
- * the context hangs forever; it has no timeouts either. So this file is its
- * own adapter plus the policy around it.
+ * hiredis' bundled libuv adapter hangs on a socket error and has no
+ * timeouts, so the hooks are our own (redis_adapter.h); this file is the
+ * policy around them.
  *
  * Shape:
  * - redis_conn is the long-lived object the caller holds. Each connection
- *   attempt gets a redis_link: the hiredis async context and the uv_poll_t
- *   on its fd. A link dies with its context; the conn makes a new one.
+ *   attempt gets a redis_link (redis_adapter.h): the hiredis async context
+ *   and the uv_poll_t on its fd. A link dies with its context; the conn
+ *   makes a new one.
  * - Our own FIFO of redis_cmd records mirrors hiredis' callback list (replies
  *   come in order). A record is taken off the FIFO before its callback runs,
  *   which is what makes "exactly one callback per accepted command" hold on
@@ -18,6 +17,8 @@
  * - One uv_timer_t serves the state we are in: the backoff delay (WAITING),
  *   the connect deadline covering connect + AUTH + SETNAME (CONNECTING), the
  *   earliest command deadline (READY).
+ * - refs counts the timer and the live links; the conn is freed when it
+ *   drops to 0 once closing.
  *
  * hiredis 0.14.1 rules this file is built around (async.c):
  * - Pending callbacks get a NULL reply only while hiredis frees the context
@@ -28,11 +29,10 @@
  *   onDisconnect runs only for contexts that had connected.
  * - onConnect runs without REDIS_IN_CALLBACK, so redisAsyncFree from inside
  *   it frees at once and hiredis then touches freed memory. We never call
- *   user code from onConnect, and we never free a context while we are
- *   inside redisAsyncHandleRead/Write for it: link->in_handle counts that,
- *   and a drop requested meanwhile is carried out when the handler returns
- *   (free_pending). That one rule covers reply callbacks, on_ready, on_down
- *   and redis_conn_close called from any of them.
+ *   user code from onConnect, and a context is never freed inside a
+ *   redisAsyncHandleRead/Write for it (the adapter defers the free). That
+ *   one rule covers reply callbacks, on_ready, on_down and redis_conn_close
+ *   called from any of them.
  * - Once we give a link up (detached), every hiredis callback for it is
  *   ignored: its records were already answered from our FIFO.
  * - The reply object is freed by hiredis when the callback returns.
@@ -44,13 +44,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <hiredis/async.h>
 
+#include "core/assert.h"
 #include "core/numtext.h"
 
 #include "base/log.h"
 #include "redis/sha1.h"
+#include "redis_adapter.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define DEFAULT_BACKOFF_MIN_MS 100
@@ -85,18 +86,6 @@ typedef struct redis_cmd {
     size_t resp_tail_len;
     int resp_ntail;
 } redis_cmd;
-
-typedef struct redis_link {
-    redis_conn *conn;
-    redisAsyncContext *ac;
-    uv_poll_t poll;
-    int events;              /* UV_READABLE | UV_WRITABLE wanted by hiredis */
-    int in_handle;           /* depth of our redisAsyncHandle* calls */
-    unsigned detached : 1;   /* given up by the conn: ignore its callbacks */
-    unsigned ac_gone : 1;    /* hiredis is freeing (or has freed) ac */
-    unsigned free_pending : 1; /* free ac once in_handle is back to 0 */
-    unsigned poll_closing : 1;
-} redis_link;
 
 struct redis_conn {
     uv_loop_t *loop;
@@ -161,7 +150,9 @@ static const char *ac_error(const redisAsyncContext *ac, const char *dflt)
 
 static void conn_unref(redis_conn *c)
 {
+    ALLOC_ASSERT(c->refs > 0);
     if (--c->refs > 0 || !c->closing) return;
+    ALLOC_ASSERT(!c->link && !c->head && !c->tail);
     /* Every handle is closed and the hiredis context freed: the last thing
      * is close_cb, which may still read the stats and name. */
     if (c->close_cb) c->close_cb(c, c->close_data);
@@ -172,8 +163,10 @@ static void conn_unref(redis_conn *c)
 
 static void fifo_push(redis_conn *c, redis_cmd *cmd)
 {
+    ALLOC_ASSERT(!c->closing && (c->head == NULL) == (c->tail == NULL));
     cmd->next = NULL;
     if (c->tail) {
+        ALLOC_ASSERT(c->tail->next == NULL);
         if (cmd->deadline < c->tail->deadline) c->sorted = 0;
         c->tail->next = cmd;
     } else {
@@ -186,7 +179,9 @@ static void fifo_push(redis_conn *c, redis_cmd *cmd)
 static redis_cmd *fifo_pop(redis_conn *c)
 {
     redis_cmd *cmd = c->head;
+    ALLOC_ASSERT((cmd == NULL) == (c->tail == NULL));
     if (!cmd) return NULL;
+    ALLOC_ASSERT(cmd->next != NULL || cmd == c->tail);
     c->head = cmd->next;
     if (!c->head) {
         c->tail = NULL;
@@ -213,6 +208,9 @@ static uint64_t fifo_earliest(const redis_conn *c)
 static void cmd_done(redis_conn *c, redis_cmd *cmd, redisReply *reply,
                      const char *err)
 {
+    /* exactly one callback: a record on the FIFO is never answered */
+    ALLOC_ASSERT(cmd->next == NULL && cmd != c->head && cmd != c->tail);
+    ALLOC_ASSERT((reply == NULL) != (err == NULL));
     if (cmd->fn) cmd->fn(c, reply, err, cmd->privdata);
     free(cmd);
 }
@@ -272,157 +270,15 @@ static void schedule_reconnect(redis_conn *c)
     timer_start(c, (uint64_t)delay);
 }
 
-/* ---- the adapter: uv_poll_t hooks for hiredis --------------------------- */
-
-static void on_poll(uv_poll_t *h, int status, int events);
-
-/* Only on a real change: hiredis asks for reads again after every read and
- * for writes after every command, and each uv_poll_start costs libuv two
- * epoll_ctl calls on the next loop turn (1.44 re-adds the watcher). */
-static void link_set_events(redis_link *l, int events)
-{
-    if (events == l->events) return;
-    l->events = events;
-    if (l->poll_closing) return;
-    if (l->events) uv_poll_start(&l->poll, l->events, on_poll);
-    else uv_poll_stop(&l->poll);
-}
-
-static void hook_add_read(void *p)
-{
-    redis_link *l = p;
-    link_set_events(l, l->events | UV_READABLE);
-}
-
-static void hook_del_read(void *p)
-{
-    redis_link *l = p;
-    link_set_events(l, l->events & ~UV_READABLE);
-}
-
-static void hook_add_write(void *p)
-{
-    redis_link *l = p;
-    link_set_events(l, l->events | UV_WRITABLE);
-}
-
-static void hook_del_write(void *p)
-{
-    redis_link *l = p;
-    link_set_events(l, l->events & ~UV_WRITABLE);
-}
-
-static void on_poll_close(uv_handle_t *h)
-{
-    redis_link *l = h->data;
-    redis_conn *c = l->conn;
-    free(l);
-    conn_unref(c);
-}
-
-/* hiredis calls this from __redisAsyncFree, before closing the fd and
- * freeing the context: the poll handle must leave epoll before the fd goes
- * (uv_close removes it at once), and the link must outlive the rest of that
- * free (onDisconnect still reads ac->data), so it is freed in on_poll_close. */
-static void hook_cleanup(void *p)
-{
-    redis_link *l = p;
-    l->ac_gone = 1;
-    if (l->poll_closing) return;   /* 0.14 calls it once; newer may repeat */
-    l->poll_closing = 1;
-    uv_close((uv_handle_t *)&l->poll, on_poll_close);
-}
-
-/* Free a context we gave up, from outside any hiredis call for it. Its
- * pending callbacks run with NULL and are ignored (the link is detached). */
-static void link_free_ac(redis_link *l)
-{
-    l->free_pending = 0;
-    redisAsyncFree(l->ac);
-}
-
-/* The conn gives the link up: from now on it only has to die. */
-static void link_drop(redis_link *l)
-{
-    l->detached = 1;
-    if (l->conn->link == l) l->conn->link = NULL;
-    if (l->ac_gone) return;                 /* hiredis is freeing it already */
-    if (l->in_handle) l->free_pending = 1;  /* inside hiredis: on the way out */
-    else link_free_ac(l);
-}
-
-static const char *poll_error(redis_link *l, int status, char *buf, size_t len)
-{
-    int err = 0;
-    socklen_t elen = sizeof err;
-    if (getsockopt(l->ac->c.fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err)
-        snprintf(buf, len, "%s", strerror(err));
-    else
-        snprintf(buf, len, "socket error (%s)", uv_strerror(status));
-    return buf;
-}
-
-static void on_poll(uv_poll_t *h, int status, int events)
-{
-    redis_link *l = h->data;
-    redisAsyncContext *ac = l->ac;
-    l->in_handle++;
-    if (status < 0) {
-        /* libuv 1.44: POLLERR arrives as UV_EBADF and the poll is stopped.
-         * Let hiredis see the error: while connecting, HandleWrite reads
-         * SO_ERROR and fails the connect; otherwise HandleRead gets the
-         * read error. */
-        log_debug("redis %s: poll: %s", l->conn->name, uv_strerror(status));
-        l->events = 0;
-        if (ac->c.flags & REDIS_CONNECTED) redisAsyncHandleRead(ac);
-        else redisAsyncHandleWrite(ac);
-    } else {
-        if (events & UV_READABLE) redisAsyncHandleRead(ac);
-        if ((events & UV_WRITABLE) && !l->detached && !l->ac_gone)
-            redisAsyncHandleWrite(ac);
-    }
-    l->in_handle--;
-    if (l->ac_gone) return;
-    if (l->free_pending) {
-        link_free_ac(l);
-        return;
-    }
-    if (status < 0 && !l->detached) {
-        /* The context survived a socket error and the poll is stopped:
-         * nothing would ever wake it again. */
-        char buf[160];
-        conn_down(l->conn, poll_error(l, status, buf, sizeof buf));
-    }
-}
-
-static redis_link *link_attach(redis_conn *c, redisAsyncContext *ac)
-{
-    redis_link *l = calloc(1, sizeof *l);
-    if (!l) return NULL;
-    if (uv_poll_init(c->loop, &l->poll, ac->c.fd) != 0) {
-        free(l);
-        return NULL;
-    }
-    l->poll.data = l;
-    l->conn = c;
-    l->ac = ac;
-    ac->data = l;
-    ac->ev.data = l;
-    ac->ev.addRead = hook_add_read;
-    ac->ev.delRead = hook_del_read;
-    ac->ev.addWrite = hook_add_write;
-    ac->ev.delWrite = hook_del_write;
-    ac->ev.cleanup = hook_cleanup;
-    c->refs++;
-    return l;
-}
-
 /* ---- sending ------------------------------------------------------------ */
 
 /* Hands a formatted command to hiredis and records it. No callback can run
  * here: redisAsyncFormattedCommand only appends to the output buffer. */
 static int cmd_send(redis_conn *c, redis_cmd *cmd, const char *buf, int len)
 {
+    /* handshake commands go out while connecting, the caller's once ready */
+    ALLOC_ASSERT(c->link && !c->link->detached && !c->closing);
+    ALLOC_ASSERT(cmd->user ? c->state == CONN_READY : c->state == CONN_CONNECTING);
     redisAsyncContext *ac = c->link->ac;
     if (redisAsyncFormattedCommand(ac, on_reply, cmd, buf, (size_t)len) != REDIS_OK)
         return -ENOMEM;
@@ -465,6 +321,7 @@ static redis_cmd *cmd_new(size_t extra, redis_reply_fn fn, void *privdata,
 
 static void conn_ready(redis_conn *c)
 {
+    ALLOC_ASSERT(c->state == CONN_CONNECTING && c->link);
     c->state = CONN_READY;
     c->backoff_ms = c->backoff_min_ms;
     c->stats.connects++;
@@ -536,12 +393,14 @@ static void on_connect(const redisAsyncContext *ac, int status)
 {
     redis_link *l = ac->data;
     if (l->detached) return;
+    redis_conn *c = l->owner;
+    ALLOC_ASSERT(c->link == l && c->state == CONN_CONNECTING);
     if (status != REDIS_OK) {
         l->ac_gone = 1;   /* hiredis frees it when we return */
-        conn_down(l->conn, ac_error(ac, "connect failed"));
+        conn_down(c, ac_error(ac, "connect failed"));
         return;
     }
-    if (send_handshake(l->conn) < 0) conn_down(l->conn, "out of memory");
+    if (send_handshake(c) < 0) conn_down(c, "out of memory");
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
@@ -549,11 +408,32 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     redis_link *l = ac->data;
     if (l->detached) return;
     l->ac_gone = 1;
-    conn_down(l->conn, ac_error(ac, "connection closed"));
+    conn_down(l->owner, ac_error(ac, "connection closed"));
+}
+
+/* The link's socket failed under it (redis_adapter.h). */
+static void on_link_error(redis_link *l, const char *why)
+{
+    conn_down(l->owner, why);
+}
+
+static void on_link_freed(void *owner)
+{
+    conn_unref(owner);
+}
+
+/* The conn gives its link up: from now on it only has to die. */
+static void conn_drop_link(redis_conn *c)
+{
+    if (!c->link) return;
+    redis_link *l = c->link;
+    c->link = NULL;
+    redis_adapter_drop(l);
 }
 
 static void conn_connect(redis_conn *c)
 {
+    ALLOC_ASSERT(c->state == CONN_WAITING && !c->link && !c->head);
     const redis_target *t = &c->target;
     redisAsyncContext *ac = t->kind == REDIS_TARGET_UNIX
                                 ? redisAsyncConnectUnix(t->path)
@@ -570,12 +450,14 @@ static void conn_connect(redis_conn *c)
         conn_down(c, why);
         return;
     }
-    redis_link *l = link_attach(c, ac);
+    static const redis_adapter_callbacks link_cb = { on_link_error, on_link_freed };
+    redis_link *l = redis_adapter_attach(c->loop, ac, c->name, &link_cb, c);
     if (!l) {
         redisAsyncFree(ac);
         conn_down(c, "out of memory");
         return;
     }
+    c->refs++;               /* the link's, given back in on_link_freed */
     c->link = l;
     c->state = CONN_CONNECTING;
     timer_start(c, (uint64_t)c->connect_timeout_ms);
@@ -604,9 +486,10 @@ static void log_down(redis_conn *c, int was_ready)
 static void conn_down(redis_conn *c, const char *why)
 {
     if (c->closing) return;
+    ALLOC_ASSERT(c->state != CONN_CLOSED);
     int was_ready = c->state == CONN_READY;
     snprintf(c->why, sizeof c->why, "%s", why);
-    if (c->link) link_drop(c->link);
+    conn_drop_link(c);
     c->state = CONN_WAITING;
     c->stats.failures++;
     log_down(c, was_ready);
@@ -662,7 +545,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 {
     redis_link *l = ac->data;
     if (l->detached) return;   /* already answered from our FIFO */
-    redis_conn *c = l->conn;
+    redis_conn *c = l->owner;
+    ALLOC_ASSERT(c->link == l);
     if (!r) {
         /* Only __redisAsyncFree passes NULL: hiredis lost the connection
          * and is freeing the context. */
@@ -914,6 +798,7 @@ typedef struct pipeline {
 static void on_pipeline_part(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
     pipeline *p = priv;
+    ALLOC_ASSERT(p->left > 0);   /* one reply per part, the last one frees p */
     if (!p->err[0]) {
         if (err) snprintf(p->err, sizeof p->err, "%s", err);
         else if (r && r->type == REDIS_REPLY_ERROR) snprintf(p->err, sizeof p->err, "%s", r->str);
@@ -982,11 +867,12 @@ void redis_conn_flush(redis_conn *c)
 void redis_conn_close(redis_conn *c, redis_close_fn close_cb, void *data)
 {
     if (!c || c->closing) return;
+    ALLOC_ASSERT(c->refs > 0);
     c->closing = 1;
     c->close_cb = close_cb;
     c->close_data = data;
     c->state = CONN_CLOSED;
-    if (c->link) link_drop(c->link);
+    conn_drop_link(c);
     /* Answered now, while the caller is still inside redis_conn_close:
      * nothing of this conn runs after it returns except close_cb. */
     redis_cmd *cmd;

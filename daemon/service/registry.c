@@ -9,6 +9,7 @@
 
 #include "worker/batch_keys.h"
 #include "worker/batch_worker.h"
+#include "core/assert.h"
 #include "core/jsonw.h"
 #include <jansson.h>
 
@@ -68,11 +69,13 @@ static void on_worker_stopped(batch_worker *w, void *data)
         log_err("registry: batch %s given up; other instances serve it for the next %" PRId64 " ms",
                 batch_worker_batch(w), ms);
     }
+    size_t n = r->n;
     for (size_t i = 0; i < r->n; i++) {
         if (r->entries[i].worker != w) continue;
         r->entries[i] = r->entries[--r->n];
         break;
     }
+    ALLOC_ASSERT(r->n + 1 == n);   /* every worker started is an entry until it stops */
     maybe_finish(r);
 }
 
@@ -85,6 +88,7 @@ static void start_worker(registry *r, const char *batch)
         r->entries = e;
         r->cap = cap;
     }
+    ALLOC_ASSERT(r->n < r->cap && !r->stopping && !find(r, batch));
     registry_entry *e = &r->entries[r->n];
     memset(e, 0, sizeof *e);
     snprintf(e->batch, sizeof e->batch, "%s", batch);
@@ -376,6 +380,7 @@ static void maybe_finish(registry *r)
         return;
     }
     if (r->handles_open > 0) return;
+    ALLOC_ASSERT(r->handles_open == 0 && r->n == 0);
     registry_stopped_fn done = r->done;
     void *data = r->done_data;
     live_clear(r);
@@ -387,6 +392,7 @@ static void maybe_finish(registry *r)
 
 static void on_handle_closed(registry *r)
 {
+    ALLOC_ASSERT(r->handles_open > 0 && r->stopping);
     r->handles_open--;
     maybe_finish(r);
 }

@@ -184,6 +184,7 @@ static json_t *batch_json(web *w, const watch_batch *b)
         for (size_t k = 0; k < sizeof st->rejects / sizeof st->rejects[0]; k++)
             if (st->rejects[k]) json_object_set_new(rej, engine_reason_name((engine_reason)k), json_integer((json_int_t)st->rejects[k]));
         json_object_set_new(o, "rejects", rej);
+        if (st->stalled[0]) json_object_set_new(o, "stalled", json_string(st->stalled));
     }
     return o;
 }

@@ -8,6 +8,7 @@
 #include "worker/apply_txn.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,7 +62,7 @@ static size_t add_fence(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
 {
     /* Fault injection for tests (as SQLite does it): an apply containing
      * ALLOCD_FAULT_APPLY_ID has FENCE refuse it. */
-    int fault = c->fault_apply_id && chunk_has_id(ch, c->fault_apply_id);
+    int fault = c->fault_apply_id && ch && chunk_has_id(ch, c->fault_apply_id);
     argbuf_cmd_begin(a);
     argbuf_str(a, "WATCH");
     for (int i = 0; i < FENCE_NWATCH; i++) argbuf_str(a, keys[i]);
@@ -507,13 +508,10 @@ static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
     cmd_close(a);
 }
 
-int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
+/* Everything the chunk changed, as commands (the transaction's body,
+ * between the chunks_applied HSET and EXEC). */
+static void add_effect(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
 {
-    argbuf_reset(out);
-    const char *keys[FENCE_NKEYS];
-    fence_keys(ctx, keys);
-    size_t written_at = add_fence(out, ctx, ch, keys);
-    size_t first_cmd = out->ncmds - 1;      /* the chunks_applied HSET on */
     add_results(out, ctx, ch);
     add_swap_results(out, ctx, ch, e);
     add_waitlist(out, ctx, ch, e);
@@ -529,10 +527,81 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     if (ctx->log_maxlen > 0 && ctx->archive_group && *ctx->archive_group && engine_event_count(e))
         log_trim_encode(out, ctx->keys->log, ctx->archive_group, ctx->log_maxlen);
     add_consume_and_stats(out, ctx, ch, e);
+}
+
+/* FENCE's written keys from the body, then EXEC. */
+static int txn_close(argbuf *out, const char *const keys[FENCE_NKEYS], size_t first_cmd, size_t written_at)
+{
     if (argbuf_failed(out)) return -ENOMEM;
     fence_mark(out, keys, first_cmd, written_at);
     argbuf_cmd_begin(out);
     argbuf_str(out, "EXEC");
     argbuf_cmd_end(out);
     return argbuf_failed(out) ? -ENOMEM : 0;
+}
+
+int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e)
+{
+    argbuf_reset(out);
+    const char *keys[FENCE_NKEYS];
+    fence_keys(ctx, keys);
+    size_t written_at = add_fence(out, ctx, ch, keys);
+    size_t first_cmd = out->ncmds - 1;      /* the chunks_applied HSET on */
+    add_effect(out, ctx, ch, e);
+    return txn_close(out, keys, first_cmd, written_at);
+}
+
+/* The staged chunk's effect, written at last: its commands as they were
+ * encoded, then its staged copy deleted, in the same transaction. */
+static void add_publish(argbuf *out, const apply_txn_ctx *ctx, const argbuf *staged)
+{
+    if (!staged || !staged->ncmds) return;
+    for (size_t i = 0; i < staged->ncmds; i++)
+        argbuf_cmd_raw(out, staged->resp.buf + staged->cmd_start[i], staged->cmd_len[i]);
+    cmd_open(out, "HDEL", ctx->keys->internal);
+    for (size_t i = 0; i < staged->ncmds; i++) {
+        char field[32];
+        apply_txn_staged_field(field, sizeof field, i);
+        argbuf_str(out, field);
+    }
+    argbuf_cmd_end(out);
+}
+
+void apply_txn_staged_field(char *buf, size_t len, size_t i)
+{
+    snprintf(buf, len, "%s%zu", APPLY_TXN_STAGED_PREFIX, i);
+}
+
+int apply_txn_encode_staged(argbuf *out, argbuf *effect, const apply_txn_ctx *ctx, const argbuf *staged,
+                            const chunk *ch, const engine *e)
+{
+    argbuf_reset(effect);
+    add_effect(effect, ctx, ch, e);
+    if (argbuf_failed(effect)) return -ENOMEM;
+    argbuf_reset(out);
+    const char *keys[FENCE_NKEYS];
+    fence_keys(ctx, keys);
+    size_t written_at = add_fence(out, ctx, ch, keys);
+    size_t first_cmd = out->ncmds - 1;
+    add_publish(out, ctx, staged);
+    cmd_open(out, "HSET", ctx->keys->internal);
+    for (size_t i = 0; i < effect->ncmds; i++) {
+        char field[32];
+        apply_txn_staged_field(field, sizeof field, i);
+        argbuf_str(out, field);
+        argbuf_ext(out, effect->resp.buf + effect->cmd_start[i], effect->cmd_len[i]);
+    }
+    cmd_close(out);
+    return txn_close(out, keys, first_cmd, written_at);
+}
+
+int apply_txn_encode_publish(argbuf *out, const apply_txn_ctx *ctx, const argbuf *staged)
+{
+    argbuf_reset(out);
+    const char *keys[FENCE_NKEYS];
+    fence_keys(ctx, keys);
+    size_t written_at = add_fence(out, ctx, NULL, keys);
+    size_t first_cmd = out->ncmds - 1;
+    add_publish(out, ctx, staged);
+    return txn_close(out, keys, first_cmd, written_at);
 }

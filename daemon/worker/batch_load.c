@@ -15,6 +15,7 @@
 #include "core/numtext.h"
 #include "core/engine_slots.h"
 #include "wire/state_load.h"
+#include "worker/apply_txn.h"
 
 /* The replies of one load, in the order they are sent (and answered). */
 enum {
@@ -75,6 +76,7 @@ static int sent(batch_load_run *run, int rc)
 void batch_load_free(batch_load *l)
 {
     batch_load_clear(l);
+    argbuf_free(&l->staged);
     if (!l->run) return;
     l->run->l = NULL;
     if (!l->run->outstanding) free(l->run);
@@ -94,6 +96,7 @@ void batch_load_init(batch_load *l, redis_conn *conn, const allocd_config *cfg,
     l->dedup = d;
     l->cb = cb;
     l->data = data;
+    argbuf_init(&l->staged);
 }
 
 void batch_load_fail(batch_load *l, const char *fmt, ...)
@@ -134,7 +137,7 @@ static int meta_choice(int *dst, const char *k, const char *v, const char *a, in
 {
     if (!strcmp(v, a)) *dst = va;
     else if (!strcmp(v, b)) *dst = vb;
-    else { snprintf(err, errlen, "meta %s '%s' is neither %s nor %s", k, v, a, b); return -1; }
+    else { snprintf(err, errlen, "meta %s '%s' is neither %s nor %s", k, v, a, b); return -EINVAL; }
     return 0;
 }
 
@@ -157,7 +160,7 @@ int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *er
         if (!strcmp(v, "earliest")) m->group_slot = GROUP_SLOT_EARLIEST;
         else if (!strcmp(v, "latest")) m->group_slot = GROUP_SLOT_LATEST;
         else if (!strcmp(v, "leader")) m->group_slot = GROUP_SLOT_LEADER;
-        else { snprintf(err, errlen, "meta group_slot '%s' is not earliest, latest or leader", v); return -1; }
+        else { snprintf(err, errlen, "meta group_slot '%s' is not earliest, latest or leader", v); return -EINVAL; }
         return 0;
     }
     if (!strcmp(k, "early")) {
@@ -174,7 +177,7 @@ int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *er
         if (strcmp(k, ints[i].name)) continue;
         if (numtext_parse_i64(v, ints[i].dst) < 0 || *ints[i].dst < ints[i].min) {
             snprintf(err, errlen, "meta %s '%s' must be an integer >= %" PRId64, k, v, ints[i].min);
-            return -1;
+            return -EINVAL;
         }
         return 0;
     }
@@ -282,10 +285,34 @@ static void load_stats(batch_load *l, const redisReply *r)
     engine_load_counters(l->eng, &c);
 }
 
+/* A chunk's effect staged and not published yet (apply_txn.h): its
+ * commands, in order, into l->staged. They were written whole by one
+ * transaction, so a gap or a value that is no command is damage. */
+static void load_staged(batch_load *l, const redisReply *r)
+{
+    size_t n = 0, plen = strlen(APPLY_TXN_STAGED_PREFIX);
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        n += !strncmp(r->element[i]->str, APPLY_TXN_STAGED_PREFIX, plen);
+    for (size_t k = 0; k < n; k++) {
+        char want[32];
+        apply_txn_staged_field(want, sizeof want, k);
+        const redisReply *v = NULL;
+        for (size_t i = 0; i + 1 < r->elements && !v; i += 2)
+            if (!strcmp(r->element[i]->str, want)) v = r->element[i + 1];
+        if (!v || v->len < 4 || v->str[0] != '*') {
+            batch_load_fail(l, "internal %s: the staged chunk is damaged", want);
+            return;
+        }
+        argbuf_cmd_raw(&l->staged, v->str, v->len);
+    }
+    if (argbuf_failed(&l->staged)) batch_load_fail(l, "the staged chunk: out of memory");
+}
+
 static void load_internal(batch_load *l, const redisReply *r)
 {
     l->lottery_done = 0;
     l->chunks_applied = 0;
+    load_staged(l, r);
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
         /* FENCE compares it with ours: a damaged value must fail here,
@@ -339,6 +366,7 @@ int batch_load_start(batch_load *l, const char *trip_key, uint64_t seed)
 {
     batch_load_clear(l);
     dedup_forget_answered(l->dedup);
+    argbuf_reset(&l->staged);
     l->seed = seed;
     l->failed = 0;
     l->err[0] = '\0';

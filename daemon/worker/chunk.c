@@ -154,7 +154,7 @@ void chunk_ring_free(chunk_ring *r)
 size_t chunk_ring_busy(chunk_ring *r)
 {
     size_t n = 0;
-    for (size_t i = 0; i < r->n; i++) n += chunk_ring_at(r, i)->state != CS_DONE;
+    for (size_t i = 0; i < r->n; i++) n += chunk_ring_at(r, i)->state < CS_STAGED;
     return n;
 }
 
@@ -163,7 +163,7 @@ long chunk_ring_requests(chunk_ring *r)
     long n = 0;
     for (size_t i = 0; i < r->n; i++) {
         const chunk *ch = chunk_ring_at(r, i);
-        if (ch->state != CS_DONE) n += ch->queue_len + ch->ctl_len + (long)ch->pool_len;
+        if (ch->state < CS_STAGED) n += ch->queue_len + ch->ctl_len + (long)ch->pool_len;
     }
     return n;
 }

@@ -58,6 +58,9 @@ const char *argbuf_command(argbuf *a, size_t *len);
 void argbuf_cmd_begin(argbuf *a);
 void argbuf_cmd_end(argbuf *a);
 void argbuf_cmd_cancel(argbuf *a);
+/* Pipeline mode: appends a whole command already in RESP ("*n\r\n..."),
+ * e.g. one kept from another argbuf, with no command open. */
+void argbuf_cmd_raw(argbuf *a, const char *cmd, size_t len);
 static inline size_t argbuf_cmd_nargs(const argbuf *a) { return a->n - a->cmd_n0; }
 /* The completed commands as slices (pointers valid until the next append).
  * A NUL follows the last one: hiredis 0.14 reads one byte past a command of

@@ -22,6 +22,17 @@
  *   HSET stats dequeued ... state ... owner ...
  *   EXEC
  *
+ * With wait_replicas > 0 a chunk's effect is staged instead: its
+ * transaction writes the commands above (everything between the
+ * chunks_applied HSET and EXEC) as values of P:{B}:internal fields
+ * staged.0, staged.1, ..., and the next transaction -- sent only after WAIT
+ * confirmed that the replicas hold the staged copy -- runs those commands
+ * and deletes the copy (apply_txn_encode_staged / _publish). A result, a
+ * holder, free units, the log, the stats and the LTRIM with
+ * stats.dequeued all become visible in that one step, so nothing a client
+ * can read is lost by a failover to a replica WAIT counted; a load that
+ * finds a staged copy publishes it first (batch_worker.c).
+ *
  * Commands that would carry no field are left out. The encoding is a
  * function of the decided chunk (worker/decide.h), the engine's drained
  * changes and the small context below -- no clock, no socket, no worker --
@@ -72,5 +83,20 @@ typedef struct apply_txn_ctx {
  * and a send or apply that fails reloads the engine from Redis, so the
  * lists are never needed again. 0, or -ENOMEM. */
 int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, const engine *e);
+
+/* The fields of P:{B}:internal that hold a staged effect: PREFIX0, 1, ... */
+#define APPLY_TXN_STAGED_PREFIX "staged."
+void apply_txn_staged_field(char *buf, size_t len, size_t i);
+
+/* wait_replicas: the chunk's effect goes into `effect` (reset first; one
+ * argbuf command each) and out gets the transaction that publishes
+ * `staged` (the effect of the chunk staged before, or NULL) and stages
+ * this one's. The same rules about the drain as apply_txn_encode. 0, or
+ * -ENOMEM. */
+int apply_txn_encode_staged(argbuf *out, argbuf *effect, const apply_txn_ctx *ctx, const argbuf *staged,
+                            const chunk *ch, const engine *e);
+/* A transaction that only publishes `staged` (no chunk: an idle worker's
+ * last staged chunk, or the one a load found). 0, or -ENOMEM. */
+int apply_txn_encode_publish(argbuf *out, const apply_txn_ctx *ctx, const argbuf *staged);
 
 #endif

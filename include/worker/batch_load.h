@@ -23,6 +23,7 @@
 
 #include "base/config.h"
 #include "core/engine.h"
+#include "redis/argbuf.h"
 #include "redis/redis_conn.h"
 #include "worker/batch_keys.h"
 #include "worker/dedup.h"
@@ -62,6 +63,9 @@ struct batch_load {
     int64_t dequeued;         /* stats.dequeued */
     int64_t chunks_applied;   /* internal.chunks_applied */
     int lottery_done;         /* internal.lottery_done */
+    argbuf staged;            /* a chunk's effect staged and not published
+                                 (apply_txn.h): the worker publishes it and
+                                 loads again */
     int failed;
     char err[256];
     batch_load_run *run;      /* the current load's replies */
@@ -89,7 +93,7 @@ void batch_load_clear(batch_load *l);
 /* At the worker's end, once its connections are closed (every reply in). */
 void batch_load_free(batch_load *l);
 /* One P:{B}:meta field into m; unknown fields are the operator's own.
- * 0, or -1 with a message in err. */
+ * 0, or -EINVAL with a message in err. */
 int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *err, size_t errlen);
 
 /* One field of P:{B}:slots into the engine (at load and at every refresh

@@ -42,6 +42,8 @@ typedef struct batch_worker_stats {
     uint64_t reconnects;      /* failures of the worker's four connections */
     double oldest_unanswered_seconds; /* age of the oldest request not answered (an upper
                                          bound within 1 s; 0 when not holding the lease) */
+    char stalled[160];        /* why the batch is held by design, "" when it is not:
+                                 wait_replicas replicas do not acknowledge */
 } batch_worker_stats;
 
 /* Starts serving `batch` (connects, loads, serves). Returns 0 or -EINVAL

@@ -47,8 +47,11 @@ typedef struct chunk_item {
 } chunk_item;
 
 /* A chunk goes TAKING -> DEDUP -> DEDUPED -> APPLYING -> DONE. A DONE chunk
- * (its apply confirmed) is kept until no dedup is out: see dedup.h. */
-typedef enum { CS_FREE = 0, CS_TAKING, CS_DEDUP, CS_DEDUPED, CS_APPLYING, CS_DONE } chunk_state;
+ * (its apply confirmed) is kept until no dedup is out: see dedup.h. With
+ * wait_replicas a confirmed apply only staged the chunk's effect
+ * (apply_txn.h): it is STAGED, and DONE once the next apply published it;
+ * until then its ids are still in flight for dedup. */
+typedef enum { CS_FREE = 0, CS_TAKING, CS_DEDUP, CS_DEDUPED, CS_APPLYING, CS_STAGED, CS_DONE } chunk_state;
 
 typedef struct chunk {
     chunk_state state;
@@ -61,6 +64,7 @@ typedef struct chunk {
     size_t pool_len;          /* lottery pool requests in it */
     int64_t seq_base;         /* seq of its first queue entry, minus one */
     int dead_lettering;       /* its first request goes to dead (poison) */
+    int publish_only;         /* no requests: publishes the staged chunk (apply_txn.h) */
     int early;                /* taken before opens_at with early=shuffle: decided
                                  before the opening, its kept requests go to the
                                  lottery pool (their bytes are kept) */
@@ -114,9 +118,9 @@ void chunk_ring_pop_done(chunk_ring *r);
 void chunk_ring_clear(chunk_ring *r);
 /* chunk_ring_clear, and the item arrays too. */
 void chunk_ring_free(chunk_ring *r);
-/* Chunks in flight, not counting the DONE ones kept for dedup. */
+/* Chunks in flight, not counting the DONE ones kept for dedup nor a STAGED one. */
 size_t chunk_ring_busy(chunk_ring *r);
-/* Requests in the chunks that are not DONE. */
+/* Requests in the chunks that are not DONE nor STAGED. */
 long chunk_ring_requests(chunk_ring *r);
 /* Items in every chunk of the ring, DONE ones included. */
 size_t chunk_ring_items(chunk_ring *r);

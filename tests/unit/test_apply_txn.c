@@ -32,7 +32,11 @@
  *                           fault (an id), archive_group (a name),
  *                           lottery_seed (64 hex: the batch has a lottery
  *                           pool with this seed), new_seed=1 (the seed was
- *                           drawn by this chunk, not yet written)
+ *                           drawn by this chunk, not yet written),
+ *                           staged=1 (wait_replicas: the transaction that
+ *                           stages the chunk's effect, followed in the
+ *                           .resp by the publish-only transaction that
+ *                           writes it, as the next apply would)
  * Requests of a pool chunk get draw positions 1, 2, ... in order.
  *   req RAW                 a request of the chunk, as pushed
  *   dup RAW                 one that dedup found answered already
@@ -81,6 +85,7 @@ typedef struct txn_case {
     apply_txn_ctx ctx;
     lottery_pool pool;
     argbuf out;
+    int staged;                    /* ctx staged=1 */
 } txn_case;
 
 #define CASE_FAIL(c, ...) do { \
@@ -144,6 +149,7 @@ static void ctx_line(txn_case *c, char *rest)
         }
         if (!strcmp(kv, "new_seed") && is_int) { c->pool.seed_unsaved = (int)v; known = 1; }
         if (!strcmp(kv, "log_chunk") && is_int) { c->ctx.log_chunk = (int)v; known = 1; }
+        if (!strcmp(kv, "staged") && is_int) { c->staged = (int)v; known = 1; }
         if (!strcmp(kv, "archive_group")) {
             snprintf(c->archive_group, sizeof c->archive_group, "%s", eq);
             c->ctx.archive_group = c->archive_group;
@@ -299,6 +305,15 @@ static void compare_golden(txn_case *c, const char *got, size_t got_len)
 
 /* -------------------------------------------------------------- cases -- */
 
+/* The slices in order are the bytes on the wire. */
+static void append_wire(jsonw *wire, argbuf *out)
+{
+    redis_slice cmds[256];
+    size_t n = argbuf_slices(out, cmds, 256);
+    assert_int_equal(n, out->ncmds);
+    for (size_t i = 0; i < n; i++) jsonw_raw(wire, cmds[i].buf, cmds[i].len);
+}
+
 static void run_case(void **state)
 {
     txn_case *c = *state;
@@ -320,14 +335,21 @@ static void run_case(void **state)
         if (!c->pool.loaded) CASE_FAIL(c, "an early chunk needs ctx lottery_seed=...");
         assert_int_equal(lottery_pool_take_chunk(&c->pool, &c->ch), 0);
     }
-    assert_int_equal(apply_txn_encode(&c->out, &c->ctx, &c->ch, c->e), 0);
-    redis_slice cmds[256];
-    size_t n = argbuf_slices(&c->out, cmds, 256);
-    assert_int_equal(n, c->out.ncmds);
-    /* the slices in order are the bytes on the wire */
     jsonw wire;
     jsonw_init(&wire);
-    for (size_t i = 0; i < n; i++) jsonw_raw(&wire, cmds[i].buf, cmds[i].len);
+    if (c->staged) {
+        argbuf effect;
+        argbuf_init(&effect);
+        assert_int_equal(apply_txn_encode_staged(&c->out, &effect, &c->ctx, NULL, &c->ch, c->e), 0);
+        append_wire(&wire, &c->out);
+        apply_txn_ctx next = c->ctx;
+        next.chunks_applied++;
+        assert_int_equal(apply_txn_encode_publish(&c->out, &next, &effect), 0);
+        argbuf_free(&effect);
+    } else {
+        assert_int_equal(apply_txn_encode(&c->out, &c->ctx, &c->ch, c->e), 0);
+    }
+    append_wire(&wire, &c->out);
     assert_false(wire.failed);
     compare_golden(c, wire.buf, wire.len);
     jsonw_free(&wire);
