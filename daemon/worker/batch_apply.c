@@ -121,6 +121,7 @@ static int apply_build(batch_worker *w, chunk *ch)
         return -ENOMEM;
     }
     batch__txn_ctx(w, &ctx, now);
+    if (w->first_apply) ctx.immediate = &w->loaded_free;
     const argbuf *staged = w->staged.ncmds ? &w->staged : NULL;
     rc = w->cfg->wait_replicas > 0 ? apply_txn_encode_staged(&w->args, &w->effect, &ctx, staged, ch, w->eng)
                                    : apply_txn_encode(&w->args, &ctx, ch, w->eng);

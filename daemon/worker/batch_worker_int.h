@@ -130,6 +130,7 @@ struct batch_worker {
     int replicas_retry;       /* a WAIT came back short: the timer asks again */
     argbuf effect;            /* the effect of the chunk being encoded */
     argbuf staged;            /* the effect staged in Redis, not yet published */
+    argbuf loaded_free;       /* free as loaded, for the first apply (apply_txn_encode_free) */
     int64_t stalled_since, stall_logged_at; /* mono ms; 0: not stalled */
 };
 
