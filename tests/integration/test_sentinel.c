@@ -356,11 +356,20 @@ static void kill_master_ahead_of_replicas(run_state *s, int i, int fault)
     for (int k = 0; k < 3; k++) if (lag[k]) redisFree(lag[k]);
 }
 
+/* connected_slaves of the node on `port` with both links up, or -1. */
+static int replicas_in_sync(run_state *s, int port)
+{
+    int i = node_of_port(&s->cl, port), up = 0;
+    for (int k = 0; k < 3; k++) up += k != i && s->cl.alive[k] && replica_up(&s->cl.node[k]);
+    return up;
+}
+
 /* SENTINEL FAILOVER, asked until a sentinel takes it: it is refused
  * (NOGOODSLAVE, INPROG) until a replica is in sync. */
 static void planned_failover(run_state *s, int port, int fault)
 {
-    print_message("failover %d: SENTINEL FAILOVER (master port %d) after %d requests\n", fault, port, s->h->n);
+    print_message("failover %d: SENTINEL FAILOVER (master port %d, %d replicas in sync) after %d requests\n", fault,
+                  port, replicas_in_sync(s, port), s->h->n);
     int started = 0;
     for (int waited = 0; waited < 20000 && !started; waited += 250) {
         redisContext *t = tcp(s->cl.sport[waited / 250 % 3]);
@@ -401,12 +410,22 @@ static void takeover(run_state *s, int port, int fault)
     if (ms > s->out->takeover_max_ms) s->out->takeover_max_ms = ms;
 }
 
-/* The next failover of the master on `port`: odd ones kill it, even ones
+/* The next failover of the master on `port`, once both replicas are in
+ * sync (a killed master comes back as a master, and Sentinel turns an old
+ * master into a replica only about 8 s later, SENTINEL_PUBLISH_PERIOD * 4
+ * in sentinel.c; a switch before that can leave the new master without a
+ * replica that long, which wait_replicas must wait out: 11.7 s measured
+ * once in 20). Odd ones kill it, even ones
  * are planned. Returns the new master's port once the sentinels name it. */
 static int failover(run_state *s, int port, int64_t fault_at)
 {
     int i = node_of_port(&s->cl, port);
     int fault = s->out->failovers + 1;
+    for (int waited = 0; waited < 20000 && replicas_in_sync(s, port) < 2; waited += 100) {
+        push_and_poll(s);
+        harness_sleep_ms(100);
+    }
+    fault_at = harness_now_ms();
     if (fault % 2) kill_master_ahead_of_replicas(s, i, fault);
     else planned_failover(s, port, fault);
     int np = wait_switch(&s->cl, port);
