@@ -567,6 +567,20 @@ static void add_publish(argbuf *out, const apply_txn_ctx *ctx, const argbuf *sta
     argbuf_cmd_end(out);
 }
 
+int apply_txn_encode_free(argbuf *out, const batch_keys *keys, const engine *e)
+{
+    argbuf_reset(out);
+    engine_item_view v;
+    cmd_open(out, "HSET", keys->free);
+    for (size_t i = 0; i < engine_item_count(e); i++) {
+        engine_item_view_at(e, i, &v);
+        argbuf_str(out, v.id);
+        argbuf_int(out, v.free);
+    }
+    cmd_close(out);
+    return argbuf_failed(out) ? -ENOMEM : 0;
+}
+
 void apply_txn_staged_field(char *buf, size_t len, size_t i)
 {
     snprintf(buf, len, "%s%zu", APPLY_TXN_STAGED_PREFIX, i);
@@ -583,6 +597,8 @@ int apply_txn_encode_staged(argbuf *out, argbuf *effect, const apply_txn_ctx *ct
     fence_keys(ctx, keys);
     size_t written_at = add_fence(out, ctx, ch, keys);
     size_t first_cmd = out->ncmds - 1;
+    for (size_t i = 0; ctx->immediate && i < ctx->immediate->ncmds; i++)
+        argbuf_cmd_raw(out, ctx->immediate->resp.buf + ctx->immediate->cmd_start[i], ctx->immediate->cmd_len[i]);
     add_publish(out, ctx, staged);
     cmd_open(out, "HSET", ctx->keys->internal);
     for (size_t i = 0; i < effect->ncmds; i++) {

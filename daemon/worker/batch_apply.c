@@ -121,6 +121,7 @@ static int apply_build(batch_worker *w, chunk *ch)
         return -ENOMEM;
     }
     batch__txn_ctx(w, &ctx, now);
+    if (w->first_apply) ctx.immediate = &w->loaded_free;
     const argbuf *staged = w->staged.ncmds ? &w->staged : NULL;
     rc = w->cfg->wait_replicas > 0 ? apply_txn_encode_staged(&w->args, &w->effect, &ctx, staged, ch, w->eng)
                                    : apply_txn_encode(&w->args, &ctx, ch, w->eng);
@@ -137,23 +138,30 @@ static int apply_build(batch_worker *w, chunk *ch)
     return 0;
 }
 
-/* Sends the pipeline apply_build built. hiredis copies it, so w->args is
- * free again for the next chunk. */
-static void apply_send(batch_worker *w, chunk *ch)
+/* Sends the pipeline in w->args as op `kind`; a failure is the worker's
+ * (batch__fail, step `what`). hiredis copies it, so w->args is free again
+ * for the next chunk. 0 or a negative errno. */
+int batch__send_args(batch_worker *w, worker_op_kind kind, chunk *ch, const char *what)
 {
-    if (batch__lease_check(w, "apply") < 0) return;
     argbuf *a = &w->args;
     redis_slice stack[64], *cmds = a->ncmds <= 64 ? stack : malloc(a->ncmds * sizeof *cmds);
-    if (!cmds) { batch__fail(w, "apply", "out of memory"); return; }
+    if (!cmds) { batch__fail(w, what, "out of memory"); return -ENOMEM; }
     size_t n = argbuf_slices(a, cmds, a->ncmds);
-    worker_op *o = batch__op_new(w, WOP_APPLY, ch);
+    worker_op *o = batch__op_new(w, kind, ch);
     int rc = o ? redis_conn_pipeline(w->cmd, batch__on_op_reply, o, w->cfg->redis_timeout_ms, cmds, n) : -ENOMEM;
     if (cmds != stack) free(cmds);
     if (rc < 0) {
         if (o) o->busy = 0;
-        batch__fail(w, "apply", rc == -ENOTCONN ? "Redis not connected" : "out of memory");
-        return;
+        batch__fail(w, what, rc == -ENOTCONN ? "Redis not connected" : "out of memory");
     }
+    return rc;
+}
+
+/* Sends the pipeline apply_build built. */
+static void apply_send(batch_worker *w, chunk *ch)
+{
+    if (batch__lease_check(w, "apply") < 0) return;
+    if (batch__send_args(w, WOP_APPLY, ch, "apply") < 0) return;
     redis_conn_flush(w->cmd);   /* Redis starts on it while the next is decided */
     /* the LTRIM this transaction carries: the chunk's own, or with
      * wait_replicas the staged one's it publishes (before ch is APPLYING) */

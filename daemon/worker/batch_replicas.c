@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -169,18 +168,11 @@ static void load_publish_send(batch_worker *w)
     batch__txn_ctx(w, &ctx, clock_wall_ms());
     ctx.chunks_applied = w->load.chunks_applied;
     ctx.fault_apply_id = NULL;
-    argbuf *a = &w->args;
-    if (apply_txn_encode_publish(a, &ctx, &w->load.staged) < 0) { batch__fail(w, "loading", "out of memory"); return; }
-    redis_slice stack[64], *cmds = a->ncmds <= 64 ? stack : malloc(a->ncmds * sizeof *cmds);
-    if (!cmds) { batch__fail(w, "loading", "out of memory"); return; }
-    size_t n = argbuf_slices(a, cmds, a->ncmds);
-    worker_op *o = batch__op_new(w, WOP_LOAD_PUBLISH, NULL);
-    int rc = o ? redis_conn_pipeline(w->cmd, batch__on_op_reply, o, w->cfg->redis_timeout_ms, cmds, n) : -ENOMEM;
-    if (cmds != stack) free(cmds);
-    if (rc < 0) {
-        if (o) o->busy = 0;
-        batch__fail(w, "loading", rc == -ENOTCONN ? "Redis not connected" : "out of memory");
+    if (apply_txn_encode_publish(&w->args, &ctx, &w->load.staged) < 0) {
+        batch__fail(w, "loading", "out of memory");
+        return;
     }
+    batch__send_args(w, WOP_LOAD_PUBLISH, NULL, "loading");
 }
 
 /* The load found a chunk's effect staged (batch_load.h): it may have been

@@ -263,6 +263,10 @@ static void on_load_done(void *data)
     w->lottery_done = w->load.lottery_done;
     engine_set_order_source(w->eng, order_block_mint, &w->orders.block);
     w->first_apply = 1;
+    if (w->cfg->wait_replicas > 0 && apply_txn_encode_free(&w->loaded_free, &w->keys, w->eng) < 0) {
+        batch__fail(w, "loading", "out of memory");
+        return;
+    }
     w->stats.loaded = 1;
     const engine_counters *c = engine_get_counters(w->eng);
     log_info("batch %s: loaded %zu items, %zu users, %" PRId64 " processed so far",
@@ -620,6 +624,7 @@ static void on_handle_closed(batch_worker *w)
     argbuf_free(&w->reads_args);
     argbuf_free(&w->effect);
     argbuf_free(&w->staged);
+    argbuf_free(&w->loaded_free);
     /* The owner forgets w in the callback; nothing touches it afterwards. */
     if (w->on_stopped) w->on_stopped(w, w->data);
     free(w);
@@ -713,6 +718,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     argbuf_init(&w->reads_args);
     argbuf_init(&w->effect);
     argbuf_init(&w->staged);
+    argbuf_init(&w->loaded_free);
     dedup_init(&w->dedup, random_u64());
     slots_scan_init(&w->slots);
     w->written_phase = (engine_phase)-1;

@@ -130,6 +130,7 @@ struct batch_worker {
     int replicas_retry;       /* a WAIT came back short: the timer asks again */
     argbuf effect;            /* the effect of the chunk being encoded */
     argbuf staged;            /* the effect staged in Redis, not yet published */
+    argbuf loaded_free;       /* free as loaded, for the first apply (apply_txn_encode_free) */
     int64_t stalled_since, stall_logged_at; /* mono ms; 0: not stalled */
 };
 
@@ -158,6 +159,7 @@ void batch__lottery_start(batch_worker *w);
 /* batch_apply.c: decide and apply */
 void batch__txn_ctx(batch_worker *w, apply_txn_ctx *ctx, int64_t now);
 const char *batch__exec_error(redisReply *r);
+int batch__send_args(batch_worker *w, worker_op_kind kind, chunk *ch, const char *what);
 void batch__advance(batch_worker *w);
 void batch__on_orders(batch_worker *w, chunk *ch, redisReply *r);
 

@@ -73,6 +73,8 @@ typedef struct apply_txn_ctx {
     const char *instance;         /* stats.owner */
     int64_t decision_p50_us, decision_p99_us; /* recent latency, for stats */
     const char *fault_apply_id;   /* tests: FENCE refuses a chunk with this id; NULL */
+    const argbuf *immediate;      /* wait_replicas: commands written at once, not
+                                     staged (apply_txn_encode_free); NULL */
 } apply_txn_ctx;
 
 /* Writes the chunk's whole transaction into out (reset first), as one
@@ -95,6 +97,11 @@ void apply_txn_staged_field(char *buf, size_t len, size_t i);
  * -ENOMEM. */
 int apply_txn_encode_staged(argbuf *out, argbuf *effect, const apply_txn_ctx *ctx, const argbuf *staged,
                             const chunk *ch, const engine *e);
+/* HSET free of every item as the engine holds them now: with
+ * wait_replicas, the first apply after a load writes free as loaded (as
+ * the first apply always does) at once -- it is the published state, not
+ * a decision -- while the chunk's own effect is staged. 0, or -ENOMEM. */
+int apply_txn_encode_free(argbuf *out, const batch_keys *keys, const engine *e);
 /* A transaction that only publishes `staged` (no chunk: an idle worker's
  * last staged chunk, or the one a load found). 0, or -ENOMEM. */
 int apply_txn_encode_publish(argbuf *out, const apply_txn_ctx *ctx, const argbuf *staged);
