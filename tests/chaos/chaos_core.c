@@ -41,7 +41,7 @@
 
 #include "core/answer_watch.h"
 #include "redis/cluster_slots.h"
-#include "wire/log_entry.h"
+#include "allocctl/ctl_replay.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ basics -- */
@@ -1543,228 +1543,69 @@ static void check_results(checker *k, int bi, long long *granted_out, long long 
     freeReplyObject(r);
 }
 
-/* The replay state of one batch. */
+/* The replay of one batch's log: the rules are core/replay.h's, run by
+ * allocctl's ctl_replay (both log formats); the checker adds what only it
+ * knows -- which request each event names and the batch's items. */
 typedef struct replay {
+    checker *k;
     const batch_def *b;
-    long long cap[MAX_ITEMS];
-    long long held[MAX_ITEMS];
-    json_t *holders;     /* user -> holder JSON, the shape of P:{B}:holders */
-    json_t *moving;      /* rooms: user -> the bed a switch just released */
+    ctl_replay *cr;
 } replay;
 
-static json_t *stock_orders(json_t *h) { return json_object_get(h, "orders"); }
-
-/* One log entry being replayed: its fields, the request it names and the
- * user's holding before it. */
-typedef struct logged {
-    const char *sid, *type, *user, *item, *req, *order;
-    long long qty, at, exp;
-    rec *rc;
-    int it;
-    json_t *h;
-} logged;
-
-/* A grant of a bed: one per user; a held bed carries its order, and a
- * switch's grant keeps the hold of the bed it left. */
-static void replay_room_grant(checker *k, replay *rp, const logged *e)
+/* A rule of the replay the log broke, counted by what it means. */
+static void replay_finding_seen(void *ud, replay_kind kind, const char *msg)
 {
-    const batch_def *b = rp->b;
-    if (e->h) violation(k->cx, &k->rep->oversold, "%s: log %s gives %s a second bed (%s, holds %s)",
-                        b->name, e->sid, e->user, e->item, js(e->h, "item"));
-    json_t *doc = json_pack("{s:s,s:I,s:s}", "item", e->item, "since", (json_int_t)e->at, "req", e->req);
-    json_t *mv = json_object_get(rp->moving, e->user);
-    if (*e->order) {   /* a held bed (contract 9.4) */
-        json_object_set_new(doc, "order", json_string(e->order));
-        json_object_set_new(doc, "state", json_string("held"));
-        json_object_set_new(doc, "expires_at", json_integer(e->exp));
-    } else if (mv && !strcmp(js(mv, "req"), e->req)) {   /* a switch keeps its hold */
-        const char *keys[] = { "order", "state", "expires_at" };
-        for (int i = 0; i < 3; i++)
-            if (json_object_get(mv, keys[i])) json_object_set(doc, keys[i], json_object_get(mv, keys[i]));
-    }
-    json_object_del(rp->moving, e->user);
-    json_object_set_new(rp->holders, e->user, doc);
-}
-
-/* A grant of units: within per_user, one more order in the holding. */
-static void replay_stock_grant(checker *k, replay *rp, const logged *e)
-{
-    const batch_def *b = rp->b;
-    json_t *h = e->h;
-    if (!h) {
-        h = json_pack("{s:I,s:[]}", "units", (json_int_t)0, "orders");
-        json_object_set_new(rp->holders, e->user, h);
-    }
-    long long units = json_integer_value(json_object_get(h, "units")) + e->qty;
-    if (units > b->per_user)
-        violation(k->cx, &k->rep->oversold, "%s: log %s brings %s to %lld units, per_user is %d",
-                  b->name, e->sid, e->user, units, b->per_user);
-    json_object_set_new(h, "units", json_integer(units));
-    json_t *o = json_pack("{s:s,s:s,s:I,s:s}", "order", e->order, "item", e->item, "qty", (json_int_t)e->qty,
-                          "state", e->exp ? "held" : "confirmed");
-    if (e->exp) json_object_set_new(o, "expires_at", json_integer(e->exp));
-    json_array_append_new(stock_orders(h), o);
-}
-
-static void replay_grant(checker *k, replay *rp, const logged *e)
-{
-    const batch_def *b = rp->b;
-    k->rep->grants_logged++;
-    if (e->rc) e->rc->ev_grant++;
-    if (rp->held[e->it] + e->qty > rp->cap[e->it])
-        violation(k->cx, &k->rep->oversold, "%s: log %s grants %lld of %s to %s: %lld held of %lld",
-                  b->name, e->sid, e->qty, e->item, e->user, rp->held[e->it], rp->cap[e->it]);
-    rp->held[e->it] += e->qty;
-    if (b->room) replay_room_grant(k, rp, e);
-    else replay_stock_grant(k, rp, e);
-}
-
-/* A bed given back: kept aside for the switch's grant that may follow. */
-static void replay_release(checker *k, replay *rp, const logged *e)
-{
-    const batch_def *b = rp->b;
-    if (e->rc) e->rc->ev_release++;
-    if (!b->room || !e->h || strcmp(js(e->h, "item"), e->item)) {
-        violation(k->cx, &k->rep->mismatches, "%s: log %s releases %s of %s, who holds %s",
-                  b->name, e->sid, e->item, e->user, e->h ? js(e->h, "item") : "nothing");
-        return;
-    }
-    rp->held[e->it] -= 1;
-    json_object_set_new(e->h, "req", json_string(e->req));   /* for a switch's grant */
-    json_object_set(rp->moving, e->user, e->h);
-    json_object_del(rp->holders, e->user);
-}
-
-/* confirm, cancel or expire of a held bed. */
-static void replay_room_order(checker *k, replay *rp, const logged *e, int confirm, int cancel)
-{
-    const batch_def *b = rp->b;
-    json_t *h = e->h;
-    if (!h || strcmp(js(h, "order"), e->order) || strcmp(js(h, "item"), e->item)) {
-        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s of %s, who does not hold it",
-                  b->name, e->sid, e->type, e->order, e->user);
-        return;
-    }
-    if ((confirm || !cancel) && strcmp(js(h, "state"), "held"))
-        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of bed order %s that is %s", b->name, e->sid, e->type,
-                  e->order, js(h, "state"));
-    if (confirm) {
-        json_object_set_new(h, "state", json_string("confirmed"));
-        json_object_del(h, "expires_at");
-        return;
-    }
-    rp->held[e->it] -= 1;
-    json_object_del(rp->holders, e->user);
-}
-
-/* confirm, cancel or expire of a stock order. */
-static void replay_stock_order(checker *k, replay *rp, const logged *e, int confirm, int cancel)
-{
-    const batch_def *b = rp->b;
-    json_t *orders = e->h ? stock_orders(e->h) : NULL;
-    size_t i, found = (size_t)-1;
-    json_t *o;
-    json_array_foreach(orders, i, o) if (!strcmp(js(o, "order"), e->order)) found = i;
-    if (found == (size_t)-1) {
-        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of order %s of %s, who does not hold it",
-                  b->name, e->sid, e->type, e->order, e->user);
-        return;
-    }
-    o = json_array_get(orders, found);
-    if ((confirm || !cancel) && strcmp(js(o, "state"), "held"))
-        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of order %s that is %s", b->name, e->sid, e->type,
-                  e->order, js(o, "state"));
-    if (json_integer_value(json_object_get(o, "qty")) != e->qty || strcmp(js(o, "item"), e->item))
-        violation(k->cx, &k->rep->mismatches, "%s: log %s: %s of order %s with another item or qty", b->name,
-                  e->sid, e->type, e->order);
-    if (confirm) {
-        json_object_set_new(o, "state", json_string("confirmed"));
-        json_object_del(o, "expires_at");
-        return;
-    }
-    long long q = json_integer_value(json_object_get(o, "qty"));
-    rp->held[e->it] -= q;
-    json_object_set_new(e->h, "units", json_integer(json_integer_value(json_object_get(e->h, "units")) - q));
-    json_array_remove(orders, found);
-    if (json_array_size(orders) == 0) json_object_del(rp->holders, e->user);
-}
-
-static void replay_order_end(checker *k, replay *rp, const logged *e)
-{
-    int confirm = e->type[1] == 'o', cancel = e->type[1] == 'a';
-    if (e->rc) { if (confirm) e->rc->ev_confirm++; else if (cancel) e->rc->ev_cancel++; }
-    if (!cancel && !confirm) k->rep->expiries++;
-    if (rp->b->room) replay_room_order(k, rp, e, confirm, cancel);
-    else replay_stock_order(k, rp, e, confirm, cancel);
+    replay *rp = ud;
+    chaos_report *rep = rp->k->rep;
+    long *counter = kind == REPLAY_OVERSOLD ? &rep->oversold : kind == REPLAY_MISMATCH ? &rep->mismatches
+                  : &rep->other;
+    violation(rp->k->cx, counter, "%s: %s", rp->b->name, msg);
 }
 
 /* Entries that change no holding: a phase change, a waitlist join or
  * service (contract 9.5). Returns 1 if `e` was one. */
-static int replay_bookkeeping(checker *k, replay *rp, const logged *e)
+static int replay_bookkeeping(replay *rp, const char *sid, const replay_event *e, rec *rc)
 {
-    rec *rc = e->rc;
-    if (!strcmp(e->type, "state")) { if (rc) rc->ev_state++; return 1; }
-    if (strcmp(e->type, "wait") && strcmp(e->type, "wait_served")) return 0;
+    if (e->type == EV_STATE) { if (rc) rc->ev_state++; return 1; }
+    if (e->type != EV_WAIT && e->type != EV_WAIT_SERVED) return 0;
     if (!rc) return 1;
-    if (e->type[4]) rc->ev_wait_served++;
+    if (e->type == EV_WAIT_SERVED) rc->ev_wait_served++;
     else rc->ev_wait++;
     if (rc->ev_wait_served > rc->ev_wait)
-        violation(k->cx, &k->rep->mismatches, "%s: log %s: '%s' served from the waitlist without joining it",
-                  rp->b->name, e->sid, e->req);
-    k->rep->waits += !e->type[4];
+        violation(rp->k->cx, &rp->k->rep->mismatches, "%s: log %s: '%s' served from the waitlist without joining it",
+                  rp->b->name, sid, e->req);
+    rp->k->rep->waits += e->type == EV_WAIT;
     return 1;
 }
 
-static void replay_event(checker *k, replay *rp, const char *sid, json_t *ev)
+/* Every event before the replay applies it: the request it names was
+ * pushed to this batch, its item is one of the batch's, and each request's
+ * events are counted for check_effects. */
+static void replay_seen(void *ud, const char *sid, const replay_event *e)
 {
-    chaos_ctx *cx = k->cx;
+    replay *rp = ud;
+    checker *k = rp->k;
     const batch_def *b = rp->b;
-    logged e = { .sid = sid, .type = js(ev, "type"), .user = js(ev, "user"), .item = js(ev, "item"),
-                 .req = js(ev, "req"), .order = js(ev, "order") };
-    e.qty = strtoll(js(ev, "qty"), NULL, 10);
-    e.at = strtoll(js(ev, "at"), NULL, 10);
-    e.exp = strtoll(js(ev, "expires_at"), NULL, 10);
-    e.rc = *e.req ? idmap_get(&k->ids, e.req, strlen(e.req)) : NULL;
-    if (*e.req && (!e.rc || e.rc->batch != (uint8_t)(b - cx->b)))
-        violation(cx, &k->rep->phantom, "%s: log %s (%s) names request '%s' that was never pushed here", b->name, sid,
-                  e.type, e.req);
-    if (replay_bookkeeping(k, rp, &e)) return;
-    e.it = item_index(b, e.item);
-    if (e.it < 0) {
-        violation(cx, &k->rep->mismatches, "%s: log %s (%s) names unknown item '%s'", b->name, sid, e.type, e.item);
-        return;
+    k->rep->log_entries++;
+    rec *rc = *e->req ? idmap_get(&k->ids, e->req, strlen(e->req)) : NULL;
+    if (*e->req && (!rc || rc->batch != (uint8_t)(b - k->cx->b)))
+        violation(k->cx, &k->rep->phantom, "%s: log %s (%s) names request '%s' that was never pushed here", b->name, sid,
+                  e->type_name, e->req);
+    if (replay_bookkeeping(rp, sid, e, rc) || e->type == REPLAY_TYPE_OTHER) return;
+    if (item_index(b, e->item) < 0)
+        violation(k->cx, &k->rep->mismatches, "%s: log %s (%s) names unknown item '%s'", b->name, sid, e->type_name,
+                  e->item);
+    if (e->type == EV_GRANT) k->rep->grants_logged++;
+    if (e->type == EV_EXPIRE) k->rep->expiries++;
+    if (!rc) return;
+    switch (e->type) {
+    case EV_GRANT: rc->ev_grant++; break;
+    case EV_RELEASE: rc->ev_release++; break;
+    case EV_CONFIRM: rc->ev_confirm++; break;
+    case EV_CANCEL: rc->ev_cancel++; break;
+    case EV_CAPACITY: rc->ev_capacity++; break;
+    default: break;
     }
-    if (!strcmp(e.type, "capacity")) {
-        if (e.rc) e.rc->ev_capacity++;
-        if (e.qty < rp->held[e.it])
-            violation(cx, &k->rep->oversold, "%s: log %s sets capacity of %s to %lld below the %lld held",
-                      b->name, sid, e.item, e.qty, rp->held[e.it]);
-        rp->cap[e.it] = e.qty;
-        return;
-    }
-    e.h = json_object_get(rp->holders, e.user);
-    if (!strcmp(e.type, "grant")) replay_grant(k, rp, &e);
-    else if (!strcmp(e.type, "release")) replay_release(k, rp, &e);
-    else if (!strcmp(e.type, "confirm") || !strcmp(e.type, "cancel") || !strcmp(e.type, "expire"))
-        replay_order_end(k, rp, &e);
-    else violation(cx, &k->rep->other, "%s: log %s has unknown type '%s'", b->name, sid, e.type);
-}
-
-typedef struct replay_ctx {
-    checker *k;
-    replay *rp;
-    const char *sid;
-} replay_ctx;
-
-static int replay_one(void *ud, const log_field *f, size_t n)
-{
-    replay_ctx *o = ud;
-    json_t *ev = json_object();
-    for (size_t j = 0; j < n; j++) json_object_set_new(ev, f[j].key, json_stringn(f[j].val, f[j].vlen));
-    o->k->rep->log_entries++;
-    replay_event(o->k, o->rp, o->sid, ev);
-    json_decref(ev);
-    return 0;
 }
 
 static void replay_log(checker *k, replay *rp)
@@ -1779,15 +1620,11 @@ static void replay_log(checker *k, replay *rp)
             redisReply *e = r->element[i];
             const char *sid = e->element[0]->str;
             redisReply *f = e->element[1];
-            log_field fields[32];
+            ctl_kv fields[32];
             size_t nf = 0;
             for (size_t j = 0; j + 1 < f->elements && nf < 32; j += 2)
-                fields[nf++] = (log_field){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
-            /* both log formats, through the one decoder (wire/log_entry.h) */
-            replay_ctx one = { k, rp, sid };
-            char err[160];
-            if (log_entry_decode(fields, nf, replay_one, &one, err, sizeof err) < 0)
-                violation(k->cx, &k->rep->other, "%s: log %s: %s", b->name, sid, err);
+                fields[nf++] = (ctl_kv){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
+            ctl_replay_entry(rp->cr, sid, fields, nf);
             snprintf(start, sizeof start, "(%s", sid);
         }
         size_t n = r->elements;
@@ -1806,7 +1643,7 @@ static void check_stock_holder(checker *k, const batch_def *b, const char *user,
     long long units = 0;
     size_t j;
     json_t *o;
-    json_array_foreach(stock_orders(h), j, o) {
+    json_array_foreach(json_object_get(h, "orders"), j, o) {
         int it = item_index(b, js(o, "item"));
         long long q = json_integer_value(json_object_get(o, "qty"));
         if (it >= 0) held_h[it] += q;
@@ -1836,11 +1673,13 @@ static void compare_items(checker *k, replay *rp, const long long *held_h, long 
         long long fr = KINT(k, bi, "HGET alloc:{%s}:free %s", b->name, b->items[it]);
         long long cap = KINT(k, bi, "HGET alloc:{%s}:capacity %s", b->name, b->items[it]);
         *free_sum += fr;
-        if (cap != rp->cap[it])
-            violation(cx, &k->rep->mismatches, "%s: capacity[%s] = %lld, the log replays to %lld", b->name, b->items[it], cap, rp->cap[it]);
-        if (fr != rp->cap[it] - rp->held[it])
+        const replay_item *ri = replay_item_get(ctl_replay_state(rp->cr), b->items[it]);
+        long long rcap = ri ? ri->cap : 0, rheld = ri ? ri->held : 0;
+        if (cap != rcap)
+            violation(cx, &k->rep->mismatches, "%s: capacity[%s] = %lld, the log replays to %lld", b->name, b->items[it], cap, rcap);
+        if (fr != rcap - rheld)
             violation(cx, &k->rep->mismatches, "%s: free[%s] = %lld, the log replays to %lld - %lld held",
-                      b->name, b->items[it], fr, rp->cap[it], rp->held[it]);
+                      b->name, b->items[it], fr, rcap, rheld);
         if (fr + held_h[it] != cap || fr < 0)
             violation(cx, &k->rep->oversold, "%s: %s: free %lld + held %lld != capacity %lld",
                       b->name, b->items[it], fr, held_h[it], cap);
@@ -1864,9 +1703,9 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
     for (size_t i = 0; r && i + 1 < r->elements; i += 2) {
         const char *user = r->element[i]->str;
         json_t *h = json_loadb(r->element[i + 1]->str, r->element[i + 1]->len, 0, NULL);
-        json_t *want = json_object_get(rp->holders, user);
         n_holders++;
         if (!h) { violation(cx, &k->rep->other, "%s: holder %s is not JSON", b->name, user); continue; }
+        json_t *want = ctl_replay_holder_json(rp->cr, user);
         /* the log rebuilds the bed; a group and open swap offers are not
          * log events (P:{B}:groups, 9.2 and 9.3) */
         json_object_del(h, "group");
@@ -1877,6 +1716,7 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
                       b->name, user, r->element[i + 1]->str, w ? w : "nothing");
             free(w);
         }
+        json_decref(want);
         if (b->room) {
             int it = item_index(b, js(h, "item"));
             if (it >= 0) held_h[it]++;
@@ -1885,9 +1725,10 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
         }
         json_decref(h);
     }
-    if (r && n_holders != json_object_size(rp->holders))
+    size_t n_replayed = replay_holding_count(ctl_replay_state(rp->cr));
+    if (r && n_holders != n_replayed)
         violation(cx, &k->rep->mismatches, "%s: %zu holders in Redis, the log replays to %zu",
-                  b->name, n_holders, json_object_size(rp->holders));
+                  b->name, n_holders, n_replayed);
     if (r) freeReplyObject(r);
     compare_items(k, rp, held_h, free_sum);
 }
@@ -2048,12 +1889,15 @@ static void run_checks(chaos_ctx *cx)
     for (int bi = 0; bi < NB; bi++) {
         long long counts[6] = { 0 }, granted = 0, free_sum = 0, dead_acked = 0, dead_attempts = 0;
         check_results(&k, bi, &granted, counts);
-        replay rp = { .b = &cx->b[bi], .holders = json_object(), .moving = json_object() };
-        for (int it = 0; it < cx->b[bi].n_items; it++) rp.cap[it] = cx->b[bi].caps[it];
+        const batch_def *b = &cx->b[bi];
+        replay rp = { .k = &k, .b = b };
+        rp.cr = ctl_replay_new(b->room, b->per_user, replay_finding_seen, &rp);
+        if (!rp.cr) { fprintf(stderr, "chaos: out of memory\n"); abort(); }
+        ctl_replay_observe(rp.cr, replay_seen, &rp);
+        for (int it = 0; it < b->n_items; it++) ctl_replay_capacity(rp.cr, b->items[it], b->caps[it]);
         replay_log(&k, &rp);
         compare_state(&k, &rp, &free_sum);
-        json_decref(rp.holders);
-        json_decref(rp.moving);
+        ctl_replay_free(rp.cr);
         for (int i = 0; i < n_all; i++) {
             dead_acked += all[i]->k.dead_acked[bi];
             dead_attempts += all[i]->k.dead_attempts[bi];
