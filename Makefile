@@ -25,8 +25,11 @@ SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 
 CC      ?= cc
 PKGS    := libuv hiredis jansson libconfig libmicrohttpd
+# The tests' tools are here too, as a missing one fails its test: redis-tools
+# (redis-cli), prometheus (promtool), tmux (allocctl top), stunnel4 (TLS).
 DEBS    := build-essential pkg-config libuv1-dev libhiredis-dev libjansson-dev \
-           libconfig-dev libcmocka-dev redis-server redis-tools libpq-dev postgresql libmicrohttpd-dev
+           libconfig-dev libcmocka-dev redis-server redis-tools libpq-dev postgresql libmicrohttpd-dev \
+           prometheus tmux stunnel4
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter
