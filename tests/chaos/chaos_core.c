@@ -24,16 +24,8 @@ double chaos__now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-uint32_t chaos__rnd(uint64_t *s, uint32_t n) { return n ? (uint32_t)(splitmix(s) % n) : 0; }
-double chaos__rndf(uint64_t *s) { return (double)(splitmix(s) >> 11) / (double)(1ULL << 53); }
+uint32_t chaos__rnd(uint64_t *s, uint32_t n) { return n ? (uint32_t)(splitmix64_next(s) % n) : 0; }
+double chaos__rndf(uint64_t *s) { return (double)(splitmix64_next(s) >> 11) / (double)(1ULL << 53); }
 
 void *chaos__xmalloc(size_t n)
 {

@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <jansson.h>
 #include "core/answer_watch.h"
+#include "core/splitmix64.h"
 #include "redis/cluster_slots.h"
 #include "allocctl/ctl_replay.h"
 #include "harness.h"
