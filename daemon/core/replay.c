@@ -294,10 +294,10 @@ static int replay__room_order(replay *r, const char *id, const replay_event *e, 
                        e->type_name, e->order, e->user);
         return 0;
     }
-    if (e->type != EV_CANCEL && u->state != ORDER_HELD)
+    if (e->type != EVENT_CANCEL && u->state != ORDER_HELD)
         replay_finding(r, REPLAY_MISMATCH, "log %s: %s of order '%s', which was confirmed", id,
                        e->type_name, e->order);
-    if (e->type == EV_CONFIRM) {
+    if (e->type == EVENT_CONFIRM) {
         u->state = ORDER_CONFIRMED;
         u->expires_at = 0;
         return 0;
@@ -370,10 +370,10 @@ static int replay__stock_order(replay *r, const char *id, const replay_event *e,
     size_t index;
     replay_order *o = replay__live_order(r, id, e, u, &index);
     if (!o) return 0;
-    if (e->type != EV_CANCEL && o->state != ORDER_HELD)
+    if (e->type != EVENT_CANCEL && o->state != ORDER_HELD)
         replay_finding(r, REPLAY_MISMATCH, "log %s: %s of order '%s', which is not held", id,
                        e->type_name, e->order);
-    if (e->type == EV_CONFIRM) {
+    if (e->type == EVENT_CONFIRM) {
         o->state = ORDER_CONFIRMED;
         o->expires_at = 0;
         return 0;
@@ -395,7 +395,7 @@ static int replay__stock_order(replay *r, const char *id, const replay_event *e,
 static int replay__wait(replay *r, const char *id, const replay_event *e)
 {
     replay_wait *w = replay__find(&r->waits, e->req);
-    if (e->type == EV_WAIT_SERVED) {
+    if (e->type == EVENT_WAIT_SERVED) {
         if (!w || !w->no) {
             replay_finding(r, REPLAY_MISMATCH, "log %s: request '%s' served from the waitlist but not on it",
                            id, e->req);
@@ -425,9 +425,9 @@ static int replay__holding(replay *r, const char *id, const replay_event *e)
     replay_user *u = replay__get(&r->users, e->user);
     if (!u) return -ENOMEM;
     switch (e->type) {
-    case EV_GRANT:
+    case EVENT_GRANT:
         return r->room ? replay__room_grant(r, id, e, u) : replay__stock_grant(r, id, e, u);
-    case EV_RELEASE:
+    case EVENT_RELEASE:
         if (r->room) return replay__room_release(r, id, e, u);
         replay_finding(r, REPLAY_MISMATCH, "log %s: a release entry in a stock batch", id);
         return 0;
@@ -446,17 +446,17 @@ int replay_apply(replay *r, const char *id, const replay_event *ev)
     e.req = replay__str(e.req);
     e.state = replay__str(e.state);
     e.by = replay__str(e.by);
-    if (e.type < EV_GRANT || e.type > EV_WAIT_SERVED) e.type = REPLAY_TYPE_OTHER;
+    if (e.type < EVENT_GRANT || e.type > EVENT_WAIT_SERVED) e.type = REPLAY_TYPE_OTHER;
     r->counts.events++;
     r->counts.by_type[e.type]++;
     switch (e.type) {
-    case EV_GRANT: case EV_RELEASE: case EV_CONFIRM: case EV_CANCEL: case EV_EXPIRE:
+    case EVENT_GRANT: case EVENT_RELEASE: case EVENT_CONFIRM: case EVENT_CANCEL: case EVENT_EXPIRE:
         return replay__holding(r, id, &e);
-    case EV_CAPACITY:
+    case EVENT_CAPACITY:
         return replay__on_capacity(r, id, &e);
-    case EV_WAIT: case EV_WAIT_SERVED:
+    case EVENT_WAIT: case EVENT_WAIT_SERVED:
         return replay__wait(r, id, &e);
-    case EV_STATE:
+    case EVENT_STATE:
         return 0;      /* no effect on holdings */
     default:
         replay_finding(r, REPLAY_BAD_ENTRY, "log %s: unknown type '%s'", id, e.type_name);

@@ -22,11 +22,11 @@ static const char *const field_names[POS_EXTRAS] = {
 size_t log_entry_extras(const engine_event *ev, log_extra out[LOG_EVENT_MAX_EXTRAS])
 {
     size_t n = 0;
-    if (ev->type == EV_WAIT || ev->type == EV_WAIT_SERVED)
+    if (ev->type == EVENT_WAIT || ev->type == EVENT_WAIT_SERVED)
         out[n++] = (log_extra){ "wait_no", NULL, ev->wait_no };
-    if (ev->type == EV_WAIT_SERVED) {
+    if (ev->type == EVENT_WAIT_SERVED) {
         out[n++] = (log_extra){ "status", engine_status_name(ev->status), 0 };
-        if (ev->reason != R_NONE) out[n++] = (log_extra){ "reason", engine_reason_name(ev->reason), 0 };
+        if (ev->reason != REASON_NONE) out[n++] = (log_extra){ "reason", engine_reason_name(ev->reason), 0 };
     }
     return n;
 }
@@ -174,7 +174,7 @@ int log_entry_decode(const log_field *entry, size_t n, log_event_fn fn, void *ud
 
 static int event_type(const char *name)
 {
-    for (int t = EV_GRANT; t <= EV_WAIT_SERVED; t++)
+    for (int t = EVENT_GRANT; t <= EVENT_WAIT_SERVED; t++)
         if (!strcmp(name, engine_event_name((engine_event_type)t))) return t;
     return REPLAY_TYPE_OTHER;
 }

@@ -36,7 +36,7 @@ typedef enum replay_kind {
 
 /* Index 0 of the counts' by_type: a type the replay does not know. */
 #define REPLAY_TYPE_OTHER 0
-#define REPLAY_TYPES (EV_WAIT_SERVED + 1)
+#define REPLAY_TYPES (EVENT_WAIT_SERVED + 1)
 
 /* One decoded event. Strings are "" when the event has none; they need to
  * live only until replay_apply returns. */

@@ -212,15 +212,15 @@ static void replay_finding_seen(void *ud, replay_kind kind, const char *msg)
  * service (contract 9.5). Returns 1 if `e` was one. */
 static int replay_bookkeeping(replay *rp, const char *sid, const replay_event *e, rec *rc)
 {
-    if (e->type == EV_STATE) { if (rc) rc->ev_state++; return 1; }
-    if (e->type != EV_WAIT && e->type != EV_WAIT_SERVED) return 0;
+    if (e->type == EVENT_STATE) { if (rc) rc->ev_state++; return 1; }
+    if (e->type != EVENT_WAIT && e->type != EVENT_WAIT_SERVED) return 0;
     if (!rc) return 1;
-    if (e->type == EV_WAIT_SERVED) rc->ev_wait_served++;
+    if (e->type == EVENT_WAIT_SERVED) rc->ev_wait_served++;
     else rc->ev_wait++;
     if (rc->ev_wait_served > rc->ev_wait)
         chaos__violation(rp->k->cx, &rp->k->rep->mismatches, "%s: log %s: '%s' served from the waitlist without joining it",
                   rp->b->name, sid, e->req);
-    rp->k->rep->waits += e->type == EV_WAIT;
+    rp->k->rep->waits += e->type == EVENT_WAIT;
     return 1;
 }
 
@@ -241,15 +241,15 @@ static void replay_seen(void *ud, const char *sid, const replay_event *e)
     if (item_index(b, e->item) < 0)
         chaos__violation(k->cx, &k->rep->mismatches, "%s: log %s (%s) names unknown item '%s'", b->name, sid, e->type_name,
                   e->item);
-    if (e->type == EV_GRANT) k->rep->grants_logged++;
-    if (e->type == EV_EXPIRE) k->rep->expiries++;
+    if (e->type == EVENT_GRANT) k->rep->grants_logged++;
+    if (e->type == EVENT_EXPIRE) k->rep->expiries++;
     if (!rc) return;
     switch (e->type) {
-    case EV_GRANT: rc->ev_grant++; break;
-    case EV_RELEASE: rc->ev_release++; break;
-    case EV_CONFIRM: rc->ev_confirm++; break;
-    case EV_CANCEL: rc->ev_cancel++; break;
-    case EV_CAPACITY: rc->ev_capacity++; break;
+    case EVENT_GRANT: rc->ev_grant++; break;
+    case EVENT_RELEASE: rc->ev_release++; break;
+    case EVENT_CONFIRM: rc->ev_confirm++; break;
+    case EVENT_CANCEL: rc->ev_cancel++; break;
+    case EVENT_CAPACITY: rc->ev_capacity++; break;
     default: break;
     }
 }

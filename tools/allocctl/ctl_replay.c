@@ -31,8 +31,8 @@ static const char *const EV_NAMES[CTL_EV_N] = {
 
 /* The core's type of each CTL_EV_ (the summary keeps its own order). */
 static const int EV_TYPES[CTL_EV_N] = {
-    EV_GRANT, EV_RELEASE, EV_CONFIRM, EV_CANCEL, EV_EXPIRE, EV_CAPACITY, EV_STATE, EV_WAIT,
-    EV_WAIT_SERVED, REPLAY_TYPE_OTHER,
+    EVENT_GRANT, EVENT_RELEASE, EVENT_CONFIRM, EVENT_CANCEL, EVENT_EXPIRE, EVENT_CAPACITY, EVENT_STATE, EVENT_WAIT,
+    EVENT_WAIT_SERVED, REPLAY_TYPE_OTHER,
 };
 
 const char *ctl_event_name(int type)
