@@ -25,8 +25,11 @@ SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 
 CC      ?= cc
 PKGS    := libuv hiredis jansson libconfig libmicrohttpd
+# The tests' tools are here too, as a missing one fails its test: redis-tools
+# (redis-cli), prometheus (promtool), tmux (allocctl top), stunnel4 (TLS).
 DEBS    := build-essential pkg-config libuv1-dev libhiredis-dev libjansson-dev \
-           libconfig-dev libcmocka-dev redis-server redis-tools libpq-dev postgresql libmicrohttpd-dev
+           libconfig-dev libcmocka-dev redis-server redis-tools libpq-dev postgresql libmicrohttpd-dev \
+           prometheus tmux stunnel4
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter
@@ -63,7 +66,7 @@ LIBCTL    := $(BUILD)/libctl.a
 # Unit tests of the core link libcore.a and libc only: the link itself
 # proves the engine needs no I/O library.
 CORE_UNIT := test_engine test_engine_prop test_engine_scenarios test_engine_invariants test_strmap test_lottery \
-             test_idfilter test_order_id test_numtext
+             test_idfilter test_order_id test_numtext test_sha1
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 CORE_UNIT_BIN := $(filter $(CORE_UNIT:%=$(BUILD)/tests/unit/%),$(UNIT_BIN))

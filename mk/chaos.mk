@@ -17,7 +17,7 @@
 #   make chaos-cluster CHAOS_CLUSTER_ARGS="--requests 20000 --kills 4 --instances 2"
 #   make valgrind              allocd under valgrind, full serve-drain cycle
 
-CHAOS_CORE_OBJ := $(BUILD)/tests/chaos/chaos_core.o $(BUILD)/tests/chaos/chaos_archive.o
+CHAOS_CORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/chaos/chaos.c,$(wildcard tests/chaos/chaos_*.c)))
 CHAOS_BIN      := $(BUILD)/tests/chaos/chaos
 CHAOS_ARGS     ?= --requests 200000 --kills 20 --redis-restarts 3 \
                   --outage-seconds 60 --slow 4 --seconds 90 --seed 1 --archive

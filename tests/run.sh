@@ -1,6 +1,8 @@
 #!/bin/sh
 # Runs the cmocka test binaries and prints one closing line:
-#   "tests: N passed, N failed"
+#   "tests: N passed, N failed, N skipped"
+# A skipped test (cmocka's skip()) is counted apart, never as passed, so a
+# suite that skips is visible in its last line.
 # Usage: tests/run.sh [unit|integration]   (default: both, unit first)
 #
 # Each binary runs with a TMPDIR of its own and a marker in its environment
@@ -13,7 +15,7 @@
 BUILD=${BUILD:-build}
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}     # seconds one binary may take
 kinds=${1:-"unit integration"}
-passed=0; failed=0; broken=""; leftovers=""
+passed=0; failed=0; skipped=0; broken=""; leftovers=""
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/allocd-tests-XXXXXX") || exit 1
 run_id="run-$$-$(date +%s)"
 
@@ -73,7 +75,8 @@ $name: stopped after $TEST_TIMEOUT s"
         echo "$out"
         p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n1)
         f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n1)
-        passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+        s=$(echo "$out" | sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' | tail -n1)
+        passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
         if [ "$rc" -ne 0 ] && [ -z "$f" ]; then
             failed=$((failed + 1)); broken="$broken $name(rc=$rc)"
         fi
@@ -85,5 +88,5 @@ done
 rm -rf "$scratch"
 [ -n "$broken" ] && echo "crashed or exited non-zero:$broken"
 [ -n "$leftovers" ] && echo "left processes or files behind:$leftovers"
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -1,13 +1,7 @@
 /* shuffle.c -- see shuffle.h. */
 #include "core/shuffle.h"
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#include "core/splitmix64.h"
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -39,7 +33,7 @@ static uint64_t below(uint64_t s[4], uint64_t bound)
 void shuffle_permutation(uint32_t *perm, size_t n, uint64_t seed)
 {
     uint64_t s[4];
-    for (int i = 0; i < 4; i++) s[i] = splitmix64(&seed);
+    for (int i = 0; i < 4; i++) s[i] = splitmix64_next(&seed);
     for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
     for (size_t i = n; i > 1; i--) {
         size_t j = (size_t)below(s, i);

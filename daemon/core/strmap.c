@@ -10,15 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#include "core/splitmix64.h"
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
 static void sip_round(uint64_t v[4])
 {
@@ -58,8 +52,8 @@ void strmap_init(strmap *m, uint64_t seed, strmap_key_fn key, const void *ctx)
 {
     memset(m, 0, sizeof *m);
     /* Two independent key halves from one seed. */
-    m->k0 = splitmix64(&seed);
-    m->k1 = splitmix64(&seed);
+    m->k0 = splitmix64_next(&seed);
+    m->k1 = splitmix64_next(&seed);
     m->key = key;
     m->ctx = ctx;
 }

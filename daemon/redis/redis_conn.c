@@ -50,7 +50,7 @@
 #include "core/numtext.h"
 
 #include "base/log.h"
-#include "redis/sha1.h"
+#include "core/sha1.h"
 #include "redis_adapter.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 2000

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/numtext.h"
+
 enum { POS_TYPE, POS_USER, POS_ITEM, POS_QTY, POS_ORDER, POS_REQ, POS_AT, POS_EXPIRES, POS_STATE, POS_EXTRAS };
 
 static const char *const field_names[POS_EXTRAS] = {
@@ -168,4 +170,49 @@ int log_entry_decode(const log_field *entry, size_t n, log_event_fn fn, void *ud
     if (log_entry_is_chunk(entry, n)) return decode_chunk(entry, n, fn, ud, err, errlen);
     int stop = fn(ud, entry, n);
     return stop ? stop : 1;
+}
+
+static int event_type(const char *name)
+{
+    for (int t = EVENT_GRANT; t <= EVENT_WAIT_SERVED; t++)
+        if (!strcmp(name, engine_event_name((engine_event_type)t))) return t;
+    return REPLAY_TYPE_OTHER;
+}
+
+/* A number field: absent is 0, as the event format leaves out what it
+ * does not have. */
+static int event_int(const log_field *f, size_t n, const char *key, int64_t *out, char *err, size_t errlen)
+{
+    const log_field *v = find(f, n, key);
+    char buf[32];
+    *out = 0;
+    if (!v || !v->val || v->vlen == 0) return 0;
+    if (v->vlen < sizeof buf) {
+        memcpy(buf, v->val, v->vlen);
+        buf[v->vlen] = '\0';
+        if (numtext_parse_i64(buf, out) == 0) return 0;
+    }
+    snprintf(err, errlen, "field %s '%.*s' is not an integer", key, (int)(v->vlen > 40 ? 40 : v->vlen), v->val);
+    return -1;
+}
+
+static const char *event_str(const log_field *f, size_t n, const char *key)
+{
+    const log_field *v = find(f, n, key);
+    return v && v->val ? v->val : "";
+}
+
+int log_entry_event(const log_field *f, size_t n, replay_event *out, char *err, size_t errlen)
+{
+    if (errlen) err[0] = '\0';
+    *out = (replay_event){ .type_name = event_str(f, n, "type"), .user = event_str(f, n, "user"),
+                           .item = event_str(f, n, "item"), .order = event_str(f, n, "order"),
+                           .req = event_str(f, n, "req"), .state = event_str(f, n, "state"),
+                           .by = event_str(f, n, "by") };
+    out->type = event_type(out->type_name);
+    if (event_int(f, n, "qty", &out->qty, err, errlen) < 0 || event_int(f, n, "at", &out->at, err, errlen) < 0 ||
+        event_int(f, n, "expires_at", &out->expires_at, err, errlen) < 0 ||
+        event_int(f, n, "wait_no", &out->wait_no, err, errlen) < 0)
+        return -1;
+    return 0;
 }

@@ -39,6 +39,7 @@
 
 #include "core/engine.h"
 #include "core/jsonw.h"
+#include "core/replay.h"
 
 typedef struct log_field {
     const char *key;
@@ -72,6 +73,14 @@ int log_entry_is_chunk(const log_field *entry, size_t n);
  * says why), or what a non-zero fn returned. */
 int log_entry_decode(const log_field *entry, size_t n, log_event_fn fn, void *ud,
                      char *err, size_t errlen);
+
+/* One event's fields (as log_entry_decode hands them) -> the typed event
+ * the replay takes (core/replay.h), its strings pointing into the fields
+ * (which must be NUL-terminated, as hiredis and jansson give them). An
+ * unknown type is REPLAY_TYPE_OTHER; an added field the replay knows
+ * (`by`, contract 11.5) is kept. Returns 0, or -1 when qty, at,
+ * expires_at or wait_no is not an integer (err names it). */
+int log_entry_event(const log_field *f, size_t n, replay_event *out, char *err, size_t errlen);
 
 /* The `events` value of a chunk entry: every event the engine recorded
  * since its last drain, as described above. */

@@ -1,10 +1,11 @@
 /* chaos.c -- command-line driver of the chaos run (`make chaos`).
  *
- * Everything happens in chaos_core.c; this file only reads the flags, runs
- * it and prints the figures. It exists so that a long run (hundreds of
- * thousands of requests, dozens of kills, a one-minute Redis outage) can be
- * started by hand or from make with any seed, while `make test` runs the
- * same core briefly through tests/integration/test_chaos_short.c.
+ * Everything happens in chaos_core.c and its siblings (chaos_int.h); this
+ * file only reads the flags, runs it and prints the figures. It exists so
+ * that a long run (hundreds of thousands of requests, dozens of kills, a
+ * one-minute Redis outage) can be started by hand or from make with any
+ * seed, while `make test` runs the same core briefly through
+ * tests/integration/test_chaos_short.c.
  *
  *   chaos [--requests N] [--kills N] [--redis-restarts N] [--seconds N]
  *         [--seed N] [--outage-seconds N] [--slow N] [--producers N]

@@ -20,7 +20,7 @@
 
 #include "redis/redis_conn.h"
 #include "redis/redis_router.h"
-#include "redis/sha1.h"
+#include "core/sha1.h"
 #include "sim/sim.h"
 
 typedef struct pcmd {

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "redis/sha1.h"
+#include "core/sha1.h"
 #include "worker/log_trim.h"
 #include "worker/scripts.h"
 

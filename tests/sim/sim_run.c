@@ -564,7 +564,7 @@ static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char *
         sim_fail("fencing: epoch %s written under epoch %s", ep, epoch ? epoch : "(none)");
 }
 
-static void replay_finding(void *ud, const char *msg)
+static void on_replay_finding(void *ud, replay_kind kind, const char *msg)
 {
     sim_fail("log replay: %s", msg);
 }
@@ -601,7 +601,7 @@ static void replay_entry(void *ud, const char *id, size_t nf, const char *const 
 static void check_replay(sim_run_state *st)
 {
     if (!st->replay) {
-        st->replay = ctl_replay_new(st->wl.room, st->per_user, replay_finding, st);
+        st->replay = ctl_replay_new(st->wl.room, st->per_user, on_replay_finding, st);
         st->replay_fed = 0;
         if (!st->replay) abort();
     }

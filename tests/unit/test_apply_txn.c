@@ -64,6 +64,7 @@
 #include "worker/chunk.h"
 #include "worker/decide.h"
 #include "worker/lottery_pool.h"
+#include "unit/casedir.h"
 
 #define DATA_DIR "tests/data/apply_txn"
 #define NOW 1763800000000LL
@@ -387,36 +388,34 @@ static int teardown_case(void **state)
     return 0;
 }
 
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(((const txn_case *)a)->name, ((const txn_case *)b)->name);
-}
-
+/* Every .case file is run; a name too long for the case fails the test
+ * rather than leaving the file out. */
 int main(void)
 {
-    DIR *d = opendir(DATA_DIR);
-    if (!d) {
-        fprintf(stderr, "%s: %s (run the tests from the repository root)\n", DATA_DIR, strerror(errno));
+    size_t n;
+    char **paths = casedir_list(DATA_DIR, ".case", &n);
+    if (!paths) {
+        fprintf(stderr, "%s: no cases read (run the tests from the repository root)\n", DATA_DIR);
         return 1;
     }
-    txn_case *cases = calloc(64, sizeof *cases);
-    assert_non_null(cases);
-    size_t n = 0;
-    for (struct dirent *de; (de = readdir(d)) && n < 64;) {
-        size_t len = strlen(de->d_name);
-        if (len < 6 || len - 5 >= sizeof cases[n].name || strcmp(de->d_name + len - 5, ".case")) continue;
-        memcpy(cases[n].name, de->d_name, len - 5);
-        n++;
-    }
-    closedir(d);
-    qsort(cases, n, sizeof *cases, by_name);
-    struct CMUnitTest tests[64];
-    for (size_t i = 0; i < n; i++)
+    txn_case *cases = calloc(n, sizeof *cases);
+    struct CMUnitTest *tests = calloc(n, sizeof *tests);
+    assert_true(cases && tests);
+    for (size_t i = 0; i < n; i++) {
+        const char *base = strrchr(paths[i], '/') + 1;
+        size_t len = strlen(base) - 5;
+        if (len >= sizeof cases[i].name) {
+            fprintf(stderr, "%s: case name too long (at most %zu characters)\n", paths[i], sizeof cases[i].name - 1);
+            return 1;
+        }
+        memcpy(cases[i].name, base, len);
         tests[i] = (struct CMUnitTest){ .name = cases[i].name, .test_func = run_case,
                                         .setup_func = setup_case, .teardown_func = teardown_case,
                                         .initial_state = &cases[i] };
-    int rc = n ? _cmocka_run_group_tests("apply_txn", tests, n, NULL, NULL) : 1;
-    if (!n) fprintf(stderr, "%s: no .case files\n", DATA_DIR);
+    }
+    int rc = _cmocka_run_group_tests("apply_txn", tests, n, NULL, NULL);
+    casedir_free(paths, n);
+    free(tests);
     free(cases);
     return rc;
 }

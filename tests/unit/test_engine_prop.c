@@ -33,6 +33,7 @@
 #include "core/engine.h"
 #include "core/engine_groups.h"
 #include "core/engine_wait.h"
+#include "core/replay.h"
 
 #define DEFAULT_SEED 20250601ULL
 #define DEFAULT_RUNS 2500
@@ -549,99 +550,24 @@ static void m_decide(model *m, const engine_request *r, int64_t now,
 
 /* ------------------------------------------------------------ replayer */
 
-/* Knows only the event log: what it rebuilds must equal the engine. */
-typedef struct r_order {
-    uint64_t id;
-    char item[8];
-    int64_t qty, exp;
-    int state;
-} r_order;
-
-typedef struct replay {
-    struct { char id[8]; int64_t cap, free; } items[MAX_ITEMS];
-    int n_items;
-    struct {
-        char room[8];             /* "" = none */
-        int64_t since;
-        const char *req;
-        r_order orders[MAX_LIVE];
-        int n;
-    } users[N_USERS];
-} replay;
-
-static int rp_item(replay *p, const char *id)
+/* The events go through the log's one replayer (core/replay.h), which
+ * knows only the events: what it rebuilds must equal the engine, and any
+ * rule it finds broken fails the run. */
+static void rp_finding(void *ud, replay_kind kind, const char *msg)
 {
-    for (int i = 0; i < p->n_items; i++)
-        if (strcmp(p->items[i].id, id) == 0) return i;
-    return -1;
+    ctx *t = ud;
+    print_error("replay: %s\n", msg);
+    CHECK(t, !"the event log breaks a replay rule");
 }
 
-static int rp_order(replay *p, int u, uint64_t id)
+static void rp_apply(ctx *t, replay *p, const engine_event *ev)
 {
-    for (int i = 0; i < p->users[u].n; i++)
-        if (p->users[u].orders[i].id == id) return i;
-    return -1;
-}
-
-static void rp_drop(replay *p, int u, int i)
-{
-    memmove(&p->users[u].orders[i], &p->users[u].orders[i + 1],
-            (size_t)(p->users[u].n - i - 1) * sizeof(r_order));
-    p->users[u].n--;
-}
-
-static void rp_apply(ctx *t, replay *p, const model *m, const engine_event *ev)
-{
-    int u = ev->user ? m_user_find(m, ev->user) : -1;
-    int it = ev->item ? rp_item(p, ev->item) : -1;
-    int oi = u >= 0 ? rp_order(p, u, ev->order) : -1;
-    switch (ev->type) {
-    case EVENT_GRANT:
-        CHECK(t, u >= 0 && it >= 0);
-        p->items[it].free -= ev->qty;
-        if (m->meta.kind == BATCH_ROOM) {
-            snprintf(p->users[u].room, 8, "%s", ev->item);
-            p->users[u].since = ev->at;
-            p->users[u].req = ev->req;
-        } else {
-            CHECK(t, p->users[u].n < MAX_LIVE);
-            r_order o = { ev->order, "", ev->qty, ev->expires_at,
-                          ev->expires_at ? ORDER_HELD : ORDER_CONFIRMED };
-            snprintf(o.item, 8, "%s", ev->item);
-            p->users[u].orders[p->users[u].n++] = o;
-        }
-        break;
-    case EVENT_RELEASE:
-        CHECK(t, u >= 0 && it >= 0 && strcmp(p->users[u].room, ev->item) == 0);
-        p->items[it].free += 1;
-        p->users[u].room[0] = '\0';
-        p->users[u].req = NULL;
-        break;
-    case EVENT_EXPIRE: case EVENT_CANCEL:
-        CHECK(t, oi >= 0 && it >= 0);
-        p->items[it].free += ev->qty;
-        rp_drop(p, u, oi);
-        break;
-    case EVENT_CONFIRM:
-        CHECK(t, oi >= 0);
-        p->users[u].orders[oi].state = ORDER_CONFIRMED;
-        p->users[u].orders[oi].exp = 0;
-        break;
-    case EVENT_CAPACITY:
-        if (it < 0) {
-            it = p->n_items++;
-            snprintf(p->items[it].id, 8, "%s", ev->item);
-            p->items[it].cap = p->items[it].free = ev->qty;
-        } else {
-            p->items[it].free += ev->qty - p->items[it].cap;
-            p->items[it].cap = ev->qty;
-        }
-        break;
-    case EVENT_STATE:
-    case EVENT_WAIT:            /* the waitlist: checked by wait_check() */
-    case EVENT_WAIT_SERVED:
-        break;
-    }
+    char order[24] = "";
+    if (ev->order) snprintf(order, sizeof order, "%llu", (unsigned long long)ev->order);
+    replay_event re = { .type = ev->type, .type_name = engine_event_name(ev->type), .user = ev->user,
+                        .item = ev->item, .order = order, .req = ev->req, .state = ev->state,
+                        .qty = ev->qty, .at = ev->at, .expires_at = ev->expires_at, .wait_no = ev->wait_no };
+    CHECK(t, replay_apply(p, "(engine)", &re) == 0);
 }
 
 /* ------------------------------------------------------------ store */
@@ -671,7 +597,7 @@ typedef struct run {
     ctx t;
     uint64_t rng;
     model m;
-    replay rp;
+    replay *rp;
     store st;
     source src;
     engine *e;
@@ -728,7 +654,7 @@ static void check_events_and_counters(run *x)
     CHECK(t, engine_event_count(e) == (size_t)m->n_ev);
     for (int i = 0; i < m->n_ev; i++) check_event(x, engine_event_at(e, (size_t)i), &m->ev[i]);
     for (; x->applied < engine_event_count(e); x->applied++)
-        rp_apply(t, &x->rp, m, engine_event_at(e, x->applied));
+        rp_apply(t, x->rp, engine_event_at(e, x->applied));
     CHECK(t, x->src.calls == m->order_calls);
 
     const engine_counters *c = engine_get_counters(e);
@@ -750,11 +676,12 @@ static void check_room_user(run *x, int u, const engine_user_view *v, int64_t *h
     model *m = &x->m;
     int r = m->users[u].room;
     CHECK(t, str_eq(v->room, r >= 0 ? m->items[r].id : NULL));
-    CHECK(t, str_eq(v->room, x->rp.users[u].room[0] ? x->rp.users[u].room : NULL));
+    const replay_user *ru = replay_user_get(x->rp, m->users[u].id);
+    CHECK(t, str_eq(v->room, ru ? ru->item : NULL));
     if (r >= 0) {
         held[r]++;
-        CHECK(t, v->since == m->users[u].since && v->since == x->rp.users[u].since);
-        CHECK(t, str_eq(v->req, m->users[u].req) && str_eq(v->req, x->rp.users[u].req));
+        CHECK(t, v->since == m->users[u].since && v->since == ru->since);
+        CHECK(t, str_eq(v->req, m->users[u].req) && str_eq(v->req, ru->req));
     }
     CHECK(t, v->n_orders == 0 && v->units == 0);
 }
@@ -766,15 +693,16 @@ static void check_stock_user(run *x, int u, const engine_user_view *v, int64_t *
     ctx *t = &x->t;
     model *m = &x->m;
     int64_t sum = 0;
-    CHECK(t, v->n_orders == (size_t)x->rp.users[u].n);
+    const replay_user *ru = replay_user_get(x->rp, m->users[u].id);
+    CHECK(t, v->n_orders == (ru ? ru->n_orders : 0));
     for (size_t i = 0; i < v->n_orders; i++) {
         const engine_order *o = &v->orders[i];
-        const r_order *ro = &x->rp.users[u].orders[i];
+        const replay_order *ro = &ru->orders[i];
         engine_item_view iv;
         engine_item_view_at(x->e, o->item, &iv);
-        CHECK(t, o->id == ro->id && strcmp(iv.id, ro->item) == 0);
+        CHECK(t, o->id == strtoull(ro->order, NULL, 10) && strcmp(iv.id, ro->item) == 0);
         CHECK(t, o->qty == ro->qty && o->state == ro->state);
-        CHECK(t, o->expires_at == ro->exp);
+        CHECK(t, o->expires_at == ro->expires_at);
         int mi = m_order_find(m, u, o->id);
         CHECK(t, mi >= 0 && m->orders[mi].state == o->state);
         held[m_item_find(m, iv.id)] += o->qty;
@@ -796,9 +724,9 @@ static void check_items(run *x, const int64_t *held)
         engine_item_view iv;
         CHECK(t, engine_item_view_get(x->e, m->items[i].id, &iv) == 0);
         CHECK(t, iv.capacity == m->items[i].cap && iv.free == m->items[i].free);
-        int ri = rp_item(&x->rp, iv.id);
-        CHECK(t, ri >= 0 && x->rp.items[ri].cap == iv.capacity);
-        CHECK(t, x->rp.items[ri].free == iv.free);
+        const replay_item *ri = replay_item_get(x->rp, iv.id);
+        CHECK(t, ri && ri->cap_known && ri->cap == iv.capacity);
+        CHECK(t, ri->cap - ri->held == iv.free);
         CHECK(t, 0 <= iv.free && iv.free <= iv.capacity);
         CHECK(t, iv.capacity - iv.free == held[i]);
         free_sum += iv.free;
@@ -817,7 +745,7 @@ static void check_state(run *x)
     model *m = &x->m;
     check_events_and_counters(x);
     CHECK(t, engine_item_count(x->e) == (size_t)m->n_items);
-    CHECK(t, x->rp.n_items == m->n_items);
+    CHECK(t, replay_item_count(x->rp) == (size_t)m->n_items);
     int64_t held[MAX_ITEMS] = { 0 };
     for (int u = 0; u < N_USERS; u++) {
         engine_user_view v;
@@ -1043,15 +971,16 @@ static void setup_run(run *x, uint64_t seed)
         m->users[u].room = -1;
     }
     x->e = new_engine(x);
+    x->rp = replay_new(m->meta.kind == BATCH_ROOM, m->meta.per_user, rp_finding, &x->t);
+    CHECK(&x->t, x->rp != NULL);
     for (int i = 0; i < m->n_items; i++) {
         CHECK(&x->t, engine_load_item(x->e, m->items[i].id, m->items[i].cap) == 0);
         load_attrs(x, i);
-        x->rp.items[i].cap = x->rp.items[i].free = m->items[i].cap;
-        snprintf(x->rp.items[i].id, 8, "%s", m->items[i].id);
+        CHECK(&x->t, replay_capacity(x->rp, m->items[i].id, m->items[i].cap) == 0);
         x->st.items[i].cap = x->st.items[i].free = m->items[i].cap;
         snprintf(x->st.items[i].id, 8, "%s", m->items[i].id);
     }
-    x->rp.n_items = x->st.n_items = m->n_items;
+    x->st.n_items = m->n_items;
 }
 
 /* An item id: mostly a known one, sometimes unknown or one set_capacity
@@ -1219,6 +1148,7 @@ static void one_run(uint64_t seed)
     }
     drain(x);
     engine_free(x->e);
+    replay_free(x->rp);
     free(x);
 }
 

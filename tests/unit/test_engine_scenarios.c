@@ -41,6 +41,7 @@
 #include "core/engine.h"
 #include "core/engine_groups.h"
 #include "core/engine_swap.h"
+#include "unit/casedir.h"
 
 #define MAX_TOK 32
 #define MAX_LIST 16
@@ -489,11 +490,6 @@ static const char *find_dir(void)
     return NULL;
 }
 
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int main(void)
 {
     const char *dir = find_dir();
@@ -501,20 +497,11 @@ int main(void)
         fprintf(stderr, "tests/data/engine not found (set ENGINE_SCENARIO_DIR)\n");
         return 1;
     }
-    DIR *d = opendir(dir);
-    char *paths[256];
-    size_t n = 0;
-    for (struct dirent *de; d && (de = readdir(d)) && n < 256;) {
-        size_t len = strlen(de->d_name);
-        if (len < 5 || strcmp(de->d_name + len - 4, ".txt") != 0) continue;
-        paths[n] = malloc(strlen(dir) + len + 2);
-        assert_non_null(paths[n]);
-        sprintf(paths[n++], "%s/%s", dir, de->d_name);
-    }
-    if (d) closedir(d);
-    qsort(paths, n, sizeof *paths, by_name);
-    struct CMUnitTest *tests = calloc(n ? n : 1, sizeof *tests);
-    scenario *cases = calloc(n ? n : 1, sizeof *cases);
+    size_t n;
+    char **paths = casedir_list(dir, ".txt", &n);   /* every file, or the test fails */
+    if (!paths) return 1;
+    struct CMUnitTest *tests = calloc(n, sizeof *tests);
+    scenario *cases = calloc(n, sizeof *cases);
     assert_true(tests && cases);
     for (size_t i = 0; i < n; i++) {
         cases[i].path = paths[i];
@@ -523,8 +510,8 @@ int main(void)
                                         .teardown_func = free_engine,
                                         .initial_state = &cases[i] };
     }
-    int rc = n ? _cmocka_run_group_tests("engine scenarios", tests, n, NULL, NULL) : 1;
-    for (size_t i = 0; i < n; i++) free(paths[i]);
+    int rc = _cmocka_run_group_tests("engine scenarios", tests, n, NULL, NULL);
+    casedir_free(paths, n);
     free(tests);
     free(cases);
     return rc;

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "redis/sha1.h"
+#include "core/sha1.h"
 
 static void check(const char *data, size_t len, const char *want)
 {

@@ -55,7 +55,7 @@ typedef struct recon {
 } recon;
 
 
-static void on_finding(void *ud, const char *msg)
+static void on_finding(void *ud, replay_kind kind, const char *msg)
 {
     print_diff(&((recon *)ud)->diffs, MAX_SHOWN, "replay of the database's events: %s", msg);
 }

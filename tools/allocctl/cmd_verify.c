@@ -13,46 +13,24 @@
 #include "allocctl/ctl_snapshot.h"
 #include "allocctl/ctl_sync.h"
 #include "allocctl/print.h"
-#include "wire/log_entry.h"
 
 #define MAX_FINDINGS_SHOWN 200 /* verify prints at most this many */
 
-static void on_finding(void *ud, const char *msg)
+static void on_finding(void *ud, replay_kind kind, const char *msg)
 {
     print_diff(ud, MAX_FINDINGS_SHOWN, "%s", msg);
 }
 
-typedef struct replay_one {
-    ctl_replay *rp;
-    const char *id;
-} replay_one;
-
-static int replay_event(void *ud, const log_field *f, size_t n)
-{
-    replay_one *o = ud;
-    ctl_kv kv[LOG_EVENT_MAX_FIELDS + 23];
-    size_t k = 0;
-    for (size_t i = 0; i < n && k < sizeof kv / sizeof kv[0]; i++) kv[k++] = (ctl_kv){ f[i].key, f[i].val, f[i].vlen };
-    ctl_replay_entry(o->rp, o->id, kv, k);
-    return 0;
-}
-
-/* Every entry through wire/log_entry.h: an event-format entry is one event,
- * a chunk-format entry (log_format chunk) all of its events, in order. */
+/* Every entry as it stands: ctl_replay decodes both log formats. */
 static void replay_page(ctl_replay *rp, const redisReply *page)
 {
     for (size_t i = 0; i < page->elements; i++) {
         const redisReply *e = page->element[i], *f = e->element[1];
-        log_field fields[32];
+        ctl_kv fields[32];
         size_t n = 0;
         for (size_t j = 0; j + 1 < f->elements && n < 32; j += 2)
-            fields[n++] = (log_field){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
-        replay_one o = { rp, e->element[0]->str };
-        char err[160], msg[240];
-        if (log_entry_decode(fields, n, replay_event, &o, err, sizeof err) < 0) {
-            snprintf(msg, sizeof msg, "log %s: %s", o.id, err);
-            ctl_replay_finding(rp, msg);
-        }
+            fields[n++] = (ctl_kv){ f->element[j]->str, f->element[j + 1]->str, f->element[j + 1]->len };
+        ctl_replay_entry(rp, e->element[0]->str, fields, n);
     }
 }
 
@@ -101,7 +79,7 @@ static int verify_run(ctx *x, redisReply *sn, ctl_replay *rp, size_t *shown)
         char msg[200];
         snprintf(msg, sizeof msg, "the log was trimmed: %" PRId64 " of %" PRId64 " entries are "
                  "left, so it cannot rebuild the state (log_maxlen must be 0 to verify)", xlen, added);
-        on_finding(shown, msg);
+        on_finding(shown, REPLAY_MISMATCH, msg);
         printf("FAIL: nothing else was compared\n");
         return EX_NOT;
     }

@@ -6,7 +6,7 @@
  * relevant, so a plain, small, one-shot implementation is enough: no
  * streaming API, no OpenSSL dependency for one hash.
  */
-#include "redis/sha1.h"
+#include "core/sha1.h"
 
 #include <stdint.h>
 #include <string.h>

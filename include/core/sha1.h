@@ -1,4 +1,5 @@
-/* sha1.h -- SHA-1, only to name Lua scripts for EVALSHA without a round trip. */
+/* sha1.h -- SHA-1, only to name Lua scripts for EVALSHA without a round trip.
+ * Pure (no I/O), so it sits in the core beside sha256. */
 #ifndef ALLOCD_SHA1_H
 #define ALLOCD_SHA1_H
 #include <stddef.h>
