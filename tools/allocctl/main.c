@@ -52,7 +52,7 @@ static const char USAGE[] =
 "  acl [--format setuser|aclfile] ...   the Redis ACL users of each role, to apply\n"
 "  archive --pg CONNINFO [B...] [--follow]   copy logs and results into PostgreSQL\n"
 "  reconcile --pg CONNINFO B   compare the database's copy with Redis\n"
-"  export B --what results|holders|log [--format csv|jsonl]   stream a batch out\n"
+"  export B --what results|holders|log [--format jsonl|csv]   stream a batch out (default jsonl)\n"
 "  purge B [--force]           remove a closed, fully archived batch's keys\n"
 "\n"
 "Options (also accepted after the command):\n"
