@@ -279,7 +279,7 @@ static void test_create_from_json(void **state)
 
     /* usage errors */
     free(CTL(f, 2, "batch", "create", "x", "--kind", "shop", "--from", DATA "stock.json"));
-    free(CTL(f, 2, "batch", "create", "x", "--kind", "room", "--from", DATA "stock.json", "--hold-ms", "5"));
+    free(CTL(f, 2, "batch", "create", "x", "--kind", "room", "--from", DATA "stock.json", "--per-user", "2"));
     free(CTL(f, 2, "batch", "create", "bad{id}", "--kind", "stock", "--from", DATA "stock.json"));
     free(CTL(f, 2, "batch", "create", "x", "--kind", "stock", "--from", DATA "stock.json",
              "--opens-at", "2026-01-01T10:00:00"));
