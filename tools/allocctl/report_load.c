@@ -239,7 +239,11 @@ int report_load_pg(ctx *x, const char *conninfo, report_in *in)
     snprintf(in->source, sizeof in->source, "the PostgreSQL archive");
     archive_pg pg;
     memset(&pg, 0, sizeof pg);
-    if (archive_pg_open(&pg, conninfo) < 0) { errmsg(x, "%s", pg.err); return EX_DB; }
+    if (archive_pg_open(&pg, conninfo) < 0) {
+        errmsg(x, "%s", pg.err);
+        archive_pg_close(&pg);   /* libpq keeps a failed connection's memory */
+        return EX_DB;
+    }
     int rc = pg_batch(x, &pg, in);
     if (rc == EX_OK) rc = pg_rows(x, &pg, in);
     archive_pg_close(&pg);
