@@ -133,15 +133,15 @@ void print_field(const char *indent, int width, const char *key, const char *val
 void print_lottery(const char *indent, const char *commit, const char *seed, const char *users)
 {
     if (!commit) {
-        printf("%slottery       none (no early request was kept for an opening draw)\n", indent);
+        printf("%s%-14s none (no early request was kept for an opening draw)\n", indent, "lottery");
         return;
     }
-    printf("%slottery       commitment sha256 %s\n", indent, commit);
+    printf("%s%-14s commitment sha256 %s\n", indent, "lottery", commit);
     if (seed)
-        printf("%s              seed %s (revealed; %s users drawn: `allocctl lottery verify` "
-               "replays it)\n", indent, seed, users ? users : "?");
+        printf("%s%-14s seed %s (revealed; %s users drawn: `allocctl lottery verify` "
+               "replays it)\n", indent, "", seed, users ? users : "?");
     else
-        printf("%s              seed not revealed yet (it is, once the draw is made at opens_at)\n", indent);
+        printf("%s%-14s seed not revealed yet (it is, once the draw is made at opens_at)\n", indent, "");
 }
 
 void print_diff(size_t *count, size_t max_shown, const char *fmt, ...)
