@@ -173,7 +173,7 @@ static void remind_redis(allocd *d)
 {
     uint64_t now = uv_now(d->loop) + 1;   /* + 1: 0 means "reachable" */
     if (d->draining || registry_redis_ready(d->reg)) {
-        if (d->redis_down_ms && now - d->redis_told_ms < now - d->redis_down_ms)
+        if (d->redis_down_ms && d->redis_told_ms > d->redis_down_ms)   /* reminded at least once */
             log_notice("redis: connected again after %llu s", (unsigned long long)(now - d->redis_down_ms) / 1000);
         d->redis_down_ms = 0;
         return;
