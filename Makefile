@@ -164,9 +164,16 @@ asan: deps
 deps:
 	@sh tools/deps.sh $(DEBS)
 
+# `make run` builds quietly: the compiler's lines go to $(BUILD)/run-build.log,
+# shown whole only when the build fails; the demo's own lines come first.
 run: deps
-	$(MAKE) --no-print-directory all
-	sh tools/run-demo.sh
+	@mkdir -p $(BUILD); \
+	if $(MAKE) --no-print-directory all > $(BUILD)/run-build.log 2>&1; then \
+	  n=$$(grep -c -- ' -c .* -o ' $(BUILD)/run-build.log); \
+	  if [ "$$n" -eq 0 ]; then echo "make run: build up to date ($(BUILD)/)"; \
+	  else echo "make run: built $$n files into $(BUILD)/ (compiler output: $(BUILD)/run-build.log)"; fi; \
+	else cat $(BUILD)/run-build.log; echo "make run: the build failed (above; also in $(BUILD)/run-build.log)"; exit 1; fi
+	@BUILD=$(BUILD) sh tools/run-demo.sh
 
 MANDIR  ?= $(PREFIX)/share/man
 DOCDIR  ?= $(PREFIX)/share/doc/allocd

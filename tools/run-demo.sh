@@ -5,7 +5,8 @@
 # in sessions of their own (setsid), so the terminal's SIGINT reaches only
 # this script, which sends allocd one SIGTERM (it drains: finishes the chunk
 # in flight), waits for it, and only then stops Redis. Once the queue is
-# drained the demo says what happened. DEMO_SECONDS=N stops by itself.
+# drained the demo says what happened. DEMO_SECONDS=N stops by itself. The
+# private Redis keeps nothing on disk: stopping says the demo's data is gone.
 set -u
 BUILD=${BUILD:-build}
 CONF=${CONF:-conf/allocd.conf}
@@ -20,7 +21,13 @@ cleanup() {
         kill -TERM "$allocd_pid" 2>/dev/null
         wait "$allocd_pid" 2>/dev/null
     fi
-    if [ -n "$redis_pid" ]; then kill -TERM "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; fi
+    if [ -n "$redis_pid" ]; then
+        kill -TERM "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null
+        echo "demo: stopped the private Redis; it kept its data in memory only, so the demo batch"
+        echo "demo:   is gone (name a Redis of your own in $CONF, line \`redis\`, to keep data)"
+    else
+        echo "demo: the demo batch stays in the Redis named in $CONF (keys alloc:{$BATCH}:*)"
+    fi
     echo "demo: stopped"
     exit 0
 }
@@ -41,7 +48,7 @@ else
     redis_pid=$!
     CLI="redis-cli -s $SOCK"
     for i in $(seq 50); do $CLI ping >/dev/null 2>&1 && break; sleep 0.1; done
-    echo "demo: private Redis on $SOCK (log: run/redis.log)"
+    echo "demo: private Redis on $SOCK (log: $RUN/redis.log)"
     REDIS_ARG="--redis unix://$SOCK"
 fi
 
@@ -82,7 +89,7 @@ explain() {
         done
     echo "demo: look closer: $BUILD/allocctl top (live view), $BUILD/allocctl status $BATCH --id d0,"
     echo "demo:   $BUILD/allocctl verify $BATCH; with metrics_listen set in $CONF, its URL shows a dashboard."
-    echo "demo: allocd keeps running; Ctrl-C stops it (it drains first) and the private Redis."
+    echo "demo: allocd keeps running; Ctrl-C stops it (it drains first)$( [ -n "$redis_pid" ] && echo ' and the private Redis, whose data goes with it')."
 }
 
 start=$(date +%s) explained=""

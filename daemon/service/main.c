@@ -32,9 +32,12 @@ typedef struct allocd {
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t drain_timer;
     uv_timer_t status_timer;   /* READY once the loop runs, then STATUS each second */
+    uv_timer_t rebind_timer;   /* SIGHUP's new metrics_listen, once the old socket is closed */
     notifier notify;
     web *web;                 /* metrics, dashboard; NULL when off */
     uint64_t started_ns;
+    uint64_t redis_down_ms;    /* loop time Redis was first seen unreachable; 0 = reachable */
+    uint64_t redis_told_ms;    /* loop time of the last reminder */
     int ready_sent;
     int draining;
 } allocd;
@@ -51,6 +54,7 @@ static void on_registry_stopped(registry *r, void *data)
     log_notice("all batches drained; exiting");
     close_handle((uv_handle_t *)&d->drain_timer);
     close_handle((uv_handle_t *)&d->status_timer);
+    close_handle((uv_handle_t *)&d->rebind_timer);
     notifier_close(&d->notify);
     if (d->web) web_stop(d->web);
     d->web = NULL;
@@ -82,6 +86,47 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     registry_stop(d->reg, on_registry_stopped, d);
 }
 
+static int start_web(allocd *d, const char *when);
+
+static void on_rebind(uv_timer_t *t)
+{
+    allocd *d = t->data;
+    if (d->draining || !d->cfg.metrics_port) return;
+    if (start_web(d, "SIGHUP") < 0)
+        log_err("SIGHUP: metrics and dashboard are OFF until metrics_listen is fixed and allocd "
+                "gets another SIGHUP (or is restarted)");
+}
+
+/* A changed listener (address, token, limits) is closed, and the new one
+ * opened on the next loop turn: the old socket is released only once its
+ * handles have closed, and the new address may be the same port. */
+static void reload_metrics(allocd *d, allocd_config *fresh)
+{
+    allocd_config *c = &d->cfg;
+    if (!strcmp(fresh->metrics_listen, c->metrics_listen) && !strcmp(fresh->metrics_token, c->metrics_token) &&
+        fresh->metrics_max_connections == c->metrics_max_connections &&
+        fresh->metrics_timeout_ms == c->metrics_timeout_ms)
+        return;
+    if (d->web) {
+        log_notice("SIGHUP: metrics: closing the listener on %s", c->metrics_listen);
+        web_stop(d->web);
+        d->web = NULL;
+    }
+    char *swap = c->metrics_listen;   /* the old strings go with fresh */
+    c->metrics_listen = fresh->metrics_listen;
+    fresh->metrics_listen = swap;
+    swap = c->metrics_token;
+    c->metrics_token = fresh->metrics_token;
+    fresh->metrics_token = swap;
+    memcpy(c->metrics_host, fresh->metrics_host, sizeof c->metrics_host);
+    c->metrics_port = fresh->metrics_port;
+    c->metrics_loopback = fresh->metrics_loopback;
+    c->metrics_max_connections = fresh->metrics_max_connections;
+    c->metrics_timeout_ms = fresh->metrics_timeout_ms;
+    if (!c->metrics_port) log_notice("SIGHUP: metrics: metrics_listen is empty: metrics and dashboard are off");
+    else uv_timer_start(&d->rebind_timer, on_rebind, 10, 0);
+}
+
 /* Applies what can change without a restart; the rest is reported. */
 static void reload(allocd *d)
 {
@@ -106,6 +151,7 @@ static void reload(allocd *d)
     c->drain_timeout_ms = fresh.drain_timeout_ms;
     c->max_attempts = fresh.max_attempts;
     log_set_level(c->log_level);
+    reload_metrics(d, &fresh);
     log_notice("SIGHUP: configuration reloaded from %s", fresh.source ? fresh.source : "built-in defaults");
     config_free(&fresh);
 }
@@ -118,11 +164,35 @@ static void on_hup(uv_signal_t *s, int signum)
     notifier_send(&d->notify, "READY=1");
 }
 
+/* The connection logs its first failure only (a line per retry would
+ * flood the log), so a daemon pointed at a socket that is not there went
+ * quiet for good: say it again every REDIS_REMIND_MS until connected. */
+enum { REDIS_REMIND_MS = 10000 };
+
+static void remind_redis(allocd *d)
+{
+    uint64_t now = uv_now(d->loop) + 1;   /* + 1: 0 means "reachable" */
+    if (d->draining || registry_redis_ready(d->reg)) {
+        if (d->redis_down_ms && d->redis_told_ms > d->redis_down_ms)   /* reminded at least once */
+            log_notice("redis: connected again after %llu s", (unsigned long long)(now - d->redis_down_ms) / 1000);
+        d->redis_down_ms = 0;
+        return;
+    }
+    if (!d->redis_down_ms) d->redis_down_ms = d->redis_told_ms = now;
+    if (now - d->redis_told_ms < REDIS_REMIND_MS) return;
+    d->redis_told_ms = now;
+    char where[400];
+    log_warn("redis: still not connected to %s after %llu s; retrying (is redis-server running, and is "
+             "`redis` in %s right?)", redis_target_describe(&d->cfg.redis, where, sizeof where),
+             (unsigned long long)(now - d->redis_down_ms) / 1000, d->cfg.source ? d->cfg.source : "the config");
+}
+
 /* The first tick runs once the loop is running: that is READY. */
 static void on_status(uv_timer_t *t)
 {
     allocd *d = t->data;
     if (!d->reg) return;
+    remind_redis(d);
     if (!notifier_active(&d->notify)) return;
     if (!d->ready_sent) {
         d->ready_sent = 1;
@@ -161,15 +231,21 @@ static void render_metrics(jsonw *out, void *data)
     if (d->reg) registry_render_metrics(d->reg, out);
 }
 
-static void start_web(allocd *d)
+/* Returns 0 (listening, or metrics_listen is off) or -1 (logged). */
+static int start_web(allocd *d, const char *when)
 {
-    if (!d->cfg.metrics_port) return;
+    if (!d->cfg.metrics_port) return 0;
     char err[256];
-    if (web_start(&d->web, d->loop, &d->cfg, &d->reg, render_metrics, d, err, sizeof err) < 0)
-        log_err("metrics: cannot listen on %s: %s (metrics and dashboard are off)", d->cfg.metrics_listen, err);
-    else
-        log_notice("metrics: GET http://%s/metrics, dashboard http://%s/%s", d->cfg.metrics_listen,
-                   d->cfg.metrics_listen, *d->cfg.metrics_token ? " (token required)" : "");
+    if (web_start(&d->web, d->loop, &d->cfg, &d->reg, render_metrics, d, err, sizeof err) < 0) {
+        d->web = NULL;
+        log_err("%s%smetrics: cannot listen on metrics_listen = \"%s\": %s", when ? when : "",
+                when ? ": " : "", d->cfg.metrics_listen, err);
+        return -1;
+    }
+    log_notice("%s%smetrics: GET http://%s/metrics, dashboard http://%s/%s", when ? when : "",
+               when ? ": " : "", d->cfg.metrics_listen, d->cfg.metrics_listen,
+               *d->cfg.metrics_token ? " (token required)" : "");
+    return 0;
 }
 
 /* Each batch costs a handful of descriptors (its connections to Redis),
@@ -206,14 +282,20 @@ static int run(allocd *d)
     uv_signal_init(d->loop, &d->sig_hup);
     uv_timer_init(d->loop, &d->drain_timer);
     uv_timer_init(d->loop, &d->status_timer);
+    uv_timer_init(d->loop, &d->rebind_timer);
     d->sig_term.data = d->sig_int.data = d->sig_hup.data = d->drain_timer.data = d;
-    d->status_timer.data = d;
+    d->status_timer.data = d->rebind_timer.data = d;
     int nrc = notifier_init(&d->notify, d->loop);
     if (nrc < 0) log_warn("NOTIFY_SOCKET is set but unusable: %s", strerror(-nrc));
     uv_signal_start(&d->sig_term, on_stop_signal, SIGTERM);
     uv_signal_start(&d->sig_int, on_stop_signal, SIGINT);
     uv_signal_start(&d->sig_hup, on_hup, SIGHUP);
     char where[400];
+    if (start_web(d, NULL) < 0) {
+        log_err("not starting: metrics_listen names a port allocd cannot listen on (another "
+                "process has it?); free it, choose another, or leave metrics_listen empty");
+        return 1;
+    }
     if (registry_start(&d->reg, d->loop, &d->cfg, &d->scripts) < 0) {
         log_err("cannot start: out of memory");
         return 1;
@@ -221,7 +303,6 @@ static int run(allocd *d)
     log_notice("allocd %s started: instance %s, redis %s, prefix %s, config %s",
                ALLOCD_VERSION, d->cfg.instance, redis_target_describe(&d->cfg.redis, where, sizeof where),
                d->cfg.prefix, d->cfg.source ? d->cfg.source : "built-in defaults");
-    start_web(d);
     uv_timer_start(&d->status_timer, on_status, 0, 1000);
     uv_run(d->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(d->loop);

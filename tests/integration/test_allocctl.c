@@ -279,7 +279,7 @@ static void test_create_from_json(void **state)
 
     /* usage errors */
     free(CTL(f, 2, "batch", "create", "x", "--kind", "shop", "--from", DATA "stock.json"));
-    free(CTL(f, 2, "batch", "create", "x", "--kind", "room", "--from", DATA "stock.json", "--hold-ms", "5"));
+    free(CTL(f, 2, "batch", "create", "x", "--kind", "room", "--from", DATA "stock.json", "--per-user", "2"));
     free(CTL(f, 2, "batch", "create", "bad{id}", "--kind", "stock", "--from", DATA "stock.json"));
     free(CTL(f, 2, "batch", "create", "x", "--kind", "stock", "--from", DATA "stock.json",
              "--opens-at", "2026-01-01T10:00:00"));
@@ -484,7 +484,8 @@ static void test_verify_stock_chunk_log(void **state)
 static void verify_stock(fixture *f)
 {
     free(CTL(f, 0, "batch", "create", "st", "--kind", "stock", "--from", DATA "stock.json",
-             "--per-user", "3", "--hold-ms", "1000"));
+             "--per-user", "3", "--hold-ms", "4000"));   /* the confirms below are 3 allocctl
+                                                            runs after the buys: room for a loaded machine */
     start_allocd(f);
     char id[80];
     PUSH(f, id, "st", "--user", "a", "--op", "buy", "--item", "sku1", "--qty", "2", "--id", "a1");

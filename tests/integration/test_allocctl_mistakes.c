@@ -2,8 +2,11 @@
  * silence: a push to a batch nobody serves, and a --filter value typed by
  * its look instead of by the rooms' attribute (building=7 sent the number 7
  * where the rooms have the string "7", a filter that matched nothing), a
- * meaningless "N ahead" before a shuffled opening, and dead entries that
- * could be neither deleted nor fixed. */
+ * meaningless "N ahead" before a shuffled opening, dead entries that
+ * could be neither deleted nor fixed; and the rough edges of issue 36:
+ * room holds refused, `wait` returning at `waiting`, puzzling usage
+ * answers, a 64 KB dead entry printed whole, epoch ms for times, purge's
+ * key count. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -208,6 +211,147 @@ static void test_ctl_id_reuse(void **state)
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
 }
 
+/* Rooms have holds too (contract 9.4): batch create used to refuse
+ * --hold-ms for a room batch, and status --user did not say until when a
+ * held bed is held. */
+static void test_room_hold_created_and_shown(void **state)
+{
+    itest *t = *state;
+    char rooms[600], *out;
+    snprintf(rooms, sizeof rooms, "%s/rooms.csv", t->redis.dir);
+    FILE *f = fopen(rooms, "w");
+    assert_non_null(f);
+    fputs("id,capacity,building\nR1,2,\"A\"\n", f);
+    fclose(f);
+    assert_int_equal(itest_ctl(t, &out, "batch create h1 --kind room --from %s --hold-ms 60000", rooms), 0);
+    free(out);
+    char *hold = harness_str(t->c, "HGET alloc:{h1}:meta hold_ms");
+    assert_string_equal(hold, "60000");
+    free(hold);
+    itest_start(t, NULL);
+    assert_int_equal(itest_ctl(t, &out, "push h1 --id c1 --user s1 --op choose --room R1 --wait"), 0);
+    assert_non_null(strstr(out, "granted"));
+    free(out);
+    assert_int_equal(itest_ctl(t, &out, "status h1 --user s1"), 0);
+    assert_non_null(strstr(out, "s1 holds a bed in R1"));
+    assert_non_null(strstr(out, ": held, held until 20"));
+    assert_non_null(strstr(out, "(in "));
+    free(out);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+/* `waiting` is not an answer: wait (and push --wait) used to return at it. */
+static void test_wait_for_the_final_result(void **state)
+{
+    itest *t = *state;
+    itest_batch(t->c, "w1", "kind stock", "a 1", NULL);
+    itest_start(t, NULL);
+    char *out;
+    assert_int_equal(itest_ctl(t, &out, "push w1 --id b1 --user u1 --op buy --item a --wait"), 0);
+    assert_non_null(strstr(out, "id=b1 ordinal=1"));
+    assert_non_null(strstr(out, "status       granted"));
+    free(out);
+    assert_int_equal(itest_ctl(t, NULL, "push w1 --id b2 --user u2 --op buy --item a --waitlist"), 0);
+    json_t *r = itest_result(t, "w1", "b2");
+    assert_string_equal(itest_jstr(r, "status"), "waiting");
+    json_decref(r);
+    assert_int_equal(itest_ctl(t, &out, "wait w1 --id b2 --timeout 0.5"), 1);
+    assert_non_null(strstr(out, "b2: waiting"));
+    assert_non_null(strstr(out, "no final result for b2"));
+    assert_null(strstr(out, "status       waiting"));
+    free(out);
+    assert_int_equal(itest_ctl(t, NULL, "push w1 --ctl --op set_capacity --item a --capacity 2"), 0);
+    assert_int_equal(itest_ctl(t, &out, "wait w1 --id b2 --timeout 10"), 0);
+    assert_non_null(strstr(out, "status       granted"));
+    free(out);
+    assert_int_equal(itest_ctl(t, &out, "push w1 --ctl --op pause --wait"), 2);
+    free(out);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+/* Command lines that used to get a puzzling answer. */
+static void test_usage_answers(void **state)
+{
+    itest *t = *state;
+    char *out;
+    assert_int_equal(itest_ctl(t, &out, "batch"), 2);
+    assert_null(strstr(out, "''"));
+    assert_non_null(strstr(out, "which subcommand? create, list, rm, show or slots"));
+    free(out);
+    assert_int_equal(itest_ctl(t, &out, "wait w1 --id --raw"), 2);
+    assert_non_null(strstr(out, "option '--id' needs a value before '--raw'"));
+    free(out);
+    assert_int_equal(itest_ctl(t, &out, "export --help"), 0);
+    assert_non_null(strstr(out, "[--format jsonl|csv] (default jsonl)"));
+    free(out);
+}
+
+/* A 64 KB dead request is shortened unless --full. */
+static void test_dead_huge_request_shortened(void **state)
+{
+    itest *t = *state;
+    itest_batch(t->c, "d2", "kind stock", "a 5", NULL);
+    itest_start(t, NULL);
+    char *big = malloc(60001);
+    assert_non_null(big);
+    memset(big, 'x', 60000);
+    big[0] = '{';
+    big[60000] = '\0';
+    itest_cmd(t->c, "RPUSH alloc:{d2}:queue %s", big);
+    free(big);
+    for (int i = 0; i < 100 && proc_int(t->c, "LLEN alloc:{d2}:dead") < 1; i++) harness_sleep_ms(50);
+    char *out;
+    assert_int_equal(itest_ctl(t, &out, "dead d2"), 0);
+    assert_true(strlen(out) < 1000);
+    assert_non_null(strstr(out, "bytes in all; --full shows all)"));
+    free(out);
+    assert_int_equal(itest_ctl(t, &out, "dead d2 --full"), 0);
+    assert_true(strlen(out) > 60000);
+    assert_null(strstr(out, "--full shows all"));
+    free(out);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+/* batch show and status: opens_at readable, and the lottery's commitment. */
+static void test_times_and_commitment_shown(void **state)
+{
+    itest *t = *state;
+    long long opens = (long long)harness_now_ms() + 3600000;
+    itest_cmd(t->c, "HSET alloc:{l1}:meta kind room early shuffle opens_at %lld", opens);
+    itest_cmd(t->c, "HSET alloc:{l1}:capacity R1 2");
+    itest_cmd(t->c, "SADD alloc:batches l1");
+    itest_start(t, NULL);
+    assert_int_equal(itest_ctl(t, NULL, "push l1 --id e1 --user s1 --op choose --room R1"), 0);
+    itest_expect_hget(t->c, "alloc:{l1}:stats", "lottery_commit");
+    char *commit = harness_str(t->c, "HGET alloc:{l1}:stats lottery_commit"), *out;
+    const char *cmds[] = { "batch show l1", "status l1" };
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(itest_ctl(t, &out, "%s", cmds[i]), 0);
+        assert_non_null(strstr(out, "(in 59 min)"));
+        assert_non_null(strstr(out, "Z (in"));
+        assert_non_null(strstr(out, "commitment sha256"));
+        assert_non_null(strstr(out, commit));
+        assert_non_null(strstr(out, "seed not revealed yet"));
+        free(out);
+    }
+    free(commit);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+/* purge counts every key it removed (it said "1 keys"). */
+static void test_purge_counts_keys(void **state)
+{
+    itest *t = *state;
+    itest_batch(t->c, "p2", "kind stock", "a 5 b 5", NULL);
+    itest_cmd(t->c, "HSET alloc:{p2}:results r1 x r2 y");
+    itest_cmd(t->c, "RPUSH alloc:{p2}:dead z");
+    char *out;
+    assert_int_equal(itest_ctl(t, &out, "purge p2 --force"), 0);
+    assert_non_null(strstr(out, "removed 4 keys"));
+    free(out);
+    assert_int_equal(proc_int(t->c, "EXISTS alloc:{p2}:meta alloc:{p2}:results"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +361,12 @@ int main(void)
         ITEST_CASE(test_dead_delete_and_edit),
         ITEST_CASE(test_top_latency_and_width),
         ITEST_CASE(test_ctl_id_reuse),
+        ITEST_CASE(test_room_hold_created_and_shown),
+        ITEST_CASE(test_wait_for_the_final_result),
+        ITEST_CASE(test_usage_answers),
+        ITEST_CASE(test_dead_huge_request_shortened),
+        ITEST_CASE(test_times_and_commitment_shown),
+        ITEST_CASE(test_purge_counts_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,9 +44,8 @@ static int meta_args(const ctx *x, const create_opts *o, ctl_args *a)
         errmsg(x, "--kind must be stock or room (got '%s')", o->kind);
         return -1;
     }
-    if ((room && (o->per_user || o->hold_ms)) || (!room && o->max_group)) {
-        errmsg(x, "%s does not apply to a %s batch", room ? (o->per_user ? "--per-user" : "--hold-ms")
-               : "--max-group", o->kind);
+    if ((room && o->per_user) || (!room && o->max_group)) {
+        errmsg(x, "%s does not apply to a %s batch", room ? "--per-user" : "--max-group", o->kind);
         return -1;
     }
     if (o->early && strcmp(o->early, "reject") && strcmp(o->early, "shuffle")) {
@@ -321,7 +320,8 @@ static const char HELP_CREATE[] =
 "  --closes-at T        likewise; 0 = never\n"
 "  --early reject|shuffle\n"
 "  --per-user N         stock: most units per user (default 1)\n"
-"  --hold-ms N          stock: reservations to confirm within N ms (default 0 = final)\n"
+"  --hold-ms N          stock: reservations, rooms: held beds, to confirm within N ms\n"
+"                       (default 0 = final; PROTOCOL.md 9.4)\n"
 "  --max-group N        rooms: largest group (default 8)\n"
 "  --groups formed|listed  rooms: groups formed by invite/accept (default), or version 1's\n"
 "                       `group` with the members it names (the back end collected consent)\n"
@@ -385,6 +385,7 @@ int cmd_batch(ctx *x, int argc, char **argv, int at)
     if (!strcmp(sub, "slots")) return cmd_batch_slots(x, argc, argv, at);
     if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) return show_help(HELP_CREATE);
     x->cmd = "batch";
-    errmsg(x, "unknown subcommand '%s' (create, list, rm, show, slots)", sub);
+    if (!*sub) errmsg(x, "which subcommand? create, list, rm, show or slots (try --help)");
+    else errmsg(x, "unknown subcommand '%s' (create, list, rm, show, slots)", sub);
     return EX_USAGE;
 }

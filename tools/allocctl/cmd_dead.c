@@ -10,9 +10,12 @@
 #include "allocctl/print.h"
 #include "wire/request.h"
 
-typedef struct dead_opts { const char *index, *limit, *json; int requeue, all, del; } dead_opts;
+typedef struct dead_opts { const char *index, *limit, *json; int requeue, all, del, full; } dead_opts;
 
-static int dead_list(ctx *x, int64_t limit)
+/* How much of a dead request `dead` prints unless --full. */
+enum { DEAD_RAW_SHOWN = 300 };
+
+static int dead_list(ctx *x, int64_t limit, int full)
 {
     redisReply *len = rcmd(x, "LLEN %s", x->k.dead);
     if (!len) return EX_REDIS;
@@ -22,7 +25,7 @@ static int dead_list(ctx *x, int64_t limit)
         int64_t stop = start + CTL_QUEUE_PAGE < shown ? start + CTL_QUEUE_PAGE - 1 : shown - 1;
         redisReply *r = rcmd(x, "LRANGE %s %lld %lld", x->k.dead, (long long)start, (long long)stop);
         if (!r) return EX_REDIS;
-        for (size_t i = 0; i < r->elements; i++) print_dead(start + (int64_t)i, r->element[i]);
+        for (size_t i = 0; i < r->elements; i++) print_dead(start + (int64_t)i, r->element[i], full ? 0 : DEAD_RAW_SHOWN);
         freeReplyObject(r);
     }
     printf("%" PRId64 " dead entr%s in %s", total, total == 1 ? "y" : "ies", x->k.dead);
@@ -103,14 +106,15 @@ static int dead_run(ctx *x, const char *batch, const dead_opts *o)
     }
     rc = ctx_connect(x);
     if (rc != EX_OK) return rc;
-    return o->requeue || o->del ? dead_requeue(x, o) : dead_list(x, limit);
+    return o->requeue || o->del ? dead_requeue(x, o) : dead_list(x, limit, o->full);
 }
 
 static const char HELP_DEAD[] =
-"Usage: allocctl dead B [--limit N] | dead B --requeue (--index N [--json '{...}'] | --all)\n"
+"Usage: allocctl dead B [--limit N] [--full] | dead B --requeue (--index N [--json '{...}'] | --all)\n"
 "       allocctl dead B --delete (--index N | --all)\n"
 "\n"
-"Lists P:{B}:dead (index, at, error, raw; --limit N, default 100, 0 = all).\n"
+"Lists P:{B}:dead (index, at, error, raw; --limit N, default 100, 0 = all). A raw request\n"
+"longer than 300 bytes is cut there (its length is printed); --full prints it whole.\n"
 "--requeue pushes the raw bytes (raw_base64 when present) of entry N, or of all, back to\n"
 "the queue and removes them from dead, in one Lua script per entry that also reads the\n"
 "position (prints the ordinal). Safe while the daemon appends. Exit 1 if an entry changed.\n"
@@ -125,7 +129,7 @@ int cmd_dead(ctx *x, int argc, char **argv, int at)
     const opt spec[] = { GLOBAL_OPTS(x), { "requeue", 0, NULL, &o.requeue },
                          { "index", 0, &o.index, NULL }, { "all", 0, NULL, &o.all },
                          { "limit", 0, &o.limit, NULL }, { "delete", 0, NULL, &o.del },
-                         { "json", 0, &o.json, NULL } };
+                         { "json", 0, &o.json, NULL }, { "full", 0, NULL, &o.full } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
     if (rc) return rc < 0 ? show_help(HELP_DEAD) : rc;
     rc = one_batch(x, npos, pos, &b);

@@ -193,7 +193,7 @@ static int export_log(exporter *e)
 }
 
 static const char HELP_EXPORT[] =
-"Usage: allocctl export B --what results|holders|log [--format csv|jsonl] [--out FILE]\n"
+"Usage: allocctl export B --what results|holders|log [--format jsonl|csv] (default jsonl) [--out FILE]\n"
 "\n"
 "Writes a batch's results (P:{B}:results), holdings (P:{B}:holders) or event log\n"
 "(P:{B}:log) to stdout (or FILE), a page at a time: memory stays constant however\n"

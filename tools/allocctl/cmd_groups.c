@@ -13,6 +13,9 @@
 #include <string.h>
 #include <jansson.h>
 
+#include "allocctl/print.h"
+#include "base/clock.h"
+
 static int has_name(json_t *arr, const char *name)
 {
     size_t i;
@@ -50,16 +53,22 @@ int groups_batch_show(ctx *x, const char *batch)
     if ((rc = ctx_connect(x))) return rc;
     redisAppendCommand(x->c, "HGETALL %s", x->k.meta);
     redisAppendCommand(x->c, "HGETALL %s", x->k.groups);
-    redisReply *r[2];
-    if (replies(x, 2, r) < 0) return EX_REDIS;
+    redisAppendCommand(x->c, "HMGET %s lottery_commit lottery_seed lottery_users", x->k.stats);
+    redisReply *r[3];
+    if (replies(x, 3, r) < 0) return EX_REDIS;
     if (r[0]->elements == 0) {
         errmsg(x, "no batch %s (%s is empty)", batch, x->k.meta);
-        free_replies(r, 2);
+        free_replies(r, 3);
         return EX_NOT;
     }
     printf("batch %s\n", batch);
+    int64_t now = clock_wall_ms();
     for (size_t i = 0; i + 1 < r[0]->elements; i += 2)
-        printf("  %-14s %s\n", r[0]->element[i]->str, r[0]->element[i + 1]->str);
+        print_field("  ", 14, r[0]->element[i]->str, r[0]->element[i + 1]->str, now);
+    const redisReply *const *l = (const redisReply *const *)r[2]->element;
+    print_lottery("  ", l[0]->type == REDIS_REPLY_STRING ? l[0]->str : NULL,
+                  l[1]->type == REDIS_REPLY_STRING ? l[1]->str : NULL,
+                  l[2]->type == REDIS_REPLY_STRING ? l[2]->str : NULL);
     const char *mode = hfield(r[0], "groups");
     printf("groups (%s): %zu\n", mode ? mode : "formed", r[1]->elements / 2);
     for (size_t i = 0; i + 1 < r[1]->elements; i += 2) {
@@ -68,7 +77,7 @@ int groups_batch_show(ctx *x, const char *batch)
         else printf("group %s: malformed: %s\n", r[1]->element[i]->str, r[1]->element[i + 1]->str);
         json_decref(g);
     }
-    free_replies(r, 2);
+    free_replies(r, 3);
     return EX_OK;
 }
 

@@ -188,6 +188,8 @@ out:
     return rc;
 }
 
+int lottery_verify_batch(ctx *x, const char *b) { return verify_batch(x, b, 0); }
+
 int cmd_lottery(ctx *x, int argc, char **argv, int at)
 {
     const char *pos[MAX_POS], *b, *show_s = NULL;

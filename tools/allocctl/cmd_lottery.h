@@ -6,5 +6,8 @@
 
 /* argv[at..] are its arguments; returns the exit code. */
 int cmd_lottery(ctx *x, int argc, char **argv, int at);
+/* `lottery verify B` itself (x connected or not): EX_OK on MATCH, EX_NOT on
+ * a mismatch or no lottery, EX_REDIS. Prints what the command prints. */
+int lottery_verify_batch(ctx *x, const char *b);
 
 #endif

@@ -158,7 +158,9 @@ static int purge_key(ctx *x, const char *key, int64_t *keys, int64_t *members)
     if (n < 0) return EX_REDIS;
     redisReply *u = rcmd(x, "UNLINK %s", key);
     if (!u) return EX_REDIS;
-    *keys += u->integer;
+    /* A drained hash, set or list is gone before the UNLINK (which then
+     * says 0): the key counts as removed since it existed a moment ago. */
+    *keys += 1;
     *members += n;
     freeReplyObject(u);
     return EX_OK;
@@ -234,7 +236,7 @@ int cmd_purge(ctx *x, int argc, char **argv, int at)
     int64_t keys = 0, members = 0;
     rc = purge_all(x, &keys, &members);
     if (rc == EX_OK)
-        printf("purge %s: removed %" PRId64 " keys (%" PRId64 " fields and entries in pages first)\n",
-               b, keys, members);
+        printf("purge %s: removed %" PRId64 " key%s (%" PRId64 " fields and entries in pages first)\n",
+               b, keys, keys == 1 ? "" : "s", members);
     return rc;
 }

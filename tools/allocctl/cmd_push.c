@@ -14,6 +14,7 @@
 #include "allocctl/ctl_items.h"
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_sync.h"
+#include "allocctl/cmd_status.h"
 #include "wire/request.h"
 
 static void random_id(char *buf, size_t len, const char *prefix)
@@ -25,7 +26,8 @@ typedef struct push_opts {
     const char *user, *op, *id, *item, *qty, *room, *order, *prefs, *members, *filter;
     const char *json, *capacity;
     const char *to, *from, *with, *version;   /* invite, accept/decline, swap, prefs */
-    int ctl, force;
+    const char *timeout;      /* --wait's limit */
+    int ctl, force, wait, waitlist;
     json_t *attrs;            /* the batch's rooms, for --filter's types */
 } push_opts;
 
@@ -64,6 +66,7 @@ static json_t *build_request(const ctx *x, const push_opts *p, const char *id)
     if (p->prefs) json_object_set_new(o, "prefs", split_list(p->prefs));
     if (p->members) json_object_set_new(o, "members", split_list(p->members));
     if (p->to) json_object_set_new(o, "to", split_list(p->to));
+    if (p->waitlist) json_object_set_new(o, "wait", json_true());
     if (p->filter) {
         char err[300];
         json_t *f = ctl_filter_build(p->filter, p->attrs, err, sizeof err);
@@ -87,7 +90,7 @@ static char *request_text(ctx *x, const push_opts *p, char *idbuf, size_t idlen)
 {
     if (p->json && (p->user || p->op || p->id || p->item || p->qty || p->room || p->order ||
                     p->prefs || p->members || p->filter || p->capacity || p->to || p->from ||
-                    p->with || p->version)) {
+                    p->with || p->version || p->waitlist)) {
         errmsg(x, "--json is pushed verbatim: it excludes --user, --op and the other fields");
         return NULL;
     }
@@ -184,6 +187,8 @@ static int push_request(ctx *x, const char *batch, push_opts *p)
     if (rc == EX_OK) rc = ctx_connect(x);
     if (rc == EX_OK && !p->force) rc = check_batch(x, batch);
     if (rc != EX_OK) return rc;
+    if (p->wait && p->ctl) { errmsg(x, "--wait is for requests; an admin command has no result to wait for"); return EX_USAGE; }
+    if (p->timeout && !p->wait) { errmsg(x, "--timeout goes with --wait"); return EX_USAGE; }
     if (p->filter && !p->json) p->attrs = load_attrs(x);
     char id[80];
     char *text = request_text(x, p, id, sizeof id);
@@ -205,6 +210,12 @@ static int push_request(ctx *x, const char *batch, push_opts *p)
         } else printf("id=%s ordinal=%" PRId64 "\n", id, ordinal);
     }
     free(text);
+    if (rc == EX_OK && p->wait) {
+        double secs;
+        fflush(stdout);
+        rc = status_wait_timeout(x, p->timeout, &secs);
+        if (rc == EX_OK) rc = status_wait_final(x, id, secs, 0);
+    }
     return rc;
 }
 
@@ -221,6 +232,9 @@ static const char HELP_PUSH[] =
 "                   (building=7 matches \"7\" or 7 as the rooms have it; \"7\" is always a string)\n"
 "  groups formed by consent and swaps (rooms): --op invite --to a,b | --op accept|decline\n"
 "  --from U | --op leave | --op prefs --prefs a,b --version N | --op group | --op swap --with U\n"
+"  --waitlist       \"wait\":true: join the waitlist instead of sold_out/room_full/no_room (9.5)\n"
+"  --wait [--timeout S]  then wait for the request's final result and print it, as\n"
+"                   `allocctl wait` does (default 30 s, 0 = no limit; exit 1 on timeout)\n"
 "  --force          push even if the batch is not live (not in P:batches, or no meta)\n"
 "  --json '{...}'   push these bytes verbatim (no checks; may end up dead)\n"
 "  --ctl            an admin command to P:{B}:ctl (--op pause|resume|close|set_capacity,\n"
@@ -239,7 +253,9 @@ int cmd_push(ctx *x, int argc, char **argv, int at)
         { "json", 0, &p.json, NULL }, { "capacity", 0, &p.capacity, NULL },
         { "ctl", 0, NULL, &p.ctl }, { "force", 0, NULL, &p.force },
         { "to", 0, &p.to, NULL }, { "from", 0, &p.from, NULL },
-        { "with", 0, &p.with, NULL }, { "version", 0, &p.version, NULL } };
+        { "with", 0, &p.with, NULL }, { "version", 0, &p.version, NULL },
+        { "wait", 0, NULL, &p.wait }, { "waitlist", 0, NULL, &p.waitlist },
+        { "timeout", 0, &p.timeout, NULL } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
     if (rc) return rc < 0 ? show_help(HELP_PUSH) : rc;
     rc = one_batch(x, npos, pos, &b);

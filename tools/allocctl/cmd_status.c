@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 
 #include "base/clock.h"
 #include "allocctl/ctl_queue.h"
@@ -34,23 +35,27 @@ static int status_overview(ctx *x)
     const char *lists[] = { x->k.queue, x->k.ctl, x->k.dead, x->k.early };
     const char *names[] = { "queue", "ctl_queue", "dead_list", "lottery_pool" };
     for (size_t i = 0; i < 4; i++) redisAppendCommand(x->c, "LLEN %s", lists[i]);
-    redisReply *r[7];
-    if (replies(x, 7, r) < 0) return EX_REDIS;
+    redisAppendCommand(x->c, "HGETALL %s", x->k.meta);
+    redisReply *r[8];
+    if (replies(x, 8, r) < 0) return EX_REDIS;
     int known = r[0]->elements || r[1]->type == REDIS_REPLY_STRING || r[2]->integer;
     if (!known) {
         errmsg(x, "no batch %s (no meta, no stats, not in %s)", x->batch, x->batches_key);
-        free_replies(r, 7);
+        free_replies(r, 8);
         return EX_NOT;
     }
     printf("%-14s %s\n", "batch", x->batch);
     printf("%-14s %s\n", "kind", r[1]->type == REDIS_REPLY_STRING ? r[1]->str : "?");
     printf("%-14s %s\n", "live", r[2]->integer ? "yes" : "no");
+    int64_t now = clock_wall_ms();
     for (size_t i = 0; i < sizeof STAT_FIELDS / sizeof *STAT_FIELDS; i++) {
         const char *v = hfield(r[0], STAT_FIELDS[i]);
-        printf("%-14s %s\n", STAT_FIELDS[i], v ? v : (i == 0 ? "unserved" : "-"));
+        print_field("", 14, STAT_FIELDS[i], v ? v : (i == 0 ? "unserved" : "-"), now);
     }
+    print_field("", 14, "opens_at", hfield(r[7], "opens_at"), now);
+    print_lottery("", hfield(r[0], "lottery_commit"), hfield(r[0], "lottery_seed"), hfield(r[0], "lottery_users"));
     for (size_t i = 0; i < 4; i++) printf("%-14s %lld\n", names[i], r[3 + i]->integer);
-    free_replies(r, 7);
+    free_replies(r, 8);
     return EX_OK;
 }
 
@@ -182,31 +187,66 @@ static int status_run(ctx *x, const char *batch, const status_opts *o)
 
 /* ---- wait ---------------------------------------------------------------------- */
 
-static int wait_run(ctx *x, const char *batch, const char *id, const char *timeout, int raw)
+/* 1 when P:{B}:results has id's final result, 0 when it has none or only
+ * `waiting` (9.5: the one status that is replaced, once), -1 on error. */
+static int final_result(ctx *x, const char *id, int *said_waiting)
 {
-    int rc = ctx_batch(x, batch);
-    if (rc != EX_OK) return rc;
-    if (!id) { errmsg(x, "--id is required"); return EX_USAGE; }
-    char *end = NULL;
-    double secs = timeout ? strtod(timeout, &end) : 30.0;
-    if (timeout && (end == timeout || *end || secs < 0 || secs > 1e9)) {
-        errmsg(x, "--timeout must be a number of seconds >= 0 (got '%s')", timeout);
-        return EX_USAGE;
+    redisReply *r = rcmd(x, "HGET %s %s", x->k.results, id);
+    if (!r) return -1;
+    int final = 0;
+    if (r->type == REDIS_REPLY_STRING) {
+        json_error_t je;
+        json_t *doc = json_loadb(r->str, r->len, 0, &je);
+        const char *st = json_string_value(json_object_get(doc, "status"));
+        final = !st || strcmp(st, "waiting");
+        if (!final && !*said_waiting) {
+            fprintf(stderr, "%s: waiting (%s): not decided yet, waiting for its final result\n", id, r->str);
+            *said_waiting = 1;
+        }
+        json_decref(doc);
     }
-    rc = ctx_connect(x);
-    if (rc != EX_OK) return rc;
+    freeReplyObject(r);
+    return final;
+}
+
+int status_wait_final(ctx *x, const char *id, double secs, int raw)
+{
     int64_t deadline = clock_wall_ms() + (int64_t)(secs * 1000);
-    int delay = 10;
+    int delay = 10, said_waiting = 0;
     for (;;) {
-        rc = show_result(x, id, raw);
-        if (rc != EX_NOT) return rc;
+        int final = final_result(x, id, &said_waiting);
+        if (final < 0) return EX_REDIS;
+        if (final) return show_result(x, id, raw);
         int64_t left = deadline - clock_wall_ms();
         if (secs > 0 && left <= 0) break;
         clock_sleep_ms(secs > 0 && left < delay ? (int)left : delay);
         delay = delay * 3 / 2 > 200 ? 200 : delay * 3 / 2;
     }
-    errmsg(x, "no result for %s in batch %s after %g s", id, x->batch, secs);
+    errmsg(x, "no final result for %s in batch %s after %g s%s", id, x->batch, secs,
+           said_waiting ? " (it is still waiting)" : "");
     return EX_NOT;
+}
+
+int status_wait_timeout(const ctx *x, const char *timeout, double *secs)
+{
+    char *end = NULL;
+    *secs = timeout ? strtod(timeout, &end) : 30.0;
+    if (timeout && (end == timeout || *end || *secs < 0 || *secs > 1e9)) {
+        errmsg(x, "--timeout must be a number of seconds >= 0 (got '%s')", timeout);
+        return EX_USAGE;
+    }
+    return EX_OK;
+}
+
+static int wait_run(ctx *x, const char *batch, const char *id, const char *timeout, int raw)
+{
+    int rc = ctx_batch(x, batch);
+    if (rc != EX_OK) return rc;
+    if (!id) { errmsg(x, "--id is required"); return EX_USAGE; }
+    double secs;
+    if ((rc = status_wait_timeout(x, timeout, &secs)) != EX_OK) return rc;
+    rc = ctx_connect(x);
+    return rc != EX_OK ? rc : status_wait_final(x, id, secs, raw);
 }
 
 static const char HELP_STATUS[] =
@@ -224,8 +264,9 @@ static const char HELP_STATUS[] =
 static const char HELP_WAIT[] =
 "Usage: allocctl wait B --id ID [--timeout SECONDS] [--raw]\n"
 "\n"
-"Polls for the result (10 ms backing off to 200 ms) and prints it. Default timeout 30 s,\n"
-"0 = no limit. Exit 1 on timeout.\n";
+"Polls for the final result (10 ms backing off to 200 ms) and prints it. A `waiting`\n"
+"result (a waitlist, a swap offer: contract 9.5) is not final: wait says so on stderr\n"
+"and goes on waiting. Default timeout 30 s, 0 = no limit. Exit 1 on timeout.\n";
 
 int cmd_status(ctx *x, int argc, char **argv, int at)
 {

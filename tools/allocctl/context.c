@@ -68,6 +68,14 @@ int parse_opts(ctx *x, int argc, char **argv, int from, const opt *spec,
         }
         if (!val) {
             if (i + 1 >= argc) { errmsg(x, "option '%s' needs a value", arg); return EX_USAGE; }
+            /* `--id --raw`: an option name is not a value (write --id=--raw
+             * for an id that really looks like one). */
+            const char *unused;
+            const char *next = argv[i + 1];
+            if (next[0] == '-' && next[1] && (find_opt(spec, n, next, &unused) || !strcmp(next, "--help"))) {
+                errmsg(x, "option '%s' needs a value before '%s'", arg, next);
+                return EX_USAGE;
+            }
             val = argv[++i];
         }
         *o->value = val;

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,33 @@ const char *ctl_iso_ms(int64_t ms, char *buf, size_t len)
     gmtime_r(&s, &tm);
     size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf + n, len - n, ".%03dZ", (int)(ms % 1000));
+    return buf;
+}
+
+const char *ctl_span_ms(int64_t d, char *buf, size_t len)
+{
+    if (d < 0) d = -d;
+    static const struct { int64_t ms; const char *unit; } U[] = {
+        { 86400000, "d" }, { 3600000, "h" }, { 60000, "min" }, { 1000, "s" },
+    };
+    for (size_t i = 0; i < sizeof U / sizeof *U; i++)
+        if (d >= U[i].ms || i + 1 == sizeof U / sizeof *U) {
+            snprintf(buf, len, "%" PRId64 " %s", d / U[i].ms, U[i].unit);
+            break;
+        }
+    return buf;
+}
+
+const char *ctl_when_ms(int64_t ms, int64_t now, char *buf, size_t len)
+{
+    char iso[40], span[32];
+    ctl_iso_ms(ms, iso, sizeof iso);
+    size_t n = strlen(iso);
+    if (n > 5 && !strcmp(iso + n - 5, ".000Z")) strcpy(iso + n - 5, "Z");
+    ctl_span_ms(ms - now, span, sizeof span);
+    if (ms > now) snprintf(buf, len, "%s (in %s)", iso, span);
+    else if (ms < now) snprintf(buf, len, "%s (%s ago)", iso, span);
+    else snprintf(buf, len, "%s (now)", iso);
     return buf;
 }
 

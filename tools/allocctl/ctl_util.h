@@ -19,6 +19,11 @@
 int ctl_parse_time_ms(const char *s, int64_t *out);
 /* ms -> "2025-11-22T08:26:40.123Z" in buf. */
 const char *ctl_iso_ms(int64_t ms, char *buf, size_t len);
+/* ms -> "2026-12-01T09:00:00Z (in 3 min)" or "(2 h ago)", relative to now
+ * (ms); whole seconds are printed without their ".000". */
+const char *ctl_when_ms(int64_t ms, int64_t now, char *buf, size_t len);
+/* |d| ms -> "45 s", "3 min", "2 h", "4 d" (one unit, rounded down). */
+const char *ctl_span_ms(int64_t d, char *buf, size_t len);
 
 /* An argument vector for redisCommandArgv / redisAppendCommandArgv. Each
  * argument is copied; allocation failure is sticky in `failed`. */

@@ -27,6 +27,7 @@
 #include "allocctl/cmd_dead.h"
 #include "allocctl/cmd_lottery.h"
 #include "allocctl/cmd_push.h"
+#include "allocctl/cmd_report.h"
 #include "allocctl/cmd_status.h"
 #include "allocctl/cmd_top.h"
 #include "allocctl/cmd_verify.h"
@@ -52,8 +53,9 @@ static const char USAGE[] =
 "  acl [--format setuser|aclfile] ...   the Redis ACL users of each role, to apply\n"
 "  archive --pg CONNINFO [B...] [--follow]   copy logs and results into PostgreSQL\n"
 "  reconcile --pg CONNINFO B   compare the database's copy with Redis\n"
-"  export B --what results|holders|log [--format csv|jsonl]   stream a batch out\n"
+"  export B --what results|holders|log [--format jsonl|csv]   stream a batch out (default jsonl)\n"
 "  purge B [--force]           remove a closed, fully archived batch's keys\n"
+"  report B [--html FILE] [--pg CONNINFO]   after the round: a summary, and a page with charts\n"
 "\n"
 "Options (also accepted after the command):\n"
 "  -c, --config FILE   allocd config file to take `redis` and `prefix` from\n"
@@ -119,7 +121,7 @@ int main(int argc, char **argv)
         { "lottery", cmd_lottery },
         { "acl", cmd_acl },
         { "archive", cmd_archive }, { "reconcile", cmd_reconcile },
-        { "export", cmd_export }, { "purge", cmd_purge },
+        { "export", cmd_export }, { "purge", cmd_purge }, { "report", cmd_report },
     };
     rc = -1;
     for (size_t i = 0; i < sizeof CMDS / sizeof *CMDS; i++)

@@ -15,8 +15,15 @@
 void print_result(const char *text, size_t len, int64_t participants, int raw);
 /* What user holds (P:{B}:holders): a bed, or units and their orders. */
 void print_holder(const char *user, const char *text, size_t len, int raw);
-/* One element of P:{B}:dead, numbered by its index in the list. */
-void print_dead(int64_t index, const redisReply *e);
+/* One element of P:{B}:dead, numbered by its index in the list; its raw
+ * request cut after max_raw bytes (0 = whole), saying how long it was. */
+void print_dead(int64_t index, const redisReply *e, size_t max_raw);
+/* "key value" for a meta or stats field, a time (opens_at, closes_at,
+ * updated_at, ...) in ms as "2026-12-01T09:00:00Z (in 3 min) [ms]". */
+void print_field(const char *indent, int width, const char *key, const char *value, int64_t now);
+/* The opening lottery (contract 9.1): its commitment, and the seed once
+ * revealed; each may be NULL. */
+void print_lottery(const char *indent, const char *commit, const char *seed, const char *users);
 /* A difference found by verify, reconcile or lottery verify: counted in
  * *count, printed as "DIFF ..." while *count <= max_shown. */
 void print_diff(size_t *count, size_t max_shown, const char *fmt, ...)

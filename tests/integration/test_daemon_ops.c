@@ -1,0 +1,127 @@
+/* test_daemon_ops.c -- what an operator meets when allocd's surroundings
+ * are wrong or change (issue 36): a metrics port already taken stops the
+ * start (it used to log an ERROR and run on without metrics), SIGHUP
+ * applies a changed metrics_listen (it used to say "reloaded" and keep the
+ * old port), and a Redis socket that is not there is named again every
+ * 10 s until it appears (it used to be logged once). Real allocd, real
+ * redis-server, loopback sockets only. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "itest.h"
+
+/* A socket listening on 127.0.0.1:port (the "other process"). */
+static int hold_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    return fd;
+}
+
+static void wait_for_log(const harness_allocd *d, const char *needle, int ms)
+{
+    for (int i = 0; i < ms / 50 && itest_count_in_log(d, needle) == 0; i++) harness_sleep_ms(50);
+    if (itest_count_in_log(d, needle) == 0) {
+        harness_allocd_dump_log(d);
+        fail_msg("allocd never logged '%s'", needle);
+    }
+}
+
+static void test_metrics_port_taken_refuses_start(void **state)
+{
+    itest *t = *state;
+    int port = itest_free_port(), fd = hold_port(port);
+    char conf[100];
+    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\";", port);
+    itest_start(t, conf);
+    wait_for_log(&t->allocd, "not starting: metrics_listen names a port", 5000);
+    assert_true(itest_count_in_log(&t->allocd, "cannot listen on metrics_listen") == 1);
+    assert_int_equal(itest_count_in_log(&t->allocd, "started: instance"), 0);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 1);   /* it had exited 1 */
+    close(fd);
+}
+
+/* Rewrites d's config with metrics_listen on port (libconfig refuses a
+ * setting given twice, so the line is replaced, not added). */
+static void set_metrics_port(const harness_allocd *d, int port)
+{
+    char text[4096], line[512];
+    size_t n = 0;
+    FILE *f = fopen(d->conf, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "metrics_listen", 14))
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s", line);
+    fclose(f);
+    assert_true(n < sizeof text - 100);
+    snprintf(text + n, sizeof text - n, "metrics_listen = \"127.0.0.1:%d\";\n", port);
+    f = fopen(d->conf, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_sighup_moves_metrics(void **state)
+{
+    itest *t = *state;
+    itest_batch(t->c, "m1", "kind stock", "a 5", NULL);
+    int a = itest_start_metrics(t, "m1"), b = itest_free_port();
+    while (b == a) b = itest_free_port();
+    char *got = itest_http_get(a, "/metrics");
+    assert_non_null(got);
+    free(got);
+    set_metrics_port(&t->allocd, b);
+    kill(t->allocd.pid, SIGHUP);
+    wait_for_log(&t->allocd, "SIGHUP: metrics: GET http://127.0.0.1:", 5000);
+    got = itest_http_get(b, "/metrics");
+    assert_non_null(got);
+    assert_non_null(strstr(got, "allocd_info"));
+    free(got);
+    got = itest_http_get(a, "/metrics");
+    assert_null(got);
+    /* back to the first port: the same code path, and the old socket is free */
+    set_metrics_port(&t->allocd, a);
+    kill(t->allocd.pid, SIGHUP);
+    for (int i = 0; i < 100 && !(got = itest_http_get(a, "/metrics")); i++) harness_sleep_ms(50);
+    assert_non_null(got);
+    free(got);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+static void test_missing_redis_socket_reminded(void **state)
+{
+    itest *t = *state;
+    char conf[600];
+    snprintf(conf, sizeof conf, "redis = \"unix://%s/not-there.sock\";", t->redis.dir);
+    itest_start(t, conf);
+    wait_for_log(&t->allocd, "cannot connect to unix:", 3000);
+    wait_for_log(&t->allocd, "redis: still not connected to unix:", 13000);
+    assert_true(itest_count_in_log(&t->allocd, "not-there.sock after 10 s; retrying") == 1);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        ITEST_CASE(test_metrics_port_taken_refuses_start),
+        ITEST_CASE(test_sighup_moves_metrics),
+        ITEST_CASE(test_missing_redis_socket_reminded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
