@@ -14,14 +14,20 @@
  *             over within lease TTL + 1 s; then healed, and the next round
  *             cuts the instance serving now
  *   oneway    the same with one direction dropped: replies (Redis ->
- *             allocd) in odd rounds, requests (allocd -> Redis) in even
- *             rounds -- writes that land while their sender hears nothing
- *   delay     both instances behind the relay (tests/partition/netrelay.c)
- *             at 200 +/- 100 ms with 20% of segments lost and resent after
- *             an RTO; no takeover bound, the history must hold
- *   flap      the serving instance's link going down and up (odd flaps:
- *             link down, an error at once; even flaps: silent drops) every
- *             0.2-1.5 s
+ *             allocd) in the first round and every other, requests
+ *             (allocd -> Redis) in the others -- writes that land while
+ *             their sender hears nothing. With only the replies dropped,
+ *             the owner's last renewal (one in flight at most, sent every
+ *             TTL/3) lands after the cut and extends the lease by a TTL, so
+ *             there the bound is TTL + TTL/3 + 1 s
+ *   delay     both instances behind the relay (tests/partition/netrelay.c):
+ *             even rounds 200 +/- 100 ms with 20% of segments lost and
+ *             resent after an RTO (no takeover bound, the history must
+ *             hold); odd rounds the serving instance's relay stalls (TCP
+ *             stays up, nothing moves), timed like a cut
+ *   flap      the serving instance's link going down and up, each round
+ *             one flap of 0.2-1.5 s (even rounds: link down, an error at
+ *             once; odd rounds: silent drops), then 0.2-1 s of peace
  * Used by tests/integration/test_partition.c (a short form in `make
  * test`) and tests/partition/partition_main.c (`make partition`).
  */
@@ -38,7 +44,7 @@ typedef enum part_scenario { PART_CUT, PART_ONEWAY, PART_DELAY, PART_FLAP } part
 typedef struct part_params {
     part_scenario scenario;
     int rounds;        /* faults, one after another */
-    int fault_ms;      /* how long each fault lasts (flap: how long the flapping goes on) */
+    int fault_ms;      /* how long each fault lasts (not flap: its own lengths) */
     int rate;          /* requests pushed per second */
     int ttl_ms;        /* allocd's lease_ttl_ms */
     uint64_t seed;

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
         if (strcmp(which, "all") && strcmp(which, part_scenario_name((part_scenario)s))) continue;
         part_params p;
         part_params_default(&p, (part_scenario)s);
-        if (rounds > 0) p.rounds = s == PART_FLAP ? rounds * 4 : rounds;
+        if (rounds > 0) p.rounds = rounds;
         if (fault_ms > 0) p.fault_ms = fault_ms;
         if (rate > 0) p.rate = rate;
         if (ttl_ms > 0) p.ttl_ms = ttl_ms;
