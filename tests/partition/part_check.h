@@ -34,8 +34,9 @@ typedef struct part_report {
     long pushed, ctl;
     int faults;                 /* faults applied */
     int takeovers;              /* timed hand-overs after a cut of the owner */
-    long takeover_ms[PART_MAX_TAKEOVERS];
-    long takeover_max_ms, takeover_limit_ms;
+    long takeover_ms[PART_MAX_TAKEOVERS];   /* fault -> the other holds the lease */
+    long served_ms[PART_MAX_TAKEOVERS];     /* fault -> the other applied a chunk */
+    long takeover_max_ms, takeover_limit_ms, served_max_ms;
     int owner_changes;          /* lease owner changes seen by the main loop */
     int allocd_exit[2];         /* exit status of a and b after SIGTERM */
     double seconds;

@@ -44,12 +44,13 @@ static void part_net__on_signal(int sig)
 
 static void part_net__at_exit(void) { part_net__down_now(); }
 
+/* Again for every run: cmocka puts its own SIGSEGV handler back after
+ * each test. */
 static void part_net__handlers(void)
 {
-    static int done;
-    if (done) return;
-    done = 1;
-    atexit(part_net__at_exit);
+    static int registered;
+    if (!registered) atexit(part_net__at_exit);
+    registered = 1;
     int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGABRT, SIGSEGV };
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], part_net__on_signal);
 }

@@ -250,30 +250,47 @@ static int part__wait_owner(part_run_state *s)
     return -1;
 }
 
-/* From the fault at t0 until the other instance holds the lease and has
- * applied a chunk (stats.owner names it): the user-visible takeover.
- * limit_ms: the bound it must keep. */
-static void part__time_takeover(part_run_state *s, int cut, int64_t t0, long limit_ms)
+/* Records one takeover: the lease acquired acquired_ms after the fault,
+ * the first chunk applied by the new owner served_ms after it. */
+static void part__takeover_done(part_run_state *s, int cut, long acquired_ms, long served_ms, long limit_ms)
 {
     part_report *r = s->rep;
+    if (r->takeovers < PART_MAX_TAKEOVERS) {
+        r->takeover_ms[r->takeovers] = acquired_ms;
+        r->served_ms[r->takeovers] = served_ms;
+    }
+    r->takeovers++;
+    if (acquired_ms > r->takeover_max_ms) r->takeover_max_ms = acquired_ms;
+    if (served_ms > r->served_max_ms) r->served_max_ms = served_ms;
+    if (acquired_ms > limit_ms) {
+        r->slow_takeover++;
+        part_report_msg(r, "takeover from %s took %ld ms (limit %ld)", part_instance[cut], acquired_ms, limit_ms);
+    }
+    if (s->p->verbose)
+        fprintf(stderr, "partition: %s took the lease in %ld ms, served in %ld ms\n", part_instance[!cut],
+                acquired_ms, served_ms);
+}
+
+/* From the fault at t0 until the other instance holds the lease (the
+ * takeover, held to limit_ms), and on until it has applied a chunk
+ * (stats.owner names it: served again, what a user sees). */
+static void part__time_takeover(part_run_state *s, int cut, int64_t t0, long limit_ms)
+{
     int64_t deadline = t0 + s->p->ttl_ms + 10000;
+    long acquired = -1;
     while (harness_now_ms() < deadline) {
-        if (part__owner(s) == !cut && part__stats_owner(s) == !cut) {
-            long ms = (long)(harness_now_ms() - t0);
-            if (r->takeovers < PART_MAX_TAKEOVERS) r->takeover_ms[r->takeovers] = ms;
-            r->takeovers++;
-            if (ms > r->takeover_max_ms) r->takeover_max_ms = ms;
-            if (ms > limit_ms) {
-                r->slow_takeover++;
-                part_report_msg(r, "takeover from %s took %ld ms (limit %ld)", part_instance[cut], ms, limit_ms);
-            }
-            if (s->p->verbose) fprintf(stderr, "partition: %s took over in %ld ms\n", part_instance[!cut], ms);
+        int owner = part__owner(s);
+        long ms = (long)(harness_now_ms() - t0);
+        if (acquired < 0 && owner == !cut) acquired = ms;
+        if (acquired >= 0 && part__stats_owner(s) == !cut) {
+            part__takeover_done(s, cut, acquired, ms, limit_ms);
             return;
         }
         harness_sleep_ms(10);
     }
-    r->slow_takeover++;
-    part_report_msg(r, "%s was not taken over within %d ms", part_instance[cut], s->p->ttl_ms + 10000);
+    s->rep->slow_takeover++;
+    part_report_msg(s->rep, "%s was not taken over and served within %d ms", part_instance[cut],
+                    s->p->ttl_ms + 10000);
 }
 
 /* cut, oneway, and the delay scenario's stalls: the serving instance loses
@@ -426,9 +443,11 @@ void part_print_report(FILE *f, const part_params *p, const part_report *r)
             r->pushed, r->ctl, r->faults, r->owner_changes);
     fprintf(f, "  results %ld: granted %ld of capacity %ld, rejected %ld; waiting seen %ld, served %ld\n",
             r->results, r->granted, r->capacity, r->rejected, r->waits_seen, r->waits_served);
-    fprintf(f, "  polls %ld; takeovers %d, max %ld ms (limit %ld, + TTL/3 with only replies dropped):",
-            r->polls, r->takeovers, r->takeover_max_ms, r->takeover_limit_ms);
-    for (int i = 0; i < r->takeovers && i < PART_MAX_TAKEOVERS; i++) fprintf(f, " %ld", r->takeover_ms[i]);
+    fprintf(f, "  polls %ld; takeovers %d: lease taken max %ld ms (limit %ld, + TTL/3 with only replies "
+               "dropped), served again max %ld ms; taken/served:",
+            r->polls, r->takeovers, r->takeover_max_ms, r->takeover_limit_ms, r->served_max_ms);
+    for (int i = 0; i < r->takeovers && i < PART_MAX_TAKEOVERS; i++)
+        fprintf(f, " %ld/%ld", r->takeover_ms[i], r->served_ms[i]);
     fprintf(f, "\n  lost %ld, phantom %ld, doubled %ld, oversold %ld, changed %ld, backwards %ld, "
                "slow takeover %ld, other %ld: violations %ld\n",
             r->lost, r->phantom, r->doubled, r->oversold, r->changed, r->backwards, r->slow_takeover,

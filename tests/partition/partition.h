@@ -10,9 +10,10 @@
  *
  * Scenarios (one per run, on a fresh Redis and fresh instances):
  *   cut       both directions of the serving instance's link dropped
- *             silently, long past the lease; the other instance must take
- *             over within lease TTL + 1 s; then healed, and the next round
- *             cuts the instance serving now
+ *             silently, long past the lease; the other instance must hold
+ *             the lease within lease TTL + 1 s (the time until it has also
+ *             applied a chunk, "served again", is measured and reported);
+ *             then healed, and the next round cuts the instance serving now
  *   oneway    the same with one direction dropped: replies (Redis ->
  *             allocd) in the first round and every other, requests
  *             (allocd -> Redis) in the others -- writes that land while
