@@ -42,6 +42,7 @@ static void part_short(part_scenario scenario, int rounds)
     part_report_free(&rep);
     assert_int_equal(rc, 0);
     assert_int_equal(rep.takeovers, rounds);
+    assert_int_equal(rep.fault_checks, 2 * rounds); /* each cut seen from both sides */
     assert_int_equal(rep.slow_takeover, 0);   /* each within its bound (partition.h) */
     assert_true(rep.pushed > 1000);
     assert_true(rep.granted > 0 && rep.rejected > 0);

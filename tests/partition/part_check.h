@@ -33,6 +33,7 @@ typedef struct part_report {
     /* the run */
     long pushed, ctl;
     int faults;                 /* faults applied */
+    int fault_checks;           /* pings that showed a fault in effect (or a path still open) */
     int takeovers;              /* timed hand-overs after a cut of the owner */
     long takeover_ms[PART_MAX_TAKEOVERS];   /* fault -> the other holds the lease */
     long served_ms[PART_MAX_TAKEOVERS];     /* fault -> the other applied a chunk */

@@ -77,6 +77,10 @@ void part_net_missing(char *why, size_t len)
         snprintf(why, len, "no `ip` or `tc` (apt-get install iproute2)");
         return;
     }
+    if (system("command -v redis-cli >/dev/null 2>&1") != 0) {
+        snprintf(why, len, "no redis-cli (apt-get install redis-tools)");
+        return;
+    }
     if (access(PART_SCRIPT, R_OK) != 0) { snprintf(why, len, "%s not found (run from the repository root)", PART_SCRIPT); return; }
     /* ifb, clsact and mirred, tried in a namespace of our own */
     char run[32], *out = NULL;
@@ -216,4 +220,22 @@ void part_net_relays_stop(part_net *n)
         if (n->relay[s] > 0) proc_stop(&n->relay[s], 3000);
         n->relay[s] = 0;
     }
+}
+
+int part_net_ping(part_net *n, int side, int port, const char *password, int timeout_s, long *ms)
+{
+    char ns[48], secs[16], ports[16];
+    snprintf(ns, sizeof ns, "%s-%c", n->run, side ? 'b' : 'a');
+    snprintf(secs, sizeof secs, "%d", timeout_s);
+    snprintf(ports, sizeof ports, "%d", port);
+    char *argv[] = { "ip", "netns", "exec", ns, "timeout", secs, "redis-cli", "-h",
+                     side ? PART_REDIS_B : PART_REDIS_A, "-p", ports, "-a", (char *)password,
+                     "--no-auth-warning", "PING", NULL };
+    char *out = NULL;
+    int64_t t0 = proc_mono_us();
+    int rc = proc_run_capture(argv, &out);
+    if (ms) *ms = (long)((proc_mono_us() - t0) / 1000);
+    int pong = rc == 0 && out && !strncmp(out, "PONG", 4);
+    free(out);
+    return pong;
 }

@@ -56,4 +56,10 @@ int part_net_relays_start(part_net *n, const char *dir, const char *log_dir);
 int part_net_relay_set(part_net *n, int side, int delay_ms, int jitter_ms, int loss_pct, int stall);
 void part_net_relays_stop(part_net *n);
 
+/* redis-cli PING from side's namespace to Redis (port PART_REDIS_PORT, or
+ * PART_RELAY_PORT through the relay), giving up after timeout_s: 1 when
+ * PONG came back, 0 when not; *ms, unless NULL, is how long it took. The
+ * way a run checks that a fault is in effect, not only requested. */
+int part_net_ping(part_net *n, int side, int port, const char *password, int timeout_s, long *ms);
+
 #endif

@@ -293,6 +293,22 @@ static void part__time_takeover(part_run_state *s, int cut, int64_t t0, long lim
                     s->p->ttl_ms + 10000);
 }
 
+/* A fault is checked, not only requested: a ping from the cut side must
+ * fail, one from the other side must get through (expect_pong), and one
+ * through a delaying relay must take at least min_ms. */
+static void part__check_path(part_run_state *s, int side, int port, int expect_pong, long min_ms)
+{
+    long ms;
+    int pong = part_net_ping(&s->net, side, port, PART_PASSWORD, expect_pong ? 8 : 1, &ms);
+    if (pong == expect_pong && (!pong || ms >= min_ms)) {
+        s->rep->fault_checks++;
+        return;
+    }
+    s->rep->other++;
+    part_report_msg(s->rep, "the fault is not in effect: a ping from %s to port %d %s after %ld ms",
+                    part_instance[side], port, pong ? "got through" : "failed", ms);
+}
+
 /* cut, oneway, and the delay scenario's stalls: the serving instance loses
  * Redis for fault_ms; the other must take over in time. */
 static void part__cut_round(part_run_state *s, int round)
@@ -314,6 +330,9 @@ static void part__cut_round(part_run_state *s, int round)
     long limit = s->rep->takeover_limit_ms;
     if (!strcmp(dir, "from-redis") && !stall) limit += s->p->ttl_ms / 3;
     part__time_takeover(s, side, t0, limit);
+    int port = stall ? PART_RELAY_PORT : PART_REDIS_PORT;
+    part__check_path(s, side, port, 0, 0);
+    part__check_path(s, !side, port, 1, 0);
     part__hold(s, t0 + s->p->fault_ms);
     if (stall) part_net_relay_set(&s->net, side, 0, 0, 0, 0);
     else part_net_heal(&s->net, side);
@@ -326,6 +345,8 @@ static void part__delay_round(part_run_state *s, int round)
     if (s->p->verbose) fprintf(stderr, "partition: round %d: 200 +/- 100 ms, 20%% loss on both\n", round);
     part_net_relay_set(&s->net, -1, 200, 100, 20, 0);
     s->rep->faults++;
+    /* AUTH and PING: two round trips of at least 2 x 100 ms each */
+    part__check_path(s, round / 2 % 2, PART_RELAY_PORT, 1, 400);
     part__hold(s, harness_now_ms() + s->p->fault_ms);
     part_net_relay_set(&s->net, -1, 0, 0, 0, 0);
     part__hold(s, harness_now_ms() + 1500);
@@ -439,8 +460,9 @@ void part_print_report(FILE *f, const part_params *p, const part_report *r)
     fprintf(f, "partition %s: %d rounds, fault %d ms, lease TTL %d ms, %d req/s, seed %llu, %.1f s\n",
             part_scenario_name(p->scenario), p->rounds, p->fault_ms, p->ttl_ms, p->rate,
             (unsigned long long)p->seed, r->seconds);
-    fprintf(f, "  pushed %ld requests + %ld admin commands; faults %d; lease changed hands %d times\n",
-            r->pushed, r->ctl, r->faults, r->owner_changes);
+    fprintf(f, "  pushed %ld requests + %ld admin commands; faults %d (%d pings showed them in effect); "
+               "lease changed hands %d times\n",
+            r->pushed, r->ctl, r->faults, r->fault_checks, r->owner_changes);
     fprintf(f, "  results %ld: granted %ld of capacity %ld, rejected %ld; waiting seen %ld, served %ld\n",
             r->results, r->granted, r->capacity, r->rejected, r->waits_seen, r->waits_served);
     fprintf(f, "  polls %ld; takeovers %d: lease taken max %ld ms (limit %ld, + TTL/3 with only replies "
