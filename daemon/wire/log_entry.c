@@ -87,6 +87,10 @@ static int extra_fields(json_t *obj, log_field *out, char num[][24], size_t *n)
     json_t *v;
     size_t k = 0;
     json_object_foreach(obj, key, v) {
+        /* an extra never repeats a position's field: readers that take the
+         * first (verify) and the last (the archive) would see two events */
+        for (size_t p = 0; p < POS_EXTRAS; p++)
+            if (!strcmp(key, field_names[p])) return -1;
         log_field *f = &out[(*n)++];
         f->key = key;
         if (json_is_string(v)) {
@@ -142,8 +146,12 @@ static int decode_chunk(const log_field *entry, size_t n, log_event_fn fn, void 
         return -1;
     }
     size_t count = json_array_size(arr);
-    if (nf && (!nf->val || strtoull(nf->val, NULL, 10) != count)) {
-        snprintf(err, errlen, "chunk log entry: n says %s, events has %zu", nf->val ? nf->val : "nothing", count);
+    /* a value is vlen bytes, not a C string (fuzz_log_entry read past one) */
+    char nbuf[24] = "";
+    if (nf && nf->val && nf->vlen < sizeof nbuf) memcpy(nbuf, nf->val, nf->vlen);
+    if (nf && (!nf->val || nf->vlen >= sizeof nbuf || strtoull(nbuf, NULL, 10) != count)) {
+        snprintf(err, errlen, "chunk log entry: n says %.*s, events has %zu", nf->val ? (int)nf->vlen : 7,
+                 nf->val ? nf->val : "nothing", count);
         json_decref(arr);
         return -1;
     }
