@@ -56,6 +56,10 @@ typedef struct watch_batch {
     int64_t detail_until_ms;  /* the dashboard asked for details recently */
     json_t *dead_recent;      /* array of the latest dead entries (strings) */
     json_t *log_recent;       /* array of the latest event log entries */
+    /* the round (rooms, groups, slots), read only while a dashboard looks
+     * at it (watch_want_round): objects of the hashes' fields as strings */
+    int64_t round_until_ms, round_seen_ms;
+    json_t *capacity, *attrs, *free, *holders, *groups, *slots;
     int pending;
     struct watch *owner;
 } watch_batch;
@@ -80,6 +84,12 @@ int watch_redis_ok(const watch *w);
 /* Details (dead entries, event log) are read for a batch for a minute
  * after this is called; they appear from the next tick on. */
 void watch_want_detail(watch *w, const char *batch);
+
+/* The batch's round -- capacity, attrs, free, holders, groups and slots,
+ * in one atomic read -- is read for a minute after this is called, every
+ * tick, from the next tick on: a whole round of 3,000 users is a few
+ * hundred kilobytes, so it is read only while someone looks. */
+void watch_want_round(watch *w, const char *batch);
 
 /* The pure part, exposed for the unit test: records a snapshot taken at
  * now_ms of `dequeued` and `queue_len` and updates oldest_age_ms. */
