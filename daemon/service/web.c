@@ -325,7 +325,8 @@ static void serve_round(web *w, const http_request *req, http_response *r, const
 {
     const watch_batch *b = batch_arg(w, req, r);
     if (!b) return;
-    watch_want_round(w->watch, b->id);
+    watch_want_round(w->watch, b->id, !strcmp(what, "rooms") ? WEB_ROUND_ROOMS :
+                                      !strcmp(what, "room") ? WEB_ROUND_ROOM : WEB_ROUND_PEOPLE);
     json_t *o = envelope(w);
     json_object_set_new(o, "batch", json_pack("{s:s,s:s,s:s}", "id", b->id,
                         "kind", json_string_value(json_object_get(b->meta, "kind")) ?: "",

@@ -71,10 +71,14 @@ static const char **sorted_keys(const json_t *o, size_t *n)
     return k;
 }
 
-static int loading(const watch_batch *b, json_t *out)
+/* 1 (and "loading" in out) until the parts have been read. */
+static int loading(const watch_batch *b, unsigned parts, json_t *out)
 {
-    if (b->round_seen_ms && b->capacity) {
-        json_object_set_new(out, "round_seen_at", json_integer(b->round_seen_ms));
+    if (watch_round_ready(b, parts)) {
+        int64_t at = 0;
+        for (int p = 0; p < 3; p++)
+            if ((parts & WATCH_PART(p)) && (!at || b->round_seen_ms[p] < at)) at = b->round_seen_ms[p];
+        json_object_set_new(out, "round_seen_at", json_integer(at));
         return 0;
     }
     json_object_set_new(out, "loading", json_true());
@@ -171,7 +175,7 @@ static json_t *buildings_array(const json_t *by)
 
 void web_round_rooms(const watch_batch *b, const char *building, json_t *out)
 {
-    if (loading(b, out)) return;
+    if (loading(b, WEB_ROUND_ROOMS, out)) return;
     json_t *by = json_object(), *total = json_pack("{s:i,s:i,s:i,s:i}", "rooms", 0, "beds", 0, "taken", 0, "free", 0);
     json_t *rooms = json_array();
     const char *room;
@@ -210,7 +214,7 @@ void web_round_rooms(const watch_batch *b, const char *building, json_t *out)
 
 void web_round_room(const watch_batch *b, const char *room, json_t *out)
 {
-    if (loading(b, out)) return;
+    if (loading(b, WEB_ROUND_ROOM, out)) return;
     if (!json_object_get(b->capacity, room)) {
         json_object_set_new(out, "error", json_string("no such room in the batch's capacity"));
         return;
@@ -352,7 +356,7 @@ static void swaps_json(const watch_batch *b, json_t *out)
 void web_round_people(const watch_batch *b, long offset, int64_t now_ms, json_t *out)
 {
     lottery_json(b, out);   /* stats and meta: there without the round */
-    if (loading(b, out)) return;
+    if (loading(b, WEB_ROUND_PEOPLE, out)) return;
     groups_json(b, offset < 0 ? 0 : offset, out);
     slots_json(b, now_ms, out);
     swaps_json(b, out);

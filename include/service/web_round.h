@@ -10,8 +10,9 @@
  *   GET /api/round?id=B[&offset=N]  groups (100 a page), the lottery's
  *                           commitment and seed, slots, open swap offers
  *
- * Built from the watcher's round snapshot (watch_want_round): the first
- * call asks for it and answers "loading" until the next tick has read it.
+ * Built from the watcher's round snapshot (watch_want_round), of the parts
+ * each needs: the first call asks for them and answers "loading" until a
+ * tick has read them.
  * A building of a 1,200-room round is a page, not the whole round, so the
  * answer stays small; the aggregates are computed here, on each request,
  * from memory.
@@ -24,6 +25,11 @@
 #include "service/watch.h"
 
 #define WEB_ROUND_PAGE 100
+
+/* The parts of the watcher's round snapshot each view reads. */
+#define WEB_ROUND_ROOMS  WATCH_PART(WATCH_ROOMS)
+#define WEB_ROUND_ROOM   (WATCH_PART(WATCH_ROOMS) | WATCH_PART(WATCH_HOLDERS))
+#define WEB_ROUND_PEOPLE (WATCH_PART(WATCH_PEOPLE) | WATCH_PART(WATCH_HOLDERS))
 
 /* Each adds its fields to out (an object). */
 void web_round_rooms(const watch_batch *b, const char *building, json_t *out);

@@ -212,6 +212,12 @@ static int rooms_ready(json_t *doc, const void *unused)
     return !json_object_get(doc, "loading") && a101 && itest_jint(a101, "taken") == 2;
 }
 
+/* /api/room?id=h1&room=A101: its two holders. */
+static int room_ready(json_t *doc, const void *unused)
+{
+    return json_array_size(json_object_get(json_object_get(doc, "room"), "holders")) == 2;
+}
+
 /* /api/round?id=h1: groups, the revealed seed, slots, the swap offer. */
 static int round_ready(json_t *doc, const void *unused)
 {
@@ -279,7 +285,10 @@ static void test_round_in_chromium(void **state)
     redisReply *r = redisCommand(c, "RPUSH alloc:{h1}:queue %s", big);
     freeReplyObject(r);
     free(big);
+    /* each view's parts of the round are read from the tick after they
+     * are first asked for: the browser starts once they are there */
     wait_api(port, "/api/rooms?id=h1&building=A", rooms_ready, NULL);
+    wait_api(port, "/api/room?id=h1&room=A101", room_ready, NULL);
     wait_api(port, "/api/round?id=h1", round_ready, NULL);
     wait_api(port, "/api/batch?id=h1", dead_cut_ready, NULL);
 
