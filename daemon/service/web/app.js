@@ -324,7 +324,7 @@ function renderRoomPanel(d) {
   if (d.loading) return '<aside id="room-panel"><p class="empty">loading…</p></aside>';
   if (d.error || !d.room) return `<aside id="room-panel"><p class="warn">${esc(d.error || 'no room')}</p></aside>`;
   const r = d.room, now = d.now;
-  const rows = r.holders.map(h => {
+  const rows = r.holders.slice().sort((a, b) => a.user.localeCompare(b.user, 'en', { numeric: true })).map(h => {
     const order = (h.orders && h.orders[0]) || h;
     const held = order.state === 'held' || (order.expires_at && order.state !== 'confirmed');
     return `<tr data-holder="${esc(h.user)}"><td class="mono">${esc(h.user)}</td><td>${h.since ? when(h.since, now) : '-'}</td>
