@@ -253,7 +253,7 @@ static void test_round_in_chromium(void **state)
     assert_int_equal(itest_sh("command -v chromium >/dev/null"), 0);
     redisContext *c = t->c;
     int64_t now = harness_now_ms();
-    itest_cmd(c, "HSET alloc:{h1}:meta kind room early shuffle opens_at %lld", (long long)(now + 1500));
+    itest_cmd(c, "HSET alloc:{h1}:meta kind room early shuffle hold_ms 3600000 opens_at %lld", (long long)(now + 1500));
     itest_cmd(c, "HSET alloc:{h1}:capacity A101 2 A102 2 A201 3 B101 1 B102 2");
     itest_cmd(c, "HSET alloc:{h1}:attrs A101 %s A102 %s A201 %s B101 %s B102 %s",
               "{\"building\":\"A\",\"floor\":1,\"only_gender\":\"F\",\"same_year\":true}",
@@ -286,11 +286,9 @@ static void test_round_in_chromium(void **state)
     freeReplyObject(r);
     free(big);
     /* each view's parts of the round are read from the tick after they
-     * are first asked for: the browser starts once they are there */
+     * are first asked for, and forgotten a minute after the last ask: the
+     * browser starts on a view once its API serves what it is checked for */
     wait_api(port, "/api/rooms?id=h1&building=A", rooms_ready, NULL);
-    wait_api(port, "/api/room?id=h1&room=A101", room_ready, NULL);
-    wait_api(port, "/api/round?id=h1", round_ready, NULL);
-    wait_api(port, "/api/batch?id=h1", dead_cut_ready, NULL);
 
     char *dom = browse(t, port, "#/rooms/h1?token=" TOKEN, "dashboard-rooms.png");
     assert_non_null(strstr(dom, "<tr data-building=\"A\""));
@@ -298,6 +296,8 @@ static void test_round_in_chromium(void **state)
     assert_non_null(strstr(dom, "floor 2: 2 free"));         /* A201: 3 beds, u5 */
     assert_non_null(strstr(dom, "10 beds: <b>5 taken</b>, <b>5 free</b>"));
     free(dom);
+    wait_api(port, "/api/rooms?id=h1&building=A", rooms_ready, NULL);
+    wait_api(port, "/api/room?id=h1&room=A101", room_ready, NULL);
     dom = browse(t, port, "#/rooms/h1/A?room=A101&token=" TOKEN, "dashboard-room.png");
     assert_non_null(strstr(dom, "<tr data-room=\"A101\""));
     assert_non_null(strstr(dom, "only gender = F"));
@@ -308,7 +308,10 @@ static void test_round_in_chromium(void **state)
     assert_non_null(strstr(panel, "<tr data-holder=\"u1\">"));
     assert_non_null(strstr(panel, "<tr data-holder=\"u2\">"));
     assert_non_null(strstr(panel, "ago)"));                  /* since: a readable time */
+    assert_non_null(strstr(panel, "held until"));            /* hold_ms: a deposit to pay */
+    assert_non_null(strstr(panel, "(in 59 min"));
     free(dom);
+    wait_api(port, "/api/round?id=h1", round_ready, NULL);
     dom = browse(t, port, "#/round/h1?token=" TOKEN, "dashboard-round.png");
     assert_non_null(strstr(dom, "<tr data-group=\""));
     assert_non_null(strstr(dom, "u1, u2</td>"));             /* members */
@@ -322,6 +325,7 @@ static void test_round_in_chromium(void **state)
     assert_non_null(strstr(next, "(in "));
     assert_non_null(strstr(dom, "<td class=\"mono\">u6</td>"));  /* the swap offer */
     free(dom);
+    wait_api(port, "/api/batch?id=h1", dead_cut_ready, NULL);
     dom = browse(t, port, "#/batch/h1?token=" TOKEN, "dashboard-dead.png");
     assert_non_null(strstr(dom, "show all 65,536 bytes"));
     char run[302];                             /* no more than 300 bytes of it */

@@ -184,10 +184,19 @@ static void test_results_count_waitlist_grants(void **state)
     itest_expect(t, "w1", "b3", "granted", NULL);
     itest_expect(t, "w1", "b4", "granted", NULL);
     assert_int_equal(proc_int(t->c, "HGET alloc:{w1}:stats granted"), 4);
+    /* and a place the close ends: rejected, counted by its reason */
+    itest_push(t, "w1", "{\"id\":\"b5\",\"user\":\"u5\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
+    itest_expect(t, "w1", "b5", "waiting", NULL);
+    itest_cmd(t->c, "RPUSH alloc:{w1}:ctl {\"id\":\"k1\",\"op\":\"close\"}");
+    json_decref(itest_result(t, "w1", "k1"));           /* the close ends the place in its step */
+    itest_expect(t, "w1", "b5", "rejected", "sold_out");
+    assert_int_equal(proc_int(t->c, "HGET alloc:{w1}:stats rejected"), 1);
     harness_sleep_ms(200);
     char *text = scrape(port);
     assert_true(metric(text, "allocd_results_total{batch=\"w1\",status=\"granted\"}") == 4);
-    assert_true(metric(text, "allocd_results_total{batch=\"w1\",status=\"done\"}") == 2);
+    assert_true(metric(text, "allocd_results_total{batch=\"w1\",status=\"rejected\"}") == 1);
+    assert_true(metric(text, "allocd_rejects_total{batch=\"w1\",reason=\"sold_out\"}") == 1);
+    assert_true(metric(text, "allocd_results_total{batch=\"w1\",status=\"done\"}") == 3);   /* 2 cancels, the close */
     free(text);
     /* the dashboard's "results (this instance)" reads the same tallies */
     text = itest_http_get(port, "/api/batch?id=w1");
