@@ -167,7 +167,7 @@ function renderOverview(d) {
   return `<h2>Batches (${d.batches.length})</h2>
   <p class="note">Figures of each batch as Redis holds them (every instance); "-" latency: no decision in the last 20 s.</p>
   <table id="batches"><thead><tr><th>batch</th><th>kind</th><th>state</th><th>owner</th>
-    <th>queued</th><th>oldest queued</th><th>req/s (1 min)</th><th>req/s, last 10 min</th>
+    <th>queued</th><th>oldest queued</th><th>req/s (1 min)</th><th>req/s over time</th>
     <th>given</th><th>rejected</th><th>waitlist</th><th>dead</th><th>latency p50 / p99</th></tr></thead>
   <tbody>${rows || '<tr><td colspan="13" class="empty">no batches in P:batches</td></tr>'}</tbody></table>
   <h2>Instances (${d.instances.length})</h2>
