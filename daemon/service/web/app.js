@@ -56,6 +56,12 @@ function hm(ms, span) {
   if (span < 600000) o.second = '2-digit';
   return new Date(ms).toLocaleTimeString('en-GB', o);
 }
+/* a countdown: 1:02:03, 2:03 */
+function clock(ms) {
+  const t = Math.max(0, Math.floor(ms / 1000)), h = Math.floor(t / 3600), m = Math.floor(t / 60) % 60, sec = t % 60;
+  const two = v => String(v).padStart(2, '0');
+  return h ? `${h}:${two(m)}:${two(sec)}` : `${m}:${two(sec)}`;
+}
 function plural(n, one, many) { return `${num(n)} ${n === 1 ? one : many}`; }
 
 function takeTokenFromUrl() {
@@ -346,7 +352,9 @@ function renderLottery(l, now) {
   const check = l.commit_matches_seed === null ? '<span class="empty">the seed is revealed at the draw</span>' :
     l.commit_matches_seed ? '<span class="ok">✓ SHA-256(seed) equals the commitment</span>' :
     '<span class="warn">✗ SHA-256(seed) differs from the commitment</span>';
-  const countdown = l.opens_at > now ? `<b class="countdown">opens in ${dur(l.opens_at - now)}</b>` : 'opened';
+  /* ticks each second between refreshes, on the server's clock (skew:
+   * this browser's clock minus the server's) */
+  const countdown = l.opens_at > now ? `<b class="countdown" data-until="${l.opens_at}" data-skew="${Date.now() - now}">opens in ${clock(l.opens_at - now)}</b>` : 'opened';
   return kv([
     ['opens', `${when(l.opens_at, now)} · ${countdown}`],
     ['draw', `users, not requests${l.draw_by === 'points' ? ', by points then drawn order' : ''}`],
@@ -456,6 +464,10 @@ document.getElementById('login').addEventListener('submit', ev => {
   refresh();
 });
 window.addEventListener('hashchange', () => { takeTokenFromUrl(); ui.room = null; refresh(); });
+setInterval(() => document.querySelectorAll('.countdown[data-until]').forEach(el => {
+  const left = Number(el.dataset.until) - (Date.now() - Number(el.dataset.skew));
+  el.textContent = left > 0 ? 'opens in ' + clock(left) : 'opening now';
+}), 1000);
 takeTokenFromUrl();
 /* a room opened by a link (#/rooms/B/BUILDING?room=R) */
 { const m = location.hash.match(/[?&]room=([^&]+)/); if (m) ui.room = decodeURIComponent(m[1]); }
