@@ -25,7 +25,7 @@ struct watch {
     int list_pending;
     int stopping, open;       /* open: the timer and the connection */
     char batches_key[200], instances_key[200];
-    redis_script snap;
+    redis_script snap, round;
     watch_meta_fn on_meta;
     void *meta_data;
 };
@@ -39,6 +39,20 @@ static const char SNAP_SRC[] =
     "return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]),\n"
     "  redis.call('LLEN', KEYS[3]), redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5]),\n"
     "  redis.call('GET', KEYS[6]) or '', redis.call('PTTL', KEYS[6]), cap}\n";
+
+/* The parts of a round wanted, in one atomic read, so the beds taken
+ * (capacity - free) and the holders agree. Keys: capacity attrs free
+ * holders groups slots; ARGV[i] "1" reads KEYS[i], else its slot is nil. */
+static const char ROUND_SRC[] =
+    "local out = {}\n"
+    "for i = 1, 6 do\n"
+    "  if ARGV[i] == '1' then out[i] = redis.call('HGETALL', KEYS[i]) else out[i] = false end\n"
+    "end\n"
+    "return out\n";
+#define ROUND_EVERY_MS 1900       /* every other tick */
+
+static const int ROUND_PART_OF[6] = { WATCH_ROOMS, WATCH_ROOMS, WATCH_ROOMS, WATCH_HOLDERS,
+                                      WATCH_PEOPLE, WATCH_PEOPLE };
 
 /* ---- the pure part: history and the oldest queued age ---- */
 
@@ -136,6 +150,8 @@ static void batch_free(watch_batch *b)
     json_decref(b->meta);
     json_decref(b->dead_recent);
     json_decref(b->log_recent);
+    json_t **round[] = { &b->capacity, &b->attrs, &b->free, &b->holders, &b->groups, &b->slots };
+    for (size_t i = 0; i < sizeof round / sizeof round[0]; i++) json_decref(*round[i]);
     free(b);
 }
 
@@ -218,6 +234,43 @@ static void on_log(redis_conn *c, redisReply *rep, const char *err, void *data)
     b->log_recent = a;
 }
 
+static void on_round(redis_conn *c, redisReply *rep, const char *err, void *data)
+{
+    watch_batch *b = data;
+    b->pending--;
+    if (err || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 6) return;
+    json_t **round[] = { &b->capacity, &b->attrs, &b->free, &b->holders, &b->groups, &b->slots };
+    int64_t now = clock_wall_ms();
+    for (size_t i = 0; i < 6; i++) {
+        if (rep->element[i]->type != REDIS_REPLY_ARRAY) continue;   /* not asked */
+        json_decref(*round[i]);
+        *round[i] = pairs_object(rep->element[i]);
+        b->round_seen_ms[ROUND_PART_OF[i]] = now;
+    }
+}
+
+static void poll_round(watch *w, watch_batch *b, int64_t now)
+{
+    const char *want[6];
+    int any = 0;
+    for (int p = 0; p < 3; p++) {
+        if (b->round_until_ms[p] < now) b->round_seen_ms[p] = 0;   /* forgotten: stale */
+        any |= b->round_until_ms[p] >= now && now - b->round_seen_ms[p] >= ROUND_EVERY_MS;
+    }
+    if (!any) return;
+    for (int i = 0; i < 6; i++) want[i] = b->round_until_ms[ROUND_PART_OF[i]] >= now ? "1" : "0";
+    char k[6][200];
+    const char *names[6] = { "capacity", "attrs", "free", "holders", "groups", "slots" };
+    const char *argv[12];
+    for (int i = 0; i < 6; i++) {
+        snprintf(k[i], sizeof k[i], "%s:{%s}:%s", w->cfg->prefix, b->id, names[i]);
+        argv[i] = k[i];
+        argv[6 + i] = want[i];
+    }
+    if (redis_router_eval(w->conn, k[0], &w->round, on_round, b, w->cfg->redis_timeout_ms, 6, 12, argv, NULL) == 0)
+        b->pending++;
+}
+
 static void poll_batch(watch *w, watch_batch *b)
 {
     if (b->pending) return;
@@ -231,6 +284,7 @@ static void poll_batch(watch *w, watch_batch *b)
     int to = w->cfg->redis_timeout_ms;
     if (redis_router_eval(w->conn, k[0], &w->snap, on_snapshot, b, to, 7, 7, argv, NULL) == 0)
         b->pending++;
+    poll_round(w, b, clock_wall_ms());
     if (b->detail_until_ms < clock_wall_ms()) return;
     const char *lrange[] = { "LRANGE", k[4], "-" DETAIL_COUNT, "-1" };
     if (redis_router_command(w->conn, k[4], on_dead, b, to, 4, lrange, NULL) == 0) b->pending++;
@@ -332,6 +386,7 @@ int watch_start(watch **out, uv_loop_t *loop, const allocd_config *cfg)
     snprintf(w->batches_key, sizeof w->batches_key, "%s:batches", cfg->prefix);
     snprintf(w->instances_key, sizeof w->instances_key, "%s:instances", cfg->prefix);
     redis_script_init(&w->snap, SNAP_SRC);
+    redis_script_init(&w->round, ROUND_SRC);
     char name[128];
     snprintf(name, sizeof name, "%s/watch", cfg->instance);
     if (redis_router_init(&w->conn, loop, cfg, name, on_ready, w) < 0) { free(w); return -1; }
@@ -380,4 +435,18 @@ void watch_want_detail(watch *w, const char *batch)
 {
     watch_batch *b = find_mut(w, batch);
     if (b) b->detail_until_ms = clock_wall_ms() + DETAIL_MS;
+}
+
+void watch_want_round(watch *w, const char *batch, unsigned parts)
+{
+    watch_batch *b = find_mut(w, batch);
+    for (int p = 0; b && p < 3; p++)
+        if (parts & WATCH_PART(p)) b->round_until_ms[p] = clock_wall_ms() + DETAIL_MS;
+}
+
+int watch_round_ready(const watch_batch *b, unsigned parts)
+{
+    for (int p = 0; p < 3; p++)
+        if ((parts & WATCH_PART(p)) && !b->round_seen_ms[p]) return 0;
+    return 1;
 }

@@ -13,6 +13,10 @@
 #include "service/http.h"
 #include "service/metrics.h"
 #include "service/watch.h"
+#include "service/web_round.h"
+
+#define LATENCY_FRESH_MS 20000   /* as allocctl top: older percentiles are "-" */
+#define DEAD_SHOWN 300           /* bytes of a dead entry's raw shown at first */
 
 /* web_assets.c: the dashboard files, embedded at build time */
 extern const char web_index_html[], web_app_js[], web_app_css[];
@@ -162,6 +166,12 @@ static json_t *batch_json(web *w, const watch_batch *b)
         const char *v = stat_str(b, fields[i]);
         json_object_set_new(o, fields[i], *v ? json_integer(strtoll(v, NULL, 10)) : json_null());
     }
+    /* the percentiles are written with each chunk and stay as they were
+     * once the batch goes idle: shown only while fresh, as top does */
+    if (clock_wall_ms() - stat_num(b, "updated_at") > LATENCY_FRESH_MS || stat_num(b, "decision_p99_us") <= 0) {
+        json_object_set_new(o, "decision_p50_us", json_null());
+        json_object_set_new(o, "decision_p99_us", json_null());
+    }
     double r1 = watch_rate(b, 60), r5 = watch_rate(b, 300);
     json_object_set_new(o, "rate_1m", r1 < 0 ? json_null() : json_real(r1));
     json_object_set_new(o, "rate_5m", r5 < 0 ? json_null() : json_real(r5));
@@ -248,21 +258,104 @@ static void serve_overview(web *w, http_response *r)
     send_json(r, o);
 }
 
-static void serve_batch(web *w, const http_request *req, http_response *r)
+/* The dead entries as objects, each raw cut to `shown` bytes (a whole
+ * UTF-8 character at the end), with raw_bytes and raw_cut when cut: one
+ * 64 KB entry would otherwise be sent with every refresh. /api/dead sends
+ * one whole. */
+static json_t *dead_json(const json_t *recent, size_t shown)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < json_array_size(recent); i++) {
+        const json_t *s = json_array_get(recent, i);
+        json_t *e = json_loadb(json_string_value(s), json_string_length(s), 0, NULL);
+        if (!json_is_object(e)) {
+            json_decref(e);
+            e = json_pack("{s:O}", "raw", s);
+        }
+        const char *raw = json_string_value(json_object_get(e, "raw"));
+        size_t len = raw ? json_string_length(json_object_get(e, "raw")) : 0;
+        if (len > shown) {
+            size_t cut = shown;
+            while (cut > 0 && ((unsigned char)raw[cut] & 0xC0) == 0x80) cut--;
+            json_object_set_new(e, "raw_bytes", json_integer((json_int_t)len));
+            json_object_set_new(e, "raw_cut", json_true());
+            json_object_set_new(e, "raw", json_stringn(raw, cut));
+        }
+        json_object_set_new(e, "index", json_integer((json_int_t)i));
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
+/* The batch named by ?id=, or NULL after answering 404. */
+static const watch_batch *batch_arg(web *w, const http_request *req, http_response *r)
 {
     const char *id = http_query(req, "id");
     const watch_batch *b = id ? watch_find(w->watch, id) : NULL;
     if (!b) {
         r->status = 404;
         send_json(r, json_pack("{s:s}", "error", "no such batch (is it in P:batches?)"));
+    }
+    return b;
+}
+
+/* One whole dead entry: ?id=B&index=I, the I-th newest as /api/batch
+ * listed it; `at` must match, so a list that moved on answers 404. */
+static void serve_dead(web *w, const http_request *req, http_response *r)
+{
+    const watch_batch *b = batch_arg(w, req, r);
+    if (!b) return;
+    const char *idx = http_query(req, "index"), *at = http_query(req, "at");
+    json_t *all = b->dead_recent ? dead_json(b->dead_recent, (size_t)-1) : json_array();
+    json_t *e = idx ? json_array_get(all, (size_t)strtoul(idx, NULL, 10)) : NULL;
+    if (e && at && json_integer_value(json_object_get(e, "at")) != strtoll(at, NULL, 10)) e = NULL;
+    if (!e) {
+        json_decref(all);
+        r->status = 404;
+        send_json(r, json_pack("{s:s}", "error", "that dead entry is no longer among the latest: reload"));
         return;
     }
+    json_t *o = envelope(w);
+    json_object_set(o, "entry", e);
+    json_decref(all);
+    send_json(r, o);
+}
+
+/* /api/rooms, /api/room, /api/round: the round, read while someone looks. */
+static void serve_round(web *w, const http_request *req, http_response *r, const char *what)
+{
+    const watch_batch *b = batch_arg(w, req, r);
+    if (!b) return;
+    watch_want_round(w->watch, b->id, !strcmp(what, "rooms") ? WEB_ROUND_ROOMS :
+                                      !strcmp(what, "room") ? WEB_ROUND_ROOM : WEB_ROUND_PEOPLE);
+    json_t *o = envelope(w);
+    json_object_set_new(o, "batch", json_pack("{s:s,s:s,s:s}", "id", b->id,
+                        "kind", json_string_value(json_object_get(b->meta, "kind")) ?: "",
+                        "state", stat_str(b, "state")));
+    if (!strcmp(what, "rooms")) {
+        web_round_rooms(b, http_query(req, "building"), o);
+    } else if (!strcmp(what, "room")) {
+        const char *room = http_query(req, "room");
+        if (room) web_round_room(b, room, o);
+        else json_object_set_new(o, "error", json_string("room= is required"));
+    } else {
+        const char *off = http_query(req, "offset");
+        web_round_people(b, off ? strtol(off, NULL, 10) : 0, clock_wall_ms(), o);
+    }
+    send_json(r, o);
+}
+
+static void serve_batch(web *w, const http_request *req, http_response *r)
+{
+    const watch_batch *b = batch_arg(w, req, r);
+    if (!b) return;
+    const char *id = b->id;
     watch_want_detail(w->watch, id);
     json_t *o = envelope(w);
     json_object_set_new(o, "batch", batch_json(w, b));
     json_object_set_new(o, "meta", b->meta ? json_deep_copy(b->meta) : json_object());
     json_object_set_new(o, "log", b->log_recent ? json_deep_copy(b->log_recent) : json_null());
-    json_object_set_new(o, "dead_recent", b->dead_recent ? json_deep_copy(b->dead_recent) : json_null());
+    json_object_set_new(o, "dead_recent", b->dead_recent ? dead_json(b->dead_recent, DEAD_SHOWN) : json_null());
     const batch_worker_stats *st = *w->reg ? registry_worker_stats(*w->reg, b->id) : NULL;
     if (st) {
         json_t *by = json_object();
@@ -293,7 +386,10 @@ static void on_request(const http_request *req, http_response *r, void *data)
         return serve_static(r, web_app_js, web_app_js_len, "text/javascript; charset=utf-8");
     if (!strcmp(p, "/app.css"))
         return serve_static(r, web_app_css, web_app_css_len, "text/css; charset=utf-8");
-    int known = !strcmp(p, "/metrics") || !strcmp(p, "/api/overview") || !strcmp(p, "/api/batch");
+    static const char *const api[] = { "/metrics", "/api/overview", "/api/batch", "/api/dead",
+                                        "/api/rooms", "/api/room", "/api/round" };
+    int known = 0;
+    for (size_t i = 0; i < sizeof api / sizeof api[0]; i++) known |= !strcmp(p, api[i]);
     if (!known) {
         r->status = 404;
         jsonw_raw(&r->body, "not found: try /metrics or /\n", 29);
@@ -306,7 +402,9 @@ static void on_request(const http_request *req, http_response *r, void *data)
     }
     if (!strcmp(p, "/metrics")) serve_metrics(w, r);
     else if (!strcmp(p, "/api/overview")) serve_overview(w, r);
-    else serve_batch(w, req, r);
+    else if (!strcmp(p, "/api/batch")) serve_batch(w, req, r);
+    else if (!strcmp(p, "/api/dead")) serve_dead(w, req, r);
+    else serve_round(w, req, r, p + 5);
 }
 
 /* allocd reads meta when it loads a batch: an edit of a live batch does

@@ -6,6 +6,8 @@
 #include "worker/decide.h"
 
 #include "base/log.h"
+#include "core/engine_swap.h"
+#include "core/engine_wait.h"
 
 static void decide_item(chunk *ch, chunk_item *it, engine *e, int64_t now)
 {
@@ -63,5 +65,20 @@ void decide_chunk(chunk *ch, engine *e, int64_t now, size_t from, size_t to)
         if (i >= from + PF_AHEAD / 3 && r < to && has[r % PF_RING]) engine_prefetch_user(e, h[r % PF_RING], 1);
         if (i >= from + PF_AHEAD / 3 * 2 && d < to && has[d % PF_RING]) engine_prefetch_user(e, h[d % PF_RING], 2);
         if (i >= from + PF_AHEAD && k < to) decide_item(ch, &ch->items[k], e, now);
+    }
+    /* the waitlist places and swap offers this chunk ended get their final
+     * result in its transaction too (apply_txn.c): counted once, after the
+     * last slice, when no decision of the chunk can end another */
+    if (to == ch->n_items) {
+        for (size_t i = 0; i < engine_wait_done_count(e); i++) {
+            engine_result res;
+            engine_wait_done_at(e, i, NULL, &res);
+            chunk_count_result(ch, res.status, res.reason);
+        }
+        for (size_t i = 0; i < engine_swap_resolved_count(e); i++) {
+            engine_swap_resolved s;
+            engine_swap_resolved_at(e, i, &s);
+            chunk_count_result(ch, s.res.status, s.res.reason);
+        }
     }
 }

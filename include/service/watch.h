@@ -56,6 +56,10 @@ typedef struct watch_batch {
     int64_t detail_until_ms;  /* the dashboard asked for details recently */
     json_t *dead_recent;      /* array of the latest dead entries (strings) */
     json_t *log_recent;       /* array of the latest event log entries */
+    /* the round, read only while a dashboard looks at it (watch_want_round),
+     * by part (watch_part): objects of the hashes' fields as strings */
+    int64_t round_until_ms[3], round_seen_ms[3];
+    json_t *capacity, *attrs, *free, *holders, *groups, *slots;
     int pending;
     struct watch *owner;
 } watch_batch;
@@ -80,6 +84,23 @@ int watch_redis_ok(const watch *w);
 /* Details (dead entries, event log) are read for a batch for a minute
  * after this is called; they appear from the next tick on. */
 void watch_want_detail(watch *w, const char *batch);
+
+/* The parts of a round (a bit each in watch_want_round's mask). */
+typedef enum {
+    WATCH_ROOMS = 0,          /* capacity, attrs, free */
+    WATCH_HOLDERS = 1,        /* holders */
+    WATCH_PEOPLE = 2          /* groups, slots */
+} watch_part;
+#define WATCH_PART(p) (1u << (p))
+
+/* The parts of the batch's round in `parts` are read for a minute after
+ * this is called, every other tick from the next one on, the parts wanted
+ * in one atomic read: a round of 3,000 users is a few hundred kilobytes
+ * and ~10 ms of Redis, so only what someone looks at is read. A part not
+ * wanted for a minute is forgotten (round_seen_ms 0) until asked again. */
+void watch_want_round(watch *w, const char *batch, unsigned parts);
+/* 1 when every part in `parts` has been read. */
+int watch_round_ready(const watch_batch *b, unsigned parts);
 
 /* The pure part, exposed for the unit test: records a snapshot taken at
  * now_ms of `dequeued` and `queue_len` and updates oldest_age_ms. */

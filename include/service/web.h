@@ -3,6 +3,9 @@
  *   GET /metrics            Prometheus text (token required when set)
  *   GET /api/overview       JSON: every batch and every instance
  *   GET /api/batch?id=B     JSON: one batch, its recent log and dead entries
+ *                           (each dead entry's raw cut to 300 bytes)
+ *   GET /api/dead?id=B&index=I&at=MS  one dead entry whole
+ *   GET /api/rooms, /api/room, /api/round  the round (web_round.h)
  *   GET /, /app.js, /app.css  the read-only dashboard (static, embedded in
  *                           the binary: no data in them, so no token needed;
  *                           the page sends the token with its API calls)

@@ -36,7 +36,7 @@ static const char *out_dir(void)
 
 /* chromium --dump-dom (after the page's scripts ran) into a malloc'd string,
  * and a screenshot of the same URL into out_dir()/shot. */
-static char *browse(const itest *t, int port, const char *frag, const char *shot)
+static char *browse_sized(const itest *t, int port, const char *frag, const char *shot, int height)
 {
     char dom[400], url[300];
     snprintf(dom, sizeof dom, "%s/dom.html", t->redis.dir);
@@ -47,8 +47,8 @@ static char *browse(const itest *t, int port, const char *frag, const char *shot
     int rc = itest_sh("timeout 60 chromium %s --user-data-dir='%s/chromium' --dump-dom '%s' > '%s' 2>/dev/null",
                       flags, t->redis.dir, url, dom);
     assert_int_equal(rc, 0);
-    rc = itest_sh("timeout 60 chromium %s --user-data-dir='%s/chromium' --window-size=1400,800 "
-                  "--screenshot='%s/%s' '%s' >/dev/null 2>&1", flags, t->redis.dir, out_dir(), shot, url);
+    rc = itest_sh("timeout 60 chromium %s --user-data-dir='%s/chromium' --window-size=1400,%d "
+                  "--screenshot='%s/%s' '%s' >/dev/null 2>&1", flags, t->redis.dir, height, out_dir(), shot, url);
     assert_int_equal(rc, 0);
     char png[600];
     snprintf(png, sizeof png, "%s/%s", out_dir(), shot);
@@ -57,6 +57,11 @@ static char *browse(const itest *t, int port, const char *frag, const char *shot
     assert_true(st.st_size > 5000);
     fprintf(stderr, "screenshot: %s (%lld bytes)\n", png, (long long)st.st_size);
     return textfile_read(dom, NULL);
+}
+
+static char *browse(const itest *t, int port, const char *frag, const char *shot)
+{
+    return browse_sized(t, port, frag, shot, 800);
 }
 
 /* GET path with the token: the JSON body, or NULL. */
@@ -95,11 +100,8 @@ static int batch_ready(json_t *doc, const void *unused)
     int dead = 0;
     size_t i;
     json_t *e;
-    json_array_foreach(json_object_get(doc, "dead_recent"), i, e) {
-        json_t *entry = json_loads(json_is_string(e) ? json_string_value(e) : "", 0, NULL);
-        dead |= !strcmp(itest_jstr(entry, "raw"), "not-json<b>x</b>");
-        json_decref(entry);
-    }
+    json_array_foreach(json_object_get(doc, "dead_recent"), i, e)
+        dead |= !strcmp(itest_jstr(e, "raw"), "not-json<b>x</b>");
     return dead && find_by(json_object_get(doc, "log"), "type", "grant") &&
            itest_jint(json_object_get(doc, "results_by_status"), "granted") == 5;
 }
@@ -207,10 +209,149 @@ static void test_dashboard_in_chromium(void **state)
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
 }
 
+/* /api/rooms?id=h1&building=A: the round was read (not "loading") and A101
+ * has its holder counted. */
+static int rooms_ready(json_t *doc, const void *unused)
+{
+    json_t *a101 = find_by(json_object_get(doc, "rooms"), "room", "A101");
+    return !json_object_get(doc, "loading") && a101 && itest_jint(a101, "taken") == 2;
+}
+
+/* /api/room?id=h1&room=A101: its two holders. */
+static int room_ready(json_t *doc, const void *unused)
+{
+    return json_array_size(json_object_get(json_object_get(doc, "room"), "holders")) == 2;
+}
+
+/* /api/round?id=h1: groups, the revealed seed, slots, the swap offer. */
+static int round_ready(json_t *doc, const void *unused)
+{
+    json_t *g = json_object_get(doc, "groups"), *sw = json_object_get(doc, "swaps");
+    json_t *l = json_object_get(doc, "lottery");
+    return !json_object_get(doc, "loading") && itest_jint(g, "total") == 1 && itest_jint(g, "invited") == 1 &&
+           itest_jint(sw, "total") == 1 && json_is_true(json_object_get(l, "commit_matches_seed")) &&
+           itest_jint(json_object_get(doc, "slots"), "users") == 4;
+}
+
+/* /api/batch?id=h1: the 64 KB dead entry, cut. */
+static int dead_cut_ready(json_t *doc, const void *unused)
+{
+    json_t *e = json_array_get(json_object_get(doc, "dead_recent"), 0);
+    return e && json_is_true(json_object_get(e, "raw_cut")) && itest_jint(e, "raw_bytes") == 65536 &&
+           strlen(itest_jstr(e, "raw")) <= 300;
+}
+
+/* Three results of h1, each awaited (they are decided in order). */
+static void push_wait(itest *t, const char *id, const char *body)
+{
+    itest_push(t, "h1", "{\"id\":\"%s\",%s}", id, body);
+    json_decref(itest_result(t, "h1", id));
+}
+
+/* A housing round as the office sees it: rooms by building and floor with
+ * their rules, a room's holders, a group with a pending invitation, the
+ * lottery's seed checked against its commitment, slots, a swap offer, a
+ * 64 KB dead entry shortened. Each view in chromium, with a screenshot. */
+static void test_round_in_chromium(void **state)
+{
+    itest *t = *state;
+    assert_int_equal(itest_sh("command -v chromium >/dev/null"), 0);
+    redisContext *c = t->c;
+    int64_t now = harness_now_ms();
+    itest_cmd(c, "HSET alloc:{h1}:meta kind room early shuffle hold_ms 3600000 opens_at %lld", (long long)(now + 1500));
+    itest_cmd(c, "HSET alloc:{h1}:capacity A101 2 A102 2 A201 3 B101 1 B102 2");
+    itest_cmd(c, "HSET alloc:{h1}:attrs A101 %s A102 %s A201 %s B101 %s B102 %s",
+              "{\"building\":\"A\",\"floor\":1,\"only_gender\":\"F\",\"same_year\":true}",
+              "{\"building\":\"A\",\"floor\":1,\"only_llc\":[\"stem\",\"arts\"]}",
+              "{\"building\":\"A\",\"floor\":2,\"view\":\"lake\"}",
+              "{\"building\":\"B\",\"floor\":1}", "{\"building\":\"B\",\"floor\":1}");
+    itest_cmd(c, "HSET alloc:{h1}:profiles u1 %s u2 %s", "{\"gender\":\"F\",\"year\":2}", "{\"gender\":\"F\",\"year\":2}");
+    itest_cmd(c, "HSET alloc:{h1}:slots s1 %lld s2 %lld s3 %lld s4 %lld", (long long)(now - 60000),
+              (long long)(now + 180000), (long long)(now + 180000), (long long)(now + 7200000));
+    itest_cmd(c, "SADD alloc:batches h1");
+    int port = itest_free_port();
+    char conf[200];
+    snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\"; metrics_token = \"" TOKEN "\";", port);
+    itest_start(t, conf);
+    /* an early request: kept for the draw, which reveals the seed */
+    itest_push(t, "h1", "{\"id\":\"e1\",\"user\":\"u9\",\"op\":\"choose\",\"room\":\"B101\"}");
+    json_decref(itest_result(t, "h1", "e1"));
+    push_wait(t, "i1", "\"user\":\"u1\",\"op\":\"invite\",\"to\":[\"u2\",\"u3\"]");
+    push_wait(t, "a1", "\"user\":\"u2\",\"op\":\"accept\",\"from\":\"u1\"");
+    push_wait(t, "p1", "\"user\":\"u1\",\"op\":\"prefs\",\"prefs\":[\"A101\",\"A102\"],\"version\":0");
+    push_wait(t, "g1", "\"user\":\"u1\",\"op\":\"group\"");
+    push_wait(t, "c5", "\"user\":\"u5\",\"op\":\"choose\",\"room\":\"A201\"");
+    push_wait(t, "c6", "\"user\":\"u6\",\"op\":\"choose\",\"room\":\"B102\"");
+    push_wait(t, "w5", "\"user\":\"u5\",\"op\":\"swap\",\"with\":\"u6\"");
+    char *big = malloc(65537);
+    memset(big, 'x', 65536);
+    big[0] = '{';
+    big[65536] = '\0';
+    redisReply *r = redisCommand(c, "RPUSH alloc:{h1}:queue %s", big);
+    freeReplyObject(r);
+    free(big);
+    /* each view's parts of the round are read from the tick after they
+     * are first asked for, and forgotten a minute after the last ask: the
+     * browser starts on a view once its API serves what it is checked for */
+    wait_api(port, "/api/rooms?id=h1&building=A", rooms_ready, NULL);
+
+    /* one page: the buildings, building A's rooms, room A101 opened */
+    wait_api(port, "/api/room?id=h1&room=A101", room_ready, NULL);
+    char *dom = browse(t, port, "#/rooms/h1/A?room=A101&token=" TOKEN, "dashboard-rooms.png");
+    assert_non_null(strstr(dom, "<tr data-building=\"A\""));
+    assert_non_null(strstr(dom, "<tr data-building=\"B\""));
+    assert_non_null(strstr(dom, "floor 2: 2 free"));         /* A201: 3 beds, u5 */
+    assert_non_null(strstr(dom, "10 beds: <b>5 taken</b>, <b>5 free</b>"));
+    assert_non_null(strstr(dom, "<tr data-room=\"A101\""));
+    assert_non_null(strstr(dom, "only gender = F"));
+    assert_non_null(strstr(dom, "same year"));
+    assert_non_null(strstr(dom, "only llc = stem or arts"));
+    const char *panel = strstr(dom, "id=\"room-panel\"");
+    assert_non_null(panel);
+    assert_non_null(strstr(panel, "<tr data-holder=\"u1\">"));
+    assert_non_null(strstr(panel, "<tr data-holder=\"u2\">"));
+    assert_non_null(strstr(panel, "ago)"));                  /* since: a readable time */
+    const char *held = strstr(panel, "held until");          /* hold_ms: a deposit to pay */
+    assert_non_null(held);
+    assert_non_null(strstr(held, "min)"));                   /* an hour from the grant */
+    free(dom);
+    wait_api(port, "/api/round?id=h1", round_ready, NULL);
+    dom = browse(t, port, "#/round/h1?token=" TOKEN, "dashboard-round.png");
+    assert_non_null(strstr(dom, "<tr data-group=\""));
+    assert_non_null(strstr(dom, "u1, u2</td>"));             /* members */
+    assert_non_null(strstr(dom, ">u3</td>"));                /* invited, pending */
+    assert_non_null(strstr(dom, "A101, A102"));              /* shared prefs */
+    assert_non_null(strstr(dom, "equals the commitment"));
+    assert_non_null(strstr(dom, "allocctl lottery verify h1"));
+    assert_non_null(strstr(dom, "users with a slot"));
+    const char *next = strstr(dom, "<table id=\"next-slots\">");  /* s2, s3 in 3 min, s4 in 2 h */
+    assert_non_null(next);
+    assert_non_null(strstr(next, "(in "));
+    assert_non_null(strstr(dom, "<td class=\"mono\">u6</td>"));  /* the swap offer */
+    free(dom);
+    wait_api(port, "/api/batch?id=h1", dead_cut_ready, NULL);
+    dom = browse_sized(t, port, "#/batch/h1?token=" TOKEN, "dashboard-dead.png", 1300);
+    assert_non_null(strstr(dom, "show all 65,536 bytes"));
+    char run[302];                             /* no more than 300 bytes of it */
+    memset(run, 'x', 301);
+    run[301] = '\0';
+    assert_null(strstr(dom, run));
+    assert_non_null(strstr(dom, run + 2));
+    assert_non_null(strstr(dom, "id=\"instance-figures\""));
+    assert_non_null(strstr(dom, "<time datetime="));
+    free(dom);
+    char *whole = itest_http_get_with(port, "/api/dead?id=h1&index=0", AUTH);
+    assert_non_null(whole);
+    assert_true(strlen(whole) > 65536);
+    free(whole);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         ITEST_CASE(test_dashboard_in_chromium),
+        ITEST_CASE(test_round_in_chromium),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

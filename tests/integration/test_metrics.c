@@ -161,11 +161,61 @@ static void test_takes_adapt_to_the_backlog(void **state)
     harness_redis_stop(&redis);
 }
 
+/* Results decided from a waitlist are results too: allocd_results_total
+ * counts the final result that replaces a `waiting` one, so its granted
+ * series equals stats.granted (a sale whose
+ * waitlist served 455 once showed 271 granted where stats said 541). */
+static void test_results_count_waitlist_grants(void **state)
+{
+    itest *t = *state;
+    itest_batch(t->c, "w1", "kind stock per_user 1", "sku 2", NULL);
+    int port = itest_start_metrics(t, "w1");
+    itest_push(t, "w1", "{\"id\":\"b1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku\"}");
+    itest_push(t, "w1", "{\"id\":\"b2\",\"user\":\"u2\",\"op\":\"buy\",\"item\":\"sku\"}");
+    itest_push(t, "w1", "{\"id\":\"b3\",\"user\":\"u3\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
+    itest_push(t, "w1", "{\"id\":\"b4\",\"user\":\"u4\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
+    itest_expect(t, "w1", "b4", "waiting", NULL);
+    json_t *b1 = itest_result(t, "w1", "b1"), *b2 = itest_result(t, "w1", "b2");
+    itest_push(t, "w1", "{\"id\":\"x1\",\"user\":\"u1\",\"op\":\"cancel\",\"order\":\"%s\"}", itest_jstr(b1, "order"));
+    itest_push(t, "w1", "{\"id\":\"x2\",\"user\":\"u2\",\"op\":\"cancel\",\"order\":\"%s\"}", itest_jstr(b2, "order"));
+    json_decref(b1);
+    json_decref(b2);
+    itest_expect(t, "w1", "x2", "done", NULL);
+    itest_expect(t, "w1", "b3", "granted", NULL);
+    itest_expect(t, "w1", "b4", "granted", NULL);
+    assert_int_equal(proc_int(t->c, "HGET alloc:{w1}:stats granted"), 4);
+    /* and a place the close ends: rejected, counted by its reason */
+    itest_push(t, "w1", "{\"id\":\"b5\",\"user\":\"u5\",\"op\":\"buy\",\"item\":\"sku\",\"wait\":true}");
+    itest_expect(t, "w1", "b5", "waiting", NULL);
+    itest_cmd(t->c, "RPUSH alloc:{w1}:ctl {\"id\":\"k1\",\"op\":\"close\"}");
+    json_decref(itest_result(t, "w1", "k1"));           /* the close ends the place in its step */
+    itest_expect(t, "w1", "b5", "rejected", "sold_out");
+    assert_int_equal(proc_int(t->c, "HGET alloc:{w1}:stats rejected"), 1);
+    harness_sleep_ms(200);
+    char *text = scrape(port);
+    assert_true(metric(text, "allocd_results_total{batch=\"w1\",status=\"granted\"}") == 4);
+    assert_true(metric(text, "allocd_results_total{batch=\"w1\",status=\"rejected\"}") == 1);
+    assert_true(metric(text, "allocd_rejects_total{batch=\"w1\",reason=\"sold_out\"}") == 1);
+    assert_true(metric(text, "allocd_results_total{batch=\"w1\",status=\"done\"}") == 3);   /* 2 cancels, the close */
+    free(text);
+    /* the dashboard's "results (this instance)" reads the same tallies */
+    text = itest_http_get(port, "/api/batch?id=w1");
+    assert_non_null(text);
+    const char *body = strstr(text, "\r\n\r\n");
+    assert_non_null(body);
+    json_t *doc = json_loads(body + 4, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "results_by_status"), "granted")), 4);
+    json_decref(doc);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_endpoint),
         cmocka_unit_test(test_takes_adapt_to_the_backlog),
+        ITEST_CASE(test_results_count_waitlist_grants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
