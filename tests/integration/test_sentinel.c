@@ -429,6 +429,13 @@ static int failover(run_state *s, int port, int64_t fault_at)
     if (fault % 2) kill_master_ahead_of_replicas(s, i, fault);
     else planned_failover(s, port, fault);
     int np = wait_switch(&s->cl, port);
+    /* Sentinel aborts a failover its chosen replica does not finish within
+     * failover-timeout (seen once in 40): a planned one is asked again */
+    for (int again = 0; np < 0 && fault % 2 == 0 && again < 2; again++) {
+        print_message("  no switch after 20 s: SENTINEL FAILOVER again\n");
+        planned_failover(s, port, fault);
+        np = wait_switch(&s->cl, port);
+    }
     assert_true(np > 0);
     print_message("  new master on port %d after %lld ms\n", np, (long long)(harness_now_ms() - fault_at));
     rs_forget_master(s);
