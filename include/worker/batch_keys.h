@@ -18,6 +18,7 @@ typedef struct batch_keys {
     char holders[BATCH_KEY_MAX], free[BATCH_KEY_MAX], stats[BATCH_KEY_MAX];
     char log[BATCH_KEY_MAX], dead[BATCH_KEY_MAX];
     char groups[BATCH_KEY_MAX];        /* rooms: groups formed by consent (9.2) */
+    char profiles[BATCH_KEY_MAX];      /* operator: user -> profile JSON (11.2) */
     /* internal */
     char participants[BATCH_KEY_MAX];  /* list of users seen, each once */
     char orders_ended[BATCH_KEY_MAX];  /* order id -> tombstone JSON */
@@ -26,6 +27,7 @@ typedef struct batch_keys {
     char lease[BATCH_KEY_MAX];         /* owner token of the instance serving it */
     char slots[BATCH_KEY_MAX];         /* operator: user -> selection slot (ms) */
     char waitlist[BATCH_KEY_MAX];      /* request id -> waiting request (records_wait_entry) */
+    char draw_points[BATCH_KEY_MAX];   /* draw_by=points: user -> points, as drawn (11.3) */
 } batch_keys;
 
 /* 1 when b is 1 to 64 characters of [A-Za-z0-9_.-]. */
