@@ -27,7 +27,6 @@ typedef struct batch_keys {
     char lease[BATCH_KEY_MAX];         /* owner token of the instance serving it */
     char slots[BATCH_KEY_MAX];         /* operator: user -> selection slot (ms) */
     char waitlist[BATCH_KEY_MAX];      /* request id -> waiting request (records_wait_entry) */
-    char draw_points[BATCH_KEY_MAX];   /* draw_by=points: user -> points, as drawn (11.3) */
 } batch_keys;
 
 /* 1 when b is 1 to 64 characters of [A-Za-z0-9_.-]. */
