@@ -167,7 +167,7 @@ static int status_user(ctx *x, const status_opts *o)
     if (more < 0) return EX_REDIS;
     /* eligibility (11.2): which rule, which profile value */
     int elig = o->raw && !o->room ? EX_OK : ctl_eligibility_user(x, o->user, o->room);
-    if (elig != EX_OK) return elig;
+    if (elig == EX_REDIS || o->room) return elig;
     return found || more ? EX_OK : EX_NOT;
 }
 
@@ -224,7 +224,7 @@ static const char HELP_STATUS[] =
 "  --user U      what U holds now, U's group, pending invitations and swap offers, and\n"
 "                for how many items with only_X/same_X rules U is eligible (which rule\n"
 "                refuses the others, with U's profile value)\n"
-"  --room R      with --user: whether U may be given R now and, if not, why (exit 1)\n"
+"  --room R      with --user: whether U may be given R now; if not, why (then exit 1)\n"
 "  --raw         print the stored JSON as it is\n"
 "\n"
 "Exit: 0 found, 1 unknown batch / no result and not queued / user holds nothing.\n";
