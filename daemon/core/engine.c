@@ -18,7 +18,7 @@
  *   engine_next_expiry() is O(1) and const.
  * - Every decision first reserves room in the output lists (events, dirty
  *   users/items, ended orders) and allocates any strings it will keep, and
- *   only then changes state. When memory runs out the result is ST_NONE,
+ *   only then changes state. When memory runs out the result is STATUS_NONE,
  *   nothing was half-applied, and engine_error() tells the shell to throw
  *   this engine away and load a fresh one.
  * - Invariants are asserted (core/assert.h). Where a decision changes state
@@ -535,7 +535,7 @@ static void expire_order(engine *e, uint32_t ui, uint32_t oi, int64_t now)
     ALLOC_DEBUG_ASSERT(oi < u->u.s.n_live && u->u.s.orders[oi].state == ORDER_HELD);
     engine_order o = orders_end(u, oi, ORDER_EXPIRED);
     return_free(e, o.item, o.qty);
-    emit(e, &(engine_event){ .type = EV_EXPIRE, .user = u->id,
+    emit(e, &(engine_event){ .type = EVENT_EXPIRE, .user = u->id,
                              .item = e->items[o.item].id, .qty = o.qty,
                              .order = o.id, .at = now });
     dirty_user(e, ui);
@@ -606,10 +606,10 @@ static void reject(engine_result *out, engine_reason r)
     const char *group = out->group;
     int64_t version = out->version;
     int has_version = out->has_version;
-    int64_t retry_at = r == R_THROTTLED ? out->retry_at : 0;
-    int64_t opens_at = r == R_NOT_OPEN ? out->opens_at : 0;
+    int64_t retry_at = r == REASON_THROTTLED ? out->retry_at : 0;
+    int64_t opens_at = r == REASON_NOT_OPEN ? out->opens_at : 0;
     memset(out, 0, sizeof *out);
-    out->status = ST_REJECTED;
+    out->status = STATUS_REJECTED;
     out->reason = r;
     out->group = group;
     out->version = version;
@@ -620,30 +620,30 @@ static void reject(engine_result *out, engine_reason r)
 
 static void granted(engine *e, engine_result *out, const char *item_id)
 {
-    out->status = ST_GRANTED;
+    out->status = STATUS_GRANTED;
     out->item = item_id;
     out->rank = e->counters.granted + 1;   /* counted right after */
 }
 
 static void done(engine_result *out, const char *item_id)
 {
-    out->status = ST_DONE;
+    out->status = STATUS_DONE;
     out->item = item_id;
 }
 
 /* Counts a decided queue request in `processed` and in the counter of its
  * status. Only a decision is counted: engine_decide returns before this
- * when memory ran out (ST_NONE), so a request without a status here would
+ * when memory ran out (STATUS_NONE), so a request without a status here would
  * get no result at all -- the shell would lose it. */
 static void count_decision(engine *e, const engine_result *out)
 {
     engine_counters *c = &e->counters;
     switch (out->status) {
-    case ST_GRANTED: c->granted++; break;
-    case ST_DONE: c->done++; break;
-    case ST_REJECTED: c->rejected++; break;
-    case ST_INVALID: c->invalid++; break;
-    case ST_WAITING: break;   /* counted in `waiting` by engine_wait_join, or in
+    case STATUS_GRANTED: c->granted++; break;
+    case STATUS_DONE: c->done++; break;
+    case STATUS_REJECTED: c->rejected++; break;
+    case STATUS_INVALID: c->invalid++; break;
+    case STATUS_WAITING: break;   /* counted in `waiting` by engine_wait_join, or in
                                  `swap_offers` by engine_swaps_decide */
     default: ALLOC_PANIC("invariant: a request decided without a result");
     }
@@ -682,42 +682,42 @@ static engine_reason gate(engine *e, user *u, const engine_request *r, int64_t n
 {
     engine_op op = r->op;
     switch (engine_phase_at(e, now)) {
-    case PHASE_CLOSED: return R_CLOSED;
+    case PHASE_CLOSED: return REASON_CLOSED;
     case PHASE_WAITING:
         /* early=shuffle: before the batch's opening the throttle counts
          * early requests as they are read (contract 9.1) and the rest wait
          * for the draw; a user's own slot (9.4) applies from the opening */
         if (e->meta.early == EARLY_SHUFFLE)
-            return throttled(e, u, now) ? R_THROTTLED : R_KEEP_FOR_LOTTERY;
+            return throttled(e, u, now) ? REASON_THROTTLED : REASON_KEEP_FOR_LOTTERY;
         break;
-    case PHASE_PAUSED: return R_PAUSED;
+    case PHASE_PAUSED: return REASON_PAUSED;
     case PHASE_OPEN: break;
     }
     /* the batch's opens_at, or the user's own selection slot (engine_slots.c) */
-    if (now < engine_opens_for(e, r)) return R_NOT_OPEN;
-    if (throttled(e, u, now)) return R_THROTTLED;
-    if (op_kind(op) != e->meta.kind && !engine_hold_op_ok(e, op)) return R_WRONG_KIND;
-    return R_NONE;
+    if (now < engine_opens_for(e, r)) return REASON_NOT_OPEN;
+    if (throttled(e, u, now)) return REASON_THROTTLED;
+    if (op_kind(op) != e->meta.kind && !engine_hold_op_ok(e, op)) return REASON_WRONG_KIND;
+    return REASON_NONE;
 }
 
 /* ---------------------------------------------------------------- stock */
 
-/* The op handlers below return the reason of a refusal, or R_NONE when they
- * filled *out themselves (granted/done, or ST_NONE when memory ran out). */
+/* The op handlers below return the reason of a refusal, or REASON_NONE when they
+ * filled *out themselves (granted/done, or STATUS_NONE when memory ran out). */
 
 static engine_reason decide_buy(engine *e, uint32_t ui, const engine_request *r,
                                 int64_t now, engine_result *out)
 {
     uint32_t it = find_item(e, r->item);
-    if (it == STRMAP_NONE) return R_UNKNOWN_ITEM;
-    if (r->qty > e->items[it].free) return R_SOLD_OUT;
-    if (e->users[ui].u.s.units + r->qty > e->meta.per_user) return R_LIMIT;
+    if (it == STRMAP_NONE) return REASON_UNKNOWN_ITEM;
+    if (r->qty > e->items[it].free) return REASON_SOLD_OUT;
+    if (e->users[ui].u.s.units + r->qty > e->meta.per_user) return REASON_LIMIT;
     int hold = e->meta.hold_ms > 0;
     /* Everything that can fail happens before the order source is asked. */
     if (reserve(e, 1, 1, 1, 0) < 0 || orders_reserve(&e->users[ui]) < 0 ||
         (hold && GROW(e, heap, 1) < 0)) {
         stop_out_of_memory(e);
-        return R_NONE;
+        return REASON_NONE;
     }
     engine_order o = { .id = new_order_id(e), .item = it, .qty = (int32_t)r->qty,
                        .state = hold ? ORDER_HELD : ORDER_CONFIRMED,
@@ -730,7 +730,7 @@ static engine_reason decide_buy(engine *e, uint32_t ui, const engine_request *r,
     ALLOC_ASSERT(u->u.s.units <= e->meta.per_user);
     take_free(e, it, o.qty);
     if (hold) heap_push(e, (expiry){ o.expires_at, o.id, ui });
-    emit(e, &(engine_event){ .type = EV_GRANT, .user = u->id,
+    emit(e, &(engine_event){ .type = EVENT_GRANT, .user = u->id,
                              .item = e->items[it].id, .qty = o.qty, .order = o.id,
                              .req = r->id, .at = now, .expires_at = o.expires_at });
     dirty_user(e, ui);
@@ -739,7 +739,7 @@ static engine_reason decide_buy(engine *e, uint32_t ui, const engine_request *r,
     out->qty = o.qty;
     out->order = o.id;
     out->expires_at = o.expires_at;
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* The shared start of confirm and cancel: finds the order and answers for
@@ -751,20 +751,20 @@ static engine_reason live_order(engine *e, uint32_t ui, const engine_request *r,
     user *u = &e->users[ui];
     *oi = STRMAP_NONE;
     uint32_t i = orders_find(u, r->order);
-    if (i == STRMAP_NONE) return R_UNKNOWN_ORDER;
+    if (i == STRMAP_NONE) return REASON_UNKNOWN_ORDER;
     const engine_order *o = &u->u.s.orders[i];
-    if (o->state == ORDER_EXPIRED) return R_EXPIRED;
-    if (o->state == ORDER_CANCELLED) return R_UNKNOWN_ORDER;
+    if (o->state == ORDER_EXPIRED) return REASON_EXPIRED;
+    if (o->state == ORDER_CANCELLED) return REASON_UNKNOWN_ORDER;
     if (o->state == ORDER_HELD && now >= o->expires_at) {
         /* engine_decide expires due orders first, so this is a safety net
          * for a caller that decides at an earlier `now` than it expired. */
-        if (reserve(e, 1, 1, 1, 1) < 0) return R_NONE;
+        if (reserve(e, 1, 1, 1, 1) < 0) return REASON_NONE;
         expire_order(e, ui, i, now);
         heap_settle(e);
-        return R_EXPIRED;
+        return REASON_EXPIRED;
     }
     *oi = i;
-    return R_NONE;
+    return REASON_NONE;
 }
 
 static void order_done(engine *e, engine_result *out, const engine_order *o)
@@ -784,17 +784,17 @@ static engine_reason decide_confirm(engine *e, uint32_t ui,
     user *u = &e->users[ui];
     engine_order *o = &u->u.s.orders[oi];
     if (o->state == ORDER_HELD) {   /* a second confirm is done, silently */
-        if (reserve(e, 1, 1, 0, 0) < 0) return R_NONE;
+        if (reserve(e, 1, 1, 0, 0) < 0) return REASON_NONE;
         o->state = ORDER_CONFIRMED;
         o->expires_at = 0;
-        emit(e, &(engine_event){ .type = EV_CONFIRM, .user = u->id,
+        emit(e, &(engine_event){ .type = EVENT_CONFIRM, .user = u->id,
                                  .item = e->items[o->item].id, .qty = o->qty,
                                  .order = o->id, .req = r->id, .at = now });
         dirty_user(e, ui);
         heap_settle(e);
     }
     order_done(e, out, o);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 static engine_reason decide_cancel(engine *e, uint32_t ui,
@@ -804,11 +804,11 @@ static engine_reason decide_cancel(engine *e, uint32_t ui,
     uint32_t oi;
     engine_reason why = live_order(e, ui, r, now, &oi);
     if (oi == STRMAP_NONE) return why;
-    if (reserve(e, 1, 1, 1, 1) < 0) return R_NONE;
+    if (reserve(e, 1, 1, 1, 1) < 0) return REASON_NONE;
     user *u = &e->users[ui];
     engine_order o = orders_end(u, oi, ORDER_CANCELLED);
     return_free(e, o.item, o.qty);
-    emit(e, &(engine_event){ .type = EV_CANCEL, .user = u->id,
+    emit(e, &(engine_event){ .type = EVENT_CANCEL, .user = u->id,
                              .item = e->items[o.item].id, .qty = o.qty,
                              .order = o.id, .req = r->id, .at = now });
     dirty_user(e, ui);
@@ -816,7 +816,7 @@ static engine_reason decide_cancel(engine *e, uint32_t ui,
     note_ended(e, ui, o);
     order_done(e, out, &o);
     heap_settle(e);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* ---------------------------------------------------------------- rooms */
@@ -833,7 +833,7 @@ static void seat(engine *e, uint32_t ui, uint32_t it, char *req,
     u->u.r.since = now;
     free(u->u.r.req);
     u->u.r.req = req;
-    emit(e, &(engine_event){ .type = EV_GRANT, .user = u->id,
+    emit(e, &(engine_event){ .type = EVENT_GRANT, .user = u->id,
                              .item = e->items[it].id, .qty = 1, .req = req_id,
                              .at = now });
     dirty_user(e, ui);
@@ -850,7 +850,7 @@ static uint32_t unseat(engine *e, uint32_t ui, const char *req_id, int64_t now)
     u->u.r.room = NO_ROOM;
     free(u->u.r.req);
     u->u.r.req = NULL;
-    emit(e, &(engine_event){ .type = EV_RELEASE, .user = u->id,
+    emit(e, &(engine_event){ .type = EVENT_RELEASE, .user = u->id,
                              .item = e->items[it].id, .qty = 1, .req = req_id,
                              .at = now });
     dirty_user(e, ui);
@@ -884,15 +884,15 @@ static engine_reason decide_choose(engine *e, uint32_t ui,
                                    engine_result *out)
 {
     uint32_t it = find_item(e, r->item);
-    if (it == STRMAP_NONE) return R_UNKNOWN_ITEM;
-    if (holds_bed(e, ui)) return R_ALREADY_HOLDING;
-    if (e->items[it].free <= 0) return R_ROOM_FULL;
+    if (it == STRMAP_NONE) return REASON_UNKNOWN_ITEM;
+    if (holds_bed(e, ui)) return REASON_ALREADY_HOLDING;
+    if (e->items[it].free <= 0) return REASON_ROOM_FULL;
     char *req = prepare_seat(e, r->id, 1, 1);
-    if (!req) return R_NONE;
+    if (!req) return REASON_NONE;
     seat(e, ui, it, req, r->id, now);
     engine_hold_start(e, ui, now, out);
     granted(e, out, e->items[it].id);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 static int attrs_match(const item *it, const engine_kv *f, size_t n)
@@ -931,15 +931,15 @@ static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need
 static engine_reason decide_auto(engine *e, uint32_t ui, const engine_request *r,
                                  int64_t now, engine_result *out)
 {
-    if (holds_bed(e, ui)) return R_ALREADY_HOLDING;
+    if (holds_bed(e, ui)) return REASON_ALREADY_HOLDING;
     uint32_t it = pick_room(e, r, 1);
-    if (it == STRMAP_NONE) return R_NO_ROOM;
+    if (it == STRMAP_NONE) return REASON_NO_ROOM;
     char *req = prepare_seat(e, r->id, 1, 1);
-    if (!req) return R_NONE;
+    if (!req) return REASON_NONE;
     seat(e, ui, it, req, r->id, now);
     engine_hold_start(e, ui, now, out);
     granted(e, out, e->items[it].id);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* Seats every member in room `it`, or nobody: all allocations (member
@@ -981,13 +981,13 @@ static engine_reason decide_group(engine *e, const engine_request *r,
                                   int64_t now, engine_result *out)
 {
     size_t n = r->n_members;
-    if ((int64_t)n > e->meta.max_group) return R_GROUP_TOO_LARGE;
+    if ((int64_t)n > e->meta.max_group) return REASON_GROUP_TOO_LARGE;
     for (size_t i = 0; i < n; i++)
-        if (holds_bed(e, find_user(e, r->members[i]))) return R_MEMBER_BUSY;
+        if (holds_bed(e, find_user(e, r->members[i]))) return REASON_MEMBER_BUSY;
     uint32_t it = pick_room(e, r, (int64_t)n);
-    if (it == STRMAP_NONE) return R_NO_ROOM;
+    if (it == STRMAP_NONE) return REASON_NO_ROOM;
     seat_group(e, r, it, now, out);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* ---------------------------------------------------------------- hooks for engine_groups.c */
@@ -1023,28 +1023,28 @@ static engine_reason decide_switch(engine *e, uint32_t ui,
                                    engine_result *out)
 {
     uint32_t it = find_item(e, r->item);
-    if (it == STRMAP_NONE) return R_UNKNOWN_ITEM;
-    if (!holds_bed(e, ui)) return R_NOT_HOLDING;
-    if (e->users[ui].u.r.room == it) return R_ALREADY_HOLDING;
-    if (e->items[it].free <= 0) return R_ROOM_FULL;   /* the old bed stays */
+    if (it == STRMAP_NONE) return REASON_UNKNOWN_ITEM;
+    if (!holds_bed(e, ui)) return REASON_NOT_HOLDING;
+    if (e->users[ui].u.r.room == it) return REASON_ALREADY_HOLDING;
+    if (e->items[it].free <= 0) return REASON_ROOM_FULL;   /* the old bed stays */
     char *req = prepare_seat(e, r->id, 2, 2);
-    if (!req) return R_NONE;
-    if (engine_swaps_bed_gone(e, ui, now) < 0) { free(req); return R_NONE; }
+    if (!req) return REASON_NONE;
+    if (engine_swaps_bed_gone(e, ui, now) < 0) { free(req); return REASON_NONE; }
     unseat(e, ui, r->id, now);
     seat(e, ui, it, req, r->id, now);
     granted(e, out, e->items[it].id);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 static engine_reason decide_release(engine *e, uint32_t ui,
                                     const engine_request *r, int64_t now,
                                     engine_result *out)
 {
-    if (!holds_bed(e, ui)) return R_NOT_HOLDING;
-    if (reserve(e, 1, 1, 1, 0) < 0 || engine_swaps_bed_gone(e, ui, now) < 0) return R_NONE;
+    if (!holds_bed(e, ui)) return REASON_NOT_HOLDING;
+    if (reserve(e, 1, 1, 1, 0) < 0 || engine_swaps_bed_gone(e, ui, now) < 0) return REASON_NONE;
     engine_hold_clear(e, ui);   /* a held bed given back ends its hold */
     done(out, e->items[unseat(e, ui, r->id, now)].id);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* ---------------------------------------------------------------- admin */
@@ -1054,11 +1054,11 @@ static void set_state(engine *e, engine_admin_state s, const engine_request *r,
 {
     e->admin = s;
     if (s == ADMIN_CLOSED) engine_swaps_close(e, now);
-    emit(e, &(engine_event){ .type = EV_STATE, .req = r->id, .at = now,
+    emit(e, &(engine_event){ .type = EVENT_STATE, .req = r->id, .at = now,
                              .state = engine_phase_name(engine_phase_at(e, now)) });
 }
 
-/* Capacity may go down, but never below what is held now (R_LIMIT): free
+/* Capacity may go down, but never below what is held now (REASON_LIMIT): free
  * is capacity - held, never clamped, so it stays >= 0 -- also for an item
  * loaded beyond its capacity, which this is the way back from. */
 static engine_reason decide_set_capacity(engine *e, const engine_request *r,
@@ -1066,13 +1066,13 @@ static engine_reason decide_set_capacity(engine *e, const engine_request *r,
 {
     uint32_t it = find_item(e, r->item);
     int64_t held = it == STRMAP_NONE ? 0 : e->items[it].capacity - e->items[it].free;
-    if (r->qty < held) return R_LIMIT;
-    if (reserve(e, 1, 0, 1, 0) < 0) return R_NONE;
+    if (r->qty < held) return REASON_LIMIT;
+    if (reserve(e, 1, 0, 1, 0) < 0) return REASON_NONE;
     if (it == STRMAP_NONE) {
         it = add_item(e, r->item, r->qty);
         if (it == STRMAP_NONE) {
             stop_out_of_memory(e);
-            return R_NONE;
+            return REASON_NONE;
         }
     } else {
         add_free(e, it, r->qty - e->items[it].capacity);
@@ -1081,11 +1081,11 @@ static engine_reason decide_set_capacity(engine *e, const engine_request *r,
     ALLOC_ASSERT(e->items[it].free >= 0 &&
                  e->items[it].capacity - e->items[it].free == held);
     dirty_item(e, it, 1);
-    emit(e, &(engine_event){ .type = EV_CAPACITY, .item = e->items[it].id,
+    emit(e, &(engine_event){ .type = EVENT_CAPACITY, .item = e->items[it].id,
                              .qty = r->qty, .req = r->id, .at = now });
     done(out, e->items[it].id);
     out->qty = r->qty;
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* pause/resume/close: no phase, throttle or kind gate, except that a
@@ -1094,13 +1094,13 @@ static engine_reason decide_state(engine *e, const engine_request *r,
                                   int64_t now, engine_result *out)
 {
     if (r->op != OP_CLOSE && engine_phase_at(e, now) == PHASE_CLOSED)
-        return R_CLOSED;
-    if (reserve(e, 1, 0, 0, 0) < 0) return R_NONE;
+        return REASON_CLOSED;
+    if (reserve(e, 1, 0, 0, 0) < 0) return REASON_NONE;
     if (r->op == OP_PAUSE && e->admin != ADMIN_PAUSED) set_state(e, ADMIN_PAUSED, r, now);
     if (r->op == OP_RESUME && e->admin == ADMIN_PAUSED) set_state(e, ADMIN_NONE, r, now);
     if (r->op == OP_CLOSE && e->admin != ADMIN_CLOSED) set_state(e, ADMIN_CLOSED, r, now);
     done(out, NULL);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 static engine_reason decide_admin(engine *e, const engine_request *r,
@@ -1108,8 +1108,8 @@ static engine_reason decide_admin(engine *e, const engine_request *r,
 {
     if (r->op != OP_SET_CAPACITY) return decide_state(e, r, now, out);
     if (!id_ok(r->item) || r->qty < 0) {
-        out->status = ST_INVALID;
-        return R_NONE;
+        out->status = STATUS_INVALID;
+        return REASON_NONE;
     }
     return decide_set_capacity(e, r, now, out);
 }
@@ -1185,7 +1185,7 @@ static engine_reason decide_op(engine *e, uint32_t ui, const engine_request *r,
     case OP_SWAP: return engine_swaps_decide(e, ui, r, now, out);
     case OP_SWITCH: return decide_switch(e, ui, r, now, out);
     case OP_RELEASE: return decide_release(e, ui, r, now, out);
-    default: return R_NONE;   /* request_ok() let no other op through */
+    default: return REASON_NONE;   /* request_ok() let no other op through */
     }
 }
 
@@ -1219,33 +1219,33 @@ static engine_reason decide_user(engine *e, const engine_request *r,
                                  int64_t now, engine_result *out)
 {
     if (!id_ok(r->user)) {
-        out->status = ST_INVALID;
-        return R_NONE;
+        out->status = STATUS_INVALID;
+        return REASON_NONE;
     }
     uint32_t ui = touch_user(e, r->user);
     if (ui == STRMAP_NONE) {
         stop_out_of_memory(e);
-        return R_NONE;
+        return REASON_NONE;
     }
     if (!request_ok(r)) {
-        out->status = ST_INVALID;
-        return R_NONE;
+        out->status = STATUS_INVALID;
+        return REASON_NONE;
     }
     engine_reason why = gate(e, &e->users[ui], r, now);
-    if (why == R_KEEP_FOR_LOTTERY) {
+    if (why == REASON_KEEP_FOR_LOTTERY) {
         out->kept = 1;
-        return R_NONE;
+        return REASON_NONE;
     }
-    if (why == R_THROTTLED) out->retry_at = e->users[ui].penalty_until;
-    if (why == R_NOT_OPEN) out->opens_at = engine_opens_for(e, r);
-    if (why != R_NONE) return why;
+    if (why == REASON_THROTTLED) out->retry_at = e->users[ui].penalty_until;
+    if (why == REASON_NOT_OPEN) out->opens_at = engine_opens_for(e, r);
+    if (why != REASON_NONE) return why;
     return decide_op(e, ui, r, now, out);
 }
 
 /* engine_decide without the debug sweep. Every request gets exactly one
  * result and is counted exactly once: in ctl (admin) or in processed and
  * the counter of its status, so the counters only ever grow, and a grant's
- * rank is the grant count including it. ST_NONE (out of memory) is the one
+ * rank is the grant count including it. STATUS_NONE (out of memory) is the one
  * result that is not a decision and counts nowhere. The checks of that are
  * debug only: the two lines before them make it so, and they would cost a
  * release build about 35 instructions a decision (callgrind). */
@@ -1265,8 +1265,8 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     int admin = is_admin(r->op);
     engine_reason why = admin ? decide_admin(e, r, now, out)
                               : decide_user(e, r, now, out);
-    if (why != R_NONE && !admin && engine_wait_join(e, r, &why, now, out)) why = R_NONE;
-    if (why != R_NONE) reject(out, why);
+    if (why != REASON_NONE && !admin && engine_wait_join(e, r, &why, now, out)) why = REASON_NONE;
+    if (why != REASON_NONE) reject(out, why);
     if (e->error) {
         memset(out, 0, sizeof *out);
         return;
@@ -1279,12 +1279,12 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     for (size_t i = resolved; ALLOC_DEBUG && i < engine_swap_resolved_count(e); i++) {
         engine_swap_resolved s;
         engine_swap_resolved_at(e, i, &s);
-        ended_granted += s.res.status == ST_GRANTED;
+        ended_granted += s.res.status == STATUS_GRANTED;
     }
     ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin && c->processed == processed + (!admin && !out->kept));
-    ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == ST_GRANTED) + ended_granted);
-    ALLOC_DEBUG_ASSERT(out->status != ST_GRANTED || out->rank == c->granted);
-    ALLOC_DEBUG_ASSERT((out->status == ST_REJECTED) == (out->reason != R_NONE));
+    ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == STATUS_GRANTED) + ended_granted);
+    ALLOC_DEBUG_ASSERT(out->status != STATUS_GRANTED || out->rank == c->granted);
+    ALLOC_DEBUG_ASSERT((out->status == STATUS_REJECTED) == (out->reason != REASON_NONE));
     engine_wait_step(e, now);   /* what this decision returned or closed */
 }
 

@@ -178,7 +178,7 @@ static uint32_t group_new(engine *e, engine_groups *gs, uint32_t ui, const char 
 
 static void done_group(engine_result *out, const grp *g)
 {
-    out->status = ST_DONE;
+    out->status = STATUS_DONE;
     out->group = g->id;
 }
 
@@ -194,7 +194,7 @@ static int reserve(engine *e, engine_groups *gs, size_t n)
 static engine_reason oom(engine *e)
 {
     engine_out_of_memory(e);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 static engine_reason decide_invite(engine *e, engine_groups *gs, uint32_t ui, const engine_request *r,
@@ -209,7 +209,7 @@ static engine_reason decide_invite(engine *e, engine_groups *gs, uint32_t ui, co
     }
     uint32_t gi = gs->u[ui].group;
     size_t pending = gi == GROUP_NONE ? 0 : gs->g[gi].n_invited;
-    if (pending + r->n_to > INVITED_MAX) { free(to); return R_LIMIT; }
+    if (pending + r->n_to > INVITED_MAX) { free(to); return REASON_LIMIT; }
     if (reserve(e, gs, 1) < 0) { free(to); return oom(e); }
     if (gi == GROUP_NONE) {
         /* its id is "g" and the seq of the request that made it: unique in
@@ -237,7 +237,7 @@ static engine_reason decide_invite(engine *e, engine_groups *gs, uint32_t ui, co
     free(to);
     mark(gs, gi);
     done_group(out, g);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* The group of `from` that invited user ui, or GROUP_NONE. */
@@ -256,10 +256,10 @@ static engine_reason decide_accept(engine *e, engine_groups *gs, uint32_t ui, co
 {
     guser *u = &gs->u[ui];
     uint32_t gi = invitation(e, gs, ui, r->peer);
-    if (gi == GROUP_NONE) return R_NO_INVITATION;
-    if (u->group != GROUP_NONE) return R_MEMBER_BUSY;
+    if (gi == GROUP_NONE) return REASON_NO_INVITATION;
+    if (u->group != GROUP_NONE) return REASON_MEMBER_BUSY;
     grp *g = &gs->g[gi];
-    if ((int64_t)g->n_members + 1 > e->meta.max_group) return R_GROUP_TOO_LARGE;
+    if ((int64_t)g->n_members + 1 > e->meta.max_group) return REASON_GROUP_TOO_LARGE;
     if (reserve(e, gs, u->n_inv + 1) < 0 ||
         grow32((void **)&g->members, &g->cap_members, g->n_members + 1, sizeof *g->members) < 0)
         return oom(e);
@@ -278,21 +278,21 @@ static engine_reason decide_accept(engine *e, engine_groups *gs, uint32_t ui, co
     ALLOC_ASSERT((int64_t)g->n_members <= e->meta.max_group);
     engine_dirty_user(e, ui);
     done_group(out, g);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 static engine_reason decide_decline(engine *e, engine_groups *gs, uint32_t ui, const engine_request *r,
                                     engine_result *out)
 {
     uint32_t gi = invitation(e, gs, ui, r->peer);
-    if (gi == GROUP_NONE) return R_NO_INVITATION;
+    if (gi == GROUP_NONE) return REASON_NO_INVITATION;
     if (reserve(e, gs, 1) < 0) return oom(e);
     grp *g = &gs->g[gi];
     remove_at(g->invited, &g->n_invited, (uint32_t)find_name(g->invited, g->n_invited, e->users[ui].id));
     inv_remove(&gs->u[ui], gi);
     mark(gs, gi);
     done_group(out, g);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* The last member out dissolves the group: its invitations end too. */
@@ -311,7 +311,7 @@ static void dissolve(engine *e, engine_groups *gs, uint32_t gi)
 static engine_reason decide_leave(engine *e, engine_groups *gs, uint32_t ui, engine_result *out)
 {
     uint32_t gi = gs->u[ui].group;
-    if (gi == GROUP_NONE) return R_NOT_IN_GROUP;
+    if (gi == GROUP_NONE) return REASON_NOT_IN_GROUP;
     if (reserve(e, gs, 1) < 0) return oom(e);
     grp *g = &gs->g[gi];
     int at = find_name(g->members, g->n_members, e->users[ui].id);
@@ -322,7 +322,7 @@ static engine_reason decide_leave(engine *e, engine_groups *gs, uint32_t ui, eng
     engine_dirty_user(e, ui);
     mark(gs, gi);
     done_group(out, g);
-    return R_NONE;
+    return REASON_NONE;
 }
 
 static void free_prefs(grp *g)
@@ -369,13 +369,13 @@ static engine_reason decide_prefs(engine *e, engine_groups *gs, uint32_t ui, con
                                   engine_result *out)
 {
     uint32_t gi = gs->u[ui].group;
-    if (gi == GROUP_NONE) return R_NOT_IN_GROUP;
+    if (gi == GROUP_NONE) return REASON_NOT_IN_GROUP;
     grp *g = &gs->g[gi];
     if (r->version != g->version) {
         out->group = g->id;
         out->version = g->version;
         out->has_version = 1;
-        return R_CONFLICT;
+        return REASON_CONFLICT;
     }
     if (reserve(e, gs, 1) < 0 || set_prefs(g, r->prefs, r->n_prefs, r->filter, r->n_filter, r->has_filter) < 0)
         return oom(e);
@@ -384,7 +384,7 @@ static engine_reason decide_prefs(engine *e, engine_groups *gs, uint32_t ui, con
     done_group(out, g);
     out->version = g->version;
     out->has_version = 1;
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* `group` of a formed group: exactly its members, in one room or none;
@@ -393,7 +393,7 @@ static engine_reason decide_formed_group(engine *e, engine_groups *gs, uint32_t 
                                          int64_t now, engine_result *out)
 {
     uint32_t gi = gs->u[ui].group;
-    if (gi == GROUP_NONE) return R_NOT_IN_GROUP;
+    if (gi == GROUP_NONE) return REASON_NOT_IN_GROUP;
     grp *g = &gs->g[gi];
     engine_request q = *r;
     q.members = g->members;
@@ -406,7 +406,7 @@ static engine_reason decide_formed_group(engine *e, engine_groups *gs, uint32_t 
         q.has_filter = g->has_filter;
     }
     engine_reason why = engine_seat_members(e, &q, now, out);
-    if (out->status == ST_GRANTED) {
+    if (out->status == STATUS_GRANTED) {
         out->members = g->members;
         out->n_members = g->n_members;
     }
@@ -419,8 +419,8 @@ engine_reason engine_groups_decide(engine *e, uint32_t ui, const engine_request 
 {
     if (e->meta.groups == GROUPS_LISTED) {
         /* version 1: the back end collected consent; no formed groups */
-        if (r->op != OP_GROUP) return R_WRONG_KIND;
-        return r->n_members ? engine_seat_members(e, r, now, out) : R_NOT_IN_GROUP;
+        if (r->op != OP_GROUP) return REASON_WRONG_KIND;
+        return r->n_members ? engine_seat_members(e, r, now, out) : REASON_NOT_IN_GROUP;
     }
     engine_groups *gs = groups_of(e);
     if (!gs || !guser_of(e, gs, ui)) return oom(e);
@@ -433,7 +433,7 @@ engine_reason engine_groups_decide(engine *e, uint32_t ui, const engine_request 
     case OP_GROUP: return decide_formed_group(e, gs, ui, r, now, out);
     default: ALLOC_PANIC("invariant: not a group op");
     }
-    return R_NONE;
+    return REASON_NONE;
 }
 
 /* ------------------------------------------------------------ views */

@@ -83,7 +83,7 @@ int engine_hold_reserve(engine *e, size_t n)
 static engine_event *last_grant_of(engine *e, const char *uid)
 {
     for (size_t i = e->n_events; i-- > 0;)
-        if (e->events[i].type == EV_GRANT && e->events[i].user == uid) return &e->events[i];
+        if (e->events[i].type == EVENT_GRANT && e->events[i].user == uid) return &e->events[i];
     return NULL;
 }
 
@@ -125,7 +125,7 @@ static const char *end_hold(engine *e, uint32_t ui, engine_event_type type, uint
                  e->n_ended < e->cap_ended);
     uint32_t it = engine_unseat(e, ui, req_id, now);
     engine_event *ev = &e->events[e->n_events - 1];
-    ALLOC_ASSERT(ev->type == EV_RELEASE);
+    ALLOC_ASSERT(ev->type == EVENT_RELEASE);
     ev->type = type;
     ev->order = h->order;
     e->room_ended[e->n_room_ended++] = (struct room_ended){ h->order, ui, state };
@@ -140,7 +140,7 @@ void engine_hold_expire(engine *e, uint32_t ui, int64_t now)
 {
     /* the bed goes: open swap offers by or to its holder end (9.3) */
     if (engine_hold_reserve(e, 0) < 0 || engine_swaps_bed_gone(e, ui, now) < 0) return;
-    end_hold(e, ui, EV_EXPIRE, ORDER_EXPIRED, NULL, now);
+    end_hold(e, ui, EVENT_EXPIRE, ORDER_EXPIRED, NULL, now);
 }
 
 /* The user's live hold with that order, or the refusal: a remembered
@@ -148,49 +148,49 @@ void engine_hold_expire(engine *e, uint32_t ui, int64_t now)
 static engine_reason find_hold(const engine *e, uint32_t ui, uint64_t order)
 {
     const struct room_hold *h = hold_of(e, ui);
-    if (h && h->state && h->order == order) return R_NONE;
+    if (h && h->state && h->order == order) return REASON_NONE;
     for (size_t i = 0; i < e->n_room_ended; i++)
         if (e->room_ended[i].order == order && e->room_ended[i].user == ui)
-            return e->room_ended[i].state == ORDER_EXPIRED ? R_EXPIRED : R_UNKNOWN_ORDER;
-    return R_UNKNOWN_ORDER;
+            return e->room_ended[i].state == ORDER_EXPIRED ? REASON_EXPIRED : REASON_UNKNOWN_ORDER;
+    return REASON_UNKNOWN_ORDER;
 }
 
 engine_reason engine_hold_confirm(engine *e, uint32_t ui, const engine_request *r,
                                   int64_t now, engine_result *out)
 {
     engine_reason why = find_hold(e, ui, r->order);
-    if (why != R_NONE) return why;
+    if (why != REASON_NONE) return why;
     struct room_hold *h = hold_of(e, ui);
     const user *u = &e->users[ui];
     if (h->state == ORDER_HELD) {   /* a second confirm is done, silently */
-        if (engine_reserve(e, 1, 1, 0, 0) < 0) return R_NONE;
+        if (engine_reserve(e, 1, 1, 0, 0) < 0) return REASON_NONE;
         h->state = ORDER_CONFIRMED;
         h->expires_at = 0;
-        engine_emit(e, &(engine_event){ .type = EV_CONFIRM, .user = u->id,
+        engine_emit(e, &(engine_event){ .type = EVENT_CONFIRM, .user = u->id,
                                         .item = e->items[u->u.r.room].id, .qty = 1,
                                         .order = h->order, .req = r->id, .at = now });
         engine_dirty_user(e, ui);
         engine_heap_settle(e);
     }
-    out->status = ST_DONE;
+    out->status = STATUS_DONE;
     out->item = e->items[u->u.r.room].id;
     out->order = h->order;
-    return R_NONE;
+    return REASON_NONE;
 }
 
 engine_reason engine_hold_cancel(engine *e, uint32_t ui, const engine_request *r,
                                  int64_t now, engine_result *out)
 {
     engine_reason why = find_hold(e, ui, r->order);
-    if (why != R_NONE) return why;
+    if (why != REASON_NONE) return why;
     if (engine_reserve(e, 1, 1, 1, 0) < 0 || engine_hold_reserve(e, 0) < 0 ||
         engine_swaps_bed_gone(e, ui, now) < 0)
-        return R_NONE;
+        return REASON_NONE;
     uint64_t order = hold_of(e, ui)->order;
-    out->item = end_hold(e, ui, EV_CANCEL, ORDER_CANCELLED, r->id, now);
-    out->status = ST_DONE;
+    out->item = end_hold(e, ui, EVENT_CANCEL, ORDER_CANCELLED, r->id, now);
+    out->status = STATUS_DONE;
     out->order = order;
-    return R_NONE;
+    return REASON_NONE;
 }
 
 int engine_hold_op_ok(const engine *e, engine_op op)

@@ -15,7 +15,7 @@
 
 /* gate()'s answer for an early=shuffle request before opens_at that passed
  * the throttle: kept for the lottery (engine_result.kept), never a result. */
-#define R_KEEP_FOR_LOTTERY ((engine_reason)1000)
+#define REASON_KEEP_FOR_LOTTERY ((engine_reason)1000)
 
 /* *_LOADED_OVER: loaded holding more than capacity / per_user (see engine.c's
  * note at its top); the only records the sweep lets break those limits. */
@@ -223,7 +223,7 @@ void engine_out_of_memory(engine *e);
 void engine_debug_sweep(engine *e);
 
 /* The waitlist's hooks (engine_wait.c). join: a request refused `why`
- * joins instead when it asked to wait and may (1, *out is ST_WAITING);
+ * joins instead when it asked to wait and may (1, *out is STATUS_WAITING);
  * step: ends what ran out and serves what fits, at the end of every
  * decision and expiry; the engine's drain and free. */
 int engine_wait_join(engine *e, const engine_request *r, engine_reason *why,
@@ -253,7 +253,7 @@ void engine_hold_free(engine *e);
 const char *engine_hold_check(const engine *e);
 /* engine.c's own steps, for engine_hold.c: an order id, a heap entry (room
  * reserved), the output reservation, an event, a dirty user, and taking a
- * user's bed away (an EV_RELEASE; returns the room). */
+ * user's bed away (an EVENT_RELEASE; returns the room). */
 uint64_t engine_new_order_id(engine *e);
 void engine_heap_push(engine *e, expiry x);
 void engine_heap_settle(engine *e);   /* drops dead entries off the top */

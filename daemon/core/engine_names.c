@@ -16,27 +16,27 @@ static const char *const op_names[] = {
 };
 
 static const char *const reason_names[] = {
-    [R_SOLD_OUT] = "sold_out", [R_ROOM_FULL] = "room_full",
-    [R_NO_ROOM] = "no_room", [R_LIMIT] = "limit",
-    [R_ALREADY_HOLDING] = "already_holding", [R_MEMBER_BUSY] = "member_busy",
-    [R_NOT_HOLDING] = "not_holding", [R_UNKNOWN_ITEM] = "unknown_item",
-    [R_UNKNOWN_ORDER] = "unknown_order", [R_EXPIRED] = "expired",
-    [R_NOT_OPEN] = "not_open", [R_CLOSED] = "closed", [R_PAUSED] = "paused",
-    [R_THROTTLED] = "throttled", [R_WRONG_KIND] = "wrong_kind",
-    [R_GROUP_TOO_LARGE] = "group_too_large", [R_NO_INVITATION] = "no_invitation",
-    [R_NOT_IN_GROUP] = "not_in_group", [R_CONFLICT] = "conflict",
+    [REASON_SOLD_OUT] = "sold_out", [REASON_ROOM_FULL] = "room_full",
+    [REASON_NO_ROOM] = "no_room", [REASON_LIMIT] = "limit",
+    [REASON_ALREADY_HOLDING] = "already_holding", [REASON_MEMBER_BUSY] = "member_busy",
+    [REASON_NOT_HOLDING] = "not_holding", [REASON_UNKNOWN_ITEM] = "unknown_item",
+    [REASON_UNKNOWN_ORDER] = "unknown_order", [REASON_EXPIRED] = "expired",
+    [REASON_NOT_OPEN] = "not_open", [REASON_CLOSED] = "closed", [REASON_PAUSED] = "paused",
+    [REASON_THROTTLED] = "throttled", [REASON_WRONG_KIND] = "wrong_kind",
+    [REASON_GROUP_TOO_LARGE] = "group_too_large", [REASON_NO_INVITATION] = "no_invitation",
+    [REASON_NOT_IN_GROUP] = "not_in_group", [REASON_CONFLICT] = "conflict",
 };
 
 static const char *const status_names[] = {
-    [ST_GRANTED] = "granted", [ST_DONE] = "done", [ST_REJECTED] = "rejected",
-    [ST_INVALID] = "invalid", [ST_WAITING] = "waiting",
+    [STATUS_GRANTED] = "granted", [STATUS_DONE] = "done", [STATUS_REJECTED] = "rejected",
+    [STATUS_INVALID] = "invalid", [STATUS_WAITING] = "waiting",
 };
 
 static const char *const event_names[] = {
-    [EV_GRANT] = "grant", [EV_RELEASE] = "release", [EV_EXPIRE] = "expire",
-    [EV_CONFIRM] = "confirm", [EV_CANCEL] = "cancel",
-    [EV_CAPACITY] = "capacity", [EV_STATE] = "state",
-    [EV_WAIT] = "wait", [EV_WAIT_SERVED] = "wait_served",
+    [EVENT_GRANT] = "grant", [EVENT_RELEASE] = "release", [EVENT_EXPIRE] = "expire",
+    [EVENT_CONFIRM] = "confirm", [EVENT_CANCEL] = "cancel",
+    [EVENT_CAPACITY] = "capacity", [EVENT_STATE] = "state",
+    [EVENT_WAIT] = "wait", [EVENT_WAIT_SERVED] = "wait_served",
 };
 
 static const char *const phase_names[] = {

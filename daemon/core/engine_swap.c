@@ -78,7 +78,7 @@ static void end_offer(engine *e, engine_swaps *s, size_t k, engine_result res)
     swap_offer o = s->o[k];
     ALLOC_ASSERT(s->n_done < s->cap_done);
     engine_counters *c = &e->counters;
-    if (res.status == ST_GRANTED) c->granted++;
+    if (res.status == STATUS_GRANTED) c->granted++;
     else c->rejected++;
     s->done_req[s->n_done] = o.req;
     s->done[s->n_done++] = (engine_swap_resolved){ .req = o.req, .user = e->users[o.from].id,
@@ -92,7 +92,7 @@ static void end_offer(engine *e, engine_swaps *s, size_t k, engine_result res)
 
 static engine_result rejected(engine_reason why)
 {
-    return (engine_result){ .status = ST_REJECTED, .reason = why };
+    return (engine_result){ .status = STATUS_REJECTED, .reason = why };
 }
 
 /* Ends every offer from or to ui with `why`, after reserving the marks --
@@ -113,7 +113,7 @@ static int end_all_of(engine *e, uint32_t ui, engine_reason why)
 int engine_swaps_bed_gone(engine *e, uint32_t ui, int64_t now)
 {
     (void)now;
-    if (end_all_of(e, ui, R_NOT_HOLDING) < 0) { engine_out_of_memory(e); return -ENOMEM; }
+    if (end_all_of(e, ui, REASON_NOT_HOLDING) < 0) { engine_out_of_memory(e); return -ENOMEM; }
     return 0;
 }
 
@@ -123,7 +123,7 @@ void engine_swaps_close(engine *e, int64_t now)
     engine_swaps *s = e->swaps;
     if (!s || !s->n) return;
     if (engine_reserve_users(e, s->n + 2) < 0) { engine_out_of_memory(e); return; }
-    while (s->n) end_offer(e, s, s->n - 1, rejected(R_CLOSED));
+    while (s->n) end_offer(e, s, s->n - 1, rejected(REASON_CLOSED));
 }
 
 /* The oldest open offer from `from` to `to`, or -1. */
@@ -137,23 +137,23 @@ static long find_offer(const engine_swaps *s, uint32_t from, uint32_t to)
 engine_reason engine_swaps_decide(engine *e, uint32_t ui, const engine_request *r,
                                   int64_t now, engine_result *out)
 {
-    if (!engine_holds_bed(e, ui)) return R_NOT_HOLDING;
+    if (!engine_holds_bed(e, ui)) return REASON_NOT_HOLDING;
     uint32_t vi = find_user(e, r->peer);
-    if (vi == STRMAP_NONE || vi == ui || !engine_holds_bed(e, vi)) return R_NOT_HOLDING;
+    if (vi == STRMAP_NONE || vi == ui || !engine_holds_bed(e, vi)) return REASON_NOT_HOLDING;
     engine_swaps *s = swaps_of(e);
-    if (!s || reserve_offer(e, s, ui, vi) < 0) { engine_out_of_memory(e); return R_NONE; }
+    if (!s || reserve_offer(e, s, ui, vi) < 0) { engine_out_of_memory(e); return REASON_NONE; }
     long k = find_offer(s, vi, ui);
     if (k < 0) {
         /* the first half: recorded, answered `waiting` */
-        if (engine_swap_offers_of(e, r->user, NULL, 0) >= ENGINE_SWAP_OFFERS_MAX) return R_LIMIT;
+        if (engine_swap_offers_of(e, r->user, NULL, 0) >= ENGINE_SWAP_OFFERS_MAX) return REASON_LIMIT;
         char *req = strdup(r->id);
-        if (!req || engine_reserve_users(e, 1) < 0) { free(req); engine_out_of_memory(e); return R_NONE; }
+        if (!req || engine_reserve_users(e, 1) < 0) { free(req); engine_out_of_memory(e); return REASON_NONE; }
         s->o[s->n++] = (swap_offer){ .from = ui, .to = vi, .req = req, .seq = r->seq };
         s->involved[ui]++;
         s->involved[vi]++;
         engine_dirty_user(e, ui);
-        out->status = ST_WAITING;
-        return R_NONE;
+        out->status = STATUS_WAITING;
+        return REASON_NONE;
     }
     /* the second half: one step. The answered offer is taken out first;
      * the other offers of both end not_holding (their beds move). */
@@ -161,17 +161,17 @@ engine_reason engine_swaps_decide(engine *e, uint32_t ui, const engine_request *
     if (engine_reserve_users(e, involved(s, ui) + involved(s, vi) + 2) < 0 ||
         engine_exchange_beds(e, ui, vi, r->id, o.req, now) < 0) {
         engine_out_of_memory(e);
-        return R_NONE;
+        return REASON_NONE;
     }
-    engine_result theirs = { .status = ST_GRANTED, .item = e->items[e->users[vi].u.r.room].id,
+    engine_result theirs = { .status = STATUS_GRANTED, .item = e->items[e->users[vi].u.r.room].id,
                              .rank = e->counters.granted + 1 };
     end_offer(e, s, (size_t)k, theirs);
-    end_all_of(e, ui, R_NOT_HOLDING);    /* reserved above: cannot fail */
-    end_all_of(e, vi, R_NOT_HOLDING);
-    out->status = ST_GRANTED;
+    end_all_of(e, ui, REASON_NOT_HOLDING);    /* reserved above: cannot fail */
+    end_all_of(e, vi, REASON_NOT_HOLDING);
+    out->status = STATUS_GRANTED;
     out->item = e->items[e->users[ui].u.r.room].id;
     out->rank = e->counters.granted + 1;  /* counted right after, like every grant */
-    return R_NONE;
+    return REASON_NONE;
 }
 
 size_t engine_swap_offers_of(const engine *e, const char *uid, engine_swap_offer *out, size_t max)

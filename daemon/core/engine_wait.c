@@ -112,7 +112,7 @@ static struct wait_entry *entry_copy(const engine_request *r)
 
 static int waitable(engine_reason why)
 {
-    return why == R_SOLD_OUT || why == R_ROOM_FULL || why == R_NO_ROOM;
+    return why == REASON_SOLD_OUT || why == REASON_ROOM_FULL || why == REASON_NO_ROOM;
 }
 
 static int waitable_op(engine_op op)
@@ -176,7 +176,7 @@ int engine_wait_load(engine *e, const engine_request *r, int64_t wait_no,
 
 /* ---------------------------------------------------------------- join */
 
-/* Room for one EV_WAIT / EV_WAIT_SERVED plus what serving a request may
+/* Room for one EVENT_WAIT / EVENT_WAIT_SERVED plus what serving a request may
  * emit itself (a bed per group member, or a grant), reserved before the
  * request is decided so the served event can never fail to fit. */
 static int reserve_events(engine *e, size_t extra)
@@ -200,7 +200,7 @@ int engine_wait_join(engine *e, const engine_request *r, engine_reason *whyp,
     uint32_t ui = find_user(e, r->user);
     ALLOC_ASSERT(ui != STRMAP_NONE);
     if (r->op == OP_BUY && e->users[ui].u.s.units + r->qty > e->meta.per_user) {
-        *whyp = R_LIMIT;
+        *whyp = REASON_LIMIT;
         return 0;
     }
     if (reserve_events(e, 1) < 0 ||
@@ -221,10 +221,10 @@ int engine_wait_join(engine *e, const engine_request *r, engine_reason *whyp,
     e->wl[e->n_wl++] = w;
     e->counters.waiting++;
     memset(out, 0, sizeof *out);
-    out->status = ST_WAITING;
+    out->status = STATUS_WAITING;
     out->wait_no = w->no;
     out->wait_pos = e->counters.waiting;
-    engine_emit(e, &(engine_event){ .type = EV_WAIT, .user = w->r.user, .item = w->r.item,
+    engine_emit(e, &(engine_event){ .type = EVENT_WAIT, .user = w->r.user, .item = w->r.item,
                                   .qty = r->op == OP_BUY ? r->qty : 1, .req = w->r.id,
                                   .at = now, .wait_no = w->no });
     return 1;
@@ -233,22 +233,22 @@ int engine_wait_join(engine *e, const engine_request *r, engine_reason *whyp,
 /* ---------------------------------------------------------------- end */
 
 /* Takes entry i off the waitlist with its final result: counters, the
- * done list, the EV_WAIT_SERVED event (room reserved by the caller). */
+ * done list, the EVENT_WAIT_SERVED event (room reserved by the caller). */
 static void finish(engine *e, size_t i, const engine_result *res, int served, int64_t now)
 {
     struct wait_entry *w = e->wl[i];
-    ALLOC_ASSERT(w && res->status != ST_WAITING && res->status != ST_NONE);
+    ALLOC_ASSERT(w && res->status != STATUS_WAITING && res->status != STATUS_NONE);
     e->wl[i] = NULL;
     w->res = *res;
     engine_counters *c = &e->counters;
     c->waiting--;
     if (served) c->wait_served++;
     else c->wait_ended++;
-    if (res->status == ST_GRANTED) c->granted++;
+    if (res->status == STATUS_GRANTED) c->granted++;
     else c->rejected++;
     ALLOC_ASSERT(c->waiting >= 0);
     e->wdone[e->n_wdone++] = w;
-    engine_emit(e, &(engine_event){ .type = EV_WAIT_SERVED, .user = w->r.user,
+    engine_emit(e, &(engine_event){ .type = EVENT_WAIT_SERVED, .user = w->r.user,
                                   .item = res->item, .qty = res->qty, .order = res->order,
                                   .req = w->r.id, .at = now, .wait_no = w->no,
                                   .status = res->status, .reason = res->reason,
@@ -266,7 +266,7 @@ static void end_due(engine *e, int64_t now)
         if (!w) { e->wl_head++; continue; }
         if (!closed && w->joined_at + e->meta.wait_ms > now) break;
         if (reserve_events(e, 1) < 0) break;
-        engine_result res = { .status = ST_REJECTED, .reason = w->why };
+        engine_result res = { .status = STATUS_REJECTED, .reason = w->why };
         finish(e, e->wl_head, &res, 0, now);
         e->wl_head++;
     }
@@ -320,9 +320,9 @@ static int serve_one(engine *e, size_t i, int64_t now)
     engine_reason why = engine_op_decide(e, ui, &w->r, now, &res);
     if (e->error) return 0;
     if (waitable(why)) return 0;
-    if (why != R_NONE) {
+    if (why != REASON_NONE) {
         memset(&res, 0, sizeof res);
-        res.status = ST_REJECTED;
+        res.status = STATUS_REJECTED;
         res.reason = why;
     }
     finish(e, i, &res, 1, now);
@@ -425,20 +425,20 @@ void engine_wait_done_at(const engine *e, size_t i, const engine_request **r,
 engine_reason engine_wait_reason_of(engine_op op)
 {
     switch (op) {
-    case OP_BUY: return R_SOLD_OUT;
-    case OP_CHOOSE: return R_ROOM_FULL;
-    case OP_AUTO: case OP_GROUP: return R_NO_ROOM;
-    default: return R_NONE;
+    case OP_BUY: return REASON_SOLD_OUT;
+    case OP_CHOOSE: return REASON_ROOM_FULL;
+    case OP_AUTO: case OP_GROUP: return REASON_NO_ROOM;
+    default: return REASON_NONE;
     }
 }
 
 engine_reason engine_wait_reason_parse(const char *name)
 {
-    if (!name) return R_NONE;
-    if (!strcmp(name, "sold_out")) return R_SOLD_OUT;
-    if (!strcmp(name, "room_full")) return R_ROOM_FULL;
-    if (!strcmp(name, "no_room")) return R_NO_ROOM;
-    return R_NONE;
+    if (!name) return REASON_NONE;
+    if (!strcmp(name, "sold_out")) return REASON_SOLD_OUT;
+    if (!strcmp(name, "room_full")) return REASON_ROOM_FULL;
+    if (!strcmp(name, "no_room")) return REASON_NO_ROOM;
+    return REASON_NONE;
 }
 
 /* ---------------------------------------------------------------- check */

@@ -496,9 +496,9 @@ void registry_render_metrics(registry *r, jsonw *out)
 {
 #define OFF(f) offsetof(batch_worker_stats, f)
     render_labeled(r, out, "allocd_results_total", "Results written, by status.", "status",
-                   ST_GRANTED, ST_INVALID, status_label, st_status);
+                   STATUS_GRANTED, STATUS_INVALID, status_label, st_status);
     render_labeled(r, out, "allocd_rejects_total", "Rejected requests, by reason.", "reason",
-                   R_SOLD_OUT, R_LAST, reason_label, st_reject);
+                   REASON_SOLD_OUT, REASON_LAST, reason_label, st_reject);
     render_simple(r, out, "allocd_requests_total", "counter", "Requests and admin commands applied.", OFF(requests), 0);
     render_simple(r, out, "allocd_dead_total", "counter", "Requests moved to the dead list.", OFF(dead), 0);
     render_simple(r, out, "allocd_duplicates_total", "counter", "Requests whose id already had a result.", OFF(duplicates), 0);

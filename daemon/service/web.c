@@ -265,7 +265,7 @@ static void serve_batch(web *w, const http_request *req, http_response *r)
     const batch_worker_stats *st = *w->reg ? registry_worker_stats(*w->reg, b->id) : NULL;
     if (st) {
         json_t *by = json_object();
-        for (size_t k = ST_GRANTED; k <= ST_INVALID; k++)
+        for (size_t k = STATUS_GRANTED; k <= STATUS_INVALID; k++)
             json_object_set_new(by, engine_status_name((engine_status)k), json_integer((json_int_t)st->by_status[k]));
         json_object_set_new(o, "results_by_status", by);
     }

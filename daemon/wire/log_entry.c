@@ -20,11 +20,11 @@ static const char *const field_names[POS_EXTRAS] = {
 size_t log_entry_extras(const engine_event *ev, log_extra out[LOG_EVENT_MAX_EXTRAS])
 {
     size_t n = 0;
-    if (ev->type == EV_WAIT || ev->type == EV_WAIT_SERVED)
+    if (ev->type == EVENT_WAIT || ev->type == EVENT_WAIT_SERVED)
         out[n++] = (log_extra){ "wait_no", NULL, ev->wait_no };
-    if (ev->type == EV_WAIT_SERVED) {
+    if (ev->type == EVENT_WAIT_SERVED) {
         out[n++] = (log_extra){ "status", engine_status_name(ev->status), 0 };
-        if (ev->reason != R_NONE) out[n++] = (log_extra){ "reason", engine_reason_name(ev->reason), 0 };
+        if (ev->reason != REASON_NONE) out[n++] = (log_extra){ "reason", engine_reason_name(ev->reason), 0 };
     }
     return n;
 }

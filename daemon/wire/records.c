@@ -34,18 +34,18 @@ static void result_fields(jsonw *w, const request *q, const engine_result *res)
 {
     common_head(w, q);
     jsonw_kstr(w, "status", engine_status_name(res->status));
-    if (res->status == ST_REJECTED) jsonw_kstr(w, "reason", engine_reason_name(res->reason));
+    if (res->status == STATUS_REJECTED) jsonw_kstr(w, "reason", engine_reason_name(res->reason));
     if (res->retry_at) jsonw_kint(w, "retry_at", res->retry_at);
     if (res->opens_at) jsonw_kint(w, "opens_at", res->opens_at);
     if (res->item) jsonw_kstr(w, "item", res->item);
     if (q->r.op == OP_SET_CAPACITY) {
-        if (res->status != ST_REJECTED) jsonw_kint(w, "capacity", res->qty);
+        if (res->status != STATUS_REJECTED) jsonw_kint(w, "capacity", res->qty);
     } else {
         stock_fields(w, res);
     }
     if (res->group) jsonw_kstr(w, "group", res->group);
     if (res->has_version) jsonw_kint(w, "version", res->version);
-    if (q->r.op == OP_GROUP && res->status == ST_GRANTED) {
+    if (q->r.op == OP_GROUP && res->status == STATUS_GRANTED) {
         /* a formed group's members are the engine's, not the request's */
         const char *const *m = res->members ? res->members : q->r.members;
         size_t n = res->members ? res->n_members : q->r.n_members;
@@ -54,9 +54,9 @@ static void result_fields(jsonw *w, const request *q, const engine_result *res)
         for (size_t i = 0; i < n; i++) jsonw_str(w, m[i]);
         jsonw_arr_end(w);
     }
-    if (res->status == ST_GRANTED) jsonw_kint(w, "rank", res->rank);
+    if (res->status == STATUS_GRANTED) jsonw_kint(w, "rank", res->rank);
     /* a waitlist place; a swap offer (9.3) has none */
-    if (res->status == ST_WAITING && res->wait_no) records_waiting_fields(w, res);
+    if (res->status == STATUS_WAITING && res->wait_no) records_waiting_fields(w, res);
 }
 
 void records_result(jsonw *w, const request *q, const engine_result *res,

@@ -178,7 +178,7 @@ static void add_waitlist(argbuf *a, const apply_txn_ctx *c, const chunk *ch, con
     for (size_t i = 0; i < ch->n_items; i++) {
         const chunk_item *it = &ch->items[i];
         /* a swap offer's `waiting` (9.3) is no waitlist place: no ticket */
-        if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK || it->res.status != ST_WAITING ||
+        if (!chunk_item_answered(it) || it->q.outcome != REQUEST_OK || it->res.status != STATUS_WAITING ||
             !it->res.wait_no)
             continue;
         argbuf_str(a, it->q.r.id);
@@ -481,7 +481,7 @@ static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
     int changed = n > 0;
     int rooms = engine_get_meta(e)->kind == BATCH_ROOM;   /* swaps are rooms only */
     for (size_t i = 0; rooms && i < ch->n_items && !changed; i++)
-        changed = chunk_item_answered(&ch->items[i]) && ch->items[i].res.status == ST_WAITING &&
+        changed = chunk_item_answered(&ch->items[i]) && ch->items[i].res.status == STATUS_WAITING &&
                   ch->items[i].q.r.op == OP_SWAP;
     if (changed) {
         cmd_open(a, "HSET", c->keys->stats);

@@ -1036,8 +1036,8 @@ static void note_applied(batch_worker *w, chunk *ch)
     st->chunks++;
     st->requests += ch->n_items;
     st->last_chunk = ch->n_items;
-    for (size_t i = 0; i <= ST_INVALID; i++) st->by_status[i] += ch->status[i];
-    for (size_t i = 0; i <= R_LAST; i++) st->rejects[i] += ch->rejects[i];
+    for (size_t i = 0; i <= STATUS_INVALID; i++) st->by_status[i] += ch->status[i];
+    for (size_t i = 0; i <= REASON_LAST; i++) st->rejects[i] += ch->rejects[i];
     for (size_t i = 0; i < ch->n_items; i++) {
         if (ch->items[i].q.outcome == REQUEST_DEAD) st->dead++;
         else if (ch->items[i].dup) st->duplicates++;

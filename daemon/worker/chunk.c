@@ -67,8 +67,8 @@ int chunk_add(chunk *ch, const char *raw, size_t len, int64_t seq,
 
 void chunk_count_result(chunk *ch, engine_status st, engine_reason reason)
 {
-    if (st <= ST_INVALID) ch->status[st]++;
-    if (st == ST_REJECTED && reason <= R_LAST) ch->rejects[reason]++;
+    if (st <= STATUS_INVALID) ch->status[st]++;
+    if (st == STATUS_REJECTED && reason <= REASON_LAST) ch->rejects[reason]++;
 }
 
 size_t chunk_buys(const chunk *ch, size_t group_ids)

@@ -26,8 +26,8 @@ static void decide_item(chunk *ch, chunk_item *it, engine *e, int64_t now)
     }
     if (it->q.outcome == REQUEST_INVALID) {
         if (counts) engine_note_invalid(e, it->q.r.user, now);
-        it->res = (engine_result){ .status = ST_INVALID };
-        chunk_count_result(ch, ST_INVALID, R_NONE);
+        it->res = (engine_result){ .status = STATUS_INVALID };
+        chunk_count_result(ch, STATUS_INVALID, REASON_NONE);
         return;
     }
     it->q.r.seq = it->seq;

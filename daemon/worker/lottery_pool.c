@@ -160,7 +160,7 @@ int lottery_pool_take_chunk(lottery_pool *p, const chunk *ch)
         int rc = 0;
         if (it->res.kept) {
             rc = keep(p, it);
-        } else if (it->res.status == ST_REJECTED && it->res.reason == R_THROTTLED) {
+        } else if (it->res.status == STATUS_REJECTED && it->res.reason == REASON_THROTTLED) {
             rc = lottery_mark_throttled(&p->lot, it->q.r.user);
             if (rc == 1) {
                 size_t size = strlen(it->q.r.user) + 3;

@@ -105,19 +105,19 @@ typedef struct engine_request {
 } engine_request;
 
 typedef enum {
-    ST_NONE = 0, ST_GRANTED, ST_DONE, ST_REJECTED, ST_INVALID,
-    ST_WAITING   /* replaced exactly once later: a waitlist place (engine_wait.h)
+    STATUS_NONE = 0, STATUS_GRANTED, STATUS_DONE, STATUS_REJECTED, STATUS_INVALID,
+    STATUS_WAITING   /* replaced exactly once later: a waitlist place (engine_wait.h)
                     or a swap offer (engine_swap.h), contract 9.5 */
 } engine_status;
 
 typedef enum {
-    R_NONE = 0,
-    R_SOLD_OUT, R_ROOM_FULL, R_NO_ROOM, R_LIMIT, R_ALREADY_HOLDING,
-    R_MEMBER_BUSY, R_NOT_HOLDING, R_UNKNOWN_ITEM, R_UNKNOWN_ORDER, R_EXPIRED,
-    R_NOT_OPEN, R_CLOSED, R_PAUSED, R_THROTTLED, R_WRONG_KIND,
-    R_GROUP_TOO_LARGE,
-    R_NO_INVITATION, R_NOT_IN_GROUP, R_CONFLICT,
-    R_LAST = R_CONFLICT
+    REASON_NONE = 0,
+    REASON_SOLD_OUT, REASON_ROOM_FULL, REASON_NO_ROOM, REASON_LIMIT, REASON_ALREADY_HOLDING,
+    REASON_MEMBER_BUSY, REASON_NOT_HOLDING, REASON_UNKNOWN_ITEM, REASON_UNKNOWN_ORDER, REASON_EXPIRED,
+    REASON_NOT_OPEN, REASON_CLOSED, REASON_PAUSED, REASON_THROTTLED, REASON_WRONG_KIND,
+    REASON_GROUP_TOO_LARGE,
+    REASON_NO_INVITATION, REASON_NOT_IN_GROUP, REASON_CONFLICT,
+    REASON_LAST = REASON_CONFLICT
 } engine_reason;
 
 const char *engine_status_name(engine_status s);
@@ -126,7 +126,7 @@ const char *engine_reason_name(engine_reason r);
 /* What engine_decide() answers. Pointers stay valid until engine_free(). */
 typedef struct engine_result {
     engine_status status;
-    engine_reason reason;   /* R_NONE unless ST_REJECTED */
+    engine_reason reason;   /* REASON_NONE unless STATUS_REJECTED */
     const char *item;       /* granted/affected item or room, NULL if none */
     int64_t qty;            /* stock: units of the order; set_capacity: capacity */
     uint64_t order;         /* stock: order id, 0 if none */
@@ -139,7 +139,7 @@ typedef struct engine_result {
     const char *const *members; /* a formed group's grant: its members */
     size_t n_members;
     int kept;               /* early=shuffle before opens_at: no result yet; the
-                               request waits in the lottery pool (status ST_NONE,
+                               request waits in the lottery pool (status STATUS_NONE,
                                not counted until it is served) */
     int64_t retry_at;       /* rejected/throttled: ms the penalty ends */
     int64_t opens_at;       /* rejected/not_open: ms the user may be served */
@@ -150,8 +150,8 @@ typedef struct engine_result {
 /* One state change, for P:{B}:log. Replaying all events of a batch in order
  * rebuilds every user's holding and every item's free units. */
 typedef enum {
-    EV_GRANT = 1, EV_RELEASE, EV_EXPIRE, EV_CONFIRM, EV_CANCEL, EV_CAPACITY,
-    EV_STATE, EV_WAIT, EV_WAIT_SERVED
+    EVENT_GRANT = 1, EVENT_RELEASE, EVENT_EXPIRE, EVENT_CONFIRM, EVENT_CANCEL, EVENT_CAPACITY,
+    EVENT_STATE, EVENT_WAIT, EVENT_WAIT_SERVED
 } engine_event_type;
 
 const char *engine_event_name(engine_event_type t);
@@ -165,10 +165,10 @@ typedef struct engine_event {
     const char *req;        /* request or command id; NULL for expiry */
     int64_t at;             /* ms */
     int64_t expires_at;     /* grant of a reservation, else 0 */
-    const char *state;      /* EV_STATE: "open", "paused", "closed", ... */
-    int64_t wait_no;        /* EV_WAIT, EV_WAIT_SERVED: the ticket */
-    engine_status status;   /* EV_WAIT_SERVED: the final result */
-    engine_reason reason;   /* EV_WAIT_SERVED: R_NONE unless rejected */
+    const char *state;      /* EVENT_STATE: "open", "paused", "closed", ... */
+    int64_t wait_no;        /* EVENT_WAIT, EVENT_WAIT_SERVED: the ticket */
+    engine_status status;   /* EVENT_WAIT_SERVED: the final result */
+    engine_reason reason;   /* EVENT_WAIT_SERVED: REASON_NONE unless rejected */
 } engine_event;
 
 /* Order states. HELD and CONFIRMED orders are live (in holders); EXPIRED and
@@ -245,7 +245,7 @@ const engine_meta *engine_get_meta(const engine *e);
 void engine_set_order_source(engine *e, engine_order_fn fn, void *ctx);
 /* Added: 0, or -ENOMEM once an allocation failed in engine_decide,
  * engine_expire or engine_note_invalid. The engine is still consistent
- * (nothing was half-applied; the failed decision's result is ST_NONE) but
+ * (nothing was half-applied; the failed decision's result is STATUS_NONE) but
  * refuses further decisions: throw it away and load a fresh one. */
 int engine_error(const engine *e);
 
@@ -271,7 +271,7 @@ void engine_load_admin_state(engine *e, engine_admin_state s);
 
 /* ---- deciding ---- */
 /* Decides one request at time `now`. Always fills *out. A request that gets
- * ST_GRANTED or ST_DONE may change state and emit events. Reservations due
+ * STATUS_GRANTED or STATUS_DONE may change state and emit events. Reservations due
  * by `now` are expired first, exactly as engine_expire(now) would (EXPIRE
  * events, ended orders), so any call may emit those. */
 /* Cache warming for a run of decisions (engine_prefetch.c): h is
@@ -290,7 +290,7 @@ void engine_note_dead(engine *e);
 void engine_note_duplicate(engine *e);
 
 /* Expires every held reservation with expires_at <= now: units return,
- * EV_EXPIRE events are emitted. Returns how many orders expired. */
+ * EVENT_EXPIRE events are emitted. Returns how many orders expired. */
 size_t engine_expire(engine *e, int64_t now);
 /* Earliest pending expires_at, or INT64_MAX when none. */
 int64_t engine_next_expiry(const engine *e);

@@ -2,7 +2,7 @@
  *
  * A `buy`, `choose`, `auto` or `group` with "wait":true that would be
  * refused only for sold_out, room_full or no_room joins the waitlist: its
- * result is ST_WAITING with a ticket (wait_no, batch-wide, increasing) and
+ * result is STATUS_WAITING with a ticket (wait_no, batch-wide, increasing) and
  * its place at joining (wait_pos). The engine keeps a copy of the request.
  *
  * Whenever units or beds come back (cancel, expiry, release, switch,
@@ -19,8 +19,8 @@
  * close or closes_at, a waiting request ends with the reason it joined for.
  *
  * Every end (served or not) is listed once for the shell (the "done" list
- * below) until engine_drain_clear(), with an EV_WAIT_SERVED event; joining
- * emits EV_WAIT. Counters: waiting (length now), wait_joined (tickets
+ * below) until engine_drain_clear(), with an EVENT_WAIT_SERVED event; joining
+ * emits EVENT_WAIT. Counters: waiting (length now), wait_joined (tickets
  * drawn), wait_served, wait_ended. processed counts a request when it
  * joins; the final result adds it to granted or rejected, so
  * processed == granted + done + rejected + invalid + waiting + the open
@@ -36,7 +36,7 @@
 
 /* ---- loading (after the items, holders and orders) ---- */
 /* A waiting request as it was persisted: its ticket, when it joined and
- * the reason it joined for (R_SOLD_OUT, R_ROOM_FULL or R_NO_ROOM). The
+ * the reason it joined for (REASON_SOLD_OUT, REASON_ROOM_FULL or REASON_NO_ROOM). The
  * request is copied (its seq included). 0, -EINVAL, -EEXIST (ticket
  * twice), -ENOMEM. Loading sets wait_joined to at least the ticket, and
  * marks the waitlist for a serving pass (the store may have more units
@@ -73,11 +73,11 @@ void engine_wait_at(const engine *e, size_t i, const engine_request **r,
 
 /* The refusal an op joins the waitlist instead of (buy: sold_out, choose:
  * room_full, auto and group: no_room), and the one it ends with after
- * wait_ms or at close; R_NONE for an op that cannot wait. */
+ * wait_ms or at close; REASON_NONE for an op that cannot wait. */
 engine_reason engine_wait_reason_of(engine_op op);
 
 /* The reason a request may join for, by name ("sold_out", "room_full",
- * "no_room"); R_NONE for anything else. */
+ * "no_room"); REASON_NONE for anything else. */
 engine_reason engine_wait_reason_parse(const char *name);
 
 #endif

@@ -33,8 +33,8 @@ typedef struct batch_worker_stats {
     int loaded;               /* state is loaded and being served */
     int64_t queue_len;        /* P:{B}:queue length after the last take */
     uint64_t last_chunk;      /* requests in the last applied chunk */
-    uint64_t by_status[ST_INVALID + 1];
-    uint64_t rejects[R_LAST + 1];
+    uint64_t by_status[STATUS_INVALID + 1];
+    uint64_t rejects[REASON_LAST + 1];
     uint64_t dead, duplicates;
     metrics_hist decide;      /* seconds the engine spent on a chunk */
     metrics_hist apply;       /* seconds from sending the apply to its reply */

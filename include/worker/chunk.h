@@ -65,8 +65,8 @@ typedef struct chunk {
                                  before the opening, its kept requests go to the
                                  lottery pool (their bytes are kept) */
     uint64_t taken_at, apply_sent_at;      /* uv_hrtime() of its steps */
-    uint64_t status[ST_INVALID + 1];       /* counted into stats once applied */
-    uint64_t rejects[R_LAST + 1];
+    uint64_t status[STATUS_INVALID + 1];       /* counted into stats once applied */
+    uint64_t rejects[REASON_LAST + 1];
 } chunk;
 
 /* Frees the chunk's requests and zeroes it, keeping its item array. */

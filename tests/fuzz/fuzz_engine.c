@@ -137,10 +137,10 @@ static void add_tomb(model *m, int u, const morder *o, int state)
 static void replay_event(fz *f, const engine_event *ev)
 {
     model *m = &f->m;
-    if (ev->type == EV_STATE) return;
+    if (ev->type == EVENT_STATE) return;
     int it = item_index(ev->item);
     CHECK(it >= 0, "event %d names item '%s'", ev->type, ev->item ? ev->item : "(null)");
-    if (ev->type == EV_CAPACITY) {
+    if (ev->type == EVENT_CAPACITY) {
         CHECK(ev->qty >= m->held[it], "capacity of %s set to %" PRId64 " below %" PRId64 " held",
               item_names[it], ev->qty, m->held[it]);
         m->exists[it] = 1;
@@ -151,7 +151,7 @@ static void replay_event(fz *f, const engine_event *ev)
     int u = user_index(ev->user);
     CHECK(u >= 0, "event %d for user '%s'", ev->type, ev->user ? ev->user : "(null)");
     switch (ev->type) {
-    case EV_GRANT:
+    case EVENT_GRANT:
         CHECK(m->held[it] + ev->qty <= m->cap[it], "grant of %" PRId64 " of %s: %" PRId64 " held of %" PRId64,
               ev->qty, item_names[it], m->held[it], m->cap[it]);
         m->held[it] += ev->qty;
@@ -169,30 +169,30 @@ static void replay_event(fz *f, const engine_event *ev)
             m->orders[u][m->n_orders[u]++] = (morder){ ev->order, it, ev->qty, ev->expires_at != 0, ev->expires_at };
         }
         return;
-    case EV_RELEASE:
+    case EVENT_RELEASE:
         CHECK(m->room && m->room_of[u] == it, "release of %s by %s who holds %d", item_names[it], user_names[u], m->room_of[u]);
         m->room_of[u] = -1;
         m->held[it] -= 1;
         return;
-    case EV_CONFIRM:
-    case EV_CANCEL:
-    case EV_EXPIRE: {
+    case EVENT_CONFIRM:
+    case EVENT_CANCEL:
+    case EVENT_EXPIRE: {
         CHECK(!m->room, "stock event in a room batch");
         int i = find_morder(m, u, ev->order);
         CHECK(i >= 0, "event %d for order %" PRIu64 " that %s does not hold", ev->type, ev->order, user_names[u]);
         morder *o = &m->orders[u][i];
         CHECK(o->item == it && o->qty == ev->qty, "event %d for order %" PRIu64 " with other item/qty", ev->type, ev->order);
-        if (ev->type == EV_CONFIRM) {
+        if (ev->type == EVENT_CONFIRM) {
             CHECK(o->held, "confirm of a confirmed order");
             o->held = 0;
             o->expires_at = 0;
             return;
         }
-        if (ev->type == EV_EXPIRE) {
+        if (ev->type == EVENT_EXPIRE) {
             CHECK(o->held, "expiry of a confirmed order");
             CHECK(o->expires_at <= ev->at, "expired before its time: %" PRId64 " > %" PRId64, o->expires_at, ev->at);
         }
-        add_tomb(m, u, o, ev->type == EV_EXPIRE ? ORDER_EXPIRED : ORDER_CANCELLED);
+        add_tomb(m, u, o, ev->type == EVENT_EXPIRE ? ORDER_EXPIRED : ORDER_CANCELLED);
         m->held[it] -= o->qty;
         memmove(o, o + 1, (size_t)(m->n_orders[u] - i - 1) * sizeof *o);
         m->n_orders[u]--;
@@ -290,13 +290,13 @@ static void decide(fz *f, engine_request *r)
     engine_result res;
     engine_decide(f->e, r, f->now, &res);
     const engine_counters *c = engine_get_counters(f->e);
-    CHECK(res.status != ST_NONE, "no decision (engine error %d)", engine_error(f->e));
-    CHECK((res.status == ST_REJECTED) == (res.reason != R_NONE), "status %d reason %d", res.status, res.reason);
+    CHECK(res.status != STATUS_NONE, "no decision (engine error %d)", engine_error(f->e));
+    CHECK((res.status == STATUS_REJECTED) == (res.reason != REASON_NONE), "status %d reason %d", res.status, res.reason);
     int admin = r->op >= OP_PAUSE;
     CHECK(c->processed + c->ctl == before.processed + before.ctl + 1, "one decision counted %" PRId64 " times",
           c->processed + c->ctl - before.processed - before.ctl);
     CHECK(admin ? c->ctl == before.ctl + 1 : c->processed == before.processed + 1, "counted in the wrong place");
-    if (res.status == ST_GRANTED) {
+    if (res.status == STATUS_GRANTED) {
         CHECK(res.rank == c->granted, "rank %" PRId64 ", granted %" PRId64, res.rank, c->granted);
         CHECK(res.item != NULL, "granted without an item");
         if (r->op == OP_BUY) {

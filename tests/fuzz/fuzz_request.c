@@ -186,8 +186,8 @@ static void decide_and_write(jsonw *w, const request *q)
     r.seq = 1;
     engine_result res;
     engine_decide(e, &r, 1763800000000LL, &res);
-    CHECK(res.status != ST_NONE, "no decision for an OK request");
-    CHECK(res.status != ST_REJECTED || res.reason != R_NONE, "rejected without a reason");
+    CHECK(res.status != STATUS_NONE, "no decision for an OK request");
+    CHECK(res.status != STATUS_REJECTED || res.reason != REASON_NONE, "rejected without a reason");
     const engine_counters *c = engine_get_counters(e);
     CHECK(c->processed + c->ctl == 1, "counted %lld + %lld", (long long)c->processed, (long long)c->ctl);
     jsonw_reset(w);

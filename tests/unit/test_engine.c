@@ -140,7 +140,7 @@ static engine_result admin(engine *e, engine_op op, const char *item, int64_t qt
 
 static void expect_rejected(engine_result r, engine_reason why)
 {
-    if (r.status != ST_REJECTED || r.reason != why)
+    if (r.status != STATUS_REJECTED || r.reason != why)
         fail_msg("expected rejected/%s, got %s/%s", engine_reason_name(why),
                  engine_status_name(r.status), engine_reason_name(r.reason));
     assert_null(r.item);
@@ -149,7 +149,7 @@ static void expect_rejected(engine_result r, engine_reason why)
 
 static void expect_granted(engine_result r, const char *item)
 {
-    if (r.status != ST_GRANTED)
+    if (r.status != STATUS_GRANTED)
         fail_msg("expected granted, got %s/%s", engine_status_name(r.status),
                  engine_reason_name(r.reason));
     assert_string_equal(r.item, item);
@@ -158,7 +158,7 @@ static void expect_granted(engine_result r, const char *item)
 
 static void expect_done(engine_result r, const char *item)
 {
-    if (r.status != ST_DONE)
+    if (r.status != STATUS_DONE)
         fail_msg("expected done, got %s/%s", engine_status_name(r.status),
                  engine_reason_name(r.reason));
     if (item) assert_string_equal(r.item, item);
@@ -244,13 +244,13 @@ static void test_names_round_trip(void **state)
         "wrong_kind", "group_too_large" };
     for (size_t i = 0; i < 16; i++)
         assert_string_equal(engine_reason_name((engine_reason)(i + 1)), reasons[i]);
-    assert_null(engine_reason_name(R_NONE));
+    assert_null(engine_reason_name(REASON_NONE));
     assert_null(engine_reason_name((engine_reason)99));
 
-    assert_string_equal(engine_status_name(ST_GRANTED), "granted");
-    assert_string_equal(engine_status_name(ST_DONE), "done");
-    assert_string_equal(engine_status_name(ST_REJECTED), "rejected");
-    assert_string_equal(engine_status_name(ST_INVALID), "invalid");
+    assert_string_equal(engine_status_name(STATUS_GRANTED), "granted");
+    assert_string_equal(engine_status_name(STATUS_DONE), "done");
+    assert_string_equal(engine_status_name(STATUS_REJECTED), "rejected");
+    assert_string_equal(engine_status_name(STATUS_INVALID), "invalid");
 
     static const char *const events[] = { "grant", "release", "expire", "confirm",
         "cancel", "capacity", "state" };
@@ -359,7 +359,7 @@ static void test_buy_reservation_granted(void **state)
     assert_int_equal(v.orders[0].expires_at, T0 + 1000);
     assert_null(v.room);
 
-    expect_event(e, 0, EV_GRANT, "u1", "sku1", 1);
+    expect_event(e, 0, EVENT_GRANT, "u1", "sku1", 1);
     const engine_event *ev = engine_event_at(e, 0);
     assert_int_equal(ev->order, 900);
     assert_string_equal(ev->req, "r-buy");
@@ -393,7 +393,7 @@ static void test_buy_final_without_hold(void **state)
 static void test_reason_sold_out(void **state)
 {
     engine *e = mk_stock(per_user_3);
-    expect_rejected(buy(e, "u1", "sku2", 4, T0), R_SOLD_OUT);
+    expect_rejected(buy(e, "u1", "sku2", 4, T0), REASON_SOLD_OUT);
     assert_int_equal(free_of(e, "sku2"), 3);
     assert_int_equal(engine_event_count(e), 0);
     assert_int_equal(engine_get_counters(e)->rejected, 1);
@@ -405,7 +405,7 @@ static void test_buy_qty_equals_free(void **state)
     engine *e = mk_stock(per_user_3);
     expect_granted(buy(e, "u1", "sku2", 3, T0), "sku2");
     assert_int_equal(free_of(e, "sku2"), 0);
-    expect_rejected(buy(e, "u2", "sku2", 1, T0), R_SOLD_OUT);
+    expect_rejected(buy(e, "u2", "sku2", 1, T0), REASON_SOLD_OUT);
     engine_free(e);
 }
 
@@ -420,7 +420,7 @@ static void test_stock_exactly_sold(void **state)
         assert_int_equal(r.rank, i + 1);
     }
     assert_int_equal(free_of(e, "sku1"), 0);
-    expect_rejected(buy(e, "u10", "sku1", 1, T0 + 10), R_SOLD_OUT);
+    expect_rejected(buy(e, "u10", "sku1", 1, T0 + 10), REASON_SOLD_OUT);
     assert_int_equal(engine_get_counters(e)->granted, 10);
     assert_int_equal(engine_get_counters(e)->free_units, 3);
     engine_free(e);
@@ -429,11 +429,11 @@ static void test_stock_exactly_sold(void **state)
 static void test_reason_limit(void **state)
 {
     engine *e = mk_stock(per_user_3);
-    expect_rejected(buy(e, "u1", "sku1", 4, T0), R_LIMIT);
+    expect_rejected(buy(e, "u1", "sku1", 4, T0), REASON_LIMIT);
     expect_granted(buy(e, "u1", "sku1", 2, T0), "sku1");
     expect_granted(buy(e, "u1", "sku2", 1, T0), "sku2");   /* exactly per_user */
     assert_int_equal(units_of(e, "u1"), 3);
-    expect_rejected(buy(e, "u1", "sku1", 1, T0), R_LIMIT);
+    expect_rejected(buy(e, "u1", "sku1", 1, T0), REASON_LIMIT);
     assert_int_equal(free_of(e, "sku1"), 8);
     engine_free(e);
 }
@@ -445,7 +445,7 @@ static void test_limit_counts_held_and_confirmed(void **state)
     expect_granted(a, "sku1");
     expect_done(confirm(e, "u1", a.order, T0 + 1), "sku1");
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 2), "sku1");   /* held */
-    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 3), R_LIMIT);  /* 2 + 1 + 1 */
+    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 3), REASON_LIMIT);  /* 2 + 1 + 1 */
     /* The held unit expiring makes room again; the confirmed ones do not. */
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 1002), "sku1");
     assert_int_equal(units_of(e, "u1"), 3);
@@ -455,12 +455,12 @@ static void test_limit_counts_held_and_confirmed(void **state)
 static void test_reason_unknown_item(void **state)
 {
     engine *e = mk_stock(NULL);
-    expect_rejected(buy(e, "u1", "nope", 1, T0), R_UNKNOWN_ITEM);
+    expect_rejected(buy(e, "u1", "nope", 1, T0), REASON_UNKNOWN_ITEM);
     engine_free(e);
     e = mk_rooms(NULL);
-    expect_rejected(choose(e, "u1", "R999", T0), R_UNKNOWN_ITEM);
+    expect_rejected(choose(e, "u1", "R999", T0), REASON_UNKNOWN_ITEM);
     expect_granted(choose(e, "u1", "R101", T0), "R101");
-    expect_rejected(switch_to(e, "u1", "R999", T0), R_UNKNOWN_ITEM);
+    expect_rejected(switch_to(e, "u1", "R999", T0), REASON_UNKNOWN_ITEM);
     engine_free(e);
 }
 
@@ -468,16 +468,16 @@ static void test_buy_invalid_request(void **state)
 {
     engine *e = mk_stock(NULL);
     engine_result r = buy(e, "u1", "sku1", 0, T0);
-    assert_int_equal(r.status, ST_INVALID);
+    assert_int_equal(r.status, STATUS_INVALID);
     r = buy(e, "u1", NULL, 1, T0);
-    assert_int_equal(r.status, ST_INVALID);
+    assert_int_equal(r.status, STATUS_INVALID);
     r = buy(e, NULL, "sku1", 1, T0);
-    assert_int_equal(r.status, ST_INVALID);
+    assert_int_equal(r.status, STATUS_INVALID);
     r = buy(e, "0123456789012345678901234567890123456789012345678901234567890123456",
             "sku1", 1, T0);
-    assert_int_equal(r.status, ST_INVALID);
+    assert_int_equal(r.status, STATUS_INVALID);
     r = etest_decide(e, (engine_request){ .op = OP_NONE, .id = "x", .user = "u2" }, T0);
-    assert_int_equal(r.status, ST_INVALID);
+    assert_int_equal(r.status, STATUS_INVALID);
     const engine_counters *c = engine_get_counters(e);
     assert_int_equal(c->invalid, 5);
     assert_int_equal(c->processed, 5);
@@ -492,9 +492,9 @@ static void test_order_source_once_per_grant(void **state)
     counting_source src = { 1000, 0 };
     engine_set_order_source(e, count_down, &src);
     expect_granted(buy(e, "u1", "sku1", 1, T0), "sku1");
-    expect_rejected(buy(e, "u1", "sku1", 5, T0), R_LIMIT);
-    expect_rejected(buy(e, "u1", "nope", 1, T0), R_UNKNOWN_ITEM);
-    expect_rejected(buy(e, "u2", "sku2", 4, T0), R_SOLD_OUT);
+    expect_rejected(buy(e, "u1", "sku1", 5, T0), REASON_LIMIT);
+    expect_rejected(buy(e, "u1", "nope", 1, T0), REASON_UNKNOWN_ITEM);
+    expect_rejected(buy(e, "u2", "sku2", 4, T0), REASON_SOLD_OUT);
     expect_granted(buy(e, "u2", "sku2", 3, T0), "sku2");
     engine_result c = confirm(e, "u2", 999, T0);
     expect_done(c, "sku2");
@@ -516,7 +516,7 @@ static void test_confirm_done_and_idempotent(void **state)
     assert_int_equal(c.expires_at, 0);
     assert_int_equal(c.rank, 0);
     assert_int_equal(engine_event_count(e), 1);
-    expect_event(e, 0, EV_CONFIRM, "u1", "sku1", 1);
+    expect_event(e, 0, EVENT_CONFIRM, "u1", "sku1", 1);
     assert_int_equal(engine_event_at(e, 0)->order, b.order);
     assert_int_equal(engine_dirty_user_count(e), 1);
     assert_int_equal(engine_dirty_item_count(e), 0);   /* free did not change */
@@ -551,12 +551,12 @@ static void test_reason_unknown_order(void **state)
 {
     engine *e = mk_stock(hold_1000);
     engine_result b = buy(e, "u1", "sku1", 1, T0);
-    expect_rejected(confirm(e, "u1", b.order + 1, T0), R_UNKNOWN_ORDER);
-    expect_rejected(confirm(e, "u2", b.order, T0), R_UNKNOWN_ORDER);  /* not theirs */
-    expect_rejected(cancel(e, "u2", b.order, T0), R_UNKNOWN_ORDER);
+    expect_rejected(confirm(e, "u1", b.order + 1, T0), REASON_UNKNOWN_ORDER);
+    expect_rejected(confirm(e, "u2", b.order, T0), REASON_UNKNOWN_ORDER);  /* not theirs */
+    expect_rejected(cancel(e, "u2", b.order, T0), REASON_UNKNOWN_ORDER);
     expect_done(cancel(e, "u1", b.order, T0), "sku1");
-    expect_rejected(confirm(e, "u1", b.order, T0), R_UNKNOWN_ORDER);   /* cancelled */
-    expect_rejected(cancel(e, "u1", b.order, T0), R_UNKNOWN_ORDER);
+    expect_rejected(confirm(e, "u1", b.order, T0), REASON_UNKNOWN_ORDER);   /* cancelled */
+    expect_rejected(cancel(e, "u1", b.order, T0), REASON_UNKNOWN_ORDER);
     engine_free(e);
 }
 
@@ -566,18 +566,18 @@ static void test_reason_expired(void **state)
     engine_result b = buy(e, "u1", "sku1", 2 - 1, T0);
     engine_drain_clear(e);
     /* Exactly at expires_at the reservation is gone. */
-    expect_rejected(confirm(e, "u1", b.order, T0 + 1000), R_EXPIRED);
+    expect_rejected(confirm(e, "u1", b.order, T0 + 1000), REASON_EXPIRED);
     assert_int_equal(free_of(e, "sku1"), 10);
     assert_int_equal(units_of(e, "u1"), 0);
     assert_int_equal(engine_event_count(e), 1);
-    expect_event(e, 0, EV_EXPIRE, "u1", "sku1", 1);
+    expect_event(e, 0, EVENT_EXPIRE, "u1", "sku1", 1);
     assert_null(engine_event_at(e, 0)->req);
     assert_int_equal(engine_event_at(e, 0)->at, T0 + 1000);
     assert_int_equal(engine_ended_count(e), 1);
     /* Later tries stay expired, without new events. */
     engine_drain_clear(e);
-    expect_rejected(confirm(e, "u1", b.order, T0 + 9000), R_EXPIRED);
-    expect_rejected(cancel(e, "u1", b.order, T0 + 9000), R_EXPIRED);
+    expect_rejected(confirm(e, "u1", b.order, T0 + 9000), REASON_EXPIRED);
+    expect_rejected(cancel(e, "u1", b.order, T0 + 9000), REASON_EXPIRED);
     assert_int_equal(engine_event_count(e), 0);
     engine_user_view v;
     assert_int_equal(engine_user_view_get(e, "u1", &v), 0);
@@ -589,7 +589,7 @@ static void test_confirm_after_expiry(void **state)
 {
     engine *e = mk_stock(hold_1000);
     engine_result b = buy(e, "u1", "sku1", 1, T0);
-    expect_rejected(confirm(e, "u1", b.order, T0 + 1001), R_EXPIRED);
+    expect_rejected(confirm(e, "u1", b.order, T0 + 1001), REASON_EXPIRED);
     engine_free(e);
 }
 
@@ -604,7 +604,7 @@ static void test_expire_exactly_at_expires_at(void **state)
     assert_int_equal(engine_expire(e, T0 + 1000), 1);
     assert_int_equal(free_of(e, "sku1"), 10);
     assert_int_equal(engine_next_expiry(e), INT64_MAX);
-    expect_event(e, 0, EV_EXPIRE, "u1", "sku1", 1);
+    expect_event(e, 0, EVENT_EXPIRE, "u1", "sku1", 1);
     assert_int_equal(engine_event_at(e, 0)->order, b.order);
     const char *who;
     engine_order o;
@@ -640,13 +640,13 @@ static void test_decide_expires_first(void **state)
 {
     engine *e = mk_stock(per_user_3_hold);
     expect_granted(buy(e, "u1", "sku2", 3, T0), "sku2");
-    expect_rejected(buy(e, "u2", "sku2", 1, T0 + 999), R_SOLD_OUT);
+    expect_rejected(buy(e, "u2", "sku2", 1, T0 + 999), REASON_SOLD_OUT);
     engine_drain_clear(e);
     /* No engine_expire call: the decision at expires_at sees the units back. */
     engine_result r = buy(e, "u2", "sku2", 1, T0 + 1000);
     expect_granted(r, "sku2");
-    expect_event(e, 0, EV_EXPIRE, "u1", "sku2", 3);
-    expect_event(e, 1, EV_GRANT, "u2", "sku2", 1);
+    expect_event(e, 0, EVENT_EXPIRE, "u1", "sku2", 3);
+    expect_event(e, 1, EVENT_GRANT, "u2", "sku2", 1);
     engine_free(e);
 }
 
@@ -663,7 +663,7 @@ static void test_cancel_held(void **state)
     assert_int_equal(c.order, b.order);
     assert_int_equal(free_of(e, "sku1"), 10);
     assert_int_equal(units_of(e, "u1"), 0);
-    expect_event(e, 0, EV_CANCEL, "u1", "sku1", 2);
+    expect_event(e, 0, EVENT_CANCEL, "u1", "sku1", 2);
     assert_string_equal(engine_event_at(e, 0)->req, "r-cancel");
     assert_int_equal(engine_ended_count(e), 1);
     engine_order o;
@@ -691,7 +691,7 @@ static void test_cancel_of_expired(void **state)
     engine_result b = buy(e, "u1", "sku1", 1, T0);
     assert_int_equal(engine_expire(e, T0 + 2000), 1);
     engine_drain_clear(e);
-    expect_rejected(cancel(e, "u1", b.order, T0 + 2001), R_EXPIRED);
+    expect_rejected(cancel(e, "u1", b.order, T0 + 2001), REASON_EXPIRED);
     assert_int_equal(free_of(e, "sku1"), 10);
     assert_int_equal(engine_event_count(e), 0);
     assert_int_equal(engine_ended_count(e), 0);
@@ -715,7 +715,7 @@ static void test_cancel_keeps_other_orders_in_order(void **state)
     assert_int_equal(engine_user_view_get(e, "u1", &v), 0);
     assert_int_equal(v.n_orders, 3);
     assert_int_equal(v.orders[2].id, d.order);
-    expect_rejected(confirm(e, "u1", a.order, T0 + 5), R_UNKNOWN_ORDER);
+    expect_rejected(confirm(e, "u1", a.order, T0 + 5), REASON_UNKNOWN_ORDER);
     engine_free(e);
 }
 
@@ -735,7 +735,7 @@ static void test_choose_granted(void **state)
     assert_string_equal(v.req, "r-choose");
     assert_int_equal(v.units, 0);
     assert_int_equal(free_of(e, "R101"), 1);
-    expect_event(e, 0, EV_GRANT, "s1", "R101", 1);
+    expect_event(e, 0, EVENT_GRANT, "s1", "R101", 1);
     assert_int_equal(engine_event_at(e, 0)->order, 0);
     engine_free(e);
 }
@@ -745,7 +745,7 @@ static void test_reason_room_full(void **state)
     engine *e = mk_rooms(NULL);
     expect_granted(choose(e, "s1", "R101", T0), "R101");
     expect_granted(choose(e, "s2", "R101", T0), "R101");
-    expect_rejected(choose(e, "s3", "R101", T0), R_ROOM_FULL);
+    expect_rejected(choose(e, "s3", "R101", T0), REASON_ROOM_FULL);
     assert_int_equal(free_of(e, "R101"), 0);
     engine_free(e);
 }
@@ -754,10 +754,10 @@ static void test_reason_already_holding(void **state)
 {
     engine *e = mk_rooms(NULL);
     expect_granted(choose(e, "s1", "R101", T0), "R101");
-    expect_rejected(choose(e, "s1", "R102", T0), R_ALREADY_HOLDING);
+    expect_rejected(choose(e, "s1", "R102", T0), REASON_ALREADY_HOLDING);
     const char *prefs[] = { "R102" };
-    expect_rejected(auto_pick(e, "s1", prefs, 1, NULL, 0, 0, T0), R_ALREADY_HOLDING);
-    expect_rejected(switch_to(e, "s1", "R101", T0), R_ALREADY_HOLDING);  /* same room */
+    expect_rejected(auto_pick(e, "s1", prefs, 1, NULL, 0, 0, T0), REASON_ALREADY_HOLDING);
+    expect_rejected(switch_to(e, "s1", "R101", T0), REASON_ALREADY_HOLDING);  /* same room */
     assert_string_equal(room_of(e, "s1"), "R101");
     engine_free(e);
 }
@@ -803,9 +803,9 @@ static void test_auto_filter_fewest_free_ties_by_id(void **state)
     const engine_kv f_two[] = { { "floor", "2" }, { "gender", "\"M\"" } };
     expect_granted(auto_pick(e, "s5", NULL, 0, f_two, 2, 1, T0), "R201");
     const engine_kv f_missing[] = { { "wing", "\"east\"" } };
-    expect_rejected(auto_pick(e, "s6", NULL, 0, f_missing, 1, 1, T0), R_NO_ROOM);
+    expect_rejected(auto_pick(e, "s6", NULL, 0, f_missing, 1, 1, T0), REASON_NO_ROOM);
     const engine_kv f_strtype[] = { { "floor", "\"1\"" } };  /* "1" != 1 */
-    expect_rejected(auto_pick(e, "s6", NULL, 0, f_strtype, 1, 1, T0), R_NO_ROOM);
+    expect_rejected(auto_pick(e, "s6", NULL, 0, f_strtype, 1, 1, T0), REASON_NO_ROOM);
     engine_free(e);
 }
 
@@ -822,13 +822,13 @@ static void test_auto_empty_filter_matches_all(void **state)
 static void test_reason_no_room(void **state)
 {
     engine *e = mk_rooms(NULL);
-    expect_rejected(auto_pick(e, "s1", NULL, 0, NULL, 0, 0, T0), R_NO_ROOM);
+    expect_rejected(auto_pick(e, "s1", NULL, 0, NULL, 0, 0, T0), REASON_NO_ROOM);
     expect_granted(choose(e, "a", "R201", T0), "R201");
     expect_granted(choose(e, "b", "R201", T0), "R201");
     const char *prefs[] = { "R201", "R999" };
-    expect_rejected(auto_pick(e, "s1", prefs, 2, NULL, 0, 0, T0), R_NO_ROOM);
+    expect_rejected(auto_pick(e, "s1", prefs, 2, NULL, 0, 0, T0), REASON_NO_ROOM);
     const engine_kv f[] = { { "gender", "\"M\"" } };   /* only R201, full */
-    expect_rejected(auto_pick(e, "s1", prefs, 2, f, 1, 1, T0), R_NO_ROOM);
+    expect_rejected(auto_pick(e, "s1", prefs, 2, f, 1, 1, T0), REASON_NO_ROOM);
     assert_null(room_of(e, "s1"));
     engine_free(e);
 }
@@ -845,7 +845,7 @@ static void test_group_granted(void **state)
     assert_int_equal(free_of(e, "R102"), 0);
     for (int i = 0; i < 3; i++) {
         assert_string_equal(room_of(e, m[i]), "R102");
-        expect_event(e, (size_t)i, EV_GRANT, m[i], "R102", 1);
+        expect_event(e, (size_t)i, EVENT_GRANT, m[i], "R102", 1);
         assert_string_equal(engine_event_at(e, (size_t)i)->req, "r-group");
     }
     engine_user_view v;
@@ -866,7 +866,7 @@ static void test_group_filter_needs_room_for_all(void **state)
     /* R101 (2) too small; R102 (3) and R202 (4) fit: fewest free is R102. */
     expect_granted(group(e, m, 3, NULL, 0, f, 1, T0), "R102");
     const char *m2[] = { "t1", "t2", "t3", "t4", "t5" };
-    expect_rejected(group(e, m2, 5, NULL, 0, f, 1, T0), R_NO_ROOM);
+    expect_rejected(group(e, m2, 5, NULL, 0, f, 1, T0), REASON_NO_ROOM);
     /* A rejected group seats nobody and adds no participants but the sender. */
     assert_null(room_of(e, "t2"));
     assert_int_equal(engine_get_counters(e)->participants, 4);
@@ -889,7 +889,7 @@ static void test_reason_group_too_large(void **state)
     engine *e = mk_rooms(set_max_group_3);
     const char *m[] = { "s1", "s2", "s3", "s4" };
     const char *prefs[] = { "R202" };
-    expect_rejected(group(e, m, 4, prefs, 1, NULL, 0, T0), R_GROUP_TOO_LARGE);
+    expect_rejected(group(e, m, 4, prefs, 1, NULL, 0, T0), REASON_GROUP_TOO_LARGE);
     assert_int_equal(free_of(e, "R202"), 4);
     engine_free(e);
 }
@@ -900,12 +900,12 @@ static void test_reason_member_busy(void **state)
     expect_granted(choose(e, "s2", "R201", T0), "R201");
     const char *m[] = { "s1", "s2" };
     const char *prefs[] = { "R101" };
-    expect_rejected(group(e, m, 2, prefs, 1, NULL, 0, T0), R_MEMBER_BUSY);
+    expect_rejected(group(e, m, 2, prefs, 1, NULL, 0, T0), REASON_MEMBER_BUSY);
     assert_null(room_of(e, "s1"));
     assert_int_equal(free_of(e, "R101"), 2);
     /* The sender holding a bed is a busy member too. */
     const char *m2[] = { "s2", "s9" };
-    expect_rejected(group(e, m2, 2, prefs, 1, NULL, 0, T0), R_MEMBER_BUSY);
+    expect_rejected(group(e, m2, 2, prefs, 1, NULL, 0, T0), REASON_MEMBER_BUSY);
     engine_free(e);
 }
 
@@ -914,17 +914,17 @@ static void test_group_invalid_members(void **state)
     engine *e = mk_rooms(NULL);
     const char *prefs[] = { "R202" };
     const char *dup[] = { "s1", "s2", "s1" };
-    assert_int_equal(group(e, dup, 3, prefs, 1, NULL, 0, T0).status, ST_INVALID);
+    assert_int_equal(group(e, dup, 3, prefs, 1, NULL, 0, T0).status, STATUS_INVALID);
     const char *m[] = { "s2", "s3" };
     engine_result r = etest_decide(e, (engine_request){ .op = OP_GROUP, .id = "g", .user = "s1",
                                                         .members = m, .n_members = 2,
                                                         .prefs = prefs, .n_prefs = 1 }, T0);
-    assert_int_equal(r.status, ST_INVALID);   /* sender not among members */
+    assert_int_equal(r.status, STATUS_INVALID);   /* sender not among members */
     /* no members at all is a group formed by consent (9.2); with groups
      * listed there is none to place */
     engine_result none = group(e, m, 0, prefs, 1, NULL, 0, T0);
-    assert_int_equal(none.status, ST_REJECTED);
-    assert_int_equal(none.reason, R_NOT_IN_GROUP);
+    assert_int_equal(none.status, STATUS_REJECTED);
+    assert_int_equal(none.reason, REASON_NOT_IN_GROUP);
     assert_int_equal(free_of(e, "R202"), 4);
     assert_int_equal(engine_get_counters(e)->invalid, 2);
     engine_free(e);
@@ -938,8 +938,8 @@ static void test_switch_granted(void **state)
     engine_result r = switch_to(e, "s1", "R202", T0 + 10);
     expect_granted(r, "R202");
     assert_int_equal(r.rank, 2);
-    expect_event(e, 0, EV_RELEASE, "s1", "R101", 1);
-    expect_event(e, 1, EV_GRANT, "s1", "R202", 1);
+    expect_event(e, 0, EVENT_RELEASE, "s1", "R101", 1);
+    expect_event(e, 1, EVENT_GRANT, "s1", "R202", 1);
     assert_string_equal(engine_event_at(e, 0)->req, "r-switch");
     assert_int_equal(free_of(e, "R101"), 2);
     assert_int_equal(free_of(e, "R202"), 3);
@@ -959,7 +959,7 @@ static void test_switch_full_room_keeps_old_bed(void **state)
     expect_granted(choose(e, "b", "R201", T0), "R201");
     expect_granted(choose(e, "s1", "R101", T0), "R101");
     engine_drain_clear(e);
-    expect_rejected(switch_to(e, "s1", "R201", T0 + 1), R_ROOM_FULL);
+    expect_rejected(switch_to(e, "s1", "R201", T0 + 1), REASON_ROOM_FULL);
     assert_string_equal(room_of(e, "s1"), "R101");
     assert_int_equal(free_of(e, "R101"), 1);
     assert_int_equal(engine_event_count(e), 0);
@@ -970,8 +970,8 @@ static void test_switch_full_room_keeps_old_bed(void **state)
 static void test_reason_not_holding(void **state)
 {
     engine *e = mk_rooms(NULL);
-    expect_rejected(switch_to(e, "s1", "R101", T0), R_NOT_HOLDING);
-    expect_rejected(release(e, "s1", T0), R_NOT_HOLDING);
+    expect_rejected(switch_to(e, "s1", "R101", T0), REASON_NOT_HOLDING);
+    expect_rejected(release(e, "s1", T0), REASON_NOT_HOLDING);
     engine_free(e);
 }
 
@@ -985,12 +985,12 @@ static void test_release_done(void **state)
     assert_int_equal(r.rank, 0);
     assert_int_equal(free_of(e, "R101"), 2);
     assert_null(room_of(e, "s1"));
-    expect_event(e, 0, EV_RELEASE, "s1", "R101", 1);
+    expect_event(e, 0, EVENT_RELEASE, "s1", "R101", 1);
     assert_int_equal(engine_event_at(e, 0)->at, T0 + 5);
     engine_user_view v;
     engine_dirty_user_at(e, 0, &v);
     assert_null(v.room);   /* the writer deletes the holders entry */
-    expect_rejected(release(e, "s1", T0 + 6), R_NOT_HOLDING);
+    expect_rejected(release(e, "s1", T0 + 6), REASON_NOT_HOLDING);
     expect_granted(choose(e, "s1", "R201", T0 + 7), "R201");
     engine_free(e);
 }
@@ -1005,7 +1005,7 @@ static void test_reason_not_open(void **state)
     engine *e = mk_stock(opens_later);
     assert_int_equal(engine_phase_at(e, T0 + 99), PHASE_WAITING);
     engine_result r = buy(e, "u1", "sku1", 1, T0 + 99);
-    expect_rejected(r, R_NOT_OPEN);
+    expect_rejected(r, REASON_NOT_OPEN);
     assert_int_equal(r.opens_at, T0 + 100);   /* contract 9.6 */
     assert_int_equal(r.retry_at, 0);
     assert_int_equal(engine_phase_at(e, T0 + 100), PHASE_OPEN);
@@ -1021,13 +1021,13 @@ static void test_reason_closed(void **state)
     engine *e = mk_stock(closes_later);
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 99), "sku1");
     assert_int_equal(engine_phase_at(e, T0 + 100), PHASE_CLOSED);
-    expect_rejected(buy(e, "u2", "sku1", 1, T0 + 100), R_CLOSED);
-    expect_rejected(confirm(e, "u1", 1, T0 + 100), R_CLOSED);
+    expect_rejected(buy(e, "u2", "sku1", 1, T0 + 100), REASON_CLOSED);
+    expect_rejected(confirm(e, "u1", 1, T0 + 100), REASON_CLOSED);
     /* Admin close overrides every other phase. */
     engine_free(e);
     e = mk_stock(opens_later);
     expect_done(admin(e, OP_CLOSE, NULL, 0, T0), NULL);
-    expect_rejected(buy(e, "u1", "sku1", 1, T0), R_CLOSED);   /* not not_open */
+    expect_rejected(buy(e, "u1", "sku1", 1, T0), REASON_CLOSED);   /* not not_open */
     engine_free(e);
 }
 
@@ -1036,7 +1036,7 @@ static void test_reason_paused(void **state)
     engine *e = mk_stock(NULL);
     expect_done(admin(e, OP_PAUSE, NULL, 0, T0), NULL);
     assert_int_equal(engine_phase_at(e, T0), PHASE_PAUSED);
-    expect_rejected(buy(e, "u1", "sku1", 1, T0), R_PAUSED);
+    expect_rejected(buy(e, "u1", "sku1", 1, T0), REASON_PAUSED);
     expect_done(admin(e, OP_RESUME, NULL, 0, T0 + 1), NULL);
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 1), "sku1");
     engine_free(e);
@@ -1049,7 +1049,7 @@ static void test_pause_resume_close(void **state)
     assert_int_equal(engine_event_count(e), 0);
     expect_done(admin(e, OP_PAUSE, NULL, 0, T0), NULL);
     assert_int_equal(engine_get_admin_state(e), ADMIN_PAUSED);
-    expect_event(e, 0, EV_STATE, NULL, NULL, 0);
+    expect_event(e, 0, EVENT_STATE, NULL, NULL, 0);
     assert_string_equal(engine_event_at(e, 0)->state, "paused");
     assert_string_equal(engine_event_at(e, 0)->req, "c-1");
     expect_done(admin(e, OP_PAUSE, NULL, 0, T0 + 1), NULL);   /* again: no event */
@@ -1067,8 +1067,8 @@ static void test_pause_resume_close(void **state)
     size_t n = engine_event_count(e);
     expect_done(admin(e, OP_CLOSE, NULL, 0, T0 + 102), NULL);   /* idempotent */
     assert_int_equal(engine_event_count(e), n);
-    expect_rejected(admin(e, OP_PAUSE, NULL, 0, T0 + 103), R_CLOSED);
-    expect_rejected(admin(e, OP_RESUME, NULL, 0, T0 + 103), R_CLOSED);
+    expect_rejected(admin(e, OP_PAUSE, NULL, 0, T0 + 103), REASON_CLOSED);
+    expect_rejected(admin(e, OP_RESUME, NULL, 0, T0 + 103), REASON_CLOSED);
     assert_int_equal(engine_phase_at(e, T0 + 104), PHASE_CLOSED);
     /* Admin commands count in ctl only. */
     const engine_counters *c = engine_get_counters(e);
@@ -1082,9 +1082,9 @@ static void test_pause_resume_close(void **state)
 static void test_pause_after_closes_at(void **state)
 {
     engine *e = mk_stock(closes_later);
-    expect_rejected(admin(e, OP_PAUSE, NULL, 0, T0 + 100), R_CLOSED);
+    expect_rejected(admin(e, OP_PAUSE, NULL, 0, T0 + 100), REASON_CLOSED);
     expect_done(admin(e, OP_CLOSE, NULL, 0, T0 + 100), NULL);
-    expect_event(e, 0, EV_STATE, NULL, NULL, 0);   /* admin state changed */
+    expect_event(e, 0, EVENT_STATE, NULL, NULL, 0);   /* admin state changed */
     engine_free(e);
 }
 
@@ -1102,21 +1102,21 @@ static void test_reason_throttled(void **state)
     expect_granted(buy(e, "u1", "sku1", 1, T0), "sku1");
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 1), "sku1");
     engine_result r = buy(e, "u1", "sku1", 1, T0 + 2);
-    expect_rejected(r, R_THROTTLED);  /* 3rd in window */
+    expect_rejected(r, REASON_THROTTLED);  /* 3rd in window */
     assert_int_equal(r.retry_at, T0 + 502);   /* contract 9.6: when the penalty ends */
     assert_int_equal(r.opens_at, 0);
     r = buy(e, "u1", "sku1", 1, T0 + 300);    /* still the same penalty */
-    expect_rejected(r, R_THROTTLED);
+    expect_rejected(r, REASON_THROTTLED);
     assert_int_equal(r.retry_at, T0 + 502);
     /* Other users have their own window. */
     expect_granted(buy(e, "u2", "sku1", 1, T0 + 2), "sku1");
     /* Penalty until T0 + 502, whatever the window says. */
-    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 200), R_THROTTLED);
-    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 501), R_THROTTLED);
+    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 200), REASON_THROTTLED);
+    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 501), REASON_THROTTLED);
     /* Penalty over: a new window starts at T0 + 502. */
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 502), "sku1");
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 503), "sku1");
-    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 504), R_THROTTLED);
+    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 504), REASON_THROTTLED);
     engine_free(e);
 }
 
@@ -1129,11 +1129,11 @@ static void test_throttle_window_edges(void **state)
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 100), "sku1");
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 199), "sku1");
     /* T0 + 199 is inside the window started at T0 + 100: third one. */
-    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 199), R_THROTTLED);
+    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 199), REASON_THROTTLED);
     /* Rejections of any kind count in the window too. */
-    expect_rejected(buy(e, "u2", "nope", 1, T0), R_UNKNOWN_ITEM);
-    expect_rejected(buy(e, "u2", "nope", 1, T0), R_UNKNOWN_ITEM);
-    expect_rejected(buy(e, "u2", "sku1", 1, T0), R_THROTTLED);
+    expect_rejected(buy(e, "u2", "nope", 1, T0), REASON_UNKNOWN_ITEM);
+    expect_rejected(buy(e, "u2", "nope", 1, T0), REASON_UNKNOWN_ITEM);
+    expect_rejected(buy(e, "u2", "sku1", 1, T0), REASON_THROTTLED);
     engine_free(e);
 }
 
@@ -1154,8 +1154,8 @@ static void test_throttle_short_penalty(void **state)
     e = engine_new(&m, 3);
     assert_int_equal(engine_load_item(e, "sku1", 100), 0);
     expect_granted(buy(e, "u1", "sku1", 1, T0), "sku1");
-    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 1), R_THROTTLED);   /* until T0+11 */
-    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 11), R_THROTTLED);  /* count 3 */
+    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 1), REASON_THROTTLED);   /* until T0+11 */
+    expect_rejected(buy(e, "u1", "sku1", 1, T0 + 11), REASON_THROTTLED);  /* count 3 */
     expect_granted(buy(e, "u1", "sku1", 1, T0 + 100), "sku1");       /* new window */
     engine_free(e);
 }
@@ -1163,17 +1163,17 @@ static void test_throttle_short_penalty(void **state)
 static void test_reason_wrong_kind(void **state)
 {
     engine *e = mk_rooms(NULL);
-    expect_rejected(buy(e, "s1", "R101", 1, T0), R_WRONG_KIND);
-    expect_rejected(confirm(e, "s1", 1, T0), R_WRONG_KIND);
-    expect_rejected(cancel(e, "s1", 1, T0), R_WRONG_KIND);
+    expect_rejected(buy(e, "s1", "R101", 1, T0), REASON_WRONG_KIND);
+    expect_rejected(confirm(e, "s1", 1, T0), REASON_WRONG_KIND);
+    expect_rejected(cancel(e, "s1", 1, T0), REASON_WRONG_KIND);
     engine_free(e);
     e = mk_stock(NULL);
-    expect_rejected(choose(e, "u1", "sku1", T0), R_WRONG_KIND);
-    expect_rejected(auto_pick(e, "u1", NULL, 0, NULL, 0, 1, T0), R_WRONG_KIND);
-    expect_rejected(switch_to(e, "u1", "sku1", T0), R_WRONG_KIND);
-    expect_rejected(release(e, "u1", T0), R_WRONG_KIND);
+    expect_rejected(choose(e, "u1", "sku1", T0), REASON_WRONG_KIND);
+    expect_rejected(auto_pick(e, "u1", NULL, 0, NULL, 0, 1, T0), REASON_WRONG_KIND);
+    expect_rejected(switch_to(e, "u1", "sku1", T0), REASON_WRONG_KIND);
+    expect_rejected(release(e, "u1", T0), REASON_WRONG_KIND);
     const char *m[] = { "u1" };
-    expect_rejected(group(e, m, 1, NULL, 0, NULL, 0, T0), R_WRONG_KIND);
+    expect_rejected(group(e, m, 1, NULL, 0, NULL, 0, T0), REASON_WRONG_KIND);
     engine_free(e);
 }
 
@@ -1181,13 +1181,13 @@ static void test_check_order(void **state)
 {
     /* closed before throttled before wrong_kind before op rules. */
     engine *e = mk_stock(throttle_2);
-    expect_rejected(choose(e, "u1", "nope", T0), R_WRONG_KIND);
-    expect_rejected(choose(e, "u1", "nope", T0), R_WRONG_KIND);
-    expect_rejected(choose(e, "u1", "nope", T0), R_THROTTLED);
+    expect_rejected(choose(e, "u1", "nope", T0), REASON_WRONG_KIND);
+    expect_rejected(choose(e, "u1", "nope", T0), REASON_WRONG_KIND);
+    expect_rejected(choose(e, "u1", "nope", T0), REASON_THROTTLED);
     expect_done(admin(e, OP_PAUSE, NULL, 0, T0), NULL);
-    expect_rejected(choose(e, "u1", "nope", T0), R_PAUSED);
+    expect_rejected(choose(e, "u1", "nope", T0), REASON_PAUSED);
     expect_done(admin(e, OP_CLOSE, NULL, 0, T0), NULL);
-    expect_rejected(choose(e, "u1", "nope", T0), R_CLOSED);
+    expect_rejected(choose(e, "u1", "nope", T0), REASON_CLOSED);
     engine_free(e);
 }
 
@@ -1198,13 +1198,13 @@ static void test_set_capacity(void **state)
     engine *e = mk_stock(per_user_3);
     expect_granted(buy(e, "u1", "sku1", 3, T0), "sku1");
     engine_drain_clear(e);
-    expect_rejected(admin(e, OP_SET_CAPACITY, "sku1", 2, T0), R_LIMIT);
+    expect_rejected(admin(e, OP_SET_CAPACITY, "sku1", 2, T0), REASON_LIMIT);
     assert_int_equal(engine_event_count(e), 0);
     engine_result r = admin(e, OP_SET_CAPACITY, "sku1", 3, T0);   /* == held */
     expect_done(r, "sku1");
     assert_int_equal(r.qty, 3);
     assert_int_equal(free_of(e, "sku1"), 0);
-    expect_event(e, 0, EV_CAPACITY, NULL, "sku1", 3);
+    expect_event(e, 0, EVENT_CAPACITY, NULL, "sku1", 3);
     assert_string_equal(engine_event_at(e, 0)->req, "c-1");
     engine_item_view v;
     int changed = 0;
@@ -1212,7 +1212,7 @@ static void test_set_capacity(void **state)
     engine_dirty_item_at(e, 0, &v, &changed);
     assert_true(changed);
     assert_int_equal(v.capacity, 3);
-    expect_rejected(buy(e, "u2", "sku1", 1, T0), R_SOLD_OUT);
+    expect_rejected(buy(e, "u2", "sku1", 1, T0), REASON_SOLD_OUT);
     expect_done(admin(e, OP_SET_CAPACITY, "sku1", 20, T0), "sku1");
     assert_int_equal(free_of(e, "sku1"), 17);
     assert_int_equal(engine_get_counters(e)->free_units, 20);
@@ -1222,8 +1222,8 @@ static void test_set_capacity(void **state)
     assert_int_equal(engine_item_count(e), 3);
     expect_granted(buy(e, "u2", "sku9", 1, T0), "sku9");
     /* Negative capacity, missing item: invalid. */
-    assert_int_equal(admin(e, OP_SET_CAPACITY, "sku1", -1, T0).status, ST_INVALID);
-    assert_int_equal(admin(e, OP_SET_CAPACITY, NULL, 1, T0).status, ST_INVALID);
+    assert_int_equal(admin(e, OP_SET_CAPACITY, "sku1", -1, T0).status, STATUS_INVALID);
+    assert_int_equal(admin(e, OP_SET_CAPACITY, NULL, 1, T0).status, STATUS_INVALID);
     assert_int_equal(engine_get_counters(e)->ctl, 6);
     assert_int_equal(engine_get_counters(e)->invalid, 0);
     engine_free(e);
@@ -1233,9 +1233,9 @@ static void test_set_capacity_rooms(void **state)
 {
     engine *e = mk_rooms(NULL);
     expect_granted(choose(e, "s1", "R101", T0), "R101");
-    expect_rejected(admin(e, OP_SET_CAPACITY, "R101", 0, T0), R_LIMIT);
+    expect_rejected(admin(e, OP_SET_CAPACITY, "R101", 0, T0), REASON_LIMIT);
     expect_done(admin(e, OP_SET_CAPACITY, "R101", 1, T0), "R101");
-    expect_rejected(choose(e, "s2", "R101", T0), R_ROOM_FULL);
+    expect_rejected(choose(e, "s2", "R101", T0), REASON_ROOM_FULL);
     expect_done(admin(e, OP_SET_CAPACITY, "R301", 2, T0), "R301");
     const engine_kv f[] = { { "floor", "1" } };
     /* The new room has no attrs: a filter never matches it. */
@@ -1294,9 +1294,9 @@ static void test_load_room_holders(void **state)
     assert_int_equal(v.since, T0 - 50);
     assert_string_equal(v.req, "r-old");
     /* No grant until free is back above 0. */
-    expect_rejected(choose(e, "s4", "R101", T0), R_ROOM_FULL);
+    expect_rejected(choose(e, "s4", "R101", T0), REASON_ROOM_FULL);
     expect_done(release(e, "s1", T0), "R101");
-    expect_rejected(choose(e, "s4", "R101", T0), R_ROOM_FULL);
+    expect_rejected(choose(e, "s4", "R101", T0), REASON_ROOM_FULL);
     expect_done(release(e, "s2", T0), "R101");
     expect_granted(choose(e, "s4", "R101", T0), "R101");
     /* Loaded holders are not new participants; s4 is. */
@@ -1328,14 +1328,14 @@ static void test_load_orders_and_tombstones(void **state)
     assert_int_equal(v.orders[1].expires_at, 0);
     assert_int_equal(engine_next_expiry(e), T0 + 50);
 
-    expect_rejected(confirm(e, "u1", 11, T0), R_EXPIRED);
-    expect_rejected(cancel(e, "u1", 13, T0), R_UNKNOWN_ORDER);
-    expect_rejected(buy(e, "u1", "sku1", 1, T0), R_LIMIT);
+    expect_rejected(confirm(e, "u1", 11, T0), REASON_EXPIRED);
+    expect_rejected(cancel(e, "u1", 13, T0), REASON_UNKNOWN_ORDER);
+    expect_rejected(buy(e, "u1", "sku1", 1, T0), REASON_LIMIT);
     /* Deciding at T0 + 99 first expires u2's order 15 (T0 + 50). */
     expect_done(confirm(e, "u1", 12, T0 + 99), "sku1");
     assert_int_equal(free_of(e, "sku1"), 8);
-    expect_event(e, 0, EV_EXPIRE, "u2", "sku1", 1);
-    expect_event(e, 1, EV_CONFIRM, "u1", "sku1", 2);
+    expect_event(e, 0, EVENT_EXPIRE, "u2", "sku1", 1);
+    expect_event(e, 1, EVENT_CONFIRM, "u1", "sku1", 2);
     assert_int_equal(engine_expire(e, T0 + 100), 0);   /* 12 is confirmed now */
     engine_free(e);
 }
@@ -1357,8 +1357,8 @@ static void test_restart_confirm_expired(void **state)
     assert_int_equal(engine_load_order(e, who, o.id, "sku1", o.qty, o.state,
                                        o.expires_at), 0);
     engine_free(a);
-    expect_rejected(confirm(e, "u1", b.order, T0 + 2000), R_EXPIRED);
-    expect_rejected(confirm(e, "u1", b.order + 1, T0 + 2000), R_UNKNOWN_ORDER);
+    expect_rejected(confirm(e, "u1", b.order, T0 + 2000), REASON_EXPIRED);
+    expect_rejected(confirm(e, "u1", b.order + 1, T0 + 2000), REASON_UNKNOWN_ORDER);
     assert_int_equal(free_of(e, "sku1"), 10);
     assert_int_equal(engine_new_participant_count(e), 0);
     engine_free(e);
@@ -1371,7 +1371,7 @@ static void test_load_held_past_expiry(void **state)
     assert_int_equal(free_of(e, "sku1"), 9);
     assert_int_equal(engine_expire(e, T0), 1);
     assert_int_equal(free_of(e, "sku1"), 10);
-    expect_rejected(confirm(e, "u1", 7, T0), R_EXPIRED);
+    expect_rejected(confirm(e, "u1", 7, T0), REASON_EXPIRED);
     engine_free(e);
 }
 
@@ -1394,7 +1394,7 @@ static void test_load_counters_and_admin(void **state)
     assert_int_equal(g->participants, 2);      /* derived, not loaded */
     assert_int_equal(g->free_units, 13);
     assert_int_equal(engine_get_admin_state(e), ADMIN_PAUSED);
-    expect_rejected(buy(e, "u1", "sku1", 1, T0), R_PAUSED);
+    expect_rejected(buy(e, "u1", "sku1", 1, T0), REASON_PAUSED);
     assert_int_equal(g->processed, 11);
     assert_int_equal(g->rejected, 4);
     assert_int_equal(engine_user_count(e), 2);
@@ -1409,7 +1409,7 @@ static void test_drain_lists(void **state)
     engine_result a = buy(e, "u1", "sku1", 1, T0);
     buy(e, "u1", "sku1", 1, T0);
     buy(e, "u2", "sku2", 1, T0);
-    expect_rejected(buy(e, "u3", "sku2", 9, T0), R_SOLD_OUT);
+    expect_rejected(buy(e, "u3", "sku2", 9, T0), REASON_SOLD_OUT);
     /* Each user and item once, however often it changed. */
     assert_int_equal(engine_dirty_user_count(e), 2);
     assert_int_equal(engine_dirty_item_count(e), 2);

@@ -57,11 +57,11 @@ static void test_grant_confirm_cancel(void **state)
 {
     engine *e = dorm(1000);
     engine_result g = op(e, OP_CHOOSE, "c1", "s1", "R1", 0, T0);
-    assert_int_equal(g.status, ST_GRANTED);
+    assert_int_equal(g.status, STATUS_GRANTED);
     assert_true(g.order != 0);
     assert_int_equal(g.expires_at, T0 + 1000);
     const engine_event *ev = last_event(e);
-    assert_int_equal(ev->type, EV_GRANT);
+    assert_int_equal(ev->type, EVENT_GRANT);
     assert_true(ev->order == g.order);
     assert_int_equal(ev->expires_at, T0 + 1000);
     engine_user_view v;
@@ -69,21 +69,21 @@ static void test_grant_confirm_cancel(void **state)
     assert_true(v.room_order == g.order);
     assert_int_equal(v.room_state, ORDER_HELD);
     /* someone else's order is unknown; the holder's is confirmed, twice is fine */
-    assert_int_equal(op(e, OP_CONFIRM, "x", "s2", NULL, g.order, T0 + 1).reason, R_UNKNOWN_ORDER);
+    assert_int_equal(op(e, OP_CONFIRM, "x", "s2", NULL, g.order, T0 + 1).reason, REASON_UNKNOWN_ORDER);
     engine_result c = op(e, OP_CONFIRM, "k1", "s1", NULL, g.order, T0 + 2);
-    assert_int_equal(c.status, ST_DONE);
+    assert_int_equal(c.status, STATUS_DONE);
     assert_string_equal(c.item, "R1");
-    assert_int_equal(last_event(e)->type, EV_CONFIRM);
-    assert_int_equal(op(e, OP_CONFIRM, "k2", "s1", NULL, g.order, T0 + 3).status, ST_DONE);
+    assert_int_equal(last_event(e)->type, EVENT_CONFIRM);
+    assert_int_equal(op(e, OP_CONFIRM, "k2", "s1", NULL, g.order, T0 + 3).status, STATUS_DONE);
     /* confirmed: no expiry */
     engine_expire(e, T0 + 5000);
     assert_int_equal(free_of(e, "R1"), 0);
     /* cancel gives the bed back, once */
     engine_result k = op(e, OP_CANCEL, "x1", "s1", NULL, g.order, T0 + 6000);
-    assert_int_equal(k.status, ST_DONE);
-    assert_int_equal(last_event(e)->type, EV_CANCEL);
+    assert_int_equal(k.status, STATUS_DONE);
+    assert_int_equal(last_event(e)->type, EVENT_CANCEL);
     assert_int_equal(free_of(e, "R1"), 1);
-    assert_int_equal(op(e, OP_CANCEL, "x2", "s1", NULL, g.order, T0 + 6001).reason, R_UNKNOWN_ORDER);
+    assert_int_equal(op(e, OP_CANCEL, "x2", "s1", NULL, g.order, T0 + 6001).reason, REASON_UNKNOWN_ORDER);
     assert_int_equal(engine_ended_count(e), 1);
     engine_free(e);
 }
@@ -94,22 +94,22 @@ static void test_expiry_frees_and_serves_the_waitlist(void **state)
     engine_result g = op(e, OP_CHOOSE, "c1", "s1", "R1", 0, T0);
     engine_result w = etest_decide(e, (engine_request){ .op = OP_CHOOSE, .id = "w", .user = "s2",
                                                         .seq = 2, .item = "R1", .wait = 1 }, T0 + 1);
-    assert_int_equal(w.status, ST_WAITING);
+    assert_int_equal(w.status, STATUS_WAITING);
     engine_drain_clear(e);
     assert_int_equal(engine_next_expiry(e), T0 + 1000);
     assert_int_equal(engine_expire(e, T0 + 1000), 1);
     const engine_event *ev = engine_event_at(e, 0);
-    assert_int_equal(ev->type, EV_EXPIRE);
+    assert_int_equal(ev->type, EVENT_EXPIRE);
     assert_true(ev->order == g.order);
     /* the waiting student got the bed, held with a new order */
     assert_int_equal(engine_wait_done_count(e), 1);
     engine_result s;
     engine_wait_done_at(e, 0, NULL, &s);
-    assert_int_equal(s.status, ST_GRANTED);
+    assert_int_equal(s.status, STATUS_GRANTED);
     assert_true(s.order != 0 && s.order != g.order);
     assert_int_equal(s.expires_at, T0 + 2000);
     /* a late confirm of the expired order says so */
-    assert_int_equal(op(e, OP_CONFIRM, "k", "s1", NULL, g.order, T0 + 1001).reason, R_EXPIRED);
+    assert_int_equal(op(e, OP_CONFIRM, "k", "s1", NULL, g.order, T0 + 1001).reason, REASON_EXPIRED);
     engine_free(e);
 }
 
@@ -117,7 +117,7 @@ static void test_release_ends_switch_keeps(void **state)
 {
     engine *e = dorm(1000);
     engine_result g = op(e, OP_CHOOSE, "c1", "s1", "R1", 0, T0);
-    assert_int_equal(op(e, OP_SWITCH, "sw", "s1", "R2", 0, T0 + 1).status, ST_GRANTED);
+    assert_int_equal(op(e, OP_SWITCH, "sw", "s1", "R2", 0, T0 + 1).status, STATUS_GRANTED);
     engine_user_view v;
     assert_int_equal(engine_user_view_get(e, "s1", &v), 0);
     assert_string_equal(v.room, "R2");
@@ -127,9 +127,9 @@ static void test_release_ends_switch_keeps(void **state)
     assert_int_equal(free_of(e, "R2"), 2);
     assert_int_equal(free_of(e, "R1"), 1);
     engine_result h = op(e, OP_CHOOSE, "c2", "s2", "R1", 0, T0 + 2000);
-    assert_int_equal(op(e, OP_RELEASE, "r", "s2", NULL, 0, T0 + 2001).status, ST_DONE);
+    assert_int_equal(op(e, OP_RELEASE, "r", "s2", NULL, 0, T0 + 2001).status, STATUS_DONE);
     assert_int_equal(engine_next_expiry(e), INT64_MAX);   /* the hold ended with the bed */
-    assert_int_equal(op(e, OP_CONFIRM, "k", "s2", NULL, h.order, T0 + 2002).reason, R_UNKNOWN_ORDER);
+    assert_int_equal(op(e, OP_CONFIRM, "k", "s2", NULL, h.order, T0 + 2002).reason, REASON_UNKNOWN_ORDER);
     engine_free(e);
 }
 
@@ -140,7 +140,7 @@ static void test_group_members_hold_their_own(void **state)
     engine_result g = etest_decide(e, (engine_request){ .op = OP_GROUP, .id = "g", .user = "b",
                                                         .seq = 1, .members = members, .n_members = 2,
                                                         .prefs = prefs, .n_prefs = 1 }, T0);
-    assert_int_equal(g.status, ST_GRANTED);
+    assert_int_equal(g.status, STATUS_GRANTED);
     engine_user_view va, vb;
     engine_user_view_get(e, "a", &va);
     engine_user_view_get(e, "b", &vb);
@@ -158,7 +158,7 @@ static void test_without_hold_ms_confirm_is_wrong_kind(void **state)
     engine_result g = op(e, OP_CHOOSE, "c1", "s1", "R1", 0, T0);
     assert_int_equal(g.order, 0);
     assert_int_equal(g.expires_at, 0);
-    assert_int_equal(op(e, OP_CONFIRM, "k", "s1", NULL, 5, T0).reason, R_WRONG_KIND);
+    assert_int_equal(op(e, OP_CONFIRM, "k", "s1", NULL, 5, T0).reason, REASON_WRONG_KIND);
     engine_free(e);
 }
 
@@ -173,7 +173,7 @@ static void test_load_holds_and_tombstones(void **state)
     assert_int_equal(engine_load_order(e, "s9", 80, "R2", 1, ORDER_HELD, T0), -ENOENT);  /* no bed */
     assert_null(engine_check_invariants(e));
     assert_int_equal(engine_next_expiry(e), T0 + 1000);
-    assert_int_equal(op(e, OP_CONFIRM, "k", "s3", NULL, 79, T0 + 1).reason, R_EXPIRED);
+    assert_int_equal(op(e, OP_CONFIRM, "k", "s3", NULL, 79, T0 + 1).reason, REASON_EXPIRED);
     assert_int_equal(engine_expire(e, T0 + 1000), 1);       /* s1's, after the restart */
     assert_int_equal(free_of(e, "R1"), 1);
     assert_int_equal(free_of(e, "R2"), 1);                  /* s2's stays: confirmed */
@@ -192,29 +192,29 @@ static void test_hold_end_ends_swap_offers(void **state)
     engine_drain_clear(e);
     engine_result w = etest_decide(e, (engine_request){ .op = OP_SWAP, .id = "w1", .user = "s1",
                                                         .seq = 1, .peer = "s2" }, T0 + 1);
-    assert_int_equal(w.status, ST_WAITING);
+    assert_int_equal(w.status, STATUS_WAITING);
     w = etest_decide(e, (engine_request){ .op = OP_SWAP, .id = "w2", .user = "s3", .seq = 1,
                                           .peer = "s2" }, T0 + 1);
-    assert_int_equal(w.status, ST_WAITING);
+    assert_int_equal(w.status, STATUS_WAITING);
     const engine_counters *c = engine_get_counters(e);
     int64_t processed = c->processed, rejected = c->rejected;
     assert_int_equal(engine_swap_open_count(e), 2);
     /* s2 cancels: the offer to s2 ends */
     engine_drain_clear(e);
-    assert_int_equal(op(e, OP_CANCEL, "k2", "s2", NULL, o2, T0 + 2).status, ST_DONE);
+    assert_int_equal(op(e, OP_CANCEL, "k2", "s2", NULL, o2, T0 + 2).status, STATUS_DONE);
     assert_int_equal(engine_swap_open_count(e), 0);   /* both offers were to s2 */
     assert_int_equal(engine_swap_resolved_count(e), 2);
     engine_swap_resolved r;
     engine_swap_resolved_at(e, 0, &r);
-    assert_int_equal(r.res.status, ST_REJECTED);
-    assert_int_equal(r.res.reason, R_NOT_HOLDING);
+    assert_int_equal(r.res.status, STATUS_REJECTED);
+    assert_int_equal(r.res.reason, REASON_NOT_HOLDING);
     assert_int_equal(c->processed, processed + 1);      /* the cancel; the offers were counted */
     assert_int_equal(c->rejected, rejected + 2);
     /* s1 offers to s3; s1's hold runs out: the offer ends with it */
     engine_drain_clear(e);
     w = etest_decide(e, (engine_request){ .op = OP_SWAP, .id = "w3", .user = "s1", .seq = 1,
                                           .peer = "s3" }, T0 + 3);
-    assert_int_equal(w.status, ST_WAITING);
+    assert_int_equal(w.status, STATUS_WAITING);
     engine_drain_clear(e);
     assert_true(engine_expire(e, T0 + 1000) >= 1);
     assert_null(engine_check_invariants(e));
@@ -222,7 +222,7 @@ static void test_hold_end_ends_swap_offers(void **state)
     assert_int_equal(engine_swap_resolved_count(e), 1);
     engine_swap_resolved_at(e, 0, &r);
     assert_string_equal(r.req, "w3");
-    assert_int_equal(r.res.reason, R_NOT_HOLDING);
+    assert_int_equal(r.res.reason, REASON_NOT_HOLDING);
     (void)o1;
     engine_free(e);
 }

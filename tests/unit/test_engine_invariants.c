@@ -120,10 +120,10 @@ static engine_order *order_in(engine *e, const char *user, size_t i)
 static engine *mk_stock_with_orders(void)
 {
     engine *e = mk_stock();
-    assert_int_equal(buy(e, "u1", "sku1", 2, T0).status, ST_GRANTED);
-    assert_int_equal(buy(e, "u1", "sku2", 1, T0).status, ST_GRANTED);
-    assert_int_equal(order_op(e, OP_CONFIRM, "u1", 2, T0).status, ST_DONE);
-    assert_int_equal(buy(e, "u2", "sku1", 1, T0 + 10).status, ST_GRANTED);
+    assert_int_equal(buy(e, "u1", "sku1", 2, T0).status, STATUS_GRANTED);
+    assert_int_equal(buy(e, "u1", "sku2", 1, T0).status, STATUS_GRANTED);
+    assert_int_equal(order_op(e, OP_CONFIRM, "u1", 2, T0).status, STATUS_DONE);
+    assert_int_equal(buy(e, "u2", "sku1", 1, T0 + 10).status, STATUS_GRANTED);
     assert_sound(e);
     return e;
 }
@@ -134,24 +134,24 @@ static void test_sound_through_a_stock_sale(void **state)
 {
     engine *e = mk_stock();
     assert_sound(e);
-    assert_int_equal(buy(e, "u1", "sku2", 3, T0).status, ST_GRANTED);
-    assert_int_equal(buy(e, "u2", "sku2", 1, T0).reason, R_SOLD_OUT);
-    assert_int_equal(buy(e, "u2", "sku1", 4, T0).status, ST_GRANTED);
-    assert_int_equal(buy(e, "u2", "sku1", 1, T0).reason, R_LIMIT);
+    assert_int_equal(buy(e, "u1", "sku2", 3, T0).status, STATUS_GRANTED);
+    assert_int_equal(buy(e, "u2", "sku2", 1, T0).reason, REASON_SOLD_OUT);
+    assert_int_equal(buy(e, "u2", "sku1", 4, T0).status, STATUS_GRANTED);
+    assert_int_equal(buy(e, "u2", "sku1", 1, T0).reason, REASON_LIMIT);
     assert_sound(e);
-    assert_int_equal(order_op(e, OP_CONFIRM, "u2", 2, T0 + 1).status, ST_DONE);
-    assert_int_equal(order_op(e, OP_CANCEL, "u1", 1, T0 + 2).status, ST_DONE);
-    assert_int_equal(order_op(e, OP_CANCEL, "u1", 1, T0 + 2).reason, R_UNKNOWN_ORDER);
+    assert_int_equal(order_op(e, OP_CONFIRM, "u2", 2, T0 + 1).status, STATUS_DONE);
+    assert_int_equal(order_op(e, OP_CANCEL, "u1", 1, T0 + 2).status, STATUS_DONE);
+    assert_int_equal(order_op(e, OP_CANCEL, "u1", 1, T0 + 2).reason, REASON_UNKNOWN_ORDER);
     assert_sound(e);
-    assert_int_equal(buy(e, "u3", "sku2", 2, T0 + 3).status, ST_GRANTED);
+    assert_int_equal(buy(e, "u3", "sku2", 2, T0 + 3).status, STATUS_GRANTED);
     assert_int_equal(engine_expire(e, T0 + 5000), 1);
     assert_sound(e);
     engine_drain_clear(e);
     assert_sound(e);
     assert_int_equal(decide(e, (engine_request){ .op = OP_SET_CAPACITY, .item = "sku1",
-                                                 .qty = 4 }, T0 + 6000).status, ST_DONE);
+                                                 .qty = 4 }, T0 + 6000).status, STATUS_DONE);
     assert_int_equal(decide(e, (engine_request){ .op = OP_SET_CAPACITY, .item = "sku1",
-                                                 .qty = 3 }, T0 + 6000).reason, R_LIMIT);
+                                                 .qty = 3 }, T0 + 6000).reason, REASON_LIMIT);
     assert_sound(e);
     engine_free(e);
 }
@@ -164,12 +164,12 @@ static void test_sound_through_rooms(void **state)
     assert_int_equal(decide(e, (engine_request){ .op = OP_GROUP, .user = "a",
                                                  .members = members, .n_members = 3,
                                                  .prefs = prefs, .n_prefs = 1 }, T0).status,
-                     ST_GRANTED);
-    assert_int_equal(room_op(e, OP_CHOOSE, "d", "R1", T0).status, ST_GRANTED);
-    assert_int_equal(room_op(e, OP_SWITCH, "a", "R1", T0).status, ST_GRANTED);
-    assert_int_equal(room_op(e, OP_CHOOSE, "e", "R1", T0).reason, R_ROOM_FULL);
+                     STATUS_GRANTED);
+    assert_int_equal(room_op(e, OP_CHOOSE, "d", "R1", T0).status, STATUS_GRANTED);
+    assert_int_equal(room_op(e, OP_SWITCH, "a", "R1", T0).status, STATUS_GRANTED);
+    assert_int_equal(room_op(e, OP_CHOOSE, "e", "R1", T0).reason, REASON_ROOM_FULL);
     assert_sound(e);
-    assert_int_equal(room_op(e, OP_RELEASE, "b", NULL, T0).status, ST_DONE);
+    assert_int_equal(room_op(e, OP_RELEASE, "b", NULL, T0).status, STATUS_DONE);
     assert_sound(e);
     engine_drain_clear(e);
     assert_sound(e);
@@ -187,12 +187,12 @@ static void test_sound_when_loaded_beyond_limits(void **state)
     assert_int_equal(engine_load_room_holder(e, "c", "R1", T0, NULL), 0);
     assert_sound(e);   /* R1: 3 beds held of 2, free -1 */
     assert_int_equal(decide(e, (engine_request){ .op = OP_SET_CAPACITY, .item = "R1",
-                                                 .qty = 2 }, T0).reason, R_LIMIT);
-    assert_int_equal(room_op(e, OP_RELEASE, "a", NULL, T0).status, ST_DONE);
-    assert_int_equal(room_op(e, OP_CHOOSE, "d", "R1", T0).reason, R_ROOM_FULL);
+                                                 .qty = 2 }, T0).reason, REASON_LIMIT);
+    assert_int_equal(room_op(e, OP_RELEASE, "a", NULL, T0).status, STATUS_DONE);
+    assert_int_equal(room_op(e, OP_CHOOSE, "d", "R1", T0).reason, REASON_ROOM_FULL);
     assert_sound(e);
-    assert_int_equal(room_op(e, OP_RELEASE, "b", NULL, T0).status, ST_DONE);
-    assert_int_equal(room_op(e, OP_CHOOSE, "d", "R1", T0).status, ST_GRANTED);
+    assert_int_equal(room_op(e, OP_RELEASE, "b", NULL, T0).status, STATUS_DONE);
+    assert_int_equal(room_op(e, OP_CHOOSE, "d", "R1", T0).status, STATUS_GRANTED);
     assert_sound(e);
     engine_free(e);
 
@@ -200,9 +200,9 @@ static void test_sound_when_loaded_beyond_limits(void **state)
     assert_int_equal(engine_load_item(e, "sku1", 1), 0);
     assert_int_equal(engine_load_order(e, "u1", 7, "sku1", 2, ORDER_CONFIRMED, 0), 0);
     assert_sound(e);   /* 2 units of 1, and past per_user 1 */
-    assert_int_equal(buy(e, "u2", "sku1", 1, T0).reason, R_SOLD_OUT);
-    assert_int_equal(order_op(e, OP_CANCEL, "u1", 7, T0).status, ST_DONE);
-    assert_int_equal(buy(e, "u2", "sku1", 1, T0).status, ST_GRANTED);
+    assert_int_equal(buy(e, "u2", "sku1", 1, T0).reason, REASON_SOLD_OUT);
+    assert_int_equal(order_op(e, OP_CANCEL, "u1", 7, T0).status, STATUS_DONE);
+    assert_int_equal(buy(e, "u2", "sku1", 1, T0).status, STATUS_GRANTED);
     assert_sound(e);
     engine_free(e);
 }
@@ -268,7 +268,7 @@ static void test_breach_reservations(void **state)
 static void test_breach_id_maps(void **state)
 {
     engine *e = mk_rooms();
-    assert_int_equal(room_op(e, OP_CHOOSE, "s1", "R2", T0).status, ST_GRANTED);
+    assert_int_equal(room_op(e, OP_CHOOSE, "s1", "R2", T0).status, STATUS_GRANTED);
     engine_user_view v;
     assert_int_equal(engine_user_view_get(e, "s1", &v), 0);
     char *room = (char *)v.room, *user = (char *)v.id;

@@ -207,7 +207,7 @@ static void m_expire_one(model *m, int i, int64_t now)
     m_order *o = &m->orders[i];
     o->state = ORDER_EXPIRED;
     m->items[o->item].free += o->qty;
-    m_emit(m, (m_event){ EV_EXPIRE, o->user, o->item, o->qty, o->id, NULL, now, 0, NULL });
+    m_emit(m, (m_event){ EVENT_EXPIRE, o->user, o->item, o->qty, o->id, NULL, now, 0, NULL });
     m->ended[m->n_ended++] = i;
 }
 
@@ -232,7 +232,7 @@ static size_t m_expire(model *m, int64_t now)
 static void m_reject(engine_result *out, engine_reason r)
 {
     memset(out, 0, sizeof *out);
-    out->status = ST_REJECTED;
+    out->status = STATUS_REJECTED;
     out->reason = r;
 }
 
@@ -240,7 +240,7 @@ static void m_reject(engine_result *out, engine_reason r)
 
 static void m_grant(model *m, engine_result *out, int item)
 {
-    out->status = ST_GRANTED;
+    out->status = STATUS_GRANTED;
     out->item = m->items[item].id;
     out->rank = m->granted + 1;
 }
@@ -249,16 +249,16 @@ static void m_buy(model *m, int u, const engine_request *r, int64_t now,
                   engine_result *out)
 {
     int it = m_item_find(m, r->item);
-    if (it < 0) REJECT(R_UNKNOWN_ITEM);
-    if (r->qty > m->items[it].free) REJECT(R_SOLD_OUT);
-    if (m_units(m, u) + r->qty > m->meta.per_user) REJECT(R_LIMIT);
+    if (it < 0) REJECT(REASON_UNKNOWN_ITEM);
+    if (r->qty > m->items[it].free) REJECT(REASON_SOLD_OUT);
+    if (m_units(m, u) + r->qty > m->meta.per_user) REJECT(REASON_LIMIT);
     int hold = m->meta.hold_ms > 0;
     m_order o = { order_id(++m->order_calls), u, it, r->qty,
                   hold ? now + m->meta.hold_ms : 0,
                   hold ? ORDER_HELD : ORDER_CONFIRMED };
     m->orders[m->n_orders++] = o;
     m->items[it].free -= r->qty;
-    m_emit(m, (m_event){ EV_GRANT, u, it, o.qty, o.id, r->id, now, o.exp, NULL });
+    m_emit(m, (m_event){ EVENT_GRANT, u, it, o.qty, o.id, r->id, now, o.exp, NULL });
     m_grant(m, out, it);
     out->qty = o.qty;
     out->order = o.id;
@@ -274,7 +274,7 @@ static int m_order_find(const model *m, int u, uint64_t id)
 
 static void m_order_done(const model *m, engine_result *out, const m_order *o)
 {
-    out->status = ST_DONE;
+    out->status = STATUS_DONE;
     out->item = m->items[o->item].id;
     out->qty = o->qty;
     out->order = o->id;
@@ -286,17 +286,17 @@ static int m_order_usable(model *m, int u, const engine_request *r, int64_t now,
 {
     int i = m_order_find(m, u, r->order);
     if (i < 0) {
-        m_reject(out, R_UNKNOWN_ORDER);
+        m_reject(out, REASON_UNKNOWN_ORDER);
         return -1;
     }
     m_order *o = &m->orders[i];
     if (o->state == ORDER_HELD && now >= o->exp) {
         m_expire_one(m, i, now);
-        m_reject(out, R_EXPIRED);
+        m_reject(out, REASON_EXPIRED);
         return -1;
     }
-    if (o->state == ORDER_EXPIRED) m_reject(out, R_EXPIRED);
-    if (o->state == ORDER_CANCELLED) m_reject(out, R_UNKNOWN_ORDER);
+    if (o->state == ORDER_EXPIRED) m_reject(out, REASON_EXPIRED);
+    if (o->state == ORDER_CANCELLED) m_reject(out, REASON_UNKNOWN_ORDER);
     return out->status ? -1 : i;
 }
 
@@ -309,7 +309,7 @@ static void m_confirm(model *m, int u, const engine_request *r, int64_t now,
     if (o->state == ORDER_HELD) {
         o->state = ORDER_CONFIRMED;
         o->exp = 0;
-        m_emit(m, (m_event){ EV_CONFIRM, u, o->item, o->qty, o->id, r->id, now, 0, NULL });
+        m_emit(m, (m_event){ EVENT_CONFIRM, u, o->item, o->qty, o->id, r->id, now, 0, NULL });
     }
     m_order_done(m, out, o);
 }
@@ -322,7 +322,7 @@ static void m_cancel(model *m, int u, const engine_request *r, int64_t now,
     m_order *o = &m->orders[i];
     o->state = ORDER_CANCELLED;
     m->items[o->item].free += o->qty;
-    m_emit(m, (m_event){ EV_CANCEL, u, o->item, o->qty, o->id, r->id, now, 0, NULL });
+    m_emit(m, (m_event){ EVENT_CANCEL, u, o->item, o->qty, o->id, r->id, now, 0, NULL });
     m->ended[m->n_ended++] = i;
     m_order_done(m, out, o);
 }
@@ -333,7 +333,7 @@ static void m_seat(model *m, int u, int it, const engine_request *r, int64_t now
     m->users[u].since = now;
     m->users[u].req = r->id;
     m->items[it].free--;
-    m_emit(m, (m_event){ EV_GRANT, u, it, 1, 0, r->id, now, 0, NULL });
+    m_emit(m, (m_event){ EVENT_GRANT, u, it, 1, 0, r->id, now, 0, NULL });
 }
 
 static int m_unseat(model *m, int u, const engine_request *r, int64_t now)
@@ -342,7 +342,7 @@ static int m_unseat(model *m, int u, const engine_request *r, int64_t now)
     m->users[u].room = -1;
     m->users[u].req = NULL;
     m->items[it].free++;
-    m_emit(m, (m_event){ EV_RELEASE, u, it, 1, 0, r->id, now, 0, NULL });
+    m_emit(m, (m_event){ EVENT_RELEASE, u, it, 1, 0, r->id, now, 0, NULL });
     return it;
 }
 
@@ -385,27 +385,27 @@ static void m_rooms(model *m, int u, const engine_request *r, int64_t now,
     switch (r->op) {
     case OP_CHOOSE:
         it = m_item_find(m, r->item);
-        if (it < 0) REJECT(R_UNKNOWN_ITEM);
-        if (m->users[u].room >= 0) REJECT(R_ALREADY_HOLDING);
-        if (m->items[it].free <= 0) REJECT(R_ROOM_FULL);
+        if (it < 0) REJECT(REASON_UNKNOWN_ITEM);
+        if (m->users[u].room >= 0) REJECT(REASON_ALREADY_HOLDING);
+        if (m->items[it].free <= 0) REJECT(REASON_ROOM_FULL);
         m_seat(m, u, it, r, now);
         m_grant(m, out, it);
         return;
     case OP_AUTO:
-        if (m->users[u].room >= 0) REJECT(R_ALREADY_HOLDING);
+        if (m->users[u].room >= 0) REJECT(REASON_ALREADY_HOLDING);
         it = m_pick(m, r, 1);
-        if (it < 0) REJECT(R_NO_ROOM);
+        if (it < 0) REJECT(REASON_NO_ROOM);
         m_seat(m, u, it, r, now);
         m_grant(m, out, it);
         return;
     case OP_GROUP:
         if ((int64_t)r->n_members > m->meta.max_group)
-            REJECT(R_GROUP_TOO_LARGE);
+            REJECT(REASON_GROUP_TOO_LARGE);
         for (size_t i = 0; i < r->n_members; i++)
             if (m->users[m_user_find(m, r->members[i])].room >= 0)
-                REJECT(R_MEMBER_BUSY);
+                REJECT(REASON_MEMBER_BUSY);
         it = m_pick(m, r, (int64_t)r->n_members);
-        if (it < 0) REJECT(R_NO_ROOM);
+        if (it < 0) REJECT(REASON_NO_ROOM);
         for (size_t i = 0; i < r->n_members; i++) m_see(m, m_user_find(m, r->members[i]));
         for (size_t i = 0; i < r->n_members; i++)
             m_seat(m, m_user_find(m, r->members[i]), it, r, now);
@@ -413,18 +413,18 @@ static void m_rooms(model *m, int u, const engine_request *r, int64_t now,
         return;
     case OP_SWITCH:
         it = m_item_find(m, r->item);
-        if (it < 0) REJECT(R_UNKNOWN_ITEM);
-        if (m->users[u].room < 0) REJECT(R_NOT_HOLDING);
-        if (m->users[u].room == it) REJECT(R_ALREADY_HOLDING);
-        if (m->items[it].free <= 0) REJECT(R_ROOM_FULL);
+        if (it < 0) REJECT(REASON_UNKNOWN_ITEM);
+        if (m->users[u].room < 0) REJECT(REASON_NOT_HOLDING);
+        if (m->users[u].room == it) REJECT(REASON_ALREADY_HOLDING);
+        if (m->items[it].free <= 0) REJECT(REASON_ROOM_FULL);
         m_unseat(m, u, r, now);
         m_seat(m, u, it, r, now);
         m_grant(m, out, it);
         return;
     case OP_RELEASE:
-        if (m->users[u].room < 0) REJECT(R_NOT_HOLDING);
+        if (m->users[u].room < 0) REJECT(REASON_NOT_HOLDING);
         it = m_unseat(m, u, r, now);
-        out->status = ST_DONE;
+        out->status = STATUS_DONE;
         out->item = m->items[it].id;
         return;
     default:
@@ -470,16 +470,16 @@ static void m_user_request(model *m, const engine_request *r, int64_t now,
     int u = m_user_find(m, r->user);
     m_see(m, u);
     if (!m_shape_ok(r)) {
-        out->status = ST_INVALID;
+        out->status = STATUS_INVALID;
         return;
     }
     int phase = m_phase(m, now);
-    if (phase == 3) REJECT(R_CLOSED);
-    if (phase == 0) REJECT(R_NOT_OPEN);
-    if (phase == 2) REJECT(R_PAUSED);
-    if (m_throttled(m, &m->users[u], now)) REJECT(R_THROTTLED);
+    if (phase == 3) REJECT(REASON_CLOSED);
+    if (phase == 0) REJECT(REASON_NOT_OPEN);
+    if (phase == 2) REJECT(REASON_PAUSED);
+    if (m_throttled(m, &m->users[u], now)) REJECT(REASON_THROTTLED);
     if (is_stock_op(r->op) != (m->meta.kind == BATCH_STOCK))
-        REJECT(R_WRONG_KIND);
+        REJECT(REASON_WRONG_KIND);
     if (r->op == OP_BUY) m_buy(m, u, r, now, out);
     else if (r->op == OP_CONFIRM) m_confirm(m, u, r, now, out);
     else if (r->op == OP_CANCEL) m_cancel(m, u, r, now, out);
@@ -490,7 +490,7 @@ static void m_set_state(model *m, engine_admin_state s, const engine_request *r,
                         int64_t now)
 {
     m->admin = s;
-    m_emit(m, (m_event){ EV_STATE, -1, -1, 0, 0, r->id, now, 0,
+    m_emit(m, (m_event){ EVENT_STATE, -1, -1, 0, 0, r->id, now, 0,
                          m_phase_name(m_phase(m, now)) });
 }
 
@@ -500,12 +500,12 @@ static void m_admin(model *m, const engine_request *r, int64_t now,
     m->ctl++;
     if (r->op == OP_SET_CAPACITY) {
         if (!r->item || r->qty < 0) {
-            out->status = ST_INVALID;
+            out->status = STATUS_INVALID;
             return;
         }
         int it = m_item_find(m, r->item);
         if (it >= 0 && r->qty < m->items[it].cap - m->items[it].free)
-            REJECT(R_LIMIT);
+            REJECT(REASON_LIMIT);
         if (it < 0) {
             it = m->n_items++;
             memset(&m->items[it], 0, sizeof m->items[it]);
@@ -515,17 +515,17 @@ static void m_admin(model *m, const engine_request *r, int64_t now,
             m->items[it].free += r->qty - m->items[it].cap;
             m->items[it].cap = r->qty;
         }
-        m_emit(m, (m_event){ EV_CAPACITY, -1, it, r->qty, 0, r->id, now, 0, NULL });
-        out->status = ST_DONE;
+        m_emit(m, (m_event){ EVENT_CAPACITY, -1, it, r->qty, 0, r->id, now, 0, NULL });
+        out->status = STATUS_DONE;
         out->item = m->items[it].id;
         out->qty = r->qty;
         return;
     }
-    if (r->op != OP_CLOSE && m_phase(m, now) == 3) REJECT(R_CLOSED);
+    if (r->op != OP_CLOSE && m_phase(m, now) == 3) REJECT(REASON_CLOSED);
     if (r->op == OP_PAUSE && m->admin != ADMIN_PAUSED) m_set_state(m, ADMIN_PAUSED, r, now);
     if (r->op == OP_RESUME && m->admin == ADMIN_PAUSED) m_set_state(m, ADMIN_NONE, r, now);
     if (r->op == OP_CLOSE && m->admin != ADMIN_CLOSED) m_set_state(m, ADMIN_CLOSED, r, now);
-    out->status = ST_DONE;
+    out->status = STATUS_DONE;
 }
 
 static void m_decide(model *m, const engine_request *r, int64_t now,
@@ -540,9 +540,9 @@ static void m_decide(model *m, const engine_request *r, int64_t now,
     m_user_request(m, r, now, out);
     m->processed++;
     switch (out->status) {
-    case ST_GRANTED: m->granted++; break;
-    case ST_DONE: m->done++; break;
-    case ST_REJECTED: m->rejected++; break;
+    case STATUS_GRANTED: m->granted++; break;
+    case STATUS_DONE: m->done++; break;
+    case STATUS_REJECTED: m->rejected++; break;
     default: m->invalid++; break;
     }
 }
@@ -596,7 +596,7 @@ static void rp_apply(ctx *t, replay *p, const model *m, const engine_event *ev)
     int it = ev->item ? rp_item(p, ev->item) : -1;
     int oi = u >= 0 ? rp_order(p, u, ev->order) : -1;
     switch (ev->type) {
-    case EV_GRANT:
+    case EVENT_GRANT:
         CHECK(t, u >= 0 && it >= 0);
         p->items[it].free -= ev->qty;
         if (m->meta.kind == BATCH_ROOM) {
@@ -611,23 +611,23 @@ static void rp_apply(ctx *t, replay *p, const model *m, const engine_event *ev)
             p->users[u].orders[p->users[u].n++] = o;
         }
         break;
-    case EV_RELEASE:
+    case EVENT_RELEASE:
         CHECK(t, u >= 0 && it >= 0 && strcmp(p->users[u].room, ev->item) == 0);
         p->items[it].free += 1;
         p->users[u].room[0] = '\0';
         p->users[u].req = NULL;
         break;
-    case EV_EXPIRE: case EV_CANCEL:
+    case EVENT_EXPIRE: case EVENT_CANCEL:
         CHECK(t, oi >= 0 && it >= 0);
         p->items[it].free += ev->qty;
         rp_drop(p, u, oi);
         break;
-    case EV_CONFIRM:
+    case EVENT_CONFIRM:
         CHECK(t, oi >= 0);
         p->users[u].orders[oi].state = ORDER_CONFIRMED;
         p->users[u].orders[oi].exp = 0;
         break;
-    case EV_CAPACITY:
+    case EVENT_CAPACITY:
         if (it < 0) {
             it = p->n_items++;
             snprintf(p->items[it].id, 8, "%s", ev->item);
@@ -637,9 +637,9 @@ static void rp_apply(ctx *t, replay *p, const model *m, const engine_event *ev)
             p->items[it].cap = ev->qty;
         }
         break;
-    case EV_STATE:
-    case EV_WAIT:            /* the waitlist: checked by wait_check() */
-    case EV_WAIT_SERVED:
+    case EVENT_STATE:
+    case EVENT_WAIT:            /* the waitlist: checked by wait_check() */
+    case EVENT_WAIT_SERVED:
         break;
     }
 }
@@ -1194,7 +1194,7 @@ static void one_step(run *x, int64_t now)
     engine_decide(x->e, &r, now, &got);
     m_decide(&x->m, &r, now, &want);
     check_result(x, &got, &want);
-    if (got.status == ST_GRANTED && r.op == OP_GROUP)   /* members share a room */
+    if (got.status == STATUS_GRANTED && r.op == OP_GROUP)   /* members share a room */
         for (size_t i = 0; i < r.n_members; i++)
             CHECK(&x->t, str_eq(room_of_view(x->e, r.members[i]), got.item));
 }
@@ -1390,10 +1390,10 @@ static void fg_check(fg_run *x, int step, const engine_request *r, const engine_
     const char *why = engine_check_invariants(e);
     if (why) fg_fail(x, step, why);
     int u = fg_user(r->user);
-    if (res->status == ST_DONE && (r->op == OP_INVITE || r->op == OP_ACCEPT))
+    if (res->status == STATUS_DONE && (r->op == OP_INVITE || r->op == OP_ACCEPT))
         snprintf(x->shadow[u], sizeof x->shadow[u], "%s", res->group);
-    if (res->status == ST_DONE && r->op == OP_LEAVE) x->shadow[u][0] = '\0';
-    if (r->op == OP_GROUP && res->status == ST_GRANTED) {
+    if (res->status == STATUS_DONE && r->op == OP_LEAVE) x->shadow[u][0] = '\0';
+    if (r->op == OP_GROUP && res->status == STATUS_GRANTED) {
         if (!res->members || !res->n_members || (int64_t)res->n_members > x->meta.max_group)
             fg_fail(x, step, "a group grant without its members, or too many");
         for (size_t i = 0; i < res->n_members; i++) {
@@ -1455,18 +1455,18 @@ static void fg_one_run(uint64_t seed, fg_tally *t)
         r.seq = step + 1;
         engine_result res;
         engine_decide(x->e, &r, T0 + step, &res);
-        if (res.status == ST_NONE) fg_fail(x, step, "no result");
+        if (res.status == STATUS_NONE) fg_fail(x, step, "no result");
         fg_check(x, step, &r, &res);
-        t->grants += r.op == OP_GROUP && res.status == ST_GRANTED;
-        t->accepts += r.op == OP_ACCEPT && res.status == ST_DONE;
-        t->conflicts += res.reason == R_CONFLICT;
-        t->leaves += r.op == OP_LEAVE && res.status == ST_DONE;
+        t->grants += r.op == OP_GROUP && res.status == STATUS_GRANTED;
+        t->accepts += r.op == OP_ACCEPT && res.status == STATUS_DONE;
+        t->conflicts += res.reason == REASON_CONFLICT;
+        t->leaves += r.op == OP_LEAVE && res.status == STATUS_DONE;
         if (chance(&x->rng, 30)) {
             fg_drain(x);
             if (chance(&x->rng, 30)) {
                 t->reloads++;
                 fg_reload(x);
-                fg_check(x, step, &r, &(engine_result){ .status = ST_REJECTED });
+                fg_check(x, step, &r, &(engine_result){ .status = STATUS_REJECTED });
             }
         }
     }
@@ -1561,22 +1561,22 @@ static void w_events(wrun *x, size_t from)
         int it = w_item(ev->item), u = w_user(ev->user);
         /* a return (or resume) starts a new serving pass: the order is
          * per pass -- one that did not fit before the return may now */
-        if (ev->type == EV_RELEASE || ev->type == EV_CANCEL || ev->type == EV_EXPIRE ||
-            ev->type == EV_CAPACITY || ev->type == EV_STATE)
+        if (ev->type == EVENT_RELEASE || ev->type == EVENT_CANCEL || ev->type == EVENT_EXPIRE ||
+            ev->type == EVENT_CAPACITY || ev->type == EVENT_STATE)
             x->last_done = 0;
         switch (ev->type) {
-        case EV_GRANT:
+        case EVENT_GRANT:
             x->held[it] += ev->qty;
             CHECK(&x->t, x->held[it] <= x->cap[it]);          /* never a unit twice */
             if (!x->rooms && x->n_orders[u] < 16) x->orders[u][x->n_orders[u]++] = ev->order;
             break;
-        case EV_RELEASE: x->held[it] -= ev->qty; break;
-        case EV_CANCEL: case EV_EXPIRE:
+        case EVENT_RELEASE: x->held[it] -= ev->qty; break;
+        case EVENT_CANCEL: case EVENT_EXPIRE:
             x->held[it] -= ev->qty;
             w_forget_order(x, u, ev->order);
             break;
-        case EV_CAPACITY: x->cap[it] = ev->qty; break;
-        case EV_WAIT_SERVED: {
+        case EVENT_CAPACITY: x->cap[it] = ev->qty; break;
+        case EVENT_WAIT_SERVED: {
             int n = atoi(ev->req + 1);
             CHECK(&x->t, x->waiting[n] && !x->seen_done[n]);   /* exactly once */
             x->seen_done[n] = 1;
@@ -1645,8 +1645,8 @@ static void w_step(wrun *x, int n, int64_t now)
     size_t from = engine_event_count(x->e);
     x->last_done = 0;
     engine_decide(x->e, &r, now, &out);
-    CHECK(&x->t, out.status != ST_NONE);
-    if (out.status == ST_WAITING) x->waiting[n] = 1;
+    CHECK(&x->t, out.status != STATUS_NONE);
+    if (out.status == STATUS_WAITING) x->waiting[n] = 1;
     w_events(x, from);
 }
 

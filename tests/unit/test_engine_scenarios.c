@@ -264,7 +264,7 @@ static void expect_result(scenario *s, const engine_result *res, int from)
         SC_FAIL(s, "expected %s, got %s%s%s", t[from], st ? st : "(none)",
                 res->reason ? " " : "", res->reason ? engine_reason_name(res->reason) : "");
     int i = from + 1;
-    if (res->status == ST_REJECTED) {
+    if (res->status == STATUS_REJECTED) {
         if (i >= s->n_tok || strcmp(engine_reason_name(res->reason), t[i]) != 0)
             SC_FAIL(s, "expected reason %s, got %s", i < s->n_tok ? t[i] : "(none)",
                     engine_reason_name(res->reason));
@@ -352,7 +352,7 @@ static void check_resolved(scenario *s, engine *e)
         if (strcmp(r.req, t[2])) continue;
         const char *st = engine_status_name(r.res.status);
         if (strcmp(st, t[3])) SC_FAIL(s, "resolved %s: expected %s, got %s", t[2], t[3], st);
-        const char *d = r.res.status == ST_REJECTED ? engine_reason_name(r.res.reason) : r.res.item;
+        const char *d = r.res.status == STATUS_REJECTED ? engine_reason_name(r.res.reason) : r.res.item;
         if (s->n_tok > 4 && (!d || strcmp(d, t[4])))
             SC_FAIL(s, "resolved %s: expected %s, got %s", t[2], t[4], d ? d : "-");
         return;

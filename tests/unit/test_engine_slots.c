@@ -57,8 +57,8 @@ static engine_result group(engine *e, const char *leader, int64_t now)
 
 static void expect_not_open(engine_result r, int64_t opens_at)
 {
-    assert_int_equal(r.status, ST_REJECTED);
-    assert_int_equal(r.reason, R_NOT_OPEN);
+    assert_int_equal(r.status, STATUS_REJECTED);
+    assert_int_equal(r.reason, REASON_NOT_OPEN);
     assert_int_equal(r.opens_at, opens_at);
 }
 
@@ -68,8 +68,8 @@ static void test_before_at_after(void **state)
     assert_int_equal(engine_slot_set(e, "s1", T0 + 300), 0);
     assert_int_equal(engine_slot_get(e, "s1"), T0 + 300);
     expect_not_open(choose(e, "s1", T0 + 299), T0 + 300);   /* the batch is open, s1's slot is not */
-    assert_int_equal(choose(e, "s1", T0 + 300).status, ST_GRANTED);
-    assert_int_equal(choose(e, "s2", T0).status, ST_GRANTED);  /* no slot: opens_at */
+    assert_int_equal(choose(e, "s1", T0 + 300).status, STATUS_GRANTED);
+    assert_int_equal(choose(e, "s2", T0).status, STATUS_GRANTED);  /* no slot: opens_at */
     expect_not_open(choose(e, "s3", T0 - 1), T0);
     engine_free(e);
 }
@@ -78,7 +78,7 @@ static void test_slot_before_the_opening(void **state)
 {
     engine *e = dorm(T0 + 1000, GROUP_SLOT_EARLIEST);
     assert_int_equal(engine_slot_set(e, "early", T0), 0);
-    assert_int_equal(choose(e, "early", T0 + 1).status, ST_GRANTED);
+    assert_int_equal(choose(e, "early", T0 + 1).status, STATUS_GRANTED);
     expect_not_open(choose(e, "other", T0 + 1), T0 + 1000);
     engine_free(e);
 }
@@ -92,7 +92,7 @@ static void test_slot_zero_is_a_time(void **state)
     assert_int_equal(engine_slot_set(e, "first", 0), 0);
     assert_int_equal(engine_slot_get(e, "first"), 0);
     assert_int_equal(engine_slot_get(e, "other"), ENGINE_NO_SLOT);
-    assert_int_equal(choose(e, "first", T0).status, ST_GRANTED);
+    assert_int_equal(choose(e, "first", T0).status, STATUS_GRANTED);
     expect_not_open(choose(e, "other", T0), T0 + 1000);
     engine_free(e);
 }
@@ -107,7 +107,7 @@ static void test_group_rules(void **state)
         engine_slot_set(e, "c", T0 + 500);
         /* b has no slot: the batch's opens_at, T0 + 300; b leads */
         expect_not_open(group(e, "b", want[i] - 1), want[i]);
-        assert_int_equal(group(e, "b", want[i]).status, ST_GRANTED);
+        assert_int_equal(group(e, "b", want[i]).status, STATUS_GRANTED);
         engine_free(e);
     }
 }
@@ -133,16 +133,16 @@ static void test_formed_group_rules(void **state)
     for (int i = 0; i < 3; i++) {
         engine *e = dorm_of(T0, rules[i], GROUPS_FORMED);
         assert_int_equal(send(e, (engine_request){ .op = OP_INVITE, .user = "a", .to = to, .n_to = 2 }, T0).status,
-                         ST_DONE);
-        assert_int_equal(send(e, (engine_request){ .op = OP_ACCEPT, .user = "b", .peer = "a" }, T0).status, ST_DONE);
-        assert_int_equal(send(e, (engine_request){ .op = OP_ACCEPT, .user = "c", .peer = "a" }, T0).status, ST_DONE);
+                         STATUS_DONE);
+        assert_int_equal(send(e, (engine_request){ .op = OP_ACCEPT, .user = "b", .peer = "a" }, T0).status, STATUS_DONE);
+        assert_int_equal(send(e, (engine_request){ .op = OP_ACCEPT, .user = "c", .peer = "a" }, T0).status, STATUS_DONE);
         engine_slot_set(e, "a", T0 + 300);
         engine_slot_set(e, "b", T0 + 500);
         engine_slot_set(e, "c", T0 + 100);
         /* b sends it; a leads */
         engine_request g = { .op = OP_GROUP, .user = "b", .prefs = prefs, .n_prefs = 1 };
         expect_not_open(send(e, g, want[i] - 1), want[i]);
-        assert_int_equal(send(e, g, want[i]).status, ST_GRANTED);
+        assert_int_equal(send(e, g, want[i]).status, STATUS_GRANTED);
         engine_free(e);
     }
 }
@@ -155,7 +155,7 @@ static void test_refresh_replaces(void **state)
     expect_not_open(choose(e, "s1", T0 + 100), T0 + 200);
     engine_slots_clear(e);                                  /* the operator deleted it */
     assert_int_equal(engine_slot_get(e, "s1"), ENGINE_NO_SLOT);
-    assert_int_equal(choose(e, "s1", T0 + 100).status, ST_GRANTED);
+    assert_int_equal(choose(e, "s1", T0 + 100).status, STATUS_GRANTED);
     assert_int_equal(engine_slot_set(e, "", T0), -EINVAL);
     assert_int_equal(engine_slot_set(e, "x", -1), -EINVAL);
     engine_free(e);

@@ -64,7 +64,7 @@ static engine_result admin(engine *e, engine_op op, const char *item, int64_t qt
 
 static void expect_waiting(engine_result r, int64_t pos, int64_t no)
 {
-    assert_int_equal(r.status, ST_WAITING);
+    assert_int_equal(r.status, STATUS_WAITING);
     assert_int_equal(r.wait_pos, pos);
     assert_int_equal(r.wait_no, no);
 }
@@ -92,21 +92,21 @@ static void test_stock_cancel_serves_head(void **state)
     engine *e = mk(BATCH_STOCK, 1, 0, 0);
     assert_int_equal(engine_load_item(e, "sku", 1), 0);
     engine_result g = buy(e, "b1", "u1", "sku", 1, 1, T0);
-    assert_int_equal(g.status, ST_GRANTED);
+    assert_int_equal(g.status, STATUS_GRANTED);
     expect_waiting(buy(e, "b2", "u2", "sku", 1, 1, T0 + 1), 1, 1);
     expect_waiting(buy(e, "b3", "u3", "sku", 1, 1, T0 + 2), 2, 2);
     /* without wait: the old answer */
-    assert_int_equal(buy(e, "b4", "u4", "sku", 1, 0, T0 + 3).reason, R_SOLD_OUT);
-    assert_int_equal(count_events(e, EV_WAIT), 2);
+    assert_int_equal(buy(e, "b4", "u4", "sku", 1, 0, T0 + 3).reason, REASON_SOLD_OUT);
+    assert_int_equal(count_events(e, EVENT_WAIT), 2);
     engine_drain_clear(e);
     engine_result c = user_op(e, OP_CANCEL, "x1", "u1", NULL, g.order, 0, T0 + 10);
-    assert_int_equal(c.status, ST_DONE);
+    assert_int_equal(c.status, STATUS_DONE);
     assert_int_equal(engine_wait_done_count(e), 1);
     engine_result s = done_at(e, 0, "b2");
-    assert_int_equal(s.status, ST_GRANTED);
+    assert_int_equal(s.status, STATUS_GRANTED);
     assert_int_equal(s.rank, 2);
-    assert_int_equal(count_events(e, EV_GRANT), 1);
-    assert_int_equal(count_events(e, EV_WAIT_SERVED), 1);
+    assert_int_equal(count_events(e, EVENT_GRANT), 1);
+    assert_int_equal(count_events(e, EVENT_WAIT_SERVED), 1);
     engine_user_view v;
     assert_int_equal(engine_user_view_get(e, "u2", &v), 0);
     assert_int_equal(v.units, 1);
@@ -121,8 +121,8 @@ static void test_stock_expiry_serves_in_order(void **state)
 {
     engine *e = mk(BATCH_STOCK, 1, 1000, 0);
     assert_int_equal(engine_load_item(e, "sku", 2), 0);
-    assert_int_equal(buy(e, "b1", "u1", "sku", 1, 1, T0).status, ST_GRANTED);
-    assert_int_equal(buy(e, "b2", "u2", "sku", 1, 1, T0).status, ST_GRANTED);
+    assert_int_equal(buy(e, "b1", "u1", "sku", 1, 1, T0).status, STATUS_GRANTED);
+    assert_int_equal(buy(e, "b2", "u2", "sku", 1, 1, T0).status, STATUS_GRANTED);
     for (int i = 0; i < 3; i++) {
         char id[16], u[16];
         snprintf(id, sizeof id, "w%d", i);
@@ -135,8 +135,8 @@ static void test_stock_expiry_serves_in_order(void **state)
     assert_int_equal(engine_expire(e, T0 + 1000), 2);
     assert_int_equal(engine_wait_done_count(e), 2);
     engine_result a = done_at(e, 0, "w0"), b = done_at(e, 1, "w1");
-    assert_int_equal(a.status, ST_GRANTED);
-    assert_int_equal(b.status, ST_GRANTED);
+    assert_int_equal(a.status, STATUS_GRANTED);
+    assert_int_equal(b.status, STATUS_GRANTED);
     assert_int_equal(a.expires_at, T0 + 2000);
     assert_int_equal(engine_wait_count(e), 1);
     engine_free(e);
@@ -151,14 +151,14 @@ static void test_per_user_rechecked_at_serve_time(void **state)
     expect_waiting(buy(e, "w1", "u1", "a", 1, 1, T0 + 1), 1, 1);
     expect_waiting(buy(e, "w2", "u2", "a", 1, 1, T0 + 2), 2, 2);
     /* u1 meanwhile bought b: per_user 1 is full */
-    assert_int_equal(buy(e, "x", "u1", "b", 1, 0, T0 + 3).status, ST_GRANTED);
+    assert_int_equal(buy(e, "x", "u1", "b", 1, 0, T0 + 3).status, STATUS_GRANTED);
     /* joining is refused when the limit alone would refuse it */
-    assert_int_equal(buy(e, "w3", "u1", "a", 1, 1, T0 + 4).reason, R_LIMIT);
+    assert_int_equal(buy(e, "w3", "u1", "a", 1, 1, T0 + 4).reason, REASON_LIMIT);
     engine_drain_clear(e);
     user_op(e, OP_CANCEL, "c", "owner", NULL, g.order, 0, T0 + 5);
     assert_int_equal(engine_wait_done_count(e), 2);
-    assert_int_equal(done_at(e, 0, "w1").reason, R_LIMIT);     /* final: limit */
-    assert_int_equal(done_at(e, 1, "w2").status, ST_GRANTED);  /* the next one */
+    assert_int_equal(done_at(e, 0, "w1").reason, REASON_LIMIT);     /* final: limit */
+    assert_int_equal(done_at(e, 1, "w2").status, STATUS_GRANTED);  /* the next one */
     assert_int_equal(engine_get_counters(e)->wait_served, 2);
     engine_free(e);
 }
@@ -172,13 +172,13 @@ static void test_bigger_request_does_not_block(void **state)
     expect_waiting(buy(e, "small", "u2", "sku", 1, 1, T0 + 2), 2, 2);
     engine_drain_clear(e);
     /* one unit back: only the small one fits; the big one keeps its place */
-    assert_int_equal(admin(e, OP_SET_CAPACITY, "sku", 3, T0 + 3).status, ST_DONE);
+    assert_int_equal(admin(e, OP_SET_CAPACITY, "sku", 3, T0 + 3).status, STATUS_DONE);
     assert_int_equal(engine_wait_done_count(e), 1);
-    assert_int_equal(done_at(e, 0, "small").status, ST_GRANTED);
+    assert_int_equal(done_at(e, 0, "small").status, STATUS_GRANTED);
     assert_int_equal(engine_wait_head(e), 1);
     engine_drain_clear(e);
     user_op(e, OP_CANCEL, "c", "o", NULL, g.order, 0, T0 + 4);
-    assert_int_equal(done_at(e, 0, "big").status, ST_GRANTED);
+    assert_int_equal(done_at(e, 0, "big").status, STATUS_GRANTED);
     assert_int_equal(engine_wait_count(e), 0);
     engine_free(e);
 }
@@ -196,12 +196,12 @@ static void test_wait_ms_and_close_end_the_wait(void **state)
     engine_expire(e, T0 + 500);
     assert_int_equal(engine_wait_done_count(e), 1);
     engine_result r = done_at(e, 0, "w1");
-    assert_int_equal(r.status, ST_REJECTED);
-    assert_int_equal(r.reason, R_SOLD_OUT);
+    assert_int_equal(r.status, STATUS_REJECTED);
+    assert_int_equal(r.reason, REASON_SOLD_OUT);
     assert_int_equal(engine_next_expiry(e), T0 + 600);
     engine_drain_clear(e);
     admin(e, OP_CLOSE, NULL, 0, T0 + 550);
-    assert_int_equal(done_at(e, 0, "w2").reason, R_SOLD_OUT);
+    assert_int_equal(done_at(e, 0, "w2").reason, REASON_SOLD_OUT);
     const engine_counters *c = engine_get_counters(e);
     assert_int_equal(c->waiting, 0);
     assert_int_equal(c->wait_ended, 2);
@@ -220,7 +220,7 @@ static void test_paused_keeps_the_wait_resume_serves(void **state)
     assert_int_equal(engine_wait_count(e), 1);       /* not while paused */
     engine_drain_clear(e);
     admin(e, OP_RESUME, NULL, 0, T0 + 3);
-    assert_int_equal(done_at(e, 0, "w1").status, ST_GRANTED);
+    assert_int_equal(done_at(e, 0, "w1").status, STATUS_GRANTED);
     engine_free(e);
 }
 
@@ -235,16 +235,16 @@ static engine *mk_dorm(void)
 static void test_rooms_release_and_switch_serve(void **state)
 {
     engine *e = mk_dorm();
-    assert_int_equal(user_op(e, OP_CHOOSE, "a", "s1", "R1", 0, 0, T0).status, ST_GRANTED);
+    assert_int_equal(user_op(e, OP_CHOOSE, "a", "s1", "R1", 0, 0, T0).status, STATUS_GRANTED);
     expect_waiting(user_op(e, OP_CHOOSE, "w1", "s2", "R1", 0, 1, T0 + 1), 1, 1);
     expect_waiting(user_op(e, OP_CHOOSE, "w2", "s3", "R1", 0, 1, T0 + 2), 2, 2);
     engine_drain_clear(e);
     /* s1 moves to R3: R1's bed goes to s2 in the same call */
-    assert_int_equal(user_op(e, OP_SWITCH, "sw", "s1", "R3", 0, 0, T0 + 3).status, ST_GRANTED);
-    assert_int_equal(done_at(e, 0, "w1").status, ST_GRANTED);
+    assert_int_equal(user_op(e, OP_SWITCH, "sw", "s1", "R3", 0, 0, T0 + 3).status, STATUS_GRANTED);
+    assert_int_equal(done_at(e, 0, "w1").status, STATUS_GRANTED);
     engine_drain_clear(e);
-    assert_int_equal(user_op(e, OP_RELEASE, "rl", "s2", NULL, 0, 0, T0 + 4).status, ST_DONE);
-    assert_int_equal(done_at(e, 0, "w2").status, ST_GRANTED);
+    assert_int_equal(user_op(e, OP_RELEASE, "rl", "s2", NULL, 0, 0, T0 + 4).status, STATUS_DONE);
+    assert_int_equal(done_at(e, 0, "w2").status, STATUS_GRANTED);
     engine_user_view v;
     assert_int_equal(engine_user_view_get(e, "s3", &v), 0);
     assert_string_equal(v.room, "R1");
@@ -259,7 +259,7 @@ static void test_group_waits_without_blocking(void **state)
         char id[16], u[16];
         snprintf(id, sizeof id, "o%d", i);
         snprintf(u, sizeof u, "o%d", i);
-        assert_int_equal(user_op(e, OP_CHOOSE, id, u, "R3", 0, 0, T0).status, ST_GRANTED);
+        assert_int_equal(user_op(e, OP_CHOOSE, id, u, "R3", 0, 0, T0).status, STATUS_GRANTED);
     }
     engine_result g = run(e, (engine_request){ .op = OP_GROUP, .id = "grp", .user = "g1", .seq = 1,
                                                .members = three, .n_members = 3, .prefs = r3,
@@ -272,7 +272,7 @@ static void test_group_waits_without_blocking(void **state)
     /* one bed back: the group needs three, the single behind it is served */
     user_op(e, OP_RELEASE, "r0", "o0", NULL, 0, 0, T0 + 3);
     assert_int_equal(engine_wait_done_count(e), 1);
-    assert_int_equal(done_at(e, 0, "one").status, ST_GRANTED);
+    assert_int_equal(done_at(e, 0, "one").status, STATUS_GRANTED);
     engine_drain_clear(e);
     user_op(e, OP_RELEASE, "r1", "o1", NULL, 0, 0, T0 + 4);
     assert_int_equal(engine_wait_done_count(e), 0);   /* 1 free: still not 3 */
@@ -280,9 +280,9 @@ static void test_group_waits_without_blocking(void **state)
     user_op(e, OP_RELEASE, "r9", "s9", NULL, 0, 0, T0 + 6);
     assert_int_equal(engine_wait_done_count(e), 1);
     engine_result s = done_at(e, 0, "grp");
-    assert_int_equal(s.status, ST_GRANTED);
+    assert_int_equal(s.status, STATUS_GRANTED);
     assert_string_equal(s.item, "R3");
-    assert_int_equal(count_events(e, EV_GRANT), 3);
+    assert_int_equal(count_events(e, EVENT_GRANT), 3);
     engine_free(e);
 }
 
@@ -292,10 +292,10 @@ static void test_load_keeps_ticket_order(void **state)
     assert_int_equal(engine_load_item(e, "sku", 1), 0);
     engine_request r3 = { .op = OP_BUY, .id = "w3", .user = "u3", .seq = 9, .item = "sku", .qty = 1 };
     engine_request r1 = { .op = OP_BUY, .id = "w1", .user = "u1", .seq = 4, .item = "sku", .qty = 1 };
-    assert_int_equal(engine_wait_load(e, &r3, 7, T0, R_SOLD_OUT), 0);
-    assert_int_equal(engine_wait_load(e, &r1, 5, T0, R_SOLD_OUT), 0);
-    assert_int_equal(engine_wait_load(e, &r1, 5, T0, R_SOLD_OUT), -EEXIST);
-    assert_int_equal(engine_wait_load(e, &r1, 6, T0, R_LIMIT), -EINVAL);
+    assert_int_equal(engine_wait_load(e, &r3, 7, T0, REASON_SOLD_OUT), 0);
+    assert_int_equal(engine_wait_load(e, &r1, 5, T0, REASON_SOLD_OUT), 0);
+    assert_int_equal(engine_wait_load(e, &r1, 5, T0, REASON_SOLD_OUT), -EEXIST);
+    assert_int_equal(engine_wait_load(e, &r1, 6, T0, REASON_LIMIT), -EINVAL);
     assert_int_equal(engine_load_participant(e, "u1"), 0);
     assert_int_equal(engine_load_participant(e, "u3"), 0);
     engine_load_counters(e, &(engine_counters){ .processed = 2, .wait_joined = 7 });
@@ -307,7 +307,7 @@ static void test_load_keeps_ticket_order(void **state)
     engine_wait_done_at(e, 0, &q, &res);
     assert_string_equal(q->id, "w1");
     assert_int_equal(q->seq, 4);
-    assert_int_equal(res.status, ST_GRANTED);
+    assert_int_equal(res.status, STATUS_GRANTED);
     assert_int_equal(engine_wait_head(e), 7);
     /* the next ticket continues after the loaded ones */
     expect_waiting(buy(e, "w9", "u9", "sku", 1, 1, T0 + 2), 2, 8);

@@ -191,7 +191,7 @@ static void round_run(uint32_t round, int per_request, long *wins)
         uint32_t i = serve[k];
         engine_request r = { .op = OP_CHOOSE, .id = ids[i], .user = users[i], .seq = i + 1, .item = "R1" };
         engine_decide(e, &r, T0, &res);
-        if (res.status == ST_GRANTED) wins[owner[i]]++;
+        if (res.status == STATUS_GRANTED) wins[owner[i]]++;
     }
     assert_int_equal(engine_get_counters(e)->granted, BEDS);
     lottery_free(&l);
@@ -258,8 +258,8 @@ static void test_engine_keeps_and_throttles_early(void **state)
         snprintf(id, sizeof id, "s%d", i);
         engine_request r = { .op = OP_CHOOSE, .id = id, .user = "spam", .seq = i + 1, .item = "R1" };
         engine_decide(e, &r, T0 - 5000 + i, &res);
-        if (res.kept) { kept++; assert_int_equal(res.status, ST_NONE); }
-        else { throttled++; assert_int_equal(res.status, ST_REJECTED); assert_int_equal(res.reason, R_THROTTLED); }
+        if (res.kept) { kept++; assert_int_equal(res.status, STATUS_NONE); }
+        else { throttled++; assert_int_equal(res.status, STATUS_REJECTED); assert_int_equal(res.reason, REASON_THROTTLED); }
     }
     assert_int_equal(kept, 3);
     assert_int_equal(throttled, 7);
@@ -279,7 +279,7 @@ static void test_engine_keeps_and_throttles_early(void **state)
     engine_request c = { .op = OP_CHOOSE, .id = "c1", .user = "u", .seq = 1, .item = "R1" };
     engine_decide(e2, &c, T0 - 10, &res);
     assert_false(res.kept);
-    assert_int_equal(res.reason, R_NOT_OPEN);
+    assert_int_equal(res.reason, REASON_NOT_OPEN);
     engine_free(e2);
     engine_free(e);
 }
