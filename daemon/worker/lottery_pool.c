@@ -30,6 +30,7 @@ void lottery_pool_free(lottery_pool *p)
     free(p->reqs);
     free(p->serve);
     free(p->draw_pos);
+    free(p->points);
     pending_free(p);
     free(p->pending);
     lottery_free(&p->lot);
@@ -60,10 +61,52 @@ static int add_request(lottery_pool *p, const char *raw, size_t len, int64_t seq
     return 0;
 }
 
+/* Records the points of user's ticket; the user must hold one. */
+static int set_points(lottery_pool *p, const char *user, int64_t points)
+{
+    uint32_t u = strmap_find(&p->lot.map, user);
+    if (u == STRMAP_NONE || p->lot.users[u].ticket == STRMAP_NONE) return -EPROTO;
+    if (p->cap_points < p->lot.n_users) {
+        size_t old = p->cap_points;
+        if (vec_reserve((void **)&p->points, &p->cap_points, p->lot.n_users, sizeof *p->points) < 0)
+            return -ENOMEM;
+        memset(p->points + old, 0, (p->cap_points - old) * sizeof *p->points);
+    }
+    p->points[u] = points;
+    p->points_recorded = 1;
+    return 0;
+}
+
+int lottery_pool_points_of(const lottery_pool *p, const char *user, int64_t *points)
+{
+    uint32_t u = p->points_recorded ? strmap_find(&p->lot.map, user) : STRMAP_NONE;
+    if (u == STRMAP_NONE || u >= p->cap_points) return 0;
+    *points = p->points[u];
+    return 1;
+}
+
+/* "= <points> <user>" (lottery_pool.h). */
+static int load_points(lottery_pool *p, const char *s, size_t len)
+{
+    const char *sp = memchr(s + 2, ' ', len - 2);
+    char digits[24], user[ENGINE_ID_MAX * 4 + 1];
+    int64_t points;
+    if (!sp || sp == s + 2 || (size_t)(sp - s - 2) >= sizeof digits) return -EPROTO;
+    size_t ulen = len - (size_t)(sp + 1 - s);
+    if (ulen < 1 || ulen >= sizeof user) return -EPROTO;
+    memcpy(digits, s + 2, (size_t)(sp - s - 2));
+    digits[sp - s - 2] = '\0';
+    memcpy(user, sp + 1, ulen);
+    user[ulen] = '\0';
+    if (numtext_parse_i64(digits, &points) < 0) return -EPROTO;
+    return set_points(p, user, points);
+}
+
 /* One list entry (lottery_pool.h). The user of a kept request is read
  * back with the request parser, as the chunk read it. */
 int lottery_pool_load_entry(lottery_pool *p, const char *s, size_t len)
 {
+    if (len > 2 && s[0] == '=' && s[1] == ' ') return load_points(p, s, len);
     if (len > 2 && s[0] == '!' && s[1] == ' ') {
         char user[ENGINE_ID_MAX + 1];
         if (len - 2 > ENGINE_ID_MAX) return -EPROTO;

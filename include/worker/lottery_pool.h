@@ -10,6 +10,9 @@
  *
  *   "<seq> <request bytes>"     a kept request (seq: its dequeue ordinal)
  *   "! <user>"                  the user was throttled before the opening
+ *   "= <points> <user>"         draw_by=points (contract 11.3): the points
+ *                               the user's ticket was drawn with, one per
+ *                               ticket, appended when the draw is made
  *
  * The seed (64 hex digits) is drawn when the first request is kept and
  * written to internal.lottery_seed with stats.lottery_commit in that same
@@ -46,6 +49,9 @@ typedef struct lottery_pool {
     uint32_t *serve, *draw_pos; /* after the draw: serving order, ticket positions */
     char seed[LOTTERY_SEED_HEX + 1]; /* "" until the first request is kept */
     int seed_unsaved;         /* drawn, not yet in an encoded transaction */
+    int64_t *points;          /* lottery user index -> the points it was drawn with */
+    size_t cap_points;
+    int points_recorded;      /* the "= " entries exist (read back, or pending) */
     char **pending;           /* list entries not yet in an encoded transaction */
     size_t n_pending, cap_pending;
 } lottery_pool;
@@ -73,6 +79,9 @@ void lottery_pool_at(const lottery_pool *p, size_t j, const char **raw, size_t *
                      int64_t *draw);
 /* k more requests were applied. 1 when that was the last of the pool. */
 int lottery_pool_served(lottery_pool *p, size_t k);
+/* The points user's ticket was drawn with (contract 11.3): 1 and *points
+ * once they are recorded, else 0. */
+int lottery_pool_points_of(const lottery_pool *p, const char *user, int64_t *points);
 /* The encoded transaction holds the pending entries and the seed. */
 void lottery_pool_pending_clear(lottery_pool *p);
 
