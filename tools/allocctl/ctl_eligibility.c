@@ -89,8 +89,9 @@ int ctl_elig_why(const void *attrs, const void *prof, const char *user,
 typedef struct holder {
     const char *user;
     const char *item;
+    const char *req;       /* the request or command that placed them */
     long long since;
-    int staff_unchecked;   /* placed by staff without check (11.5) */
+    int staff;             /* 1: by staff without check (11.5), 0: not, -1: ask the result */
 } holder;
 
 typedef struct elig_state {
@@ -141,10 +142,11 @@ static void add_holder(elig_state *s, const char *user, const char *item, const 
         s->h = h;
         s->cap = cap;
     }
-    const json_t *src = order && json_object_get(order, "by") ? order : entry;
+    const json_t *src = order ? order : entry;
     const char *by = json_string_value(json_object_get(src, "by"));
-    s->h[s->n++] = (holder){ user, item, json_integer_value(json_object_get(entry, "since")),
-                             by && !strcmp(by, "staff") && !json_is_true(json_object_get(src, "check")) };
+    int staff = by ? !strcmp(by, "staff") && !json_is_true(json_object_get(src, "check")) : -1;
+    s->h[s->n++] = (holder){ user, item, json_string_value(json_object_get(src, "req")),
+                             json_integer_value(json_object_get(entry, "since")), staff };
 }
 
 /* Rooms: the entry's item; stock: each order's item. */
@@ -207,6 +209,24 @@ static int elig_read(ctx *x, elig_state *s)
 
 /* ---- verify ------------------------------------------------------------ */
 
+/* Whether a holder who breaks a rule was placed by staff without check:
+ * their holders entry says so, or else the result of the command that
+ * placed them (`req`) is an assign's, `by` staff, without `check`. A
+ * holder who moved since (switch, swap) holds by that request instead,
+ * and is treated like any holder (11.5). */
+static int staff_unchecked(ctx *x, holder *h)
+{
+    if (h->staff >= 0 || !h->req) return h->staff > 0;
+    redisReply *r = rcmd(x, "HGET %s %s", x->k.results, h->req);
+    json_error_t je;
+    json_t *res = r && r->type == REDIS_REPLY_STRING ? json_loadb(r->str, r->len, 0, &je) : NULL;
+    const char *by = json_string_value(json_object_get(res, "by"));
+    h->staff = by && !strcmp(by, "staff") && !json_is_true(json_object_get(res, "check"));
+    json_decref(res);
+    if (r) freeReplyObject(r);
+    return h->staff;
+}
+
 #define AUDIT_SHOWN 200
 
 typedef struct audit_counts { size_t checked, items, breaks, staff, shown; } audit_counts;
@@ -214,7 +234,7 @@ typedef struct audit_counts { size_t checked, items, breaks, staff, shown; } aud
 /* One item's holders h[0..n), by since: each against its rules and, for
  * same_X, against the first holder who keeps every rule (all who keep
  * them share its values, so one comparison is enough). */
-static void audit_item(const elig_state *s, const holder *h, size_t n, audit_counts *c)
+static void audit_item(ctx *x, const elig_state *s, holder *h, size_t n, audit_counts *c)
 {
     const json_t *attrs = json_object_get(s->attrs, h[0].item);
     const void *ref = NULL;
@@ -227,11 +247,12 @@ static void audit_item(const elig_state *s, const holder *h, size_t n, audit_cou
             if (!ref) { ref = p; ref_user = h[i].user; }
             continue;
         }
-        if (h[i].staff_unchecked) c->staff++;
+        int staff = staff_unchecked(x, &h[i]);
+        if (staff) c->staff++;
         else c->breaks++;
         if (c->shown++ < AUDIT_SHOWN)
-            printf("%s %s %s: %s%s\n", h[i].staff_unchecked ? "STAFF" : "BREAK", h[i].item, h[i].user,
-                   why, h[i].staff_unchecked ? " (placed by staff without check)" : "");
+            printf("%s %s %s: %s%s\n", staff ? "STAFF" : "BREAK", h[i].item, h[i].user, why,
+                   staff ? " (placed by staff without check)" : "");
     }
 }
 
@@ -243,7 +264,7 @@ int ctl_eligibility_audit(ctx *x)
     audit_counts c = { 0 };
     for (size_t i = 0, j; i < s.n; i = j) {
         for (j = i + 1; j < s.n && !strcmp(s.h[j].item, s.h[i].item); j++) {}
-        audit_item(&s, s.h + i, j - i, &c);
+        audit_item(x, &s, s.h + i, j - i, &c);
         c.items++;
     }
     size_t rules = json_object_size(s.attrs);
