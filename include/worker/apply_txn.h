@@ -62,6 +62,8 @@ typedef struct apply_txn_ctx {
     const char *instance;         /* stats.owner */
     int64_t decision_p50_us, decision_p99_us; /* recent latency, for stats */
     const char *fault_apply_id;   /* tests: FENCE refuses a chunk with this id; NULL */
+    const int64_t *bad_profiles;  /* stats.bad_profiles (contract 11.2: users whose
+                                     profile cannot be read); NULL = not written */
 } apply_txn_ctx;
 
 /* Writes the chunk's whole transaction into out (reset first), as one
