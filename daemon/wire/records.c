@@ -67,10 +67,11 @@ void records_result(jsonw *w, const request *q, const engine_result *res,
 }
 
 void records_result_drawn(jsonw *w, const request *q, const engine_result *res,
-                          int64_t seq, int64_t at, int64_t draw)
+                          int64_t seq, int64_t at, int64_t draw, const int64_t *points)
 {
     result_fields(w, q, res);
     jsonw_kint(w, "draw", draw);
+    if (points) jsonw_kint(w, "points", *points);
     common_tail(w, seq, at);
 }
 

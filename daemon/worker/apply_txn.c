@@ -149,6 +149,15 @@ static void fence_mark(argbuf *a, const char *const keys[FENCE_NKEYS], size_t fi
 /* One HSET of every result: the engine's, or the parser's `invalid`. The
  * JSON is written straight into the transaction (through argbuf's scratch
  * buffer), once per result. */
+/* A pool request's result: its place in the draw and, with draw_by=points,
+ * the points recorded for its ticket (contract 11.3). */
+static void drawn_result(argbuf *a, const apply_txn_ctx *c, const chunk_item *it)
+{
+    int64_t points;
+    int has = c->pool && it->q.r.user && lottery_pool_points_of(c->pool, it->q.r.user, &points);
+    records_result_drawn(&a->data, &it->q, &it->res, it->seq, c->now, it->draw, has ? &points : NULL);
+}
+
 static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
 {
     cmd_open(a, "HSET", c->keys->results);
@@ -158,7 +167,7 @@ static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
         argbuf_str(a, it->q.r.id);
         size_t start = argbuf_begin(a);
         if (it->q.outcome == REQUEST_INVALID) records_invalid(&a->data, &it->q, it->seq, c->now);
-        else if (it->draw) records_result_drawn(&a->data, &it->q, &it->res, it->seq, c->now, it->draw);
+        else if (it->draw) drawn_result(a, c, it);
         else records_result(&a->data, &it->q, &it->res, it->seq, c->now);
         argbuf_end(a, start);
     }
