@@ -2,7 +2,7 @@
 # The layers of daemon/ and what each may include (docs/DESIGN.md, "Map").
 # A layer's files may include the headers of the layers named for it (as
 # "layer/name.h"), a private header beside them in daemon/<layer>/ (as
-# "name.h", like core/engine_int.h) and, in angle brackets, the C library plus the outside
+# "name.h", like core/engine_state.h) and, in angle brackets, the C library plus the outside
 # libraries named for it. The core may include only the core and a short
 # list of C library headers: no I/O, no clock, no Redis, no JSON library.
 #

@@ -1,7 +1,7 @@
 /* engine_check.c -- engine_check_invariants(): a sweep of the whole state
  * for every invariant whose breach would mean corruption (held + free ==
  * capacity per item, per_user, the reservation heap, the maps, the drain
- * lists). engine.c asserts in O(1) what each change must keep true; this
+ * lists). engine_state.c asserts in O(1) what each change must keep true; this
  * file checks everything at once, after decisions in ALLOCD_DEBUG builds
  * and whenever a test asks. */
 #include "core/engine.h"
@@ -11,7 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_int.h"
+#include "engine_check_int.h"
+#include "engine_groups_int.h"
+#include "engine_hold_int.h"
+#include "engine_state.h"
+#include "engine_swap_int.h"
+#include "engine_wait_int.h"
 
 /* What the pass over the users found, for the checks that follow it. */
 typedef struct sweep {
@@ -113,7 +118,7 @@ static const char *check_items(const engine *e, sweep *w)
 static const char *check_heap(const engine *e, const sweep *w)
 {
     size_t live = 0;
-    if (is_rooms(e)) return engine_hold_check(e);
+    if (is_rooms(e)) return engine__hold_check(e);
     for (size_t i = 0; i < e->n_heap; i++) {
         const expiry *x = &e->heap[i];
         if (x->user >= e->n_users) return "heap: entry of an unknown user";
@@ -182,9 +187,9 @@ const char *engine_check_invariants(const engine *e)
     /* Without memory for the scratch arrays there is nothing to check
      * with: that is not a breach. */
     if (w.held && w.seen && !(why = check_users(e, &w)) && !(why = check_items(e, &w)) &&
-        !(why = check_heap(e, &w)) && !(why = check_outputs(e, &w)) && !(why = engine_groups_check(e)))
-        why = engine_swaps_check(e);
-    if (!why) why = engine_wait_check(e);
+        !(why = check_heap(e, &w)) && !(why = check_outputs(e, &w)) && !(why = engine__groups_check(e)))
+        why = engine__swaps_check(e);
+    if (!why) why = engine__wait_check(e);
     free(w.held);
     free(w.seen);
     return why;
@@ -202,7 +207,7 @@ const char *engine_check_invariants(const engine *e)
  * every decision. */
 #define SWEEP_BUDGET 64
 
-void engine_debug_sweep(engine *e)
+void engine__debug_sweep(engine *e)
 {
     if (!ALLOC_DEBUG) return;
     size_t size = e->n_users + e->n_items + e->n_heap;

@@ -15,7 +15,7 @@
  * engine's interned strings, which never move), in joining / inviting
  * order. Per user, the group it is in and the groups that invited it, so
  * accept and leave never scan all groups. Everything a decision allocates
- * is allocated before it changes anything (engine.c's rule): out of
+ * is allocated before it changes anything (the engine's rule): out of
  * memory leaves no half-made group behind.
  */
 #include "core/engine_groups.h"
@@ -28,7 +28,9 @@
 
 #include "core/assert.h"
 #include "core/vec.h"
-#include "engine_int.h"
+#include "engine_groups_int.h"
+#include "engine_rooms_int.h"
+#include "engine_state.h"
 
 #define GROUP_NONE UINT32_MAX
 #define INVITED_MAX 256          /* pending invitations of one group */
@@ -107,13 +109,13 @@ static uint32_t group_of_user(const engine *e, uint32_t ui)
     return gs && ui < gs->n_u ? gs->u[ui].group : GROUP_NONE;
 }
 
-const char *engine_groups_user_group(const engine *e, uint32_t ui)
+const char *engine__groups_user_group(const engine *e, uint32_t ui)
 {
     uint32_t g = group_of_user(e, ui);
     return g == GROUP_NONE ? NULL : e->groups->g[g].id;
 }
 
-size_t engine_groups_members(const engine *e, uint32_t ui, const char *const **members)
+size_t engine__groups_members(const engine *e, uint32_t ui, const char *const **members)
 {
     uint32_t g = group_of_user(e, ui);
     if (g == GROUP_NONE) return 0;
@@ -186,14 +188,14 @@ static void done_group(engine_result *out, const grp *g)
 static int reserve(engine *e, engine_groups *gs, size_t n)
 {
     if (vec_reserve((void **)&gs->dirty, &gs->cap_dirty, gs->n_dirty + n, sizeof *gs->dirty) < 0 ||
-        engine_reserve_users(e, n) < 0)
+        engine__reserve_users(e, n) < 0)
         return -ENOMEM;
     return 0;
 }
 
 static engine_reason oom(engine *e)
 {
-    engine_out_of_memory(e);
+    engine__out_of_memory(e);
     return REASON_NONE;
 }
 
@@ -204,7 +206,7 @@ static engine_reason decide_invite(engine *e, engine_groups *gs, uint32_t ui, co
     uint32_t *to = calloc(r->n_to ? r->n_to : 1, sizeof *to);
     if (!to) return oom(e);
     for (size_t i = 0; i < r->n_to; i++) {
-        to[i] = engine_touch_user(e, r->to[i]);
+        to[i] = engine__user_touch(e, r->to[i]);
         if (to[i] == STRMAP_NONE || !guser_of(e, gs, to[i])) { free(to); return oom(e); }
     }
     uint32_t gi = gs->u[ui].group;
@@ -219,7 +221,7 @@ static engine_reason decide_invite(engine *e, engine_groups *gs, uint32_t ui, co
         for (int k = 2; strmap_find(&gs->map, id) != STRMAP_NONE; k++)
             snprintf(id, sizeof id, "g%" PRId64 "-%d", r->seq, k);
         if ((gi = group_new(e, gs, ui, id)) == GROUP_NONE) { free(to); return oom(e); }
-        engine_dirty_user(e, ui);     /* a bed held now shows the group (reserved above) */
+        engine__dirty_user(e, ui);     /* a bed held now shows the group (reserved above) */
     }
     grp *g = &gs->g[gi];
     if (grow32((void **)&g->invited, &g->cap_invited, g->n_invited + r->n_to, sizeof *g->invited) < 0) {
@@ -276,7 +278,7 @@ static engine_reason decide_accept(engine *e, engine_groups *gs, uint32_t ui, co
     g->members[g->n_members++] = uid;
     u->group = gi;
     ALLOC_ASSERT((int64_t)g->n_members <= e->meta.max_group);
-    engine_dirty_user(e, ui);
+    engine__dirty_user(e, ui);
     done_group(out, g);
     return REASON_NONE;
 }
@@ -319,7 +321,7 @@ static engine_reason decide_leave(engine *e, engine_groups *gs, uint32_t ui, eng
     remove_at(g->members, &g->n_members, (uint32_t)at);  /* members[0] leads next */
     gs->u[ui].group = GROUP_NONE;
     if (g->n_members == 0) dissolve(e, gs, gi);
-    engine_dirty_user(e, ui);
+    engine__dirty_user(e, ui);
     mark(gs, gi);
     done_group(out, g);
     return REASON_NONE;
@@ -405,7 +407,7 @@ static engine_reason decide_formed_group(engine *e, engine_groups *gs, uint32_t 
         q.n_filter = g->n_filter;
         q.has_filter = g->has_filter;
     }
-    engine_reason why = engine_seat_members(e, &q, now, out);
+    engine_reason why = engine__rooms_group(e, &q, now, out);
     if (out->status == STATUS_GRANTED) {
         out->members = g->members;
         out->n_members = g->n_members;
@@ -414,13 +416,13 @@ static engine_reason decide_formed_group(engine *e, engine_groups *gs, uint32_t 
     return why;
 }
 
-engine_reason engine_groups_decide(engine *e, uint32_t ui, const engine_request *r,
+engine_reason engine__groups_decide(engine *e, uint32_t ui, const engine_request *r,
                                    int64_t now, engine_result *out)
 {
     if (e->meta.groups == GROUPS_LISTED) {
         /* version 1: the back end collected consent; no formed groups */
         if (r->op != OP_GROUP) return REASON_WRONG_KIND;
-        return r->n_members ? engine_seat_members(e, r, now, out) : REASON_NOT_IN_GROUP;
+        return r->n_members ? engine__rooms_group(e, r, now, out) : REASON_NOT_IN_GROUP;
     }
     engine_groups *gs = groups_of(e);
     if (!gs || !guser_of(e, gs, ui)) return oom(e);
@@ -466,7 +468,7 @@ void engine_group_view_at(const engine *e, size_t i, engine_group_view *v)
     view(e->groups, (uint32_t)i, v);
 }
 
-void engine_groups_drain_clear(engine *e)
+void engine__groups_drain_clear(engine *e)
 {
     engine_groups *gs = e->groups;
     if (!gs) return;
@@ -474,7 +476,7 @@ void engine_groups_drain_clear(engine *e)
     gs->n_dirty = 0;
 }
 
-void engine_groups_free(engine *e)
+void engine__groups_free(engine *e)
 {
     engine_groups *gs = e->groups;
     if (!gs) return;
@@ -505,11 +507,11 @@ int engine_load_group(engine *e, const engine_group_view *v)
     if (!gs) return -ENOMEM;
     if (strmap_find(&gs->map, v->id) != STRMAP_NONE) return -EEXIST;
     for (size_t i = 0; i < v->n_members; i++) {
-        uint32_t ui = engine_load_user(e, v->members[i]);
+        uint32_t ui = engine__user_load(e, v->members[i]);
         if (ui == STRMAP_NONE || !guser_of(e, gs, ui)) return ui == STRMAP_NONE && v->members[i] ? -EINVAL : -ENOMEM;
         if (gs->u[ui].group != GROUP_NONE) return -EINVAL;      /* in two groups, or twice */
     }
-    uint32_t lead = engine_load_user(e, v->members[0]);
+    uint32_t lead = engine__user_load(e, v->members[0]);
     uint32_t gi = group_new(e, gs, lead, v->id);
     if (gi == GROUP_NONE) return -ENOMEM;
     grp *g = &gs->g[gi];
@@ -518,12 +520,12 @@ int engine_load_group(engine *e, const engine_group_view *v)
         set_prefs(g, v->prefs, v->n_prefs, v->filter, v->n_filter, v->has_filter) < 0)
         return -ENOMEM;
     for (size_t i = 1; i < v->n_members; i++) {
-        uint32_t ui = engine_load_user(e, v->members[i]);
+        uint32_t ui = engine__user_load(e, v->members[i]);
         g->members[g->n_members++] = e->users[ui].id;
         gs->u[ui].group = gi;
     }
     for (size_t i = 0; i < v->n_invited; i++) {
-        uint32_t ti = engine_load_user(e, v->invited[i]);
+        uint32_t ti = engine__user_load(e, v->invited[i]);
         if (ti == STRMAP_NONE || !guser_of(e, gs, ti)) return -ENOMEM;
         guser *t = &gs->u[ti];
         if (t->group == gi || find_name(g->invited, g->n_invited, e->users[ti].id) >= 0) continue;
@@ -540,7 +542,7 @@ int engine_load_group(engine *e, const engine_group_view *v)
 /* Every live group has members; each member's record points at the group
  * and each invited user's record lists it; a user's group lists the user;
  * nobody is both a member and invited. O(groups x members + users). */
-const char *engine_groups_check(const engine *e)
+const char *engine__groups_check(const engine *e)
 {
     const engine_groups *gs = e->groups;
     if (!gs) return NULL;

@@ -13,6 +13,7 @@ static const char *const op_names[] = {
     [OP_RESUME] = "resume", [OP_CLOSE] = "close",
     [OP_SET_CAPACITY] = "set_capacity", [OP_INVITE] = "invite", [OP_ACCEPT] = "accept",
     [OP_DECLINE] = "decline", [OP_LEAVE] = "leave", [OP_PREFS] = "prefs", [OP_SWAP] = "swap",
+    [OP_ASSIGN] = "assign", [OP_UNASSIGN] = "unassign",
 };
 
 static const char *const reason_names[] = {
@@ -25,6 +26,7 @@ static const char *const reason_names[] = {
     [REASON_THROTTLED] = "throttled", [REASON_WRONG_KIND] = "wrong_kind",
     [REASON_GROUP_TOO_LARGE] = "group_too_large", [REASON_NO_INVITATION] = "no_invitation",
     [REASON_NOT_IN_GROUP] = "not_in_group", [REASON_CONFLICT] = "conflict",
+    [REASON_NOT_ELIGIBLE] = "not_eligible",
 };
 
 static const char *const status_names[] = {

@@ -9,7 +9,7 @@
  * the string once the record is. A prefetch never changes what is decided;
  * a wrong guess (a collision, a new user) only costs the load it saved.
  */
-#include "engine_int.h"
+#include "engine_state.h"
 
 uint32_t engine_user_hash(const engine *e, const char *id)
 {

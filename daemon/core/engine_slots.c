@@ -6,7 +6,9 @@
 #include "core/engine_slots.h"
 #include "core/assert.h"
 #include "core/vec.h"
-#include "engine_int.h"
+#include "engine_groups_int.h"
+#include "engine_slots_int.h"
+#include "engine_state.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -61,7 +63,7 @@ void engine_slots_clear(engine *e)
     e->slots_ready = 0;
 }
 
-void engine_slots_free(engine *e)
+void engine__slots_free(engine *e)
 {
     engine_slots_clear(e);
     free(e->slots);
@@ -90,7 +92,7 @@ int64_t engine_opens_for(const engine *e, const engine_request *r)
     const char *leader = r->user;
     if (n == 0) {
         uint32_t ui = find_user(e, r->user);
-        n = ui == STRMAP_NONE ? 0 : engine_groups_members(e, ui, &members);
+        n = ui == STRMAP_NONE ? 0 : engine__groups_members(e, ui, &members);
         if (n) leader = members[0];
     }
     if (e->meta.group_slot == GROUP_SLOT_LEADER || n == 0) return user_opens(e, leader);

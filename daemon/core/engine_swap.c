@@ -17,7 +17,8 @@
 
 #include "core/assert.h"
 #include "core/vec.h"
-#include "engine_int.h"
+#include "engine_state.h"
+#include "engine_swap_int.h"
 
 typedef struct swap_offer {
     uint32_t from, to;
@@ -87,7 +88,7 @@ static void end_offer(engine *e, engine_swaps *s, size_t k, engine_result res)
     s->involved[o.to]--;
     memmove(&s->o[k], &s->o[k + 1], (s->n - k - 1) * sizeof *s->o);
     s->n--;
-    engine_dirty_user(e, o.from);
+    engine__dirty_user(e, o.from);
 }
 
 static engine_result rejected(engine_reason why)
@@ -103,30 +104,47 @@ static int end_all_of(engine *e, uint32_t ui, engine_reason why)
     engine_swaps *s = e->swaps;
     uint32_t n = involved(s, ui);
     if (!n) return 0;
-    if (engine_reserve_users(e, (size_t)n + 2) < 0) return -ENOMEM;
+    if (engine__reserve_users(e, (size_t)n + 2) < 0) return -ENOMEM;
     for (size_t k = s->n; k-- > 0;)
         if (s->o[k].from == ui || s->o[k].to == ui) end_offer(e, s, k, rejected(why));
     ALLOC_ASSERT(involved(s, ui) == 0);
     return 0;
 }
 
-int engine_swaps_bed_gone(engine *e, uint32_t ui, int64_t now)
+int engine__swaps_bed_gone(engine *e, uint32_t ui, int64_t now)
 {
     (void)now;
-    if (end_all_of(e, ui, REASON_NOT_HOLDING) < 0) { engine_out_of_memory(e); return -ENOMEM; }
+    if (end_all_of(e, ui, REASON_NOT_HOLDING) < 0) { engine__out_of_memory(e); return -ENOMEM; }
     return 0;
 }
 
-void engine_swaps_close(engine *e, int64_t now)
+void engine__swaps_close(engine *e, int64_t now)
 {
     (void)now;
     engine_swaps *s = e->swaps;
     if (!s || !s->n) return;
-    if (engine_reserve_users(e, s->n + 2) < 0) { engine_out_of_memory(e); return; }
+    if (engine__reserve_users(e, s->n + 2) < 0) { engine__out_of_memory(e); return; }
     while (s->n) end_offer(e, s, s->n - 1, rejected(REASON_CLOSED));
 }
 
 /* The oldest open offer from `from` to `to`, or -1. */
+/* Exchanges the beds of ui and vi (both hold one), as two releases and two
+ * grants in the log. -ENOMEM (nothing changed) or 0. */
+static int exchange_beds(engine *e, uint32_t ui, uint32_t vi, const char *req_u,
+                         const char *req_v, int64_t now)
+{
+    char *ru = engine__seat_prepare(e, req_u, 4, 2), *rv = ru ? engine__intern(req_v ? req_v : "") : NULL;
+    if (!ru || !rv || engine__reserve(e, 4, 2, 2, 0) < 0) {
+        free(ru);
+        free(rv);
+        return -ENOMEM;
+    }
+    uint32_t a = engine__unseat(e, ui, req_u, now), b = engine__unseat(e, vi, req_v, now);
+    engine__seat(e, ui, b, ru, req_u, now);
+    engine__seat(e, vi, a, rv, req_v, now);
+    return 0;
+}
+
 static long find_offer(const engine_swaps *s, uint32_t from, uint32_t to)
 {
     for (size_t k = 0; s && k < s->n; k++)
@@ -134,33 +152,33 @@ static long find_offer(const engine_swaps *s, uint32_t from, uint32_t to)
     return -1;
 }
 
-engine_reason engine_swaps_decide(engine *e, uint32_t ui, const engine_request *r,
+engine_reason engine__swaps_decide(engine *e, uint32_t ui, const engine_request *r,
                                   int64_t now, engine_result *out)
 {
-    if (!engine_holds_bed(e, ui)) return REASON_NOT_HOLDING;
+    if (!engine__holds_bed(e, ui)) return REASON_NOT_HOLDING;
     uint32_t vi = find_user(e, r->peer);
-    if (vi == STRMAP_NONE || vi == ui || !engine_holds_bed(e, vi)) return REASON_NOT_HOLDING;
+    if (vi == STRMAP_NONE || vi == ui || !engine__holds_bed(e, vi)) return REASON_NOT_HOLDING;
     engine_swaps *s = swaps_of(e);
-    if (!s || reserve_offer(e, s, ui, vi) < 0) { engine_out_of_memory(e); return REASON_NONE; }
+    if (!s || reserve_offer(e, s, ui, vi) < 0) { engine__out_of_memory(e); return REASON_NONE; }
     long k = find_offer(s, vi, ui);
     if (k < 0) {
         /* the first half: recorded, answered `waiting` */
         if (engine_swap_offers_of(e, r->user, NULL, 0) >= ENGINE_SWAP_OFFERS_MAX) return REASON_LIMIT;
         char *req = strdup(r->id);
-        if (!req || engine_reserve_users(e, 1) < 0) { free(req); engine_out_of_memory(e); return REASON_NONE; }
+        if (!req || engine__reserve_users(e, 1) < 0) { free(req); engine__out_of_memory(e); return REASON_NONE; }
         s->o[s->n++] = (swap_offer){ .from = ui, .to = vi, .req = req, .seq = r->seq };
         s->involved[ui]++;
         s->involved[vi]++;
-        engine_dirty_user(e, ui);
+        engine__dirty_user(e, ui);
         out->status = STATUS_WAITING;
         return REASON_NONE;
     }
     /* the second half: one step. The answered offer is taken out first;
      * the other offers of both end not_holding (their beds move). */
     swap_offer o = s->o[k];
-    if (engine_reserve_users(e, involved(s, ui) + involved(s, vi) + 2) < 0 ||
-        engine_exchange_beds(e, ui, vi, r->id, o.req, now) < 0) {
-        engine_out_of_memory(e);
+    if (engine__reserve_users(e, involved(s, ui) + involved(s, vi) + 2) < 0 ||
+        exchange_beds(e, ui, vi, r->id, o.req, now) < 0) {
+        engine__out_of_memory(e);
         return REASON_NONE;
     }
     engine_result theirs = { .status = STATUS_GRANTED, .item = e->items[e->users[vi].u.r.room].id,
@@ -197,7 +215,7 @@ void engine_swap_resolved_at(const engine *e, size_t i, engine_swap_resolved *ou
     *out = e->swaps->done[i];
 }
 
-void engine_swaps_drain_clear(engine *e)
+void engine__swaps_drain_clear(engine *e)
 {
     engine_swaps *s = e->swaps;
     if (!s) return;
@@ -205,11 +223,11 @@ void engine_swaps_drain_clear(engine *e)
     s->n_done = 0;
 }
 
-void engine_swaps_free(engine *e)
+void engine__swaps_free(engine *e)
 {
     engine_swaps *s = e->swaps;
     if (!s) return;
-    engine_swaps_drain_clear(e);
+    engine__swaps_drain_clear(e);
     for (size_t k = 0; k < s->n; k++) free(s->o[k].req);
     free(s->o);
     free(s->involved);
@@ -221,7 +239,7 @@ void engine_swaps_free(engine *e)
 
 int engine_load_swap_offer(engine *e, const char *uid, const char *with, const char *req, int64_t seq)
 {
-    uint32_t ui = engine_load_user(e, uid), vi = engine_load_user(e, with);
+    uint32_t ui = engine__user_load(e, uid), vi = engine__user_load(e, with);
     if (ui == STRMAP_NONE || vi == STRMAP_NONE || ui == vi || !req || !*req ||
         engine_swap_offers_of(e, uid, NULL, 0) >= ENGINE_SWAP_OFFERS_MAX)
         return -EINVAL;
@@ -237,7 +255,7 @@ int engine_load_swap_offer(engine *e, const char *uid, const char *with, const c
 
 /* Every open offer is between two holders of a bed, other than each other,
  * and the per-user counts are the offers' (engine_check_invariants). */
-const char *engine_swaps_check(const engine *e)
+const char *engine__swaps_check(const engine *e)
 {
     const engine_swaps *s = e->swaps;
     if (!s) return NULL;
@@ -246,7 +264,7 @@ const char *engine_swaps_check(const engine *e)
         const swap_offer *o = &s->o[k];
         if (o->from == o->to || o->from >= e->n_users || o->to >= e->n_users)
             return "swaps: an offer to oneself or to no user";
-        if (!engine_holds_bed(e, o->from) || !engine_holds_bed(e, o->to))
+        if (!engine__holds_bed(e, o->from) || !engine__holds_bed(e, o->to))
             return "swaps: an open offer by or to someone without a bed";
     }
     for (size_t ui = 0; ui < s->n_involved; ui++) sum += s->involved[ui];

@@ -6,7 +6,11 @@
 #include <errno.h>
 #include <string.h>
 
-#include "engine_int.h"
+#include "engine_groups_int.h"
+#include "engine_hold_int.h"
+#include "engine_state.h"
+#include "engine_swap_int.h"
+#include "engine_wait_int.h"
 
 /* The orders pointer of a view is into the user's own array: valid until
  * the next call that changes state, which is all the writer needs. */
@@ -20,9 +24,9 @@ static void user_view(const engine *e, uint32_t ui, engine_user_view *v)
             v->room = e->items[u->u.r.room].id;
             v->since = u->u.r.since;
             v->req = u->u.r.req;
-            engine_hold_view(e, ui, v);
+            engine__hold_view(e, ui, v);
         }
-        v->group = engine_groups_user_group(e, ui);
+        v->group = engine__groups_user_group(e, ui);
     } else {
         v->units = u->u.s.units;
         v->orders = u->u.s.orders;
@@ -118,7 +122,7 @@ void engine_drain_clear(engine *e)
     for (size_t i = 0; i < e->n_dirty_items; i++)
         e->items[e->dirty_items[i]].flags &= (uint8_t)~(ITEM_DIRTY | ITEM_CAP_CHANGED);
     e->n_dirty_users = e->n_dirty_items = e->n_fresh = e->n_ended = e->n_events = 0;
-    engine_groups_drain_clear(e);
-    engine_swaps_drain_clear(e);
-    engine_wait_drain_clear(e);
+    engine__groups_drain_clear(e);
+    engine__swaps_drain_clear(e);
+    engine__wait_drain_clear(e);
 }

@@ -3,7 +3,7 @@
  *
  * Kept out of engine.c so the rules of a single decision stay apart from
  * the queue of deferred ones; engine.c only calls the three hooks of
- * engine_int.h (join, step, free/drain) and marks when units return.
+ * engine_wait_int.h (join, step, free/drain) and marks when units return.
  *
  * The waitlist is an array of pointers in ticket order. Serving takes
  * entries out of the middle (a request for a room further back fits while
@@ -23,7 +23,9 @@
 #include "core/engine_swap.h"
 #include "core/assert.h"
 #include "core/vec.h"
-#include "engine_int.h"
+#include "engine_ops_int.h"
+#include "engine_state.h"
+#include "engine_wait_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -158,7 +160,8 @@ int engine_wait_load(engine *e, const engine_request *r, int64_t wait_no,
         if (e->wl[i] && e->wl[i]->no == wait_no) return -EEXIST;
     /* its user is a participant (the store lists them too; this makes the
      * engine sound whatever order the shell loads them in) */
-    if (engine_load_participant(e, r->user) < 0 ||
+    if (!engine__id_ok(r->user)) return -EINVAL;
+    if (engine__user_load(e, r->user) == STRMAP_NONE ||
         vec_reserve((void **)&e->wl, &e->cap_wl, e->n_wl + 1, sizeof *e->wl) < 0) return -ENOMEM;
     struct wait_entry *w = entry_copy(r);
     if (!w) return -ENOMEM;
@@ -189,7 +192,7 @@ static int reserve_events(engine *e, size_t extra)
     return 0;
 }
 
-int engine_wait_join(engine *e, const engine_request *r, engine_reason *whyp,
+int engine__wait_join(engine *e, const engine_request *r, engine_reason *whyp,
                      int64_t now, engine_result *out)
 {
     engine_reason why = *whyp;
@@ -224,7 +227,7 @@ int engine_wait_join(engine *e, const engine_request *r, engine_reason *whyp,
     out->status = STATUS_WAITING;
     out->wait_no = w->no;
     out->wait_pos = e->counters.waiting;
-    engine_emit(e, &(engine_event){ .type = EVENT_WAIT, .user = w->r.user, .item = w->r.item,
+    engine__emit(e, &(engine_event){ .type = EVENT_WAIT, .user = w->r.user, .item = w->r.item,
                                   .qty = r->op == OP_BUY ? r->qty : 1, .req = w->r.id,
                                   .at = now, .wait_no = w->no });
     return 1;
@@ -248,7 +251,7 @@ static void finish(engine *e, size_t i, const engine_result *res, int served, in
     else c->rejected++;
     ALLOC_ASSERT(c->waiting >= 0);
     e->wdone[e->n_wdone++] = w;
-    engine_emit(e, &(engine_event){ .type = EVENT_WAIT_SERVED, .user = w->r.user,
+    engine__emit(e, &(engine_event){ .type = EVENT_WAIT_SERVED, .user = w->r.user,
                                   .item = res->item, .qty = res->qty, .order = res->order,
                                   .req = w->r.id, .at = now, .wait_no = w->no,
                                   .status = res->status, .reason = res->reason,
@@ -317,7 +320,7 @@ static int serve_one(engine *e, size_t i, int64_t now)
     ALLOC_ASSERT(ui != STRMAP_NONE);
     engine_result res;
     memset(&res, 0, sizeof res);
-    engine_reason why = engine_op_decide(e, ui, &w->r, now, &res);
+    engine_reason why = engine__op_decide(e, ui, &w->r, now, &res);
     if (e->error) return 0;
     if (waitable(why)) return 0;
     if (why != REASON_NONE) {
@@ -350,7 +353,7 @@ static void serve(engine *e, int64_t now)
     if (took) compact(e);
 }
 
-void engine_wait_step(engine *e, int64_t now)
+void engine__wait_step(engine *e, int64_t now)
 {
     if (e->error || (e->counters.waiting == 0 && !e->wait_unsorted)) {
         e->wait_kick = 0;
@@ -447,7 +450,7 @@ engine_reason engine_wait_reason_parse(const char *name)
  * `waiting`, each a waitable op of a known user, tickets increasing (once
  * sorted) and at most wait_joined; processed counts every one, and every
  * open swap offer (9.3: a `waiting` result, not in `waiting`). */
-const char *engine_wait_check(const engine *e)
+const char *engine__wait_check(const engine *e)
 {
     const engine_counters *c = &e->counters;
     if (c->waiting < 0 || e->wl_head > e->n_wl) return "waitlist: bad bounds";
@@ -471,15 +474,15 @@ const char *engine_wait_check(const engine *e)
 
 /* ---------------------------------------------------------------- life */
 
-void engine_wait_drain_clear(engine *e)
+void engine__wait_drain_clear(engine *e)
 {
     for (size_t i = 0; i < e->n_wdone; i++) entry_free(e->wdone[i]);
     e->n_wdone = 0;
 }
 
-void engine_wait_free(engine *e)
+void engine__wait_free(engine *e)
 {
-    engine_wait_drain_clear(e);
+    engine__wait_drain_clear(e);
     for (size_t i = 0; i < e->n_wl; i++) entry_free(e->wl[i]);
     free(e->wl);
     free(e->wdone);

@@ -37,6 +37,13 @@ typedef enum { EARLY_REJECT = 0, EARLY_SHUFFLE = 1 } early_mode;
 typedef enum { GROUPS_FORMED = 0, GROUPS_LISTED = 1 } groups_mode;
 /* Whose selection slot a group uses (contract 9.4, core/engine_slots.h). */
 typedef enum { GROUP_SLOT_EARLIEST = 0, GROUP_SLOT_LATEST, GROUP_SLOT_LEADER } group_slot_rule;
+/* Contract 11.3: the opening draw ordered by profile points (core/lottery.h;
+ * the engine only carries the setting for the shell). */
+typedef enum { DRAW_BY_NONE = 0, DRAW_BY_POINTS = 1 } draw_by_mode;
+/* Contract 11.4: any = a group takes a room with enough free beds; exact =
+ * a group takes only an empty room of its size, a single user only a bed
+ * in a room that has a holder or is a single. */
+typedef enum { GROUP_FILL_ANY = 0, GROUP_FILL_EXACT = 1 } group_fill_mode;
 
 /* Batch definition, from P:{B}:meta (section 2 of the contract). */
 typedef struct engine_meta {
@@ -53,6 +60,8 @@ typedef struct engine_meta {
     groups_mode groups;     /* rooms */
     int64_t wait_ms;        /* waitlist: longest wait, 0 = until close */
     group_slot_rule group_slot; /* rooms: whose slot a group uses */
+    draw_by_mode draw_by;   /* 11.3: early=shuffle's draw order */
+    group_fill_mode group_fill; /* 11.4: rooms */
 } engine_meta;
 
 void engine_meta_defaults(engine_meta *m); /* kind left 0: caller must set it */
@@ -67,7 +76,9 @@ typedef enum {
     OP_PAUSE, OP_RESUME, OP_CLOSE, OP_SET_CAPACITY,
     /* rooms, groups formed by consent (contract 9.2: core/engine_groups.c) */
     OP_INVITE, OP_ACCEPT, OP_DECLINE, OP_LEAVE, OP_PREFS,
-    OP_SWAP                    /* rooms, contract 9.3: core/engine_swap.c */
+    OP_SWAP,                   /* rooms, contract 9.3: core/engine_swap.c */
+    /* admin (P:{B}:ctl), contract 11.5: staff placements (core/engine_staff.c) */
+    OP_ASSIGN, OP_UNASSIGN
 } engine_op;
 
 const char *engine_op_name(engine_op op);
@@ -84,11 +95,13 @@ typedef struct engine_kv {
 typedef struct engine_request {
     engine_op op;
     const char *id;
-    const char *user;          /* NULL for admin commands */
+    const char *user;          /* NULL for admin commands but assign/unassign */
     int64_t seq;               /* dequeue ordinal, 1-based; 0 for admin commands */
-    const char *item;          /* buy: item; choose/switch: room; set_capacity: item */
-    int64_t qty;               /* buy: units (>= 1); set_capacity: new capacity */
-    uint64_t order;            /* confirm, cancel */
+    const char *item;          /* buy: item; choose/switch: room; set_capacity,
+                                  assign: item */
+    int64_t qty;               /* buy, assign (stock): units (>= 1); set_capacity:
+                                  new capacity */
+    uint64_t order;            /* confirm, cancel; unassign (stock): 0 = all */
     const char *const *prefs;  /* auto, group: room ids in preference order */
     size_t n_prefs;
     const char *const *members;/* group: user ids, including `user` */
@@ -102,6 +115,7 @@ typedef struct engine_request {
     int64_t version;           /* prefs: the version the sender read */
     int wait;                  /* "wait":true: join the waitlist instead of
                                   sold_out/room_full/no_room (core/engine_wait.h) */
+    int check;                 /* assign: "check":true, eligibility (11.2) applies */
 } engine_request;
 
 typedef enum {
@@ -117,7 +131,8 @@ typedef enum {
     REASON_NOT_OPEN, REASON_CLOSED, REASON_PAUSED, REASON_THROTTLED, REASON_WRONG_KIND,
     REASON_GROUP_TOO_LARGE,
     REASON_NO_INVITATION, REASON_NOT_IN_GROUP, REASON_CONFLICT,
-    REASON_LAST = REASON_CONFLICT
+    REASON_NOT_ELIGIBLE,       /* 11.2: a rule of the item's attrs (engine_elig.h) */
+    REASON_LAST = REASON_NOT_ELIGIBLE
 } engine_reason;
 
 const char *engine_status_name(engine_status s);
@@ -145,6 +160,7 @@ typedef struct engine_result {
     int64_t opens_at;       /* rejected/not_open: ms the user may be served */
     int64_t wait_pos;       /* waiting: place on the waitlist when it joined, 1 = first */
     int64_t wait_no;        /* waiting: its ticket on the waitlist, batch-wide */
+    const char *by;         /* "staff" for assign/unassign (11.5), else NULL */
 } engine_result;
 
 /* One state change, for P:{B}:log. Replaying all events of a batch in order
@@ -169,6 +185,8 @@ typedef struct engine_event {
     int64_t wait_no;        /* EVENT_WAIT, EVENT_WAIT_SERVED: the ticket */
     engine_status status;   /* EVENT_WAIT_SERVED: the final result */
     engine_reason reason;   /* EVENT_WAIT_SERVED: REASON_NONE unless rejected */
+    const char *by;         /* grant, release, cancel of an assign/unassign
+                               (11.5): "staff"; NULL otherwise */
 } engine_event;
 
 /* Order states. HELD and CONFIRMED orders are live (in holders); EXPIRED and
@@ -183,6 +201,8 @@ typedef struct engine_order {
     int32_t qty;
     int64_t expires_at;     /* 0 when confirmed or final */
     uint8_t state;          /* ORDER_HELD or ORDER_CONFIRMED */
+    uint8_t staff;          /* placed by staff without check (11.5): verify's
+                               exception */
 } engine_order;
 
 /* Read-only views for the writer of holders/free (the shell encodes them). */
@@ -195,6 +215,8 @@ typedef struct engine_user_view {
     uint64_t room_order;    /* with hold_ms: the bed's order, 0 without */
     int room_state;         /* ORDER_HELD or ORDER_CONFIRMED, 0 without */
     int64_t room_expires_at;/* ORDER_HELD: the deadline */
+    int staff;              /* the bed was placed by staff without check
+                               (11.5): verify lists it as an exception */
     /* stock */
     const char *group;      /* rooms: the user's group id, NULL when none */
     int64_t units;          /* held + confirmed */
@@ -268,6 +290,9 @@ int engine_load_order(engine *e, const char *user, uint64_t order,
 int engine_load_participant(engine *e, const char *user);
 void engine_load_counters(engine *e, const engine_counters *c);
 void engine_load_admin_state(engine *e, engine_admin_state s);
+/* 11.5: a loaded holding was placed by staff without check: the user's bed
+ * (rooms, order 0) or that stock order. 0, -EINVAL, -ENOENT. */
+int engine_load_staff(engine *e, const char *user, uint64_t order);
 
 /* ---- deciding ---- */
 /* Decides one request at time `now`. Always fills *out. A request that gets

@@ -21,8 +21,11 @@
  *   - the tickets, in the order of each user's first kept request, are
  *     shuffled by Fisher-Yates: for i = n-1 down to 1, j = below(i+1),
  *     swap positions i and j;
+ *   - with draw_by=points (contract 11.3), the shuffled tickets are then
+ *     sorted by each user's points (lottery_set_points; missing = 0),
+ *     highest first, stably: equal points keep their shuffled order;
  *   - then the users who were throttled before the opening are moved
- *     behind the others, each part keeping its shuffled order.
+ *     behind the others, each part keeping its order.
  * SHA-256 is chosen over a faster generator because anyone can replay it
  * with any language's standard library, and because the seed's commitment
  * is a SHA-256 already.
@@ -44,6 +47,7 @@ typedef struct lottery_user {
     char *id;
     uint32_t ticket;          /* index into tickets, STRMAP_NONE before a kept request */
     uint8_t throttled;        /* throttled before the opening */
+    int64_t points;           /* 11.3: recorded with the draw, 0 = none */
 } lottery_user;
 
 typedef struct lottery {
@@ -63,6 +67,11 @@ int lottery_add_request(lottery *l, const char *user);
 /* The user was throttled before the opening: 1 the first time, 0 after,
  * -EINVAL, -ENOMEM. */
 int lottery_mark_throttled(lottery *l, const char *user);
+/* 11.3: the user's points for a draw by points, recorded now (a later
+ * profile edit changes nothing). 0, -EINVAL, -ENOMEM. */
+int lottery_set_points(lottery *l, const char *user, int64_t points);
+/* The recorded points of a user, 0 when none or unknown. */
+int64_t lottery_points_of(const lottery *l, const char *user);
 static inline size_t lottery_request_count(const lottery *l) { return l->n_reqs; }
 static inline size_t lottery_ticket_count(const lottery *l) { return l->n_tickets; }
 
@@ -90,10 +99,18 @@ void lottery_shuffle(uint32_t *perm, size_t n, const uint8_t seed[LOTTERY_SEED_L
 /* The draw: order[k] = user index (into l->users) of the k-th ticket drawn
  * (n_tickets entries). 0 or -ENOMEM. */
 int lottery_draw(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN], uint32_t *order);
+/* The same with by_points (11.3): the shuffle, then by points; by_points 0
+ * is lottery_draw exactly. */
+int lottery_draw_by(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN], int by_points,
+                    uint32_t *order);
 /* The kept requests in serving order: serve[k] = the index of the k-th
  * request to serve; draw_pos[i] = 1-based position of request i's ticket
  * in the draw. Both hold n_reqs entries. 0 or -ENOMEM. */
 int lottery_serve_order(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN],
                         uint32_t *serve, uint32_t *draw_pos);
+/* lottery_serve_order with by_points (11.3); points (n_reqs entries, may be
+ * NULL) gets each request's ticket's recorded points, for its result. */
+int lottery_serve_order_by(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN], int by_points,
+                           uint32_t *serve, uint32_t *draw_pos, int64_t *points);
 
 #endif

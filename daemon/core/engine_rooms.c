@@ -1,0 +1,176 @@
+/* engine_rooms.c -- the room decisions: choose, auto, group (also the
+ * seating of a formed group, engine_groups.c), switch, release, and the
+ * cancel and expiry of a held bed. A bed is given only through the state
+ * layer's engine__seat (one bed per user, never past a room's beds) and
+ * taken back through engine__unseat. Where a bed goes away, the holder's
+ * open swap offers end first (contract 9.3), so the swaps and the holds
+ * need not know about each other.
+ */
+#include "engine_rooms_int.h"
+#include "core/assert.h"
+#include "engine_hold_int.h"
+#include "engine_state.h"
+#include "engine_swap_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+engine_reason engine__rooms_choose(engine *e, uint32_t ui,
+                                   const engine_request *r, int64_t now,
+                                   engine_result *out)
+{
+    uint32_t it = find_item(e, r->item);
+    if (it == STRMAP_NONE) return REASON_UNKNOWN_ITEM;
+    if (engine__holds_bed(e, ui)) return REASON_ALREADY_HOLDING;
+    if (e->items[it].free <= 0) return REASON_ROOM_FULL;
+    char *req = engine__seat_prepare(e, r->id, 1, 1);
+    if (!req) return REASON_NONE;
+    engine__seat(e, ui, it, req, r->id, now);
+    engine__hold_start(e, ui, now, out);
+    engine__granted(e, out, e->items[it].id);
+    return REASON_NONE;
+}
+
+static int attrs_match(const item *it, const engine_kv *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t j = 0;
+        while (j < it->n_attrs && strcmp(it->attrs[j].key, f[i].key) != 0) j++;
+        if (j == it->n_attrs || strcmp(it->attrs[j].value, f[i].value) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* The room for auto and group: the first of prefs with `need` free beds,
+ * else (with a filter) the matching room with the fewest free beds that
+ * still fits, ties by id -- filling rooms up keeps whole rooms free for
+ * groups. A linear scan: room batches have thousands of rooms, not more. */
+static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need)
+{
+    for (size_t i = 0; i < r->n_prefs; i++) {
+        uint32_t it = find_item(e, r->prefs[i]);
+        if (it != STRMAP_NONE && e->items[it].free >= need) return it;
+    }
+    if (!r->has_filter) return STRMAP_NONE;
+    uint32_t best = STRMAP_NONE;
+    for (uint32_t it = 0; it < e->n_items; it++) {
+        const item *p = &e->items[it];
+        if (p->free < need || !attrs_match(p, r->filter, r->n_filter)) continue;
+        if (best == STRMAP_NONE || p->free < e->items[best].free ||
+            (p->free == e->items[best].free && strcmp(p->id, e->items[best].id) < 0))
+            best = it;
+    }
+    return best;
+}
+
+engine_reason engine__rooms_auto(engine *e, uint32_t ui, const engine_request *r,
+                                 int64_t now, engine_result *out)
+{
+    if (engine__holds_bed(e, ui)) return REASON_ALREADY_HOLDING;
+    uint32_t it = pick_room(e, r, 1);
+    if (it == STRMAP_NONE) return REASON_NO_ROOM;
+    char *req = engine__seat_prepare(e, r->id, 1, 1);
+    if (!req) return REASON_NONE;
+    engine__seat(e, ui, it, req, r->id, now);
+    engine__hold_start(e, ui, now, out);
+    engine__granted(e, out, e->items[it].id);
+    return REASON_NONE;
+}
+
+/* Seats every member in room `it`, or nobody: all allocations (member
+ * records, request id copies, output room) happen before the first seat. */
+static void seat_group(engine *e, const engine_request *r, uint32_t it,
+                       int64_t now, engine_result *out)
+{
+    size_t n = r->n_members;
+    char **reqs = calloc(n, sizeof *reqs);
+    uint32_t *ids = calloc(n, sizeof *ids);
+    int ok = reqs && ids && engine__reserve(e, n, n, 1, 0) == 0 && engine__hold_reserve(e, n) == 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        reqs[i] = engine__intern(r->id ? r->id : "");
+        ids[i] = reqs[i] ? engine__user_touch(e, r->members[i]) : STRMAP_NONE;
+        ok = ids[i] != STRMAP_NONE;
+    }
+    if (ok) {
+        int64_t free_before = e->items[it].free;
+        for (size_t i = 0; i < n; i++) engine__seat(e, ids[i], it, reqs[i], r->id, now);
+        /* every member holds their own bed (and pays their own deposit);
+         * the result carries the requester's order */
+        for (size_t i = 0; i < n; i++)
+            engine__hold_start(e, ids[i], now, strcmp(r->members[i], r->user) ? NULL : out);
+        /* All members in one room: n beds of room `it`, and each member
+         * there (a search of n users: debug builds only). */
+        ALLOC_ASSERT(e->items[it].free == free_before - (int64_t)n);
+        for (size_t i = 0; ALLOC_DEBUG && i < n; i++)
+            ALLOC_DEBUG_ASSERT(e->users[ids[i]].u.r.room == it);
+        engine__granted(e, out, e->items[it].id);
+    } else {
+        engine__out_of_memory(e);
+        for (size_t i = 0; reqs && i < n; i++) free(reqs[i]);
+    }
+    free(reqs);
+    free(ids);
+}
+
+engine_reason engine__rooms_group(engine *e, const engine_request *r,
+                                  int64_t now, engine_result *out)
+{
+    size_t n = r->n_members;
+    if ((int64_t)n > e->meta.max_group) return REASON_GROUP_TOO_LARGE;
+    for (size_t i = 0; i < n; i++)
+        if (engine__holds_bed(e, find_user(e, r->members[i]))) return REASON_MEMBER_BUSY;
+    uint32_t it = pick_room(e, r, (int64_t)n);
+    if (it == STRMAP_NONE) return REASON_NO_ROOM;
+    seat_group(e, r, it, now, out);
+    return REASON_NONE;
+}
+
+engine_reason engine__rooms_switch(engine *e, uint32_t ui,
+                                   const engine_request *r, int64_t now,
+                                   engine_result *out)
+{
+    uint32_t it = find_item(e, r->item);
+    if (it == STRMAP_NONE) return REASON_UNKNOWN_ITEM;
+    if (!engine__holds_bed(e, ui)) return REASON_NOT_HOLDING;
+    if (e->users[ui].u.r.room == it) return REASON_ALREADY_HOLDING;
+    if (e->items[it].free <= 0) return REASON_ROOM_FULL;   /* the old bed stays */
+    char *req = engine__seat_prepare(e, r->id, 2, 2);
+    if (!req) return REASON_NONE;
+    if (engine__swaps_bed_gone(e, ui, now) < 0) { free(req); return REASON_NONE; }
+    engine__unseat(e, ui, r->id, now);
+    engine__seat(e, ui, it, req, r->id, now);
+    engine__granted(e, out, e->items[it].id);
+    return REASON_NONE;
+}
+
+engine_reason engine__rooms_release(engine *e, uint32_t ui,
+                                    const engine_request *r, int64_t now,
+                                    engine_result *out)
+{
+    if (!engine__holds_bed(e, ui)) return REASON_NOT_HOLDING;
+    if (engine__reserve(e, 1, 1, 1, 0) < 0 || engine__swaps_bed_gone(e, ui, now) < 0) return REASON_NONE;
+    engine__hold_clear(e, ui);   /* a held bed given back ends its hold */
+    engine__done(out, e->items[engine__unseat(e, ui, r->id, now)].id);
+    return REASON_NONE;
+}
+
+
+engine_reason engine__rooms_cancel(engine *e, uint32_t ui, const engine_request *r,
+                                   int64_t now, engine_result *out)
+{
+    engine_reason why = engine__hold_find(e, ui, r->order);
+    if (why != REASON_NONE) return why;
+    /* the bed goes: open swap offers by or to its holder end (9.3) */
+    if (engine__reserve(e, 1, 1, 1, 0) < 0 || engine__hold_reserve(e, 0) < 0 ||
+        engine__swaps_bed_gone(e, ui, now) < 0)
+        return REASON_NONE;
+    return engine__hold_cancel(e, ui, r, now, out);
+}
+
+void engine__rooms_expire(engine *e, uint32_t ui, int64_t now)
+{
+    if (engine__hold_reserve(e, 0) < 0 || engine__swaps_bed_gone(e, ui, now) < 0) return;
+    engine__hold_expire(e, ui, now);
+}
