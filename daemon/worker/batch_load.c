@@ -170,6 +170,16 @@ int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *er
         if (rc == 0) m->groups = (groups_mode)choice;
         return rc;
     }
+    if (!strcmp(k, "draw_by")) {   /* contract 11.3 */
+        rc = meta_choice(&choice, k, v, "none", DRAW_BY_NONE, "points", DRAW_BY_POINTS, err, errlen);
+        if (rc == 0) m->draw_by = (draw_by_mode)choice;
+        return rc;
+    }
+    if (!strcmp(k, "group_fill")) {   /* contract 11.4 */
+        rc = meta_choice(&choice, k, v, "any", GROUP_FILL_ANY, "exact", GROUP_FILL_EXACT, err, errlen);
+        if (rc == 0) m->group_fill = (group_fill_mode)choice;
+        return rc;
+    }
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(k, ints[i].name)) continue;
         if (numtext_parse_i64(v, ints[i].dst) < 0 || *ints[i].dst < ints[i].min) {
@@ -231,7 +241,7 @@ static void load_pair(batch_load *l, int tag, const char *k, const char *v, size
         break;
     case LOAD_PROFILES:
         /* a profile that is not one counts as none (profiles_scan.h) */
-        l->profiles->pair(l->eng, l->batch, k, v, l->profiles->data);
+        profiles_pair(l->profiles, l->eng, l->batch, k, v);
         break;
     case LOAD_WAITLIST:
         /* a waiting request allocd wrote and cannot read back would lose
@@ -257,9 +267,10 @@ void batch_load_slot(engine *e, const char *batch, const char *user, const char 
 static void load_pairs(batch_load *l, const redisReply *r, int tag)
 {
     if (r->type != REDIS_REPLY_ARRAY) { batch_load_fail(l, "unexpected reply loading %s", l->batch); return; }
-    if (tag == LOAD_PROFILES) l->profiles->clear(l->eng, l->profiles->data);
+    if (tag == LOAD_PROFILES) profiles_begin(l->profiles, 1);   /* a new engine */
     for (size_t i = 0; i + 1 < r->elements && !l->failed; i += 2)
         load_pair(l, tag, r->element[i]->str, r->element[i + 1]->str, r->element[i + 1]->len);
+    if (tag == LOAD_PROFILES) profiles_end(l->profiles, l->eng);
 }
 
 static void load_stats(batch_load *l, const redisReply *r)

@@ -63,6 +63,7 @@
 #include "worker/dedup.h"
 #include "worker/lottery_pool.h"
 #include "worker/order_ids.h"
+#include "worker/profiles_scan.h"
 #include "worker/slots_scan.h"
 
 typedef enum {
@@ -74,7 +75,8 @@ typedef enum {
  * generation when it was sent: worker_fail() starts a new one, and a reply
  * from an older generation is dropped (its chunk was thrown away). The
  * first four kinds name their step in worker_fail's message. */
-typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS, WOP_SLOTS, WOP_REPLICAS } worker_op_kind;
+typedef enum { WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS, WOP_SLOTS, WOP_REPLICAS,
+               WOP_PROFILES } worker_op_kind;
 #define MAX_OPS 64
 
 typedef struct worker_op {
@@ -126,6 +128,8 @@ struct batch_worker {
     int dedups_out;           /* dedup HMGETs not answered yet */
     int64_t dequeued;         /* stats.dequeued once every apply sent is in */
     slots_scan slots;         /* P:{B}:slots read again in pages (slots_refresh) */
+    slots_scan profiles;      /* P:{B}:profiles likewise (profiles_scan.h) */
+    profiles_report profiles_report;
     int64_t chunks_applied;   /* internal.chunks_applied, likewise */
     long queue_unsent, ctl_unsent; /* entries taken whose apply is not sent */
     dedup dedup;
@@ -364,6 +368,7 @@ static void load_start(batch_worker *w)
 {
     drop_engine(w);
     slots_scan_loaded(&w->slots, clock_mono_ms());   /* the load reads them */
+    slots_scan_loaded(&w->profiles, clock_mono_ms());
     w->state = W_LOADING;
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* -ENOTCONN: the connection is down; the commands already sent get
@@ -584,13 +589,14 @@ static void take_one(batch_worker *w)
     }
     if (chunk_ring_busy(&w->ring) > 0 && !may_read_ahead(w)) return;
     int64_t now = clock_wall_ms();
-    if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now) && lottery_draw_now(w) < 0) return;
     if (lease_check(w, "take") < 0) return;
-    /* held while the slots are older than a scan's interval and its grace
-     * (slots_scan.h): the last page's reply takes again (on_slots) */
+    /* held while the slots or profiles are older than a scan's interval
+     * and its grace (slots_scan.h): the last page's reply takes again
+     * (on_slots); so is the draw, which reads the profiles' points */
     int64_t mono = clock_mono_ms();
     slots_refresh(w, mono);
-    if (!slots_scan_current(&w->slots, mono)) return;
+    if (!slots_scan_current(&w->slots, mono) || !slots_scan_current(&w->profiles, mono)) return;
+    if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now) && lottery_draw_now(w) < 0) return;
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
     ALLOC_ASSERT(ch != NULL);   /* the ring is not full: checked above */
     ch->state = CS_TAKING;
@@ -613,18 +619,25 @@ static void take_one(batch_worker *w)
  * a take while the table is not current, so a request dequeued more than
  * the interval and its grace after an operator's change is decided with
  * it, after an idle spell too. */
-static void slots_refresh(batch_worker *w, int64_t now)
+static void scan_refresh(batch_worker *w, slots_scan *s, worker_op_kind kind, const char *key, int64_t now)
 {
-    const char *cursor = slots_scan_due(&w->slots, now);
+    const char *cursor = slots_scan_due(s, now);
     if (!cursor) return;
-    worker_op *o = op_new(w, WOP_SLOTS, NULL);
+    worker_op *o = op_new(w, kind, NULL);
     if (!o) return;   /* busy: what is in flight takes again when it is answered */
     if (redis_conn_command(w->cmd, on_op_reply, o, w->cfg->redis_timeout_ms, "HSCAN %s %s COUNT %d",
-                           w->keys.slots, cursor, SLOTS_SCAN_COUNT) < 0) {
+                           key, cursor, SLOTS_SCAN_COUNT) < 0) {
         o->busy = 0;
         return;
     }
-    slots_scan_sent(&w->slots);
+    slots_scan_sent(s);
+}
+
+/* The profiles (contract 11.2) are read again the same way. */
+static void slots_refresh(batch_worker *w, int64_t now)
+{
+    scan_refresh(w, &w->slots, WOP_SLOTS, w->keys.slots, now);
+    scan_refresh(w, &w->profiles, WOP_PROFILES, w->keys.profiles, now);
 }
 
 /* A page of the slots scan. It belongs to the engine it was asked for
@@ -637,16 +650,18 @@ static void slots_refresh(batch_worker *w, int64_t now)
 static void on_slots(worker_op *o, redisReply *r, const char *err)
 {
     batch_worker *w = o->w;
+    slots_scan *s = o->kind == WOP_PROFILES ? &w->profiles : &w->slots;
+    const char *what = o->kind == WOP_PROFILES ? "profiles" : "slots";
     o->busy = 0;
     if (o->gen != w->gen) return;
     if (!w->eng || (w->state != W_SERVING && w->state != W_IDLE) || (err && w->state == W_IDLE)) {
-        slots_scan_abandon(&w->slots);
+        slots_scan_abandon(s);
         return;
     }
     const char *e = reply_error(r, err);
-    if (e) { worker_fail(w, "slots", e); return; }
-    int rc = slots_scan_page(&w->slots, r, w->eng, w->batch);
-    if (rc < 0) { worker_fail(w, "slots", rc == -ENOMEM ? "out of memory" : "unexpected reply"); return; }
+    if (e) { worker_fail(w, what, e); return; }
+    int rc = slots_scan_page(s, r, w->eng, w->batch);
+    if (rc < 0) { worker_fail(w, what, rc == -ENOMEM ? "out of memory" : "unexpected reply"); return; }
     if (rc == 0) slots_refresh(w, clock_mono_ms());
     else if (w->state == W_SERVING) take_start(w);
 }
@@ -764,7 +779,7 @@ static void lottery_start(batch_worker *w)
  * reveals the seed. */
 static int lottery_draw_now(batch_worker *w)
 {
-    int rc = lottery_pool_draw(&w->pool);
+    int rc = lottery_pool_draw(&w->pool, w->eng);   /* draw_by=points: its profiles */
     if (rc < 0) { worker_fail(w, "lottery", rc == -ENOMEM ? "out of memory" : "bad seed"); return -1; }
     log_notice("batch %s: opening lottery: %zu early requests of %zu users, %zu already served",
                w->batch, w->pool.n, lottery_ticket_count(&w->pool.lot), w->pool.served);
@@ -916,7 +931,7 @@ static int apply_build(batch_worker *w, chunk *ch)
         .log_maxlen = w->cfg->log_maxlen, .log_chunk = w->cfg->log_chunk,
         .archive_group = w->cfg->archive_group, .instance = w->cfg->instance,
         .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
-        .fault_apply_id = w->fault_apply_id,
+        .fault_apply_id = w->fault_apply_id, .bad_profiles = &w->profiles_report.bad,
     };
     if (apply_txn_encode(&w->args, &ctx, ch, w->eng) < 0) { worker_fail(w, "apply", "out of memory"); return -1; }
     /* The next chunk builds on this one: the engine has moved on, and Redis
@@ -1138,11 +1153,11 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     batch_worker *w = o->w;
     worker_op_kind kind = o->kind;
     if ((kind == WOP_ORDERS || kind == WOP_LOAD_ORDERS) && order_reply_handled(o, r, err)) return;
-    if (kind == WOP_SLOTS) { on_slots(o, r, err); return; }
+    if (kind == WOP_SLOTS || kind == WOP_PROFILES) { on_slots(o, r, err); return; }
     if (!op_current(o)) return;
     if (kind == WOP_TAKE && o->take_gen != w->take_gen) return;
     static const char *const names[] = { "take", "dedup", "order id block", "apply", "order id block",
-                                         "slots", "wait for replicas" };
+                                         "slots", "wait for replicas", "profiles" };
     const char *e = reply_error(r, err);
     if (e) { worker_fail(w, names[kind], e); return; }
     switch (kind) {
@@ -1151,7 +1166,7 @@ static void on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     case WOP_ORDERS: on_orders(w, o->ch, r); break;
     case WOP_APPLY: on_applied(w, o->ch, r); break;
     case WOP_LOAD_ORDERS: break;        /* handled above */
-    case WOP_SLOTS: break;              /* handled above */
+    case WOP_SLOTS: case WOP_PROFILES: break;   /* handled above */
     case WOP_REPLICAS: on_replicas(w, r); break;
     }
 }
@@ -1427,6 +1442,8 @@ static void on_handle_closed(batch_worker *w)
     batch_load_free(&w->load);
     dedup_free(&w->dedup);
     slots_scan_free(&w->slots);
+    slots_scan_free(&w->profiles);
+    profiles_report_free(&w->profiles_report);
     argbuf_free(&w->args);
     argbuf_free(&w->reads_args);
     /* The owner forgets w in the callback; nothing touches it afterwards. */
@@ -1522,6 +1539,9 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     argbuf_init(&w->reads_args);
     dedup_init(&w->dedup, random_u64());
     slots_scan_init(&w->slots);
+    profiles_report_init(&w->profiles_report);
+    slots_scan_target pt = profiles_target(&w->profiles_report);
+    slots_scan_init_target(&w->profiles, &pt);
     w->written_phase = (engine_phase)-1;
     w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");
     w->state = W_CONNECTING;
@@ -1545,6 +1565,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
         return -ENOMEM;
     }
     batch_load_init(&w->load, w->cmd, cfg, scripts, &w->keys, w->batch, &w->dedup, &load_cb, w);
+    w->load.profiles = &w->profiles_report;   /* read with the batch, then rescanned */
     batch_watch_init(&w->watch, loop, &w->keys, cfg->answer_ms, cfg->redis_timeout_ms, &watch_cb, w);
     batch_lease_init(&w->lease, loop, w->cmd, scripts, &w->keys, cfg->lease_ttl_ms,
                      cfg->instance, &lease_cb, w);

@@ -29,7 +29,7 @@ void slots_scan_init_target(slots_scan *s, const slots_scan_target *t)
 
 void slots_scan_init(slots_scan *s)
 {
-    const slots_scan_target slots = { slots_clear, slots_pair, NULL };
+    const slots_scan_target slots = { slots_clear, slots_pair, NULL, NULL };
     slots_scan_init_target(s, &slots);
 }
 
@@ -104,6 +104,7 @@ static void install(slots_scan *s, engine *e, const char *batch)
         s->target.pair(e, batch, user, value, s->target.data);
         at = (size_t)(value + strlen(value) + 1 - s->staged);
     }
+    if (s->target.end) s->target.end(e, s->target.data);
     s->staged_len = 0;
 }
 

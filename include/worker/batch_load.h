@@ -24,7 +24,7 @@
 #include "base/config.h"
 #include "core/engine.h"
 #include "redis/redis_conn.h"
-#include "worker/slots_scan.h"
+#include "worker/profiles_scan.h"
 #include "worker/batch_keys.h"
 #include "worker/dedup.h"
 #include "worker/scripts.h"
@@ -57,8 +57,7 @@ struct batch_load {
     dedup *dedup;             /* where the ids with a result go */
     const batch_load_callbacks *cb;
     void *data;
-    const slots_scan_target *profiles; /* what the profiles are read into
-                                          (worker/profiles_scan.h); NULL: not read */
+    profiles_report *profiles; /* the profiles' reads (profiles_scan.h); NULL: not read */
     /* one load */
     uint64_t seed;            /* the engine's hash seed */
     engine *eng;              /* built by the load, until the worker takes it */

@@ -47,6 +47,7 @@
 typedef struct slots_scan_target {
     void (*clear)(engine *e, void *data);
     void (*pair)(engine *e, const char *batch, const char *user, const char *value, void *data);
+    void (*end)(engine *e, void *data);   /* after the last pair; NULL: none */
     void *data;
 } slots_scan_target;
 
