@@ -10,6 +10,7 @@
 #include "base/random.h"
 #include "core/assert.h"
 #include "core/numtext.h"
+#include "core/engine_elig.h"
 #include "core/vec.h"
 
 void lottery_pool_init(lottery_pool *p, uint64_t hash_seed)
@@ -30,7 +31,6 @@ void lottery_pool_free(lottery_pool *p)
     free(p->reqs);
     free(p->serve);
     free(p->draw_pos);
-    free(p->points);
     pending_free(p);
     free(p->pending);
     lottery_free(&p->lot);
@@ -66,22 +66,16 @@ static int set_points(lottery_pool *p, const char *user, int64_t points)
 {
     uint32_t u = strmap_find(&p->lot.map, user);
     if (u == STRMAP_NONE || p->lot.users[u].ticket == STRMAP_NONE) return -EPROTO;
-    if (p->cap_points < p->lot.n_users) {
-        size_t old = p->cap_points;
-        if (vec_reserve((void **)&p->points, &p->cap_points, p->lot.n_users, sizeof *p->points) < 0)
-            return -ENOMEM;
-        memset(p->points + old, 0, (p->cap_points - old) * sizeof *p->points);
-    }
-    p->points[u] = points;
-    p->points_recorded = 1;
-    return 0;
+    int rc = lottery_set_points(&p->lot, user, points);
+    if (rc == 0) p->points_recorded = 1;
+    return rc == -ENOMEM ? rc : rc < 0 ? -EPROTO : 0;
 }
 
 int lottery_pool_points_of(const lottery_pool *p, const char *user, int64_t *points)
 {
     uint32_t u = p->points_recorded ? strmap_find(&p->lot.map, user) : STRMAP_NONE;
-    if (u == STRMAP_NONE || u >= p->cap_points) return 0;
-    *points = p->points[u];
+    if (u == STRMAP_NONE || p->lot.users[u].ticket == STRMAP_NONE) return 0;
+    *points = lottery_points_of(&p->lot, user);
     return 1;
 }
 
@@ -217,15 +211,38 @@ int lottery_pool_take_chunk(lottery_pool *p, const chunk *ch)
     return 0;
 }
 
-int lottery_pool_draw(lottery_pool *p)
+/* draw_by=points, the first draw: every ticket's profile points now,
+ * recorded in the pool ("= <points> <user>", written with the first pool
+ * chunk) so that a takeover and lottery verify draw the same order. */
+static int record_points(lottery_pool *p, const engine *e)
+{
+    for (size_t t = 0; t < p->lot.n_tickets; t++) {
+        const char *user = p->lot.users[p->lot.tickets[t]].id;
+        int64_t points = engine_profile_int(e, user, "points", 0);
+        int rc = set_points(p, user, points);
+        size_t size = strlen(user) + 32;
+        char *entry = rc == 0 ? malloc(size) : NULL;
+        if (entry) snprintf(entry, size, "= %" PRId64 " %s", points, user);
+        if (rc < 0 || pending_add(p, entry) < 0) return rc < 0 ? rc : -ENOMEM;
+    }
+    p->points_recorded = 1;
+    return 0;
+}
+
+int lottery_pool_draw(lottery_pool *p, const engine *e)
 {
     ALLOC_ASSERT(!p->active);
     uint8_t seed[LOTTERY_SEED_LEN] = { 0 };
     if (p->n && lottery_seed_parse(p->seed, seed) < 0) return -EPROTO;
+    int by_points = e ? engine_get_meta(e)->draw_by == DRAW_BY_POINTS : p->points_recorded;
+    if (by_points && !p->points_recorded) {
+        int rc = record_points(p, e);
+        if (rc < 0) return rc;
+    }
     p->serve = malloc((p->n ? p->n : 1) * sizeof *p->serve);
     p->draw_pos = malloc((p->n ? p->n : 1) * sizeof *p->draw_pos);
     if (!p->serve || !p->draw_pos) return -ENOMEM;
-    if (lottery_serve_order(&p->lot, seed, p->serve, p->draw_pos) < 0) return -ENOMEM;
+    if (lottery_serve_order_by(&p->lot, seed, by_points, p->serve, p->draw_pos, NULL) < 0) return -ENOMEM;
     p->active = 1;
     return 0;
 }

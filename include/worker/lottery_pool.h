@@ -49,9 +49,8 @@ typedef struct lottery_pool {
     uint32_t *serve, *draw_pos; /* after the draw: serving order, ticket positions */
     char seed[LOTTERY_SEED_HEX + 1]; /* "" until the first request is kept */
     int seed_unsaved;         /* drawn, not yet in an encoded transaction */
-    int64_t *points;          /* lottery user index -> the points it was drawn with */
-    size_t cap_points;
-    int points_recorded;      /* the "= " entries exist (read back, or pending) */
+    int points_recorded;      /* draw_by=points: the tickets' points are in p->lot
+                                 (the "= " entries, read back or pending) */
     char **pending;           /* list entries not yet in an encoded transaction */
     size_t n_pending, cap_pending;
 } lottery_pool;
@@ -69,8 +68,12 @@ int lottery_pool_load_entry(lottery_pool *p, const char *s, size_t len);
  * first draws the seed), and users it throttled are marked. Needs the
  * chunk's raw bytes (chunk.early). 0 or -ENOMEM. */
 int lottery_pool_take_chunk(lottery_pool *p, const chunk *ch);
-/* The opening: the order is drawn from the pool and the seed. 0, -ENOMEM. */
-int lottery_pool_draw(lottery_pool *p);
+/* The opening: the order is drawn from the pool and the seed. With e (the
+ * worker) and meta draw_by=points, by the points the pool recorded, or,
+ * the first time, by each ticket's profile `points` now, recorded as
+ * pending "= " entries; without e (lottery verify), by the recorded points
+ * when there are any. 0, -EPROTO (bad seed), -ENOMEM. */
+int lottery_pool_draw(lottery_pool *p, const engine *e);
 /* Requests not served yet. */
 static inline size_t lottery_pool_left(const lottery_pool *p) { return p->n - p->served; }
 /* The j-th request not served yet, in lottery order: its bytes, seq and

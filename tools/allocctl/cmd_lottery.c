@@ -137,7 +137,8 @@ static int show_draw(verify *v, long show)
     lottery *l = &v->pool.lot;
     uint32_t *order = malloc((l->n_tickets ? l->n_tickets : 1) * sizeof *order);
     uint8_t seed[LOTTERY_SEED_LEN];
-    if (!order || lottery_seed_parse(v->pool.seed, seed) < 0 || lottery_draw(l, seed, order) < 0) {
+    if (!order || lottery_seed_parse(v->pool.seed, seed) < 0 ||
+        lottery_draw_by(l, seed, v->pool.points_recorded, order) < 0) {
         free(order);
         return -1;
     }
@@ -191,7 +192,7 @@ static int verify_batch(ctx *x, const char *b, long show)
     lottery_commit(seed, want);
     if (commit && strcmp(commit, want)) print_diff(&v.diffs, MAX_SHOWN, "SHA-256 of the revealed seed is %s, not the commitment", want);
     snprintf(v.pool.seed, sizeof v.pool.seed, "%s", seed);
-    if (lottery_pool_draw(&v.pool) < 0 || read_ids(&v) < 0 || show_draw(&v, show) < 0 ||
+    if (lottery_pool_draw(&v.pool, NULL) < 0 || read_ids(&v) < 0 || show_draw(&v, show) < 0 ||
         check_results(&v, served) < 0) {
         errmsg(x, "out of memory or Redis error");
         rc = EX_REDIS;
