@@ -81,6 +81,27 @@ if [ -s "${TMPDIR:-/tmp}/check-layers.$$" ]; then
 fi
 rm -f "${TMPDIR:-/tmp}/check-layers.$$"
 
+# The engine's files stand in layers too (docs/DESIGN.md, engine.c): a file may
+# include the private header of its own module or of a lower rank only, so
+# no engine file calls back up (engine_state.c, rank 0, includes none).
+engine_rank() {
+    case $1 in
+        state) echo 0 ;; elig|hold) echo 1 ;; stock|swap) echo 2 ;; rooms|staff) echo 3 ;;
+        groups) echo 4 ;; ops|slots) echo 5 ;; wait) echo 6 ;;
+        check|view|load|prefetch|names) echo 7 ;; *) echo 8 ;;   # 8: engine.c
+    esac
+}
+for f in daemon/core/engine*.c daemon/core/engine*.h; do
+    [ -f "$f" ] || continue
+    m=$(basename "$f" | sed 's/^engine_\{0,1\}//; s/_int\.h$//; s/\.[ch]$//'); r=$(engine_rank "${m:-engine}")
+    for h in $(sed -n 's/^#include "\(engine_[a-z]*\(_int\)\{0,1\}\.h\)"/\1/p' "$f"); do
+        hm=$(echo "$h" | sed 's/^engine_//; s/_int\.h$//; s/\.h$//')
+        [ "$hm" = "${m:-engine}" ] && continue
+        [ "$(engine_rank "$hm")" -lt "$r" ] ||
+            complain "$f includes $h: an engine file includes only the layers below it (rank $(engine_rank "$hm") is not below $r)"
+    done
+done
+
 # The link: what libcore.a needs from outside must be pure C library
 # functions (memory, strings, numbers); sanitizer runtimes are allowed.
 if [ "$1" = "--lib" ]; then

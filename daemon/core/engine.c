@@ -11,9 +11,10 @@
  *   engine_wait.c      the waitlist: serves through engine_ops
  *   engine_ops.c       one op's decision, by op
  *   engine_groups.c    groups formed by consent (seated by engine_rooms)
- *   engine_rooms.c     choose, auto, group, switch, release
- *   engine_stock.c     buy, confirm, cancel, expiry
- *   engine_hold.c, engine_swap.c    held beds, swaps
+ *   engine_rooms.c, engine_staff.c  choose, auto, group, switch, release;
+ *                      assign, unassign (11.5)
+ *   engine_stock.c, engine_swap.c   buy, confirm, cancel, expiry; swaps
+ *   engine_hold.c, engine_elig.c    held beds; profiles and eligibility
  *   engine_state.c     records, orders, heap, outputs, moves of units
  *
  * with engine_load.c (loading), engine_view.c (views and drains),
@@ -29,11 +30,13 @@
 #include "core/engine_swap.h"
 #include "core/engine_wait.h"
 #include "engine_check_int.h"
+#include "engine_elig_int.h"
 #include "engine_groups_int.h"
 #include "engine_hold_int.h"
 #include "engine_ops_int.h"
 #include "engine_rooms_int.h"
 #include "engine_slots_int.h"
+#include "engine_staff_int.h"
 #include "engine_state.h"
 #include "engine_stock_int.h"
 #include "engine_swap_int.h"
@@ -61,6 +64,7 @@ void engine_free(engine *e)
     engine__swaps_free(e);
     engine__wait_free(e);
     engine__slots_free(e);
+    engine__elig_free(e);
     engine__state_free(e);
     free(e);
 }
@@ -100,6 +104,7 @@ static size_t expire_due(engine *e, int64_t now)
 
 size_t engine_expire(engine *e, int64_t now)
 {
+    engine__elig_refresh(e);
     size_t n = expire_due(e, now);
     engine__wait_step(e, now);
     if (ALLOC_DEBUG) engine__debug_sweep(e);
@@ -262,6 +267,7 @@ static engine_reason decide_state(engine *e, const engine_request *r,
 static engine_reason decide_admin(engine *e, const engine_request *r,
                                   int64_t now, engine_result *out)
 {
+    if (r->op == OP_ASSIGN || r->op == OP_UNASSIGN) return engine__staff_decide(e, r, now, out);
     if (r->op != OP_SET_CAPACITY) return decide_state(e, r, now, out);
     if (!engine__id_ok(r->item) || r->qty < 0) {
         out->status = STATUS_INVALID;
@@ -325,7 +331,7 @@ static int request_ok(const engine_request *r)
 
 static int is_admin(engine_op op)
 {
-    return op >= OP_PAUSE && op <= OP_SET_CAPACITY;
+    return (op >= OP_PAUSE && op <= OP_SET_CAPACITY) || op == OP_ASSIGN || op == OP_UNASSIGN;
 }
 
 /* Steps 1-7 of the spec for a request from the queue. */
@@ -367,6 +373,7 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
                            engine_result *out)
 {
     memset(out, 0, sizeof *out);
+    engine__elig_refresh(e);   /* once after loading: same_X of loaded holders */
     /* Reservations that ran out by `now` are gone before anything is
      * decided at `now`, whether or not the shell called engine_expire: a
      * buy must not be refused for units that are already free again. */
@@ -387,6 +394,11 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     }
     if (admin) e->counters.ctl++;
     else if (!out->kept) count_decision(e, out);   /* kept: decided and counted when served */
+    /* a staff placement counts in granted and rank like any grant (11.5),
+     * and so in processed, which is never below the sum of the results */
+    int staff_grant = admin && out->status == STATUS_GRANTED;
+    e->counters.granted += staff_grant;
+    e->counters.processed += staff_grant;
     const engine_counters *c = &e->counters;
     /* swap offers this decision ended (9.3) became granted or rejected */
     int64_t ended_granted = 0;
@@ -395,7 +407,8 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
         engine_swap_resolved_at(e, i, &s);
         ended_granted += s.res.status == STATUS_GRANTED;
     }
-    ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin && c->processed == processed + (!admin && !out->kept));
+    ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin &&
+                       c->processed == processed + (!admin && !out->kept) + staff_grant);
     ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == STATUS_GRANTED) + ended_granted);
     ALLOC_DEBUG_ASSERT(out->status != STATUS_GRANTED || out->rank == c->granted);
     ALLOC_DEBUG_ASSERT((out->status == STATUS_REJECTED) == (out->reason != REASON_NONE));

@@ -13,6 +13,7 @@
  * marks nothing dirty and emits no events.
  */
 #include "core/engine.h"
+#include "engine_elig_int.h"
 #include "engine_hold_int.h"
 #include "engine_state.h"
 
@@ -49,10 +50,10 @@ int engine_load_attr(engine *e, const char *id, const char *key,
             free(k);
             free(a[j].value);
             a[j].value = v;
-            return 0;
+            return engine__elig_attr(e, i, key, value);
         }
     a[it->n_attrs++] = (attr){ k, v };
-    return 0;
+    return engine__elig_attr(e, i, key, value);   /* only_X, same_X (11.2) */
 }
 
 int engine_load_room_holder(engine *e, const char *uid, const char *room,
@@ -75,6 +76,7 @@ int engine_load_room_holder(engine *e, const char *uid, const char *room,
     u->u.r.since = since;
     u->u.r.req = r;
     engine__free_add(e, it, -1);   /* may go below 0: no grant until it is back */
+    e->elig_stale = 1;   /* same_X: read from the holders at the first decision */
     if (e->items[it].free < 0) e->items[it].flags |= ITEM_LOADED_OVER;
     return 0;
 }
@@ -107,6 +109,7 @@ int engine_load_order(engine *e, const char *uid, uint64_t order,
     if (order_is_live(o.state)) {
         engine__orders_add_live(u, o);
         engine__free_add(e, it, -qty);   /* may go below 0, like a room holder */
+        e->elig_stale = 1;
         if (e->items[it].free < 0) e->items[it].flags |= ITEM_LOADED_OVER;
         if (u->u.s.units > e->meta.per_user) u->flags |= USER_LOADED_OVER;
     } else {
@@ -139,3 +142,19 @@ void engine_load_counters(engine *e, const engine_counters *c)
 }
 
 void engine_load_admin_state(engine *e, engine_admin_state s) { e->admin = s; }
+
+int engine_load_staff(engine *e, const char *uid, uint64_t order)
+{
+    uint32_t ui = engine__id_ok(uid) ? find_user(e, uid) : STRMAP_NONE;
+    if (ui == STRMAP_NONE) return engine__id_ok(uid) ? -ENOENT : -EINVAL;
+    user *u = &e->users[ui];
+    if (is_rooms(e)) {
+        if (u->u.r.room == NO_ROOM) return -ENOENT;
+        u->flags |= USER_STAFF;
+        return 0;
+    }
+    uint32_t o = orders_find(u, order);
+    if (o == STRMAP_NONE || o >= u->u.s.n_live) return -ENOENT;
+    u->u.s.orders[o].staff = 1;
+    return 0;
+}

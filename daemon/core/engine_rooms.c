@@ -8,6 +8,7 @@
  */
 #include "engine_rooms_int.h"
 #include "core/assert.h"
+#include "engine_elig_int.h"
 #include "engine_hold_int.h"
 #include "engine_state.h"
 #include "engine_swap_int.h"
@@ -16,6 +17,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int64_t held(const engine *e, uint32_t it)
+{
+    return e->items[it].capacity - e->items[it].free;
+}
+
+/* group_fill = exact (11.4): a single user only into a room that has a
+ * holder or is a single, so a room for N is left for a group of N. */
+static int single_fits(const engine *e, uint32_t it)
+{
+    if (e->items[it].free <= 0) return 0;
+    return e->meta.group_fill != GROUP_FILL_EXACT || e->items[it].capacity == 1 || held(e, it) > 0;
+}
+
+/* Seats user ui in room it for request r: the same_X values first, then
+ * the bed, its hold, and the result. Caller checked everything. */
+static engine_reason seat_one(engine *e, uint32_t ui, uint32_t it, const engine_request *r,
+                              int64_t now, engine_result *out)
+{
+    char *req = engine__seat_prepare(e, r->id, 1, 1);
+    if (!req) return REASON_NONE;
+    engine__elig_took(e, e->users[ui].id, it, held(e, it));
+    engine__seat(e, ui, it, req, r->id, now);
+    engine__hold_start(e, ui, now, out);
+    engine__granted(e, out, e->items[it].id);
+    return REASON_NONE;
+}
+
 engine_reason engine__rooms_choose(engine *e, uint32_t ui,
                                    const engine_request *r, int64_t now,
                                    engine_result *out)
@@ -23,13 +51,9 @@ engine_reason engine__rooms_choose(engine *e, uint32_t ui,
     uint32_t it = find_item(e, r->item);
     if (it == STRMAP_NONE) return REASON_UNKNOWN_ITEM;
     if (engine__holds_bed(e, ui)) return REASON_ALREADY_HOLDING;
-    if (e->items[it].free <= 0) return REASON_ROOM_FULL;
-    char *req = engine__seat_prepare(e, r->id, 1, 1);
-    if (!req) return REASON_NONE;
-    engine__seat(e, ui, it, req, r->id, now);
-    engine__hold_start(e, ui, now, out);
-    engine__granted(e, out, e->items[it].id);
-    return REASON_NONE;
+    if (!engine__elig_ok(e, e->users[ui].id, it, STRMAP_NONE)) return REASON_NOT_ELIGIBLE;
+    if (!single_fits(e, it)) return REASON_ROOM_FULL;
+    return seat_one(e, ui, it, r, now, out);
 }
 
 static int attrs_match(const item *it, const engine_kv *f, size_t n)
@@ -43,21 +67,38 @@ static int attrs_match(const item *it, const engine_kv *f, size_t n)
     return 1;
 }
 
-/* The room for auto and group: the first of prefs with `need` free beds,
- * else (with a filter) the matching room with the fewest free beds that
- * still fits, ties by id -- filling rooms up keeps whole rooms free for
- * groups. A linear scan: room batches have thousands of rooms, not more. */
+/* Whether room it can take the request's user (need 1) or its members
+ * (need n): free beds, group_fill (11.4) and eligibility (11.2). */
+static int room_fits(const engine *e, const engine_request *r, int64_t need, uint32_t it)
+{
+    const item *p = &e->items[it];
+    if (p->free < need) return 0;
+    if (need == 1 && !r->n_members) {
+        if (!single_fits(e, it)) return 0;
+        return engine__elig_ok(e, r->user, it, STRMAP_NONE);
+    }
+    if (e->meta.group_fill == GROUP_FILL_EXACT && (held(e, it) != 0 || p->capacity != need))
+        return 0;
+    return engine__elig_group_ok(e, r->members, r->n_members, it);
+}
+
+/* The room for auto and group: the first of prefs that fits, else (with a
+ * filter) the matching room that fits with the fewest free beds, ties by
+ * id -- filling rooms up keeps whole rooms free for groups. Rooms the user
+ * (or a member) may not hold are skipped in both. A linear scan: room
+ * batches have thousands of rooms, not more. */
 static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need)
 {
     for (size_t i = 0; i < r->n_prefs; i++) {
         uint32_t it = find_item(e, r->prefs[i]);
-        if (it != STRMAP_NONE && e->items[it].free >= need) return it;
+        if (it != STRMAP_NONE && room_fits(e, r, need, it)) return it;
     }
     if (!r->has_filter) return STRMAP_NONE;
     uint32_t best = STRMAP_NONE;
     for (uint32_t it = 0; it < e->n_items; it++) {
         const item *p = &e->items[it];
-        if (p->free < need || !attrs_match(p, r->filter, r->n_filter)) continue;
+        if (p->free < need || !attrs_match(p, r->filter, r->n_filter) || !room_fits(e, r, need, it))
+            continue;
         if (best == STRMAP_NONE || p->free < e->items[best].free ||
             (p->free == e->items[best].free && strcmp(p->id, e->items[best].id) < 0))
             best = it;
@@ -71,12 +112,7 @@ engine_reason engine__rooms_auto(engine *e, uint32_t ui, const engine_request *r
     if (engine__holds_bed(e, ui)) return REASON_ALREADY_HOLDING;
     uint32_t it = pick_room(e, r, 1);
     if (it == STRMAP_NONE) return REASON_NO_ROOM;
-    char *req = engine__seat_prepare(e, r->id, 1, 1);
-    if (!req) return REASON_NONE;
-    engine__seat(e, ui, it, req, r->id, now);
-    engine__hold_start(e, ui, now, out);
-    engine__granted(e, out, e->items[it].id);
-    return REASON_NONE;
+    return seat_one(e, ui, it, r, now, out);
 }
 
 /* Seats every member in room `it`, or nobody: all allocations (member
@@ -95,6 +131,7 @@ static void seat_group(engine *e, const engine_request *r, uint32_t it,
     }
     if (ok) {
         int64_t free_before = e->items[it].free;
+        engine__elig_took(e, r->members[0], it, held(e, it));
         for (size_t i = 0; i < n; i++) engine__seat(e, ids[i], it, reqs[i], r->id, now);
         /* every member holds their own bed (and pays their own deposit);
          * the result carries the requester's order */
@@ -135,10 +172,12 @@ engine_reason engine__rooms_switch(engine *e, uint32_t ui,
     if (it == STRMAP_NONE) return REASON_UNKNOWN_ITEM;
     if (!engine__holds_bed(e, ui)) return REASON_NOT_HOLDING;
     if (e->users[ui].u.r.room == it) return REASON_ALREADY_HOLDING;
-    if (e->items[it].free <= 0) return REASON_ROOM_FULL;   /* the old bed stays */
+    if (!engine__elig_ok(e, e->users[ui].id, it, STRMAP_NONE)) return REASON_NOT_ELIGIBLE;
+    if (!single_fits(e, it)) return REASON_ROOM_FULL;   /* the old bed stays */
     char *req = engine__seat_prepare(e, r->id, 2, 2);
     if (!req) return REASON_NONE;
     if (engine__swaps_bed_gone(e, ui, now) < 0) { free(req); return REASON_NONE; }
+    engine__elig_took(e, e->users[ui].id, it, held(e, it));
     engine__unseat(e, ui, r->id, now);
     engine__seat(e, ui, it, req, r->id, now);
     engine__granted(e, out, e->items[it].id);

@@ -341,6 +341,7 @@ uint32_t engine__unseat(engine *e, uint32_t ui, const char *req_id, int64_t now)
     ALLOC_ASSERT(it != NO_ROOM);
     engine__free_return(e, it, 1);
     u->u.r.room = NO_ROOM;
+    u->flags &= (uint8_t)~USER_STAFF;   /* a staff placement ends with its bed */
     free(u->u.r.req);
     u->u.r.req = NULL;
     engine__emit(e, &(engine_event){ .type = EVENT_RELEASE, .user = u->id,

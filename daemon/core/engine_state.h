@@ -25,7 +25,8 @@
 
 /* *_LOADED_OVER: loaded holding more than capacity / per_user (see engine_load.c's
  * note at its top); the only records the sweep lets break those limits. */
-enum { USER_DIRTY = 1, USER_WINDOW = 2, USER_LOADED_OVER = 4 };
+/* USER_STAFF: rooms: the bed was placed by staff without check (11.5). */
+enum { USER_DIRTY = 1, USER_WINDOW = 2, USER_LOADED_OVER = 4, USER_STAFF = 8 };
 enum { ITEM_DIRTY = 1, ITEM_CAP_CHANGED = 2, ITEM_LOADED_OVER = 4 };
 
 typedef struct attr {
@@ -38,6 +39,7 @@ typedef struct item {
     int64_t capacity;
     int64_t free;  /* capacity - held; < 0 only if ITEM_LOADED_OVER */
     attr *attrs;
+    struct item_rules *rules;  /* only_X / same_X (engine_elig.c), NULL if none */
     uint32_t n_attrs;
     uint8_t flags;
 } item;
@@ -154,6 +156,8 @@ struct engine {
     size_t unchecked;           /* ALLOCD_DEBUG: decisions since the last sweep */
     struct engine_groups *groups; /* formed groups (engine_groups.c), NULL until one */
     struct engine_swaps *swaps;   /* open swap offers (engine_swap.c), NULL until one */
+    struct engine_profiles *prof; /* profiles (engine_elig.c), NULL until one */
+    uint8_t elig_stale;           /* loaded holders: same_X values to recompute */
 };
 
 static inline int is_rooms(const engine *e) { return e->meta.kind == BATCH_ROOM; }

@@ -7,6 +7,7 @@
  */
 #include "engine_stock_int.h"
 #include "core/assert.h"
+#include "engine_elig_int.h"
 #include "engine_state.h"
 
 #include <errno.h>
@@ -37,6 +38,7 @@ engine_reason engine__stock_buy(engine *e, uint32_t ui, const engine_request *r,
 {
     uint32_t it = find_item(e, r->item);
     if (it == STRMAP_NONE) return REASON_UNKNOWN_ITEM;
+    if (!engine__elig_ok(e, e->users[ui].id, it, STRMAP_NONE)) return REASON_NOT_ELIGIBLE;
     if (r->qty > e->items[it].free) return REASON_SOLD_OUT;
     if (e->users[ui].u.s.units + r->qty > e->meta.per_user) return REASON_LIMIT;
     int hold = e->meta.hold_ms > 0;
@@ -50,6 +52,7 @@ engine_reason engine__stock_buy(engine *e, uint32_t ui, const engine_request *r,
                        .state = hold ? ORDER_HELD : ORDER_CONFIRMED,
                        .expires_at = hold ? engine__sat_add(now, e->meta.hold_ms) : 0 };
     user *u = &e->users[ui];
+    engine__elig_took(e, u->id, it, e->items[it].capacity - e->items[it].free);
     /* A repeated id would make confirm and cancel act on the wrong order
      * (the source promises fresh ids: a search, so debug builds only). */
     ALLOC_DEBUG_ASSERT(orders_find(u, o.id) == STRMAP_NONE);

@@ -17,6 +17,7 @@
 
 #include "core/assert.h"
 #include "core/vec.h"
+#include "engine_elig_int.h"
 #include "engine_state.h"
 #include "engine_swap_int.h"
 
@@ -127,7 +128,6 @@ void engine__swaps_close(engine *e, int64_t now)
     while (s->n) end_offer(e, s, s->n - 1, rejected(REASON_CLOSED));
 }
 
-/* The oldest open offer from `from` to `to`, or -1. */
 /* Exchanges the beds of ui and vi (both hold one), as two releases and two
  * grants in the log. -ENOMEM (nothing changed) or 0. */
 static int exchange_beds(engine *e, uint32_t ui, uint32_t vi, const char *req_u,
@@ -140,11 +140,14 @@ static int exchange_beds(engine *e, uint32_t ui, uint32_t vi, const char *req_u,
         return -ENOMEM;
     }
     uint32_t a = engine__unseat(e, ui, req_u, now), b = engine__unseat(e, vi, req_v, now);
+    engine__elig_took(e, e->users[ui].id, b, e->items[b].capacity - e->items[b].free);
+    engine__elig_took(e, e->users[vi].id, a, e->items[a].capacity - e->items[a].free);
     engine__seat(e, ui, b, ru, req_u, now);
     engine__seat(e, vi, a, rv, req_v, now);
     return 0;
 }
 
+/* The oldest open offer from `from` to `to`, or -1. */
 static long find_offer(const engine_swaps *s, uint32_t from, uint32_t to)
 {
     for (size_t k = 0; s && k < s->n; k++)
@@ -158,6 +161,10 @@ engine_reason engine__swaps_decide(engine *e, uint32_t ui, const engine_request 
     if (!engine__holds_bed(e, ui)) return REASON_NOT_HOLDING;
     uint32_t vi = find_user(e, r->peer);
     if (vi == STRMAP_NONE || vi == ui || !engine__holds_bed(e, vi)) return REASON_NOT_HOLDING;
+    /* 11.2: each user for the other's bed, the other leaving it */
+    if (!engine__elig_ok(e, e->users[ui].id, e->users[vi].u.r.room, vi) ||
+        !engine__elig_ok(e, e->users[vi].id, e->users[ui].u.r.room, ui))
+        return REASON_NOT_ELIGIBLE;
     engine_swaps *s = swaps_of(e);
     if (!s || reserve_offer(e, s, ui, vi) < 0) { engine__out_of_memory(e); return REASON_NONE; }
     long k = find_offer(s, vi, ui);

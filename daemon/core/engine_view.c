@@ -25,6 +25,7 @@ static void user_view(const engine *e, uint32_t ui, engine_user_view *v)
             v->since = u->u.r.since;
             v->req = u->u.r.req;
             engine__hold_view(e, ui, v);
+            v->staff = (u->flags & USER_STAFF) != 0;
         }
         v->group = engine__groups_user_group(e, ui);
     } else {

@@ -75,6 +75,21 @@ int lottery_mark_throttled(lottery *l, const char *user)
     return 1;
 }
 
+int lottery_set_points(lottery *l, const char *user, int64_t points)
+{
+    if (!user || !*user) return -EINVAL;
+    uint32_t u = user_get(l, user);
+    if (u == STRMAP_NONE) return -ENOMEM;
+    l->users[u].points = points;
+    return 0;
+}
+
+int64_t lottery_points_of(const lottery *l, const char *user)
+{
+    uint32_t u = user ? strmap_find(&l->map, user) : STRMAP_NONE;
+    return u == STRMAP_NONE ? 0 : l->users[u].points;
+}
+
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9') return c - '0';
@@ -158,12 +173,45 @@ void lottery_shuffle(uint32_t *perm, size_t n, const uint8_t seed[LOTTERY_SEED_L
 
 /* ---------------------------------------------------------------- the draw */
 
+/* 11.3: a stable merge sort of the shuffled tickets by points, highest
+ * first: equal points keep their shuffled order. tmp holds n entries. */
+static void sort_by_points(const lottery *l, uint32_t *perm, uint32_t *tmp, size_t n)
+{
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                int64_t a = l->users[l->tickets[perm[i]]].points;
+                int64_t b = l->users[l->tickets[perm[j]]].points;
+                tmp[k++] = b > a ? perm[j++] : perm[i++];
+            }
+            while (i < mid) tmp[k++] = perm[i++];
+            while (j < hi) tmp[k++] = perm[j++];
+        }
+        memcpy(perm, tmp, n * sizeof *perm);
+    }
+}
+
 int lottery_draw(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN], uint32_t *order)
+{
+    return lottery_draw_by(l, seed, 0, order);
+}
+
+int lottery_draw_by(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN], int by_points,
+                    uint32_t *order)
 {
     size_t n = l->n_tickets;
     uint32_t *perm = malloc((n ? n : 1) * sizeof *perm);
-    if (!perm) return -ENOMEM;
+    uint32_t *tmp = by_points ? malloc((n ? n : 1) * sizeof *tmp) : NULL;
+    if (!perm || (by_points && !tmp)) {
+        free(perm);
+        free(tmp);
+        return -ENOMEM;
+    }
     lottery_shuffle(perm, n, seed);
+    if (by_points) sort_by_points(l, perm, tmp, n);
+    free(tmp);
     /* stable partition: the throttled behind the others */
     size_t k = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -181,12 +229,18 @@ int lottery_draw(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN], uint32_
 int lottery_serve_order(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN],
                         uint32_t *serve, uint32_t *draw_pos)
 {
+    return lottery_serve_order_by(l, seed, 0, serve, draw_pos, NULL);
+}
+
+int lottery_serve_order_by(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN], int by_points,
+                           uint32_t *serve, uint32_t *draw_pos, int64_t *points)
+{
     size_t n = l->n_tickets;
     uint32_t *order = malloc((n ? n : 1) * sizeof *order);
     uint32_t *pos = malloc((n ? n : 1) * sizeof *pos);       /* ticket -> position */
     size_t *start = calloc(n + 1, sizeof *start);
     int rc = -ENOMEM;
-    if (!order || !pos || !start || lottery_draw(l, seed, order) < 0) goto out;
+    if (!order || !pos || !start || lottery_draw_by(l, seed, by_points, order) < 0) goto out;
     for (size_t k = 0; k < n; k++) pos[l->users[order[k]].ticket] = (uint32_t)k;
     for (size_t i = 0; i < l->n_reqs; i++) start[pos[l->req_ticket[i]] + 1]++;
     for (size_t k = 0; k < n; k++) start[k + 1] += start[k];
@@ -194,6 +248,7 @@ int lottery_serve_order(const lottery *l, const uint8_t seed[LOTTERY_SEED_LEN],
         uint32_t p = pos[l->req_ticket[i]];
         serve[start[p]++] = (uint32_t)i;
         draw_pos[i] = p + 1;
+        if (points) points[i] = l->users[order[p]].points;
     }
     rc = 0;
 out:

@@ -28,6 +28,7 @@ size_t log_entry_extras(const engine_event *ev, log_extra out[LOG_EVENT_MAX_EXTR
         out[n++] = (log_extra){ "status", engine_status_name(ev->status), 0 };
         if (ev->reason != REASON_NONE) out[n++] = (log_extra){ "reason", engine_reason_name(ev->reason), 0 };
     }
+    if (ev->by) out[n++] = (log_extra){ "by", ev->by, 0 };   /* staff (contract 11.5) */
     return n;
 }
 

@@ -55,6 +55,10 @@ static void result_fields(jsonw *w, const request *q, const engine_result *res)
         jsonw_arr_end(w);
     }
     if (res->status == STATUS_GRANTED) jsonw_kint(w, "rank", res->rank);
+    if (res->by) {   /* staff placements (contract 11.5) */
+        jsonw_kstr(w, "by", res->by);
+        if (q->r.check) { jsonw_key(w, "check"); jsonw_raw(w, "true", 4); }
+    }
     /* a waitlist place; a swap offer (9.3) has none */
     if (res->status == STATUS_WAITING && res->wait_no) records_waiting_fields(w, res);
 }
@@ -67,10 +71,11 @@ void records_result(jsonw *w, const request *q, const engine_result *res,
 }
 
 void records_result_drawn(jsonw *w, const request *q, const engine_result *res,
-                          int64_t seq, int64_t at, int64_t draw)
+                          int64_t seq, int64_t at, int64_t draw, const int64_t *points)
 {
     result_fields(w, q, res);
     jsonw_kint(w, "draw", draw);
+    if (points) jsonw_kint(w, "points", *points);
     common_tail(w, seq, at);
 }
 
@@ -150,6 +155,7 @@ void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
             if (v->room_expires_at) jsonw_kint(w, "expires_at", v->room_expires_at);
         }
         if (v->group) jsonw_kstr(w, "group", v->group);
+        if (v->staff) jsonw_kstr(w, "by", "staff");   /* without check: verify's exception */
         swap_offers(w, e, v->id);
         jsonw_obj_end(w);
         return;
@@ -167,6 +173,7 @@ void records_holder(jsonw *w, const engine *e, const engine_user_view *v)
         jsonw_kint(w, "qty", o->qty);
         jsonw_kstr(w, "state", records_order_state_name(o->state));
         if (o->state == ORDER_HELD) jsonw_kint(w, "expires_at", o->expires_at);
+        if (o->staff) jsonw_kstr(w, "by", "staff");
         jsonw_obj_end(w);
     }
     jsonw_arr_end(w);

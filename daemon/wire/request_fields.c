@@ -75,6 +75,7 @@ static const field_spec field_specs[FIELD_COUNT] = {
     [FIELD_VERSION]  = { KEY("version"), CHECK_INT, AT(version), .lo = 0, .hi = VERSION_MAX },
     [FIELD_WITH]     = { KEY("with"), CHECK_NAME, AT(peer) },
     [FIELD_WAIT]     = { KEY("wait"), CHECK_BOOL, AT(wait) },
+    [FIELD_CHECK]    = { KEY("check"), CHECK_BOOL, AT(check) },
 };
 
 /* The slots' types, as the checks write them. */
@@ -93,6 +94,7 @@ SLOT_IS(n_to, size_t);
 SLOT_IS(peer, const char *);
 SLOT_IS(version, int64_t);
 SLOT_IS(wait, int);
+SLOT_IS(check, int);
 
 /* Whether an op has a field. Zero (END) ends a list. */
 typedef enum { END = 0, OPTIONAL, REQUIRED } field_presence;
@@ -145,6 +147,10 @@ static const op_rule op_rules[] = {
     [OP_PREFS]        = { GRAMMAR_QUEUE, { { FIELD_PREFS, OPTIONAL }, { FIELD_FILTER, OPTIONAL },
                                            { FIELD_VERSION, REQUIRED } } },
     [OP_SWAP]         = { GRAMMAR_QUEUE, { { FIELD_WITH, REQUIRED } }, with_another_user },
+    /* staff placements (contract 11.5): admin commands naming a user */
+    [OP_ASSIGN]       = { GRAMMAR_CTL, { { FIELD_USER, REQUIRED }, { FIELD_ITEM, REQUIRED },
+                                         { FIELD_QTY, OPTIONAL }, { FIELD_CHECK, OPTIONAL } } },
+    [OP_UNASSIGN]     = { GRAMMAR_CTL, { { FIELD_USER, REQUIRED }, { FIELD_ORDER, OPTIONAL } } },
 };
 
 typedef struct grammar_rule {
@@ -200,7 +206,7 @@ int request_field_lookup(const char *key, size_t n)
     case 3: IS(FIELD_QTY); break;
     case 4: IS(FIELD_USER); IS(FIELD_ITEM); IS(FIELD_ROOM); IS(FIELD_FROM); IS(FIELD_WITH);
         IS(FIELD_WAIT); break;
-    case 5: IS(FIELD_ORDER); IS(FIELD_PREFS); break;
+    case 5: IS(FIELD_ORDER); IS(FIELD_PREFS); IS(FIELD_CHECK); break;
     case 6: IS(FIELD_FILTER); break;
     case 7: IS(FIELD_MEMBERS); IS(FIELD_VERSION); break;
     case 8: IS(FIELD_CAPACITY); break;

@@ -24,6 +24,14 @@ static uint64_t order_parse(json_t *v)
     return 0;
 }
 
+/* "by":"staff" on a bed or an order: placed by staff without check
+ * (contract 11.5; records_holder writes it). */
+static int staff_mark(const json_t *o)
+{
+    const char *by = json_string_value(json_object_get(o, "by"));
+    return by && !strcmp(by, "staff");
+}
+
 static int load_stock_orders(engine *e, const char *user, json_t *orders,
                              char *err, size_t errlen)
 {
@@ -40,6 +48,7 @@ static int load_stock_orders(engine *e, const char *user, json_t *orders,
         }
         int rc = engine_load_order(e, user, id, item, json_integer_value(qty), st,
                                    json_is_integer(exp) ? json_integer_value(exp) : 0);
+        if (rc == 0 && staff_mark(o)) rc = engine_load_staff(e, user, id);
         if (rc < 0) {
             snprintf(err, errlen, "holder '%s': order %" PRIu64 " rejected by the engine (%d)",
                      user, id, rc);
@@ -95,6 +104,7 @@ int state_load_holder(engine *e, const char *user, const char *json,
                                           json_is_integer(since) ? json_integer_value(since) : 0,
                                           req ? req : "");
         if (erc == 0) erc = load_swap_offers(e, user, json_object_get(doc, "swap_offers"));
+        if (erc == 0 && staff_mark(doc)) erc = engine_load_staff(e, user, 0);
         if (erc < 0) {
             snprintf(err, errlen, "holder '%s': room '%s' rejected by the engine (%d)",
                      user, json_string_value(item), erc);

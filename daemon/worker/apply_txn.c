@@ -150,6 +150,15 @@ static void fence_mark(argbuf *a, const char *const keys[FENCE_NKEYS], size_t fi
 /* One HSET of every result: the engine's, or the parser's `invalid`. The
  * JSON is written straight into the transaction (through argbuf's scratch
  * buffer), once per result. */
+/* A pool request's result: its place in the draw and, with draw_by=points,
+ * the points recorded for its ticket (contract 11.3). */
+static void drawn_result(argbuf *a, const apply_txn_ctx *c, const chunk_item *it)
+{
+    int64_t points;
+    int has = c->pool && it->q.r.user && lottery_pool_points_of(c->pool, it->q.r.user, &points);
+    records_result_drawn(&a->data, &it->q, &it->res, it->seq, c->now, it->draw, has ? &points : NULL);
+}
+
 static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
 {
     cmd_open(a, "HSET", c->keys->results);
@@ -159,7 +168,7 @@ static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
         argbuf_str(a, it->q.r.id);
         size_t start = argbuf_begin(a);
         if (it->q.outcome == REQUEST_INVALID) records_invalid(&a->data, &it->q, it->seq, c->now);
-        else if (it->draw) records_result_drawn(&a->data, &it->q, &it->res, it->seq, c->now, it->draw);
+        else if (it->draw) drawn_result(a, c, it);
         else records_result(&a->data, &it->q, &it->res, it->seq, c->now);
         argbuf_end(a, start);
     }
@@ -410,6 +419,7 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
     };
     cmd_open(a, "HSET", c->keys->stats);
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { argbuf_str(a, f[i].name); argbuf_int(a, f[i].v); }
+    if (c->bad_profiles) { argbuf_str(a, "bad_profiles"); argbuf_int(a, *c->bad_profiles); }
     argbuf_str(a, "state"); argbuf_str(a, engine_phase_name(engine_phase_at(e, c->now)));
     argbuf_str(a, "owner"); argbuf_str(a, c->instance);
     argbuf_cmd_end(a);

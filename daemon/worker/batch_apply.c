@@ -96,7 +96,7 @@ void batch__txn_ctx(batch_worker *w, apply_txn_ctx *ctx, int64_t now)
         .log_maxlen = w->cfg->log_maxlen, .log_chunk = w->cfg->log_chunk,
         .archive_group = w->cfg->archive_group, .instance = w->cfg->instance,
         .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
-        .fault_apply_id = w->fault_apply_id,
+        .fault_apply_id = w->fault_apply_id, .bad_profiles = &w->profiles_report.bad,
     };
 }
 

@@ -28,7 +28,7 @@ int batch_keys_init(batch_keys *k, const char *prefix, const char *batch)
         { k->log, "log" }, { k->dead, "dead" }, { k->participants, "participants" },
         { k->orders_ended, "orders_ended" }, { k->internal, "internal" },
         { k->early, "early" }, { k->lease, "lease" }, { k->waitlist, "waitlist" },
-        { k->slots, "slots" }, { k->groups, "groups" },
+        { k->slots, "slots" }, { k->groups, "groups" }, { k->profiles, "profiles" },
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (make(all[i].dst, prefix, batch, all[i].name) < 0) return -EINVAL;

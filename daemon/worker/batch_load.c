@@ -20,7 +20,7 @@
 /* The replies of one load, in the order they are sent (and answered). */
 enum {
     LOAD_META, LOAD_CAPACITY, LOAD_ATTRS, LOAD_HOLDERS, LOAD_ENDED, LOAD_WAITLIST, LOAD_SLOTS,
-    LOAD_UPGRADE, LOAD_PARTICIPANTS, LOAD_GROUPS, LOAD_STATS, LOAD_INTERNAL
+    LOAD_PROFILES, LOAD_UPGRADE, LOAD_PARTICIPANTS, LOAD_GROUPS, LOAD_STATS, LOAD_INTERNAL
 };
 #define BATCH_LOAD_STEPS (LOAD_INTERNAL + 1)
 
@@ -173,6 +173,16 @@ int batch_load_meta_field(engine_meta *m, const char *k, const char *v, char *er
         if (rc == 0) m->groups = (groups_mode)choice;
         return rc;
     }
+    if (!strcmp(k, "draw_by")) {   /* contract 11.3 */
+        rc = meta_choice(&choice, k, v, "none", DRAW_BY_NONE, "points", DRAW_BY_POINTS, err, errlen);
+        if (rc == 0) m->draw_by = (draw_by_mode)choice;
+        return rc;
+    }
+    if (!strcmp(k, "group_fill")) {   /* contract 11.4 */
+        rc = meta_choice(&choice, k, v, "any", GROUP_FILL_ANY, "exact", GROUP_FILL_EXACT, err, errlen);
+        if (rc == 0) m->group_fill = (group_fill_mode)choice;
+        return rc;
+    }
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(k, ints[i].name)) continue;
         if (numtext_parse_i64(v, ints[i].dst) < 0 || *ints[i].dst < ints[i].min) {
@@ -232,6 +242,10 @@ static void load_pair(batch_load *l, int tag, const char *k, const char *v, size
     case LOAD_SLOTS:
         batch_load_slot(l->eng, l->batch, k, v);
         break;
+    case LOAD_PROFILES:
+        /* a profile that is not one counts as none (profiles_scan.h) */
+        profiles_pair(l->profiles, l->eng, l->batch, k, v);
+        break;
     case LOAD_WAITLIST:
         /* a waiting request allocd wrote and cannot read back would lose
          * its final result: the load fails, as for a bad holder */
@@ -256,8 +270,10 @@ void batch_load_slot(engine *e, const char *batch, const char *user, const char 
 static void load_pairs(batch_load *l, const redisReply *r, int tag)
 {
     if (r->type != REDIS_REPLY_ARRAY) { batch_load_fail(l, "unexpected reply loading %s", l->batch); return; }
+    if (tag == LOAD_PROFILES) profiles_begin(l->profiles, 1);   /* a new engine */
     for (size_t i = 0; i + 1 < r->elements && !l->failed; i += 2)
         load_pair(l, tag, r->element[i]->str, r->element[i + 1]->str, r->element[i + 1]->len);
+    if (tag == LOAD_PROFILES) profiles_end(l->profiles, l->eng);
 }
 
 static void load_stats(batch_load *l, const redisReply *r)
@@ -384,6 +400,10 @@ int batch_load_start(batch_load *l, const char *trip_key, uint64_t seed)
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_ENDED], to, "HGETALL %s", k->orders_ended));
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_WAITLIST], to, "HGETALL %s", k->waitlist));
     if (!rc) rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_SLOTS], to, "HGETALL %s", k->slots));
+    /* contract 11.2: read with the batch, then again every second while
+     * it is served (profiles_scan.h) */
+    if (!rc && l->profiles)
+        rc = sent(run, redis_conn_command(l->conn, on_load_reply, &st[LOAD_PROFILES], to, "HGETALL %s", k->profiles));
     /* the lists an older allocd kept requests in while it decided them */
     char processing[BATCH_KEY_MAX + 16], ctlprocessing[BATCH_KEY_MAX + 16];
     snprintf(processing, sizeof processing, "%s:{%s}:processing", l->cfg->prefix, l->batch);

@@ -230,13 +230,14 @@ static void take_one(batch_worker *w)
     }
     if (chunk_ring_busy(&w->ring) > 0 && !may_read_ahead(w)) return;
     int64_t now = clock_wall_ms();
-    if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now) && lottery_draw_now(w) < 0) return;
     if (batch__lease_check(w, "take") < 0) return;
-    /* held while the slots are older than a scan's interval and its grace
-     * (slots_scan.h): the last page's reply takes again (on_slots) */
+    /* held while the slots or profiles are older than a scan's interval
+     * and its grace (slots_scan.h): the last page's reply takes again
+     * (on_slots); so is the draw, which reads the profiles' points */
     int64_t mono = clock_mono_ms();
     slots_refresh(w, mono);
-    if (!slots_scan_current(&w->slots, mono)) return;
+    if (!slots_scan_current(&w->slots, mono) || !slots_scan_current(&w->profiles, mono)) return;
+    if (chunk_ring_busy(&w->ring) == 0 && lottery_due(w, now) && lottery_draw_now(w) < 0) return;
     chunk *ch = chunk_ring_push(&w->ring, CHUNK_NONE);
     ALLOC_ASSERT(ch != NULL);   /* the ring is not full: checked above */
     ch->state = CS_TAKING;
@@ -259,18 +260,25 @@ static void take_one(batch_worker *w)
  * a take while the table is not current, so a request dequeued more than
  * the interval and its grace after an operator's change is decided with
  * it, after an idle spell too. */
-static void slots_refresh(batch_worker *w, int64_t now)
+static void scan_refresh(batch_worker *w, slots_scan *s, worker_op_kind kind, const char *key, int64_t now)
 {
-    const char *cursor = slots_scan_due(&w->slots, now);
+    const char *cursor = slots_scan_due(s, now);
     if (!cursor) return;
-    worker_op *o = batch__op_new(w, WOP_SLOTS, NULL);
+    worker_op *o = batch__op_new(w, kind, NULL);
     if (!o) return;   /* busy: what is in flight takes again when it is answered */
     if (redis_conn_command(w->cmd, batch__on_op_reply, o, w->cfg->redis_timeout_ms, "HSCAN %s %s COUNT %d",
-                           w->keys.slots, cursor, SLOTS_SCAN_COUNT) < 0) {
+                           key, cursor, SLOTS_SCAN_COUNT) < 0) {
         o->busy = 0;
         return;
     }
-    slots_scan_sent(&w->slots);
+    slots_scan_sent(s);
+}
+
+/* The profiles (contract 11.2) are read again the same way. */
+static void slots_refresh(batch_worker *w, int64_t now)
+{
+    scan_refresh(w, &w->slots, WOP_SLOTS, w->keys.slots, now);
+    scan_refresh(w, &w->profiles, WOP_PROFILES, w->keys.profiles, now);
 }
 
 /* A page of the slots scan. It belongs to the engine it was asked for
@@ -283,16 +291,18 @@ static void slots_refresh(batch_worker *w, int64_t now)
 void batch__on_slots(worker_op *o, redisReply *r, const char *err)
 {
     batch_worker *w = o->w;
+    slots_scan *s = o->kind == WOP_PROFILES ? &w->profiles : &w->slots;
+    const char *what = o->kind == WOP_PROFILES ? "profiles" : "slots";
     o->busy = 0;
     if (o->gen != w->gen) return;
     if (!w->eng || (w->state != W_SERVING && w->state != W_IDLE) || (err && w->state == W_IDLE)) {
-        slots_scan_abandon(&w->slots);
+        slots_scan_abandon(s);
         return;
     }
     const char *e = batch__reply_error(r, err);
-    if (e) { batch__fail(w, "slots", e); return; }
-    int rc = slots_scan_page(&w->slots, r, w->eng, w->batch);
-    if (rc < 0) { batch__fail(w, "slots", rc == -ENOMEM ? "out of memory" : "unexpected reply"); return; }
+    if (e) { batch__fail(w, what, e); return; }
+    int rc = slots_scan_page(s, r, w->eng, w->batch);
+    if (rc < 0) { batch__fail(w, what, rc == -ENOMEM ? "out of memory" : "unexpected reply"); return; }
     if (rc == 0) slots_refresh(w, clock_mono_ms());
     else if (w->state == W_SERVING) batch__take_start(w);
 }
@@ -412,7 +422,7 @@ void batch__lottery_start(batch_worker *w)
  * reveals the seed. */
 static int lottery_draw_now(batch_worker *w)
 {
-    int rc = lottery_pool_draw(&w->pool);
+    int rc = lottery_pool_draw(&w->pool, w->eng);   /* draw_by=points: its profiles */
     if (rc < 0) { batch__fail(w, "lottery", rc == -ENOMEM ? "out of memory" : "bad seed"); return rc; }
     log_notice("batch %s: opening lottery: %zu early requests of %zu users, %zu already served",
                w->batch, w->pool.n, lottery_ticket_count(&w->pool.lot), w->pool.served);

@@ -284,6 +284,7 @@ void batch__load_start(batch_worker *w)
 {
     drop_engine(w);
     slots_scan_loaded(&w->slots, clock_mono_ms());   /* the load reads them */
+    slots_scan_loaded(&w->profiles, clock_mono_ms());
     batch__set_state(w, W_LOADING);
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* -ENOTCONN: the connection is down; the commands already sent get
@@ -328,12 +329,13 @@ void batch__on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     worker_op_kind kind = o->kind;
     ALLOC_ASSERT(o->busy && (unsigned)kind <= WOP_LAST);
     if ((kind == WOP_ORDERS || kind == WOP_LOAD_ORDERS) && order_reply_handled(o, r, err)) return;
-    if (kind == WOP_SLOTS) { batch__on_slots(o, r, err); return; }
+    if (kind == WOP_SLOTS || kind == WOP_PROFILES) { batch__on_slots(o, r, err); return; }
     if (kind == WOP_LOAD_WAIT || kind == WOP_LOAD_PUBLISH) { batch__on_load_publish(o, r, err); return; }
     if (!op_current(o)) return;
     if (kind == WOP_TAKE && o->take_gen != w->take_gen) return;
     static const char *const names[] = { "take", "dedup", "order id block", "apply", "order id block",
-                                         "slots", "wait for replicas", "loading", "loading" };
+                                         "slots", "wait for replicas", "loading", "loading",
+                                         "profiles" };
     const char *e = batch__reply_error(r, err);
     if (e) { batch__fail(w, names[kind], e); return; }
     switch (kind) {
@@ -342,7 +344,7 @@ void batch__on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
     case WOP_ORDERS: batch__on_orders(w, o->ch, r); break;
     case WOP_APPLY: batch__on_applied(w, o->ch, r); break;
     case WOP_LOAD_ORDERS: break;        /* handled above */
-    case WOP_SLOTS: break;              /* handled above */
+    case WOP_SLOTS: case WOP_PROFILES: break;   /* handled above */
     case WOP_REPLICAS: batch__on_replicas(w, r); break;
     case WOP_LOAD_WAIT: case WOP_LOAD_PUBLISH: break;   /* handled above */
     }
@@ -620,6 +622,8 @@ static void on_handle_closed(batch_worker *w)
     batch_load_free(&w->load);
     dedup_free(&w->dedup);
     slots_scan_free(&w->slots);
+    slots_scan_free(&w->profiles);
+    profiles_report_free(&w->profiles_report);
     argbuf_free(&w->args);
     argbuf_free(&w->reads_args);
     argbuf_free(&w->effect);
@@ -721,6 +725,9 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     argbuf_init(&w->loaded_free);
     dedup_init(&w->dedup, random_u64());
     slots_scan_init(&w->slots);
+    profiles_report_init(&w->profiles_report);
+    slots_scan_target pt = profiles_target(&w->profiles_report);
+    slots_scan_init_target(&w->profiles, &pt);
     w->written_phase = (engine_phase)-1;
     w->fault_apply_id = getenv("ALLOCD_FAULT_APPLY_ID");
     batch__set_state(w, W_CONNECTING);
@@ -744,6 +751,7 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
         return -ENOMEM;
     }
     batch_load_init(&w->load, w->cmd, cfg, scripts, &w->keys, w->batch, &w->dedup, &load_cb, w);
+    w->load.profiles = &w->profiles_report;   /* read with the batch, then rescanned */
     batch_watch_init(&w->watch, loop, &w->keys, cfg->answer_ms, cfg->redis_timeout_ms, &watch_cb, w);
     batch_lease_init(&w->lease, loop, w->cmd, scripts, &w->keys, cfg->lease_ttl_ms,
                      cfg->instance, &lease_cb, w);

@@ -33,6 +33,7 @@
 #include "worker/dedup.h"
 #include "worker/lottery_pool.h"
 #include "worker/order_ids.h"
+#include "worker/profiles_scan.h"
 #include "worker/slots_scan.h"
 
 typedef enum {
@@ -46,9 +47,9 @@ typedef enum {
  * first four kinds name their step in batch__fail's message. */
 typedef enum {
     WOP_TAKE, WOP_DEDUP, WOP_ORDERS, WOP_APPLY, WOP_LOAD_ORDERS, WOP_SLOTS, WOP_REPLICAS,
-    WOP_LOAD_WAIT, WOP_LOAD_PUBLISH
+    WOP_LOAD_WAIT, WOP_LOAD_PUBLISH, WOP_PROFILES
 } worker_op_kind;
-#define WOP_LAST WOP_LOAD_PUBLISH
+#define WOP_LAST WOP_PROFILES
 #define MAX_OPS 64
 
 typedef struct worker_op {
@@ -100,6 +101,8 @@ struct batch_worker {
     int dedups_out;           /* dedup HMGETs not answered yet */
     int64_t dequeued;         /* stats.dequeued once every apply sent is in */
     slots_scan slots;         /* P:{B}:slots read again in pages (slots_refresh) */
+    slots_scan profiles;      /* P:{B}:profiles likewise (profiles_scan.h) */
+    profiles_report profiles_report;
     int64_t chunks_applied;   /* internal.chunks_applied, likewise */
     long queue_unsent, ctl_unsent; /* entries taken whose apply is not sent */
     dedup dedup;

@@ -10,6 +10,7 @@
 #include "base/random.h"
 #include "core/assert.h"
 #include "core/numtext.h"
+#include "core/engine_elig.h"
 #include "core/vec.h"
 
 void lottery_pool_init(lottery_pool *p, uint64_t hash_seed)
@@ -60,10 +61,46 @@ static int add_request(lottery_pool *p, const char *raw, size_t len, int64_t seq
     return 0;
 }
 
+/* Records the points of user's ticket; the user must hold one. */
+static int set_points(lottery_pool *p, const char *user, int64_t points)
+{
+    uint32_t u = strmap_find(&p->lot.map, user);
+    if (u == STRMAP_NONE || p->lot.users[u].ticket == STRMAP_NONE) return -EPROTO;
+    int rc = lottery_set_points(&p->lot, user, points);
+    if (rc == 0) p->points_recorded = 1;
+    return rc == -ENOMEM ? rc : rc < 0 ? -EPROTO : 0;
+}
+
+int lottery_pool_points_of(const lottery_pool *p, const char *user, int64_t *points)
+{
+    uint32_t u = p->points_recorded ? strmap_find(&p->lot.map, user) : STRMAP_NONE;
+    if (u == STRMAP_NONE || p->lot.users[u].ticket == STRMAP_NONE) return 0;
+    *points = lottery_points_of(&p->lot, user);
+    return 1;
+}
+
+/* "= <points> <user>" (lottery_pool.h). */
+static int load_points(lottery_pool *p, const char *s, size_t len)
+{
+    const char *sp = memchr(s + 2, ' ', len - 2);
+    char digits[24], user[ENGINE_ID_MAX * 4 + 1];
+    int64_t points;
+    if (!sp || sp == s + 2 || (size_t)(sp - s - 2) >= sizeof digits) return -EPROTO;
+    size_t ulen = len - (size_t)(sp + 1 - s);
+    if (ulen < 1 || ulen >= sizeof user) return -EPROTO;
+    memcpy(digits, s + 2, (size_t)(sp - s - 2));
+    digits[sp - s - 2] = '\0';
+    memcpy(user, sp + 1, ulen);
+    user[ulen] = '\0';
+    if (numtext_parse_i64(digits, &points) < 0) return -EPROTO;
+    return set_points(p, user, points);
+}
+
 /* One list entry (lottery_pool.h). The user of a kept request is read
  * back with the request parser, as the chunk read it. */
 int lottery_pool_load_entry(lottery_pool *p, const char *s, size_t len)
 {
+    if (len > 2 && s[0] == '=' && s[1] == ' ') return load_points(p, s, len);
     if (len > 2 && s[0] == '!' && s[1] == ' ') {
         char user[ENGINE_ID_MAX + 1];
         if (len - 2 > ENGINE_ID_MAX) return -EPROTO;
@@ -174,15 +211,38 @@ int lottery_pool_take_chunk(lottery_pool *p, const chunk *ch)
     return 0;
 }
 
-int lottery_pool_draw(lottery_pool *p)
+/* draw_by=points, the first draw: every ticket's profile points now,
+ * recorded in the pool ("= <points> <user>", written with the first pool
+ * chunk) so that a takeover and lottery verify draw the same order. */
+static int record_points(lottery_pool *p, const engine *e)
+{
+    for (size_t t = 0; t < p->lot.n_tickets; t++) {
+        const char *user = p->lot.users[p->lot.tickets[t]].id;
+        int64_t points = engine_profile_int(e, user, "points", 0);
+        int rc = set_points(p, user, points);
+        size_t size = strlen(user) + 32;
+        char *entry = rc == 0 ? malloc(size) : NULL;
+        if (entry) snprintf(entry, size, "= %" PRId64 " %s", points, user);
+        if (rc < 0 || pending_add(p, entry) < 0) return rc < 0 ? rc : -ENOMEM;
+    }
+    p->points_recorded = 1;
+    return 0;
+}
+
+int lottery_pool_draw(lottery_pool *p, const engine *e)
 {
     ALLOC_ASSERT(!p->active);
     uint8_t seed[LOTTERY_SEED_LEN] = { 0 };
     if (p->n && lottery_seed_parse(p->seed, seed) < 0) return -EPROTO;
+    int by_points = e ? engine_get_meta(e)->draw_by == DRAW_BY_POINTS : p->points_recorded;
+    if (by_points && !p->points_recorded) {
+        int rc = record_points(p, e);
+        if (rc < 0) return rc;
+    }
     p->serve = malloc((p->n ? p->n : 1) * sizeof *p->serve);
     p->draw_pos = malloc((p->n ? p->n : 1) * sizeof *p->draw_pos);
     if (!p->serve || !p->draw_pos) return -ENOMEM;
-    if (lottery_serve_order(&p->lot, seed, p->serve, p->draw_pos) < 0) return -ENOMEM;
+    if (lottery_serve_order_by(&p->lot, seed, by_points, p->serve, p->draw_pos, NULL) < 0) return -ENOMEM;
     p->active = 1;
     return 0;
 }

@@ -9,9 +9,28 @@
 #include "core/vec.h"
 #include "worker/batch_load.h"
 
-void slots_scan_init(slots_scan *s)
+static void slots_clear(engine *e, void *data)
+{
+    (void)data;
+    engine_slots_clear(e);
+}
+
+static void slots_pair(engine *e, const char *batch, const char *user, const char *value, void *data)
+{
+    (void)data;
+    batch_load_slot(e, batch, user, value);
+}
+
+void slots_scan_init_target(slots_scan *s, const slots_scan_target *t)
 {
     memset(s, 0, sizeof *s);
+    s->target = *t;
+}
+
+void slots_scan_init(slots_scan *s)
+{
+    const slots_scan_target slots = { slots_clear, slots_pair, NULL, NULL };
+    slots_scan_init_target(s, &slots);
 }
 
 void slots_scan_free(slots_scan *s)
@@ -74,16 +93,18 @@ static int stage(slots_scan *s, const char *str, size_t len)
     return 0;
 }
 
-/* The scan is whole: the staged pairs become the engine's table. */
+/* The scan is whole: the staged pairs become the engine's table (the
+ * target's). */
 static void install(slots_scan *s, engine *e, const char *batch)
 {
-    engine_slots_clear(e);
+    s->target.clear(e, s->target.data);
     for (size_t at = 0; at < s->staged_len;) {
         const char *user = s->staged + at;
         const char *value = user + strlen(user) + 1;
-        batch_load_slot(e, batch, user, value);
+        s->target.pair(e, batch, user, value, s->target.data);
         at = (size_t)(value + strlen(value) + 1 - s->staged);
     }
+    if (s->target.end) s->target.end(e, s->target.data);
     s->staged_len = 0;
 }
 

@@ -19,10 +19,11 @@
 void records_result(jsonw *w, const request *q, const engine_result *res,
                     int64_t seq, int64_t at);
 /* The same for a request served from the early=shuffle lottery pool: with
- * `draw`, the 1-based position of its user's ticket in the draw (what
- * `allocctl lottery verify` checks against the replay). */
+ * `draw`, the 1-based position of its user's ticket in the draw, and with
+ * draw_by=points the points it was drawn with (contract 11.3; NULL: none)
+ * -- what `allocctl lottery verify` checks against the replay. */
 void records_result_drawn(jsonw *w, const request *q, const engine_result *res,
-                          int64_t seq, int64_t at, int64_t draw);
+                          int64_t seq, int64_t at, int64_t draw, const int64_t *points);
 /* The fields of a `waiting` result (contract 9.5): wait_pos, wait_no. */
 void records_waiting_fields(jsonw *w, const engine_result *res);
 /* A P:{B}:waitlist value: what a restart needs to put a waiting request

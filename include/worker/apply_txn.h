@@ -75,6 +75,8 @@ typedef struct apply_txn_ctx {
     const char *fault_apply_id;   /* tests: FENCE refuses a chunk with this id; NULL */
     const argbuf *immediate;      /* wait_replicas: commands written at once, not
                                      staged (apply_txn_encode_free); NULL */
+    const int64_t *bad_profiles;  /* stats.bad_profiles (contract 11.2: users whose
+                                     profile cannot be read); NULL = not written */
 } apply_txn_ctx;
 
 /* Writes the chunk's whole transaction into out (reset first), as one

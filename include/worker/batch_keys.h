@@ -18,6 +18,7 @@ typedef struct batch_keys {
     char holders[BATCH_KEY_MAX], free[BATCH_KEY_MAX], stats[BATCH_KEY_MAX];
     char log[BATCH_KEY_MAX], dead[BATCH_KEY_MAX];
     char groups[BATCH_KEY_MAX];        /* rooms: groups formed by consent (9.2) */
+    char profiles[BATCH_KEY_MAX];      /* operator: user -> profile JSON (11.2) */
     /* internal */
     char participants[BATCH_KEY_MAX];  /* list of users seen, each once */
     char orders_ended[BATCH_KEY_MAX];  /* order id -> tombstone JSON */

@@ -25,6 +25,7 @@
 #include "core/engine.h"
 #include "redis/argbuf.h"
 #include "redis/redis_conn.h"
+#include "worker/profiles_scan.h"
 #include "worker/batch_keys.h"
 #include "worker/dedup.h"
 #include "worker/scripts.h"
@@ -57,6 +58,7 @@ struct batch_load {
     dedup *dedup;             /* where the ids with a result go */
     const batch_load_callbacks *cb;
     void *data;
+    profiles_report *profiles; /* the profiles' reads (profiles_scan.h); NULL: not read */
     /* one load */
     uint64_t seed;            /* the engine's hash seed */
     engine *eng;              /* built by the load, until the worker takes it */

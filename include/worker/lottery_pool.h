@@ -10,6 +10,9 @@
  *
  *   "<seq> <request bytes>"     a kept request (seq: its dequeue ordinal)
  *   "! <user>"                  the user was throttled before the opening
+ *   "= <points> <user>"         draw_by=points (contract 11.3): the points
+ *                               the user's ticket was drawn with, one per
+ *                               ticket, appended when the draw is made
  *
  * The seed (64 hex digits) is drawn when the first request is kept and
  * written to internal.lottery_seed with stats.lottery_commit in that same
@@ -46,6 +49,8 @@ typedef struct lottery_pool {
     uint32_t *serve, *draw_pos; /* after the draw: serving order, ticket positions */
     char seed[LOTTERY_SEED_HEX + 1]; /* "" until the first request is kept */
     int seed_unsaved;         /* drawn, not yet in an encoded transaction */
+    int points_recorded;      /* draw_by=points: the tickets' points are in p->lot
+                                 (the "= " entries, read back or pending) */
     char **pending;           /* list entries not yet in an encoded transaction */
     size_t n_pending, cap_pending;
 } lottery_pool;
@@ -63,8 +68,12 @@ int lottery_pool_load_entry(lottery_pool *p, const char *s, size_t len);
  * first draws the seed), and users it throttled are marked. Needs the
  * chunk's raw bytes (chunk.early). 0 or -ENOMEM. */
 int lottery_pool_take_chunk(lottery_pool *p, const chunk *ch);
-/* The opening: the order is drawn from the pool and the seed. 0, -ENOMEM. */
-int lottery_pool_draw(lottery_pool *p);
+/* The opening: the order is drawn from the pool and the seed. With e (the
+ * worker) and meta draw_by=points, by the points the pool recorded, or,
+ * the first time, by each ticket's profile `points` now, recorded as
+ * pending "= " entries; without e (lottery verify), by the recorded points
+ * when there are any. 0, -EPROTO (bad seed), -ENOMEM. */
+int lottery_pool_draw(lottery_pool *p, const engine *e);
 /* Requests not served yet. */
 static inline size_t lottery_pool_left(const lottery_pool *p) { return p->n - p->served; }
 /* The j-th request not served yet, in lottery order: its bytes, seq and
@@ -73,6 +82,9 @@ void lottery_pool_at(const lottery_pool *p, size_t j, const char **raw, size_t *
                      int64_t *draw);
 /* k more requests were applied. 1 when that was the last of the pool. */
 int lottery_pool_served(lottery_pool *p, size_t k);
+/* The points user's ticket was drawn with (contract 11.3): 1 and *points
+ * once they are recorded, else 0. */
+int lottery_pool_points_of(const lottery_pool *p, const char *user, int64_t *points);
 /* The encoded transaction holds the pending entries and the seed. */
 void lottery_pool_pending_clear(lottery_pool *p);
 

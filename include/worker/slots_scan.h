@@ -39,6 +39,18 @@
 #define SLOTS_SCAN_COUNT 1000
 #define SLOTS_SCAN_CURSOR_MAX 24   /* a decimal uint64 and its NUL */
 
+/* What a whole scan is installed into: clear() empties the engine's
+ * table, pair() sets one field. The selection slots by default
+ * (slots_scan_init); the profiles of contract 11.2 are the same kind of
+ * per-user hash of the operator's, read the same way
+ * (worker/profiles_scan.h). */
+typedef struct slots_scan_target {
+    void (*clear)(engine *e, void *data);
+    void (*pair)(engine *e, const char *batch, const char *user, const char *value, void *data);
+    void (*end)(engine *e, void *data);   /* after the last pair; NULL: none */
+    void *data;
+} slots_scan_target;
+
 typedef struct slots_scan {
     int64_t started_at;       /* when the current or last scan began */
     int64_t installed_from;   /* when the scan (or load) behind the engine's table began */
@@ -47,9 +59,12 @@ typedef struct slots_scan {
     char cursor[SLOTS_SCAN_CURSOR_MAX]; /* the next page's cursor */
     char *staged;             /* "user\0value\0" of the pages so far */
     size_t staged_len, staged_cap;
+    slots_scan_target target;
 } slots_scan;
 
 void slots_scan_init(slots_scan *s);
+/* The same scan of another hash, installed with t. */
+void slots_scan_init_target(slots_scan *s, const slots_scan_target *t);
 void slots_scan_free(slots_scan *s);
 /* The load read the whole hash at `now`: that is the table, and a scan
  * under way is forgotten. */

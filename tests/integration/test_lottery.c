@@ -190,7 +190,7 @@ static char *served_at(fixture *f, const char *b, size_t k)
     char *seed = harness_str(f->c, "HGET alloc:{%s}:internal lottery_seed", b);
     snprintf(p.seed, sizeof p.seed, "%s", seed);
     free(seed);
-    assert_int_equal(lottery_pool_draw(&p), 0);
+    assert_int_equal(lottery_pool_draw(&p, NULL), 0);
     assert_true(k < p.n);
     const char *raw = p.reqs[p.serve[k]].raw;
     const char *at = strstr(raw, "\"id\":\"") + 6;

@@ -134,6 +134,44 @@ static void test_draw_groups_users(void **state)
     lottery_free(&l);
 }
 
+/* 11.3: the same draw (e a c d b) ordered by points, highest first; equal
+ * points (c, d) keep the shuffled order; a has none (0); b, throttled,
+ * still comes last whatever its points. by_points 0 is the plain draw. */
+static void test_draw_by_points(void **state)
+{
+    (void)state;
+    uint8_t s[LOTTERY_SEED_LEN];
+    assert_int_equal(lottery_seed_parse(SEED, s), 0);
+    lottery l;
+    lottery_init(&l, 7);
+    const char *reqs[] = { "a", "b", "a", "c", "d", "a", "e" };
+    for (size_t i = 0; i < 7; i++) assert_int_equal(lottery_add_request(&l, reqs[i]), 0);
+    assert_int_equal(lottery_mark_throttled(&l, "b"), 1);
+    assert_int_equal(lottery_set_points(&l, "c", 30), 0);
+    assert_int_equal(lottery_set_points(&l, "d", 30), 0);
+    assert_int_equal(lottery_set_points(&l, "e", 10), 0);
+    assert_int_equal(lottery_set_points(&l, "b", 50), 0);
+    assert_int_equal(lottery_set_points(&l, "", 1), -EINVAL);
+    assert_int_equal(lottery_points_of(&l, "d"), 30);
+    assert_int_equal(lottery_points_of(&l, "a"), 0);
+    uint32_t order[5], plain[5], serve[7], pos[7];
+    int64_t pts[7];
+    assert_int_equal(lottery_draw_by(&l, s, 1, order), 0);
+    const char *want[] = { "c", "d", "e", "a", "b" };
+    for (size_t k = 0; k < 5; k++) assert_string_equal(l.users[order[k]].id, want[k]);
+    assert_int_equal(lottery_draw_by(&l, s, 0, order), 0);
+    assert_int_equal(lottery_draw(&l, s, plain), 0);
+    assert_memory_equal(order, plain, sizeof order);
+    assert_int_equal(lottery_serve_order_by(&l, s, 1, serve, pos, pts), 0);
+    const uint32_t want_serve[7] = { 3, 4, 6, 0, 2, 5, 1 };
+    assert_memory_equal(serve, want_serve, sizeof serve);
+    const uint32_t want_pos[7] = { 4, 5, 4, 1, 2, 4, 3 };
+    assert_memory_equal(pos, want_pos, sizeof pos);
+    const int64_t want_pts[7] = { 0, 50, 0, 30, 30, 0, 10 };
+    assert_memory_equal(pts, want_pts, sizeof pts);
+    lottery_free(&l);
+}
+
 /* ------------------------------------------------------------ statistics */
 
 /* One round: USERS users with one early request each and a spammer (user 0)
@@ -291,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_seed_text),
         cmocka_unit_test(test_generator_matches_replay),
         cmocka_unit_test(test_draw_groups_users),
+        cmocka_unit_test(test_draw_by_points),
         cmocka_unit_test(test_user_draw_is_fair),
         cmocka_unit_test(test_request_draw_fails_the_bound),
         cmocka_unit_test(test_engine_keeps_and_throttles_early),

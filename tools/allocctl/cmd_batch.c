@@ -16,7 +16,7 @@
 /* ---- batch create ---------------------------------------------------------- */
 
 typedef struct create_opts {
-    const char *kind, *from, *opens_at, *closes_at, *early, *groups;
+    const char *kind, *from, *opens_at, *closes_at, *early, *groups, *draw_by, *group_fill;
     const char *per_user, *hold_ms, *max_group, *rate_max, *rate_window_ms, *penalty_ms;
     int replace;
 } create_opts;
@@ -34,6 +34,21 @@ static size_t batch_key_list(const batch_keys *k, const char **out)
     for (size_t i = 0; i < BATCH_NKEYS; i++)
         if (names[i][0]) out[n++] = names[i];
     return n;
+}
+
+/* An option of two values (contract 11.3, 11.4), as a meta field. */
+static int choice_args(const ctx *x, ctl_args *a, const char *opt_name, const char *field,
+                       const char *v, const char *one, const char *other, int applies)
+{
+    if (!v) return 0;
+    if ((strcmp(v, one) && strcmp(v, other)) || !applies) {
+        errmsg(x, "--%s must be %s or %s%s (got '%s')", opt_name, one, other,
+               applies ? "" : ", for a room batch", v);
+        return -1;
+    }
+    ctl_args_add(a, field);
+    ctl_args_add(a, v);
+    return 0;
 }
 
 /* Checks the meta options and appends field/value pairs to a. */
@@ -60,6 +75,9 @@ static int meta_args(const ctx *x, const create_opts *o, ctl_args *a)
     ctl_args_add(a, o->kind);
     if (o->early) { ctl_args_add(a, "early"); ctl_args_add(a, o->early); }
     if (o->groups) { ctl_args_add(a, "groups"); ctl_args_add(a, o->groups); }
+    if (choice_args(x, a, "draw-by", "draw_by", o->draw_by, "none", "points", 1) < 0 ||
+        choice_args(x, a, "group-fill", "group_fill", o->group_fill, "any", "exact", room) < 0)
+        return -1;
     const char *times[][2] = { { "opens_at", o->opens_at }, { "closes_at", o->closes_at } };
     for (size_t i = 0; i < 2; i++) {
         int64_t t;
@@ -326,6 +344,10 @@ static const char HELP_CREATE[] =
 "  --groups formed|listed  rooms: groups formed by invite/accept (default), or version 1's\n"
 "                       `group` with the members it names (the back end collected consent)\n"
 "  --rate-max N --rate-window-ms N --penalty-ms N   per-user throttle (default off)\n"
+"  --draw-by none|points  with --early shuffle: the opening draw ordered by each user's\n"
+"                       profile `points`, highest first, random within equal points\n"
+"  --group-fill any|exact  rooms: exact = a group takes only an empty room of its size,\n"
+"                       and a single user only a room already begun or a single\n"
 "  --replace            delete every key of the batch first (a live batch is taken out of\n"
 "                       P:batches and the daemon given time to stop serving it)\n"
 "\n"
@@ -358,7 +380,8 @@ int cmd_batch(ctx *x, int argc, char **argv, int at)
             { "hold-ms", 0, &o.hold_ms, NULL }, { "max-group", 0, &o.max_group, NULL },
             { "rate-max", 0, &o.rate_max, NULL }, { "rate-window-ms", 0, &o.rate_window_ms, NULL },
             { "penalty-ms", 0, &o.penalty_ms, NULL }, { "replace", 0, NULL, &o.replace },
-            { "groups", 0, &o.groups, NULL } };
+            { "groups", 0, &o.groups, NULL }, { "draw-by", 0, &o.draw_by, NULL },
+            { "group-fill", 0, &o.group_fill, NULL } };
         x->cmd = "batch create";
         int rc = parse_opts(x, argc, argv, at + 1, spec, sizeof spec / sizeof *spec, pos, &npos);
         if (rc) return rc < 0 ? show_help(HELP_CREATE) : rc;

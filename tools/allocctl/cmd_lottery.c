@@ -29,7 +29,8 @@ static const char HELP_LOTTERY[] =
 "the revealed seed (stats.lottery_seed), checks the seed against the commitment\n"
 "published before the opening (stats.lottery_commit = SHA-256 of the seed's 64 hex\n"
 "characters), and compares the replayed order with what was served: each served pool\n"
-"request's result must carry its user's place in the draw (`draw`), the requests\n"
+"request's result must carry its user's place in the draw (`draw`) and, with\n"
+"draw_by=points, the points recorded for its ticket with the draw (`points`); the requests\n"
 "served must be the first internal.early_served of the order, and the grants' ranks\n"
 "must follow it. --show N prints the first N users of the draw (default 10).\n"
 "Exit 0 when everything matches, 1 on a difference or when the seed is not revealed yet.\n";
@@ -55,6 +56,25 @@ static int read_ids(verify *v)
         if (!v->ids[i]) return -1;
     }
     return 0;
+}
+
+/* draw_by=points (contract 11.3): the result's `points` must be the ones
+ * recorded in the pool for its user's ticket, and absent without them. */
+static void check_points(verify *v, uint32_t i, const json_t *res)
+{
+    const lottery *l = &v->pool.lot;
+    const char *user = l->users[l->tickets[l->req_ticket[i]]].id;
+    int64_t want;
+    int recorded = lottery_pool_points_of(&v->pool, user, &want);
+    const json_t *got = json_object_get(res, "points");
+    if (recorded && !json_is_integer(got))
+        print_diff(&v->diffs, MAX_SHOWN, "%s: the draw recorded %" PRId64 " points for %s, the result has none",
+                   v->ids[i], want, user);
+    else if (recorded && json_integer_value(got) != want)
+        print_diff(&v->diffs, MAX_SHOWN, "%s: result says points %lld, the draw recorded %" PRId64, v->ids[i],
+                   (long long)json_integer_value(got), want);
+    else if (!recorded && got)
+        print_diff(&v->diffs, MAX_SHOWN, "%s: result has points, but the draw recorded none", v->ids[i]);
 }
 
 /* The results of the pool requests in serving order, PAGE ids per HMGET;
@@ -94,6 +114,7 @@ static int check_results(verify *v, int64_t served)
                                     v->ids[i], (long long)seq, p->reqs[i].seq);
             } else {
                 seen_first[k] = 1;
+                check_points(v, i, j);
                 if (draw != (json_int_t)p->draw_pos[i])
                     print_diff(&v->diffs, MAX_SHOWN, "%s: result says draw %lld, the replay %u", v->ids[i], (long long)draw, p->draw_pos[i]);
                 if (rank) {
@@ -116,7 +137,8 @@ static int show_draw(verify *v, long show)
     lottery *l = &v->pool.lot;
     uint32_t *order = malloc((l->n_tickets ? l->n_tickets : 1) * sizeof *order);
     uint8_t seed[LOTTERY_SEED_LEN];
-    if (!order || lottery_seed_parse(v->pool.seed, seed) < 0 || lottery_draw(l, seed, order) < 0) {
+    if (!order || lottery_seed_parse(v->pool.seed, seed) < 0 ||
+        lottery_draw_by(l, seed, v->pool.points_recorded, order) < 0) {
         free(order);
         return -1;
     }
@@ -170,7 +192,7 @@ static int verify_batch(ctx *x, const char *b, long show)
     lottery_commit(seed, want);
     if (commit && strcmp(commit, want)) print_diff(&v.diffs, MAX_SHOWN, "SHA-256 of the revealed seed is %s, not the commitment", want);
     snprintf(v.pool.seed, sizeof v.pool.seed, "%s", seed);
-    if (lottery_pool_draw(&v.pool) < 0 || read_ids(&v) < 0 || show_draw(&v, show) < 0 ||
+    if (lottery_pool_draw(&v.pool, NULL) < 0 || read_ids(&v) < 0 || show_draw(&v, show) < 0 ||
         check_results(&v, served) < 0) {
         errmsg(x, "out of memory or Redis error");
         rc = EX_REDIS;

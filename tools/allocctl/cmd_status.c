@@ -15,10 +15,11 @@
 #include "allocctl/ctl_sync.h"
 #include "allocctl/print.h"
 #include "allocctl/cmd_groups.h"
+#include "allocctl/ctl_eligibility.h"
 
 /* ---- status ------------------------------------------------------------------ */
 
-typedef struct status_opts { const char *id, *user, *ordinal; int raw; } status_opts;
+typedef struct status_opts { const char *id, *user, *ordinal, *room; int raw; } status_opts;
 
 static const char *const STAT_FIELDS[] = {
     "state", "owner", "updated_at", "dequeued", "processed", "granted", "done", "rejected",
@@ -169,6 +170,9 @@ static int status_user(ctx *x, const status_opts *o)
     int more = o->raw ? 0 : groups_user_status(x, o->user, h);
     freeReplyObject(h);
     if (more < 0) return EX_REDIS;
+    /* eligibility (11.2): which rule, which profile value */
+    int elig = o->raw && !o->room ? EX_OK : ctl_eligibility_user(x, o->user, o->room);
+    if (elig == EX_REDIS || o->room) return elig;
     return found || more ? EX_OK : EX_NOT;
 }
 
@@ -178,6 +182,7 @@ static int status_run(ctx *x, const char *batch, const status_opts *o)
     if (rc != EX_OK) return rc;
     if (o->id && o->user) { errmsg(x, "--id and --user exclude each other"); return EX_USAGE; }
     if (o->ordinal && !o->id) { errmsg(x, "--ordinal goes with --id"); return EX_USAGE; }
+    if (o->room && !o->user) { errmsg(x, "--room goes with --user"); return EX_USAGE; }
     rc = ctx_connect(x);
     if (rc != EX_OK) return rc;
     if (o->id) return status_id(x, o);
@@ -256,7 +261,10 @@ static const char HELP_STATUS[] =
 "  --id ID       the result, with \"you beat X%\" for a grant; else the live position\n"
 "                (\"N ahead of you\"). Without --ordinal the queue is scanned in pages of\n"
 "                1000 (O(queue length): fine for an operator, not for a front end)\n"
-"  --user U      what U holds now, U's group, pending invitations and swap offers\n"
+"  --user U      what U holds now, U's group, pending invitations and swap offers, and\n"
+"                for how many items with only_X/same_X rules U is eligible (which rule\n"
+"                refuses the others, with U's profile value)\n"
+"  --room R      with --user: whether U may be given R now; if not, why (then exit 1)\n"
 "  --raw         print the stored JSON as it is\n"
 "\n"
 "Exit: 0 found, 1 unknown batch / no result and not queued / user holds nothing.\n";
@@ -274,7 +282,8 @@ int cmd_status(ctx *x, int argc, char **argv, int at)
     const char *pos[MAX_POS], *b;
     size_t npos;
     const opt spec[] = { GLOBAL_OPTS(x), { "id", 0, &o.id, NULL }, { "user", 0, &o.user, NULL },
-                         { "ordinal", 0, &o.ordinal, NULL }, { "raw", 0, NULL, &o.raw } };
+                         { "ordinal", 0, &o.ordinal, NULL }, { "raw", 0, NULL, &o.raw },
+                         { "room", 0, &o.room, NULL }, { "item", 0, &o.room, NULL } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
     if (rc) return rc < 0 ? show_help(HELP_STATUS) : rc;
     rc = one_batch(x, npos, pos, &b);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocctl/ctl_eligibility.h"
 #include "allocctl/ctl_queue.h"
 #include "allocctl/ctl_replay.h"
 #include "allocctl/ctl_snapshot.h"
@@ -108,6 +109,8 @@ static int verify_batch(ctx *x, const char *batch)
     size_t shown = 0;
     ctl_replay *rp = ctl_snapshot_replay(sn, on_finding, &shown);
     rc = rp ? verify_run(x, sn, rp, &shown) : EX_REDIS;
+    int elig = rc == EX_REDIS ? EX_OK : ctl_eligibility_audit(x);   /* contract 11.2 */
+    if (elig != EX_OK) rc = elig;
     ctl_replay_free(rp);
     freeReplyObject(sn);
     return rc;
@@ -120,7 +123,10 @@ static const char HELP_VERIFY[] =
 "and P:{B}:free (free = capacity - held), and checks the invariants (free + held =\n"
 "capacity, free >= 0, stock units = sum of orders <= per_user, stats.free_units = sum of\n"
 "free). Works on a live batch: the hashes and the log's end are read in one MULTI.\n"
-"Prints every difference (DIFF ...) and a summary. Exit 0 clean, 1 differences.\n";
+"Then audits every holder against the only_X/same_X rules of their items with the\n"
+"profiles as they are now (contract 11.2): BREAK lines, and STAFF lines for staff\n"
+"placements made without check, which do not fail it.\n"
+"Prints every difference (DIFF ...) and a summary. Exit 0 clean, 1 differences or a BREAK.\n";
 
 int cmd_verify(ctx *x, int argc, char **argv, int at)
 {

@@ -156,11 +156,7 @@ void *ctl_cell_json(const char *s, size_t n)
 
 /* ---- CSV ----------------------------------------------------------------- */
 
-typedef struct cell {
-    char *s;            /* unquoted and unescaped, NUL-terminated */
-    size_t n;
-    int quoted;
-} cell;
+typedef ctl_csv_cell cell;
 
 typedef struct row {
     cell c[CSV_MAX_COLS];
@@ -228,17 +224,17 @@ static const char *split_row(const char *line, size_t len, row *r)
     }
 }
 
-static int parse_header(const row *h, const char *name, char *err, size_t errlen)
+static int parse_header(const cell *h, size_t n, const char *name, char *err, size_t errlen)
 {
-    if (h->n < 2 || strcmp(h->c[0].s, "id") || strcmp(h->c[1].s, "capacity"))
+    if (n < 2 || strcmp(h[0].s, "id") || strcmp(h[1].s, "capacity"))
         return fail(err, errlen, name, 1, "the header line must start with id,capacity");
-    for (size_t i = 2; i < h->n; i++) {
-        if (h->c[i].n == 0) return fail(err, errlen, name, 1, "column %zu has no name", i + 1);
-        if (!utf8_ok(h->c[i].s, h->c[i].n))
+    for (size_t i = 2; i < n; i++) {
+        if (h[i].n == 0) return fail(err, errlen, name, 1, "column %zu has no name", i + 1);
+        if (!utf8_ok(h[i].s, h[i].n))
             return fail(err, errlen, name, 1, "the name of column %zu is not valid UTF-8", i + 1);
         for (size_t j = 0; j < i; j++)
-            if (!strcmp(h->c[i].s, h->c[j].s))
-                return fail(err, errlen, name, 1, "column '%s' appears twice", h->c[i].s);
+            if (!strcmp(h[i].s, h[j].s))
+                return fail(err, errlen, name, 1, "column '%s' appears twice", h[i].s);
     }
     return 0;
 }
@@ -251,54 +247,58 @@ static int parse_capacity_text(const char *s, int64_t *out)
     return 0;
 }
 
-static int csv_item(ctl_items *items, const char *name, int line, const row *h,
-                    const row *r, char *err, size_t errlen)
+typedef struct items_csv { ctl_items *items; const char *name; } items_csv;
+
+static int csv_header(void *data, const cell *h, size_t n, char *err, size_t errlen)
 {
-    if (r->n != h->n)
-        return fail(err, errlen, name, line, "expected %zu fields like the header, got %zu",
-                    h->n, r->n);
+    return parse_header(h, n, ((items_csv *)data)->name, err, errlen);
+}
+
+static int csv_item(void *data, int line, const cell *h, size_t nh, const cell *c,
+                    size_t n, char *err, size_t errlen)
+{
+    items_csv *ic = data;
+    const char *name = ic->name;
+    if (n != nh)
+        return fail(err, errlen, name, line, "expected %zu fields like the header, got %zu", nh, n);
     int64_t cap;
-    if (parse_capacity_text(r->c[1].s, &cap) < 0)
+    if (parse_capacity_text(c[1].s, &cap) < 0)
         return fail(err, errlen, name, line, "capacity '%s' is not an integer 0..%lld",
-                    r->c[1].s, CTL_CAPACITY_MAX);
+                    c[1].s, CTL_CAPACITY_MAX);
     json_t *attrs = json_object();
     if (!attrs) return fail(err, errlen, name, line, "out of memory");
-    for (size_t i = 2; i < r->n; i++) {
-        if (r->c[i].n == 0 && !r->c[i].quoted) continue;
-        if (!utf8_ok(r->c[i].s, r->c[i].n)) {
+    for (size_t i = 2; i < n; i++) {
+        if (c[i].n == 0 && !c[i].quoted) continue;
+        if (!utf8_ok(c[i].s, c[i].n)) {
             json_decref(attrs);
-            return fail(err, errlen, name, line, "field %zu ('%s') is not valid UTF-8", i + 1, h->c[i].s);
+            return fail(err, errlen, name, line, "field %zu ('%s') is not valid UTF-8", i + 1, h[i].s);
         }
-        json_t *v = r->c[i].quoted ? json_stringn_nocheck(r->c[i].s, r->c[i].n)
-                                   : ctl_cell_json(r->c[i].s, r->c[i].n);
-        json_object_set_new_nocheck(attrs, h->c[i].s, v);
+        json_t *v = c[i].quoted ? json_stringn_nocheck(c[i].s, c[i].n) : ctl_cell_json(c[i].s, c[i].n);
+        json_object_set_new_nocheck(attrs, h[i].s, v);
     }
-    int rc = add_item(items, name, line, r->c[0].s, r->c[0].n, cap, attrs, err, errlen);
+    int rc = add_item(ic->items, name, line, c[0].s, c[0].n, cap, attrs, err, errlen);
     json_decref(attrs);
     return rc;
 }
 
-/* One physical line (without its end): header, blank, or item. */
-static int csv_line(ctl_items *items, const char *name, int line, const char *s,
-                    size_t n, row *header, char *err, size_t errlen)
+/* One physical line (without its end): header, blank, or a row. */
+static int csv_line(const ctl_csv_reader *rd, void *data, const char *name, int line,
+                    const char *s, size_t n, row *header, char *err, size_t errlen)
 {
     if (n > 0 && s[n - 1] == '\r') n--;
-    if (trim_end(s, n) == 0) {
-        if (line == 1) return fail(err, errlen, name, 1, "the header line must start with id,capacity");
-        return 0;
-    }
+    if (trim_end(s, n) == 0) return line == 1 ? rd->header(data, header->c, 0, err, errlen) : 0;
     row r = { .n = 0 };
     const char *why = split_row(s, n, line == 1 ? header : &r);
     int rc;
     if (why) rc = fail(err, errlen, name, line, "%s", why);
-    else if (line == 1) rc = parse_header(header, name, err, errlen);
-    else rc = csv_item(items, name, line, header, &r, err, errlen);
+    else if (line == 1) rc = rd->header(data, header->c, header->n, err, errlen);
+    else rc = rd->row(data, line, header->c, header->n, r.c, r.n, err, errlen);
     row_clear(&r);
     return rc;
 }
 
-static int parse_csv(ctl_items *items, const char *name, const char *text,
-                     size_t len, char *err, size_t errlen)
+int ctl_csv_read(const char *name, const char *text, size_t len, const ctl_csv_reader *rd,
+                 void *data, char *err, size_t errlen)
 {
     row header = { .n = 0 };
     int rc = 0, line = 1;
@@ -310,11 +310,20 @@ static int parse_csv(ctl_items *items, const char *name, const char *text,
         if (memchr(p, '\0', (size_t)(stop - p)))
             rc = fail(err, errlen, name, line, "NUL byte in the file");
         else
-            rc = csv_line(items, name, line, p, (size_t)(stop - p), &header, err, errlen);
+            rc = csv_line(rd, data, name, line, p, (size_t)(stop - p), &header, err, errlen);
         p = stop + 1;
         line++;
     }
     row_clear(&header);
+    return rc;
+}
+
+static int parse_csv(ctl_items *items, const char *name, const char *text,
+                     size_t len, char *err, size_t errlen)
+{
+    static const ctl_csv_reader rd = { csv_header, csv_item };
+    items_csv ic = { items, name };
+    int rc = ctl_csv_read(name, text, len, &rd, &ic, err, errlen);
     if (rc == 0 && items->n == 0) rc = fail(err, errlen, name, 0, "no items");
     return rc;
 }

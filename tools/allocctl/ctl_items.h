@@ -41,6 +41,26 @@ int ctl_items_parse(ctl_items *out, const char *name, const char *text,
                     size_t len, char *err, size_t errlen);
 void ctl_items_free(ctl_items *items);
 
+/* The CSV reader behind the items file, for other files of the same
+ * dialect (profiles): header() gets line 1 (no cells when it is blank),
+ * row() every further line that is not blank, with the header's cells.
+ * A callback returns 0, or -1 with "FILE:LINE: message" in err like the
+ * items file's. Quoted cells may hold commas and "" but no line break. */
+typedef struct ctl_csv_cell {
+    char *s;            /* unquoted and unescaped, NUL-terminated */
+    size_t n;
+    int quoted;
+} ctl_csv_cell;
+
+typedef struct ctl_csv_reader {
+    int (*header)(void *data, const ctl_csv_cell *h, size_t n, char *err, size_t errlen);
+    int (*row)(void *data, int line, const ctl_csv_cell *h, size_t nh, const ctl_csv_cell *c,
+               size_t n, char *err, size_t errlen);
+} ctl_csv_reader;
+
+int ctl_csv_read(const char *name, const char *text, size_t len, const ctl_csv_reader *rd,
+                 void *data, char *err, size_t errlen);
+
 /* A command-line or CSV cell as a JSON value: a JSON number, true, false,
  * else a string. New reference, NULL without memory. */
 void *ctl_cell_json(const char *s, size_t n);

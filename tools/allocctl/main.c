@@ -26,8 +26,10 @@
 #include "allocctl/cmd_batch.h"
 #include "allocctl/cmd_dead.h"
 #include "allocctl/cmd_lottery.h"
+#include "allocctl/cmd_profiles.h"
 #include "allocctl/cmd_push.h"
 #include "allocctl/cmd_report.h"
+#include "allocctl/cmd_staff.h"
 #include "allocctl/cmd_status.h"
 #include "allocctl/cmd_top.h"
 #include "allocctl/cmd_verify.h"
@@ -49,6 +51,8 @@ static const char USAGE[] =
 "  dead B [--requeue ...]      list dead requests, or push them back to the queue\n"
 "  verify B                    replay the event log and compare with holders and free\n"
 "  lottery verify B            replay the opening lottery's draw and compare with what was served\n"
+"  profiles load B --from FILE | show B --user U   the users' profiles (eligibility, points)\n"
+"  assign B --user U --item X [--check] | unassign B --user U   staff placements, any state\n"
 "  top [--interval MS]         live dashboard of all batches (one snapshot if not a tty)\n"
 "  acl [--format setuser|aclfile] ...   the Redis ACL users of each role, to apply\n"
 "  archive --pg CONNINFO [B...] [--follow]   copy logs and results into PostgreSQL\n"
@@ -118,7 +122,8 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*run)(ctx *, int, char **, int); } CMDS[] = {
         { "batch", cmd_batch }, { "push", cmd_push }, { "status", cmd_status },
         { "wait", cmd_wait }, { "dead", cmd_dead }, { "verify", cmd_verify }, { "top", cmd_top },
-        { "lottery", cmd_lottery },
+        { "lottery", cmd_lottery }, { "profiles", cmd_profiles },
+        { "assign", cmd_assign }, { "unassign", cmd_unassign },
         { "acl", cmd_acl },
         { "archive", cmd_archive }, { "reconcile", cmd_reconcile },
         { "export", cmd_export }, { "purge", cmd_purge }, { "report", cmd_report },

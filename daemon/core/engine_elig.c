@@ -1,0 +1,578 @@
+/* engine_elig.c -- profiles and eligibility (contract 11.2,
+ * core/engine_elig.h): who may hold an item, decided beside the rules that
+ * grant it (engine_stock, engine_rooms, engine_swap, engine_staff call
+ * engine__elig_ok before a grant and engine__elig_took as they grant).
+ *
+ * Everything is interned, because a round loads a profile for every
+ * student and most of them share their values: a key is a number, a
+ * (key, value) pair is a number, and a whole profile (its pairs, sorted by
+ * key) is stored once however many users have it. A user costs an entry
+ * in the user map, its id and a profile number; checking a rule is a
+ * comparison of pair numbers, never of strings, so eligibility costs a
+ * decision little (the issue allows 10%).
+ *
+ * same_X keeps, per item, the pair of its holders (set by the first
+ * holder, engine__elig_took). Loaded holders leave it unknown until the
+ * first decision (engine__elig_refresh): it is then read from the holders'
+ * profiles as they are.
+ */
+#include "engine_elig_int.h"
+#include "core/assert.h"
+#include "core/engine_elig.h"
+#include "engine_state.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NO_PAIR STRMAP_NONE
+
+typedef struct engine_profiles engine_profiles;
+
+typedef struct pair {
+    char *text;        /* "<key>\x1f<value>": the map's key */
+    const char *value; /* into text: canonical JSON */
+    uint32_t key;
+    uint8_t is_num;
+    int64_t num;
+} pair;
+
+typedef struct profile {
+    char *text;        /* the sorted pair numbers, as the map's key */
+    uint32_t *pairs;   /* sorted by key number */
+    uint32_t n;
+} profile;
+
+struct engine_profiles {
+    strmap key_map, pair_map, prof_map, user_map;
+    char **keys;
+    size_t n_keys, cap_keys;
+    pair *pairs;
+    size_t n_pairs, cap_pairs;
+    profile *profs;
+    size_t n_profs, cap_profs;
+    char **user_ids;
+    uint32_t *user_prof;   /* profile number, STRMAP_NONE = none */
+    size_t n_users, cap_users, n_set;
+    size_t bytes;
+};
+
+typedef struct elig_rule {
+    char *attr;        /* "only_gender": for the why */
+    uint32_t key;
+    uint8_t same;
+    uint32_t same_pair;   /* same_X: the holders' pair, NO_PAIR unknown */
+    uint32_t *vals;       /* only_X: the allowed pairs */
+    uint32_t n_vals;
+} elig_rule;
+
+struct item_rules {
+    elig_rule *r;
+    uint32_t n;
+};
+
+/* ---------------------------------------------------------------- interning */
+
+static const char *key_of(const void *c, uint32_t i) { return ((const engine_profiles *)c)->keys[i]; }
+static const char *pair_of(const void *c, uint32_t i) { return ((const engine_profiles *)c)->pairs[i].text; }
+static const char *prof_of(const void *c, uint32_t i) { return ((const engine_profiles *)c)->profs[i].text; }
+static const char *uid_of(const void *c, uint32_t i) { return ((const engine_profiles *)c)->user_ids[i]; }
+
+static engine_profiles *profiles(engine *e)
+{
+    if (e->prof) return e->prof;
+    engine_profiles *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    uint64_t seed = e->user_map.k0 ^ 0x9e3779b97f4a7c15ULL;
+    strmap_init(&p->key_map, seed, key_of, p);
+    strmap_init(&p->pair_map, seed + 1, pair_of, p);
+    strmap_init(&p->prof_map, seed + 2, prof_of, p);
+    strmap_init(&p->user_map, seed + 3, uid_of, p);
+    e->prof = p;
+    return p;
+}
+
+static uint32_t key_find(const engine_profiles *p, const char *k)
+{
+    return p ? strmap_find(&p->key_map, k) : STRMAP_NONE;
+}
+
+static uint32_t key_intern(engine_profiles *p, const char *k)
+{
+    uint32_t i = strmap_find(&p->key_map, k);
+    if (i != STRMAP_NONE) return i;
+    if (vec_reserve((void **)&p->keys, &p->cap_keys, p->n_keys + 1, sizeof *p->keys) < 0) return STRMAP_NONE;
+    char *s = engine__intern(k);
+    if (!s) return STRMAP_NONE;
+    i = (uint32_t)p->n_keys;
+    p->keys[i] = s;
+    if (strmap_insert(&p->key_map, s, i) < 0) { free(s); return STRMAP_NONE; }
+    p->n_keys++;
+    p->bytes += strlen(s) + 1 + sizeof(char *);
+    return i;
+}
+
+/* "<key>\x1f<value>" in buf; 0, or -EINVAL when it does not fit. */
+static int pair_text(char *buf, size_t cap, const char *key, const char *value)
+{
+    size_t a = strlen(key), b = strlen(value);
+    if (a + b + 2 > cap) return -EINVAL;
+    memcpy(buf, key, a);
+    buf[a] = '\x1f';
+    memcpy(buf + a + 1, value, b + 1);
+    return 0;
+}
+
+/* A canonical JSON integer: -?digits, no leading zero, fits int64. */
+static int json_int(const char *s, int64_t *out)
+{
+    const char *d = s + (*s == '-');
+    if (!*d || (d[0] == '0' && d[1]) ) return 0;
+    int64_t v = 0;
+    for (const char *c = d; *c; c++) {
+        if (*c < '0' || *c > '9' || v > (INT64_MAX - (*c - '0')) / 10) return 0;
+        v = v * 10 + (*c - '0');
+    }
+    *out = *s == '-' ? -v : v;
+    return 1;
+}
+
+#define PAIR_MAX (2 * ENGINE_ID_MAX + 1024)
+
+static uint32_t pair_intern(engine_profiles *p, uint32_t key, const char *value)
+{
+    char buf[PAIR_MAX];
+    if (pair_text(buf, sizeof buf, p->keys[key], value) < 0) return NO_PAIR;
+    uint32_t i = strmap_find(&p->pair_map, buf);
+    if (i != STRMAP_NONE) return i;
+    if (vec_reserve((void **)&p->pairs, &p->cap_pairs, p->n_pairs + 1, sizeof *p->pairs) < 0) return NO_PAIR;
+    char *s = engine__intern(buf);
+    if (!s) return NO_PAIR;
+    i = (uint32_t)p->n_pairs;
+    pair *q = &p->pairs[i];
+    *q = (pair){ .text = s, .value = s + strlen(p->keys[key]) + 1, .key = key };
+    q->is_num = (uint8_t)json_int(q->value, &q->num);
+    if (strmap_insert(&p->pair_map, s, i) < 0) { free(s); return NO_PAIR; }
+    p->n_pairs++;
+    p->bytes += strlen(s) + 1 + sizeof *q;
+    return i;
+}
+
+/* The pair of key in a profile, NO_PAIR when it has none. */
+static uint32_t profile_pair(const engine_profiles *p, const profile *f, uint32_t key)
+{
+    for (uint32_t i = 0; f && i < f->n; i++)
+        if (p->pairs[f->pairs[i]].key == key) return f->pairs[i];
+    return NO_PAIR;
+}
+
+static const profile *profile_find(const engine *e, const char *uid)
+{
+    const engine_profiles *p = e->prof;
+    if (!p || !uid) return NULL;
+    uint32_t u = strmap_find(&p->user_map, uid);
+    if (u == STRMAP_NONE || p->user_prof[u] == STRMAP_NONE) return NULL;
+    return &p->profs[p->user_prof[u]];
+}
+
+static int cmp_pair_key(const void *a, const void *b, void *ctx)
+{
+    const engine_profiles *p = ctx;
+    uint32_t x = p->pairs[*(const uint32_t *)a].key, y = p->pairs[*(const uint32_t *)b].key;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts n pair numbers by key (n is a profile's size: a few). */
+static void sort_pairs(const engine_profiles *p, uint32_t *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && cmp_pair_key(&v[j - 1], &v[j], (void *)p) > 0; j--) {
+            uint32_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+}
+
+static uint32_t profile_intern(engine_profiles *p, const uint32_t *v, size_t n)
+{
+    char *text = malloc(n * 11 + 1), *w = text;
+    if (!text) return STRMAP_NONE;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = v[i];
+        char d[11];
+        int k = 0;
+        do { d[k++] = (char)('0' + x % 10); x /= 10; } while (x);
+        while (k) *w++ = d[--k];
+        *w++ = ',';
+    }
+    *w = '\0';
+    uint32_t i = strmap_find(&p->prof_map, text);
+    if (i != STRMAP_NONE) { free(text); return i; }
+    uint32_t *copy = malloc((n ? n : 1) * sizeof *copy);
+    if (!copy || vec_reserve((void **)&p->profs, &p->cap_profs, p->n_profs + 1, sizeof *p->profs) < 0) {
+        free(copy);
+        free(text);
+        return STRMAP_NONE;
+    }
+    memcpy(copy, v, n * sizeof *copy);
+    i = (uint32_t)p->n_profs;
+    p->profs[i] = (profile){ .text = text, .pairs = copy, .n = (uint32_t)n };
+    if (strmap_insert(&p->prof_map, text, i) < 0) { free(copy); free(text); return STRMAP_NONE; }
+    p->n_profs++;
+    p->bytes += strlen(text) + 1 + n * sizeof *copy + sizeof(profile);
+    return i;
+}
+
+/* ---------------------------------------------------------------- profiles */
+
+static int value_ok(const char *v)
+{
+    int64_t n;
+    size_t len = v ? strlen(v) : 0;
+    if (len > 1024) return 0;
+    if (len >= 2 && v[0] == '"' && v[len - 1] == '"') return 1;
+    return len && json_int(v, &n);
+}
+
+static int attrs_ok(const engine_kv *a, size_t n)
+{
+    if (n && !a) return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!engine__id_ok(a[i].key) || strchr(a[i].key, '\x1f') || !value_ok(a[i].value)) return 0;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(a[i].key, a[j].key) == 0) return 0;
+    }
+    return 1;
+}
+
+/* The user's slot in the profile map, added when new. */
+static uint32_t user_slot(engine_profiles *p, const char *uid)
+{
+    uint32_t u = strmap_find(&p->user_map, uid);
+    if (u != STRMAP_NONE) return u;
+    if (vec_reserve((void **)&p->user_ids, &p->cap_users, p->n_users + 1, sizeof *p->user_ids) < 0)
+        return STRMAP_NONE;
+    size_t cap = p->cap_users;   /* user_prof follows user_ids' capacity */
+    uint32_t *np = realloc(p->user_prof, cap * sizeof *np);
+    if (!np) return STRMAP_NONE;
+    p->user_prof = np;
+    char *s = engine__intern(uid);
+    if (!s) return STRMAP_NONE;
+    u = (uint32_t)p->n_users;
+    p->user_ids[u] = s;
+    p->user_prof[u] = STRMAP_NONE;
+    if (strmap_insert(&p->user_map, s, u) < 0) { free(s); return STRMAP_NONE; }
+    p->n_users++;
+    p->bytes += strlen(s) + 1;
+    return u;
+}
+
+int engine_profile_set(engine *e, const char *uid, const engine_kv *attrs, size_t n)
+{
+    if (!e || !engine__id_ok(uid) || n > 64 || !attrs_ok(attrs, n)) return -EINVAL;
+    engine_profiles *p = profiles(e);
+    if (!p) return -ENOMEM;
+    uint32_t v[64];
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = key_intern(p, attrs[i].key);
+        v[i] = k == STRMAP_NONE ? NO_PAIR : pair_intern(p, k, attrs[i].value);
+        if (v[i] == NO_PAIR) return -ENOMEM;
+    }
+    sort_pairs(p, v, n);
+    uint32_t f = n ? profile_intern(p, v, n) : STRMAP_NONE;
+    if (n && f == STRMAP_NONE) return -ENOMEM;
+    uint32_t u = user_slot(p, uid);
+    if (u == STRMAP_NONE) return -ENOMEM;
+    p->n_set += (p->user_prof[u] == STRMAP_NONE) - (f == STRMAP_NONE);
+    p->user_prof[u] = f;
+    return 0;
+}
+
+const char *engine_profile_get(const engine *e, const char *uid, const char *key)
+{
+    const profile *f = profile_find(e, uid);
+    uint32_t x = f ? profile_pair(e->prof, f, key_find(e->prof, key)) : NO_PAIR;
+    return x == NO_PAIR ? NULL : e->prof->pairs[x].value;
+}
+
+int64_t engine_profile_int(const engine *e, const char *uid, const char *key, int64_t dflt)
+{
+    const profile *f = profile_find(e, uid);
+    uint32_t x = f ? profile_pair(e->prof, f, key_find(e->prof, key)) : NO_PAIR;
+    return x != NO_PAIR && e->prof->pairs[x].is_num ? e->prof->pairs[x].num : dflt;
+}
+
+size_t engine_profile_count(const engine *e) { return e->prof ? e->prof->n_set : 0; }
+
+size_t engine_profile_bytes(const engine *e)
+{
+    const engine_profiles *p = e->prof;
+    if (!p) return 0;
+    size_t maps = ((size_t)p->key_map.mask + (size_t)p->pair_map.mask + (size_t)p->prof_map.mask +
+                   (size_t)p->user_map.mask + 4) * sizeof(strmap_slot);
+    return p->bytes + maps + p->cap_users * (sizeof(char *) + sizeof(uint32_t)) +
+           p->cap_pairs * sizeof(pair) + p->cap_profs * sizeof(profile) +
+           p->cap_keys * sizeof(char *) + sizeof *p;
+}
+
+/* ---------------------------------------------------------------- item rules */
+
+/* Calls fn for each element of a canonical JSON array (or the one value),
+ * NUL-terminated in buf. 0, or -EINVAL / -ENOMEM from fn. */
+static int each_value(const char *v, char *buf, size_t cap,
+                      int (*fn)(void *ctx, const char *value), void *ctx)
+{
+    if (*v != '[') return fn(ctx, v);
+    const char *s = v + 1;
+    while (*s && *s != ']') {
+        size_t n = 0;
+        int depth = 0, str = 0;
+        for (; s[n] && (str || depth || (s[n] != ',' && s[n] != ']')); n++) {
+            char c = s[n];
+            if (str) { if (c == '\\' && s[n + 1]) n++; else if (c == '"') str = 0; }
+            else if (c == '"') str = 1;
+            else if (c == '[' || c == '{') depth++;
+            else if (c == ']' || c == '}') depth--;
+        }
+        if (n + 1 > cap) return -EINVAL;
+        memcpy(buf, s, n);
+        buf[n] = '\0';
+        int rc = fn(ctx, buf);
+        if (rc < 0) return rc;
+        s += n + (s[n] == ',');
+    }
+    return 0;
+}
+
+typedef struct rule_ctx { engine_profiles *p; elig_rule *r; } rule_ctx;
+
+static int add_val(void *c, const char *value)
+{
+    rule_ctx *x = c;
+    uint32_t q = pair_intern(x->p, x->r->key, value);
+    uint32_t *v = realloc(x->r->vals, (x->r->n_vals + 1) * sizeof *v);
+    if (q == NO_PAIR || !v) { if (v) x->r->vals = v; return -ENOMEM; }
+    x->r->vals = v;
+    v[x->r->n_vals++] = q;
+    return 0;
+}
+
+static void rule_free(elig_rule *r)
+{
+    free(r->attr);
+    free(r->vals);
+}
+
+/* The item's rule for attr, made when new (a key given twice replaces). */
+static elig_rule *rule_slot(item *it, const char *name)
+{
+    struct item_rules *rs = it->rules;
+    for (uint32_t i = 0; rs && i < rs->n; i++)
+        if (strcmp(rs->r[i].attr, name) == 0) {
+            free(rs->r[i].vals);
+            rs->r[i].vals = NULL;
+            rs->r[i].n_vals = 0;
+            return &rs->r[i];
+        }
+    if (!rs && !(rs = it->rules = calloc(1, sizeof *rs))) return NULL;
+    elig_rule *v = realloc(rs->r, (rs->n + 1) * sizeof *v);
+    char *a = engine__intern(name);
+    if (!v || !a) { if (v) rs->r = v; free(a); return NULL; }
+    rs->r = v;
+    v[rs->n] = (elig_rule){ .attr = a, .same_pair = NO_PAIR };
+    return &v[rs->n++];
+}
+
+int engine__elig_attr(engine *e, uint32_t it, const char *key, const char *value)
+{
+    int only = strncmp(key, "only_", 5) == 0, same = strncmp(key, "same_", 5) == 0;
+    if ((!only && !same) || !key[5]) return 0;
+    engine_profiles *p = profiles(e);
+    uint32_t k = p ? key_intern(p, key + 5) : STRMAP_NONE;
+    elig_rule *r = k == STRMAP_NONE ? NULL : rule_slot(&e->items[it], key);
+    if (!r) return -ENOMEM;
+    r->key = k;
+    r->same = (uint8_t)same;
+    r->same_pair = NO_PAIR;
+    e->elig_stale = 1;
+    if (same) {
+        /* same_X: only `true` is a rule; anything else restricts nothing */
+        if (strcmp(value, "true") != 0) r->key = STRMAP_NONE;
+        return 0;
+    }
+    char buf[1024 + 1];
+    return each_value(value, buf, sizeof buf, add_val, &(rule_ctx){ p, r });
+}
+
+/* ---------------------------------------------------------------- deciding */
+
+static int held_of(const item *it) { return it->capacity - it->free > 0; }
+
+/* The first rule of item it that user profile f breaks, or NULL. held:
+ * the item has holders (other than one leaving, for a swap). */
+static const elig_rule *broken(const engine *e, const profile *f, uint32_t it, int held)
+{
+    const struct item_rules *rs = e->items[it].rules;
+    for (uint32_t i = 0; rs && i < rs->n; i++) {
+        const elig_rule *r = &rs->r[i];
+        if (r->key == STRMAP_NONE) continue;   /* same_X other than true */
+        uint32_t x = profile_pair(e->prof, f, r->key);
+        if (x == NO_PAIR) return r;
+        if (r->same) {
+            if (held && r->same_pair != NO_PAIR && r->same_pair != x) return r;
+            continue;
+        }
+        uint32_t j = 0;
+        while (j < r->n_vals && r->vals[j] != x) j++;
+        if (j == r->n_vals) return r;
+    }
+    return NULL;
+}
+
+int engine__elig_ok(const engine *e, const char *uid, uint32_t it, uint32_t leaving)
+{
+    if (!e->items[it].rules) return 1;
+    const item *p = &e->items[it];
+    int64_t held = p->capacity - p->free - (leaving != STRMAP_NONE);
+    return broken(e, profile_find(e, uid), it, held > 0) == NULL;
+}
+
+int engine__elig_group_ok(const engine *e, const char *const *members, size_t n, uint32_t it)
+{
+    const struct item_rules *rs = e->items[it].rules;
+    if (!rs) return 1;
+    for (size_t m = 0; m < n; m++)
+        if (!engine__elig_ok(e, members[m], it, STRMAP_NONE)) return 0;
+    /* same_X across the members too: all have the first member's value */
+    const profile *f0 = profile_find(e, members[0]);
+    for (uint32_t i = 0; i < rs->n; i++) {
+        if (!rs->r[i].same || rs->r[i].key == STRMAP_NONE) continue;
+        uint32_t x0 = profile_pair(e->prof, f0, rs->r[i].key);
+        for (size_t m = 1; m < n; m++)
+            if (profile_pair(e->prof, profile_find(e, members[m]), rs->r[i].key) != x0) return 0;
+    }
+    return 1;
+}
+
+void engine__elig_took(engine *e, const char *uid, uint32_t it, int64_t held_before)
+{
+    struct item_rules *rs = e->items[it].rules;
+    if (!rs) return;
+    const profile *f = profile_find(e, uid);
+    for (uint32_t i = 0; i < rs->n; i++) {
+        elig_rule *r = &rs->r[i];
+        if (!r->same || r->key == STRMAP_NONE) continue;
+        uint32_t x = profile_pair(e->prof, f, r->key);
+        if (held_before <= 0 || r->same_pair == NO_PAIR) r->same_pair = x;
+    }
+}
+
+/* The pair X of the holders of item it: the first holder (in user order)
+ * whose profile has one. O(users): once per item after a load. */
+static uint32_t holders_pair(const engine *e, uint32_t it, uint32_t key)
+{
+    for (size_t u = 0; u < e->n_users; u++) {
+        const user *us = &e->users[u];
+        int holds = 0;
+        if (is_rooms(e)) holds = us->u.r.room == it;
+        else
+            for (uint32_t o = 0; o < us->u.s.n_live && !holds; o++) holds = us->u.s.orders[o].item == it;
+        uint32_t x = holds ? profile_pair(e->prof, profile_find(e, us->id), key) : NO_PAIR;
+        if (x != NO_PAIR) return x;
+    }
+    return NO_PAIR;
+}
+
+void engine__elig_refresh(engine *e)
+{
+    if (!e->elig_stale) return;
+    e->elig_stale = 0;
+    for (uint32_t it = 0; it < e->n_items; it++) {
+        struct item_rules *rs = e->items[it].rules;
+        for (uint32_t i = 0; rs && i < rs->n; i++)
+            if (rs->r[i].same && rs->r[i].key != STRMAP_NONE && held_of(&e->items[it]))
+                rs->r[i].same_pair = holders_pair(e, it, rs->r[i].key);
+    }
+}
+
+static void why_of(const engine *e, const profile *f, const elig_rule *r, engine_elig_why *why)
+{
+    if (!why) return;
+    uint32_t x = r ? profile_pair(e->prof, f, r->key) : NO_PAIR;
+    why->rule = r ? r->attr : NULL;
+    why->value = x == NO_PAIR ? NULL : e->prof->pairs[x].value;
+}
+
+int engine_eligible(const engine *e, const char *uid, const char *item_id, engine_elig_why *why)
+{
+    uint32_t it = item_id ? find_item(e, item_id) : STRMAP_NONE;
+    if (it == STRMAP_NONE) return -ENOENT;
+    const profile *f = profile_find(e, uid);
+    const item *p = &e->items[it];
+    const elig_rule *r = p->rules ? broken(e, f, it, p->capacity - p->free > 0) : NULL;
+    why_of(e, f, r, why);
+    return r == NULL;
+}
+
+/* Whether user ui holds item it now (rooms: the bed; stock: a live order). */
+static int holds_item(const engine *e, uint32_t ui, uint32_t it)
+{
+    const user *u = &e->users[ui];
+    if (is_rooms(e)) return u->u.r.room == it;
+    for (uint32_t o = 0; o < u->u.s.n_live; o++)
+        if (u->u.s.orders[o].item == it) return 1;
+    return 0;
+}
+
+int engine_holder_ok(const engine *e, const char *uid, const char *item_id, engine_elig_why *why)
+{
+    uint32_t ui = uid ? find_user(e, uid) : STRMAP_NONE, it = item_id ? find_item(e, item_id) : STRMAP_NONE;
+    if (ui == STRMAP_NONE || it == STRMAP_NONE || !holds_item(e, ui, it)) return -ENOENT;
+    const profile *f = profile_find(e, uid);
+    const struct item_rules *rs = e->items[it].rules;
+    for (uint32_t i = 0; rs && i < rs->n; i++) {
+        const elig_rule *r = &rs->r[i];
+        if (r->key == STRMAP_NONE) continue;
+        uint32_t x = profile_pair(e->prof, f, r->key);
+        int ok = x != NO_PAIR;
+        for (uint32_t j = 0; ok && !r->same && j < r->n_vals + 1; j++)
+            if (j == r->n_vals) ok = 0;
+            else if (r->vals[j] == x) break;
+        /* same_X: every other holder has the same value now */
+        for (size_t v = 0; ok && r->same && v < e->n_users; v++)
+            if (v != ui && holds_item(e, (uint32_t)v, it))
+                ok = profile_pair(e->prof, profile_find(e, e->users[v].id), r->key) == x;
+        if (!ok) { why_of(e, f, r, why); return 0; }
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+void engine__elig_free(engine *e)
+{
+    for (size_t it = 0; it < e->n_items; it++) {
+        struct item_rules *rs = e->items[it].rules;
+        for (uint32_t i = 0; rs && i < rs->n; i++) rule_free(&rs->r[i]);
+        if (rs) free(rs->r);
+        free(rs);
+        e->items[it].rules = NULL;
+    }
+    engine_profiles *p = e->prof;
+    if (!p) return;
+    for (size_t i = 0; i < p->n_keys; i++) free(p->keys[i]);
+    for (size_t i = 0; i < p->n_pairs; i++) free(p->pairs[i].text);
+    for (size_t i = 0; i < p->n_profs; i++) { free(p->profs[i].text); free(p->profs[i].pairs); }
+    for (size_t i = 0; i < p->n_users; i++) free(p->user_ids[i]);
+    free(p->keys);
+    free(p->pairs);
+    free(p->profs);
+    free(p->user_ids);
+    free(p->user_prof);
+    strmap_free(&p->key_map);
+    strmap_free(&p->pair_map);
+    strmap_free(&p->prof_map);
+    strmap_free(&p->user_map);
+    free(p);
+    e->prof = NULL;
+}

@@ -1,0 +1,338 @@
+/* test_engine_elig.c -- profiles and eligibility (contract 11.2,
+ * engine_elig.c) and groups that fill a room (11.4): only_X and same_X at
+ * every grant (buy, choose, auto with prefs and filter, group, switch,
+ * swap, waitlist service), a same_X room taking its first holder's value
+ * and freeing it when empty, profile edits for later decisions only, and
+ * group_fill = exact for groups and single users. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/engine_elig.h"
+#include "etest.h"
+
+#define T0 1763800000000LL
+
+static engine *dorm(group_fill_mode fill)
+{
+    engine_meta m;
+    engine_meta_defaults(&m);
+    m.kind = BATCH_ROOM;
+    m.groups = GROUPS_LISTED;
+    m.group_fill = fill;
+    engine *e = engine_new(&m, 11);
+    assert_non_null(e);
+    return e;
+}
+
+static void room(engine *e, const char *id, int64_t cap, const char *k1, const char *v1,
+                 const char *k2, const char *v2)
+{
+    assert_int_equal(engine_load_item(e, id, cap), 0);
+    if (k1) assert_int_equal(engine_load_attr(e, id, k1, v1), 0);
+    if (k2) assert_int_equal(engine_load_attr(e, id, k2, v2), 0);
+}
+
+/* A profile of one or two attrs; value text is canonical JSON. */
+static void prof(engine *e, const char *u, const char *k1, const char *v1, const char *k2,
+                 const char *v2)
+{
+    engine_kv kv[2] = { { k1, v1 }, { k2, v2 } };
+    assert_int_equal(engine_profile_set(e, u, kv, k2 ? 2 : (k1 ? 1 : 0)), 0);
+}
+
+static engine_result req(engine *e, engine_op o, const char *id, const char *u, const char *item,
+                         int64_t now)
+{
+    return etest_decide(e, (engine_request){ .op = o, .id = id, .user = u, .seq = 1, .item = item,
+                                             .qty = 1 }, now);
+}
+
+static void test_profiles_interned_and_validated(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    prof(e, "s1", "gender", "\"F\"", "year", "4");
+    prof(e, "s2", "year", "4", "gender", "\"F\"");   /* same profile, other order */
+    assert_string_equal(engine_profile_get(e, "s1", "gender"), "\"F\"");
+    assert_int_equal(engine_profile_int(e, "s2", "year", -1), 4);
+    assert_int_equal(engine_profile_int(e, "s2", "gender", -1), -1);   /* not an integer */
+    assert_null(engine_profile_get(e, "s3", "gender"));
+    assert_int_equal(engine_profile_count(e), 2);
+    /* neither a JSON object of strings and integers: refused, left as it was */
+    engine_kv bad[] = { { "gender", "true" } }, twice[] = { { "a", "1" }, { "a", "2" } };
+    assert_int_equal(engine_profile_set(e, "s1", bad, 1), -EINVAL);
+    assert_int_equal(engine_profile_set(e, "s1", twice, 2), -EINVAL);
+    assert_string_equal(engine_profile_get(e, "s1", "gender"), "\"F\"");
+    /* a profile is not a participant */
+    assert_int_equal(engine_get_counters(e)->participants, 0);
+    /* cleared */
+    assert_int_equal(engine_profile_set(e, "s1", NULL, 0), 0);
+    assert_null(engine_profile_get(e, "s1", "gender"));
+    assert_int_equal(engine_profile_count(e), 1);
+    engine_free(e);
+}
+
+/* 1,000 users with five attributes from a few values each: a few dozen
+ * bytes a user (the issue's budget is 100 at 100,000). */
+static void test_profiles_memory(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    static const char *const g[] = { "\"F\"", "\"M\"", "\"X\"" };
+    char id[32], pts[16], yr[4];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(id, sizeof id, "student%06d", i);
+        snprintf(pts, sizeof pts, "%d", i % 40);
+        snprintf(yr, sizeof yr, "%d", 1 + i % 4);
+        engine_kv kv[] = { { "gender", g[i % 3] }, { "year", yr }, { "llc", i % 7 ? "\"none\"" : "\"stem\"" },
+                           { "points", pts }, { "access", i % 20 ? "0" : "1" } };
+        assert_int_equal(engine_profile_set(e, id, kv, 5), 0);
+    }
+    size_t per_user = engine_profile_bytes(e) / 1000;
+    print_message("profiles: %zu bytes a user\n", per_user);
+    assert_true(per_user <= 100);
+    engine_free(e);
+}
+
+static void test_only_at_choose_and_buy(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "W1", 2, "only_gender", "\"F\"", NULL, NULL);
+    room(e, "Y1", 2, "only_year", "[3,4]", NULL, NULL);
+    prof(e, "f", "gender", "\"F\"", "year", "1");
+    prof(e, "m", "gender", "\"M\"", "year", "4");
+    engine_result r = req(e, OP_CHOOSE, "c1", "m", "W1", T0);
+    assert_int_equal(r.status, STATUS_REJECTED);
+    assert_int_equal(r.reason, REASON_NOT_ELIGIBLE);
+    assert_string_equal(engine_reason_name(r.reason), "not_eligible");
+    assert_int_equal(req(e, OP_CHOOSE, "c2", "nobody", "W1", T0).reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(req(e, OP_CHOOSE, "c3", "f", "Y1", T0).reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(req(e, OP_CHOOSE, "c4", "m", "Y1", T0).status, STATUS_GRANTED);
+    assert_int_equal(req(e, OP_CHOOSE, "c5", "f", "W1", T0).status, STATUS_GRANTED);
+    engine_elig_why why;
+    assert_int_equal(engine_eligible(e, "m", "W1", &why), 0);
+    assert_string_equal(why.rule, "only_gender");
+    assert_string_equal(why.value, "\"M\"");
+    engine_free(e);
+
+    engine_meta m;
+    engine_meta_defaults(&m);
+    m.kind = BATCH_STOCK;
+    e = engine_new(&m, 5);
+    assert_int_equal(engine_load_item(e, "meal", 10), 0);
+    assert_int_equal(engine_load_attr(e, "meal", "only_llc", "\"stem\""), 0);
+    prof(e, "a", "llc", "\"stem\"", NULL, NULL);
+    assert_int_equal(req(e, OP_BUY, "b1", "b", "meal", T0).reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(req(e, OP_BUY, "b2", "a", "meal", T0).status, STATUS_GRANTED);
+    engine_free(e);
+}
+
+static void test_same_takes_first_holder(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "G1", 2, "same_gender", "true", NULL, NULL);
+    prof(e, "f1", "gender", "\"F\"", NULL, NULL);
+    prof(e, "f2", "gender", "\"F\"", NULL, NULL);
+    prof(e, "m1", "gender", "\"M\"", NULL, NULL);
+    prof(e, "x", "year", "2", NULL, NULL);
+    assert_int_equal(req(e, OP_CHOOSE, "c0", "x", "G1", T0).reason, REASON_NOT_ELIGIBLE);  /* lacks X */
+    assert_int_equal(req(e, OP_CHOOSE, "c1", "m1", "G1", T0).status, STATUS_GRANTED);
+    assert_int_equal(req(e, OP_CHOOSE, "c2", "f1", "G1", T0).reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(req(e, OP_RELEASE, "r1", "m1", NULL, T0).status, STATUS_DONE);
+    /* empty again: anyone eligible, and it takes their value */
+    assert_int_equal(req(e, OP_CHOOSE, "c3", "f1", "G1", T0).status, STATUS_GRANTED);
+    assert_int_equal(req(e, OP_CHOOSE, "c4", "m1", "G1", T0).reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(req(e, OP_CHOOSE, "c5", "f2", "G1", T0).status, STATUS_GRANTED);
+    assert_int_equal(engine_holder_ok(e, "f2", "G1", NULL), 1);
+    /* a profile edit takes nothing away; verify's audit sees it */
+    prof(e, "f2", "gender", "\"M\"", NULL, NULL);
+    engine_elig_why why;
+    assert_int_equal(engine_holder_ok(e, "f2", "G1", &why), 0);
+    assert_string_equal(why.rule, "same_gender");
+    engine_user_view v;
+    assert_int_equal(engine_user_view_get(e, "f2", &v), 0);
+    assert_string_equal(v.room, "G1");
+    engine_free(e);
+}
+
+/* same_X of holders loaded from the store is read from their profiles. */
+static void test_same_of_loaded_holders(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "G1", 3, "same_gender", "true", NULL, NULL);
+    assert_int_equal(engine_load_room_holder(e, "f1", "G1", T0, "q"), 0);
+    prof(e, "f1", "gender", "\"F\"", NULL, NULL);
+    prof(e, "m1", "gender", "\"M\"", NULL, NULL);
+    prof(e, "f2", "gender", "\"F\"", NULL, NULL);
+    assert_int_equal(req(e, OP_CHOOSE, "c1", "m1", "G1", T0).reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(req(e, OP_CHOOSE, "c2", "f2", "G1", T0).status, STATUS_GRANTED);
+    engine_free(e);
+}
+
+static engine_result auto_req(engine *e, const char *id, const char *u, const char *const *prefs,
+                              size_t n_prefs, const engine_kv *filter, size_t n_filter)
+{
+    return etest_decide(e, (engine_request){ .op = OP_AUTO, .id = id, .user = u, .seq = 1,
+                                             .prefs = prefs, .n_prefs = n_prefs, .filter = filter,
+                                             .n_filter = n_filter, .has_filter = filter != NULL }, T0);
+}
+
+static void test_auto_skips_ineligible(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "W1", 1, "only_gender", "\"F\"", "hall", "\"north\"");
+    room(e, "M1", 1, "only_gender", "\"M\"", "hall", "\"north\"");
+    room(e, "M2", 2, "only_gender", "\"M\"", "hall", "\"north\"");
+    prof(e, "m", "gender", "\"M\"", NULL, NULL);
+    const char *prefs[] = { "W1", "M1" };
+    engine_result r = auto_req(e, "a1", "m", prefs, 2, NULL, 0);
+    assert_int_equal(r.status, STATUS_GRANTED);
+    assert_string_equal(r.item, "M1");
+    /* filter fallback: the only north rooms left are W1 (not his) and M2 */
+    prof(e, "m2", "gender", "\"M\"", NULL, NULL);
+    prof(e, "f", "gender", "\"F\"", NULL, NULL);
+    engine_kv north[] = { { "hall", "\"north\"" } };
+    const char *w1[] = { "W1" };
+    r = auto_req(e, "a2", "m2", w1, 1, north, 1);
+    assert_string_equal(r.item, "M2");
+    /* nothing she may hold but W1: taken, so no_room */
+    assert_int_equal(auto_req(e, "a3", "f", NULL, 0, north, 1).status, STATUS_GRANTED);
+    assert_int_equal(auto_req(e, "a4", "nobody", NULL, 0, north, 1).reason, REASON_NO_ROOM);
+    engine_free(e);
+}
+
+static engine_result group_req(engine *e, const char *id, const char *const *members, size_t n,
+                               const char *const *prefs, size_t n_prefs)
+{
+    return etest_decide(e, (engine_request){ .op = OP_GROUP, .id = id, .user = members[0], .seq = 1,
+                                             .members = members, .n_members = n, .prefs = prefs,
+                                             .n_prefs = n_prefs }, T0);
+}
+
+static void test_group_same_across_members(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "G2", 2, "same_gender", "true", NULL, NULL);
+    room(e, "F2", 2, "only_gender", "\"F\"", NULL, NULL);
+    prof(e, "f1", "gender", "\"F\"", NULL, NULL);
+    prof(e, "f2", "gender", "\"F\"", NULL, NULL);
+    prof(e, "m1", "gender", "\"M\"", NULL, NULL);
+    const char *mixed[] = { "f1", "m1" }, *pair[] = { "f1", "f2" }, *prefs[] = { "F2", "G2" };
+    assert_int_equal(group_req(e, "g1", mixed, 2, prefs, 2).reason, REASON_NO_ROOM);
+    engine_result r = group_req(e, "g2", pair, 2, prefs + 1, 1);
+    assert_int_equal(r.status, STATUS_GRANTED);
+    assert_string_equal(r.item, "G2");
+    engine_free(e);
+}
+
+static void test_switch_and_waitlist_check(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "A", 1, NULL, NULL, NULL, NULL);
+    room(e, "W", 1, "only_gender", "\"F\"", NULL, NULL);
+    prof(e, "m", "gender", "\"M\"", NULL, NULL);
+    prof(e, "f", "gender", "\"F\"", NULL, NULL);
+    prof(e, "f2", "gender", "\"F\"", NULL, NULL);
+    assert_int_equal(req(e, OP_CHOOSE, "c1", "m", "A", T0).status, STATUS_GRANTED);
+    assert_int_equal(req(e, OP_SWITCH, "s1", "m", "W", T0).reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(req(e, OP_CHOOSE, "c2", "f", "W", T0).status, STATUS_GRANTED);
+    /* a waiter is served only into a room she may hold */
+    engine_result w = etest_decide(e, (engine_request){ .op = OP_CHOOSE, .id = "c3", .user = "f2",
+                                                        .seq = 2, .item = "W", .wait = 1 }, T0);
+    assert_int_equal(w.status, STATUS_WAITING);
+    engine_result w3 = etest_decide(e, (engine_request){ .op = OP_CHOOSE, .id = "c4", .user = "f3",
+                                                         .seq = 3, .item = "W", .wait = 1 }, T0);
+    assert_int_equal(w3.status, STATUS_REJECTED);   /* no profile: never waits for W */
+    assert_int_equal(w3.reason, REASON_NOT_ELIGIBLE);
+    /* her profile changes while she waits: served, she is refused */
+    prof(e, "f2", "gender", "\"M\"", NULL, NULL);
+    assert_int_equal(req(e, OP_RELEASE, "r1", "f", NULL, T0 + 1).status, STATUS_DONE);
+    engine_user_view v;
+    assert_int_equal(engine_user_view_get(e, "f2", &v), 0);
+    assert_null(v.room);
+    assert_int_equal(engine_get_counters(e)->waiting, 0);
+    engine_free(e);
+}
+
+static void test_swap_each_way(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "W", 1, "only_gender", "\"F\"", NULL, NULL);
+    room(e, "A", 1, NULL, NULL, NULL, NULL);
+    room(e, "B", 1, NULL, NULL, NULL, NULL);
+    prof(e, "f", "gender", "\"F\"", NULL, NULL);
+    prof(e, "m", "gender", "\"M\"", NULL, NULL);
+    prof(e, "n", "gender", "\"M\"", NULL, NULL);
+    assert_int_equal(req(e, OP_CHOOSE, "c1", "f", "W", T0).status, STATUS_GRANTED);
+    assert_int_equal(req(e, OP_CHOOSE, "c2", "m", "A", T0).status, STATUS_GRANTED);
+    assert_int_equal(req(e, OP_CHOOSE, "c3", "n", "B", T0).status, STATUS_GRANTED);
+    engine_request s = { .op = OP_SWAP, .id = "x1", .user = "m", .seq = 4, .peer = "f" };
+    assert_int_equal(etest_decide(e, s, T0).reason, REASON_NOT_ELIGIBLE);
+    s = (engine_request){ .op = OP_SWAP, .id = "x2", .user = "f", .seq = 5, .peer = "m" };
+    assert_int_equal(etest_decide(e, s, T0).reason, REASON_NOT_ELIGIBLE);
+    s = (engine_request){ .op = OP_SWAP, .id = "x3", .user = "n", .seq = 6, .peer = "m" };
+    assert_int_equal(etest_decide(e, s, T0).status, STATUS_WAITING);
+    s = (engine_request){ .op = OP_SWAP, .id = "x4", .user = "m", .seq = 7, .peer = "n" };
+    assert_int_equal(etest_decide(e, s, T0).status, STATUS_GRANTED);
+    engine_free(e);
+}
+
+/* 11.4: a group takes only an empty room of its size; a single user only a
+ * bed beside a holder, or a single. */
+static void test_group_fill_exact(void **state)
+{
+    engine *e = dorm(GROUP_FILL_EXACT);
+    room(e, "Q4", 4, NULL, NULL, NULL, NULL);
+    room(e, "D2", 2, NULL, NULL, NULL, NULL);
+    room(e, "S1", 1, NULL, NULL, NULL, NULL);
+    const char *pair[] = { "a", "b" }, *trio[] = { "c", "d", "e" }, *q4[] = { "Q4", "D2" };
+    assert_int_equal(group_req(e, "g1", trio, 3, q4, 2).reason, REASON_NO_ROOM);
+    engine_result r = group_req(e, "g2", pair, 2, q4, 2);
+    assert_string_equal(r.item, "D2");
+    assert_int_equal(req(e, OP_CHOOSE, "c1", "x", "Q4", T0).reason, REASON_ROOM_FULL);
+    assert_int_equal(req(e, OP_CHOOSE, "c2", "x", "S1", T0).status, STATUS_GRANTED);
+    const char *prefs[] = { "Q4", "D2" };
+    assert_int_equal(auto_req(e, "a1", "y", prefs, 2, NULL, 0).reason, REASON_NO_ROOM);
+    engine_free(e);
+
+    /* any (the default): a pair takes the quad */
+    e = dorm(GROUP_FILL_ANY);
+    room(e, "Q4", 4, NULL, NULL, NULL, NULL);
+    assert_string_equal(group_req(e, "g3", pair, 2, q4, 1).item, "Q4");
+    assert_int_equal(req(e, OP_CHOOSE, "c3", "x", "Q4", T0).status, STATUS_GRANTED);
+    engine_free(e);
+}
+
+/* exact: once a room has a holder, a single user may join it. */
+static void test_exact_single_joins_holder(void **state)
+{
+    engine *e = dorm(GROUP_FILL_EXACT);
+    room(e, "D2", 2, NULL, NULL, NULL, NULL);
+    assert_int_equal(engine_load_room_holder(e, "h", "D2", T0, "q"), 0);
+    assert_int_equal(req(e, OP_CHOOSE, "c1", "x", "D2", T0).status, STATUS_GRANTED);
+    engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_profiles_interned_and_validated),
+        cmocka_unit_test(test_profiles_memory),
+        cmocka_unit_test(test_only_at_choose_and_buy),
+        cmocka_unit_test(test_same_takes_first_holder),
+        cmocka_unit_test(test_same_of_loaded_holders),
+        cmocka_unit_test(test_auto_skips_ineligible),
+        cmocka_unit_test(test_group_same_across_members),
+        cmocka_unit_test(test_switch_and_waitlist_check),
+        cmocka_unit_test(test_swap_each_way),
+        cmocka_unit_test(test_group_fill_exact),
+        cmocka_unit_test(test_exact_single_joins_holder),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
