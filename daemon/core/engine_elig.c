@@ -429,12 +429,23 @@ static const elig_rule *broken(const engine *e, const profile *f, uint32_t it, i
     return NULL;
 }
 
+const engine_who *engine__elig_who(const engine *e, const char *uid)
+{
+    return profile_find(e, uid);
+}
+
+int engine__elig_ok_who(const engine *e, const engine_who *who, uint32_t it, uint32_t leaving)
+{
+    const item *p = &e->items[it];
+    if (!p->rules) return 1;
+    int64_t held = p->capacity - p->free - (leaving != STRMAP_NONE);
+    return broken(e, who, it, held > 0) == NULL;
+}
+
 int engine__elig_ok(const engine *e, const char *uid, uint32_t it, uint32_t leaving)
 {
     if (!e->items[it].rules) return 1;
-    const item *p = &e->items[it];
-    int64_t held = p->capacity - p->free - (leaving != STRMAP_NONE);
-    return broken(e, profile_find(e, uid), it, held > 0) == NULL;
+    return engine__elig_ok_who(e, profile_find(e, uid), it, leaving);
 }
 
 int engine__elig_group_ok(const engine *e, const char *const *members, size_t n, uint32_t it)
