@@ -42,9 +42,11 @@ static const char *check_shape(const engine *e)
     return NULL;
 }
 
-/* A bed in a room that exists, and a request id only with a bed. */
+/* A bed in a room that exists, and a request id and a staff mark (11.5)
+ * only with a bed. */
 static const char *check_room_user(const engine *e, const user *u, sweep *w)
 {
+    if (u->u.r.room == NO_ROOM && (u->flags & USER_STAFF)) return "room user: staff mark without a bed";
     if (u->u.r.room == NO_ROOM)
         return u->u.r.req ? "room user: request id kept without a bed" : NULL;
     if (u->u.r.room >= e->n_items) return "room user: bed in a room that does not exist";

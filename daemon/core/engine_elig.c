@@ -429,12 +429,23 @@ static const elig_rule *broken(const engine *e, const profile *f, uint32_t it, i
     return NULL;
 }
 
+const engine_who *engine__elig_who(const engine *e, const char *uid)
+{
+    return profile_find(e, uid);
+}
+
+int engine__elig_ok_who(const engine *e, const engine_who *who, uint32_t it, uint32_t leaving)
+{
+    const item *p = &e->items[it];
+    if (!p->rules) return 1;
+    int64_t held = p->capacity - p->free - (leaving != STRMAP_NONE);
+    return broken(e, who, it, held > 0) == NULL;
+}
+
 int engine__elig_ok(const engine *e, const char *uid, uint32_t it, uint32_t leaving)
 {
     if (!e->items[it].rules) return 1;
-    const item *p = &e->items[it];
-    int64_t held = p->capacity - p->free - (leaving != STRMAP_NONE);
-    return broken(e, profile_find(e, uid), it, held > 0) == NULL;
+    return engine__elig_ok_who(e, profile_find(e, uid), it, leaving);
 }
 
 int engine__elig_group_ok(const engine *e, const char *const *members, size_t n, uint32_t it)
@@ -514,20 +525,21 @@ int engine_eligible(const engine *e, const char *uid, const char *item_id, engin
     return r == NULL;
 }
 
-/* Whether user ui holds item it now (rooms: the bed; stock: a live order). */
-static int holds_item(const engine *e, uint32_t ui, uint32_t it)
+/* Whether user ui holds item it now (rooms: the bed; stock: a live order);
+ * with no_staff, only by a holding not placed by staff without check. */
+static int holds_item(const engine *e, uint32_t ui, uint32_t it, int no_staff)
 {
     const user *u = &e->users[ui];
-    if (is_rooms(e)) return u->u.r.room == it;
+    if (is_rooms(e)) return u->u.r.room == it && !(no_staff && (u->flags & USER_STAFF));
     for (uint32_t o = 0; o < u->u.s.n_live; o++)
-        if (u->u.s.orders[o].item == it) return 1;
+        if (u->u.s.orders[o].item == it && !(no_staff && u->u.s.orders[o].staff)) return 1;
     return 0;
 }
 
 int engine_holder_ok(const engine *e, const char *uid, const char *item_id, engine_elig_why *why)
 {
     uint32_t ui = uid ? find_user(e, uid) : STRMAP_NONE, it = item_id ? find_item(e, item_id) : STRMAP_NONE;
-    if (ui == STRMAP_NONE || it == STRMAP_NONE || !holds_item(e, ui, it)) return -ENOENT;
+    if (ui == STRMAP_NONE || it == STRMAP_NONE || !holds_item(e, ui, it, 0)) return -ENOENT;
     const profile *f = profile_find(e, uid);
     const struct item_rules *rs = e->items[it].rules;
     for (uint32_t i = 0; rs && i < rs->n; i++) {
@@ -538,9 +550,10 @@ int engine_holder_ok(const engine *e, const char *uid, const char *item_id, engi
         for (uint32_t j = 0; ok && !r->same && j < r->n_vals + 1; j++)
             if (j == r->n_vals) ok = 0;
             else if (r->vals[j] == x) break;
-        /* same_X: every other holder has the same value now */
+        /* same_X: every other holder has the same value now; a staff
+         * exception (placed without check) is not held against the others */
         for (size_t v = 0; ok && r->same && v < e->n_users; v++)
-            if (v != ui && holds_item(e, (uint32_t)v, it))
+            if (v != ui && holds_item(e, (uint32_t)v, it, 1))
                 ok = profile_pair(e->prof, profile_find(e, e->users[v].id), r->key) == x;
         if (!ok) { why_of(e, f, r, why); return 0; }
     }

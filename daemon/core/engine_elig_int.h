@@ -15,6 +15,11 @@ int engine__elig_attr(engine *e, uint32_t it, const char *key, const char *value
 /* 1 when the user may be given item it now; leaving: a holder of it who
  * leaves in the same step (a swap), STRMAP_NONE otherwise. */
 int engine__elig_ok(const engine *e, const char *uid, uint32_t it, uint32_t leaving);
+/* A user's profile looked up once for a scan of many items (auto's filter
+ * fallback): NULL is a user without one, a valid answer. */
+typedef struct profile engine_who;
+const engine_who *engine__elig_who(const engine *e, const char *uid);
+int engine__elig_ok_who(const engine *e, const engine_who *who, uint32_t it, uint32_t leaving);
 /* Every member may, and they share every same_X value of the item. */
 int engine__elig_group_ok(const engine *e, const char *const *members, size_t n, uint32_t it);
 /* The user is being given item it, which had held_before units held: an

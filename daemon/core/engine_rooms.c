@@ -69,13 +69,14 @@ static int attrs_match(const item *it, const engine_kv *f, size_t n)
 
 /* Whether room it can take the request's user (need 1) or its members
  * (need n): free beds, group_fill (11.4) and eligibility (11.2). */
-static int room_fits(const engine *e, const engine_request *r, int64_t need, uint32_t it)
+static int room_fits(const engine *e, const engine_request *r, int64_t need, uint32_t it,
+                     const engine_who *who)
 {
     const item *p = &e->items[it];
     if (p->free < need) return 0;
     if (need == 1 && !r->n_members) {
         if (!single_fits(e, it)) return 0;
-        return engine__elig_ok(e, r->user, it, STRMAP_NONE);
+        return engine__elig_ok_who(e, who, it, STRMAP_NONE);
     }
     if (e->meta.group_fill == GROUP_FILL_EXACT && (held(e, it) != 0 || p->capacity != need))
         return 0;
@@ -89,15 +90,16 @@ static int room_fits(const engine *e, const engine_request *r, int64_t need, uin
  * batches have thousands of rooms, not more. */
 static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need)
 {
+    const engine_who *who = engine__elig_who(e, r->user);   /* once, not per room */
     for (size_t i = 0; i < r->n_prefs; i++) {
         uint32_t it = find_item(e, r->prefs[i]);
-        if (it != STRMAP_NONE && room_fits(e, r, need, it)) return it;
+        if (it != STRMAP_NONE && room_fits(e, r, need, it, who)) return it;
     }
     if (!r->has_filter) return STRMAP_NONE;
     uint32_t best = STRMAP_NONE;
     for (uint32_t it = 0; it < e->n_items; it++) {
         const item *p = &e->items[it];
-        if (p->free < need || !attrs_match(p, r->filter, r->n_filter) || !room_fits(e, r, need, it))
+        if (p->free < need || !attrs_match(p, r->filter, r->n_filter) || !room_fits(e, r, need, it, who))
             continue;
         if (best == STRMAP_NONE || p->free < e->items[best].free ||
             (p->free == e->items[best].free && strcmp(p->id, e->items[best].id) < 0))

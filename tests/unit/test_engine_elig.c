@@ -319,6 +319,73 @@ static void test_exact_single_joins_holder(void **state)
     engine_free(e);
 }
 
+/* A random round on rooms with only_X and same_X rules: choose, auto,
+ * switch, release, swap and assign (with and without check) from users of
+ * random profiles. After every step each holder not placed by staff
+ * without check keeps every rule of their room (engine_holder_ok, which
+ * audits same_X against the other holders' profiles), and the engine's
+ * own sweep holds (etest_decide). */
+static uint64_t rnd(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *s >> 33;
+}
+
+static void check_holders(engine *e, int n_users)
+{
+    char id[16];
+    for (int u = 0; u < n_users; u++) {
+        snprintf(id, sizeof id, "u%d", u);
+        engine_user_view v;
+        if (engine_user_view_get(e, id, &v) != 0 || !v.room || v.staff) continue;
+        engine_elig_why why = { 0 };
+        if (engine_holder_ok(e, id, v.room, &why) != 1)
+            fail_msg("%s in %s breaks %s (value %s)", id, v.room, why.rule, why.value ? why.value : "none");
+    }
+}
+
+static void test_random_round_keeps_rules(void **state)
+{
+    static const char *const gender[] = { "\"F\"", "\"M\"", "\"X\"" };
+    static const char *const year[] = { "1", "2", "3", "4" };
+    static const engine_op ops[] = { OP_CHOOSE, OP_AUTO, OP_SWITCH, OP_RELEASE, OP_SWAP, OP_ASSIGN };
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        uint64_t s = seed;
+        engine *e = dorm(seed % 2 ? GROUP_FILL_EXACT : GROUP_FILL_ANY);
+        char rid[8][8];
+        for (int i = 0; i < 8; i++) {
+            snprintf(rid[i], sizeof rid[i], "R%d", i);
+            int k = (int)(rnd(&s) % 3);
+            room(e, rid[i], 1 + (int64_t)(rnd(&s) % 3), k == 0 ? "only_gender" : k == 1 ? "same_gender" : "only_year",
+                 k == 0 ? gender[rnd(&s) % 3] : k == 1 ? "true" : "[3,4]", "hall", "\"h\"");
+        }
+        for (int u = 0; u < 24; u++) {
+            char id[16];
+            snprintf(id, sizeof id, "u%d", u);
+            if (u % 7 == 6) continue;   /* no profile */
+            prof(e, id, "gender", gender[rnd(&s) % 3], "year", year[rnd(&s) % 4]);
+        }
+        engine_kv hall[] = { { "hall", "\"h\"" } };
+        for (int step = 0; step < 400; step++) {
+            char id[16], peer[16], rq[16];
+            snprintf(id, sizeof id, "u%d", (int)(rnd(&s) % 24));
+            snprintf(peer, sizeof peer, "u%d", (int)(rnd(&s) % 24));
+            snprintf(rq, sizeof rq, "q%d", step);
+            engine_op o = ops[rnd(&s) % 6];
+            engine_request r = { .op = o, .id = rq, .user = id, .seq = step + 1, .item = rid[rnd(&s) % 8],
+                                 .peer = peer, .check = (int)(rnd(&s) % 2) };
+            if (o == OP_AUTO) { r.filter = hall; r.n_filter = 1; r.has_filter = 1; r.item = NULL; }
+            if (o == OP_ASSIGN) r.seq = 0;
+            if (o == OP_SWAP && strcmp(id, peer) == 0) continue;
+            engine_result res = etest_decide(e, r, T0 + step);
+            assert_true(res.status != STATUS_NONE);
+            engine_drain_clear(e);
+            check_holders(e, 24);
+        }
+        engine_free(e);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_swap_each_way),
         cmocka_unit_test(test_group_fill_exact),
         cmocka_unit_test(test_exact_single_joins_holder),
+        cmocka_unit_test(test_random_round_keeps_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
