@@ -17,7 +17,7 @@ PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null)
 PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 CFLAGS    += $(PQ_CFLAGS)
 
-ARCHIVE_TESTS := $(BUILD)/tests/integration/test_archive
+ARCHIVE_TESTS := $(BUILD)/tests/integration/test_archive $(BUILD)/tests/integration/test_archive_formats
 ARCHIVE_LONG  := $(BUILD)/tests/archive/archive_long
 ARCHIVE_LONG_ARGS ?= --seconds 60 --results 1000000
 
@@ -35,7 +35,7 @@ archive-long: all $(ARCHIVE_LONG)
 # the archive tests share tests/archive_fixture.c (an explicit rule wins
 # over the Makefile's pattern rule for integration tests)
 ARCHIVE_FIX_OBJ := $(BUILD)/tests/archive_fixture.o
-$(ARCHIVE_TESTS): $(BUILD)/tests/integration/test_archive.o $(ARCHIVE_FIX_OBJ) $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
+$(ARCHIVE_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(ARCHIVE_FIX_OBJ) $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
 .PHONY: bench-archive
