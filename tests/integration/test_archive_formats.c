@@ -67,13 +67,20 @@ static long long mixed_log(afix *f, const char *b)
     return events;
 }
 
+/* mixed_log, archived: every event one row. Returns the events. */
+static long long mixed_and_archived(afix *f, const char *b)
+{
+    long long events = mixed_log(f, b);
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, b));
+    assert_int_equal(afix_assert_log_archived(f, b), events);
+    return events;
+}
+
 /* The archive, export, verify and reconcile read a mixed log whole. */
 static void test_mixed_log_everywhere(void **state)
 {
     afix *f = *state;
-    long long events = mixed_log(f, "mx");
-    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "mx"));
-    assert_int_equal(afix_assert_log_archived(f, "mx"), events);
+    long long events = mixed_and_archived(f, "mx");
     afix_assert_results_archived(f, "mx");
     /* at is at_ms as a time, as to_timestamp makes it */
     assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE at IS DISTINCT FROM "
@@ -107,9 +114,7 @@ static void test_mixed_log_everywhere(void **state)
 static void test_chunks_sent_again(void **state)
 {
     afix *f = *state;
-    long long events = mixed_log(f, "rs");
-    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, "rs"));
-    assert_int_equal(afix_assert_log_archived(f, "rs"), events);
+    long long events = mixed_and_archived(f, "rs");
     afix_pg_exec(f, "DELETE FROM alloc_events WHERE batch = 'rs' AND (id_seq + ev_idx) % 3 = 0");
     long long gone = events - afix_pg_int(f, "SELECT count(*) FROM alloc_events WHERE batch = 'rs'");
     assert_true(gone > 0);
