@@ -22,14 +22,26 @@ static double run_one(const bench_target *t, long n, int pipeline, const char *a
                  pipeline, n, args);
     FILE *p = popen(cmd, "r");
     if (!p) { snprintf(err, errlen, "cannot run redis-benchmark"); return -1; }
+    /* -q overwrites a progress line with \r until the last one, "<name>:
+     * <rate> requests per second, p50=..."; keep only the tail of it all */
+    static char out[8192];
+    size_t len = 0, got;
+    while ((got = fread(line, 1, sizeof line, p)) > 0) {
+        if (len + got >= sizeof out) {
+            size_t keep = sizeof out / 2;
+            memmove(out, out + len - keep, keep);
+            len = keep;
+        }
+        memcpy(out + len, line, got);
+        len += got;
+    }
+    out[len] = '\0';
     double rate = -1;
-    while (fgets(line, sizeof line, p)) {
-        /* -q ends with "<name>: <rate> requests per second, p50=..."; the
-         * progress lines before it end in \r, so take the last figure */
-        char *rps = strstr(line, " requests per second");
-        if (!rps) continue;
+    char *rps = NULL;
+    for (char *at = out; (at = strstr(at, " requests per second")) != NULL; at++) rps = at;
+    if (rps) {
         char *num = rps;
-        while (num > line && num[-1] != ' ' && num[-1] != '\r') num--;
+        while (num > out && num[-1] != ' ' && num[-1] != '\r' && num[-1] != '\n') num--;
         rate = strtod(num, NULL);
     }
     int st = pclose(p);
