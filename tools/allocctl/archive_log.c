@@ -256,7 +256,9 @@ static int copy_row(void *ud, const log_field *f, size_t n)
         if (field(f, n, f[j].key) != &f[j]) continue;    /* a repeated key: the last one */
         if (!first) buf_put(b, ",", 1);
         first = 0;
-        buf_json_string(b, f[j].key, strlen(f[j].key));
+        size_t klen = strlen(f[j].key);
+        if (is_text(f[j].key, klen)) buf_json_string(b, f[j].key, klen);
+        else buf_put(b, "\"(not utf-8)\"", 13);
         buf_put(b, ":", 1);
         if (is_text(f[j].val, f[j].vlen)) buf_json_string(b, f[j].val, f[j].vlen);
         else buf_put(b, "\"(not utf-8)\"", 13);
