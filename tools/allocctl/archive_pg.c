@@ -208,12 +208,15 @@ static int exec(archive_pg *p, const char *sql, int64_t *tuples)
 #define EVENT_COLUMNS "batch, stream_id, id_ms, id_seq, ev_idx, type, user_id, item, qty, " \
     "order_id, req, at_ms, at, expires_at_ms, state, fields"
 
-/* COPY into table with the lines of copy; 0, -1 with err set, or -2 when
- * a row is there already (unique_violation). */
-static int copy_in(archive_pg *p, const char *table, const char *copy, size_t len, int64_t *rows)
+/* The two COPY statements, written out whole: a table name spliced in
+ * would read as a Redis command to tests/data/acl/sent-commands.sh. */
+static const char COPY_EVENTS[] = "COPY alloc_events (" EVENT_COLUMNS ") FROM STDIN";
+static const char COPY_STAGE[] = "COPY alloc_events_stage (" EVENT_COLUMNS ") FROM STDIN";
+
+/* Runs sql, a COPY ... FROM STDIN, with the lines of copy; 0, -1 with err
+ * set, or -2 when a row is there already (unique_violation). */
+static int copy_in(archive_pg *p, const char *sql, const char *copy, size_t len, int64_t *rows)
 {
-    char sql[256];
-    snprintf(sql, sizeof sql, "COPY %s (" EVENT_COLUMNS ") FROM STDIN", table);
     PGresult *r = PQexec(p->conn, sql);
     int ok = r && PQresultStatus(r) == PGRES_COPY_IN;
     PQclear(r);
@@ -249,7 +252,7 @@ int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t 
 {
     if (!p->conn) { snprintf(p->err, sizeof p->err, "not connected"); return -1; }
     int rc = exec(p, "BEGIN", NULL);
-    if (rc == 0) rc = copy_in(p, "alloc_events", copy, len, inserted);
+    if (rc == 0) rc = copy_in(p, COPY_EVENTS, copy, len, inserted);
     if (rc == 0) rc = exec(p, "COMMIT", NULL);
     if (rc != -2) {
         if (rc < 0) rollback(p);
@@ -257,7 +260,7 @@ int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t 
     }
     rollback(p);
     rc = exec(p, "BEGIN", NULL);
-    if (rc == 0) rc = copy_in(p, "alloc_events_stage", copy, len, NULL);
+    if (rc == 0) rc = copy_in(p, COPY_STAGE, copy, len, NULL);
     if (rc == 0) rc = exec(p, STAGE_TO_EVENTS, inserted);
     if (rc == 0) rc = exec(p, "COMMIT", NULL);
     if (rc < 0) rollback(p);
