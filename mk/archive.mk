@@ -10,14 +10,17 @@
 #                         moments for 60 s with PostgreSQL restarts during
 #                         --follow, the export of 1,000,000 results with its
 #                         peak RSS, and the archive's rate (ARCHIVE_LONG_ARGS)
-#   make bench-archive    the archive's rate alone (events/s into PostgreSQL);
-#                         `make bench` runs it first, beside allocd's rates
+#   make bench-archive    the archive's rate alone (events/s into PostgreSQL), a
+#                         log in each format; `make bench` runs it first,
+#                         beside allocd's rates
+#   make bench-archive-sale  one run: a 200,000-grant sale decided by allocd,
+#                         then archived: archive events/s beside grants/s
 
 PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null)
 PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 CFLAGS    += $(PQ_CFLAGS)
 
-ARCHIVE_TESTS := $(BUILD)/tests/integration/test_archive
+ARCHIVE_TESTS := $(BUILD)/tests/integration/test_archive $(BUILD)/tests/integration/test_archive_formats
 ARCHIVE_LONG  := $(BUILD)/tests/archive/archive_long
 ARCHIVE_LONG_ARGS ?= --seconds 60 --results 1000000
 
@@ -35,11 +38,16 @@ archive-long: all $(ARCHIVE_LONG)
 # the archive tests share tests/archive_fixture.c (an explicit rule wins
 # over the Makefile's pattern rule for integration tests)
 ARCHIVE_FIX_OBJ := $(BUILD)/tests/archive_fixture.o
-$(ARCHIVE_TESTS): $(BUILD)/tests/integration/test_archive.o $(ARCHIVE_FIX_OBJ) $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
+$(ARCHIVE_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(ARCHIVE_FIX_OBJ) $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
-.PHONY: bench-archive
+.PHONY: bench-archive bench-archive-sale
 bench-archive: all $(ARCHIVE_LONG)
 	BUILD=$(BUILD) $(ARCHIVE_LONG) --only rate --events 200000 2>&1 | grep -E '^rate:|FAIL|ERROR'
 
-bench: bench-archive
+# one run: allocd decides a 200,000-grant sale, then the archive copies its
+# log; the target is archive events/s >= allocd's grants/s
+bench-archive-sale: all $(ARCHIVE_LONG)
+	BUILD=$(BUILD) $(ARCHIVE_LONG) --only sale --events 200000 2>&1 | grep -E '^sale:|FAIL|ERROR'
+
+bench: bench-archive bench-archive-sale

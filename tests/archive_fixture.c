@@ -338,9 +338,9 @@ void afix_wait_archived(afix *f, const char *b, int timeout_ms)
     snprintf(q1, sizeof q1, "SELECT count(*) FROM alloc_events WHERE batch = '%s'", b);
     snprintf(q2, sizeof q2, "SELECT count(*) FROM alloc_results WHERE batch = '%s'", b);
     for (int waited = 0; waited < timeout_ms; waited += 50) {
-        long long xlen = proc_int(f->c, "XLEN alloc:{%s}:log", b);
+        long long events = itest_log_len(f->c, b);
         long long hlen = proc_int(f->c, "HLEN alloc:{%s}:results", b);
-        if (afix_pg_int(f, q1) == xlen && afix_pg_int(f, q2) == hlen) return;
+        if (afix_pg_int(f, q1) == events && afix_pg_int(f, q2) == hlen) return;
         harness_sleep_ms(50);
     }
     fail_msg("%s: not archived within %d ms", b, timeout_ms);

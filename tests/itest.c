@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "itest.h"
+#include "wire/log_entry.h"
 
 int itest_setup(void **state)
 {
@@ -231,3 +232,49 @@ void itest_expect_hget(redisContext *c, const char *key, const char *field)
     free(v);
 }
 
+
+static int itest__log_event(void *ud, const log_field *f, size_t n)
+{
+    json_t *ev = json_object();
+    for (size_t i = 0; ev && i < n; i++)
+        json_object_set_new(ev, f[i].key, json_stringn(f[i].val, f[i].vlen));
+    return ev && json_array_append_new(ud, ev) == 0 ? 0 : -2;
+}
+
+json_t *itest_log(redisContext *c, const char *b)
+{
+    json_t *events = json_array();
+    redisReply *x = redisCommand(c, "XRANGE alloc:{%s}:log - +", b);
+    assert_true(events && x && x->type == REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < x->elements; i++) {
+        const redisReply *kv = x->element[i]->element[1];
+        log_field f[2 * LOG_EVENT_MAX_FIELDS];
+        size_t n = 0;
+        for (size_t j = 0; j + 1 < kv->elements && n < sizeof f / sizeof *f; j += 2)
+            f[n++] = (log_field){ kv->element[j]->str, kv->element[j + 1]->str, kv->element[j + 1]->len };
+        char err[160] = "";
+        if (log_entry_decode(f, n, itest__log_event, events, err, sizeof err) < 0)
+            fail_msg("%s log entry %s: %s", b, x->element[i]->element[0]->str, err);
+    }
+    freeReplyObject(x);
+    return events;
+}
+
+long long itest_log_len(redisContext *c, const char *b)
+{
+    json_t *events = itest_log(c, b);
+    long long n = (long long)json_array_size(events);
+    json_decref(events);
+    return n;
+}
+
+int itest_log_count(redisContext *c, const char *b, const char *type)
+{
+    json_t *events = itest_log(c, b), *ev;
+    size_t i;
+    int n = 0;
+    json_array_foreach(events, i, ev)
+        if (!strcmp(itest_jstr(ev, "type"), type)) n++;
+    json_decref(events);
+    return n;
+}

@@ -47,6 +47,15 @@ long long itest_jint(json_t *o, const char *k);
  * (granted/done) when `detail` is not NULL. */
 void itest_expect(itest *t, const char *b, const char *id, const char *status,
                   const char *detail);
+/* The events of alloc:{b}:log in order, whichever format each entry has
+ * (wire/log_entry.h: a chunk entry holds many, any other entry is one): a
+ * JSON array of objects with the event format's field names, values as
+ * strings. Fails the test on an entry that does not decode. */
+json_t *itest_log(redisContext *c, const char *b);
+/* The number of events (not stream entries) in alloc:{b}:log. */
+long long itest_log_len(redisContext *c, const char *b);
+/* How many of the log's events have type `type`. */
+int itest_log_count(redisContext *c, const char *b, const char *type);
 /* Lines of the daemon's log containing needle. */
 int itest_count_in_log(const harness_allocd *d, const char *needle);
 /* A loopback TCP port free right now (for metrics_listen). */

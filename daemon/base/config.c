@@ -373,6 +373,7 @@ void config_defaults(allocd_config *c)
     c->max_request_bytes = 4096;
     c->log_level = ALOG_INFO;
     c->log_maxlen = 0;
+    c->log_chunk = 1;
     c->redis_timeout_ms = 5000;
     c->connect_timeout_ms = 2000;
     c->backoff_min_ms = 100;

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "core/assert.h"
 #include "redis/redis_router.h"
+#include "wire/log_entry.h"
 
 #define TICK_MS       1000
 #define DETAIL_MS     60000   /* how long a dashboard's interest lasts */
@@ -215,7 +216,22 @@ static void on_dead(redis_conn *c, redisReply *rep, const char *err, void *data)
     b->dead_recent = a;
 }
 
-/* XREVRANGE: [[id, [field, value, ...]], ...] -> [{"id":..., field: value}] */
+typedef struct log_events { json_t *events; const char *id; } log_events;
+
+/* One event of an entry (wire/log_entry.h), with the entry's id. */
+static int log_event_object(void *ud, const log_field *f, size_t n)
+{
+    log_events *le = ud;
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < n; i++) json_object_set_new(o, f[i].key, json_stringn(f[i].val, f[i].vlen));
+    if (o) json_object_set_new(o, "id", json_string(le->id));
+    return o && json_array_append_new(le->events, o) == 0 ? 0 : -2;
+}
+
+/* XREVRANGE: [[id, [field, value, ...]], ...] -> [{"id":..., field: value}],
+ * one object per event, newest first: a chunk-format entry (contract 11.1)
+ * is decoded into its events; an entry that does not decode is shown as
+ * its fields. */
 static void on_log(redis_conn *c, redisReply *rep, const char *err, void *data)
 {
     watch_batch *b = data;
@@ -224,11 +240,25 @@ static void on_log(redis_conn *c, redisReply *rep, const char *err, void *data)
     json_t *a = json_array();
     for (size_t i = 0; i < rep->elements; i++) {
         const redisReply *e = rep->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING)
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+            e->element[1]->type != REDIS_REPLY_ARRAY)
             continue;
-        json_t *o = pairs_object(e->element[1]);
-        json_object_set_new(o, "id", json_string(e->element[0]->str));
-        json_array_append_new(a, o);
+        const redisReply *kv = e->element[1];
+        log_field f[2 * LOG_EVENT_MAX_FIELDS];
+        size_t n = 0;
+        for (size_t j = 0; j + 1 < kv->elements && n < sizeof f / sizeof *f; j += 2)
+            f[n++] = (log_field){ kv->element[j]->str, kv->element[j + 1]->str, kv->element[j + 1]->len };
+        log_events le = { json_array(), e->element[0]->str };
+        char why[120];
+        if (log_entry_decode(f, n, log_event_object, &le, why, sizeof why) < 0) {
+            json_t *o = pairs_object(kv);
+            json_object_set_new(o, "id", json_string(le.id));
+            json_array_append_new(a, o);
+        } else {
+            for (size_t k = json_array_size(le.events); k-- > 0;)   /* newest first */
+                json_array_append(a, json_array_get(le.events, k));
+        }
+        json_decref(le.events);
     }
     json_decref(b->log_recent);
     b->log_recent = a;

@@ -30,7 +30,8 @@ typedef struct allocd_config {
     int max_request_bytes;    /* "max_request_bytes"; 4096 (64..1048576) */
     int log_level;            /* "log_level": error|warning|notice|info|debug */
     int64_t log_maxlen;       /* "log_maxlen"; 0 = never trim the event log */
-    int log_chunk;            /* "log_format": "event" (0, default) or "chunk" (1),
+    int log_chunk;            /* "log_format": "chunk" (1, default, contract 11.1)
+                                 or "event" (0),
                                  see wire/log_entry.h */
     char archive_group[65];   /* "archive_group"; "" = none. With log_maxlen, the log
                                  is trimmed only below what this consumer group (the

@@ -2,11 +2,11 @@
  * every reader uses (allocctl verify's replay, the chaos checker, the
  * archive).
  *
- * `log_format = "event"` (the default, the contract's section 7): one
+ * `log_format = "event"` (the contract's section 7, version 2): one
  * stream entry per change, fields type, user, item, qty, order, req, at
  * (and expires_at for a reservation's grant, state for a state change).
  *
- * `log_format = "chunk"`: one stream entry per applied chunk that changed
+ * `log_format = "chunk"` (the default, contract 11.1): one stream entry per applied chunk that changed
  * something, fields
  *     format  "chunk"
  *     n       the number of events

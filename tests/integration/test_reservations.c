@@ -116,10 +116,10 @@ static void test_expiry_while_running(void **state)
     expect(f, "c1", "rejected", "expired");
     push(f, "{\"id\":\"k1\",\"user\":\"ann\",\"op\":\"cancel\",\"order\":\"%s\"}", o1);
     expect(f, "k1", "rejected", "expired");
-    redisReply *x = redisCommand(f->c, "XRANGE alloc:{rs}:log - +");
-    assert_int_equal(x->elements, 2);
-    assert_string_equal(x->element[1]->element[1]->element[1]->str, "expire");
-    freeReplyObject(x);
+    json_t *log = itest_log(f->c, "rs");
+    assert_int_equal(json_array_size(log), 2);
+    assert_string_equal(itest_jstr(json_array_get(log, 1), "type"), "expire");
+    json_decref(log);
 }
 
 /* Reservations that fall due while allocd is down expire at once when it
@@ -147,12 +147,7 @@ static void test_expiry_while_stopped(void **state)
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, "instance = \"rs\";"), 0);
     push(f, "{\"id\":\"c3\",\"user\":\"ann\",\"op\":\"confirm\",\"order\":\"%s\"}", o1);
     expect(f, "c3", "rejected", "expired");               /* still known after a restart */
-    long long expires = 0;
-    redisReply *x = redisCommand(f->c, "XRANGE alloc:{rs}:log - +");
-    for (size_t i = 0; i < x->elements; i++)
-        if (!strcmp(x->element[i]->element[1]->element[1]->str, "expire")) expires++;
-    freeReplyObject(x);
-    assert_int_equal(expires, 1);
+    assert_int_equal(itest_log_count(f->c, "rs", "expire"), 1);
     assert_int_equal(free_units(f), 7);
 }
 

@@ -113,15 +113,12 @@ static void test_switch_moves_the_bed(void **state)
     assert_int_equal(hint(f, "d2", "free", "R4"), 3);
     assert_int_equal(hint(f, "d2", "free", "R3"), 0);
     /* the log: grant, release + grant (switch), grant */
-    redisReply *r = redisCommand(f->c, "XRANGE alloc:{d2}:log - +");
-    assert_int_equal(r->elements, 4);
+    json_t *log = itest_log(f->c, "d2");
+    assert_int_equal(json_array_size(log), 4);
     const char *types[] = { "grant", "release", "grant", "grant" };
-    for (size_t i = 0; i < 4; i++) {
-        redisReply *fields = r->element[i]->element[1];
-        assert_string_equal(fields->element[0]->str, "type");
-        assert_string_equal(fields->element[1]->str, types[i]);
-    }
-    freeReplyObject(r);
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(itest_jstr(json_array_get(log, i), "type"), types[i]);
+    json_decref(log);
 }
 
 static int cmp_ll(const void *a, const void *b)

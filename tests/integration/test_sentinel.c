@@ -499,19 +499,14 @@ static long long count_final_results(run_state *s, redisContext *m)
 /* At most one grant per request in the log, and as many as holders. */
 static void assert_log_grants(redisContext *m, long long holders)
 {
-    redisReply *r = redisCommand(m, "XRANGE alloc:{s1}:log - +");
-    assert_non_null(r);
+    json_t *log = itest_log(m, "s1"), *ev;
     static unsigned char grants[MAXREQ];
     memset(grants, 0, sizeof grants);
     long long logged = 0;
-    for (size_t i = 0; i < r->elements; i++) {
-        redisReply *f = r->element[i]->element[1];
-        const char *type = NULL, *req = NULL;
-        for (size_t k = 0; k + 1 < f->elements; k += 2) {
-            if (!strcmp(f->element[k]->str, "type")) type = f->element[k + 1]->str;
-            if (!strcmp(f->element[k]->str, "req")) req = f->element[k + 1]->str;
-        }
-        if (type && req && !strcmp(type, "grant") && req[0] == 'r') {
+    size_t i;
+    json_array_foreach(log, i, ev) {
+        const char *type = itest_jstr(ev, "type"), *req = itest_jstr(ev, "req");
+        if (!strcmp(type, "grant") && req[0] == 'r') {
             int n = atoi(req + 1);
             assert_true(n >= 0 && n < MAXREQ);
             assert_true(grants[n] == 0);
@@ -519,7 +514,7 @@ static void assert_log_grants(redisContext *m, long long holders)
             logged++;
         }
     }
-    freeReplyObject(r);
+    json_decref(log);
     assert_int_equal(logged, holders);
 }
 

@@ -112,7 +112,7 @@ static void test_buy_and_every_rejection(void **state)
     char *st = harness_str(f->c, "HGET alloc:{s1}:stats state");
     assert_string_equal(st, "open");
     free(st);
-    assert_int_equal(proc_int(f->c, "XLEN alloc:{s1}:log"), 3);
+    assert_int_equal(itest_log_len(f->c, "s1"), 3);
     assert_int_equal(proc_int(f->c, "LLEN alloc:{s1}:queue"), 0);
 }
 
@@ -416,7 +416,7 @@ static void test_kill9_loses_nothing(void **state)
     assert_int_equal(processed, distinct);
     assert_int_equal(processed + dups, K9_N);
     assert_int_equal(hget_int(f, "k1", "stats", "granted"), rank_max);
-    assert_int_equal(proc_int(f->c, "XLEN alloc:{k1}:log"), rank_max);
+    assert_int_equal(itest_log_len(f->c, "k1"), rank_max);
     print_message("kill -9: %d requests, %d kills, %lld results, %lld units granted, lost 0, doubled 0\n",
                   K9_N, kills, got, granted_units);
 }

@@ -74,18 +74,12 @@ static long long stat(fixture *f, const char *b, const char *field)
 /* wait_served entries of the log for request id: the result replaced once. */
 static int served_entries(fixture *f, const char *b, const char *id)
 {
-    redisReply *x = redisCommand(f->c, "XRANGE alloc:{%s}:log - +", b);
+    json_t *log = itest_log(f->c, b), *ev;
+    size_t i;
     int n = 0;
-    for (size_t i = 0; x && i < x->elements; i++) {
-        redisReply *kv = x->element[i]->element[1];
-        int is_served = 0, is_id = 0;
-        for (size_t j = 0; j + 1 < kv->elements; j += 2) {
-            if (!strcmp(kv->element[j]->str, "type")) is_served = !strcmp(kv->element[j + 1]->str, "wait_served");
-            if (!strcmp(kv->element[j]->str, "req")) is_id = !strcmp(kv->element[j + 1]->str, id);
-        }
-        n += is_served && is_id;
-    }
-    freeReplyObject(x);
+    json_array_foreach(log, i, ev)
+        n += !strcmp(itest_jstr(ev, "type"), "wait_served") && !strcmp(itest_jstr(ev, "req"), id);
+    json_decref(log);
     return n;
 }
 

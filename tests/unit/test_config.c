@@ -85,7 +85,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.max_request_bytes, 4096);
     assert_int_equal(c.log_level, ALOG_INFO);
     assert_true(c.log_maxlen == 0);
-    assert_int_equal(c.log_chunk, 0);
+    assert_int_equal(c.log_chunk, 1);
     assert_string_equal(c.archive_group, "");
     assert_int_equal(c.redis_timeout_ms, 5000);
     assert_int_equal(c.connect_timeout_ms, 2000);
@@ -254,7 +254,7 @@ static void test_good_all_values(void **state)
     assert_int_equal(c.max_request_bytes, 65536);      /* given as 65536L */
     assert_int_equal(c.log_level, ALOG_DEBUG);
     assert_true(c.log_maxlen == 10000000000LL);
-    assert_int_equal(c.log_chunk, 1);
+    assert_int_equal(c.log_chunk, 0);
     assert_string_equal(c.archive_group, "archive.eu:1");
     assert_int_equal(c.redis_timeout_ms, 10000);       /* given as 0x2710 */
     assert_int_equal(c.connect_timeout_ms, 1000);

@@ -22,6 +22,27 @@
  * a malformed chunk entry, or without memory. */
 int archive_log_entry_decode(const redisReply *entry, json_t *rows);
 
+/* A growing byte buffer; failed is set, and stays, when memory ran out. */
+typedef struct archive_buf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} archive_buf;
+
+/* Appends the events of one entry to out as lines of COPY's text format,
+ * the columns of the archive's staging table (archive_pg.h): batch,
+ * stream_id, id_ms, id_seq, ev_idx, type, user_id, item, qty, order_id,
+ * req, at_ms, at, expires_at_ms, state, fields (alloc_events' columns but
+ * archived_at). The typed columns take what the JSON rows above would give
+ * (an empty user, item, order, req or state is NULL; a number that is not
+ * an integer of at most 18 digits is NULL; at is at_ms as a UTC time, NULL
+ * outside the years 1 - 9999);
+ * fields is the JSON object of every field, and a value that is not UTF-8
+ * text (or holds a NUL) is "(not utf-8)". Returns the number of rows, 0
+ * for an entry whose fields are gone, or -1 as archive_log_entry_decode. */
+int archive_log_entry_copy(const redisReply *entry, const char *batch, archive_buf *out);
+void archive_buf_free(archive_buf *b);
+
 /* P:{B}:archive, the archiver's progress hash (docs/ARCHIVE.md); here,
  * away from libpq, because `top` reads it too. */
 void archive_progress_key(char *out, size_t len, const char *prefix, const char *batch);

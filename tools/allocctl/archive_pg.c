@@ -13,7 +13,11 @@
 #define TSOF(x)  "to_timestamp(" INTOF(x) " / 1000.0)"
 
 /* Created once, under an advisory lock so two archivers starting together
- * do not race on the catalog. */
+ * do not race on the catalog. alloc_events has few indexes on purpose:
+ * each B-tree costs the archive about as much as the row itself, and the
+ * archive must keep up with a sale's grants (docs/ARCHIVE.md). The log is
+ * in time order, so a BRIN index serves ranges of `at` for almost nothing;
+ * results (alloc_results) are fewer and keep their indexes. */
 static const char SCHEMA[] =
 "SELECT pg_advisory_xact_lock(7355608);\n"
 "CREATE TABLE IF NOT EXISTS alloc_events (\n"
@@ -38,9 +42,7 @@ static const char SCHEMA[] =
 ");\n"
 "CREATE INDEX IF NOT EXISTS alloc_events_user  ON alloc_events (batch, user_id);\n"
 "CREATE INDEX IF NOT EXISTS alloc_events_order ON alloc_events (order_id) WHERE order_id IS NOT NULL;\n"
-"CREATE INDEX IF NOT EXISTS alloc_events_item  ON alloc_events (batch, item, type);\n"
-"CREATE INDEX IF NOT EXISTS alloc_events_req   ON alloc_events (batch, req);\n"
-"CREATE INDEX IF NOT EXISTS alloc_events_at    ON alloc_events (at);\n"
+"CREATE INDEX IF NOT EXISTS alloc_events_at    ON alloc_events USING brin (at);\n"
 "CREATE TABLE IF NOT EXISTS alloc_results (\n"
 "  batch         text    NOT NULL,\n"
 "  req_id        text    NOT NULL,\n"
@@ -73,15 +75,25 @@ static const char SCHEMA[] =
 "  updated_at    timestamptz NOT NULL DEFAULT now()\n"
 ");\n";
 
-static const char PUT_EVENTS[] =
+/* A chunk of the log arrives by COPY (archive_log_entry_copy writes its
+ * lines): straight into alloc_events, PostgreSQL's fastest way in, when
+ * none of its rows is there yet -- the common case. A chunk sent again
+ * (after a crash between the commit and the XACK) fails that COPY on the
+ * primary key; it is then copied into this table of the session and moved
+ * with INSERT ... ON CONFLICT DO NOTHING, which keeps the rows that are
+ * new. Either way one transaction per chunk. Emptied at each commit. */
+static const char STAGE[] =
+"CREATE TEMP TABLE IF NOT EXISTS alloc_events_stage (\n"
+"  batch text, stream_id text, id_ms bigint, id_seq bigint, ev_idx integer, type text,\n"
+"  user_id text, item text, qty bigint, order_id text, req text, at_ms bigint,\n"
+"  at timestamptz, expires_at_ms bigint, state text, fields jsonb\n"
+") ON COMMIT DELETE ROWS";
+
+static const char STAGE_TO_EVENTS[] =
 "INSERT INTO alloc_events (batch, stream_id, id_ms, id_seq, ev_idx, type, user_id, item, qty,\n"
 "  order_id, req, at_ms, at, expires_at_ms, state, fields)\n"
-"SELECT $1, e->>'id', split_part(e->>'id', '-', 1)::bigint, split_part(e->>'id', '-', 2)::bigint,\n"
-"  (e->>'i')::integer, coalesce(e->'f'->>'type', ''), nullif(e->'f'->>'user', ''),\n"
-"  nullif(e->'f'->>'item', ''), " INTOF("e->'f'->>'qty'") ", nullif(e->'f'->>'order', ''),\n"
-"  nullif(e->'f'->>'req', ''), " INTOF("e->'f'->>'at'") ", " TSOF("e->'f'->>'at'") ",\n"
-"  " INTOF("e->'f'->>'expires_at'") ", nullif(e->'f'->>'state', ''), e->'f'\n"
-"FROM jsonb_array_elements($2::jsonb) AS e\n"
+"SELECT batch, stream_id, id_ms, id_seq, ev_idx, type, user_id, item, qty, order_id, req,\n"
+"  at_ms, at, expires_at_ms, state, fields FROM alloc_events_stage\n"
 "ON CONFLICT DO NOTHING";
 
 /* r->>'x' is NULL when a result is not an object (kept as it was read). */
@@ -143,7 +155,9 @@ int archive_pg_open(archive_pg *p, const char *conninfo)
         set_err(p, "postgresql schema");
         return -1;
     }
-    return 0;
+    r = archive_pg_query(p, STAGE, 0, NULL);
+    PQclear(r);
+    return r ? 0 : -1;
 }
 
 void archive_pg_close(archive_pg *p)
@@ -160,11 +174,6 @@ static int put(archive_pg *p, const char *sql, const char *batch, const char *ro
     if (inserted) *inserted = strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);
     return 0;
-}
-
-int archive_pg_put_events(archive_pg *p, const char *batch, const char *json_rows, int64_t *inserted)
-{
-    return put(p, PUT_EVENTS, batch, json_rows, inserted);
 }
 
 int archive_pg_put_results(archive_pg *p, const char *batch, const char *json_rows, int64_t *inserted)
@@ -184,4 +193,76 @@ int archive_pg_put_batch(archive_pg *p, const char *batch, const char *meta, con
     if (!r) return -1;
     PQclear(r);
     return 0;
+}
+
+/* Runs sql (no parameters); 0, or -1 with err set. */
+static int exec(archive_pg *p, const char *sql, int64_t *tuples)
+{
+    PGresult *r = archive_pg_query(p, sql, 0, NULL);
+    if (!r) return -1;
+    if (tuples) *tuples = strtoll(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return 0;
+}
+
+#define EVENT_COLUMNS "batch, stream_id, id_ms, id_seq, ev_idx, type, user_id, item, qty, " \
+    "order_id, req, at_ms, at, expires_at_ms, state, fields"
+
+/* The two COPY statements, written out whole: a table name spliced in
+ * would read as a Redis command to tests/data/acl/sent-commands.sh. */
+static const char COPY_EVENTS[] = "COPY alloc_events (" EVENT_COLUMNS ") FROM STDIN";
+static const char COPY_STAGE[] = "COPY alloc_events_stage (" EVENT_COLUMNS ") FROM STDIN";
+
+/* Runs sql, a COPY ... FROM STDIN, with the lines of copy; 0, -1 with err
+ * set, or -2 when a row is there already (unique_violation). */
+static int copy_in(archive_pg *p, const char *sql, const char *copy, size_t len, int64_t *rows)
+{
+    PGresult *r = PQexec(p->conn, sql);
+    int ok = r && PQresultStatus(r) == PGRES_COPY_IN;
+    PQclear(r);
+    if (!ok) { set_err(p, "postgresql copy"); return -1; }
+    const size_t piece = 1 << 20;
+    for (size_t at = 0; ok && at < len; at += piece)
+        ok = PQputCopyData(p->conn, copy + at, (int)(len - at < piece ? len - at : piece)) == 1;
+    ok = PQputCopyEnd(p->conn, ok ? NULL : "archive: sending failed") == 1 && ok;
+    /* the COPY's own result, then the NULL that ends it */
+    int dup = 0;
+    while ((r = PQgetResult(p->conn)) != NULL) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+            dup = ok && state && !strcmp(state, "23505");
+            ok = 0;
+        } else if (rows) *rows = strtoll(PQcmdTuples(r), NULL, 10);
+        PQclear(r);
+    }
+    if (!ok) set_err(p, "postgresql copy");
+    return ok ? 0 : dup ? -2 : -1;
+}
+
+static void rollback(archive_pg *p)
+{
+    /* keep the first error; a lost connection rolls back by itself */
+    char err[sizeof p->err];
+    memcpy(err, p->err, sizeof err);
+    if (!archive_pg_lost(p)) PQclear(PQexec(p->conn, "ROLLBACK"));
+    memcpy(p->err, err, sizeof err);
+}
+
+int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t *inserted)
+{
+    if (!p->conn) { snprintf(p->err, sizeof p->err, "not connected"); return -1; }
+    int rc = exec(p, "BEGIN", NULL);
+    if (rc == 0) rc = copy_in(p, COPY_EVENTS, copy, len, inserted);
+    if (rc == 0) rc = exec(p, "COMMIT", NULL);
+    if (rc != -2) {
+        if (rc < 0) rollback(p);
+        return rc;
+    }
+    rollback(p);
+    rc = exec(p, "BEGIN", NULL);
+    if (rc == 0) rc = copy_in(p, COPY_STAGE, copy, len, NULL);
+    if (rc == 0) rc = exec(p, STAGE_TO_EVENTS, inserted);
+    if (rc == 0) rc = exec(p, "COMMIT", NULL);
+    if (rc < 0) rollback(p);
+    return rc < 0 ? -1 : 0;
 }

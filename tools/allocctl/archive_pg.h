@@ -2,10 +2,11 @@
  * one libpq connection that survives a server restart, the schema, and the
  * two idempotent inserts (a chunk of log entries, a page of results).
  *
- * Rows travel as ONE jsonb parameter per chunk (a JSON array) and the
- * server splits them (jsonb_array_elements): one round trip and one
- * statement -- hence one transaction -- per chunk, and no value is ever
- * spliced into SQL text. Every insert is ON CONFLICT DO NOTHING on the
+ * A chunk of the log travels by COPY into a temporary staging table and
+ * moves with one INSERT ... SELECT, in one transaction: PostgreSQL's
+ * fastest way in, and no value is ever spliced into SQL text. Results (and
+ * reconcile's reads) travel as ONE jsonb parameter per page (a JSON array)
+ * that the server splits (jsonb_array_elements). Every insert is ON CONFLICT DO NOTHING on the
  * primary key, (batch, stream id, index in entry) for events and (batch,
  * request id) for results, so re-sending a chunk after a crash between the
  * commit and the XACK changes nothing.
@@ -31,10 +32,11 @@ void archive_pg_close(archive_pg *p);
  * 0 when the server refused the statement (retrying will not help). */
 int archive_pg_lost(const archive_pg *p);
 
-/* Inserts the events of json_rows (a JSON array, see archive_log.h) of
- * batch; *inserted gets the rows that were new. Returns 0 or -1. */
-int archive_pg_put_events(archive_pg *p, const char *batch, const char *json_rows,
-                          int64_t *inserted);
+/* Inserts the events of a chunk of the log, given as COPY text
+ * (archive_log_entry_copy): COPY into the session's staging table, then one
+ * INSERT ... ON CONFLICT DO NOTHING, in one transaction; *inserted gets the
+ * rows that were new. Returns 0 or -1. */
+int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t *inserted);
 /* Inserts final results: json_rows = [{"k":request id,"r":result}, ...];
  * a `waiting` result is skipped (it will be replaced). Returns 0 or -1. */
 int archive_pg_put_results(archive_pg *p, const char *batch, const char *json_rows,

@@ -45,6 +45,7 @@
 #define RETRY_NOFOLLOW_MS 60000   /* without --follow, give up on an outage after this */
 #define REPORT_MS 1000
 #define BATCH_LIST_MS 1000
+#define ROWS_PER_TXN 20000        /* events in one transaction, about (next_count) */
 
 typedef struct arch_batch {
     char id[BATCH_ID_MAX + 1];
@@ -55,6 +56,7 @@ typedef struct arch_batch {
     int listed;                /* in P:batches at the last look */
     int64_t events, results;   /* rows inserted by this run */
     int64_t log_chunks;        /* chunks of the log read and archived by this run */
+    int64_t read_count;        /* entries to read next (next_count); 0: --chunk */
     int64_t reported_events;
     /* results pass */
     int scanning;
@@ -81,6 +83,7 @@ typedef struct archiver {
     size_t nb;
     sigset_t stop;
     int64_t last_report, last_list, outage_since;
+    int64_t heartbeat_ms, last_line;   /* --heartbeat-ms; when a line was last printed */
     int64_t last_outage_msg, last_redis_msg;
 } archiver;
 
@@ -189,13 +192,14 @@ typedef struct pg_job {
     pg_job_kind kind;
     const char *batch;
     const char *text[3];     /* rows (events, results); meta, capacity, stats (batch) */
+    size_t len;              /* of text[0], for events (COPY text) */
     int64_t inserted;
 } pg_job;
 
 static int pg_job_run(archive_pg *p, pg_job *j)
 {
     switch (j->kind) {
-    case JOB_EVENTS:  return archive_pg_put_events(p, j->batch, j->text[0], &j->inserted);
+    case JOB_EVENTS:  return archive_pg_copy_events(p, j->text[0], j->len, &j->inserted);
     case JOB_RESULTS: return archive_pg_put_results(p, j->batch, j->text[0], &j->inserted);
     default:          return archive_pg_put_batch(p, j->batch, j->text[0], j->text[1], j->text[2]);
     }
@@ -266,12 +270,23 @@ static int claim_orphans(archiver *a, arch_batch *b)
     return n;
 }
 
+/* Entries to read next: --chunk, fewer when entries hold many events (the
+ * chunk format), so one transaction holds about ROWS_PER_TXN rows. */
+static int64_t next_count(const archiver *a, size_t entries, int rows)
+{
+    if (!entries || rows <= 0) return a->chunk;
+    int64_t per_entry = (rows + (int64_t)entries - 1) / (int64_t)entries;
+    int64_t n = ROWS_PER_TXN / per_entry;
+    return n < 1 ? 1 : n > a->chunk ? a->chunk : n;
+}
+
 /* One chunk of the log: read, insert in one transaction, then XACK.
  * Returns 1 when it moved something, 0 when there was nothing, or AR_*. */
 static int log_step(archiver *a, arch_batch *b)
 {
+    if (!b->read_count) b->read_count = a->chunk;
     redisReply *r = redisCommand(a->x->c, "XREADGROUP GROUP %s %s COUNT %lld STREAMS %s %s",
-                                 a->group, a->consumer, (long long)a->chunk, b->k.log,
+                                 a->group, a->consumer, (long long)b->read_count, b->k.log,
                                  b->read_pending ? "0" : ">");
     if (!r) return AR_REDIS;
     if (r->type == REDIS_REPLY_ERROR) {
@@ -301,23 +316,24 @@ static int log_step(archiver *a, arch_batch *b)
     }
     b->log_idle = 0;
     b->log_chunks++;
-    json_t *rows = json_array();
-    int rc = rows ? AR_OK : AR_FATAL;
-    for (size_t i = 0; rc == AR_OK && i < entries->elements; i++)
-        if (archive_log_entry_decode(entries->element[i], rows) < 0) rc = AR_FATAL;
-    char *text = rc == AR_OK ? json_dumps(rows, JSON_COMPACT) : NULL;
+    archive_buf rows = { 0 };
+    int rc = AR_OK, nrows = 0;
+    for (size_t i = 0; rc == AR_OK && i < entries->elements; i++) {
+        int n = archive_log_entry_copy(entries->element[i], b->id, &rows);
+        if (n < 0 || rows.failed) rc = AR_FATAL;
+        else nrows += n;
+    }
     int64_t inserted = 0;
-    if (rc == AR_OK && !text) rc = AR_FATAL;
-    if (rc == AR_OK && json_array_size(rows) > 0) {
-        pg_job j = { JOB_EVENTS, b->id, { text, NULL, NULL }, 0 };
+    if (rc == AR_OK && nrows > 0) {
+        pg_job j = { JOB_EVENTS, b->id, { rows.p, NULL, NULL }, rows.len, 0 };
         rc = pg_retry(a, &j);
         inserted = j.inserted;
     }
     if (rc == AR_OK) rc = ack(a, b, entries, inserted);
     if (rc == AR_OK) b->events += inserted;
     if (rc == AR_FATAL) errmsg(a->x, "%s: could not archive a chunk of the log", b->id);
-    free(text);
-    json_decref(rows);
+    b->read_count = next_count(a, entries->elements, nrows);
+    archive_buf_free(&rows);
     freeReplyObject(r);
     return rc == AR_OK ? 1 : rc;
 }
@@ -367,7 +383,7 @@ static int put_batch(archiver *a, arch_batch *b)
     free_replies(r, 3);
     int rc = AR_FATAL;
     if (meta && cap && stats) {
-        pg_job j = { JOB_BATCH, b->id, { meta, cap, stats }, 0 };
+        pg_job j = { JOB_BATCH, b->id, { meta, cap, stats }, 0, 0 };
         rc = pg_retry(a, &j);
     }
     free(meta);
@@ -412,7 +428,7 @@ static int results_step(archiver *a, arch_batch *b)
     int rc = AR_OK;
     int64_t inserted = 0;
     if (r->element[1]->elements) {
-        pg_job j = { JOB_RESULTS, b->id, { results_rows(r->element[1]), NULL, NULL }, 0 };
+        pg_job j = { JOB_RESULTS, b->id, { results_rows(r->element[1]), NULL, NULL }, 0, 0 };
         rc = j.text[0] ? pg_retry(a, &j) : AR_FATAL;
         inserted = j.inserted;
         free((char *)j.text[0]);
@@ -480,6 +496,23 @@ static int measure_lag(archiver *a, arch_batch *b)
     return AR_OK;
 }
 
+/* With --follow, a line every --heartbeat-ms while nothing else is
+ * printed, so an idle archiver is seen to be alive (and what it has done). */
+static void heartbeat(archiver *a, int64_t now)
+{
+    if (!a->follow || a->quiet || !a->heartbeat_ms || now - a->last_line < a->heartbeat_ms) return;
+    int64_t events = 0, results = 0, lag = 0;
+    for (size_t i = 0; i < a->nb; i++) {
+        events += a->b[i].events;
+        results += a->b[i].results;
+        lag += a->b[i].lag_entries;
+    }
+    printf("archive: idle %.0f s, following %zu batch%s; this run: events %" PRId64 ", results %" PRId64
+           ", lag %" PRId64 " entries\n", (double)(now - a->last_line) / 1000.0, a->nb,
+           a->nb == 1 ? "" : "es", events, results, lag);
+    a->last_line = now;
+}
+
 /* Every REPORT_MS: rates and lag to stdout (batches that moved) and to
  * P:{B}:archive for `allocctl top`. */
 static int report(archiver *a, int force)
@@ -499,11 +532,14 @@ static int report(archiver *a, int force)
             (long long)clock_wall_ms(), a->consumer, a->group);
         if (!r) return AR_REDIS;
         freeReplyObject(r);
-        if ((moved || force) && !a->quiet)
+        if ((moved || force) && !a->quiet) {
             printf("archive %s: events %" PRId64 " (%.0f/s), results %" PRId64 ", lag %" PRId64
                    " entries, %.1f s\n", b->id, b->events, b->rate, b->results, b->lag_entries,
                    (double)b->lag_ms / 1000.0);
+            a->last_line = now;
+        }
     }
+    heartbeat(a, now);
     fflush(stdout);
     return AR_OK;
 }
@@ -578,7 +614,8 @@ static int archive_loop(archiver *a)
 
 static const char HELP_ARCHIVE[] =
 "Usage: allocctl archive --pg CONNINFO [B...] [--follow] [--group G] [--consumer C]\n"
-"                        [--chunk N] [--results-interval-ms MS] [--claim-idle-ms MS] [--quiet]\n"
+"                        [--chunk N] [--results-interval-ms MS] [--claim-idle-ms MS]\n"
+"                        [--heartbeat-ms MS] [--quiet]\n"
 "\n"
 "Copies each batch's event log (P:{B}:log) into the PostgreSQL table alloc_events and\n"
 "its final results (P:{B}:results; `waiting` is not final) into alloc_results,\n"
@@ -586,15 +623,17 @@ static const char HELP_ARCHIVE[] =
 "P:batches (re-read every second with --follow).\n"
 "\n"
 "The log is read through the Redis consumer group G (config archive_group, else\n"
-"\"archive\") as consumer C (\"archiver\"); each chunk of N entries (1000) is one\n"
-"PostgreSQL transaction, and its entries are XACKed only after it committed, so a\n"
+"\"archive\") as consumer C (\"archiver\"); each chunk of at most N entries (1000)\n"
+"and about 20,000 events is one PostgreSQL transaction (a COPY), and its entries\n"
+"are XACKed only after it committed, so a\n"
 "crash or a rerun never loses or duplicates a row. Results are copied by HSCAN\n"
 "passes, again at most every MS (5000) while the batch changes. Entries another\n"
 "consumer of G left pending for --claim-idle-ms (60000) are taken over (XAUTOCLAIM).\n"
 "\n"
 "Without --follow it stops once every batch is caught up; with --follow it runs until\n"
 "SIGINT/SIGTERM, riding out Redis and PostgreSQL restarts. Progress (events/s, lag in\n"
-"entries and seconds) is printed every second and kept in P:{B}:archive (allocctl top).\n"
+"entries and seconds) is printed every second and kept in P:{B}:archive (allocctl top);\n"
+"with --follow, a heartbeat line every MS (10000; 0 = none) while idle.\n"
 "\n"
 "CONNINFO is a libpq connection string or URI (\"host=/run/postgresql dbname=shop\",\n"
 "\"postgresql://archiver@db/shop\"); a password belongs in ~/.pgpass or PGPASSFILE.\n"
@@ -602,19 +641,22 @@ static const char HELP_ARCHIVE[] =
 
 static int archive_opts(ctx *x, archiver *a, int argc, char **argv, int at)
 {
-    const char *pos[MAX_POS], *chunk = NULL, *interval = NULL, *claim = NULL;
+    const char *pos[MAX_POS], *chunk = NULL, *interval = NULL, *claim = NULL, *beat = NULL;
     size_t npos = 0;
     const opt spec[] = { GLOBAL_OPTS(x), { "pg", 0, &a->conninfo, NULL },
         { "follow", 'f', NULL, &a->follow }, { "group", 0, &a->group, NULL },
         { "consumer", 0, &a->consumer, NULL }, { "chunk", 0, &chunk, NULL },
         { "results-interval-ms", 0, &interval, NULL }, { "claim-idle-ms", 0, &claim, NULL },
+        { "heartbeat-ms", 0, &beat, NULL },
         { "quiet", 'q', NULL, &a->quiet } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
     if (rc) return rc < 0 ? -1 : rc;
     a->chunk = 1000;
     a->interval_ms = 5000;
     a->claim_idle_ms = 60000;
+    a->heartbeat_ms = 10000;
     if (opt_int(x, "chunk", chunk, 1, 100000, &a->chunk) < 0 ||
+        opt_int(x, "heartbeat-ms", beat, 0, 86400000, &a->heartbeat_ms) < 0 ||
         opt_int(x, "results-interval-ms", interval, 0, 86400000, &a->interval_ms) < 0 ||
         opt_int(x, "claim-idle-ms", claim, 0, 86400000, &a->claim_idle_ms) < 0)
         return EX_USAGE;
@@ -650,6 +692,7 @@ int cmd_archive(ctx *x, int argc, char **argv, int at)
     sigaddset(&a.stop, SIGINT);
     sigaddset(&a.stop, SIGTERM);
     sigprocmask(SIG_BLOCK, &a.stop, NULL);
+    a.last_line = clock_mono_ms();
     rc = EX_OK;
     if (archive_pg_open(&a.pg, a.conninfo) < 0 && !a.follow) {
         errmsg(x, "%s", a.pg.err);

@@ -77,7 +77,7 @@ typedef struct bench_daemon_opts {
     int registry_ms;          /* 0 = allocd's default */
     const char *instance;     /* NULL: "allocbench" */
     const char *cluster;      /* NULL: allocd's default (auto); "yes" / "no" */
-    const char *log_format;   /* NULL: allocd's default (event); "chunk" */
+    const char *log_format;   /* NULL: allocd's default (chunk); "event" */
 } bench_daemon_opts;
 
 typedef struct bench_daemon {

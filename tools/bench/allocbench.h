@@ -1,0 +1,115 @@
+/* allocbench.h -- what the three files of allocbench share: its options,
+ * its rows of results, and the run's state (struct bench); args.c parses
+ * the command line into options, tools/allocbench.c sequences the runs,
+ * report.c prints the tables, RESULT and TARGET lines. */
+#ifndef ALLOCD_BENCH_ALLOCBENCH_H
+#define ALLOCD_BENCH_ALLOCBENCH_H
+
+#include "bench/tickets.h"
+#include "bench/designs.h"
+#include "bench/cluster.h"
+#include "bench/e2e.h"
+#include "bench/median_ci.h"
+#include "bench/floor.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define MAX_ROWS 64
+#define MAX_SWEEP 8
+#define MAX_CLUSTER 8
+#define MAX_CL_RUNS 10
+#define RT_PRIO_REDIS 20 /* --rt: Redis above allocd; both above the load generator */
+#define RT_PRIO_ALLOCD 10
+
+enum { D_ALLOCD = 1, D_LUA = 2, D_LOCK = 4 };
+
+typedef struct options {
+    const char *redis_url, *allocd_bin, *prefix;
+    int no_daemon;
+    pid_t daemon_pid;
+    int chunk, registry_ms;
+    int scenarios[SC_COUNT];
+    int prepushed, live;
+    long requests, users, items;
+    int hold_ms, producers, depth, timeout_s, batches, tick_us;
+    double rate;
+    int designs, lua_seconds, lock_threads, lock_sleep_us, lock_seconds, lock_precheck;
+    int probe, rate_test, targets, memory;
+    int lua_pairs;                /* --lua-pairs: stock allocd+Lua pairs for the target */
+    int tickets;                  /* --tickets: the waitlist scenario (bench/tickets.h) */
+    int scenarios_given;          /* --scenario or --mode given */
+    int e2e_pairs;                /* --e2e-pairs: live end-to-end rounds (e2e.c) */
+    int open_loop;                /* --open-loop: offered vs accepted at 25..90% */
+    int timeline;                 /* --timeline: each allocd e2e or paced row, window by window */
+    int aof;                      /* --aof: private Redis with appendfsync everysec */
+    int pin;                      /* --pin: Redis on CPU 0, the rest on the others */
+    int rt;                       /* --rt: Redis and allocd under SCHED_FIFO */
+    const char *redis_args;       /* --redis-args: more redis-server arguments */
+    int targets_e2e;              /* --targets-e2e: the TARGET lines of e2e and open loop */
+    int peek;                     /* --peek: e2e rounds also run the HGET/RPUSH/HGET producers */
+    const char *log_format;       /* --log-format: allocd's log_format (its default: chunk) */
+    double saturation;            /* --saturation: open loop's 100% for both designs */
+    int ol_pcts[8], n_ol_pcts;    /* --open-loop-pcts (25,50,75,90) */
+    int ol_runs;                  /* --open-loop-runs: runs per open-loop row (3) */
+    int same_pairs;               /* --same-rate-pairs: open loop, both at Lua's 50% rate */
+    const char *ol_designs;       /* --open-loop-designs (allocd,lua) */
+    int sweep[MAX_SWEEP], n_sweep;
+    int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
+    uint64_t seed;
+} options;
+
+typedef struct row {
+    char mode[32];
+    scenario_id sc;
+    int chunk, sweep;
+    double load;              /* 1-minute load average when the row started */
+    workload w;
+    run_result a;
+    alt_result lua, lock;
+    int has_a, a_ok, lua_ok, lock_ok, has_lua, has_lock;
+} row;
+
+typedef struct bench {
+    options opt;
+    proc_redis redis;
+    bench_target target;
+    bench_daemon daemon;
+    int own_redis;
+    pid_t redis_pid;
+    char dir[256];
+    int batch_seq;
+    row *rows;
+    int n_rows;
+    probe_result probe;
+    int probe_ok;
+    double max_live;          /* rate-test: unpaced live throughput */
+    char redis_ver[64];
+    char durability[64];
+    double load_start;
+    e2e_pair pairs[MAX_E2E];
+    int n_pairs;
+    ol_row ol[MAX_OL];
+    int n_ol;
+    double same_rate;                    /* offered to both: Lua's 50% of saturation */
+    double same_p99[2][MAX_OL_RUNS];     /* allocd, Lua: p99 ms of each pair (-1 failed) */
+    int n_same;
+    floor_result floor;                  /* with --e2e-pairs (floor.h) */
+    int floor_ok;
+    char floor_err[160];
+} bench;
+
+/* Parses argv into o (defaults first); -1 after printing why. */
+int args_parse(options *o, int argc, char **argv);
+
+/* The median over the e2e rounds of which: 0 plain/Lua, 1 txn/Lua, 2
+ * allocd plain req/s, 3 Lua req/s. */
+double report_e2e_median(const bench *b, int which);
+void report_cpu_model(char *buf, size_t len);
+void report_redis_version(const bench *b, char *buf, size_t len);
+const char *report_sched_name(const bench *b);
+/* Every table, RESULT line and TARGET line of the run. */
+void report_print(const bench *b);
+
+#endif
