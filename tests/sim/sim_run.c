@@ -34,7 +34,6 @@
 #include "allocctl/ctl_replay.h"
 #include "base/config.h"
 #include "base/log.h"
-#include "wire/log_entry.h"
 #include "sim/sim.h"
 #include "worker/batch_keys.h"
 #include "service/registry.h"
@@ -585,32 +584,14 @@ static void kv_add(void *ud, const char *k, size_t kn, const char *v, size_t vn)
 
 typedef struct replay_feed { sim_run_state *st; size_t i; } replay_feed;
 
-typedef struct replay_one { ctl_replay *rp; const char *id; } replay_one;
-
-static int replay_event(void *ud, const log_field *f, size_t n)
-{
-    replay_one *o = ud;
-    ctl_kv kv[LOG_EVENT_MAX_FIELDS + 23];
-    size_t k = 0;
-    for (size_t i = 0; i < n && k < sizeof kv / sizeof kv[0]; i++) kv[k++] = (ctl_kv){ f[i].key, f[i].val, f[i].vlen };
-    ctl_replay_entry(o->rp, o->id, kv, k);
-    return 0;
-}
-
-/* One entry of either log format (wire/log_entry.h): its events, in order. */
 static void replay_entry(void *ud, const char *id, size_t nf, const char *const *f, const size_t *fl)
 {
     replay_feed *rf = ud;
     if (rf->i++ < rf->st->replay_fed) return;   /* fed at an earlier check */
-    log_field fields[32];
+    ctl_kv kv[32];
     size_t n = 0;
-    for (size_t i = 0; i + 1 < nf && n < 32; i += 2) fields[n++] = (log_field){ f[i], f[i + 1], fl[i + 1] };
-    replay_one o = { rf->st->replay, id };
-    char err[160], msg[240];
-    if (log_entry_decode(fields, n, replay_event, &o, err, sizeof err) < 0) {
-        snprintf(msg, sizeof msg, "log %s: %s", id, err);
-        ctl_replay_finding(rf->st->replay, msg);
-    }
+    for (size_t i = 0; i + 1 < nf && n < 32; i += 2) kv[n++] = (ctl_kv){ f[i], f[i + 1], fl[i + 1] };
+    ctl_replay_entry(rf->st->replay, id, kv, n);
     rf->st->replay_fed++;
 }
 
