@@ -119,8 +119,10 @@ static void test_report_from_redis_and_archive(void **state)
     assert_non_null(strstr(out, "  A                    4 / 4 (100%)"));
     assert_non_null(strstr(out, "  B                    1 / 1 (100%)"));
     assert_non_null(strstr(out, "  C                    2 / 2 (100%)"));
-    /* this allocd does not write `points` yet (11.3's draw_by): said plainly */
-    assert_non_null(strstr(out, "priority bands: none (no result carries points"));
+    /* drawn by points (11.3): the six users' 10..60 points are distinct, so
+     * the draw is their order by points and the 10-point user gets no bed */
+    assert_non_null(strstr(out, "priority band 52-60 points: 1 users, 1 placed (100%)"));
+    assert_non_null(strstr(out, "priority band 10-15 points: 1 users, 0 placed (0%)"));
     assert_non_null(strstr(out, "groups placed whole: 1 (2 members)"));
     assert_non_null(strstr(out, "first choice (auto): "));
     assert_null(strstr(out, "first choice (auto): 5 auto grants; not known"));

@@ -58,12 +58,13 @@ static const acl_role ROLES[] = {
         { "+exists", "%R~$P:{*}:meta" },
     } },
     /* Reads what a user may see: results, stats (position, "you beat X%"),
-     * holders, groups, slots, free. Hash reads only, no writes at all; TIME
-     * for a reservation's countdown by the server's clock (the examples). */
+     * holders, groups, slots, free, and why a room is refused (contract
+     * 11.2: the rooms' attrs and the profiles). Hash reads only, no writes
+     * at all; TIME for a reservation's countdown by the server's clock. */
     { "frontend", "+multi +exec +discard +ping +time", CLIENT_CLUSTER, {
         { "+hget +hmget +hgetall +hexists +hlen +hscan",
           "%R~$P:{*}:results %R~$P:{*}:stats %R~$P:{*}:holders %R~$P:{*}:groups "
-          "%R~$P:{*}:slots %R~$P:{*}:free" },
+          "%R~$P:{*}:slots %R~$P:{*}:free %R~$P:{*}:attrs %R~$P:{*}:profiles" },
     } },
     /* allocctl. SCAN is keyless in Redis (it lists key names of every
      * prefix, never values); UNWATCH ends batch create's WATCH. */
@@ -74,8 +75,9 @@ static const acl_role ROLES[] = {
           "+hscan +llen +lrange +lindex +smembers +sismember +scard +sscan +xlen +xrange "
           "+xrevrange +xinfo|stream +xinfo|groups +xinfo|consumers +xpending",
           "%R~$P:{*}:* %R~$P:batches %R~$P:instances" },
-        /* batch create, slots: the definition keys only */
-        { "+hset +hdel", "%W~$P:{*}:meta %W~$P:{*}:capacity %W~$P:{*}:attrs %W~$P:{*}:slots" },
+        /* batch create, slots, profiles load: the definition keys only */
+        { "+hset +hdel", "%W~$P:{*}:meta %W~$P:{*}:capacity %W~$P:{*}:attrs %W~$P:{*}:slots "
+                      "%W~$P:{*}:profiles" },
         /* batch create/rm: the live list */
         { "+sadd +srem", "%W~$P:batches" },
         /* admin commands (ctl), push and requeue (queue) */
