@@ -352,7 +352,7 @@ static void test_random_round_keeps_rules(void **state)
     for (uint64_t seed = 1; seed <= 20; seed++) {
         uint64_t s = seed;
         engine *e = dorm(seed % 2 ? GROUP_FILL_EXACT : GROUP_FILL_ANY);
-        char rid[8][8];
+        char rid[8][16];
         for (int i = 0; i < 8; i++) {
             snprintf(rid[i], sizeof rid[i], "R%d", i);
             int k = (int)(rnd(&s) % 3);
