@@ -45,7 +45,7 @@ static void test_bands_ordered_and_replayed(void **state)
     while (harness_now_ms() < opens + 50) harness_sleep_ms(20);
     long long rank[USERS + 1], draw[USERS + 1];
     for (int u = 1; u <= USERS; u++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "r%d", u);
         json_t *r = itest_result(f, "b", id);
         assert_string_equal(itest_jstr(r, "status"), "granted");
