@@ -214,7 +214,7 @@ static uint32_t profile_intern(engine_profiles *p, const uint32_t *v, size_t n)
         free(text);
         return STRMAP_NONE;
     }
-    memcpy(copy, v, n * sizeof *copy);
+    if (n) memcpy(copy, v, n * sizeof *copy);
     i = (uint32_t)p->n_profs;
     p->profs[i] = (profile){ .text = text, .pairs = copy, .n = (uint32_t)n };
     if (strmap_insert(&p->prof_map, text, i) < 0) { free(copy); free(text); return STRMAP_NONE; }

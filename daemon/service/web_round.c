@@ -67,7 +67,7 @@ static const char **sorted_keys(const json_t *o, size_t *n)
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)o, key, v) k[i++] = key;
-    qsort(k, *n, sizeof *k, natcmp_p);
+    if (*n > 1) qsort(k, *n, sizeof *k, natcmp_p);
     return k;
 }
 
@@ -309,7 +309,7 @@ static void slots_json(const watch_batch *b, int64_t now, json_t *out)
     json_t *v;
     json_object_foreach(b->slots, u, v) if (at) at[i++] = strtoll(json_string_value(v), NULL, 10);
     n = at ? i : 0;
-    qsort(at, n, sizeof *at, i64cmp);
+    if (n > 1) qsort(at, n, sizeof *at, i64cmp);
     size_t open = 0;
     while (open < n && at[open] <= now) open++;
     json_t *next = json_array();

@@ -105,7 +105,7 @@ void profiles_pair(profiles_report *r, engine *e, const char *batch, const char 
 void profiles_end(profiles_report *r, engine *e)
 {
     profiles_read *d = &r->next;
-    qsort(d->v, d->n, sizeof *d->v, by_user);
+    if (d->n > 1) qsort(d->v, d->n, sizeof *d->v, by_user);
     r->bad = 0;
     for (size_t i = 0; i < d->n; i++) r->bad += d->v[i].bad;
     /* users gone from the hash lose their profile */

@@ -203,7 +203,7 @@ static int elig_read(ctx *x, elig_state *s)
     freeReplyObject(r);
     if (!s->attrs || !s->holders_doc || !s->profiles) { elig_free(s); errmsg(x, "out of memory"); return EX_REDIS; }
     collect_holders(s);
-    qsort(s->h, s->n, sizeof *s->h, by_item_since);
+    if (s->n > 1) qsort(s->h, s->n, sizeof *s->h, by_item_since);
     return EX_OK;
 }
 

@@ -138,7 +138,7 @@ static int64_t sold_out_at(const report_in *in, const char *item, int64_t cap, i
             int64_t q = json_integer_value(json_object_get(r, "qty"));
             g[n++] = (grant_at){ json_integer_value(json_object_get(r, "at")), q > 0 ? q : 1 };
         }
-    qsort(g, n, sizeof *g, by_at);
+    if (n > 1) qsort(g, n, sizeof *g, by_at);
     int64_t out = 0;
     for (i = 0; i < n; i++) {
         *sold += g[i].qty;
