@@ -486,6 +486,9 @@ static long long count_final_results(run_state *s, redisContext *m)
         granted += !strcmp(jstatus(fin), "granted");
         if (s->h->seen[n] && (strcmp(s->h->seen[n], v) || s->h->changed[n])) {
             s->out->taken_back++;
+            if (s->out->taken_back <= 3)   /* what was taken back, for whoever reads a failure */
+                print_message("  taken back: r%d first seen %s, %s, final %s\n", n, s->h->seen[n],
+                              s->h->changed[n] ? "then changed" : "unchanged while polled", v);
             json_t *was = json_loads(s->h->seen[n], 0, NULL);
             if (was && strcmp(jstatus(was), jstatus(fin))) s->out->status_flipped++;
             json_decref(was);
