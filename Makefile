@@ -112,7 +112,10 @@ $(ALLOCD): $(BUILD)/daemon/service/main.o $(LIBS_ALL)
 $(BUILD)/allocctl: $(BUILD)/tools/allocctl/main.o $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/%: $(BUILD)/tools/%.o $(LIBS_ALL)
+# A static pattern rule: the tool's object is named, so make keeps it. From a
+# plain pattern rule it was an intermediate file, deleted after the link, and
+# the next `make` (which then knew it from its .d file) built it again.
+$(filter-out $(BUILD)/allocctl,$(TOOL_BIN)): $(BUILD)/%: $(BUILD)/tools/%.o $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(CORE_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)

@@ -15,7 +15,7 @@
 BUILD=${BUILD:-build}
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}     # seconds one binary may take
 kinds=${1:-"unit integration"}
-passed=0; failed=0; skipped=0; broken=""; leftovers=""
+passed=0; failed=0; skipped=0; broken=""; leftovers=""; times=""
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/allocd-tests-XXXXXX") || exit 1
 run_id="run-$$-$(date +%s)"
 
@@ -68,11 +68,16 @@ for kind in $kinds; do
         echo "=== $kind/$name"
         tmp="$scratch/$name"; mkdir -p "$tmp"
         marker="$run_id/$kind/$name"
+        started=$(date +%s)
         # a hung binary is stopped (timeout: 124) instead of stalling the suite
         out=$(ALLOCD_TEST_RUN="$marker" TMPDIR="$tmp" timeout -k 10 "$TEST_TIMEOUT" "$t" 2>&1); rc=$?
         [ "$rc" -eq 124 ] && out="$out
 $name: stopped after $TEST_TIMEOUT s"
         echo "$out"
+        secs=$(( $(date +%s) - started ))
+        echo "--- $kind/$name: $secs s"
+        times="$times$secs $kind/$name
+"
         p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n1)
         f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n1)
         s=$(echo "$out" | sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' | tail -n1)
@@ -86,6 +91,8 @@ $name: stopped after $TEST_TIMEOUT s"
     done
 done
 rm -rf "$scratch"
+# the slowest binaries, so the suite's 10-minute budget stays visible
+echo "slowest:"; printf '%s' "$times" | sort -rn | head -n 8 | sed 's/^\([0-9]*\) \(.*\)/  \2: \1 s/'
 [ -n "$broken" ] && echo "crashed or exited non-zero:$broken"
 [ -n "$leftovers" ] && echo "left processes or files behind:$leftovers"
 echo "tests: $passed passed, $failed failed, $skipped skipped"
