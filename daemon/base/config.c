@@ -325,6 +325,7 @@ static const setting_spec SPECS[] = {
     INT("lease_ttl_ms", lease_ttl_ms, 1000, 600000),
     INT("answer_ms", answer_ms, 1000, 86400000),
     INT("wait_replicas", wait_replicas, 0, 16),
+    INT("replica_forget_ms", replica_forget_ms, 0, 3600000),
     STR("cluster", set_cluster),
     STR("redis_user", set_redis_user),
     STR("redis_password_file", set_password_file),
@@ -389,6 +390,7 @@ void config_defaults(allocd_config *c)
     c->metrics_timeout_ms = 10000;
     c->lease_ttl_ms = 5000;
     c->answer_ms = 60000;
+    c->replica_forget_ms = 10000;
     c->cluster = strdup("auto");
     c->redis_user = strdup("");
     c->redis_password_file = strdup("");

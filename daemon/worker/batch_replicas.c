@@ -14,6 +14,14 @@
  * until it is published. An idle worker publishes the last one with a
  * publish-only chunk.
  *
+ * WAIT counts replicas, not which ones: after Sentinel promoted one of
+ * two, the other still acknowledges the old master's writes until it is
+ * moved to the new one, and drops them then. So each WAIT asks for every
+ * replica the master has had (the most one WAIT counted, never fewer than
+ * wait_replicas): a replica that leaves stalls the batch until Sentinel
+ * names the new master, or -- one that is simply gone -- until
+ * replica_forget_ms have passed.
+ *
  * Replicas that do not acknowledge hold the batch by design (with
  * wait_replicas = 2 and one replica lost): the worker keeps asking, says
  * so in the log once and then every STALL_LOG_EVERY_MS, and in its stats
@@ -77,6 +85,44 @@ void batch__publish_chunk(batch_worker *w)
     batch__advance(w);
 }
 
+/* ------------------------------------------------------------ replicas -- */
+
+/* How many replicas the next WAIT asks for: every one the current master
+ * has had, at least wait_replicas. A new master starts from nothing. */
+static int replicas_wanted(batch_worker *w)
+{
+    if (memcmp(&w->replicas_of, &w->target, sizeof w->target)) {
+        w->replicas_of = w->target;
+        w->replicas_seen = 0;
+        w->replica_missing_since = 0;
+    }
+    return w->replicas_seen > w->cfg->wait_replicas ? w->replicas_seen : w->cfg->wait_replicas;
+}
+
+/* WAIT counted `acked` replicas: 1 when that is enough to go on. Fewer
+ * than the master has had but at least wait_replicas holds the batch
+ * for replica_forget_ms, then the missing ones are forgotten. */
+static int replicas_enough(batch_worker *w, long long acked)
+{
+    int wanted = replicas_wanted(w);
+    if (acked > w->replicas_seen) w->replicas_seen = acked > 64 ? 64 : (int)acked;
+    if (acked >= wanted) { w->replica_missing_since = 0; return 1; }
+    if (acked < w->cfg->wait_replicas) return 0;
+    int64_t now = clock_mono_ms();
+    if (!w->replica_missing_since) {
+        w->replica_missing_since = now;
+        log_notice("batch %s: %lld of the master's %d replicas acknowledge: nothing is published until "
+                   "the others do, Sentinel names another master, or replica_forget_ms (%d) pass",
+                   w->batch, acked, wanted, w->cfg->replica_forget_ms);
+    }
+    if (now - w->replica_missing_since < w->cfg->replica_forget_ms) return 0;
+    log_warn("batch %s: %d of the master's replicas did not acknowledge for %" PRId64 " ms: "
+             "going on with the %lld that do", w->batch, wanted - (int)acked, now - w->replica_missing_since, acked);
+    w->replicas_seen = (int)acked;
+    w->replica_missing_since = 0;
+    return 1;
+}
+
 /* ---------------------------------------------------------------- stall -- */
 
 static void on_timer_replicas(uv_timer_t *t)
@@ -92,8 +138,14 @@ static void on_timer_replicas(uv_timer_t *t)
 static void stalled(batch_worker *w, long long acked)
 {
     int64_t now = clock_mono_ms();
-    snprintf(w->stats.stalled, sizeof w->stats.stalled,
-             "waiting for replicas: %lld of wait_replicas = %d acknowledge", acked, w->cfg->wait_replicas);
+    int wanted = replicas_wanted(w);
+    if (wanted > w->cfg->wait_replicas)
+        snprintf(w->stats.stalled, sizeof w->stats.stalled,
+                 "waiting for replicas: %lld of the master's %d acknowledge (wait_replicas = %d)", acked, wanted,
+                 w->cfg->wait_replicas);
+    else
+        snprintf(w->stats.stalled, sizeof w->stats.stalled,
+                 "waiting for replicas: %lld of wait_replicas = %d acknowledge", acked, w->cfg->wait_replicas);
     snprintf(w->last_failure, sizeof w->last_failure, "%s", w->stats.stalled);
     if (!w->stalled_since) w->stalled_since = now;
     if (!w->stall_logged_at || now - w->stall_logged_at >= STALL_LOG_EVERY_MS) {
@@ -118,7 +170,7 @@ static void unstalled(batch_worker *w)
 static int send_wait(batch_worker *w, worker_op_kind kind)
 {
     char n[16], ms[16];
-    snprintf(n, sizeof n, "%d", w->cfg->wait_replicas);
+    snprintf(n, sizeof n, "%d", replicas_wanted(w));
     snprintf(ms, sizeof ms, "%d", w->cfg->redis_timeout_ms / 2);
     const char *argv[] = { "WAIT", n, ms };
     worker_op *o = batch__op_new(w, kind, NULL);
@@ -154,7 +206,7 @@ void batch__on_replicas(batch_worker *w, redisReply *r)
 {
     w->replicas_out = 0;
     if (r->type != REDIS_REPLY_INTEGER) { batch__fail(w, "wait for replicas", "unexpected reply"); return; }
-    if (r->integer < w->cfg->wait_replicas) { stalled(w, r->integer); return; }
+    if (!replicas_enough(w, r->integer)) { stalled(w, r->integer); return; }
     unstalled(w);
     w->replicas_acked = 1;
     batch__advance(w);
@@ -196,7 +248,7 @@ void batch__on_load_publish(worker_op *o, redisReply *r, const char *err)
     if (e) { batch__fail(w, "publishing the staged chunk", e); return; }
     if (o->kind == WOP_LOAD_WAIT) {
         if (r->type != REDIS_REPLY_INTEGER) { batch__fail(w, "loading", "unexpected reply to WAIT"); return; }
-        if (r->integer < w->cfg->wait_replicas) { stalled(w, r->integer); return; }
+        if (!replicas_enough(w, r->integer)) { stalled(w, r->integer); return; }
         unstalled(w);
         load_publish_send(w);
         return;

@@ -131,6 +131,10 @@ struct batch_worker {
      * (apply_txn.h) */
     int replicas_out, replicas_acked;
     int replicas_retry;       /* a WAIT came back short: the timer asks again */
+    int replicas_seen;        /* the most replicas one WAIT on replicas_of counted:
+                                 each WAIT asks for all of them */
+    redis_target replicas_of; /* the master replicas_seen is about */
+    int64_t replica_missing_since; /* mono ms; 0: none of them missing */
     argbuf effect;            /* the effect of the chunk being encoded */
     argbuf staged;            /* the effect staged in Redis, not yet published */
     argbuf loaded_free;       /* free as loaded, for the first apply (apply_txn_encode_free) */

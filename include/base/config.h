@@ -52,6 +52,9 @@ typedef struct allocd_config {
                                  for half of it gives its batch up */
     int wait_replicas;        /* "wait_replicas"; 0 (0..16): before each apply, WAIT until this
                                  many replicas have every earlier write (DEPLOYMENT.md) */
+    int replica_forget_ms;    /* "replica_forget_ms"; 10000 (0..3600000): with wait_replicas,
+                                 how long a replica the master had may stop acknowledging
+                                 before it no longer counts (DEPLOYMENT.md) */
     char *metrics_listen;     /* "metrics_listen"; "" = off, else host:port */
     char metrics_host[64];    /* parsed metrics_listen */
     int metrics_port;
