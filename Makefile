@@ -83,11 +83,12 @@ TOOL_SRC  := $(wildcard tools/*.c)
 TOOL_BIN  := $(TOOL_SRC:tools/%.c=$(BUILD)/%) $(BUILD)/allocctl
 
 ALLOCD    := $(BUILD)/allocd
+LAYERS_OK := $(BUILD)/check-layers.ok
 
 .DELETE_ON_ERROR:
 
 .PHONY: all check-layers test test-repeat unit integration asan install uninstall clean deps run check-deps bench
-all: check-layers $(ALLOCD) $(TOOL_BIN)
+all: $(LAYERS_OK) $(ALLOCD) $(TOOL_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -131,12 +132,19 @@ $(BUILD)/tests/%.o: tests/%.c
 $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
-# The include rules of every layer (tools/check-layers.sh); `make test` runs
-# it first, and the core library is checked each time it is built.
+# The include rules of every layer (tools/check-layers.sh): `make check-layers`
+# always, and every build once a source or header changed (the stamp: a
+# check on each `make` made the tests that call make wait for it); the core
+# library is checked each time it is built.
 check-layers:
 	@sh tools/check-layers.sh
 
-tests-build: check-layers all $(UNIT_BIN) $(ITEST_BIN)
+$(LAYERS_OK): $(wildcard daemon/*/*.c daemon/*/*.h include/*/*.h) tools/check-layers.sh
+	@mkdir -p $(dir $@)
+	@sh tools/check-layers.sh
+	@touch $@
+
+tests-build: $(LAYERS_OK) all $(UNIT_BIN) $(ITEST_BIN)
 
 # `make test` is what CI runs: it installs missing packages first, then builds
 # in a sub-make so pkg-config sees the freshly installed libraries.

@@ -49,7 +49,7 @@ for layer in core wire base redis worker service; do
             n=${line%%:*}; inc=${line#*:}
             case $inc in
             *'"'*)
-                h=$(echo "$inc" | sed 's/.*"\(.*\)".*/\1/'); dir=${h%%/*}
+                h=${inc#*\"}; h=${h%%\"*}; dir=${h%%/*}     # no fork per line: it ran on every make
                 if [ "$dir" = "$h" ]; then     # a module's private header, beside it
                     [ -f "daemon/$layer/$h" ] ||
                         echo "$f:$n: \"$h\" names no layer (write \"layer/$h\", or keep a private header in daemon/$layer/)"
@@ -58,7 +58,7 @@ for layer in core wire base redis worker service; do
                 case " $allowed " in *" $dir "*) ;; *)
                     echo "$f:$n: $layer may not include \"$h\" (allowed: $allowed)";; esac ;;
             *'<'*)
-                h=$(echo "$inc" | sed 's/.*<\(.*\)>.*/\1/')
+                h=${inc#*<}; h=${h%%>*}
                 case ${h%%/*} in core|wire|base|redis|worker|service|allocctl|proc)
                     echo "$f:$n: include the project's own header as \"$h\", not <$h>"; continue;; esac
                 if [ $layer = core ]; then
