@@ -87,13 +87,15 @@ static int room_fits(const engine *e, const engine_request *r, int64_t need, uin
  * filter) the matching room that fits with the fewest free beds, ties by
  * id -- filling rooms up keeps whole rooms free for groups. Rooms the user
  * (or a member) may not hold are skipped in both. A linear scan: room
- * batches have thousands of rooms, not more. */
-static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need)
+ * batches have thousands of rooms, not more. *pref: the room's place in
+ * prefs (1 = first), 0 when the filter found it. */
+static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need, int64_t *pref)
 {
     const engine_who *who = engine__elig_who(e, r->user);   /* once, not per room */
+    *pref = 0;
     for (size_t i = 0; i < r->n_prefs; i++) {
         uint32_t it = find_item(e, r->prefs[i]);
-        if (it != STRMAP_NONE && room_fits(e, r, need, it, who)) return it;
+        if (it != STRMAP_NONE && room_fits(e, r, need, it, who)) { *pref = (int64_t)i + 1; return it; }
     }
     if (!r->has_filter) return STRMAP_NONE;
     uint32_t best = STRMAP_NONE;
@@ -112,9 +114,12 @@ engine_reason engine__rooms_auto(engine *e, uint32_t ui, const engine_request *r
                                  int64_t now, engine_result *out)
 {
     if (engine__holds_bed(e, ui)) return REASON_ALREADY_HOLDING;
-    uint32_t it = pick_room(e, r, 1);
+    int64_t pref;
+    uint32_t it = pick_room(e, r, 1, &pref);
     if (it == STRMAP_NONE) return REASON_NO_ROOM;
-    return seat_one(e, ui, it, r, now, out);
+    engine_reason why = seat_one(e, ui, it, r, now, out);
+    if (why == REASON_NONE && out->status == STATUS_GRANTED) out->pref = pref;
+    return why;
 }
 
 /* Seats every member in room `it`, or nobody: all allocations (member
@@ -160,9 +165,11 @@ engine_reason engine__rooms_group(engine *e, const engine_request *r,
     if ((int64_t)n > e->meta.max_group) return REASON_GROUP_TOO_LARGE;
     for (size_t i = 0; i < n; i++)
         if (engine__holds_bed(e, find_user(e, r->members[i]))) return REASON_MEMBER_BUSY;
-    uint32_t it = pick_room(e, r, (int64_t)n);
+    int64_t pref;
+    uint32_t it = pick_room(e, r, (int64_t)n, &pref);
     if (it == STRMAP_NONE) return REASON_NO_ROOM;
     seat_group(e, r, it, now, out);
+    if (out->status == STATUS_GRANTED) out->pref = pref;
     return REASON_NONE;
 }
 

@@ -38,6 +38,7 @@ static void result_fields(jsonw *w, const request *q, const engine_result *res)
     if (res->retry_at) jsonw_kint(w, "retry_at", res->retry_at);
     if (res->opens_at) jsonw_kint(w, "opens_at", res->opens_at);
     if (res->item) jsonw_kstr(w, "item", res->item);
+    if (res->pref) jsonw_kint(w, "pref", res->pref);
     if (q->r.op == OP_SET_CAPACITY) {
         if (res->status != STATUS_REJECTED) jsonw_kint(w, "capacity", res->qty);
     } else {

@@ -161,6 +161,8 @@ typedef struct engine_result {
     int64_t wait_pos;       /* waiting: place on the waitlist when it joined, 1 = first */
     int64_t wait_no;        /* waiting: its ticket on the waitlist, batch-wide */
     const char *by;         /* "staff" for assign/unassign (11.5), else NULL */
+    int64_t pref;           /* auto/group grant: the room's place in prefs, 1 =
+                               first choice; 0 = found by the filter */
 } engine_result;
 
 /* One state change, for P:{B}:log. Replaying all events of a batch in order

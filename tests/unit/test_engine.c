@@ -147,13 +147,15 @@ static void expect_rejected(engine_result r, engine_reason why)
     assert_int_equal(r.rank, 0);
 }
 
-static void expect_granted(engine_result r, const char *item)
+/* Returns r, so a test can look at more of it. */
+static engine_result expect_granted(engine_result r, const char *item)
 {
     if (r.status != STATUS_GRANTED)
         fail_msg("expected granted, got %s/%s", engine_status_name(r.status),
                  engine_reason_name(r.reason));
     assert_string_equal(r.item, item);
     assert_true(r.rank > 0);
+    return r;
 }
 
 static void expect_done(engine_result r, const char *item)
@@ -766,9 +768,10 @@ static void test_auto_prefs_order(void **state)
 {
     engine *e = mk_rooms(NULL);
     const char *prefs[] = { "R201", "R101" };
-    expect_granted(auto_pick(e, "s1", prefs, 2, NULL, 0, 0, T0), "R201");
-    expect_granted(auto_pick(e, "s2", prefs, 2, NULL, 0, 0, T0), "R201");
-    expect_granted(auto_pick(e, "s3", prefs, 2, NULL, 0, 0, T0), "R101");
+    /* pref: the room's place in prefs, what a report counts first choices by */
+    assert_int_equal(expect_granted(auto_pick(e, "s1", prefs, 2, NULL, 0, 0, T0), "R201").pref, 1);
+    assert_int_equal(expect_granted(auto_pick(e, "s2", prefs, 2, NULL, 0, 0, T0), "R201").pref, 1);
+    assert_int_equal(expect_granted(auto_pick(e, "s3", prefs, 2, NULL, 0, 0, T0), "R101").pref, 2);
     engine_free(e);
 }
 
@@ -788,7 +791,7 @@ static void test_auto_filter_fewest_free_ties_by_id(void **state)
     const engine_kv f_floor1[] = { { "floor", "1" } };
     /* R101 (2 free) has fewer free beds than R102 (3). */
     const char *bad[] = { "R999" };
-    expect_granted(auto_pick(e, "s1", bad, 1, f_floor1, 1, 1, T0), "R101");
+    assert_int_equal(expect_granted(auto_pick(e, "s1", bad, 1, f_floor1, 1, 1, T0), "R101").pref, 0);
     /* Now R101 has 1, R102 has 3: R101 again, then R101 is full. */
     expect_granted(auto_pick(e, "s2", NULL, 0, f_floor1, 1, 1, T0), "R101");
     expect_granted(auto_pick(e, "s3", NULL, 0, f_floor1, 1, 1, T0), "R102");

@@ -9,9 +9,10 @@
  *   out: the `at` of the grant that brought the granted units to capacity.
  * - priority bands (contract 11.3): results that carry `points` (a draw by
  *   points); a user is placed when one of their results is `granted`.
- * - first choice: an `auto` grant whose item is its request's prefs[0]
- *   (known only with --requests, results do not carry prefs); a `group`
- *   grant whose room is the group's first shared preference.
+ * - first choice: an `auto` or `group` grant with `pref` 1 (the room's
+ *   place in the request's prefs, which allocd writes on every such
+ *   grant); for results written before `pref`, the request's prefs[0]
+ *   (--requests) or the group's first shared preference.
  * - waitlist: stats `wait_served`, `wait_ended`, `waiting` (9.5).
  */
 #include "allocctl/report_data.h"
@@ -211,14 +212,18 @@ static void calc_choices(const report_in *in, report_sum *s)
         int granted = !strcmp(st, "granted");
         if (!strcmp(op, "auto") && granted) {
             s->auto_granted++;
+            const json_t *pref = json_object_get(r, "pref");
             const char *first = json_string_value(json_object_get(in->first_pref, jstr(r, "id") ? jstr(r, "id") : ""));
-            if (first) { s->auto_known++; s->auto_first += item && !strcmp(first, item); }
+            if (json_is_integer(pref)) { s->auto_known++; s->auto_first += json_integer_value(pref) == 1; }
+            else if (first) { s->auto_known++; s->auto_first += item && !strcmp(first, item); }
         } else if (!strcmp(op, "group")) {
             if (!granted) { s->group_rejected += !strcmp(st, "rejected"); continue; }
             s->group_granted++;
             s->group_members += (int64_t)json_array_size(json_object_get(r, "members"));
+            const json_t *pref = json_object_get(r, "pref");
             const char *g = jstr(r, "group"), *first = g ? json_string_value(json_object_get(in->group_prefs, g)) : NULL;
-            if (first) { s->group_known++; s->group_first += item && !strcmp(first, item); }
+            if (json_is_integer(pref)) { s->group_known++; s->group_first += json_integer_value(pref) == 1; }
+            else if (first) { s->group_known++; s->group_first += item && !strcmp(first, item); }
         }
     }
 }
@@ -303,8 +308,8 @@ static void text_people(FILE *f, const report_sum *s)
         fprintf(f, "first choice (auto): %" PRId64 " of %" PRId64 " grants (%.0f%%)\n", s->auto_first, s->auto_known,
                 pct(s->auto_first, s->auto_known));
     else
-        fprintf(f, "first choice (auto): %" PRId64 " auto grants; not known (results do not carry prefs: "
-                   "give --requests FILE)\n", s->auto_granted);
+        fprintf(f, "first choice (auto): %" PRId64 " auto grants; not known (results without `pref`, from "
+                   "before it was written: give --requests FILE)\n", s->auto_granted);
     fprintf(f, "groups placed whole: %" PRId64 " (%" PRId64 " members), %" PRId64 " group requests rejected\n",
             s->group_granted, s->group_members, s->group_rejected);
     if (s->group_known)

@@ -202,8 +202,8 @@ static void people_section(FILE *f, const report_sum *s)
         fprintf(f, "<tr><th>first choice (auto)</th><td>%" PRId64 " of %" PRId64 " grants (%.0f%%)</td></tr>\n",
                 s->auto_first, s->auto_known, 100.0 * (double)s->auto_first / (double)s->auto_known);
     else
-        fprintf(f, "<tr><th>first choice (auto)</th><td>%" PRId64 " auto grants; not known: results do not carry prefs "
-                   "(allocctl report --requests FILE)</td></tr>\n", s->auto_granted);
+        fprintf(f, "<tr><th>first choice (auto)</th><td>%" PRId64 " auto grants; not known: results without "
+                   "<code>pref</code>, from before it was written (allocctl report --requests FILE)</td></tr>\n", s->auto_granted);
     fprintf(f, "<tr><th>groups placed whole</th><td>%" PRId64 " groups, %" PRId64 " members; %" PRId64
                " group requests rejected</td></tr>\n", s->group_granted, s->group_members, s->group_rejected);
     if (s->group_known)
