@@ -7,15 +7,10 @@
 #include <cmocka.h>
 
 #include "core/idfilter.h"
+#include "core/splitmix64.h"
 
-static uint64_t next(uint64_t *s)
-{
-    /* splitmix64: well-spread 64-bit values, like the keyed hashes */
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+/* well-spread 64-bit values, like the keyed hashes */
+static uint64_t next(uint64_t *s) { return splitmix64_next(s); }
 
 static void test_empty_says_no(void **state)
 {

@@ -105,18 +105,25 @@ static void test_generator_matches_replay(void **state)
     assert_memory_equal(perm, want_perm, sizeof perm);
 }
 
+/* Users a..e, b throttled; a sends three requests, the others one; the
+ * seed SEED in s. */
+static void five_users(lottery *l, uint8_t s[LOTTERY_SEED_LEN])
+{
+    assert_int_equal(lottery_seed_parse(SEED, s), 0);
+    lottery_init(l, 7);
+    const char *reqs[] = { "a", "b", "a", "c", "d", "a", "e" };
+    for (size_t i = 0; i < 7; i++) assert_int_equal(lottery_add_request(l, reqs[i]), 0);
+    assert_int_equal(lottery_mark_throttled(l, "b"), 1);
+}
+
 /* Users a..e, b throttled; a sends three requests, the others one:
  * the replay gives e a c d b, and a's requests come together, in a's order. */
 static void test_draw_groups_users(void **state)
 {
     (void)state;
     uint8_t s[LOTTERY_SEED_LEN];
-    assert_int_equal(lottery_seed_parse(SEED, s), 0);
     lottery l;
-    lottery_init(&l, 7);
-    const char *reqs[] = { "a", "b", "a", "c", "d", "a", "e" };
-    for (size_t i = 0; i < 7; i++) assert_int_equal(lottery_add_request(&l, reqs[i]), 0);
-    assert_int_equal(lottery_mark_throttled(&l, "b"), 1);
+    five_users(&l, s);
     assert_int_equal(lottery_mark_throttled(&l, "b"), 0);
     assert_int_equal(lottery_mark_throttled(&l, "z"), 1);  /* throttled, nothing kept: no ticket */
     assert_int_equal(lottery_ticket_count(&l), 5);
@@ -141,12 +148,8 @@ static void test_draw_by_points(void **state)
 {
     (void)state;
     uint8_t s[LOTTERY_SEED_LEN];
-    assert_int_equal(lottery_seed_parse(SEED, s), 0);
     lottery l;
-    lottery_init(&l, 7);
-    const char *reqs[] = { "a", "b", "a", "c", "d", "a", "e" };
-    for (size_t i = 0; i < 7; i++) assert_int_equal(lottery_add_request(&l, reqs[i]), 0);
-    assert_int_equal(lottery_mark_throttled(&l, "b"), 1);
+    five_users(&l, s);
     assert_int_equal(lottery_set_points(&l, "c", 30), 0);
     assert_int_equal(lottery_set_points(&l, "d", 30), 0);
     assert_int_equal(lottery_set_points(&l, "e", 10), 0);
