@@ -60,7 +60,7 @@ typedef struct campus_student {
     /* ROLE_SINGLE: the request */
     int prefs[CAMPUS_PREFS], n_prefs;
     int filter;         /* FILTER_* */
-    int wait;           /* "wait": true */
+    int wait;           /* joins the waitlist if the draw gives no room */
     int choose;         /* a room tried with `choose` first, -1: none */
     int withdraw;       /* releases the bed later, if placed */
     int swap_with;      /* the friend to trade beds with; -1 none, -2 offered to (never answers) */
@@ -108,7 +108,7 @@ void campus_free(campus *c);
 int campus_may_hold(const campus_student *s, const campus_room *r, char with);
 
 /* Writes the round's files into dir (which must exist), for batch b:
- * rooms.json, profiles.csv, staff.jsonl, early.jsonl, form.jsonl,
+ * rooms.json, profiles.csv, staff.jsonl, early.jsonl, wait.jsonl, form.jsonl,
  * place.jsonl, later.jsonl and campus.txt (round.h says what each is).
  * 0, or -1 with a message on stderr. */
 int campus_write(const campus *c, const char *dir);

@@ -28,8 +28,8 @@ static const char USAGE[] =
 "\n"
 "gen writes a campus of N students (default 3000: 1,200 rooms in six buildings;\n"
 "rooms scale with N) into DIR: rooms.json, profiles.csv, the request streams\n"
-"(staff, early, form, place, later .jsonl) and campus.txt. The same seed and N\n"
-"give the same files.\n"
+"(staff, early, wait, form, place, later .jsonl) and campus.txt. The same seed\n"
+"and N give the same files.\n"
 "\n"
 "round runs the round of DIR on allocd: against --redis URL (an allocd must serve\n"
 "it), or on a private redis-server and --allocd PATH that it starts and stops\n"
@@ -38,7 +38,7 @@ static const char USAGE[] =
 "exits 0 when every check holds, 1 when one does not, 3 when Redis, allocd or\n"
 "allocctl could not be used, 4 when DIR's files are missing or bad.\n"
 "  --batch B      batch id (default housing); --prefix P key prefix (default alloc)\n"
-"  --open-in MS   the opening, MS after the batch is created (default 4000): every\n"
+"  --open-in MS   the opening, MS after the batch is created (default 5000): every\n"
 "                 early request must be read before it\n"
 "  --quiet        only the figures and checks\n";
 
@@ -85,7 +85,7 @@ static int cmd_gen(int argc, char **argv)
 
 static int cmd_round(int argc, char **argv, const char *argv0)
 {
-    round_opts o = { .prefix = "alloc", .batch = "housing", .open_in_ms = 4000 };
+    round_opts o = { .prefix = "alloc", .batch = "housing", .open_in_ms = 5000 };
     char *allocd = beside(argv0, "allocd"), *allocctl = beside(argv0, "allocctl");
     o.allocd = allocd;
     o.allocctl = allocctl;

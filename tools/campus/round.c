@@ -97,39 +97,39 @@ static int setup(rctx *r, long long *opens_at)
     return rc == 0 ? 0 : -1;
 }
 
-/* Staff placements, then everyone's early requests, all before the
- * opening: the pool must hold every early request when it is drawn. */
+/* Everyone's early requests, then the staff placements, all before the
+ * opening: the pool must hold every early request when it is drawn, and
+ * the draw must find the staff's beds taken. The early requests go first
+ * because they only need allocd to serve the batch, while the staff's
+ * checks need the profiles read (allocd holds an edit of them for every
+ * request dequeued 1.5 s after it: docs/PROTOCOL.md, 11.2). */
 static int phase_pool(rctx *r, const rlines *staff, const rlines *early, long long opens_at)
 {
-    for (int i = 0; i < 100 && !rio_stat_str(r, "state"); i++) proc_sleep_ms(100);
-    char *state = rio_stat_str(r, "state");
+    char *state = NULL;
+    for (int i = 0; i < 100 && !(state = rio_stat_str(r, "state")); i++) proc_sleep_ms(100);
     if (!state) {
         fprintf(stderr, "alloccampus: allocd does not serve batch %s after 10 s\n", r->o->batch);
         return -1;
     }
     free(state);
-    /* allocd holds an edit of the profiles for every request dequeued 1.5 s
-     * after it (docs/PROTOCOL.md 11.2): the staff's checks need them */
+    rio_say(r, "2. before the opening %lld students ask alone (auto with 3 preferences and most with a filter: "
+               "any single, or any bed, they may hold) and %lld group leaders invite their roommates and set the "
+               "group's preferences: %zu requests, all kept for the draw", rio_campus(r, "singles"),
+            rio_campus(r, "groups"), early->n);
+    if (rio_push(r, RK_QUEUE, early->text, early->n) < 0) return -1;
+    r->expected -= (long long)early->n;   /* no results before the opening */
     while (proc_now_ms() < r->profiles_at + PROFILES_READ_MS) proc_sleep_ms(20);
-    rio_say(r, "2. staff place %lld RAs, %lld students with accessibility needs and %lld transfers, before the "
+    rio_say(r, "3. staff place %lld RAs, %lld students with accessibility needs and %lld transfers, before the "
                "opening (assign on the ctl list)", rio_campus(r, "ras"), rio_campus(r, "access_staff"),
             rio_campus(r, "transfers"));
     if (rio_push(r, RK_CTL, staff->text, staff->n) < 0 || rio_wait(r, "staff placements", PHASE_TIMEOUT_S) < 0)
         return -1;
     tally(r, staff, "staff");
-    rio_say(r, "3. before the opening %lld students ask alone (auto with 3 preferences and most with a filter: "
-               "any single, or any bed, they may hold) and %lld group leaders invite their roommates and set the group's preferences:",
-            rio_campus(r, "singles"), rio_campus(r, "groups"));
-    rio_say(r, "   %zu requests, all kept for the draw", early->n);
-    if (rio_push(r, RK_QUEUE, early->text, early->n) < 0) return -1;
-    r->expected -= (long long)early->n;   /* no results before the opening */
-    while (rio_stat(r, "early_kept") < (long long)early->n) {
-        if (proc_now_ms() >= opens_at) {
-            rio_fail(r, "only %lld of the %zu early requests were kept before the opening: give more time "
-                        "(--open-in)", rio_stat(r, "early_kept"), early->n);
-            return -1;
-        }
-        proc_sleep_ms(20);
+    while (rio_stat(r, "early_kept") < (long long)early->n && proc_now_ms() < opens_at) proc_sleep_ms(20);
+    if (proc_now_ms() >= opens_at) {
+        rio_fail(r, "the opening came before the staff placements and the pool were done (%lld of %zu early "
+                    "requests kept): give more time with --open-in", rio_stat(r, "early_kept"), early->n);
+        return -1;
     }
     char *commit = rio_stat_str(r, "lottery_commit");
     rio_fact(r, "pool: %lld requests from %lld students, commitment %s (SHA-256 of the seed, public now)",
@@ -285,7 +285,7 @@ static int phase_close(rctx *r)
     char *close[] = { "{\"id\":\"c-close\",\"op\":\"close\"}" };
     if (rio_push(r, RK_CTL, close, 1) < 0 || rio_wait(r, "close", PHASE_TIMEOUT_S) < 0) return -1;
     for (int i = 0; i < 500 && (rio_stat(r, "waiting") > 0 || rio_stat(r, "swap_offers") > 0); i++) proc_sleep_ms(20);
-    rio_fact(r, "closed: %lld waitlist places and %lld swap offers ended (%.1f s into the round)", waiting, offers,
+    rio_fact(r, "closed: ended %lld waitlist places and %lld swap offers (%.1f s into the round)", waiting, offers,
              rio_elapsed(r));
     return 0;
 }

@@ -4,19 +4,20 @@
  *   1. the office creates the batch (`allocctl batch create`: early
  *      shuffle, draw by points, groups that fill a room) and loads the
  *      profiles (`allocctl profiles load`);
- *   2. staff place RAs, accommodations and transfers (staff.jsonl, `assign`
- *      on P:{B}:ctl, served before the opening);
- *   3. before the opening every student sends their requests (early.jsonl):
+ *   2. before the opening every student sends their requests (early.jsonl):
  *      those asking alone an `auto`, group leaders `invite` and `prefs`;
  *      all of it is kept for the draw, which at the opening orders the
  *      students by points and at random within equal points;
- *   4. the invited accept or decline, some groups edit their preferences
+ *   3. staff place RAs, accommodations and transfers (staff.jsonl, `assign`
+ *      on P:{B}:ctl), once allocd has read the profiles, before the opening;
+ *   4. who found no room may join the waitlist (wait.jsonl), in draw order;
+ *   5. the invited accept or decline, some groups edit their preferences
  *      (form.jsonl), then each group asks for its room (place.jsonl) in the
  *      order of its leader's place in the draw -- the group's turn;
- *   5. accommodations end (`unassign`), students withdraw (`release`) and
+ *   6. accommodations end (`unassign`), students withdraw (`release`) and
  *      friends trade beds (`swap`) (later.jsonl), each sent only by a
  *      student who holds a bed then; freed beds go to the waitlist;
- *   6. the office closes the batch, and checks the round: `allocctl
+ *   7. the office closes the batch, and checks the round: `allocctl
  *      verify` (the log replayed, every holder against the rules),
  *      `allocctl lottery verify` (the draw replayed), every group whole
  *      or absent, every student with an outcome; then the figures
