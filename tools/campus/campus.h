@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { CAMPUS_BUILDINGS = 6, CAMPUS_PREFS = 3, CAMPUS_FULL = 3000, CAMPUS_MAX_STUDENTS = 100000 };
+enum { CAMPUS_BUILDINGS = 6, CAMPUS_PREFS = 3, CAMPUS_FULL = 3000, CAMPUS_MAX_STUDENTS = 20000 };
 
 /* What a student is in the round. */
 typedef enum {

@@ -271,7 +271,7 @@ int campus_generate(campus *c, uint64_t seed, int n)
     if (n < 30 || n > CAMPUS_MAX_STUDENTS) return -1;
     c->rng = seed;
     c->n_students = n;
-    size_t rooms = (size_t)n, staff = (size_t)n / 10 + 16;
+    size_t rooms = (size_t)n + 64, staff = (size_t)n / 10 + 16;
     c->s = calloc((size_t)n, sizeof *c->s);
     c->r = calloc(rooms, sizeof *c->r);
     c->g = calloc((size_t)n / 2 + 1, sizeof *c->g);

@@ -62,9 +62,13 @@ static void tally(rctx *r, const rlines *l, const char *label)
         size_t len = 0;
         const char *what;
         json_t *n;
-        json_object_foreach(m, what, n)
-            len += (size_t)snprintf(buf + len, sizeof buf - (len < sizeof buf ? len : sizeof buf), "%s%lld %s",
-                                    len ? ", " : "", (long long)json_integer_value(n), what);
+        buf[0] = '\0';
+        json_object_foreach(m, what, n) {
+            if (len >= sizeof buf - 1) break;
+            int k = snprintf(buf + len, sizeof buf - len, "%s%lld %s", len ? ", " : "",
+                             (long long)json_integer_value(n), what);
+            len += k > 0 ? (size_t)k : 0;
+        }
         rio_fact(r, "%s %s: %s", label, op, buf);
     }
     json_decref(by_op);

@@ -229,9 +229,9 @@ json_t *rio_hmget(rctx *r, int k, const char *const *fields, size_t n)
 
 int rio_allocctl(rctx *r, char **out, int show, const char *const *args)
 {
-    const char *argv[24] = { r->o->allocctl, "--redis", r->url, "--prefix", r->o->prefix };
+    const char *argv[32] = { r->o->allocctl, "--redis", r->url, "--prefix", r->o->prefix };
     size_t n = 5;
-    for (size_t i = 0; args[i] && n < 23; i++) argv[n++] = args[i];
+    for (size_t i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
     argv[n] = NULL;
     if (show && !r->o->quiet) {
         printf("\n  $ allocctl");
