@@ -109,30 +109,33 @@ static json_t *results_by_user(json_t *results)
     return by;
 }
 
+/* Per member: their group's leader. */
+static json_t *leaders_by_member(json_t *groups)
+{
+    json_t *by = json_object(), *g, *u;
+    const char *gid;
+    size_t i;
+    json_object_foreach(groups, gid, g)
+        json_array_foreach(json_object_get(g, "members"), i, u)
+            json_object_set(by, json_string_value(u), json_object_get(g, "leader"));
+    return by;
+}
+
 /* The reason their group's request got, for a member of a group that
  * holds no room. */
-static const char *group_reason(json_t *groups, json_t *by_user, const char *user)
+static const char *group_reason(json_t *leaders, json_t *by_user, const char *user)
 {
-    const char *gid;
-    json_t *g, *u;
-    size_t i;
-    json_object_foreach(groups, gid, g) {
-        json_array_foreach(json_object_get(g, "members"), i, u) {
-            if (strcmp(json_string_value(u), user)) continue;
-            const char *lead = jstr(g, "leader");
-            const json_t *x = json_object_get(json_object_get(by_user, lead ? lead : ""), "gr");
-            return x && jstr(x, "reason") ? jstr(x, "reason") : NULL;
-        }
-    }
-    return NULL;
+    const char *lead = json_string_value(json_object_get(leaders, user));
+    const json_t *x = lead ? json_object_get(json_object_get(by_user, lead), "gr") : NULL;
+    return x ? jstr(x, "reason") : NULL;
 }
 
 /* Why a student without a bed has none, or NULL when nothing says. */
-static const char *why_not(json_t *ops, json_t *groups, json_t *by_user, const char *user)
+static const char *why_not(json_t *ops, json_t *leaders, json_t *by_user, const char *user)
 {
     if (json_object_get(ops, "wd")) return "withdrew (released their bed)";
     if (json_object_get(ops, "c-un")) return "accommodation ended (unassigned by staff)";
-    const char *g = group_reason(groups, by_user, user);
+    const char *g = group_reason(leaders, by_user, user);
     if (g) return !strcmp(g, "no_room") ? "their group found no room they may hold (no_room)" : g;
     const json_t *w = json_object_get(ops, "wl"), *a = json_object_get(ops, "au");
     const char *reason = jstr(w ? w : a, "reason");
@@ -192,7 +195,7 @@ typedef struct tallies {
 } tallies;
 
 static void tally_student(rctx *r, tallies *t, const char *user, long long points, json_t *held, json_t *ops,
-                          json_t *groups, json_t *by_user, json_t *capacity)
+                          json_t *leaders, json_t *by_user, json_t *capacity)
 {
     band *b = t->n_bands < 16 ? band_of(t->bands, &t->n_bands, points) : &t->bands[15];
     b->students++;
@@ -209,7 +212,7 @@ static void tally_student(rctx *r, tallies *t, const char *user, long long point
         b->single += !staff && json_integer_value(json_object_get(capacity, jstr(held, "item"))) == 1;
         return;
     }
-    const char *why = why_not(ops, groups, by_user, user);
+    const char *why = why_not(ops, leaders, by_user, user);
     if (!why) {
         if (t->unknown++ < 5) rio_fail(r, "%s holds no bed and no result says why", user);
         return;
@@ -238,15 +241,18 @@ static void print_outcomes(rctx *r, tallies *t, size_t n)
 
 static void check_outcomes(rctx *r, json_t *results, json_t *holders, json_t *groups, json_t *capacity)
 {
-    json_t *by_user = results_by_user(results), *all = students(r);
+    json_t *by_user = results_by_user(results), *all = students(r), *leaders = leaders_by_member(groups);
+    json_t *none = json_object();
     tallies t = { .why = json_object() };
     const char *u;
     json_t *pts;
     json_object_foreach(all, u, pts) {
         json_t *ops = json_object_get(by_user, u);
-        tally_student(r, &t, u, json_integer_value(pts), json_object_get(holders, u), ops ? ops : json_object(),
-                      groups, by_user, capacity);
+        tally_student(r, &t, u, json_integer_value(pts), json_object_get(holders, u), ops ? ops : none, leaders,
+                      by_user, capacity);
     }
+    json_decref(none);
+    json_decref(leaders);
     if ((long long)json_object_size(all) != rio_campus(r, "students"))
         rio_fail(r, "profiles.csv lists %zu students, campus.txt %lld", json_object_size(all), rio_campus(r, "students"));
     print_outcomes(r, &t, json_object_size(all));
