@@ -26,7 +26,7 @@ tests-build: $(CAMPUS_BIN)
 # Built quietly, as `make run` is (the compiler's lines go to a log), and
 # only the three programs it runs.
 run-housing: deps
-	@mkdir -p $(BUILD); \
+	@mkdir -p $(BUILD) $(HOUSING_DIR); \
 	if $(MAKE) --no-print-directory $(ALLOCD) $(BUILD)/allocctl $(CAMPUS_BIN) > $(BUILD)/run-housing-build.log 2>&1; then \
 	  n=$$(grep -c -- ' -c .* -o ' $(BUILD)/run-housing-build.log); \
 	  if [ "$$n" -gt 0 ]; then echo "make run-housing: built $$n files into $(BUILD)/ (compiler output: $(BUILD)/run-housing-build.log)"; fi; \
