@@ -243,6 +243,7 @@ static void finish(engine *e, size_t i, const engine_result *res, int served, in
     ALLOC_ASSERT(w && res->status != STATUS_WAITING && res->status != STATUS_NONE);
     e->wl[i] = NULL;
     w->res = *res;
+    w->res.wait_no = w->no;     /* the final result says it came from the waitlist */
     engine_counters *c = &e->counters;
     c->waiting--;
     if (served) c->wait_served++;

@@ -64,6 +64,7 @@ static void result_fields(jsonw *w, const request *q, const engine_result *res)
     }
     /* a waitlist place; a swap offer (9.3) has none */
     if (res->status == STATUS_WAITING && res->wait_no) records_waiting_fields(w, res);
+    else if (res->wait_no) jsonw_kint(w, "wait_no", res->wait_no);   /* decided from the waitlist */
 }
 
 void records_result(jsonw *w, const request *q, const engine_result *res,
@@ -282,6 +283,8 @@ void records_wait_entry(jsonw *w, const engine_result *res, const char *why,
     jsonw_kint(w, "at", at);
     jsonw_kstr(w, "why", why);
     jsonw_kint(w, "seq", seq);
+    if (r->draw) jsonw_kint(w, "draw", r->draw);       /* a pool request (9.1) */
+    if (r->has_points) jsonw_kint(w, "points", r->points);
     jsonw_key(w, "req");
     records_request(w, r);
     jsonw_obj_end(w);

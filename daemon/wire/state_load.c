@@ -250,6 +250,9 @@ int state_load_wait(engine *e, const char *id, const char *json, size_t len,
             snprintf(err, errlen, "waitlist '%s': the request does not parse: %s", id, q.error);
         } else {
             q.r.seq = json_integer_value(seq);
+            json_t *draw = json_object_get(doc, "draw"), *points = json_object_get(doc, "points");
+            if (json_is_integer(draw) && json_integer_value(draw) > 0) q.r.draw = json_integer_value(draw);
+            if (json_is_integer(points)) { q.r.points = json_integer_value(points); q.r.has_points = 1; }
             rc = engine_wait_load(e, &q.r, json_integer_value(no), json_integer_value(at), why);
             if (rc < 0) snprintf(err, errlen, "waitlist '%s' rejected by the engine (%d)", id, rc);
         }

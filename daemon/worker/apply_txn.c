@@ -151,12 +151,12 @@ static void fence_mark(argbuf *a, const char *const keys[FENCE_NKEYS], size_t fi
  * JSON is written straight into the transaction (through argbuf's scratch
  * buffer), once per result. */
 /* A pool request's result: its place in the draw and, with draw_by=points,
- * the points recorded for its ticket (contract 11.3). */
+ * the points recorded for its ticket (contract 11.3), as pool_chunk put
+ * them in the request. */
 static void drawn_result(argbuf *a, const apply_txn_ctx *c, const chunk_item *it)
 {
-    int64_t points;
-    int has = c->pool && it->q.r.user && lottery_pool_points_of(c->pool, it->q.r.user, &points);
-    records_result_drawn(&a->data, &it->q, &it->res, it->seq, c->now, it->draw, has ? &points : NULL);
+    const engine_request *r = &it->q.r;
+    records_result_drawn(&a->data, &it->q, &it->res, it->seq, c->now, it->draw, r->has_points ? &r->points : NULL);
 }
 
 static void add_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch)
@@ -210,7 +210,9 @@ static void add_waitlist(argbuf *a, const apply_txn_ctx *c, const chunk *ch, con
         q.op_name = engine_op_name(r->op);
         argbuf_str(a, r->id);
         size_t start = argbuf_begin(a);
-        records_result(&a->data, &q, &res, r->seq, c->now);
+        /* a pool request keeps its draw (9.1) through the waitlist */
+        if (r->draw) records_result_drawn(&a->data, &q, &res, r->seq, c->now, r->draw, r->has_points ? &r->points : NULL);
+        else records_result(&a->data, &q, &res, r->seq, c->now);
         argbuf_end(a, start);
     }
     cmd_close(a);

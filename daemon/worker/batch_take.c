@@ -446,7 +446,10 @@ static void pool_chunk(batch_worker *w)
         int64_t seq, draw;
         lottery_pool_at(&w->pool, j, &raw, &len, &seq, &draw);
         if (add_request(w, ch, raw, len, seq) < 0) { batch__fail(w, "lottery", "out of memory"); return; }
-        ch->items[ch->n_items - 1].draw = draw;
+        chunk_item *it = &ch->items[ch->n_items - 1];
+        it->draw = draw;
+        it->q.r.draw = draw;    /* carried through the waitlist (engine.h) */
+        it->q.r.has_points = it->q.r.user && lottery_pool_points_of(&w->pool, it->q.r.user, &it->q.r.points);
     }
     ch->taken_at = uv_hrtime();
     if (k == 0) { ch->state = CS_DEDUPED; batch__advance(w); } /* an empty pool: record the end */

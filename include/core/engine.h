@@ -116,6 +116,11 @@ typedef struct engine_request {
     int wait;                  /* "wait":true: join the waitlist instead of
                                   sold_out/room_full/no_room (core/engine_wait.h) */
     int check;                 /* assign: "check":true, eligibility (11.2) applies */
+    /* A pool request's place in the opening draw and its points (9.1,
+     * 11.3): carried, never read by the engine, so that a result the
+     * waitlist decides later still carries them. draw 0: not drawn. */
+    int64_t draw, points;
+    int has_points;
 } engine_request;
 
 typedef enum {
@@ -159,7 +164,8 @@ typedef struct engine_result {
     int64_t retry_at;       /* rejected/throttled: ms the penalty ends */
     int64_t opens_at;       /* rejected/not_open: ms the user may be served */
     int64_t wait_pos;       /* waiting: place on the waitlist when it joined, 1 = first */
-    int64_t wait_no;        /* waiting: its ticket on the waitlist, batch-wide */
+    int64_t wait_no;        /* waiting, and the final result the waitlist gave:
+                               its ticket on the waitlist, batch-wide */
     const char *by;         /* "staff" for assign/unassign (11.5), else NULL */
     int64_t pref;           /* auto/group grant: the room's place in prefs, 1 =
                                first choice; 0 = found by the filter */

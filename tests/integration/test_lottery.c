@@ -311,11 +311,50 @@ static void test_kill9_while_collecting_and_serving(void **state)
     free(commit);
 }
 
+/* A pool request with "wait":true that finds no bed waits (9.5); served
+ * from the waitlist after a release, its final result keeps the draw
+ * (9.1) and says it came from the waitlist (wait_no), and lottery verify
+ * still matches: the waitlist's later grant is no break of the order.
+ * Also across a restart while it waits (the draw rides in P:{B}:waitlist). */
+static void test_pool_request_served_from_waitlist(void **state)
+{
+    fixture *f = *state;
+    long long opens = harness_now_ms() + 1500;
+    itest_cmd(f->c, "HSET alloc:{wl}:meta kind room opens_at %lld early shuffle", opens);
+    itest_cmd(f->c, "HSET alloc:{wl}:capacity R1 1");
+    itest_cmd(f->c, "SADD alloc:batches wl");
+    itest_start(f, CONF);
+    itest_push(f, "wl", "{\"id\":\"a\",\"user\":\"ua\",\"op\":\"choose\",\"room\":\"R1\",\"wait\":true}");
+    itest_push(f, "wl", "{\"id\":\"b\",\"user\":\"ub\",\"op\":\"choose\",\"room\":\"R1\",\"wait\":true}");
+    wait_stat(f, "wl", "early_kept", 2, ms_until(opens));
+    wait_opening(opens);
+    assert_int_equal(harness_wait_hlen(f->c, "alloc:{wl}:results", 2, 10000), 2);
+    wait_stat(f, "wl", "waiting", 1, 5000);
+    const char *won = proc_int(f->c, "HEXISTS alloc:{wl}:holders ua") ? "ua" : "ub";
+    const char *lost = strcmp(won, "ua") ? "a" : "b";
+    json_t *w = itest_result(f, "wl", lost);
+    assert_string_equal(itest_jstr(w, "status"), "waiting");
+    assert_int_equal(itest_jint(w, "draw"), 2);
+    json_decref(w);
+    /* a restart while it waits: the draw is read back from the waitlist */
+    assert_int_equal(harness_allocd_stop(&f->allocd), 0);
+    itest_start(f, CONF);
+    itest_push(f, "wl", "{\"id\":\"rel\",\"user\":\"%s\",\"op\":\"release\"}", won);
+    wait_stat(f, "wl", "wait_served", 1, 5000);
+    json_t *r = itest_result(f, "wl", lost);
+    assert_string_equal(itest_jstr(r, "status"), "granted");
+    assert_int_equal(itest_jint(r, "draw"), 2);
+    assert_int_equal(itest_jint(r, "wait_no"), 1);
+    json_decref(r);
+    assert_verify_matches(f, "wl", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         ITEST_CASE(test_spammer_is_one_ticket_drawn_last),
         ITEST_CASE(test_kill9_while_collecting_and_serving),
+        ITEST_CASE(test_pool_request_served_from_waitlist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
