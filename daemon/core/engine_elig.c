@@ -318,7 +318,8 @@ size_t engine_profile_bytes(const engine *e)
 /* ---------------------------------------------------------------- item rules */
 
 /* Calls fn for each element of a canonical JSON array (or the one value),
- * NUL-terminated in buf. 0, or -EINVAL / -ENOMEM from fn. */
+ * NUL-terminated in buf (an element longer than buf is skipped). 0, or
+ * -ENOMEM from fn. */
 static int each_value(const char *v, char *buf, size_t cap,
                       int (*fn)(void *ctx, const char *value), void *ctx)
 {
@@ -334,11 +335,12 @@ static int each_value(const char *v, char *buf, size_t cap,
             else if (c == '[' || c == '{') depth++;
             else if (c == ']' || c == '}') depth--;
         }
-        if (n + 1 > cap) return -EINVAL;
-        memcpy(buf, s, n);
-        buf[n] = '\0';
-        int rc = fn(ctx, buf);
-        if (rc < 0) return rc;
+        if (n + 1 <= cap) {   /* longer: no profile value is, skipped */
+            memcpy(buf, s, n);
+            buf[n] = '\0';
+            int rc = fn(ctx, buf);
+            if (rc < 0) return rc;
+        }
         s += n + (s[n] == ',');
     }
     return 0;
@@ -349,6 +351,10 @@ typedef struct rule_ctx { engine_profiles *p; elig_rule *r; } rule_ctx;
 static int add_val(void *c, const char *value)
 {
     rule_ctx *x = c;
+    /* a value no profile can have (a float, an object, longer than
+     * value_ok takes) matches nobody: it adds no pair, and must not stop
+     * the rule's other values, nor the item's other rules, from loading */
+    if (!value_ok(value) || strlen(x->p->keys[x->r->key]) > ENGINE_ID_MAX) return 0;
     uint32_t q = pair_intern(x->p, x->r->key, value);
     uint32_t *v = realloc(x->r->vals, (x->r->n_vals + 1) * sizeof *v);
     if (q == NO_PAIR || !v) { if (v) x->r->vals = v; return -ENOMEM; }
