@@ -20,7 +20,7 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_TARGETS := request engine config items log_entry profile admin
+FUZZ_TARGETS := request engine config items log_entry profile
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -Iinclude -Itools -Itests \
                 -DALLOCD_SYSCONFDIR='"$(SYSCONFDIR)"' $(PKG_CFLAGS) $(PQ_CFLAGS)
