@@ -123,17 +123,19 @@ static int pair_text(char *buf, size_t cap, const char *key, const char *value)
     return 0;
 }
 
-/* A canonical JSON integer: -?digits, no leading zero, fits int64. */
+/* A canonical JSON integer: -?digits, no leading zero, fits int64
+ * (INT64_MIN too: jansson reads and writes it, so a profile may hold it). */
 static int json_int(const char *s, int64_t *out)
 {
-    const char *d = s + (*s == '-');
+    int neg = *s == '-';
+    const char *d = s + neg;
     if (!*d || (d[0] == '0' && d[1]) ) return 0;
-    int64_t v = 0;
+    uint64_t v = 0, max = (uint64_t)INT64_MAX + (uint64_t)neg;
     for (const char *c = d; *c; c++) {
-        if (*c < '0' || *c > '9' || v > (INT64_MAX - (*c - '0')) / 10) return 0;
-        v = v * 10 + (*c - '0');
+        if (*c < '0' || *c > '9' || v > (max - (uint64_t)(*c - '0')) / 10) return 0;
+        v = v * 10 + (uint64_t)(*c - '0');
     }
-    *out = *s == '-' ? -v : v;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return 1;
 }
 
@@ -484,19 +486,31 @@ void engine__elig_took(engine *e, const char *uid, uint32_t it, int64_t held_bef
     }
 }
 
+/* Whether user ui holds item it now (rooms: the bed; stock: a live order);
+ * with no_staff, only by a holding not placed by staff without check. */
+static int holds_item(const engine *e, uint32_t ui, uint32_t it, int no_staff)
+{
+    const user *u = &e->users[ui];
+    if (is_rooms(e)) return u->u.r.room == it && !(no_staff && (u->flags & USER_STAFF));
+    for (uint32_t o = 0; o < u->u.s.n_live; o++)
+        if (u->u.s.orders[o].item == it && !(no_staff && u->u.s.orders[o].staff)) return 1;
+    return 0;
+}
+
 /* The pair X of the holders of item it: the first holder (in user order)
- * whose profile has one. O(users): once per item after a load. */
+ * whose profile has one, taken from the holders the rule binds before the
+ * staff exceptions (placed without check): the load order is the store's,
+ * and an exception's value must not replace the others' (a reload would
+ * then let in a user who differs from them). O(users): once per item after
+ * a load. */
 static uint32_t holders_pair(const engine *e, uint32_t it, uint32_t key)
 {
-    for (size_t u = 0; u < e->n_users; u++) {
-        const user *us = &e->users[u];
-        int holds = 0;
-        if (is_rooms(e)) holds = us->u.r.room == it;
-        else
-            for (uint32_t o = 0; o < us->u.s.n_live && !holds; o++) holds = us->u.s.orders[o].item == it;
-        uint32_t x = holds ? profile_pair(e->prof, profile_find(e, us->id), key) : NO_PAIR;
-        if (x != NO_PAIR) return x;
-    }
+    for (int anyone = 0; anyone < 2; anyone++)
+        for (size_t u = 0; u < e->n_users; u++) {
+            if (!holds_item(e, (uint32_t)u, it, !anyone)) continue;
+            uint32_t x = profile_pair(e->prof, profile_find(e, e->users[u].id), key);
+            if (x != NO_PAIR) return x;
+        }
     return NO_PAIR;
 }
 
@@ -529,17 +543,6 @@ int engine_eligible(const engine *e, const char *uid, const char *item_id, engin
     const elig_rule *r = p->rules ? broken(e, f, it, p->capacity - p->free > 0) : NULL;
     why_of(e, f, r, why);
     return r == NULL;
-}
-
-/* Whether user ui holds item it now (rooms: the bed; stock: a live order);
- * with no_staff, only by a holding not placed by staff without check. */
-static int holds_item(const engine *e, uint32_t ui, uint32_t it, int no_staff)
-{
-    const user *u = &e->users[ui];
-    if (is_rooms(e)) return u->u.r.room == it && !(no_staff && (u->flags & USER_STAFF));
-    for (uint32_t o = 0; o < u->u.s.n_live; o++)
-        if (u->u.s.orders[o].item == it && !(no_staff && u->u.s.orders[o].staff)) return 1;
-    return 0;
 }
 
 int engine_holder_ok(const engine *e, const char *uid, const char *item_id, engine_elig_why *why)
