@@ -55,6 +55,8 @@ typedef struct options {
     int ol_runs;                  /* --open-loop-runs: runs per open-loop row (3) */
     int same_pairs;               /* --same-rate-pairs: open loop, both at Lua's 50% rate */
     const char *ol_designs;       /* --open-loop-designs (allocd,lua) */
+    int housing_pairs;            /* --scenario housing-elig: pairs of rows, eligibility off/on */
+    long profile_memory;          /* --profile-memory U: U users with and without profiles */
     int sweep[MAX_SWEEP], n_sweep;
     int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
     uint64_t seed;
@@ -111,5 +113,10 @@ void report_redis_version(const bench *b, char *buf, size_t len);
 const char *report_sched_name(const bench *b);
 /* Every table, RESULT line and TARGET line of the run. */
 void report_print(const bench *b);
+/* One TARGET line (MET / NOT MET / NOT MEASURED) saying what. */
+void report_target(const bench *b, const char *name, int measured, int met, const char *what);
+/* housing.c: the TARGET lines of --scenario housing-elig and
+ * --profile-memory, when they ran. */
+void housing_targets(const bench *b);
 
 #endif
