@@ -168,9 +168,9 @@ static int holds(const engine *e, const char *uid, int it, int *staff_only)
 /* Someone holds item it as placed by staff without check. */
 static int staff_on(const engine *e, int it)
 {
-    for (int u = 0; u < NU; u++) {
+    for (size_t u = 0; u < engine_user_count(e); u++) {
         engine_user_view v;
-        if (engine_user_view_get(e, users[u], &v) < 0) continue;
+        engine_user_view_at(e, u, &v);
         if (v.room && v.staff && !strcmp(v.room, items[it])) return 1;
         for (size_t i = 0; i < v.n_orders; i++)
             if (v.orders[i].staff && v.orders[i].item == (uint32_t)it) return 1;
