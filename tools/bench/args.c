@@ -279,7 +279,7 @@ static int parse_int_opts(options *o, int c, const char *v)
         return o->cl_masters[0] >= 1 && o->cl_masters[0] <= CB_MAX_NODES ? 0 : -1;
     case O_CL_INSTANCES: o->cl_instances[0] = atoi(v); return o->cl_instances[0] >= 1 && o->cl_instances[0] <= CB_MAX_INST ? 0 : -1;
     case O_RUNS: o->runs = atoi(v); return o->runs >= 1 && o->runs <= MAX_CL_RUNS ? 0 : -1;
-    case O_HOUSING_PAIRS: o->housing_pairs = atoi(v); return o->housing_pairs >= 1 && o->housing_pairs <= 16 ? 0 : -1;
+    case O_HOUSING_PAIRS: o->housing_pairs = atoi(v); return o->housing_pairs >= 1 && o->housing_pairs <= MAX_HOUSING_PAIRS ? 0 : -1;
     case O_PROFILE_MEMORY: o->profile_memory = atol(v); return o->profile_memory >= 1000 ? 0 : -1;
     }
     return 1; /* not an integer option */
