@@ -7,7 +7,13 @@
 #
 #   make bench            build, then the standard comparison (every TARGET line
 #                         except memory); BENCH_ARGS replaces its arguments
-#   make bench-memory     RSS per participant at one million participants
+#   make bench-memory     RSS per participant at one million participants, then
+#                         profile bytes per user: 100,000 users without and with
+#                         a five-attribute profile (issue 35, <= 100 B/user)
+#   make bench-housing    issue 35's housing round, eligibility off and on (the
+#                         same rooms, users and requests; profiles for all and
+#                         only_X/same_X rules on 9 rooms in 10), 3 pairs, the
+#                         order alternating: decisions/s and its ratio (<= 10%)
 #   make bench-scaling    stock at chunk 64/256/1024/4096
 #   make bench-groups     issue 13's housing round: 20,000 students in groups of
 #                         1-4 formed by invitation (groups-formed) for 5,000
@@ -43,7 +49,8 @@ $(BUILD)/allocbench: $(BENCH_OBJ) $(PROC_OBJ)
 $(BUILD)/allocbench: LDLIBS += -lpthread $(LIBS_ALL) $(PKG_LIBS)
 
 BENCH_ARGS ?= --targets
-BENCH_MEMORY_ARGS ?= --scenario stock --users 1000000 --requests 1000000 --memory
+BENCH_MEMORY_ARGS ?= --scenario stock --users 1000000 --requests 1000000 --memory --profile-memory 100000
+BENCH_HOUSING_ARGS ?= --scenario housing-elig --housing-pairs 3 --requests 200000
 BENCH_SCALING_ARGS ?= --scenario stock --chunk-sweep 64,256,1024,4096
 BENCH_CLUSTER_ARGS ?= --cluster-sweep 1x1,3x3,3x1 --batches 6 --requests 200000 --runs 2
 
@@ -52,7 +59,7 @@ BENCH_GROUPS_ARGS ?= --scenario groups,groups-formed --requests 26000 --mode bot
 BENCH_E2E_ARGS ?=
 BENCH_OPENLOOP_ARGS ?= --e2e-pairs 3 --open-loop-runs 9
 
-.PHONY: bench bench-memory bench-scaling bench-cluster bench-tickets bench-e2e bench-openloop bench-groups
+.PHONY: bench bench-memory bench-scaling bench-cluster bench-tickets bench-e2e bench-openloop bench-groups bench-housing
 bench: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_ARGS)
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_TICKETS_ARGS)
@@ -65,6 +72,9 @@ bench-tickets: $(ALLOCD) $(BUILD)/allocbench
 
 bench-memory: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_MEMORY_ARGS)
+
+bench-housing: $(ALLOCD) $(BUILD)/allocbench
+	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_HOUSING_ARGS)
 
 bench-scaling: $(ALLOCD) $(BUILD)/allocbench
 	$(BUILD)/allocbench --allocd $(ALLOCD) $(BENCH_SCALING_ARGS)

@@ -2,7 +2,11 @@
 #
 # Targets: request (request_parse, both grammars, every op of contract v2 in
 # the dict and the corpus), engine, config (base/config: the file parser,
-# file:line errors, ranges) and items (allocctl's CSV/JSON item loaders).
+# file:line errors, ranges), items (allocctl's CSV/JSON item loaders),
+# log_entry (the P:{B}:log decoder on hostile entries), profile (profiles
+# and only_X/same_X attrs, against a reference decided from the JSON) and
+# admin (ctl commands, assign/unassign above all, on an engine with rooms,
+# groups and profiles, its invariants and a reload checked after each).
 # tests/fuzz/fuzz_request.c (request_parse, both grammars, + wire/records) and
 # tests/fuzz/fuzz_engine.c (operation sequences on a small engine, with the
 # invariants checked after each one) are built two ways:
@@ -20,7 +24,7 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_TARGETS := request engine config items log_entry
+FUZZ_TARGETS := request engine config items log_entry profile admin
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -Iinclude -Itools -Itests \
                 -DALLOCD_SYSCONFDIR='"$(SYSCONFDIR)"' $(PKG_CFLAGS) $(PQ_CFLAGS)

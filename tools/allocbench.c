@@ -237,6 +237,58 @@ static void run_probe(bench *b)
     cleanup(b, batch);
 }
 
+/* One housing row (housing.c): n requests, one user each, a fresh daemon;
+ * what the batch is written with in `housing`. */
+static row *run_housing_row(bench *b, const char *mode, int housing, long n, int settle_rss)
+{
+    char batch[96], err[256];
+    row *r = new_row(b, SC_HOUSING, mode, b->opt.chunk);
+    if (!r || fresh_daemon(b, r->chunk) < 0) return NULL;
+    workload_init(&r->w, SC_HOUSING, n, n, b->opt.items, 0, b->opt.seed);
+    r->w.housing = housing;
+    next_batch(b, "housing", batch, sizeof batch);
+    run_opts ro = {
+        .target = &b->target, .w = &r->w, .prefix = b->opt.prefix, .batch = batch, .batches = 1,
+        .timeout_s = b->opt.timeout_s, .chunk = r->chunk, .allocd_pid = daemon_pid(b),
+        .redis_pid = b->redis_pid, .settle_rss = settle_rss,
+    };
+    fprintf(stderr, "allocbench: housing %s (%ld requests and users)...\n", mode, n);
+    r->has_a = 1;
+    r->a_ok = allocd_run(&ro, &r->a, err, sizeof err) == 0;
+    if (!r->a_ok) fprintf(stderr, "allocbench: housing run failed: %s\n", err);
+    cleanup(b, batch);
+    return r;
+}
+
+/* --scenario housing-elig: pairs of the same round without eligibility and
+ * with it (profiles for every user, rules on most rooms), every other pair
+ * in reverse; the rows stay in (off, on) order for the target. */
+static void run_housing(bench *b)
+{
+    for (int i = 0; i < b->opt.housing_pairs && b->n_rows + 2 <= MAX_ROWS; i++) {
+        int first = b->n_rows;
+        for (int k = 0; k < 2; k++) {
+            int on = i % 2 ? !k : k;
+            run_housing_row(b, on ? "elig-on" : "elig-off", on ? HOUSING_PROFILES | HOUSING_RULES : 0,
+                            b->opt.requests, 0);
+        }
+        if (i % 2 && b->n_rows == first + 2) {
+            row t = b->rows[first];
+            b->rows[first] = b->rows[first + 1];
+            b->rows[first + 1] = t;
+        }
+        if (b->n_rows == first + 2) housing_engine_pair(b, &b->rows[first].w);
+    }
+}
+
+/* --profile-memory U: the same U users without profiles, then with (no
+ * rules either way: the same decisions), allocd's RSS once served. */
+static void run_profile_memory(bench *b)
+{
+    run_housing_row(b, "no-profiles", 0, b->opt.profile_memory, 1);
+    run_housing_row(b, "profiles", HOUSING_PROFILES, b->opt.profile_memory, 1);
+}
+
 static void run_sweep(bench *b)
 {
     if (b->opt.no_daemon) {
@@ -657,6 +709,8 @@ int main(int argc, char **argv)
     if (b.opt.rate_test) run_rate_test(&b);
     if (b.opt.probe > 0) run_probe(&b);
     if (b.opt.n_sweep) run_sweep(&b);
+    if (b.opt.housing_pairs) run_housing(&b);
+    if (b.opt.profile_memory) run_profile_memory(&b);
     stop_all(&b);
     report_print(&b);
     free(b.rows);

@@ -123,17 +123,19 @@ static int pair_text(char *buf, size_t cap, const char *key, const char *value)
     return 0;
 }
 
-/* A canonical JSON integer: -?digits, no leading zero, fits int64. */
+/* A canonical JSON integer: -?digits, no leading zero, fits int64
+ * (INT64_MIN too: jansson reads and writes it, so a profile may hold it). */
 static int json_int(const char *s, int64_t *out)
 {
-    const char *d = s + (*s == '-');
+    int neg = *s == '-';
+    const char *d = s + neg;
     if (!*d || (d[0] == '0' && d[1]) ) return 0;
-    int64_t v = 0;
+    uint64_t v = 0, max = (uint64_t)INT64_MAX + (uint64_t)neg;
     for (const char *c = d; *c; c++) {
-        if (*c < '0' || *c > '9' || v > (INT64_MAX - (*c - '0')) / 10) return 0;
-        v = v * 10 + (*c - '0');
+        if (*c < '0' || *c > '9' || v > (max - (uint64_t)(*c - '0')) / 10) return 0;
+        v = v * 10 + (uint64_t)(*c - '0');
     }
-    *out = *s == '-' ? -v : v;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return 1;
 }
 
@@ -318,7 +320,8 @@ size_t engine_profile_bytes(const engine *e)
 /* ---------------------------------------------------------------- item rules */
 
 /* Calls fn for each element of a canonical JSON array (or the one value),
- * NUL-terminated in buf. 0, or -EINVAL / -ENOMEM from fn. */
+ * NUL-terminated in buf (an element longer than buf is skipped). 0, or
+ * -ENOMEM from fn. */
 static int each_value(const char *v, char *buf, size_t cap,
                       int (*fn)(void *ctx, const char *value), void *ctx)
 {
@@ -334,11 +337,12 @@ static int each_value(const char *v, char *buf, size_t cap,
             else if (c == '[' || c == '{') depth++;
             else if (c == ']' || c == '}') depth--;
         }
-        if (n + 1 > cap) return -EINVAL;
-        memcpy(buf, s, n);
-        buf[n] = '\0';
-        int rc = fn(ctx, buf);
-        if (rc < 0) return rc;
+        if (n + 1 <= cap) {   /* longer: no profile value is, skipped */
+            memcpy(buf, s, n);
+            buf[n] = '\0';
+            int rc = fn(ctx, buf);
+            if (rc < 0) return rc;
+        }
         s += n + (s[n] == ',');
     }
     return 0;
@@ -349,6 +353,10 @@ typedef struct rule_ctx { engine_profiles *p; elig_rule *r; } rule_ctx;
 static int add_val(void *c, const char *value)
 {
     rule_ctx *x = c;
+    /* a value no profile can have (a float, an object, longer than
+     * value_ok takes) matches nobody: it adds no pair, and must not stop
+     * the rule's other values, nor the item's other rules, from loading */
+    if (!value_ok(value) || strlen(x->p->keys[x->r->key]) > ENGINE_ID_MAX) return 0;
     uint32_t q = pair_intern(x->p, x->r->key, value);
     uint32_t *v = realloc(x->r->vals, (x->r->n_vals + 1) * sizeof *v);
     if (q == NO_PAIR || !v) { if (v) x->r->vals = v; return -ENOMEM; }
@@ -478,19 +486,31 @@ void engine__elig_took(engine *e, const char *uid, uint32_t it, int64_t held_bef
     }
 }
 
+/* Whether user ui holds item it now (rooms: the bed; stock: a live order);
+ * with no_staff, only by a holding not placed by staff without check. */
+static int holds_item(const engine *e, uint32_t ui, uint32_t it, int no_staff)
+{
+    const user *u = &e->users[ui];
+    if (is_rooms(e)) return u->u.r.room == it && !(no_staff && (u->flags & USER_STAFF));
+    for (uint32_t o = 0; o < u->u.s.n_live; o++)
+        if (u->u.s.orders[o].item == it && !(no_staff && u->u.s.orders[o].staff)) return 1;
+    return 0;
+}
+
 /* The pair X of the holders of item it: the first holder (in user order)
- * whose profile has one. O(users): once per item after a load. */
+ * whose profile has one, taken from the holders the rule binds before the
+ * staff exceptions (placed without check): the load order is the store's,
+ * and an exception's value must not replace the others' (a reload would
+ * then let in a user who differs from them). O(users): once per item after
+ * a load. */
 static uint32_t holders_pair(const engine *e, uint32_t it, uint32_t key)
 {
-    for (size_t u = 0; u < e->n_users; u++) {
-        const user *us = &e->users[u];
-        int holds = 0;
-        if (is_rooms(e)) holds = us->u.r.room == it;
-        else
-            for (uint32_t o = 0; o < us->u.s.n_live && !holds; o++) holds = us->u.s.orders[o].item == it;
-        uint32_t x = holds ? profile_pair(e->prof, profile_find(e, us->id), key) : NO_PAIR;
-        if (x != NO_PAIR) return x;
-    }
+    for (int anyone = 0; anyone < 2; anyone++)
+        for (size_t u = 0; u < e->n_users; u++) {
+            if (!holds_item(e, (uint32_t)u, it, !anyone)) continue;
+            uint32_t x = profile_pair(e->prof, profile_find(e, e->users[u].id), key);
+            if (x != NO_PAIR) return x;
+        }
     return NO_PAIR;
 }
 
@@ -523,17 +543,6 @@ int engine_eligible(const engine *e, const char *uid, const char *item_id, engin
     const elig_rule *r = p->rules ? broken(e, f, it, p->capacity - p->free > 0) : NULL;
     why_of(e, f, r, why);
     return r == NULL;
-}
-
-/* Whether user ui holds item it now (rooms: the bed; stock: a live order);
- * with no_staff, only by a holding not placed by staff without check. */
-static int holds_item(const engine *e, uint32_t ui, uint32_t it, int no_staff)
-{
-    const user *u = &e->users[ui];
-    if (is_rooms(e)) return u->u.r.room == it && !(no_staff && (u->flags & USER_STAFF));
-    for (uint32_t o = 0; o < u->u.s.n_live; o++)
-        if (u->u.s.orders[o].item == it && !(no_staff && u->u.s.orders[o].staff)) return 1;
-    return 0;
 }
 
 int engine_holder_ok(const engine *e, const char *uid, const char *item_id, engine_elig_why *why)

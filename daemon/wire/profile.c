@@ -54,7 +54,9 @@ static int collect(json_t *doc, char **texts, size_t *n, char *err, size_t errle
             return bad(err, errlen, "'%s' is neither a string nor an integer", key);
         texts[*n] = request_canonical_json(val);
         if (!texts[*n]) return -ENOMEM;
-        (*n)++;
+        /* escaping can make a short string six times longer as JSON */
+        if (strlen(texts[(*n)++]) > PROFILE_TEXT_MAX)
+            return bad(err, errlen, "'%s' is longer than 1024 bytes as JSON", key);
     }
     return 0;
 }

@@ -5,7 +5,8 @@
  * {"gender":"F","year":4,"llc":"stem","points":37}. Anything else -- not
  * JSON, not an object, a value that is a float, bool, null, array or
  * object, a key longer than PROFILE_KEY_MAX or with control characters, a
- * string longer than PROFILE_VALUE_MAX, more than PROFILE_MAX_ATTRS keys
+ * string longer than PROFILE_VALUE_MAX (or than PROFILE_TEXT_MAX once
+ * escaped as JSON: 200 control characters are), more than PROFILE_MAX_ATTRS keys
  * -- is not a profile: the user then counts as having none (the contract:
  * "counts as no profile"), and the caller reports it once. Values are the
  * canonical JSON text attrs use (wire/request.h: request_canonical_json),
@@ -23,6 +24,7 @@
 #define PROFILE_MAX_ATTRS 32
 #define PROFILE_KEY_MAX 64
 #define PROFILE_VALUE_MAX 256
+#define PROFILE_TEXT_MAX 1024   /* a value as canonical JSON: what engine_profile_set takes */
 
 typedef struct profile {
     engine_kv kv[PROFILE_MAX_ATTRS];   /* key and canonical value, in the object's order */

@@ -68,7 +68,10 @@ static int name_ok(const char *s)
     return chars >= 1 && chars <= ENGINE_ID_MAX;
 }
 
-static int is_admin(engine_op op) { return op >= OP_PAUSE && op <= OP_SET_CAPACITY; }
+static int is_admin(engine_op op)
+{
+    return (op >= OP_PAUSE && op <= OP_SET_CAPACITY) || op == OP_ASSIGN || op == OP_UNASSIGN;
+}
 
 static void check_ok_shape(const request *q, int admin)
 {
@@ -80,6 +83,9 @@ static void check_ok_shape(const request *q, int admin)
             CHECK(r->item && name_ok(r->item), "set_capacity without a good item");
             CHECK(r->qty >= 0 && r->qty <= 2000000000LL, "capacity %lld", (long long)r->qty);
         }
+        if (r->op == OP_ASSIGN || r->op == OP_UNASSIGN)   /* contract 11.5: staff placements */
+            CHECK(r->user && name_ok(r->user) && (r->op == OP_UNASSIGN || (r->item && name_ok(r->item))),
+                  "%s without a good user or item", engine_op_name(r->op));
         return;
     }
     CHECK(r->user && name_ok(r->user), "OK request with a bad user");
@@ -189,7 +195,9 @@ static void decide_and_write(jsonw *w, const request *q)
     CHECK(res.status != STATUS_NONE, "no decision for an OK request");
     CHECK(res.status != STATUS_REJECTED || res.reason != REASON_NONE, "rejected without a reason");
     const engine_counters *c = engine_get_counters(e);
-    CHECK(c->processed + c->ctl == 1, "counted %lld + %lld", (long long)c->processed, (long long)c->ctl);
+    /* a staff grant (11.5) counts in ctl and, as a grant, in processed */
+    int64_t staff_grant = r.op == OP_ASSIGN && res.status == STATUS_GRANTED;
+    CHECK(c->processed + c->ctl == 1 + staff_grant, "counted %lld + %lld", (long long)c->processed, (long long)c->ctl);
     jsonw_reset(w);
     records_result(w, q, &res, q->r.seq ? q->r.seq : 1, 1);
     json_t *doc = check_doc(w, 0, q->r.id, "result");

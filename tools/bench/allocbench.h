@@ -20,6 +20,7 @@
 #define MAX_SWEEP 8
 #define MAX_CLUSTER 8
 #define MAX_CL_RUNS 10
+#define MAX_HOUSING_PAIRS 16
 #define RT_PRIO_REDIS 20 /* --rt: Redis above allocd; both above the load generator */
 #define RT_PRIO_ALLOCD 10
 
@@ -55,6 +56,8 @@ typedef struct options {
     int ol_runs;                  /* --open-loop-runs: runs per open-loop row (3) */
     int same_pairs;               /* --same-rate-pairs: open loop, both at Lua's 50% rate */
     const char *ol_designs;       /* --open-loop-designs (allocd,lua) */
+    int housing_pairs;            /* --scenario housing-elig: pairs of rows, eligibility off/on */
+    long profile_memory;          /* --profile-memory U: U users with and without profiles */
     int sweep[MAX_SWEEP], n_sweep;
     int cl_masters[MAX_CLUSTER], cl_instances[MAX_CLUSTER], n_cluster, runs;
     uint64_t seed;
@@ -95,6 +98,9 @@ typedef struct bench {
     double same_rate;                    /* offered to both: Lua's 50% of saturation */
     double same_p99[2][MAX_OL_RUNS];     /* allocd, Lua: p99 ms of each pair (-1 failed) */
     int n_same;
+    double housing_engine[MAX_HOUSING_PAIRS][2]; /* housing-elig: the engine alone,
+                                                    decisions/s without, with eligibility */
+    int n_housing_engine;
     floor_result floor;                  /* with --e2e-pairs (floor.h) */
     int floor_ok;
     char floor_err[160];
@@ -111,5 +117,13 @@ void report_redis_version(const bench *b, char *buf, size_t len);
 const char *report_sched_name(const bench *b);
 /* Every table, RESULT line and TARGET line of the run. */
 void report_print(const bench *b);
+/* One TARGET line (MET / NOT MET / NOT MEASURED) saying what. */
+void report_target(const bench *b, const char *name, int measured, int met, const char *what);
+/* housing.c: the TARGET lines of --scenario housing-elig and
+ * --profile-memory, when they ran. */
+void housing_targets(const bench *b);
+/* housing.c: one pair of the round decided by the engine alone (no Redis),
+ * without and with eligibility, into b->housing_engine. */
+void housing_engine_pair(bench *b, const workload *w);
 
 #endif

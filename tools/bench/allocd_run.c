@@ -9,6 +9,7 @@
  * window, minus what the bench itself sent (tallied in `own`).
  */
 #include "designs.h"
+#include "median_ci.h"
 #include "reader.h"
 #include "timeline.h"
 
@@ -21,7 +22,7 @@
 
 typedef struct bkeys {
     char name[96];
-    char meta[200], capacity[200], attrs[200], queue[200];
+    char meta[200], capacity[200], attrs[200], queue[200], profiles[200];
     char results[200], stats[200], lease[200];
 } bkeys;
 
@@ -43,7 +44,7 @@ static int bset_init(bset *s, const char *prefix, const char *batch, int n)
         if (s->n == 1) snprintf(k->name, sizeof k->name, "%s", batch);
         else snprintf(k->name, sizeof k->name, "%s.%d", batch, b);
 #define K(f, what) snprintf(k->f, sizeof k->f, "%s:{%s}:" what, prefix, k->name)
-        K(meta, "meta"); K(capacity, "capacity"); K(attrs, "attrs"); K(queue, "queue");
+        K(meta, "meta"); K(capacity, "capacity"); K(attrs, "attrs"); K(queue, "queue"); K(profiles, "profiles");
         K(results, "results"); K(stats, "stats"); K(lease, "lease");
 #undef K
     }
@@ -74,6 +75,7 @@ static int setup_batch(redisContext *c, const workload *w, const bkeys *k)
                  room ? "room" : "stock", w->per_user, w->hold_ms,
                  w->sc == SC_GROUPS_FORMED ? "formed" : "listed") < 0) return -1;
     if (workload_write_items(c, w, k->capacity, 0) < 0) return -1;
+    if ((w->housing & HOUSING_PROFILES) && housing_write_profiles(c, w, k->profiles) < 0) return -1;
     return room ? workload_write_items(c, w, k->attrs, 1) : 0;
 }
 
@@ -461,6 +463,18 @@ static void memory_after(redisContext *c, const run_opts *o, const bset *bs, run
     for (int b = 0; b < bs->n; b++)
         res->participants += (long)proc_int(c, "HGET %s participants", bs->k[b].stats);
     res->hwm_kb = o->allocd_pid ? bench_proc_kb(o->allocd_pid, "VmHWM") : -1;
+    res->rss_end_kb = -1;
+    if (o->settle_rss && o->allocd_pid) {
+        /* the batch stays loaded: its resident memory once served, the
+         * median of five readings 300 ms apart (a profile re-read runs
+         * every second) */
+        double kb[5];
+        for (int i = 0; i < 5; i++) {
+            proc_sleep_us(300000);
+            kb[i] = (double)bench_proc_kb(o->allocd_pid, "VmRSS");
+        }
+        res->rss_end_kb = (long)median_of(kb, 5);
+    }
     res->bytes_per_participant = -1;
     if (res->hwm_kb > 0 && res->rss_base_kb > 0 && res->participants > 0)
         res->bytes_per_participant = (double)(res->hwm_kb - res->rss_base_kb) * 1024.0 / (double)res->participants;

@@ -42,7 +42,14 @@ static void usage_workload(FILE *f)
           "  --cluster-sweep LIST  several MxN configurations, e.g. 1x1,3x3,3x1 (stock, prepushed,\n"
           "                        --batches K spread over masters and instances)\n"
           "  --runs R              with --cluster-*: rounds over the configurations (1)\n"
-          "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n", f);
+          "  --memory              print the memory target (use with --users 1000000 --requests 1000000)\n"
+          "  --scenario housing-elig  rooms with a profile for every user and only_X/same_X rules on\n"
+          "                        9 rooms in 10, eligibility off then on (same rooms, users and\n"
+          "                        requests): decisions/s and the eligibility_cost TARGET (<= 10%)\n"
+          "  --housing-pairs N     housing-elig: N pairs, the order alternating; the target is their\n"
+          "                        median ratio (1)\n"
+          "  --profile-memory U    U users (one request each) without and with a five-attribute\n"
+          "                        profile: allocd's RSS difference per user, TARGET <= 100 bytes\n", f);
 }
 
 /* The measurements (end to end, open loop, targets) and where and how
@@ -146,8 +153,10 @@ static int parse_scenario(options *o, const char *list)
     for (char *name = strtok(buf, ","); name; name = strtok(NULL, ",")) {
         scenario_id sc;
         if (!strcmp(name, "all")) {
-            for (int i = 0; i < SC_COUNT; i++) o->scenarios[i] = 1;
-        } else if (scenario_parse(name, &sc) == 0) {
+            for (int i = 0; i < SC_COUNT; i++) o->scenarios[i] = i != SC_HOUSING;
+        } else if (!strcmp(name, "housing-elig")) {
+            if (!o->housing_pairs) o->housing_pairs = 1;
+        } else if (scenario_parse(name, &sc) == 0 && sc != SC_HOUSING) {
             o->scenarios[sc] = 1;
         } else {
             return -1;
@@ -199,7 +208,7 @@ static void defaults(options *o)
 
 static void apply_targets(options *o)
 {
-    for (int i = 0; i < SC_COUNT; i++) o->scenarios[i] = 1;
+    for (int i = 0; i < SC_COUNT; i++) o->scenarios[i] = i != SC_HOUSING;
     o->designs |= D_ALLOCD | D_LUA | D_LOCK;
     o->rate_test = 1;
     if (!o->lua_pairs) o->lua_pairs = 5;
@@ -215,7 +224,7 @@ enum {
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TICKETS, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
     O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_OL_RUNS, O_SAME_PAIRS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK, O_PIN, O_RT,
-    O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS
+    O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS, O_HOUSING_PAIRS, O_PROFILE_MEMORY
 };
 
 static const struct option long_opts[] = {
@@ -238,6 +247,7 @@ static const struct option long_opts[] = {
     { "targets-e2e", 0, 0, O_TARGETS_E2E }, { "peek", 0, 0, O_PEEK },
     { "cluster-masters", 1, 0, O_CL_MASTERS }, { "instances", 1, 0, O_CL_INSTANCES },
     { "cluster-sweep", 1, 0, O_CL_SWEEP }, { "runs", 1, 0, O_RUNS },
+    { "housing-pairs", 1, 0, O_HOUSING_PAIRS }, { "profile-memory", 1, 0, O_PROFILE_MEMORY },
     { 0, 0, 0, 0 }
 };
 
@@ -269,6 +279,8 @@ static int parse_int_opts(options *o, int c, const char *v)
         return o->cl_masters[0] >= 1 && o->cl_masters[0] <= CB_MAX_NODES ? 0 : -1;
     case O_CL_INSTANCES: o->cl_instances[0] = atoi(v); return o->cl_instances[0] >= 1 && o->cl_instances[0] <= CB_MAX_INST ? 0 : -1;
     case O_RUNS: o->runs = atoi(v); return o->runs >= 1 && o->runs <= MAX_CL_RUNS ? 0 : -1;
+    case O_HOUSING_PAIRS: o->housing_pairs = atoi(v); return o->housing_pairs >= 1 && o->housing_pairs <= MAX_HOUSING_PAIRS ? 0 : -1;
+    case O_PROFILE_MEMORY: o->profile_memory = atol(v); return o->profile_memory >= 1000 ? 0 : -1;
     }
     return 1; /* not an integer option */
 }
@@ -329,7 +341,7 @@ int args_parse(options *o, int argc, char **argv)
     if (optind < argc) { fprintf(stderr, "allocbench: unexpected argument '%s'\n", argv[optind]); return -1; }
     if (targets) { o->targets = 1; apply_targets(o); }
     for (int i = 0; i < SC_COUNT; i++) any |= o->scenarios[i];
-    if (!any) o->scenarios[SC_STOCK] = 1;
+    if (!any && !o->housing_pairs && !o->profile_memory) o->scenarios[SC_STOCK] = 1;
     if (o->timeline && !o->e2e_pairs) o->open_loop = 1;
     if (!o->designs) o->designs = o->e2e_pairs || o->open_loop ? D_ALLOCD | D_LUA : D_ALLOCD;
     if (!o->prefix) o->prefix = o->no_daemon ? "alloc" : "allocbench";

@@ -140,10 +140,16 @@ long pipe_run(const pipe_job *j, char *err, size_t errlen);
 
 /* --------------------------------------------------------- workload -- */
 
+/* SC_HOUSING is `rooms` with profiles and only_X / same_X rules
+ * (tools/bench/housing.c); only --scenario housing-elig and
+ * --profile-memory run it, never `all`. */
 typedef enum {
     SC_STOCK, SC_STOCK_HOT, SC_ROOMS, SC_ROOMS_HOT, SC_GROUPS,
-    SC_RESERVATIONS, SC_GROUPS_FORMED, SC_COUNT
+    SC_RESERVATIONS, SC_GROUPS_FORMED, SC_HOUSING, SC_COUNT
 } scenario_id;
+
+/* workload.housing: what a housing batch is written with. */
+enum { HOUSING_PROFILES = 1, HOUSING_RULES = 2 };
 
 enum { OPK_BUY, OPK_AUTO, OPK_GROUP, OPK_INVITE, OPK_ACCEPT };
 
@@ -163,6 +169,7 @@ typedef struct workload {
     long lanes;               /* groups-formed: requests i, i + lanes, i + 2 lanes, ...
                                * are one lane, pushed in order by one producer to
                                * one batch (producers x batches); 0 = 1 */
+    int housing;              /* SC_HOUSING: HOUSING_PROFILES | HOUSING_RULES */
 } workload;
 
 typedef struct wl_req {
@@ -194,6 +201,10 @@ int workload_json(const workload *w, long i, char *buf, size_t len);
 /* HSET every item's capacity (and attrs for rooms) into key, HSET-style. */
 int workload_write_items(redisContext *c, const workload *w, const char *key,
                          int attrs);
+/* housing.c: room k's attrs (with HOUSING_RULES: only_X / same_X on nine
+ * rooms in ten), and every user's profile into key (P:{B}:profiles). */
+int housing_attrs(const workload *w, long k, char *buf, size_t len);
+int housing_write_profiles(redisContext *c, const workload *w, const char *key);
 
 /* ------------------------------------------------------------ stats -- */
 

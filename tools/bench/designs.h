@@ -40,6 +40,7 @@ typedef struct run_opts {
     int chunk;                /* the daemon's chunk, for round trips per chunk */
     pid_t allocd_pid;         /* 0: unknown (--no-daemon) */
     pid_t redis_pid;          /* 0: unknown (--redis) */
+    int settle_rss;           /* read allocd's RSS once served (rss_end_kb) */
 } run_opts;
 
 typedef struct run_result {
@@ -59,6 +60,7 @@ typedef struct run_result {
     double redis_usec_per_req;/* Redis's own time in those commands */
     long chunks;
     long rss_base_kb, hwm_kb;
+    long rss_end_kb;          /* settle_rss: VmRSS once served, -1 otherwise */
     double bytes_per_participant;
     double cpu_redis_us, cpu_allocd_us, cpu_bench_us; /* per request, -1 unknown */
     /* e2e: the poller's work (reader.h) */

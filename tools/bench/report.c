@@ -236,6 +236,12 @@ static void target(const bench *b, const char *name, int measured, int met, cons
 
 /* One TARGET line; under --rt every one says so, so that no figure of a
  * real-time run passes for the default setup. */
+void report_target(const bench *b, const char *name, int measured, int met, const char *what)
+{
+    printf("TARGET %-24s %-14s %s%s\n", name, !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET", what,
+           b->opt.rt ? " (--rt: Redis and allocd SCHED_FIFO)" : "");
+}
+
 static void target(const bench *b, const char *name, int measured, int met, const char *fmt, ...)
 {
     char what[1200];
@@ -243,8 +249,7 @@ static void target(const bench *b, const char *name, int measured, int met, cons
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    printf("TARGET %-24s %-14s %s%s\n", name, !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET", what,
-           b->opt.rt ? " (--rt: Redis and allocd SCHED_FIFO)" : "");
+    report_target(b, name, measured, met, what);
 }
 
 /* Pre-pushed queues drained by allocd against as many pipelined Lua calls:
@@ -543,6 +548,7 @@ void report_print(const bench *b)
         if (find_row(b, SC_STOCK, "prepushed", 1)) target_lua(b);
     }
     else if (b->opt.memory) { printf("\n"); target_memory(b); }
+    if (b->opt.housing_pairs || b->opt.profile_memory) { printf("\n"); housing_targets(b); }
 }
 
 /* ---------------------------------------------------------- cluster --- */

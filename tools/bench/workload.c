@@ -16,6 +16,7 @@ static const char *const names[SC_COUNT] = {
     [SC_STOCK] = "stock", [SC_STOCK_HOT] = "stock-hot", [SC_ROOMS] = "rooms",
     [SC_ROOMS_HOT] = "rooms-hot", [SC_GROUPS] = "groups",
     [SC_RESERVATIONS] = "reservations", [SC_GROUPS_FORMED] = "groups-formed",
+    [SC_HOUSING] = "housing",
 };
 
 const char *scenario_name(scenario_id sc) { return names[sc]; }
@@ -29,7 +30,8 @@ int scenario_parse(const char *name, scenario_id *out)
 
 int scenario_is_room(scenario_id sc)
 {
-    return sc == SC_ROOMS || sc == SC_ROOMS_HOT || sc == SC_GROUPS || sc == SC_GROUPS_FORMED;
+    return sc == SC_ROOMS || sc == SC_ROOMS_HOT || sc == SC_GROUPS || sc == SC_GROUPS_FORMED ||
+           sc == SC_HOUSING;
 }
 
 static long at_least_1(long v) { return v > 0 ? v : 1; }
@@ -136,7 +138,7 @@ void workload_request(const workload *w, long i, wl_req *r)
         r->user = pick_user(w, i);
         r->item = (long)(rnd(w, i, 1) % (uint64_t)w->items);
         break;
-    case SC_ROOMS: case SC_ROOMS_HOT:
+    case SC_ROOMS: case SC_ROOMS_HOT: case SC_HOUSING:
         r->op = OPK_AUTO;
         r->user = pick_user(w, i);
         pick_prefs(w, i, r);
@@ -249,7 +251,7 @@ int workload_json(const workload *w, long i, char *buf, size_t len)
 int workload_write_items(redisContext *c, const workload *w, const char *key, int attrs)
 {
     enum { SLICE = 500 };
-    char names_buf[SLICE][24], vals_buf[SLICE][48];
+    char names_buf[SLICE][24], vals_buf[SLICE][128];
     const char *argv[2 + 2 * SLICE];
     for (long k0 = 0; k0 < w->items; k0 += SLICE) {
         int argc = 0;
@@ -258,7 +260,7 @@ int workload_write_items(redisContext *c, const workload *w, const char *key, in
         for (long k = k0; k < w->items && k < k0 + SLICE; k++) {
             long s = k - k0;
             wl_item_name(w, k, names_buf[s], sizeof names_buf[s]);
-            if (attrs) snprintf(vals_buf[s], sizeof vals_buf[s], "{\"building\":\"%ld\",\"floor\":%ld}", k % 10, k % 7);
+            if (attrs) housing_attrs(w, k, vals_buf[s], sizeof vals_buf[s]);
             else snprintf(vals_buf[s], sizeof vals_buf[s], "%ld", w->units);
             argv[argc++] = names_buf[s];
             argv[argc++] = vals_buf[s];
