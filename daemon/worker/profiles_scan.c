@@ -12,13 +12,6 @@
 #include "core/vec.h"
 #include "wire/profile.h"
 
-static void read_free(profiles_read *d)
-{
-    free(d->v);
-    free(d->names);
-    memset(d, 0, sizeof *d);
-}
-
 void profiles_report_init(profiles_report *r)
 {
     memset(r, 0, sizeof *r);
@@ -26,8 +19,8 @@ void profiles_report_init(profiles_report *r)
 
 void profiles_report_free(profiles_report *r)
 {
-    read_free(&r->last);
-    read_free(&r->next);
+    free(r->t);
+    free(r->names);
     memset(r, 0, sizeof *r);
 }
 
@@ -39,37 +32,59 @@ static uint64_t fnv(const char *s)
     return h;
 }
 
-static int by_user(const void *a, const void *b)
+/* The slot of user_hash: its own, or the empty one where it would go. */
+static profiles_seen *slot(const profiles_report *r, uint64_t uh)
 {
-    uint64_t x = ((const profiles_seen *)a)->user_hash, y = ((const profiles_seen *)b)->user_hash;
-    return x < y ? -1 : x > y;
+    size_t mask = r->cap - 1;
+    for (size_t i = (size_t)(uh ^ (uh >> 32)) & mask;; i = (i + 1) & mask)
+        if (!r->t[i].used || r->t[i].user_hash == uh) return &r->t[i];
 }
 
-static const profiles_seen *find(const profiles_read *d, uint64_t user_hash)
+/* A table of cap slots holding r's entries stamped `keep` (all when keep
+ * is 0); 0 or -ENOMEM (r unchanged). */
+static int rebuild(profiles_report *r, size_t cap, uint16_t keep)
 {
-    profiles_seen key = { .user_hash = user_hash };
-    return d->n ? bsearch(&key, d->v, d->n, sizeof key, by_user) : NULL;
+    profiles_seen *old = r->t;
+    size_t old_cap = r->cap;
+    profiles_seen *t = calloc(cap, sizeof *t);
+    if (!t) return -ENOMEM;
+    r->t = t;
+    r->cap = cap;
+    r->n = 0;
+    for (size_t i = 0; i < old_cap; i++) {
+        if (!old[i].used || (keep && old[i].gen != keep)) continue;
+        *slot(r, old[i].user_hash) = old[i];
+        r->n++;
+    }
+    free(old);
+    return 0;
 }
 
-/* Remembers a field of the read under way; without memory it is only not
- * remembered, and is read again whole next time. */
-static void remember(profiles_read *d, const char *user, uint64_t uh, uint64_t vh, int bad)
+/* Remembers a new user; without memory it is only not remembered, and is
+ * read again whole next time. */
+static void remember(profiles_report *r, const char *user, uint64_t uh, uint64_t vh, int bad)
 {
+    if ((r->n + 1) * 10 > r->cap * 7 && rebuild(r, r->cap ? 2 * r->cap : 1024, 0) < 0) return;
     size_t len = strlen(user) + 1;
-    void *v = d->v, *names = d->names;
-    if (vec_reserve(&v, &d->cap, d->n + 1, sizeof *d->v) < 0) return;
-    d->v = v;
-    if (vec_reserve(&names, &d->names_cap, d->names_len + len, 1) < 0) return;
-    d->names = names;
-    memcpy(d->names + d->names_len, user, len);
-    d->v[d->n++] = (profiles_seen){ uh, vh, (uint32_t)d->names_len, (uint8_t)bad };
-    d->names_len += len;
+    void *names = r->names;
+    if (vec_reserve(&names, &r->names_cap, r->names_len + len, 1) < 0) return;
+    r->names = names;
+    memcpy(r->names + r->names_len, user, len);
+    *slot(r, uh) = (profiles_seen){ uh, vh, (uint32_t)r->names_len, r->gen, (uint8_t)bad, 1 };
+    r->names_len += len;
+    r->n++;
 }
 
 void profiles_begin(profiles_report *r, int fresh)
 {
-    if (fresh) read_free(&r->last);
-    r->next.n = r->next.names_len = 0;
+    if (fresh) {   /* a new engine: every profile is installed again */
+        free(r->t);
+        free(r->names);
+        r->t = NULL;
+        r->names = NULL;
+        r->n = r->cap = r->names_len = r->names_cap = 0;
+    }
+    if (++r->gen == 0) r->gen = 1;   /* 0 means "all" to rebuild */
 }
 
 /* A changed or new field: through the reader into the engine. 1 when it
@@ -95,27 +110,33 @@ static int install(profiles_report *r, engine *e, const char *batch, const char 
 void profiles_pair(profiles_report *r, engine *e, const char *batch, const char *user, const char *value)
 {
     uint64_t uh = fnv(user), vh = fnv(value);
-    const profiles_seen *was = find(&r->last, uh);
-    int bad;
-    if (was && was->value_hash == vh) bad = was->bad;   /* unchanged: nothing to do, nor to report */
-    else bad = install(r, e, batch, user, value, was && !was->bad);
-    remember(&r->next, user, uh, vh, bad);
+    profiles_seen *was = r->cap ? slot(r, uh) : NULL;
+    if (was && was->used) {
+        if (was->value_hash != vh) {   /* changed; unchanged: nothing to do, nor to report */
+            was->bad = (uint8_t)install(r, e, batch, user, value, !was->bad);
+            was->value_hash = vh;
+        }
+        was->gen = r->gen;
+        return;
+    }
+    remember(r, user, uh, vh, install(r, e, batch, user, value, 0));
 }
 
+/* Users the read did not see left the hash and lose their profile; their
+ * entries go (with a rebuild, which is rare: an operator's HDEL). */
 void profiles_end(profiles_report *r, engine *e)
 {
-    profiles_read *d = &r->next;
-    if (d->n > 1) qsort(d->v, d->n, sizeof *d->v, by_user);
+    size_t gone = 0;
     r->bad = 0;
-    for (size_t i = 0; i < d->n; i++) r->bad += d->v[i].bad;
-    /* users gone from the hash lose their profile */
-    for (size_t i = 0; i < r->last.n; i++) {
-        const profiles_seen *s = &r->last.v[i];
-        if (!s->bad && !find(d, s->user_hash)) engine_profile_set(e, r->last.names + s->name, NULL, 0);
+    for (size_t i = 0; i < r->cap; i++) {
+        const profiles_seen *s = &r->t[i];
+        if (!s->used) continue;
+        if (s->gen == r->gen) { r->bad += s->bad; continue; }
+        if (!s->bad) engine_profile_set(e, r->names + s->name, NULL, 0);
+        gone++;
     }
-    profiles_read t = r->last;
-    r->last = *d;
-    *d = t;
+    /* without memory the gone ones stay, and are cleared again next time */
+    if (gone) (void)rebuild(r, r->cap, r->gen);
 }
 
 static void target_begin(engine *e, void *data)
