@@ -64,7 +64,7 @@ static int rebuild(profiles_report *r, size_t cap, uint16_t keep)
  * read again whole next time. */
 static void remember(profiles_report *r, const char *user, uint64_t uh, uint64_t vh, int bad)
 {
-    if ((r->n + 1) * 10 > r->cap * 7 && rebuild(r, r->cap ? 2 * r->cap : 1024, 0) < 0) return;
+    if ((r->n + 1) * 20 > r->cap * 17 && rebuild(r, r->cap ? 2 * r->cap : 1024, 0) < 0) return;
     size_t len = strlen(user) + 1;
     void *names = r->names;
     if (vec_reserve(&names, &r->names_cap, r->names_len + len, 1) < 0) return;

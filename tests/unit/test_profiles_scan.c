@@ -90,7 +90,7 @@ static void test_many(void **state)
         }
         profiles_end(&r, e);
         assert_int_equal(r.n, 5000);
-        assert_true(r.cap >= 5000 * 10 / 7);
+        assert_true(r.cap >= 5000 * 20 / 17);
     }
     assert_string_equal(year(e, "u4999"), "4");
     assert_int_equal(r.bad, 0);
