@@ -40,10 +40,15 @@ static engine_reason assign_bed(engine *e, uint32_t ui, uint32_t it, const engin
     if (r->check && !engine__elig_ok(e, e->users[ui].id, it, STRMAP_NONE)) return REASON_NOT_ELIGIBLE;
     char *req = engine__seat_prepare(e, r->id, 1, 1);
     if (!req) return REASON_NONE;
-    engine__elig_took(e, e->users[ui].id, it, e->items[it].capacity - e->items[it].free);
+    /* a placement without check is an exception: it sets no same_X value
+     * over regular holders (engine_elig.c) */
+    if (r->check) engine__elig_took(e, e->users[ui].id, it, e->items[it].capacity - e->items[it].free);
     engine__seat(e, ui, it, req, r->id, now);
     by_staff(e);
-    if (!r->check) e->users[ui].flags |= USER_STAFF;
+    if (!r->check) {
+        e->users[ui].flags |= USER_STAFF;
+        e->items[it].staff_held++;
+    }
     engine__granted(e, out, e->items[it].id);
     return REASON_NONE;
 }
@@ -62,7 +67,8 @@ static engine_reason assign_units(engine *e, uint32_t ui, uint32_t it, const eng
     user *u = &e->users[ui];
     engine_order o = { .id = engine__order_id_new(e), .item = it, .qty = (int32_t)qty,
                        .state = ORDER_CONFIRMED, .staff = (uint8_t)!r->check };
-    engine__elig_took(e, u->id, it, e->items[it].capacity - e->items[it].free);
+    if (r->check) engine__elig_took(e, u->id, it, e->items[it].capacity - e->items[it].free);
+    e->items[it].staff_held += o.staff ? o.qty : 0;
     engine__orders_add_live(u, o);
     ALLOC_ASSERT(u->u.s.units <= e->meta.per_user);
     engine__free_take(e, it, o.qty);
@@ -96,6 +102,7 @@ static void cancel_order(engine *e, uint32_t ui, uint32_t i, const engine_reques
     user *u = &e->users[ui];
     engine_order o = engine__orders_end(u, i, ORDER_CANCELLED);
     engine__free_return(e, o.item, o.qty);
+    if (o.staff) e->items[o.item].staff_held -= o.qty;
     engine__emit(e, &(engine_event){ .type = EVENT_CANCEL, .user = u->id, .item = e->items[o.item].id,
                                      .qty = o.qty, .order = o.id, .req = r->id, .at = now,
                                      .by = STAFF });

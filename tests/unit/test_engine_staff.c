@@ -165,6 +165,78 @@ static void test_load_staff(void **state)
     engine_free(e);
 }
 
+static void gender(engine *e, const char *u, const char *g)
+{
+    engine_kv kv[] = { { "gender", g } };
+    assert_int_equal(engine_profile_set(e, u, kv, 1), 0);
+}
+
+static engine *flex_room(void)
+{
+    engine *e = dorm(0);
+    assert_int_equal(engine_load_item(e, "G3", 3), 0);
+    assert_int_equal(engine_load_attr(e, "G3", "same_gender", "true"), 0);
+    gender(e, "f1", "\"F\"");
+    gender(e, "f2", "\"F\"");
+    gender(e, "m1", "\"M\"");
+    gender(e, "m2", "\"M\"");
+    return e;
+}
+
+static engine_result pick(engine *e, const char *id, const char *u, const char *room)
+{
+    return etest_decide(e, (engine_request){ .op = OP_CHOOSE, .id = id, .user = u, .seq = 1, .item = room }, T0);
+}
+
+/* same_X beside a staff exception (11.2, 11.5): the room's value is its
+ * regular holders', else its exceptions' when they agree. It follows from
+ * the holders alone, so a reload decides as the engine before it did. It
+ * did not: the value was the first holder's, staff or not, and a reload
+ * read it from whichever holder it loaded first -- a male exception
+ * loaded before the female student made the room male, and the next
+ * male student moved in beside her, which verify then reported as a
+ * breach (found by test_engine_prop's restarts). */
+static void test_same_beside_staff_exception(void **state)
+{
+    engine *e = flex_room();
+    assert_int_equal(pick(e, "c1", "f1", "G3").status, STATUS_GRANTED);
+    assert_int_equal(ctl(e, OP_ASSIGN, "a1", "m1", "G3", 0, T0).status, STATUS_GRANTED);
+    assert_int_equal(pick(e, "c2", "m2", "G3").reason, REASON_NOT_ELIGIBLE);   /* f1 decides */
+
+    /* the same holders loaded back, the exception first */
+    engine *r = flex_room();
+    assert_int_equal(engine_load_room_holder(r, "m1", "G3", T0, "a1"), 0);
+    assert_int_equal(engine_load_staff(r, "m1", 0), 0);
+    assert_int_equal(engine_load_room_holder(r, "f1", "G3", T0, "c1"), 0);
+    assert_int_equal(engine_eligible(r, "m2", "G3", NULL), 0);   /* before any decision too */
+    assert_int_equal(pick(r, "c2", "m2", "G3").reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(pick(r, "c3", "f2", "G3").status, STATUS_GRANTED);
+    assert_int_equal(engine_holder_ok(r, "f2", "G3", NULL), 1);
+    engine_free(r);
+
+    /* the student leaves: only the exception holds the room, his value */
+    assert_int_equal(etest_decide(e, (engine_request){ .op = OP_RELEASE, .id = "r1", .user = "f1", .seq = 2 },
+                                  T0).status, STATUS_DONE);
+    assert_int_equal(pick(e, "c4", "f2", "G3").reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(pick(e, "c5", "m2", "G3").status, STATUS_GRANTED);
+    assert_int_equal(engine_holder_ok(e, "m2", "G3", NULL), 1);
+    engine_free(e);
+}
+
+/* Exceptions that disagree, alone in a room, hold nobody to a value. */
+static void test_staff_exceptions_disagree(void **state)
+{
+    engine *e = flex_room();
+    assert_int_equal(ctl(e, OP_ASSIGN, "a1", "m1", "G3", 0, T0).status, STATUS_GRANTED);
+    assert_int_equal(pick(e, "c1", "f1", "G3").reason, REASON_NOT_ELIGIBLE);   /* his value */
+    assert_int_equal(ctl(e, OP_ASSIGN, "a2", "f2", "G3", 0, T0).status, STATUS_GRANTED);
+    assert_int_equal(engine_eligible(e, "f1", "G3", NULL), 1);
+    assert_int_equal(engine_eligible(e, "m2", "G3", NULL), 1);
+    assert_int_equal(pick(e, "c2", "f1", "G3").status, STATUS_GRANTED);   /* now hers */
+    assert_int_equal(engine_eligible(e, "m2", "G3", NULL), 0);
+    engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -173,6 +245,8 @@ int main(void)
         cmocka_unit_test(test_unassign_serves_waitlist),
         cmocka_unit_test(test_stock_assign_unassign),
         cmocka_unit_test(test_load_staff),
+        cmocka_unit_test(test_same_beside_staff_exception),
+        cmocka_unit_test(test_staff_exceptions_disagree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
