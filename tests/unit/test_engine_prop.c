@@ -2045,6 +2045,240 @@ static void test_prop_wait(void **state)
     assert_true(runs < 50 || (t.joined > 100 && t.served > 100 && t.ended > 100));
 }
 
+/* ------------------------------------------------------------ the draw */
+
+/* The opening draw by points (contract 11.3, core/lottery.c) on random
+ * pools. A pool is made as the worker makes it (worker/lottery_pool.c):
+ * requests before opens_at go through an early=shuffle engine, a kept one
+ * gives its user a ticket, a throttled one marks its user; at the draw
+ * every ticket's points are read from the profiles and recorded. Then:
+ *   - the order equals a reference written from the contract's text with
+ *     nothing of lottery.c but SHA-256 (d_reference);
+ *   - the recorded pool drawn again by a fresh lottery (as lottery verify
+ *     and a takeover do), after every profile changed, replays the same
+ *     serving order, draw positions and points;
+ *   - within equal points the order is the draw's without points, the
+ *     throttled come last, each user's requests in the order sent. */
+#define D_USERS 24
+#define D_REQS 64
+
+typedef struct d_pool {
+    int req_user[D_REQS];         /* the kept requests, by user, in dequeue order */
+    int n_reqs;
+    int throttled[D_USERS];
+    int64_t points[D_USERS];      /* recorded at the draw */
+    uint8_t seed[LOTTERY_SEED_LEN];
+} d_pool;
+
+typedef struct d_rng {
+    const uint8_t *seed;
+    uint64_t counter;
+    uint8_t block[SHA256_LEN];
+    int used;
+} d_rng;
+
+/* SHA-256 in counter mode, four big-endian 64-bit draws a block. */
+static uint64_t d_next(d_rng *g)
+{
+    if (g->used == 0 || g->used == 4) {
+        uint8_t in[LOTTERY_SEED_LEN + 8];
+        memcpy(in, g->seed, LOTTERY_SEED_LEN);
+        for (int i = 0; i < 8; i++) in[LOTTERY_SEED_LEN + i] = (uint8_t)(g->counter >> (8 * (7 - i)));
+        sha256(in, sizeof in, g->block);
+        g->counter++;
+        g->used = 0;
+    }
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++) x = (x << 8) | g->block[8 * g->used + i];
+    g->used++;
+    return x;
+}
+
+/* Uniform below bound: rejection of the first (2^64 - bound) mod bound. */
+static uint64_t d_below(d_rng *g, uint64_t bound)
+{
+    uint64_t reject = (UINT64_MAX - bound + 1) % bound;
+    for (;;) {
+        uint64_t x = d_next(g);
+        if (x >= reject) return x % bound;
+    }
+}
+
+/* The contract's draw: serve[] the requests in serving order, pos[] each
+ * request's ticket position (1-based), pts[] its ticket's points. */
+static void d_reference(const d_pool *p, int by_points, uint32_t *serve, uint32_t *pos, int64_t *pts)
+{
+    int ticket[D_USERS], n = 0, order[D_USERS], k = 0;
+    for (int i = 0; i < p->n_reqs; i++) {
+        int seen = 0;
+        for (int j = 0; j < n; j++) seen |= ticket[j] == p->req_user[i];
+        if (!seen) ticket[n++] = p->req_user[i];
+    }
+    d_rng g = { .seed = p->seed };
+    for (int i = n; i > 1; i--) {
+        int j = (int)d_below(&g, (uint64_t)i), t = ticket[i - 1];
+        ticket[i - 1] = ticket[j];
+        ticket[j] = t;
+    }
+    /* highest points first, equal points in drawn order; then the throttled */
+    for (int part = 0; part < 2; part++) {
+        int used[D_USERS] = { 0 };
+        for (;;) {
+            int best = -1;
+            for (int j = 0; j < n; j++) {
+                if (used[j] || p->throttled[ticket[j]] != part) continue;
+                if (best < 0 || (by_points && p->points[ticket[j]] > p->points[ticket[best]])) best = j;
+            }
+            if (best < 0) break;
+            used[best] = 1;
+            order[k++] = ticket[best];
+        }
+    }
+    int s = 0;
+    for (int t = 0; t < k; t++)
+        for (int i = 0; i < p->n_reqs; i++)
+            if (p->req_user[i] == order[t]) {
+                serve[s++] = (uint32_t)i;
+                pos[i] = (uint32_t)t + 1;
+                pts[i] = p->points[order[t]];
+            }
+}
+
+static const char *d_id(int u)
+{
+    static const char *const ids[D_USERS] = { "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9",
+        "s10", "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23" };
+    return ids[u];
+}
+
+/* A profile's points as the contract reads them: an integer, else 0. */
+static int64_t d_profile(engine *e, uint64_t *g, int u)
+{
+    static const char *const pts[] = { "0", "30", "30", "7", "-2", "100", "\"30\"", "12" };
+    int k = (int)rnd(g, 10);
+    if (k == 0) {
+        assert_int_equal(engine_profile_set(e, d_id(u), NULL, 0), 0);
+        return 0;
+    }
+    engine_kv kv[2] = { { "gender", "\"F\"" }, { "points", pts[rnd(g, 8)] } };
+    size_t n = k == 1 ? 1 : 2;
+    assert_int_equal(engine_profile_set(e, d_id(u), kv, n), 0);
+    return n == 2 && kv[1].value[0] != '"' ? strtoll(kv[1].value, NULL, 10) : 0;
+}
+
+/* The early requests of a pool through an early=shuffle engine. */
+static void d_fill(uint64_t *g, engine *e, lottery *l, d_pool *p, int n_users)
+{
+    int n = (int)rnd(g, D_REQS + 1);
+    for (int i = 0; i < n; i++) {
+        int u = (int)rnd(g, n_users);
+        char id[16];
+        snprintf(id, sizeof id, "q%d", i);
+        engine_result res;
+        engine_decide(e, &(engine_request){ .op = OP_BUY, .id = id, .user = d_id(u), .seq = i + 1,
+                                            .item = "sku", .qty = 1 }, T0 + i * 7, &res);
+        if (res.kept) {
+            assert_int_equal(lottery_add_request(l, d_id(u)), 0);
+            p->req_user[p->n_reqs++] = u;
+        } else {
+            assert_true(res.status == STATUS_REJECTED && res.reason == REASON_THROTTLED);
+            assert_true(lottery_mark_throttled(l, d_id(u)) >= 0);
+            p->throttled[u] = 1;
+        }
+    }
+}
+
+static void d_same(const uint32_t *a, const uint32_t *b, size_t n, uint64_t seed, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) fail_msg("draw, seed %llu: %s differs at %zu", (unsigned long long)seed, what, i);
+}
+
+static void d_run(uint64_t seed, long *tally)
+{
+    uint64_t g = seed;
+    engine_meta m;
+    engine_meta_defaults(&m);
+    m.kind = BATCH_STOCK;
+    m.early = EARLY_SHUFFLE;
+    m.draw_by = DRAW_BY_POINTS;
+    m.opens_at = T0 + 1000000;
+    m.rate_max = 1 + rnd(&g, 3);
+    m.rate_window_ms = 20;
+    m.penalty_ms = 30;
+    engine *e = engine_new(&m, seed);
+    assert_non_null(e);
+    assert_int_equal(engine_load_item(e, "sku", 5), 0);
+    d_pool p = { .n_reqs = 0 };
+    int n_users = 1 + (int)rnd(&g, D_USERS);
+    int64_t want_points[D_USERS];
+    for (int u = 0; u < n_users; u++) want_points[u] = d_profile(e, &g, u);
+    for (int i = 0; i < LOTTERY_SEED_LEN; i++) p.seed[i] = (uint8_t)rnd(&g, 256);
+    lottery live;
+    lottery_init(&live, seed);
+    d_fill(&g, e, &live, &p, n_users);
+    /* the draw: each ticket's points now, recorded */
+    for (size_t t = 0; t < live.n_tickets; t++) {
+        const char *who = live.users[live.tickets[t]].id;
+        int u = atoi(who + 1);
+        p.points[u] = engine_profile_int(e, who, "points", 0);
+        assert_true(p.points[u] == want_points[u]);
+        assert_int_equal(lottery_set_points(&live, who, p.points[u]), 0);
+    }
+    size_t n = p.n_reqs;
+    uint32_t serve[D_REQS + 1], pos[D_REQS + 1], rserve[D_REQS + 1], rpos[D_REQS + 1];
+    int64_t pts[D_REQS + 1], rpts[D_REQS + 1];
+    assert_int_equal(lottery_serve_order_by(&live, p.seed, 1, serve, pos, pts), 0);
+    d_reference(&p, 1, rserve, rpos, rpts);
+    d_same(serve, rserve, n, seed, "the serving order (reference)");
+    d_same(pos, rpos, n, seed, "a draw position (reference)");
+    for (size_t i = 0; i < n; i++) assert_true(pts[i] == rpts[i]);
+    /* every profile changes; the recorded pool replays, marks in any order */
+    for (int u = 0; u < n_users; u++) d_profile(e, &g, u);
+    lottery replayed;
+    lottery_init(&replayed, seed ^ 0x5555);
+    for (int u = n_users - 1; u >= 0; u--)
+        if (p.throttled[u] && rnd(&g, 2)) assert_true(lottery_mark_throttled(&replayed, d_id(u)) >= 0);
+    for (size_t i = 0; i < n; i++) assert_int_equal(lottery_add_request(&replayed, d_id(p.req_user[i])), 0);
+    for (int u = 0; u < n_users; u++) {
+        if (p.throttled[u]) assert_true(lottery_mark_throttled(&replayed, d_id(u)) >= 0);
+        if (lottery_points_of(&live, d_id(u)) != 0) assert_int_equal(lottery_set_points(&replayed, d_id(u), p.points[u]), 0);
+    }
+    uint32_t serve2[D_REQS + 1], pos2[D_REQS + 1];
+    int64_t pts2[D_REQS + 1];
+    assert_int_equal(lottery_serve_order_by(&replayed, p.seed, 1, serve2, pos2, pts2), 0);
+    d_same(serve, serve2, n, seed, "the replayed serving order");
+    d_same(pos, pos2, n, seed, "a replayed draw position");
+    for (size_t i = 0; i < n; i++) assert_true(pts[i] == pts2[i]);
+    /* without points: the shuffle alone, the reference's too */
+    assert_int_equal(lottery_serve_order_by(&replayed, p.seed, 0, serve2, pos2, NULL), 0);
+    d_reference(&p, 0, rserve, rpos, rpts);
+    d_same(serve2, rserve, n, seed, "the serving order without points");
+    for (size_t i = 1; i < n; i++) {
+        int a = p.req_user[serve[i - 1]], b = p.req_user[serve[i]];
+        assert_true(p.throttled[a] <= p.throttled[b]);
+        if (p.throttled[a] == p.throttled[b]) assert_true(pts[serve[i - 1]] >= pts[serve[i]]);
+        if (a == b) assert_true(serve[i - 1] < serve[i]);
+    }
+    tally[0] += (long)n;
+    tally[1] += (long)live.n_tickets;
+    for (int u = 0; u < n_users; u++) tally[2] += p.throttled[u];
+    lottery_free(&live);
+    lottery_free(&replayed);
+    engine_free(e);
+}
+
+static void test_prop_draw(void **state)
+{
+    uint64_t base = env_u64("ENGINE_PROP_SEED", DEFAULT_SEED);
+    uint64_t runs = env_u64("ENGINE_PROP_RUNS", DEFAULT_RUNS) / 5;
+    long t[3] = { 0 };
+    for (uint64_t i = 0; i < runs; i++) d_run(base + i, t);
+    print_message("draw by points: %llu pools, %ld kept requests, %ld tickets, %ld throttled users\n",
+                  (unsigned long long)runs, t[0], t[1], t[2]);
+    assert_true(runs < 100 || (t[0] > 1000 && t[1] > 500 && t[2] > 100));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2052,6 +2286,7 @@ int main(void)
         cmocka_unit_test(test_prop_rooms),
         cmocka_unit_test(test_prop_formed_groups),
         cmocka_unit_test(test_prop_wait),
+        cmocka_unit_test(test_prop_draw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
