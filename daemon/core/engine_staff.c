@@ -10,7 +10,8 @@
  * check is remembered on the holding (USER_STAFF, engine_order.staff) so
  * that verify lists it as a staff exception instead of a breach. An
  * unassign returns units like any release or cancel, so the waitlist is
- * served at the end of the call (engine.c).
+ * served at the end of the call (engine.c) -- and so is it after an
+ * assign, which may open beds to those waiting (see engine__staff_decide).
  */
 #include "engine_staff_int.h"
 #include "core/assert.h"
@@ -155,5 +156,10 @@ engine_reason engine__staff_decide(engine *e, const engine_request *r, int64_t n
     else
         why = is_rooms(e) ? unassign_bed(e, ui, r, now, out) : unassign_units(e, ui, r, now, out);
     if (why == REASON_NONE && out->status != STATUS_NONE) out->by = STAFF;
+    /* a placement can open beds to those waiting though no unit came
+     * back: with group_fill = exact an empty room that gets a holder takes
+     * single users now (11.4), and an exception can change a same_X
+     * value (11.2); serve the waitlist at the end of the call */
+    if (assign && out->status == STATUS_GRANTED) e->wait_kick = 1;
     return why;
 }

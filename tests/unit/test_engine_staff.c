@@ -237,6 +237,32 @@ static void test_staff_exceptions_disagree(void **state)
     engine_free(e);
 }
 
+/* With group_fill = exact a single user waits for an empty double, which
+ * only a pair may take (11.4); once staff place someone there, the other
+ * bed is for a single, and the one waiting gets it in the same call --
+ * not at the next return of a unit somewhere (found by test_engine_prop's
+ * waitlist runs). */
+static void test_assign_serves_waitlist_exact(void **state)
+{
+    engine_meta m;
+    engine_meta_defaults(&m);
+    m.kind = BATCH_ROOM;
+    m.group_fill = GROUP_FILL_EXACT;
+    engine *e = engine_new(&m, 3);
+    assert_non_null(e);
+    assert_int_equal(engine_load_item(e, "D2", 2), 0);
+    engine_result w = etest_decide(e, (engine_request){ .op = OP_CHOOSE, .id = "q1", .user = "s2",
+                                                        .seq = 1, .item = "D2", .wait = 1 }, T0);
+    assert_int_equal(w.status, STATUS_WAITING);
+    assert_int_equal(ctl(e, OP_ASSIGN, "a1", "s1", "D2", 0, T0 + 1).status, STATUS_GRANTED);
+    engine_user_view v;
+    assert_int_equal(engine_user_view_get(e, "s2", &v), 0);
+    assert_non_null(v.room);
+    assert_string_equal(v.room, "D2");
+    assert_int_equal(engine_get_counters(e)->waiting, 0);
+    engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_load_staff),
         cmocka_unit_test(test_same_beside_staff_exception),
         cmocka_unit_test(test_staff_exceptions_disagree),
+        cmocka_unit_test(test_assign_serves_waitlist_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
