@@ -956,18 +956,18 @@ static void check_items(run *x, const int64_t *held)
     CHECK(t, engine_next_expiry(x->e) == next);
 }
 
-/* The holders of item it by the engine's own views (a stock user is a
- * staff exception when all its orders of the item are). */
-static int view_holders(run *x, const char *item, pe_holder *h)
+/* The holders of item by the engine's own views, among users ids[0..n)
+ * (a stock user is a staff exception when all its orders of the item are). */
+static int holders_of(const engine *e, const char *const *ids, int n_ids, const char *item, pe_holder *h)
 {
     int n = 0;
-    for (int u = 0; u < N_USERS; u++) {
+    for (int u = 0; u < n_ids; u++) {
         engine_user_view v;
-        if (engine_user_view_get(x->e, x->m.users[u].id, &v) < 0) continue;
+        if (engine_user_view_get(e, ids[u], &v) < 0) continue;
         int any = v.room && !strcmp(v.room, item), regular = any && !v.staff;
         for (size_t i = 0; i < v.n_orders; i++) {
             engine_item_view iv;
-            engine_item_view_at(x->e, v.orders[i].item, &iv);
+            engine_item_view_at(e, v.orders[i].item, &iv);
             if (strcmp(iv.id, item)) continue;
             any = 1;
             regular |= !v.orders[i].staff;
@@ -1008,8 +1008,9 @@ static void check_rules(run *x)
     model *m = &x->m;
     for (int it = 0; it < m->n_items; it++) {
         pe_holder h[N_USERS];
-        const char *id = m->items[it].id;
-        int n = view_holders(x, id, h);
+        const char *id = m->items[it].id, *ids[N_USERS];
+        for (int u = 0; u < N_USERS; u++) ids[u] = m->users[u].id;
+        int n = holders_of(x->e, ids, N_USERS, id, h);
         const pe_rules *rs = &m->items[it].rules;
         int bad = pe_audit(m->prof, rs, h, n);
         if (bad >= 0) print_error("%s holds %s against its rules\n", m->users[h[bad].user].id, id);
@@ -1908,7 +1909,14 @@ static void fg_one_run(uint64_t seed, fg_tally *t)
  *   call in an open phase no waiting request fits what is free (else the
  *   pass, which goes oldest first, would have served it).
  * Together: a request is served only when every older one still waiting
- * did not fit at that moment. */
+ * did not fit at that moment.
+ * Contract 11 too: the items carry random only_X/same_X rules, the users
+ * random profiles, rooms use group_fill = exact in some runs, and staff
+ * assign and unassign come among the requests. "Fits" is then "would be
+ * granted now" (free units, exact fill, eligibility: w_fits); after
+ * every call no holder but a staff exception breaks a rule of their item,
+ * and every grant -- those served from the waitlist above all -- keeps
+ * exact fill (fill_ok). */
 #define W_ITEMS 3
 #define W_USERS 8
 #define W_STEPS 120
@@ -1924,6 +1932,11 @@ typedef struct wrun {
     char waiting[4 * W_STEPS];
     uint64_t orders[W_USERS][16];   /* stock: live order ids of each user */
     int n_orders[W_USERS];
+    int exact;                      /* group_fill = exact (rooms) */
+    pe_profile prof[W_USERS];       /* 11.2 */
+    pe_rules rules[W_ITEMS];
+    engine_op op_of[4 * W_STEPS];   /* by request number */
+    long not_eligible, staff;
 } wrun;
 
 static const char *const w_items[W_ITEMS] = { "i0", "i1", "i2" };
@@ -1949,26 +1962,56 @@ static void w_forget_order(wrun *x, int u, uint64_t order)
         if (x->orders[u][i] == order) x->orders[u][i] = x->orders[u][--x->n_orders[u]];
 }
 
-/* Does a waiting request fit what is free now? (The rules that would give
- * it a final refusal -- limit, member_busy -- make it "fit" too: the pass
- * would have ended it.) */
+/* May the waiting request's user (or its members) be given item it now
+ * (11.2, its holders as the views show them)? */
+static int w_may(const wrun *x, const engine_request *r, int it)
+{
+    pe_holder h[W_USERS];
+    int n = holders_of(x->e, w_users, W_USERS, w_items[it], h);
+    if (r->op != OP_GROUP) return pe_may(x->prof, w_user(r->user), &x->rules[it], h, n, -1);
+    int mem[2] = { w_user(r->members[0]), w_user(r->members[1]) };
+    return pe_may_group(x->prof, mem, 2, &x->rules[it], h, n);
+}
+
+/* Would a waiting request be granted now (free units, exact fill, 11.4,
+ * and eligibility, 11.2)? The rules that would give it a final refusal --
+ * limit, member_busy, already_holding -- make it "fit" too where its own
+ * refusal is lifted: the pass would have ended it. An ineligible one is not asserted
+ * either way: who may hold an item changes with grants too (same_X), which
+ * start no serving pass, and it ends at the next one or by wait_ms. */
 static int w_fits(const wrun *x, const engine_request *r)
 {
     engine_item_view v;
     if (r->op == OP_BUY) {
         engine_item_view_get(x->e, r->item, &v);
-        return v.free >= r->qty;
+        return v.free >= r->qty && w_may(x, r, w_item(r->item));
     }
+    engine_user_view uv;
+    int holds = engine_user_view_get(x->e, r->user, &uv) == 0 && uv.room;
     if (r->op == OP_CHOOSE) {
         engine_item_view_get(x->e, r->item, &v);
-        return v.free > 0;
+        return v.free > 0 && pe_single_fits(x->exact, v.capacity, v.capacity - v.free) &&
+               (holds || w_may(x, r, w_item(r->item)));
     }
     int64_t need = r->op == OP_GROUP ? (int64_t)r->n_members : 1;
     for (size_t i = 0; i < r->n_prefs; i++) {
         engine_item_view_get(x->e, r->prefs[i], &v);
-        if (v.free >= need) return 1;
+        int64_t held = v.capacity - v.free;
+        int room_ok = need == 1 && r->op != OP_GROUP ? v.free > 0 && pe_single_fits(x->exact, v.capacity, held)
+                                                     : pe_group_fits(x->exact, v.capacity, held, need);
+        if (room_ok && w_may(x, r, w_item(r->prefs[i]))) return 1;
     }
     return 0;
+}
+
+/* 11.2 after a call: no holder but a staff exception breaks a rule. */
+static void w_rules(wrun *x)
+{
+    for (int it = 0; it < W_ITEMS; it++) {
+        pe_holder h[W_USERS];
+        int n = holders_of(x->e, w_users, W_USERS, w_items[it], h);
+        CHECK(&x->t, pe_audit(x->prof, &x->rules[it], h, n) < 0);
+    }
 }
 
 static void w_events(wrun *x, size_t from)
@@ -1981,6 +2024,11 @@ static void w_events(wrun *x, size_t from)
         if (ev->type == EVENT_RELEASE || ev->type == EVENT_CANCEL || ev->type == EVENT_EXPIRE ||
             ev->type == EVENT_CAPACITY || ev->type == EVENT_STATE)
             x->last_done = 0;
+        size_t k = x->rooms ? grant_run(x->e, from, i) : 0;
+        if (k) {   /* 11.4: the request's own op, served from the waitlist or not */
+            int n = ev->req && ev->req[0] == 'q' ? atoi(ev->req + 1) : 0;
+            CHECK(&x->t, fill_ok(x->exact, x->op_of[n], ev->by, x->cap[it], x->held[it], k));
+        }
         switch (ev->type) {
         case EVENT_GRANT:
             x->held[it] += ev->qty;
@@ -2020,8 +2068,32 @@ static void w_check(wrun *x, int64_t now)
     for (size_t i = 0; i < engine_wait_count(x->e); i++) {
         const engine_request *r;
         engine_wait_at(x->e, i, &r, NULL, NULL, NULL);
+        if (w_fits(x, r)) {
+            print_error("waiting %s: %s by %s for %s fits now\n", r->id, engine_op_name(r->op), r->user,
+                        r->item ? r->item : r->n_prefs ? r->prefs[0] : "-");
+            for (int it = 0; it < W_ITEMS; it++) {
+                engine_item_view v;
+                engine_item_view_get(x->e, w_items[it], &v);
+                char key[24] = "", val[32] = "";
+                if (x->rules[it].n) pe_rule_attr(&x->rules[it].r[0], key, sizeof key, val, sizeof val);
+                print_error("  %s: capacity %lld free %lld, %d rules %s=%s, eligible %d (reference %d)\n", v.id,
+                            (long long)v.capacity, (long long)v.free, x->rules[it].n, key, val,
+                            engine_eligible(x->e, r->user, v.id, NULL), w_may(x, r, it));
+            }
+            for (size_t j = 0; j < r->n_prefs; j++) print_error("  pref %s\n", r->prefs[j]);
+        }
         CHECK(&x->t, !w_fits(x, r));                           /* nobody left who fits */
     }
+}
+
+/* 11.5 among the requests: a placement (checked or not) or its undoing. */
+static engine_request w_staff(wrun *x, const char *id, int u, const char *item)
+{
+    if (chance(&x->rng, 50))
+        return (engine_request){ .id = id, .op = OP_ASSIGN, .user = w_users[u], .item = item,
+                                 .qty = 1 + rnd(&x->rng, 2), .check = chance(&x->rng, 50) };
+    uint64_t order = !x->rooms && x->n_orders[u] && chance(&x->rng, 50) ? x->orders[u][0] : 0;
+    return (engine_request){ .id = id, .op = OP_UNASSIGN, .user = w_users[u], .order = order };
 }
 
 /* One random request or command; n numbers it (its id is "q<n>"). */
@@ -2038,6 +2110,8 @@ static void w_step(wrun *x, int n, int64_t now)
     if (k < 8) {
         r = (engine_request){ .id = id, .op = k < 2 ? OP_PAUSE : k < 4 ? OP_RESUME : OP_SET_CAPACITY,
                               .item = item, .qty = x->held[w_item(item)] + rnd(&x->rng, 3) };
+    } else if (k < 14) {
+        r = w_staff(x, id, u, item);
     } else if (!x->rooms && k < 60) {
         r.op = OP_BUY;
         r.qty = 1 + rnd(&x->rng, 2);
@@ -2061,13 +2135,27 @@ static void w_step(wrun *x, int n, int64_t now)
     engine_result out;
     size_t from = engine_event_count(x->e);
     x->last_done = 0;
+    x->op_of[n] = r.op;
     engine_decide(x->e, &r, now, &out);
     CHECK(&x->t, out.status != STATUS_NONE);
     if (out.status == STATUS_WAITING) x->waiting[n] = 1;
+    if (getenv("ENGINE_PROP_TRACE")) {
+        engine_item_view v[W_ITEMS];
+        for (int i = 0; i < W_ITEMS; i++) engine_item_view_get(x->e, w_items[i], &v[i]);
+        print_message("q%d at %lld: %s %s %s qty %lld -> %s %s %s; free %lld/%lld %lld/%lld %lld/%lld, "
+                      "%zu events, %lld waiting\n", n, (long long)now, engine_op_name(r.op), r.user ? r.user : "-",
+                      r.item ? r.item : "-", (long long)r.qty, engine_status_name(out.status),
+                      engine_reason_name(out.reason), out.item ? out.item : "", (long long)v[0].free,
+                      (long long)v[0].capacity, (long long)v[1].free, (long long)v[1].capacity,
+                      (long long)v[2].free, (long long)v[2].capacity, engine_event_count(x->e) - from,
+                      (long long)engine_wait_count(x->e));
+    }
+    x->not_eligible += out.reason == REASON_NOT_ELIGIBLE;
+    x->staff += r.op == OP_ASSIGN && out.status == STATUS_GRANTED;
     w_events(x, from);
 }
 
-typedef struct w_tally { long joined, served, ended; } w_tally;
+typedef struct w_tally { long joined, served, ended, not_eligible, staff; } w_tally;
 
 static void w_run(uint64_t seed, int rooms, w_tally *tally)
 {
@@ -2083,10 +2171,23 @@ static void w_run(uint64_t seed, int rooms, w_tally *tally)
     m.hold_ms = rooms ? 0 : 50 * rnd(&x->rng, 3);
     m.wait_ms = 100 * rnd(&x->rng, 4);
     m.closes_at = chance(&x->rng, 30) ? T0 + 2000 : 0;
+    if (rooms && chance(&x->rng, 40)) m.group_fill = GROUP_FILL_EXACT;
+    x->exact = m.group_fill == GROUP_FILL_EXACT;
     x->e = engine_new(&m, seed);
+    char key[24], val[32];
     for (int i = 0; i < W_ITEMS; i++) {
         x->cap[i] = rnd(&x->rng, 3);
         engine_load_item(x->e, w_items[i], x->cap[i]);
+        pe_gen_rules(&x->rng, &x->rules[i], 1);
+        for (int j = 0; j < x->rules[i].n; j++) {
+            pe_rule_attr(&x->rules[i].r[j], key, sizeof key, val, sizeof val);
+            CHECK(&x->t, engine_load_attr(x->e, w_items[i], key, val) == 0);
+        }
+    }
+    for (int u = 0; u < W_USERS; u++) {
+        engine_kv kv[PE_KEYS];
+        pe_gen_profile(&x->rng, &x->prof[u]);
+        CHECK(&x->t, engine_profile_set(x->e, w_users[u], kv, pe_profile_kv(&x->prof[u], kv)) == 0);
     }
     int64_t now = T0;
     for (int n = 1; n <= W_STEPS; n++) {
@@ -2101,6 +2202,7 @@ static void w_run(uint64_t seed, int rooms, w_tally *tally)
             w_step(x, n, now);
         }
         w_check(x, now);
+        w_rules(x);
         if (chance(&x->rng, 30)) engine_drain_clear(x->e);
     }
     /* close: everyone still waiting gets a final result, once */
@@ -2115,6 +2217,8 @@ static void w_run(uint64_t seed, int rooms, w_tally *tally)
     tally->joined += c->wait_joined;
     tally->served += c->wait_served;
     tally->ended += c->wait_ended;
+    tally->not_eligible += x->not_eligible;
+    tally->staff += x->staff;
     engine_free(x->e);
     free(x);
 }
@@ -2139,9 +2243,11 @@ static void test_prop_wait(void **state)
     uint64_t runs = env_u64("ENGINE_PROP_RUNS", DEFAULT_RUNS) / 2;
     w_tally t = { 0 };
     for (uint64_t i = 0; i < runs; i++) w_run(((base & ~1ULL) + 2 * i) | (i & 1), (int)(i & 1), &t);
-    print_message("waitlist: %ld joined, %ld served, %ld ended\n", t.joined, t.served, t.ended);
+    print_message("waitlist: %ld joined, %ld served, %ld ended, %ld not_eligible, %ld staff grants\n", t.joined,
+                  t.served, t.ended, t.not_eligible, t.staff);
     /* the runs wait, are served and run out (a property over nothing proves nothing) */
-    assert_true(runs < 50 || (t.joined > 100 && t.served > 100 && t.ended > 100));
+    assert_true(runs < 50 || (t.joined > 100 && t.served > 100 && t.ended > 100 && t.not_eligible > 100 &&
+                              t.staff > 100));
 }
 
 /* ------------------------------------------------------------ the draw */
