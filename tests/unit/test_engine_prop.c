@@ -1566,10 +1566,12 @@ static void run_many(int rooms)
                   "(%ld with staff exceptions)\n", rooms ? "rooms" : "stock", (unsigned long long)runs, t.steps,
                   t.not_eligible, t.exact_refusals, t.exact_groups, t.staff_grants, t.exceptions, t.unassigns,
                   t.edits, t.restarts, t.staff_restarts);
-    /* every part of contract 11 is reached (a property over nothing proves nothing) */
-    assert_true(runs < 1000 || (t.not_eligible > 1000 && t.staff_grants > 500 && t.exceptions > 200 &&
-                                t.unassigns > 200 && t.edits > 1000 && t.staff_restarts > 50));
-    assert_true(runs < 1000 || !rooms || (t.exact_refusals > 500 && t.exact_groups > 50));
+    /* every part of contract 11 is reached (a property over nothing proves
+     * nothing): at least about half of what 2500 runs reach */
+    long r = (long)runs;
+    assert_true(r < 500 || (t.not_eligible > r && t.staff_grants > r / 4 && t.exceptions > r / 6 &&
+                            t.unassigns > r / 15 && t.edits > r && t.staff_restarts > r / 10));
+    assert_true(r < 500 || !rooms || (t.exact_refusals > r && t.exact_groups > r / 40));
 }
 
 static void test_prop_stock(void **state) { run_many(0); }
