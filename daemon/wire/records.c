@@ -57,7 +57,9 @@ static void result_fields(jsonw *w, const request *q, const engine_result *res)
     if (res->status == STATUS_GRANTED) jsonw_kint(w, "rank", res->rank);
     if (res->by) {   /* staff placements (contract 11.5) */
         jsonw_kstr(w, "by", res->by);
-        if (q->r.check) { jsonw_key(w, "check"); jsonw_raw(w, "true", 4); }
+        /* raw, comma and all: jsonw_raw leaves the separator state alone,
+         * and keys follow */
+        if (q->r.check) jsonw_raw(w, ",\"check\":true", 13);
     }
     /* a waitlist place; a swap offer (9.3) has none */
     if (res->status == STATUS_WAITING && res->wait_no) records_waiting_fields(w, res);
