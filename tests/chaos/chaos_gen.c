@@ -588,13 +588,12 @@ static int cmp_adm(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-void *chaos__admin_main(void *arg)
+/* The admin's commands over the push phase, in time order (ev: 256). */
+static int admin_schedule(producer *pr, adm_ev *ev)
 {
-    producer *pr = arg;
     chaos_ctx *cx = pr->cx;
     double S = cx->seconds;
     int n_cap = 4 + (int)(S / 4);
-    adm_ev ev[256];
     int n = 0;
     for (int i = 0; i < n_cap && n < 200; i++)
         ev[n++] = (adm_ev){ S * (0.05 + 0.9 * chaos__rndf(&pr->rng)), i % 4 == 3 ? ADM_CAP_STOCK : ADM_CAP_ROOM };
@@ -607,8 +606,17 @@ void *chaos__admin_main(void *arg)
         ev[n++] = (adm_ev){ S * (0.05 + 0.9 * chaos__rndf(&pr->rng)), ADM_SLEEP };
     for (int i = 0; i < 6 + (int)S && n < 256; i++)   /* staff: some before cr2 opens */
         ev[n++] = (adm_ev){ S * (0.02 + 0.9 * chaos__rndf(&pr->rng)), i % 3 == 2 ? ADM_UNASSIGN : ADM_ASSIGN };
-    staff_book sb = { .n = { 0 } };
     qsort(ev, (size_t)n, sizeof ev[0], cmp_adm);
+    return n;
+}
+
+void *chaos__admin_main(void *arg)
+{
+    producer *pr = arg;
+    chaos_ctx *cx = pr->cx;
+    adm_ev ev[256];
+    int n = admin_schedule(pr, ev);
+    staff_book sb = { .n = { 0 } };
     const batch_def *room = &cx->b[B_CR1];
     for (int i = 0; i < n && !atomic_load(&cx->stop_helpers); i++) {
         chaos__sleep_until(cx, ev[i].at);

@@ -53,13 +53,8 @@
 
 /* ------------------------------------------------------------ random */
 
-static uint64_t rnd_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+/* The generator of prop_elig.h (SplitMix64): one for all the runs. */
+static uint64_t rnd_next(uint64_t *s) { return pe__next(s); }
 
 /* Slightly biased for large n; irrelevant for picking test cases. */
 static int64_t rnd(uint64_t *s, int64_t n) { return (int64_t)(rnd_next(s) % (uint64_t)n); }
@@ -2401,6 +2396,20 @@ static void d_same(const uint32_t *a, const uint32_t *b, size_t n, uint64_t seed
         if (a[i] != b[i]) fail_msg("draw, seed %llu: %s differs at %zu", (unsigned long long)seed, what, i);
 }
 
+/* A fresh lottery from the recorded pool alone, as lottery verify and a
+ * takeover build it: the throttle marks before or after the requests. */
+static void d_from_record(lottery *l, const d_pool *p, uint64_t *g, uint64_t seed, int n_users)
+{
+    lottery_init(l, seed ^ 0x5555);
+    for (int u = n_users - 1; u >= 0; u--)
+        if (p->throttled[u] && rnd(g, 2)) assert_true(lottery_mark_throttled(l, d_id(u)) >= 0);
+    for (int i = 0; i < p->n_reqs; i++) assert_int_equal(lottery_add_request(l, d_id(p->req_user[i])), 0);
+    for (int u = 0; u < n_users; u++) {
+        if (p->throttled[u]) assert_true(lottery_mark_throttled(l, d_id(u)) >= 0);
+        if (p->points[u] != 0) assert_int_equal(lottery_set_points(l, d_id(u), p->points[u]), 0);
+    }
+}
+
 static void d_run(uint64_t seed, long *tally)
 {
     uint64_t g = seed;
@@ -2443,14 +2452,7 @@ static void d_run(uint64_t seed, long *tally)
     /* every profile changes; the recorded pool replays, marks in any order */
     for (int u = 0; u < n_users; u++) d_profile(e, &g, u);
     lottery replayed;
-    lottery_init(&replayed, seed ^ 0x5555);
-    for (int u = n_users - 1; u >= 0; u--)
-        if (p.throttled[u] && rnd(&g, 2)) assert_true(lottery_mark_throttled(&replayed, d_id(u)) >= 0);
-    for (size_t i = 0; i < n; i++) assert_int_equal(lottery_add_request(&replayed, d_id(p.req_user[i])), 0);
-    for (int u = 0; u < n_users; u++) {
-        if (p.throttled[u]) assert_true(lottery_mark_throttled(&replayed, d_id(u)) >= 0);
-        if (lottery_points_of(&live, d_id(u)) != 0) assert_int_equal(lottery_set_points(&replayed, d_id(u), p.points[u]), 0);
-    }
+    d_from_record(&replayed, &p, &g, seed, n_users);
     uint32_t serve2[D_REQS + 1], pos2[D_REQS + 1];
     int64_t pts2[D_REQS + 1];
     assert_int_equal(lottery_serve_order_by(&replayed, p.seed, 1, serve2, pos2, pts2), 0);

@@ -19,12 +19,13 @@
 
 #define T0 1763800000000LL
 
-static engine *dorm(int64_t opens_at)
+static engine *dorm_fill(int64_t opens_at, group_fill_mode fill)
 {
     engine_meta m;
     engine_meta_defaults(&m);
     m.kind = BATCH_ROOM;
     m.opens_at = opens_at;
+    m.group_fill = fill;
     engine *e = engine_new(&m, 7);
     assert_non_null(e);
     assert_int_equal(engine_load_item(e, "R1", 1), 0);
@@ -32,6 +33,8 @@ static engine *dorm(int64_t opens_at)
     assert_int_equal(engine_load_attr(e, "W1", "only_gender", "\"F\""), 0);
     return e;
 }
+
+static engine *dorm(int64_t opens_at) { return dorm_fill(opens_at, GROUP_FILL_ANY); }
 
 static engine_result ctl(engine *e, engine_op o, const char *id, const char *u, const char *item,
                          int check, int64_t now)
@@ -244,12 +247,7 @@ static void test_staff_exceptions_disagree(void **state)
  * waitlist runs). */
 static void test_assign_serves_waitlist_exact(void **state)
 {
-    engine_meta m;
-    engine_meta_defaults(&m);
-    m.kind = BATCH_ROOM;
-    m.group_fill = GROUP_FILL_EXACT;
-    engine *e = engine_new(&m, 3);
-    assert_non_null(e);
+    engine *e = dorm_fill(0, GROUP_FILL_EXACT);
     assert_int_equal(engine_load_item(e, "D2", 2), 0);
     engine_result w = etest_decide(e, (engine_request){ .op = OP_CHOOSE, .id = "q1", .user = "s2",
                                                         .seq = 1, .item = "D2", .wait = 1 }, T0);
