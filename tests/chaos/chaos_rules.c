@@ -381,10 +381,11 @@ static int by_draw(const void *a, const void *b)
     return x->draw < y->draw ? -1 : x->draw > y->draw;
 }
 
-/* allocctl lottery verify of the batch: exit 0 (MATCH), its output else. */
+/* allocctl lottery verify of the batch: exit 0 (MATCH), its DIFF lines
+ * (or the start of its output) else. */
 static void lottery_verify(chaos_ctx *cx, const char *batch)
 {
-    char conf[400], cmd[1200], out[600] = "";
+    char conf[400], cmd[1200], out[16384] = "", diffs[360] = "";
     snprintf(conf, sizeof conf, "%s/ctl-rules.conf", cx->redis.dir);
     FILE *f = fopen(conf, "w");
     if (!f) return;
@@ -398,9 +399,13 @@ static void lottery_verify(chaos_ctx *cx, const char *batch)
     char sink[4096];
     while (fread(sink, 1, sizeof sink, p) > 0) {}
     int st = pclose(p);
+    for (char *d = strstr(out, "DIFF"); d && strlen(diffs) + 2 < sizeof diffs; d = strstr(d + 4, "DIFF")) {
+        size_t n = strcspn(d, "\n"), have = strlen(diffs);
+        snprintf(diffs + have, sizeof diffs - have, "%s%.*s", have ? "; " : "", (int)n, d);
+    }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         chaos__violation(cx, &cx->rep->rule_breaches, "%s: allocctl lottery verify exited %d: %.300s", batch,
-                         WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+                         WIFEXITED(st) ? WEXITSTATUS(st) : -1, diffs[0] ? diffs : out);
 }
 
 void chaos__draw_check(draw_tally *d)
