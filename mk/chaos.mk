@@ -9,7 +9,10 @@
 #   make chaos                 long run: 200k requests, 20 kills, 3 Redis
 #                              restarts, a 60 s Redis outage, DEBUG SLEEPs, and
 #                              an archiver into PostgreSQL killed with allocd,
-#                              checked by reconcile (--archive)
+#                              checked by reconcile (--archive); contract 11 in
+#                              its room batches (rules and profiles, staff
+#                              placements, exact fill, a draw by points:
+#                              tests/chaos/chaos_rules.c)
 #   make chaos CHAOS_ARGS="--requests 50000 --kills 5 --seed 7"
 #   make chaos-cluster         the same checks over a 3-master Redis Cluster:
 #                              3 allocd instances, 60k requests, 10 kills,

@@ -241,6 +241,9 @@ static engine_reason decide_set_capacity(engine *e, const engine_request *r,
     }
     ALLOC_ASSERT(e->items[it].free >= 0 &&
                  e->items[it].capacity - e->items[it].free == held);
+    /* fewer beds can open a room to those waiting too: with group_fill =
+     * exact an empty double made a single takes a single user (11.4) */
+    e->wait_kick = 1;
     engine__dirty_item(e, it, 1);
     engine__emit(e, &(engine_event){ .type = EVENT_CAPACITY, .item = e->items[it].id,
                              .qty = r->qty, .req = r->id, .at = now });

@@ -21,6 +21,7 @@
 /* What the pass over the users found, for the checks that follow it. */
 typedef struct sweep {
     int64_t *held;          /* per item: units (beds) the users hold */
+    int64_t *staff;         /* per item: of those, placed by staff without check */
     uint8_t *seen;          /* per user or item: marks, to find repeats */
     size_t dirty_users;     /* users flagged USER_DIRTY */
     size_t dirty_items;     /* items flagged ITEM_DIRTY */
@@ -51,6 +52,7 @@ static const char *check_room_user(const engine *e, const user *u, sweep *w)
         return u->u.r.req ? "room user: request id kept without a bed" : NULL;
     if (u->u.r.room >= e->n_items) return "room user: bed in a room that does not exist";
     w->held[u->u.r.room]++;
+    w->staff[u->u.r.room] += (u->flags & USER_STAFF) != 0;
     return NULL;
 }
 
@@ -74,6 +76,7 @@ static const char *check_stock_user(const engine *e, const user *u, sweep *w)
         if (orders_find(u, o->id) != i) return "order: two live orders of one user share an id";
         units += o->qty;
         w->held[o->item] += o->qty;
+        w->staff[o->item] += o->staff ? o->qty : 0;
         w->held_orders += o->state == ORDER_HELD;
     }
     if (units != u->u.s.units) return "stock user: units != the sum of live orders";
@@ -105,6 +108,7 @@ static const char *check_items(const engine *e, sweep *w)
         if (!p->id || find_item(e, p->id) != i) return "item map: an item's id does not find it";
         if (p->capacity < 0) return "item: capacity < 0";
         if (p->capacity - p->free != w->held[i]) return "item: held + free != capacity";
+        if (p->staff_held != w->staff[i]) return "item: staff_held != the units staff exceptions hold";
         if (p->free < 0 && !(p->flags & ITEM_LOADED_OVER)) return "item: free < 0";
         if ((p->flags & ITEM_CAP_CHANGED) && !(p->flags & ITEM_DIRTY))
             return "item: capacity changed but not dirty";
@@ -185,14 +189,16 @@ const char *engine_check_invariants(const engine *e)
     if (why) return why;
     size_t n_seen = e->n_users > e->n_items ? e->n_users : e->n_items;
     sweep w = { .held = calloc(e->n_items + 1, sizeof *w.held),
+                .staff = calloc(e->n_items + 1, sizeof *w.staff),
                 .seen = calloc(n_seen + 1, 1) };
     /* Without memory for the scratch arrays there is nothing to check
      * with: that is not a breach. */
-    if (w.held && w.seen && !(why = check_users(e, &w)) && !(why = check_items(e, &w)) &&
+    if (w.held && w.staff && w.seen && !(why = check_users(e, &w)) && !(why = check_items(e, &w)) &&
         !(why = check_heap(e, &w)) && !(why = check_outputs(e, &w)) && !(why = engine__groups_check(e)))
         why = engine__swaps_check(e);
     if (!why) why = engine__wait_check(e);
     free(w.held);
+    free(w.staff);
     free(w.seen);
     return why;
 }

@@ -11,10 +11,16 @@
  * comparison of pair numbers, never of strings, so eligibility costs a
  * decision little (the issue allows 10%).
  *
- * same_X keeps, per item, the pair of its holders (set by the first
- * holder, engine__elig_took). Loaded holders leave it unknown until the
- * first decision (engine__elig_refresh): it is then read from the holders'
- * profiles as they are.
+ * same_X: the value of an item is that of its regular holders; when it
+ * has none, that of its holders placed by staff without check (11.5) if
+ * they agree; else it has none and anyone with an X may take it. So it
+ * follows from the holders alone, and a reload, which reads them in any
+ * order, decides as the engine before it did. Per item the pair of the
+ * regular holders is kept (set by the first of them, engine__elig_took;
+ * loaded holders leave it unknown until the first decision,
+ * engine__elig_refresh); the staff exceptions' pair is read from them
+ * when they are all the item has (item.staff_held counts their units:
+ * rare, and a scan of the users then).
  */
 #include "engine_elig_int.h"
 #include "core/assert.h"
@@ -414,11 +420,59 @@ int engine__elig_attr(engine *e, uint32_t it, const char *key, const char *value
 
 /* ---------------------------------------------------------------- deciding */
 
-static int held_of(const item *it) { return it->capacity - it->free > 0; }
+/* Whether user ui holds item it now (rooms: the bed; stock: a live order);
+ * with no_staff, only by a holding not placed by staff without check. */
+static int holds_item(const engine *e, uint32_t ui, uint32_t it, int no_staff)
+{
+    const user *u = &e->users[ui];
+    if (is_rooms(e)) return u->u.r.room == it && !(no_staff && (u->flags & USER_STAFF));
+    for (uint32_t o = 0; o < u->u.s.n_live; o++)
+        if (u->u.s.orders[o].item == it && !(no_staff && u->u.s.orders[o].staff)) return 1;
+    return 0;
+}
 
-/* The first rule of item it that user profile f breaks, or NULL. held:
- * the item has holders (other than one leaving, for a swap). */
-static const elig_rule *broken(const engine *e, const profile *f, uint32_t it, int held)
+/* The pair X of item it's regular holders: the first (in user order)
+ * whose profile has one. O(users): once per item after a load. */
+static uint32_t holders_pair(const engine *e, uint32_t it, uint32_t key)
+{
+    for (size_t u = 0; u < e->n_users; u++) {
+        uint32_t x = holds_item(e, (uint32_t)u, it, 1)
+                     ? profile_pair(e->prof, profile_find(e, e->users[u].id), key) : NO_PAIR;
+        if (x != NO_PAIR) return x;
+    }
+    return NO_PAIR;
+}
+
+/* The pair X of item it when only staff exceptions hold it (but leaving):
+ * theirs when they agree, else none. O(users), rare. */
+static uint32_t staff_pair(const engine *e, uint32_t it, uint32_t key, uint32_t leaving)
+{
+    uint32_t want = NO_PAIR;
+    for (size_t u = 0; u < e->n_users; u++) {
+        if (u == leaving || !holds_item(e, (uint32_t)u, it, 0)) continue;
+        uint32_t x = profile_pair(e->prof, profile_find(e, e->users[u].id), key);
+        if (x != NO_PAIR && want != NO_PAIR && x != want) return NO_PAIR;
+        if (x != NO_PAIR) want = x;
+    }
+    return want;
+}
+
+/* The same_X value rule r of item it holds its next holder to, NO_PAIR
+ * for none; leaving: a holder who leaves in the same step (a swap). */
+static uint32_t same_value(const engine *e, uint32_t it, const elig_rule *r, uint32_t leaving)
+{
+    const item *p = &e->items[it];
+    int64_t held = p->capacity - p->free, staff = p->staff_held;
+    if (leaving != STRMAP_NONE) {
+        held--;
+        staff -= is_rooms(e) && (e->users[leaving].flags & USER_STAFF);
+    }
+    if (held - staff > 0) return e->elig_stale ? holders_pair(e, it, r->key) : r->same_pair;
+    return staff > 0 ? staff_pair(e, it, r->key, leaving) : NO_PAIR;
+}
+
+/* The first rule of item it that user profile f breaks, or NULL. */
+static const elig_rule *broken(const engine *e, const profile *f, uint32_t it, uint32_t leaving)
 {
     const struct item_rules *rs = e->items[it].rules;
     for (uint32_t i = 0; rs && i < rs->n; i++) {
@@ -427,7 +481,8 @@ static const elig_rule *broken(const engine *e, const profile *f, uint32_t it, i
         uint32_t x = profile_pair(e->prof, f, r->key);
         if (x == NO_PAIR) return r;
         if (r->same) {
-            if (held && r->same_pair != NO_PAIR && r->same_pair != x) return r;
+            uint32_t want = same_value(e, it, r, leaving);
+            if (want != NO_PAIR && want != x) return r;
             continue;
         }
         uint32_t j = 0;
@@ -444,10 +499,8 @@ const engine_who *engine__elig_who(const engine *e, const char *uid)
 
 int engine__elig_ok_who(const engine *e, const engine_who *who, uint32_t it, uint32_t leaving)
 {
-    const item *p = &e->items[it];
-    if (!p->rules) return 1;
-    int64_t held = p->capacity - p->free - (leaving != STRMAP_NONE);
-    return broken(e, who, it, held > 0) == NULL;
+    if (!e->items[it].rules) return 1;
+    return broken(e, who, it, leaving) == NULL;
 }
 
 int engine__elig_ok(const engine *e, const char *uid, uint32_t it, uint32_t leaving)
@@ -478,40 +531,13 @@ void engine__elig_took(engine *e, const char *uid, uint32_t it, int64_t held_bef
     struct item_rules *rs = e->items[it].rules;
     if (!rs) return;
     const profile *f = profile_find(e, uid);
+    int first = held_before - e->items[it].staff_held <= 0;   /* the first regular holder */
     for (uint32_t i = 0; i < rs->n; i++) {
         elig_rule *r = &rs->r[i];
         if (!r->same || r->key == STRMAP_NONE) continue;
         uint32_t x = profile_pair(e->prof, f, r->key);
-        if (held_before <= 0 || r->same_pair == NO_PAIR) r->same_pair = x;
+        if (first || r->same_pair == NO_PAIR) r->same_pair = x;
     }
-}
-
-/* Whether user ui holds item it now (rooms: the bed; stock: a live order);
- * with no_staff, only by a holding not placed by staff without check. */
-static int holds_item(const engine *e, uint32_t ui, uint32_t it, int no_staff)
-{
-    const user *u = &e->users[ui];
-    if (is_rooms(e)) return u->u.r.room == it && !(no_staff && (u->flags & USER_STAFF));
-    for (uint32_t o = 0; o < u->u.s.n_live; o++)
-        if (u->u.s.orders[o].item == it && !(no_staff && u->u.s.orders[o].staff)) return 1;
-    return 0;
-}
-
-/* The pair X of the holders of item it: the first holder (in user order)
- * whose profile has one, taken from the holders the rule binds before the
- * staff exceptions (placed without check): the load order is the store's,
- * and an exception's value must not replace the others' (a reload would
- * then let in a user who differs from them). O(users): once per item after
- * a load. */
-static uint32_t holders_pair(const engine *e, uint32_t it, uint32_t key)
-{
-    for (int anyone = 0; anyone < 2; anyone++)
-        for (size_t u = 0; u < e->n_users; u++) {
-            if (!holds_item(e, (uint32_t)u, it, !anyone)) continue;
-            uint32_t x = profile_pair(e->prof, profile_find(e, e->users[u].id), key);
-            if (x != NO_PAIR) return x;
-        }
-    return NO_PAIR;
 }
 
 void engine__elig_refresh(engine *e)
@@ -520,8 +546,9 @@ void engine__elig_refresh(engine *e)
     e->elig_stale = 0;
     for (uint32_t it = 0; it < e->n_items; it++) {
         struct item_rules *rs = e->items[it].rules;
+        const item *p = &e->items[it];
         for (uint32_t i = 0; rs && i < rs->n; i++)
-            if (rs->r[i].same && rs->r[i].key != STRMAP_NONE && held_of(&e->items[it]))
+            if (rs->r[i].same && rs->r[i].key != STRMAP_NONE && p->capacity - p->free - p->staff_held > 0)
                 rs->r[i].same_pair = holders_pair(e, it, rs->r[i].key);
     }
 }
@@ -539,8 +566,7 @@ int engine_eligible(const engine *e, const char *uid, const char *item_id, engin
     uint32_t it = item_id ? find_item(e, item_id) : STRMAP_NONE;
     if (it == STRMAP_NONE) return -ENOENT;
     const profile *f = profile_find(e, uid);
-    const item *p = &e->items[it];
-    const elig_rule *r = p->rules ? broken(e, f, it, p->capacity - p->free > 0) : NULL;
+    const elig_rule *r = e->items[it].rules ? broken(e, f, it, STRMAP_NONE) : NULL;
     why_of(e, f, r, why);
     return r == NULL;
 }

@@ -150,11 +150,16 @@ int engine_load_staff(engine *e, const char *uid, uint64_t order)
     user *u = &e->users[ui];
     if (is_rooms(e)) {
         if (u->u.r.room == NO_ROOM) return -ENOENT;
+        if (!(u->flags & USER_STAFF)) e->items[u->u.r.room].staff_held++;
         u->flags |= USER_STAFF;
+        e->elig_stale = 1;
         return 0;
     }
     uint32_t o = orders_find(u, order);
     if (o == STRMAP_NONE || o >= u->u.s.n_live) return -ENOENT;
-    u->u.s.orders[o].staff = 1;
+    engine_order *p = &u->u.s.orders[o];
+    if (!p->staff) e->items[p->item].staff_held += p->qty;
+    p->staff = 1;
+    e->elig_stale = 1;
     return 0;
 }

@@ -10,7 +10,8 @@
  * check is remembered on the holding (USER_STAFF, engine_order.staff) so
  * that verify lists it as a staff exception instead of a breach. An
  * unassign returns units like any release or cancel, so the waitlist is
- * served at the end of the call (engine.c).
+ * served at the end of the call (engine.c) -- and so is it after an
+ * assign, which may open beds to those waiting (see engine__staff_decide).
  */
 #include "engine_staff_int.h"
 #include "core/assert.h"
@@ -40,10 +41,15 @@ static engine_reason assign_bed(engine *e, uint32_t ui, uint32_t it, const engin
     if (r->check && !engine__elig_ok(e, e->users[ui].id, it, STRMAP_NONE)) return REASON_NOT_ELIGIBLE;
     char *req = engine__seat_prepare(e, r->id, 1, 1);
     if (!req) return REASON_NONE;
-    engine__elig_took(e, e->users[ui].id, it, e->items[it].capacity - e->items[it].free);
+    /* a placement without check is an exception: it sets no same_X value
+     * over regular holders (engine_elig.c) */
+    if (r->check) engine__elig_took(e, e->users[ui].id, it, e->items[it].capacity - e->items[it].free);
     engine__seat(e, ui, it, req, r->id, now);
     by_staff(e);
-    if (!r->check) e->users[ui].flags |= USER_STAFF;
+    if (!r->check) {
+        e->users[ui].flags |= USER_STAFF;
+        e->items[it].staff_held++;
+    }
     engine__granted(e, out, e->items[it].id);
     return REASON_NONE;
 }
@@ -62,7 +68,8 @@ static engine_reason assign_units(engine *e, uint32_t ui, uint32_t it, const eng
     user *u = &e->users[ui];
     engine_order o = { .id = engine__order_id_new(e), .item = it, .qty = (int32_t)qty,
                        .state = ORDER_CONFIRMED, .staff = (uint8_t)!r->check };
-    engine__elig_took(e, u->id, it, e->items[it].capacity - e->items[it].free);
+    if (r->check) engine__elig_took(e, u->id, it, e->items[it].capacity - e->items[it].free);
+    e->items[it].staff_held += o.staff ? o.qty : 0;
     engine__orders_add_live(u, o);
     ALLOC_ASSERT(u->u.s.units <= e->meta.per_user);
     engine__free_take(e, it, o.qty);
@@ -96,6 +103,7 @@ static void cancel_order(engine *e, uint32_t ui, uint32_t i, const engine_reques
     user *u = &e->users[ui];
     engine_order o = engine__orders_end(u, i, ORDER_CANCELLED);
     engine__free_return(e, o.item, o.qty);
+    if (o.staff) e->items[o.item].staff_held -= o.qty;
     engine__emit(e, &(engine_event){ .type = EVENT_CANCEL, .user = u->id, .item = e->items[o.item].id,
                                      .qty = o.qty, .order = o.id, .req = r->id, .at = now,
                                      .by = STAFF });
@@ -148,5 +156,10 @@ engine_reason engine__staff_decide(engine *e, const engine_request *r, int64_t n
     else
         why = is_rooms(e) ? unassign_bed(e, ui, r, now, out) : unassign_units(e, ui, r, now, out);
     if (why == REASON_NONE && out->status != STATUS_NONE) out->by = STAFF;
+    /* a placement can open beds to those waiting though no unit came
+     * back: with group_fill = exact an empty room that gets a holder takes
+     * single users now (11.4), and an exception can change a same_X
+     * value (11.2); serve the waitlist at the end of the call */
+    if (assign && out->status == STATUS_GRANTED) e->wait_kick = 1;
     return why;
 }

@@ -341,6 +341,7 @@ uint32_t engine__unseat(engine *e, uint32_t ui, const char *req_id, int64_t now)
     ALLOC_ASSERT(it != NO_ROOM);
     engine__free_return(e, it, 1);
     u->u.r.room = NO_ROOM;
+    if (u->flags & USER_STAFF) e->items[it].staff_held--;
     u->flags &= (uint8_t)~USER_STAFF;   /* a staff placement ends with its bed */
     free(u->u.r.req);
     u->u.r.req = NULL;

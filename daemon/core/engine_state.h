@@ -40,6 +40,9 @@ typedef struct item {
     int64_t free;  /* capacity - held; < 0 only if ITEM_LOADED_OVER */
     attr *attrs;
     struct item_rules *rules;  /* only_X / same_X (engine_elig.c), NULL if none */
+    int64_t staff_held;        /* units (beds) held by staff without check (11.5):
+                                  same_X does not read its value from them while
+                                  the item has other holders (engine_elig.c) */
     uint32_t n_attrs;
     uint8_t flags;
 } item;

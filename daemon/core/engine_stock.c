@@ -25,6 +25,7 @@ void engine__stock_expire(engine *e, uint32_t ui, uint32_t oi, int64_t now)
     ALLOC_DEBUG_ASSERT(oi < u->u.s.n_live && u->u.s.orders[oi].state == ORDER_HELD);
     engine_order o = engine__orders_end(u, oi, ORDER_EXPIRED);
     engine__free_return(e, o.item, o.qty);
+    if (o.staff) e->items[o.item].staff_held -= o.qty;
     engine__emit(e, &(engine_event){ .type = EVENT_EXPIRE, .user = u->id,
                              .item = e->items[o.item].id, .qty = o.qty,
                              .order = o.id, .at = now });
@@ -138,6 +139,7 @@ engine_reason engine__stock_cancel(engine *e, uint32_t ui,
     user *u = &e->users[ui];
     engine_order o = engine__orders_end(u, oi, ORDER_CANCELLED);
     engine__free_return(e, o.item, o.qty);
+    if (o.staff) e->items[o.item].staff_held -= o.qty;   /* a staff order its holder gave back */
     engine__emit(e, &(engine_event){ .type = EVENT_CANCEL, .user = u->id,
                              .item = e->items[o.item].id, .qty = o.qty,
                              .order = o.id, .req = r->id, .at = now });

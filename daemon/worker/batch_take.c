@@ -468,6 +468,7 @@ static void dedup_start(batch_worker *w, chunk *ch)
     ch->state = CS_DEDUP;
     if (asked == 0) {
         if (dedup_mark_in_flight(&w->dedup, &w->ring, ch) < 0) { batch__fail(w, "dedup", "out of memory"); return; }
+        lottery_pool_mark_kept(&w->pool, ch);   /* ids kept for the lottery have no result yet */
         ch->state = CS_DEDUPED;
         batch__advance(w);
         return;
@@ -497,6 +498,7 @@ void batch__on_dedup(batch_worker *w, chunk *ch, redisReply *r)
         return;
     }
     if (dedup_mark_in_flight(&w->dedup, &w->ring, ch) < 0) { batch__fail(w, "dedup", "out of memory"); return; }
+    lottery_pool_mark_kept(&w->pool, ch);
     ch->state = CS_DEDUPED;
     batch__chunks_gc(w);
     batch__advance(w);

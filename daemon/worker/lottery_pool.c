@@ -13,10 +13,13 @@
 #include "core/engine_elig.h"
 #include "core/vec.h"
 
+static const char *id_of(const void *ctx, uint32_t i) { return ((const lottery_pool *)ctx)->reqs[i].id; }
+
 void lottery_pool_init(lottery_pool *p, uint64_t hash_seed)
 {
     memset(p, 0, sizeof *p);
     lottery_init(&p->lot, hash_seed);
+    strmap_init(&p->ids, hash_seed ^ 0x5bd1e995ULL, id_of, p);
 }
 
 static void pending_free(lottery_pool *p)
@@ -27,8 +30,12 @@ static void pending_free(lottery_pool *p)
 
 void lottery_pool_free(lottery_pool *p)
 {
-    for (size_t i = 0; i < p->n; i++) free(p->reqs[i].raw);
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->reqs[i].raw);
+        free(p->reqs[i].id);
+    }
     free(p->reqs);
+    strmap_free(&p->ids);
     free(p->serve);
     free(p->draw_pos);
     pending_free(p);
@@ -48,17 +55,35 @@ static int pending_add(lottery_pool *p, char *entry)
 }
 
 /* A kept request, from a chunk or from the list. */
-static int add_request(lottery_pool *p, const char *raw, size_t len, int64_t seq, const char *user)
+static int add_request(lottery_pool *p, const char *raw, size_t len, int64_t seq, const char *user,
+                       const char *id)
 {
     if (vec_reserve((void **)&p->reqs, &p->cap, p->n + 1, sizeof *p->reqs) < 0) return -ENOMEM;
-    char *copy = malloc(len + 1);
-    if (!copy) return -ENOMEM;
+    char *copy = malloc(len + 1), *idc = strdup(id);
+    if (!copy || !idc) { free(copy); free(idc); return -ENOMEM; }
     memcpy(copy, raw, len);
     copy[len] = '\0';
     int rc = lottery_add_request(&p->lot, user);
-    if (rc < 0) { free(copy); return rc; }
-    p->reqs[p->n++] = (lottery_entry){ .raw = copy, .len = len, .seq = seq };
+    if (rc < 0) { free(copy); free(idc); return rc; }
+    p->reqs[p->n] = (lottery_entry){ .raw = copy, .len = len, .seq = seq, .id = idc };
+    /* a pool written before ids were checked may hold one twice: the first stays */
+    if (strmap_find(&p->ids, idc) == STRMAP_NONE && strmap_insert(&p->ids, idc, (uint32_t)p->n) < 0) {
+        free(copy);
+        free(idc);
+        return -ENOMEM;   /* the ticket stays: the pool is thrown away with the worker */
+    }
+    p->n++;
     return 0;
+}
+
+void lottery_pool_mark_kept(const lottery_pool *p, chunk *ch)
+{
+    if (!p->n || ch->kind == CHUNK_POOL) return;
+    for (size_t i = 0; i < ch->n_items; i++) {
+        chunk_item *it = &ch->items[i];
+        if (it->q.outcome != REQUEST_DEAD && it->q.r.id && strmap_find(&p->ids, it->q.r.id) != STRMAP_NONE)
+            it->dup = 1;
+    }
 }
 
 /* Records the points of user's ticket; the user must hold one. */
@@ -120,7 +145,7 @@ int lottery_pool_load_entry(lottery_pool *p, const char *s, size_t len)
     size_t raw_len = len - (size_t)(raw - s);
     request q;
     request_parse(&q, raw, raw_len, raw_len + 1, 0);
-    int rc = q.outcome == REQUEST_OK && q.r.user ? add_request(p, raw, raw_len, seq, q.r.user) : -EPROTO;
+    int rc = q.outcome == REQUEST_OK && q.r.user ? add_request(p, raw, raw_len, seq, q.r.user, q.r.id) : -EPROTO;
     request_clear(&q);
     return rc;
 }
@@ -177,7 +202,7 @@ static int keep(lottery_pool *p, const chunk_item *it)
 {
     ALLOC_ASSERT(it->raw != NULL);   /* an early chunk keeps every request's bytes */
     if (!p->seed[0]) draw_seed(p);
-    int rc = add_request(p, it->raw, it->raw_len, it->seq, it->q.r.user);
+    int rc = add_request(p, it->raw, it->raw_len, it->seq, it->q.r.user, it->q.r.id);
     if (rc < 0) return rc;
     size_t size = it->raw_len + 32;
     char *entry = malloc(size);

@@ -37,6 +37,7 @@ typedef struct lottery_entry {
     char *raw;
     size_t len;
     int64_t seq;
+    char *id;                 /* the request's id (ids, below) */
 } lottery_entry;
 
 typedef struct lottery_pool {
@@ -53,6 +54,8 @@ typedef struct lottery_pool {
                                  (the "= " entries, read back or pending) */
     char **pending;           /* list entries not yet in an encoded transaction */
     size_t n_pending, cap_pending;
+    strmap ids;               /* request id -> its first entry in reqs: an id kept
+                                 has no result yet, so the dedup asks here too */
 } lottery_pool;
 
 void lottery_pool_init(lottery_pool *p, uint64_t hash_seed);
@@ -87,5 +90,10 @@ int lottery_pool_served(lottery_pool *p, size_t k);
 int lottery_pool_points_of(const lottery_pool *p, const char *user, int64_t *points);
 /* The encoded transaction holds the pending entries and the seed. */
 void lottery_pool_pending_clear(lottery_pool *p);
+/* Marks duplicate (chunk_item.dup) the items of a chunk taken from the
+ * queue whose id the pool keeps: kept requests get their results only at
+ * the opening, and without this a later push of the same id was kept too
+ * and the draw decided which of them was answered (section 4: the first). */
+void lottery_pool_mark_kept(const lottery_pool *p, chunk *ch);
 
 #endif

@@ -109,8 +109,14 @@ static int result_status(checker *k, const batch_def *b, rec *rc, json_t *doc, c
     if (rc->expect == EXP_VALID && !strcmp(status, "invalid"))
         chaos__violation(cx, &k->rep->other, "%s: valid request '%s' answered invalid: pushed %.160s, got %.200s",
                   b->name, rc->id, rc->json, vr->str);
-    if (rc->expect == EXP_CTL && strcmp(status, "done") && strcmp(status, "rejected"))
+    if (rc->expect == EXP_CTL && strcmp(status, "done") && strcmp(status, "rejected") &&
+        (strcmp(status, "granted") || strcmp(rc->op, "assign")))
         chaos__violation(cx, &k->rep->other, "%s: admin command '%s' answered %s", b->name, rc->id, status);
+    if (rc->expect == EXP_CTL && (!strcmp(rc->op, "assign") || !strcmp(rc->op, "unassign")) &&
+        strcmp(status, "rejected") && strcmp(js(doc, "by"), "staff"))
+        chaos__violation(cx, &k->rep->other, "%s: '%s' (%s) answered %s without by = staff", b->name, rc->id, rc->op,
+                         status);
+    k->rep->not_eligible += !strcmp(js(doc, "reason"), "not_eligible");
     int st = !strcmp(status, "granted") ? 1 : !strcmp(status, "done") ? 2
            : !strcmp(status, "rejected") ? 3 : !strcmp(status, "invalid") ? 4
            : !strcmp(status, "waiting") && !strcmp(rc->op, "swap") ? 5 : 0;
@@ -146,9 +152,12 @@ static void tally_result(checker *k, const batch_def *b, rec *rc, json_t *doc, r
 
 /* Results of batch b: each must belong to a pushed id of this batch, be the
  * result of the first push (user and op), have the right kind of status,
- * and together they must show ranks 1..granted and distinct seqs. */
+ * and together they must show ranks 1..granted and distinct seqs. counts:
+ * by status (1..5) of the queue's requests, [6] the assigns granted (11.5:
+ * in granted and processed, not in dequeued). */
 static void check_results(checker *k, int bi, long long *granted_out, long long *counts)
 {
+    draw_tally *draw = chaos__draw_new(k->cx, bi);
     chaos_ctx *cx = k->cx;
     const batch_def *b = &cx->b[bi];
     redisReply *r = cmd(k, bi, "HGETALL alloc:{%s}:results", b->name);
@@ -177,9 +186,12 @@ static void check_results(checker *k, int bi, long long *granted_out, long long 
         /* an open swap offer (waiting, 9.3) is counted in processed and in
          * stats.swap_offers, not in stats.waiting (the waitlist, 9.5) */
         if (rc->expect != EXP_CTL && st) counts[st]++;
+        if (rc->expect == EXP_CTL && st == 1) counts[6]++;
         tally_result(k, b, rc, doc, &t);
+        chaos__draw_note(draw, rc, doc);
         json_decref(doc);
     }
+    chaos__draw_check(draw);
     if (t.max_rank != t.n_granted)
         chaos__violation(cx, &k->rep->stats_errors, "%s: %lld granted results but the highest rank is %lld", b->name,
                   t.n_granted, t.max_rank);
@@ -196,6 +208,7 @@ typedef struct replay {
     checker *k;
     const batch_def *b;
     ctl_replay *cr;
+    rules_hist *rules;   /* contract 11 through the log (chaos_rules.c) */
 } replay;
 
 /* A rule of the replay the log broke, counted by what it means. */
@@ -243,6 +256,8 @@ static void replay_seen(void *ud, const char *sid, const replay_event *e)
                   e->item);
     if (e->type == EVENT_GRANT) k->rep->grants_logged++;
     if (e->type == EVENT_EXPIRE) k->rep->expiries++;
+    const replay_item *ri = replay_item_get(ctl_replay_state(rp->cr), e->item);
+    chaos__rules_event(rp->rules, sid, e, rc, ri ? ri->held : 0);
     if (!rc) return;
     switch (e->type) {
     case EVENT_GRANT: rc->ev_grant++; break;
@@ -335,6 +350,26 @@ static void compare_items(checker *k, replay *rp, const long long *held_h, long 
         chaos__violation(cx, &k->rep->mismatches, "%s: free has %lld fields for %d items", b->name, n_free, b->n_items);
 }
 
+/* "by":"staff" on a bed or an order (11.5) marks exactly a placement by an
+ * assign without check; the mark is no log event, so it is taken off
+ * before the holder is compared with the replay. */
+static void check_staff_mark(checker *k, const batch_def *b, const char *user, json_t *h)
+{
+    json_t *docs[65] = { h };
+    size_t n = 1, j;
+    json_t *o;
+    json_array_foreach(json_object_get(h, "orders"), j, o) if (n < 65) docs[n++] = o;
+    for (size_t i = b->room ? 0 : 1; i < (b->room ? 1 : n); i++) {
+        const char *req = js(docs[i], "req");
+        const rec *rc = *req ? idmap_get(&k->ids, req, strlen(req)) : NULL;
+        int marked = !strcmp(js(docs[i], "by"), "staff"), exception = rc && !strcmp(rc->op, "assign") && rc->nocheck;
+        if (b->room && marked != exception)
+            chaos__violation(k->cx, &k->rep->mismatches, "%s: holders[%s] %s by = staff, its request '%s' %s an assign"
+                             " without check", b->name, user, marked ? "says" : "lacks", req, exception ? "is" : "is not");
+        json_object_del(docs[i], "by");
+    }
+}
+
 /* holders, free and capacity in Redis against the replay; free + held ==
  * capacity with held counted from the holders hash itself. */
 static void compare_state(checker *k, replay *rp, long long *free_sum)
@@ -356,6 +391,7 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
          * log events (P:{B}:groups, 9.2 and 9.3) */
         json_object_del(h, "group");
         json_object_del(h, "swap_offers");
+        check_staff_mark(k, b, user, h);
         if (!want || !json_equal(h, want)) {
             char *w = want ? json_dumps(want, JSON_COMPACT) : NULL;
             chaos__violation(cx, &k->rep->mismatches, "%s: holders[%s] = %.150s but the log replays to %.150s",
@@ -375,6 +411,7 @@ static void compare_state(checker *k, replay *rp, long long *free_sum)
     if (r && n_holders != n_replayed)
         chaos__violation(cx, &k->rep->mismatches, "%s: %zu holders in Redis, the log replays to %zu",
                   b->name, n_holders, n_replayed);
+    chaos__rules_final(cx, bi, r);
     if (r) freeReplyObject(r);
     compare_items(k, rp, held_h, free_sum);
 }
@@ -397,6 +434,7 @@ static void check_effects(checker *k, rec *rc)
         if (!strcmp(op, "release")) want_rel = 1;
         if (!strcmp(op, "confirm")) max_conf = 1;
         if (!strcmp(op, "set_capacity")) want_cap = 1;
+        if (!strcmp(op, "unassign")) want_rel = 1;   /* rooms only here (11.5) */
     }
     if (rc->ev_wait > 1 || rc->ev_wait != rc->ev_wait_served)   /* joined once, served once */
         chaos__violation(cx, &k->rep->applied_twice, "%s: '%s' has %d wait and %d wait_served entries", bn, rc->id,
@@ -430,9 +468,14 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
     k->rep->done += dn;
     k->rep->rejected += rj;
     k->rep->invalid += iv;
-    if (d != p + dd + du)
-        chaos__violation(cx, &k->rep->stats_errors, "%s: dequeued %lld != processed %lld + dead %lld + duplicates %lld",
-                  n, d, p, dd, du);
+    /* a granted assign counts in granted and processed (the engine keeps
+     * processed = the sum of the statuses), not in dequeued: the contract
+     * says "not in processed" and both sums in section 6, which cannot all
+     * hold once staff place someone -- reported, counted here as it is */
+    long long sg = counts[6];
+    if (d + sg != p + dd + du)
+        chaos__violation(cx, &k->rep->stats_errors, "%s: dequeued %lld + staff grants %lld != processed %lld + dead %lld"
+                  " + duplicates %lld", n, d, sg, p, dd, du);
     if (p != g + dn + rj + iv + w + so)
         chaos__violation(cx, &k->rep->stats_errors, "%s: processed %lld != granted %lld + done %lld + rejected %lld + invalid %lld"
                   " + waiting %lld + swap_offers %lld", n, p, g, dn, rj, iv, w, so);
@@ -442,14 +485,15 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
     if (w != 0 || wl != 0 || so != counts[5])
         chaos__violation(cx, &k->rep->stats_errors, "%s: stats.waiting %lld, waitlist %lld (want 0 and 0), swap_offers %lld,"
                   " waiting swap results %lld", n, w, wl, so, counts[5]);
-    if (g != counts[1] || dn != counts[2] || rj != counts[3] || iv != counts[4])
+    if (g != counts[1] + sg || dn != counts[2] || rj != counts[3] || iv != counts[4])
         chaos__violation(cx, &k->rep->stats_errors, "%s: stats granted/done/rejected/invalid %lld/%lld/%lld/%lld, results say %lld/%lld/%lld/%lld",
-                  n, g, dn, rj, iv, counts[1], counts[2], counts[3], counts[4]);
+                  n, g, dn, rj, iv, counts[1] + sg, counts[2], counts[3], counts[4]);
     if (g != granted_results)
         chaos__violation(cx, &k->rep->stats_errors, "%s: stats.granted %lld, granted results %lld", n, g, granted_results);
     long long hlen = KINT(k, bi, "HLEN alloc:{%s}:results", n);
-    if (hlen != p + ctl)
-        chaos__violation(cx, &k->rep->stats_errors, "%s: %lld results but processed %lld + ctl %lld", n, hlen, p, ctl);
+    if (hlen + sg != p + ctl)
+        chaos__violation(cx, &k->rep->stats_errors, "%s: %lld results + staff grants %lld but processed %lld + ctl %lld",
+                         n, hlen, sg, p, ctl);
     if (fu != free_sum)
         chaos__violation(cx, &k->rep->stats_errors, "%s: stats.free_units %lld, sum of free %lld", n, fu, free_sum);
     long long dl = KINT(k, bi, "LLEN alloc:{%s}:dead", n);
@@ -473,7 +517,8 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
  * proves nothing): 1 free+1, 2 a second grant of a granted request, 3 a
  * result deleted, 4 a result nobody asked for, 5 a holder changed, 6 a
  * request left in the queue, 7 stats.processed+1, 8 a stock order over
- * per_user in the log. */
+ * per_user in the log, 9 a man's bed in a women's room of cr2 in the log
+ * (only_X), 10 a drawn result of cr2 with other points (11.3). */
 void chaos__tamper(chaos_ctx *cx)
 {
     const char *t = getenv("CHAOS_TAMPER");
@@ -504,6 +549,7 @@ void chaos__tamper(chaos_ctx *cx)
     case 8:
         r = chaos__rcmd(cx, &c, l1, "XADD alloc:{%s}:log * type grant user zz item sku4 qty 5 order 43 req p0-0 at 1", s1);
         break;
+    case 9: case 10: chaos__rules_tamper(cx, &c, atoi(t)); break;
     }
     if (r) freeReplyObject(r);
     chaos__rc_close(&c);
@@ -530,13 +576,16 @@ void chaos__run_checks(chaos_ctx *cx)
     all[n_all++] = &cx->follower;
     all[n_all++] = &cx->admin;
     for (int i = 0; i < n_all; i++)
-        for (size_t j = 0; j < all[i]->recs.n; j++) idmap_put(&k.ids, &all[i]->recs.v[j]);
+        for (size_t j = 0; j < all[i]->recs.n; j++) {
+            all[i]->recs.v[j].grant_item = -1;
+            idmap_put(&k.ids, &all[i]->recs.v[j]);
+        }
     cx->rep->distinct_ids = (long)total;
     for (int bi = 0; bi < NB; bi++) {
-        long long counts[6] = { 0 }, granted = 0, free_sum = 0, dead_acked = 0, dead_attempts = 0;
+        long long counts[7] = { 0 }, granted = 0, free_sum = 0, dead_acked = 0, dead_attempts = 0;
         check_results(&k, bi, &granted, counts);
         const batch_def *b = &cx->b[bi];
-        replay rp = { .k = &k, .b = b };
+        replay rp = { .k = &k, .b = b, .rules = chaos__rules_hist_new(cx, bi) };
         rp.cr = ctl_replay_new(b->room, b->per_user, replay_finding_seen, &rp);
         if (!rp.cr) { fprintf(stderr, "chaos: out of memory\n"); abort(); }
         ctl_replay_observe(rp.cr, replay_seen, &rp);
@@ -544,6 +593,7 @@ void chaos__run_checks(chaos_ctx *cx)
         replay_log(&k, &rp);
         compare_state(&k, &rp, &free_sum);
         ctl_replay_free(rp.cr);
+        chaos__rules_hist_free(rp.rules);
         for (int i = 0; i < n_all; i++) {
             dead_acked += all[i]->k.dead_acked[bi];
             dead_attempts += all[i]->k.dead_attempts[bi];

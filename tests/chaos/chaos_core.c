@@ -168,6 +168,7 @@ static void define_batches(chaos_ctx *cx)
                                   * is for stock), so every bed turns over for the waitlist */
     b->wait_ms = CHAOS_WAIT_MS;
     b->max_group = 4;
+    b->staff = 1;
     b->n_items = 80;
     static const char *const building[] = { "A", "B", "C" };
     for (int i = 0; i < b->n_items; i++) {
@@ -176,6 +177,50 @@ static void define_batches(chaos_ctx *cx)
         snprintf(b->attrs[i], sizeof b->attrs[i], "{\"building\":\"%s\",\"floor\":%d,\"gender\":\"%s\"}",
                  building[i % 3], 1 + (i / 3) % 4, i % 2 ? "M" : "F");
     }
+    /* contract 11: listed groups that fill rooms exactly, an opening a few
+     * seconds in with a draw by points, staff placements */
+    b = &cx->b[B_CR2];
+    b->name = "cr2";
+    b->room = 1;
+    b->per_user = 1;
+    b->max_group = 4;
+    b->listed = 1;
+    b->exact = 1;
+    b->staff = 1;
+    b->early_ms = cx->p->seconds * 200;   /* a fifth of the push phase, 2 to 8 s */
+    if (b->early_ms < 2000) b->early_ms = 2000;
+    if (b->early_ms > 8000) b->early_ms = 8000;
+    b->n_items = 60;
+    for (int i = 0; i < b->n_items; i++) {
+        snprintf(b->items[i], sizeof b->items[i], "H%03d", i + 1);
+        b->caps[i] = 1 + i % 4;
+        snprintf(b->attrs[i], sizeof b->attrs[i], "{\"building\":\"%s\",\"floor\":%d,\"gender\":\"%s\"}",
+                 building[(i / 2) % 3], 1 + i % 3, i % 2 ? "M" : "F");
+    }
+    chaos__rules_define(cx);
+}
+
+/* P:{B}:meta of batch b: its kind and the options it uses. */
+static int write_meta(chaos_ctx *cx, rconn *c, const batch_def *b, uint16_t sl)
+{
+    redisReply *r = chaos__rcmd(cx, c, sl, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d groups %s wait_ms %d",
+                                b->name, b->room ? "room" : "stock", b->per_user, b->hold_ms,
+                                b->max_group ? b->max_group : 8, b->listed ? "listed" : "formed", b->wait_ms);
+    int bad = !r || r->type == REDIS_REPLY_ERROR;
+    if (r) freeReplyObject(r);
+    if (!bad && b->exact) {
+        r = chaos__rcmd(cx, c, sl, "HSET alloc:{%s}:meta group_fill exact", b->name);
+        bad = !r || r->type == REDIS_REPLY_ERROR;
+        if (r) freeReplyObject(r);
+    }
+    if (!bad && b->early_ms) {
+        cx->opens_at = harness_now_ms() + b->early_ms;
+        r = chaos__rcmd(cx, c, sl, "HSET alloc:{%s}:meta early shuffle draw_by points opens_at %lld", b->name,
+                        cx->opens_at);
+        bad = !r || r->type == REDIS_REPLY_ERROR;
+        if (r) freeReplyObject(r);
+    }
+    return bad ? -1 : 0;
 }
 
 static int create_batches(chaos_ctx *cx)
@@ -185,16 +230,13 @@ static int create_batches(chaos_ctx *cx)
     for (int bi = 0; bi < NB; bi++) {
         const batch_def *b = &cx->b[bi];
         uint16_t sl = cx->bslot[bi];
-        redisReply *r = chaos__rcmd(cx, &c, sl, "HSET alloc:{%s}:meta kind %s per_user %d hold_ms %d max_group %d groups formed wait_ms %d",
-                             b->name, b->room ? "room" : "stock", b->per_user, b->hold_ms,
-                             b->max_group ? b->max_group : 8, b->wait_ms);
-        bad |= !r || r->type == REDIS_REPLY_ERROR;
-        if (r) freeReplyObject(r);
+        bad |= write_meta(cx, &c, b, sl) < 0 || chaos__rules_write(cx, &c, bi) < 0;
+        redisReply *r;
         for (int i = 0; i < b->n_items; i++) {
             r = chaos__rcmd(cx, &c, sl, "HSET alloc:{%s}:capacity %s %lld", b->name, b->items[i], b->caps[i]);
             bad |= !r || r->type == REDIS_REPLY_ERROR;
             if (r) freeReplyObject(r);
-            if (b->room) {
+            if (b->attrs[i][0]) {
                 r = chaos__rcmd(cx, &c, sl, "HSET alloc:{%s}:attrs %s %s", b->name, b->items[i], b->attrs[i]);
                 bad |= !r || r->type == REDIS_REPLY_ERROR;
                 if (r) freeReplyObject(r);
@@ -279,7 +321,7 @@ static void nodes_stop(chaos_ctx *cx)
  * not. */
 static void place_batches(chaos_ctx *cx)
 {
-    static const char *const base[NB] = { "cs1", "cs2", "cr1" };
+    static const char *const base[NB] = { "cs1", "cs2", "cr1", "cr2" };
     int used[MAX_NODES] = { 0 };
     for (int bi = 0; bi < NB; bi++) {
         for (int v = 0; v < 27; v++) {
@@ -576,6 +618,8 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             "results           %ld   (granted %ld, done %ld, rejected %ld, invalid %ld)\n"
             "dead entries      %ld   duplicates %ld\n"
             "log entries       %ld   (grants %ld, expiries %ld, waits %ld)\n"
+            "contract 11       %ld not_eligible, %ld staff grants, %ld drawn by points, %ld exact-fill groups,"
+            " %ld rule breaches\n"
             "allocd log        %d connection-lost, %d timeout, %d connected lines\n"
             "time              push %.1f s, drain %.1f s, total %.1f s\n"
             "oldest unanswered %.1f s   (batch %s; bound answer_ms %d ms, late %ld)\n"
@@ -593,6 +637,7 @@ void chaos_print_report(FILE *f, const chaos_params *p, const chaos_report *r)
             r->allocd_unexpected_exits, r->allocd_final_exit, r->pauses, r->redis_restarts, r->outages,
             r->slow_sleeps, r->results, r->granted, r->done, r->rejected, r->invalid,
             r->dead_entries, r->duplicates, r->log_entries, r->grants_logged, r->expiries, r->waits,
+            r->not_eligible, r->staff_grants, r->drawn, r->exact_groups, r->rule_breaches,
             r->log_connection_lost, r->log_timeouts, r->log_connected, r->push_seconds,
             r->drain_seconds, r->total_seconds, r->max_unanswered_s,
             r->max_unanswered_batch[0] ? r->max_unanswered_batch : "-", p->answer_ms ? p->answer_ms : 15000,

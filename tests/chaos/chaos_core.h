@@ -8,15 +8,18 @@
  * that; this run does it with the real binaries. It starts redis-server
  * with AOF (appendfsync always) and allocd, defines two stock batches (one
  * with final buys, one with reservations that get confirmed, cancelled or
- * expire) and one room batch (attrs, groups, switches, releases, and
- * set_capacity/pause/resume admin commands), and pushes a seeded mix of
+ * expire) and two room batches (attrs, groups, switches, releases, and
+ * set_capacity/pause/resume admin commands; contract 11 in both: only_X /
+ * same_X rules with profiles, staff assign/unassign, and in cr2 exact fill
+ * and an opening drawn by points, chaos_rules.c), and pushes a seeded mix of
  * valid requests, duplicate ids and garbage from several producer threads
  * that retry on any connection error. Meanwhile allocd is SIGKILLed and
  * restarted at random moments, Redis is restarted (SIGTERM and SIGKILL
  * alternately), optionally stopped for a long outage or put to sleep with
  * DEBUG SLEEP. After a drain it checks everything it can against what was
  * pushed: results, the event log replayed from scratch, holders, free,
- * capacity, stats, dead list, queue and ctl lists (drained).
+ * capacity, stats, dead list, queue and ctl lists (drained), and no holder
+ * against a rule of their item, groups whole, exact fill, the draw.
  *
  * Cluster mode (params.cluster, `make chaos-cluster`, test_chaos_cluster):
  * the same run over a 3-master Redis Cluster on loopback (no replicas),
@@ -88,6 +91,10 @@ typedef struct chaos_report {
     long granted, done, rejected, invalid;
     long log_entries, grants_logged, expiries;
     long waits;          /* requests that joined a waitlist (each got one final result) */
+    long not_eligible;   /* contract 11: results refused not_eligible */
+    long staff_grants;   /* grants by staff (assign) in the log */
+    long drawn;          /* results drawn by points at an opening */
+    long exact_groups;   /* group grants where rooms fill exactly */
     long dead_entries;
     long duplicates;        /* stats.duplicates, summed over batches */
     long lost;              /* pushed readable ids without a result */
@@ -98,6 +105,8 @@ typedef struct chaos_report {
     long stats_errors;      /* counters that do not add up */
     long other;             /* everything else (wrong status, leftovers, ...) */
     long unanswered_late;   /* a request older than answer_ms while its batch was open */
+    long rule_breaches;     /* contract 11: a holder against only_X/same_X, a group split,
+                               exact fill broken, a draw not by points (chaos_rules.c) */
     long violations;        /* sum of the above */
     /* contract 9.6: the oldest unanswered request seen by a probe every
      * 200 ms (stats.dequeued and the queue's length; core/answer_watch.h),

@@ -10,6 +10,10 @@
  *                   the answer watcher and the drain
  *   chaos_check.c   the checker: results, the log replayed, holders,
  *                   free, stats
+ *   chaos_rules.c   contract 11: the rules, profiles and draw by points of
+ *                   the batches, and their checks (eligibility on the final
+ *                   holders and through the log, exact fill, groups whole,
+ *                   the draw)
  */
 #ifndef ALLOCD_CHAOS_INT_H
 #define ALLOCD_CHAOS_INT_H
@@ -42,9 +46,18 @@
 
 /* ----------------------------------------------------------- batches -- */
 
-enum { B_CS1, B_CS2, B_CR1, NB };
+enum { B_CS1, B_CS2, B_CR1, B_CR2, NB };
 #define CHAOS_WAIT_MS 1200   /* cs2 and cr1: the longest a waiting request waits */
 #define MAX_ITEMS 96
+
+/* Contract 11.2: who may hold an item (chaos_rules.c). Values are
+ * canonical JSON text, as in the profiles. */
+typedef struct chaos_rule {
+    const char *only_key;       /* only_X, NULL for none */
+    const char *only_vals[2];
+    int n_only;
+    const char *same_key;       /* same_X: true, NULL for none */
+} chaos_rule;
 
 typedef struct batch_def {
     const char *name;
@@ -53,14 +66,29 @@ typedef struct batch_def {
     int hold_ms;         /* stock reservations; rooms: held beds (contract 9.4) */
     int wait_ms;         /* > 0: some requests carry "wait":true (contract 9.5) */
     int max_group;
+    int listed;          /* rooms: groups name their members (9.2 listed), else formed */
+    int exact;           /* rooms: group_fill = exact (11.4) */
+    int early_ms;        /* > 0: opens that long after the start, early=shuffle,
+                            draw_by = points (9.1, 11.3) */
+    int staff;           /* assign/unassign among the admin commands (11.5) */
     int n_items;
     char items[MAX_ITEMS][16];
     long long caps[MAX_ITEMS];
-    char attrs[MAX_ITEMS][96];
+    char attrs[MAX_ITEMS][160];
+    chaos_rule rules[MAX_ITEMS];
+    int has_rules;       /* P:{B}:profiles is written */
 } batch_def;
 
 #define STOCK_USERS 1500
 #define ROOM_USERS 360
+
+/* A user's profile (11.2), canonical JSON values, NULL = missing. */
+typedef struct chaos_prof {
+    int has;
+    const char *gender, *year, *llc, *points;
+    long long pts;       /* the points a draw reads: an integer, else 0 */
+    char pts_text[8];    /* points points here when they are an integer */
+} chaos_prof;
 
 enum { EXP_VALID = 0, EXP_INVALID = 1, EXP_CTL = 2 };
 
@@ -75,6 +103,8 @@ typedef struct rec {
     uint8_t expect;
     /* filled by the checker */
     uint8_t seen;
+    uint8_t nocheck;     /* an assign without check: its holder is a staff exception */
+    int16_t grant_item;  /* the item of its first grant in the log, -1 before */
     uint8_t status;      /* 1 granted 2 done 3 rejected 4 invalid */
     uint16_t want_grants;
     uint16_t ev_grant, ev_release, ev_confirm, ev_cancel, ev_capacity, ev_state;
@@ -128,6 +158,9 @@ struct chaos_ctx {
     chaos_report *rep;
     batch_def b[NB];
     char names[NB][16];
+    chaos_prof room_prof[ROOM_USERS];   /* s0.. */
+    chaos_prof stock_prof[STOCK_USERS]; /* u0.. */
+    long long opens_at;          /* ms: the early batch's opening */
     harness_redis redis;         /* the single Redis, or cluster node 0 (allocd's dir) */
     harness_redis node[MAX_NODES];   /* cluster nodes 1.. (node[0] unused) */
     int cluster, n_nodes;
@@ -213,5 +246,24 @@ int chaos__wait_drain(chaos_ctx *cx);
 /* chaos_check.c */
 void chaos__tamper(chaos_ctx *cx);
 void chaos__run_checks(chaos_ctx *cx);
+
+/* chaos_rules.c */
+void chaos__rules_define(chaos_ctx *cx);
+int chaos__rules_write(chaos_ctx *cx, rconn *c, int bi);
+const chaos_prof *chaos__prof_of(const chaos_ctx *cx, const batch_def *b, const char *user);
+typedef struct rules_hist rules_hist;
+rules_hist *chaos__rules_hist_new(chaos_ctx *cx, int bi);
+/* One log event before the replay applies it: held_before = units of its
+ * item held just before it; rc its request (NULL when none). */
+void chaos__rules_event(rules_hist *h, const char *sid, const replay_event *e, const rec *rc, long long held_before);
+void chaos__rules_hist_free(rules_hist *h);
+/* The final holders (HGETALL alloc:{B}:holders) against the rules. */
+void chaos__rules_final(chaos_ctx *cx, int bi, const redisReply *holders);
+typedef struct draw_tally draw_tally;
+draw_tally *chaos__draw_new(chaos_ctx *cx, int bi);
+void chaos__draw_note(draw_tally *d, const rec *rc, json_t *doc);
+void chaos__draw_check(draw_tally *d);
+long long chaos__staff_granted(chaos_ctx *cx, rconn *rc, int bi);
+void chaos__rules_tamper(chaos_ctx *cx, rconn *c, int what);
 
 #endif

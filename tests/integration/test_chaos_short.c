@@ -1,10 +1,13 @@
 /* test_chaos_short.c -- the chaos run of tests/chaos/chaos_core.c, short
  * enough for `make test` (about half a minute): 20k requests of both kinds,
  * 8 kill -9 of allocd, 2 Redis restarts (SIGTERM and SIGKILL) and one
- * DEBUG SLEEP, with waitlists and held beds, then every check of the long
- * run (`make chaos`): nothing
- * lost, nothing applied twice, nothing oversold, the event log replays to
- * holders/free, stats add up. CHAOS_SEED=N picks another seed. */
+ * DEBUG SLEEP, with waitlists and held beds, and contract 11: profiles,
+ * only_X/same_X rules, a room batch that fills rooms exactly and opens
+ * with a draw by points, staff assign/unassign. Then every check of the
+ * long run (`make chaos`): nothing lost, nothing applied twice, nothing
+ * oversold, the event log replays to holders/free, stats add up, no holder
+ * against a rule, groups whole, the draw by points (and lottery verify).
+ * CHAOS_SEED=N picks another seed. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -37,6 +40,10 @@ static void test_chaos_short(void **state)
     assert_true(rep.expiries > 0);           /* reservations (and held beds) did run out */
     assert_true(rep.waits > 0);              /* waitlists were joined, each served once */
     assert_true(rep.dead_entries > 0 && rep.duplicates > 0);
+    /* contract 11 was reached: refusals for eligibility, placements by
+     * staff, an opening drawn by points, groups filling rooms exactly */
+    assert_int_equal(rep.rule_breaches, 0);
+    assert_true(rep.not_eligible > 0 && rep.staff_grants > 0 && rep.drawn > 0 && rep.exact_groups > 0);
 }
 
 int main(void)

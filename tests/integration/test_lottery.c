@@ -13,6 +13,9 @@
  *   the kill lands between two applies for sure): every early request gets
  *   exactly one result, the served order is the replay of the committed
  *   seed across all four daemons, and verify matches.
+ * - An id pushed again before the opening, with other bytes, once from the
+ *   same daemon and once after a kill -9: both are duplicates, the first
+ *   push is the one the lottery answers.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -349,12 +352,45 @@ static void test_pool_request_served_from_waitlist(void **state)
     assert_verify_matches(f, "wl", NULL);
 }
 
+/* A kept request has no result until the opening, so the dedup asked
+ * Redis in vain and kept a later push of the same id too; the draw then
+ * decided which one was answered (found by the chaos run, whose duplicate
+ * ids with other bytes met its early batch). The pool's ids count now. */
+static void test_duplicate_id_before_opening(void **state)
+{
+    fixture *f = *state;
+    long long opens = harness_now_ms() + 4000;
+    itest_cmd(f->c, "HSET alloc:{dd}:meta kind room opens_at %lld early shuffle", opens);
+    itest_cmd(f->c, "HSET alloc:{dd}:capacity R1 2");
+    itest_cmd(f->c, "SADD alloc:batches dd");
+    itest_start(f, CONF);
+    itest_push(f, "dd", "{\"id\":\"q1\",\"user\":\"a\",\"op\":\"choose\",\"room\":\"R1\"}");
+    wait_stat(f, "dd", "early_kept", 1, ms_until(opens));
+    itest_push(f, "dd", "{\"id\":\"q1\",\"user\":\"b\",\"op\":\"choose\",\"room\":\"R1\"}");
+    wait_stat(f, "dd", "duplicates", 1, ms_until(opens));
+    harness_allocd_kill(&f->allocd);          /* the pool comes back from Redis */
+    itest_start(f, CONF);
+    itest_push(f, "dd", "{\"id\":\"q1\",\"user\":\"c\",\"op\":\"release\"}");
+    wait_stat(f, "dd", "duplicates", 2, ms_until(opens));
+    assert_int_equal(stat_int(f, "dd", "early_kept"), 1);
+    assert_true(harness_now_ms() < opens);
+    wait_opening(opens);
+    assert_int_equal(harness_wait_hlen(f->c, "alloc:{dd}:results", 1, 10000), 1);
+    itest_expect(f, "dd", "q1", "granted", NULL);
+    json_t *r = itest_result(f, "dd", "q1");
+    assert_string_equal(itest_jstr(r, "user"), "a");
+    json_decref(r);
+    assert_int_equal(proc_int(f->c, "HEXISTS alloc:{dd}:holders b"), 0);
+    assert_verify_matches(f, "dd", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         ITEST_CASE(test_spammer_is_one_ticket_drawn_last),
         ITEST_CASE(test_kill9_while_collecting_and_serving),
         ITEST_CASE(test_pool_request_served_from_waitlist),
+        ITEST_CASE(test_duplicate_id_before_opening),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

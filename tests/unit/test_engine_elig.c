@@ -309,6 +309,27 @@ static void test_group_fill_exact(void **state)
     engine_free(e);
 }
 
+/* exact: a single user waits for an empty double (only a pair may take
+ * it); made a single by set_capacity, it is hers in the same call -- a
+ * lower capacity gives no unit back, so nothing served the waitlist
+ * before (found by test_engine_prop's waitlist runs). */
+static void test_exact_waiter_gets_room_made_single(void **state)
+{
+    engine *e = dorm(GROUP_FILL_EXACT);
+    room(e, "D2", 2, NULL, NULL, NULL, NULL);
+    engine_result w = etest_decide(e, (engine_request){ .op = OP_CHOOSE, .id = "c1", .user = "s", .seq = 1,
+                                                        .item = "D2", .wait = 1 }, T0);
+    assert_int_equal(w.status, STATUS_WAITING);
+    engine_result c = etest_decide(e, (engine_request){ .op = OP_SET_CAPACITY, .id = "k1", .item = "D2",
+                                                        .qty = 1 }, T0 + 1);
+    assert_int_equal(c.status, STATUS_DONE);
+    engine_user_view v;
+    assert_int_equal(engine_user_view_get(e, "s", &v), 0);
+    assert_non_null(v.room);
+    assert_string_equal(v.room, "D2");
+    engine_free(e);
+}
+
 /* exact: once a room has a holder, a single user may join it. */
 static void test_exact_single_joins_holder(void **state)
 {
@@ -400,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_swap_each_way),
         cmocka_unit_test(test_group_fill_exact),
         cmocka_unit_test(test_exact_single_joins_holder),
+        cmocka_unit_test(test_exact_waiter_gets_room_made_single),
         cmocka_unit_test(test_random_round_keeps_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
