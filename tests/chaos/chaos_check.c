@@ -423,7 +423,8 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
               rj = chaos__hget_ll(cx, rc, bi, "stats", "rejected"), iv = chaos__hget_ll(cx, rc, bi, "stats", "invalid"),
               ctl = chaos__hget_ll(cx, rc, bi, "stats", "ctl"), fu = chaos__hget_ll(cx, rc, bi, "stats", "free_units"),
               pa = chaos__hget_ll(cx, rc, bi, "stats", "participants"),
-              so = chaos__hget_ll(cx, rc, bi, "stats", "swap_offers"), w = chaos__hget_ll(cx, rc, bi, "stats", "waiting");
+              so = chaos__hget_ll(cx, rc, bi, "stats", "swap_offers"), w = chaos__hget_ll(cx, rc, bi, "stats", "waiting"),
+              sg = chaos__hget_ll(cx, rc, bi, "stats", "staff_granted");
     k->rep->dead_entries += dd;
     k->rep->duplicates += du;
     k->rep->granted += g;
@@ -433,9 +434,9 @@ static void check_stats(checker *k, int bi, long long granted_results, const lon
     if (d != p + dd + du)
         chaos__violation(cx, &k->rep->stats_errors, "%s: dequeued %lld != processed %lld + dead %lld + duplicates %lld",
                   n, d, p, dd, du);
-    if (p != g + dn + rj + iv + w + so)
-        chaos__violation(cx, &k->rep->stats_errors, "%s: processed %lld != granted %lld + done %lld + rejected %lld + invalid %lld"
-                  " + waiting %lld + swap_offers %lld", n, p, g, dn, rj, iv, w, so);
+    if (p + sg != g + dn + rj + iv + w + so)
+        chaos__violation(cx, &k->rep->stats_errors, "%s: processed %lld + staff_granted %lld != granted %lld + done %lld + rejected %lld"
+                  " + invalid %lld + waiting %lld + swap_offers %lld", n, p, sg, g, dn, rj, iv, w, so);
     /* every wait has ended by now (wait_ms): the waitlist (stats.waiting,
      * contract 9.5) is empty, only open swap offers (9.3) still wait */
     long long wl = KINT(k, bi, "HLEN alloc:{%s}:waitlist", n);
