@@ -478,20 +478,25 @@ void engine__elig_took(engine *e, const char *uid, uint32_t it, int64_t held_bef
     }
 }
 
+static int holds_item(const engine *e, uint32_t ui, uint32_t it, int no_staff);
+
 /* The pair X of the holders of item it: the first holder (in user order)
- * whose profile has one. O(users): once per item after a load. */
+ * whose profile has one, a holder by right before a staff exception
+ * (placed without check, 11.5): the room is the others' value, which the
+ * exception never changed; only a room of exceptions takes theirs, as it
+ * did when the first of them moved in. O(users): once per item after a
+ * load. */
 static uint32_t holders_pair(const engine *e, uint32_t it, uint32_t key)
 {
+    uint32_t staff = NO_PAIR;
     for (size_t u = 0; u < e->n_users; u++) {
-        const user *us = &e->users[u];
-        int holds = 0;
-        if (is_rooms(e)) holds = us->u.r.room == it;
-        else
-            for (uint32_t o = 0; o < us->u.s.n_live && !holds; o++) holds = us->u.s.orders[o].item == it;
-        uint32_t x = holds ? profile_pair(e->prof, profile_find(e, us->id), key) : NO_PAIR;
-        if (x != NO_PAIR) return x;
+        if (!holds_item(e, (uint32_t)u, it, 0)) continue;
+        uint32_t x = profile_pair(e->prof, profile_find(e, e->users[u].id), key);
+        if (x == NO_PAIR) continue;
+        if (holds_item(e, (uint32_t)u, it, 1)) return x;
+        if (staff == NO_PAIR) staff = x;
     }
-    return NO_PAIR;
+    return staff;
 }
 
 void engine__elig_refresh(engine *e)
