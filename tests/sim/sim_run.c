@@ -35,6 +35,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "sim/sim.h"
+#include "sim/sim_c11.h"
 #include "worker/batch_keys.h"
 #include "service/registry.h"
 #include "worker/batch_worker.h"
@@ -42,7 +43,7 @@
 
 #define BATCH "b1"
 #define NUSERS 30
-#define NITEMS 4
+#define NITEMS 6
 
 /* ------------------------------------------------------------ workload -- */
 
@@ -247,16 +248,54 @@ static int gen_swap(workload *wl, simr *s, const batch_keys *k, char *id, char *
                     partner(a));
 }
 
+/* a group asks for one room, and half the time any room of a floor too
+ * (contract 11.4's exact fill and 11.2's same_X across the members find
+ * a room more often that way) */
 static int gen_group(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
 {
-    int a = (int)sim_below(NUSERS) + 1, b = (int)sim_below(NUSERS) + 1;
+    int a = (int)sim_below(NUSERS) + 1, b = (int)sim_below(NUSERS) + 1, c = (int)sim_below(NUSERS) + 1;
     if (a == b) b = b % NUSERS + 1;
+    char filter[48] = "";
+    if (sim_chance(0.5)) snprintf(filter, sizeof filter, ",\"filter\":{\"floor\":\"%d\"}", (int)sim_below(2) + 1);
     snprintf(user, 16, "u%d", a);
     if (wl->formed)
-        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"prefs\":[\"R%d\"]}", id, a,
-                        (int)sim_below(NITEMS) + 1);
-    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"members\":[\"u%d\",\"u%d\"],"
-                    "\"prefs\":[\"R%d\"]}", id, a, a, b, (int)sim_below(NITEMS) + 1);
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"prefs\":[\"R%d\"]%s}", id, a,
+                        (int)sim_below(NITEMS) + 1, filter);
+    char third[16] = "";
+    if (c != a && c != b && sim_chance(0.3)) snprintf(third, sizeof third, ",\"u%d\"", c);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"members\":[\"u%d\",\"u%d\"%s],"
+                    "\"prefs\":[\"R%d\"]%s}", id, a, a, b, third, (int)sim_below(NITEMS) + 1, filter);
+}
+
+/* contract 11.5: staff place a user whatever the batch's state, with
+ * `check` (eligibility) half the time; rooms a bed, stock 1-2 units */
+static int gen_assign(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    const char *check = sim_chance(0.5) ? ",\"check\":true" : "";
+    if (wl->room)
+        return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"assign\",\"user\":\"%s\",\"item\":\"R%d\"%s}", id, user,
+                        (int)sim_below(NITEMS) + 1, check);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"assign\",\"user\":\"%s\",\"item\":\"sku%d\",\"qty\":%d%s}", id,
+                    user, (int)sim_below(NITEMS) + 1, (int)sim_below(2) + 1, check);
+}
+
+/* the bed, all the user's orders, or (stock, 40%) one order a buy or an
+ * assign was granted */
+static int gen_unassign(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    for (int tries = 0; !wl->room && sim_chance(0.4) && tries < 8 && wl->nsent; tries++) {
+        sent_req *r = &wl->sent[sim_below(wl->nsent)];
+        const char *res = r->is_buy ? simr_hget(s, k->results, r->id, NULL) : NULL;
+        const char *o = res ? strstr(res, "\"order\":\"") : NULL;
+        const char *e = o ? strchr(o + 9, '"') : NULL;
+        if (!e) continue;
+        snprintf(user, 16, "%s", r->user);
+        return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"unassign\",\"user\":\"%s\",\"order\":\"%.*s\"}", id, user,
+                        (int)(e - o - 9), o + 9);
+    }
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"unassign\",\"user\":\"%s\"}", id, user);
 }
 
 /* The workload: one line per op. An op of a new protocol version is a
@@ -281,6 +320,8 @@ static const sim_op ops[] = {
     { "pause", K_ANY, 1, 1, gen_pause },
     { "resume", K_ANY, 3, 1, gen_resume },
     { "set_capacity", K_ANY, 2, 1, gen_capacity },
+    { "assign", K_ANY, 3, 1, gen_assign },
+    { "unassign", K_ANY, 2, 1, gen_unassign },
 };
 
 #define NOPS (sizeof ops / sizeof ops[0])
@@ -319,10 +360,14 @@ typedef struct sim_run_state {
     size_t ntaken, taken_cap;
     int checking;
     int pool_closing;     /* it writes lottery_done: the pool is all served */
+    int holders_written;  /* it writes P:{B}:holders */
     simr_db *snap;        /* for a restart that loses the last writes */
     int tearing_down;
     ctl_replay *replay;   /* the log replayed so far (check_replay) */
     size_t replay_fed;
+    c11 *c11;             /* contract 11: profiles, rules, draw_by, group_fill (sim_c11.h) */
+    size_t *by_num;       /* request number (r<n>, c<n>) -> its first sent entry + 1 */
+    size_t by_num_cap;
 } sim_run_state;
 
 static int64_t producer_ms(void) { return sim_server_ms(); }
@@ -363,6 +408,34 @@ static void pad_slots(sim_run_state *st, int n)
     free(ats);
 }
 
+/* The first request sent under an id (r<n>, c<n>: n is next_id). */
+static void index_request(sim_run_state *st, const char *id, size_t i)
+{
+    size_t n = strtoull(id + 1, NULL, 10);
+    if (n >= st->by_num_cap) {
+        size_t cap = st->by_num_cap ? st->by_num_cap : 256;
+        while (cap <= n) cap *= 2;
+        st->by_num = realloc(st->by_num, cap * sizeof *st->by_num);
+        if (!st->by_num) abort();
+        memset(st->by_num + st->by_num_cap, 0, (cap - st->by_num_cap) * sizeof *st->by_num);
+        st->by_num_cap = cap;
+    }
+    if (!st->by_num[n]) st->by_num[n] = i + 1;
+}
+
+static const char *request_raw(void *ud, const char *id)
+{
+    sim_run_state *st = ud;
+    if (id[0] != 'r' && id[0] != 'c') return NULL;
+    size_t n = strtoull(id + 1, NULL, 10);
+    return n < st->by_num_cap && st->by_num[n] ? st->wl.sent[st->by_num[n] - 1].raw : NULL;
+}
+
+static void c11_cmd(void *ud, int argc, const char **argv)
+{
+    server_cmd_quiet(ud, argc, argv);
+}
+
 static void push_request(sim_run_state *st, const sim_op *op)
 {
     char id[32], user[16] = "", buf[512];
@@ -381,7 +454,8 @@ static void push_request(sim_run_state *st, const sim_op *op)
     r->raw = strdup(buf);
     snprintf(r->id, sizeof r->id, "%s", id);
     snprintf(r->user, sizeof r->user, "%s", user);
-    r->is_buy = op->gen == gen_buy;
+    r->is_buy = op->gen == gen_buy || op->gen == gen_assign;
+    index_request(st, id, st->wl.nsent - 1);
     sim_net_retry_blocked();
 }
 
@@ -399,6 +473,8 @@ static void ev_produce(void *a, void *b, uint64_t x)
         pick -= ops[i].weight;
     }
     push_request(st, &ops[i]);
+    /* the operator edits a profile now and then (contract 11.2) */
+    if (sim_chance(0.02)) c11_edit(st->c11);
     /* bursts and lulls: 0.2 ms .. 40 ms apart */
     uint64_t gap = sim_chance(0.7) ? 200000 + sim_below(2000000) : sim_below(40000000);
     sim_at(st->w.now + gap, -1, ev_produce, st, NULL, 0);
@@ -494,39 +570,40 @@ static void check_seq(sim_run_state *st, int n, int *argc, char ***argv, size_t 
     for (int c = 0; c < n; c++) {
         if (strcasecmp(argv[c][0], "LTRIM") || !is_key(argv[c][1], lens[c][1], st->keys.queue)) continue;
         long k = strtol(argv[c][2], NULL, 10);
-        for (long i = 0; i < k; i++) {
+        char **ids = calloc(k > 0 ? (size_t)k : 1, sizeof *ids);
+        if (!ids) abort();
+        for (long i = 0; i < k; i++) {   /* each entry's id, read once */
             size_t len;
             const char *raw = simr_lindex(st->w.redis, st->keys.queue, (size_t)i, &len);
             json_t *j = raw ? json_loadb(raw, len, 0, NULL) : NULL;
             const char *id = json_string_value(json_object_get(j, "id"));
+            ids[i] = id ? strdup(id) : NULL;
+            json_decref(j);
+        }
+        for (long i = 0; i < k; i++) {
+            const char *id = ids[i];
             /* the result this transaction writes for it, if any (not for a
              * duplicate, or the second copy of an id in one chunk; a
              * duplicate of a waiting request may meet the original's final
              * result, served from the waitlist, with the original's seq) */
             if (id && simr_hget(st->w.redis, st->keys.results, id, NULL)) id = NULL;
-            for (int h = 0; id && h < n; h++) {
+            int first = 1;
+            for (long e = 0; id && e < i && first; e++) first = !(ids[e] && !strcmp(ids[e], id));
+            for (int h = 0; id && first && h < n; h++) {
                 if (strcasecmp(argv[h][0], "HSET") || !is_key(argv[h][1], lens[h][1], st->keys.results)) continue;
                 for (int f = 2; f + 1 < argc[h]; f += 2) {
                     if (strcmp(argv[h][f], id)) continue;
                     json_t *r = json_loads(argv[h][f + 1], 0, NULL);
                     json_t *seq = json_object_get(r, "seq");
-                    int first = 1;
-                    for (long e = 0; e < i && first; e++) {
-                        size_t l2;
-                        const char *o = simr_lindex(st->w.redis, st->keys.queue, (size_t)e, &l2);
-                        json_t *oj = json_loadb(o, l2, 0, NULL);
-                        const char *oid = json_string_value(json_object_get(oj, "id"));
-                        first = !(oid && !strcmp(oid, id));
-                        json_decref(oj);
-                    }
-                    if (first && (!json_is_integer(seq) || json_integer_value(seq) != base + i + 1))
+                    if (!json_is_integer(seq) || json_integer_value(seq) != base + i + 1)
                         sim_fail("request %s: seq %" PRId64 ", but it is the %" PRId64 "th pushed", id,
                                  json_is_integer(seq) ? (int64_t)json_integer_value(seq) : -1, base + i + 1);
                     json_decref(r);
                 }
             }
-            json_decref(j);
         }
+        for (long i = 0; i < k; i++) free(ids[i]);
+        free(ids);
     }
 }
 
@@ -536,11 +613,15 @@ static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char *
     int writes = 0;
     st->ntaken = 0;
     st->pool_closing = 0;
+    st->holders_written = 0;
     for (int i = 0; i < n; i++) {
         if (argc[i] < 2) continue;
+        st->holders_written |= is_key(argv[i][1], lens[i][1], st->keys.holders);
         if (batch_write(st, argv[i][0], argv[i][1], lens[i][1])) writes++;
-        if (!strcasecmp(argv[i][0], "HSET") && is_key(argv[i][1], lens[i][1], st->keys.results))
+        if (!strcasecmp(argv[i][0], "HSET") && is_key(argv[i][1], lens[i][1], st->keys.results)) {
             check_result_write(st, argc[i], argv[i], lens[i]);
+            c11_pre(st->c11, argc[i], argv[i], lens[i]);
+        }
         if (!strcasecmp(argv[i][0], "LTRIM") && (is_key(argv[i][1], lens[i][1], st->keys.queue) ||
                                                  is_key(argv[i][1], lens[i][1], st->keys.ctl)))
             take_entries(st, argv[i][1], strtol(argv[i][2], NULL, 10));
@@ -604,6 +685,7 @@ static void check_replay(sim_run_state *st)
         st->replay = ctl_replay_new(st->wl.room, st->per_user, on_replay_finding, st);
         st->replay_fed = 0;
         if (!st->replay) abort();
+        c11_attach(st->c11, st->replay);
     }
     replay_feed rf = { st, 0 };
     simr_stream_each(st->w.redis, st->keys.log, replay_entry, &rf);
@@ -649,10 +731,11 @@ static int in_dead(sim_run_state *st, const char *raw)
 }
 
 /* P:{B}:early holds "<seq> <request bytes>" per kept request (and
- * "! <user>" per throttled user): is raw one of them? */
+ * "! <user>" per throttled user, "= <points> <user>" per ticket drawn by
+ * points): is raw one of them? */
 static const char *pool_raw(const char *e, size_t len, size_t *n)
 {
-    if (len < 2 || e[0] == '!') return NULL;
+    if (len < 2 || e[0] == '!' || e[0] == '=') return NULL;
     const char *sp = memchr(e, ' ', len);
     if (!sp) return NULL;
     *n = len - (size_t)(sp + 1 - e);
@@ -718,7 +801,8 @@ static int64_t stat_of(sim_run_state *st, const char *f)
     return v ? strtoll(v, NULL, 10) : 0;
 }
 
-/* The counters' contract (PROTOCOL.md 6): processed is the sum of the
+/* The counters' contract (PROTOCOL.md 6): processed and the staff's
+ * placements (11.5, in granted, not in processed) are the sum of the
  * statuses (`waiting` results included: stats.waiting, the waitlist, and
  * stats.swap_offers, the open swap offers), and
  * every request taken off the queue is counted once --
@@ -728,10 +812,10 @@ static void check_stats(sim_run_state *st)
     if (!simr_hget(st->w.redis, st->keys.stats, "processed", NULL)) return;
     int64_t processed = stat_of(st, "processed"), sum = stat_of(st, "granted") + stat_of(st, "done") +
                         stat_of(st, "rejected") + stat_of(st, "invalid") + stat_of(st, "waiting") +
-                        stat_of(st, "swap_offers");
-    if (processed != sum)
-        sim_fail("stats: processed %" PRId64 " but granted + done + rejected + invalid + waiting + swap_offers = %"
-                 PRId64, processed, sum);
+                        stat_of(st, "swap_offers"), staff = stat_of(st, "staff_granted");
+    if (processed + staff != sum)
+        sim_fail("stats: processed %" PRId64 " + staff_granted %" PRId64 ", but granted + done + rejected + invalid + "
+                 "waiting + swap_offers = %" PRId64, processed, staff, sum);
     const char *served = simr_hget(st->w.redis, st->keys.internal, "early_served", NULL);
     int64_t kept = stat_of(st, "early_kept") - (served ? strtoll(served, NULL, 10) : 0);
     int64_t d = stat_of(st, "dequeued"), counted = processed + stat_of(st, "dead") + stat_of(st, "duplicates");
@@ -778,6 +862,7 @@ static void exec_post(void *ud, simr *s, simr_client *c)
     if (st->pool_closing) check_pool_answered(st);
     check_replay(st);
     check_stats(st);
+    c11_commit(st->c11, st->holders_written);
 }
 
 /* -------------------------------------------------------------- faults -- */
@@ -831,6 +916,7 @@ static void ev_restart(void *a, void *b, uint64_t kind)
         simr_hash_each(st->w.redis, st->keys.results, count_taken_back, st);
         simr_restore(st->w.redis, st->snap);
         replay_reset(st);
+        c11_restored(st->c11);
         simr_hash_each(st->w.redis, st->keys.results, count_kept, st);
     } else {
         simr_flush_scripts(st->w.redis);
@@ -947,16 +1033,22 @@ static void setup_batch(sim_run_state *st)
     }
     const char *list[] = { "SADD", "alloc:batches", BATCH };
     server_cmd_quiet(st, 3, list);
+    /* contract 11: profiles, the items' rules, draw_by, group_fill */
+    c11_env env = { &st->keys, c11_cmd, request_raw, st };
+    st->c11 = c11_new(&env, st->wl.room, NUSERS, NITEMS);
     for (int i = 1; i <= NITEMS; i++) {
-        char item[16], cap[16], attrs[32];
+        char item[16], cap[16], attrs[512];
         snprintf(item, sizeof item, "%s%d", st->wl.room ? "R" : "sku", i);
-        snprintf(cap, sizeof cap, "%d", st->wl.room ? 1 + (int)sim_below(3) : 1 + (int)sim_below(60));
+        int units = st->wl.room ? 1 + (int)sim_below(4) : 1 + (int)sim_below(60);
+        snprintf(cap, sizeof cap, "%d", units);
         const char *c[] = { "HSET", st->keys.capacity, item, cap };
         server_cmd_quiet(st, 4, c);
-        snprintf(attrs, sizeof attrs, "{\"floor\":\"%d\"}", 1 + i % 2);
+        c11_item_capacity(st->c11, i, units);
+        c11_item_attrs(st->c11, i, attrs, sizeof attrs);
         const char *a[] = { "HSET", st->keys.attrs, item, attrs };
-        if (st->wl.room) server_cmd_quiet(st, 4, a);
+        if (attrs[0]) server_cmd_quiet(st, 4, a);
     }
+    c11_setup(st->c11);
 }
 
 static void setup_instance(sim_run_state *st, int i)
@@ -1012,6 +1104,8 @@ static void teardown(sim_run_state *st)
     simr_free(st->w.redis);
     simr_db_free(st->snap);
     replay_reset(st);
+    c11_free(st->c11);
+    free(st->by_num);
     for (size_t i = 0; i < st->wl.nsent; i++) free(st->wl.sent[i].raw);
     free(st->wl.sent);
     for (size_t i = 0; i < st->ntaken; i++) free(st->taken[i]);
@@ -1082,6 +1176,7 @@ static void dump_state(sim_run_state *st)
     simr_hash_each(st->w.redis, st->keys.stats, dump_kv, "stats");
     simr_hash_each(st->w.redis, st->keys.internal, dump_kv, "internal");
     simr_hash_each(st->w.redis, st->keys.groups, dump_kv, "groups");
+    c11_dump(st->c11);
     for (size_t i = 0; i < simr_llen(st->w.redis, st->keys.early); i++) {
         size_t len;
         const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
@@ -1151,6 +1246,28 @@ static int draw_options(sim_run_state *st)
     return poisoned;
 }
 
+/* Contract 11.2, a profile edit is read while serving: once drained, the
+ * probe user's profile is edited so that it no longer admits the probe
+ * item, and 3.5 s later (the rescan's second, its half-second grace, a
+ * command's deadline and room to spare) a request of theirs for that
+ * item is pushed: it must be decided with the edit (c11_probe_check). */
+static void drain_probe(sim_run_state *st)
+{
+    if (!c11_probe_edit(st->c11)) return;
+    uint64_t at = st->w.now + 3500000000ULL;
+    while (!st->w.failed && sim_next_time() <= at && sim_step()) {}
+    if (st->w.now < at) st->w.now = at;
+    char buf[256];
+    c11_probe_request(st->c11, buf, sizeof buf);
+    const char *argv[] = { "RPUSH", st->keys.queue, buf };
+    server_cmd_quiet(st, 3, argv);
+    sim_net_retry_blocked();
+    uint64_t end = st->w.now + 60000000000ULL;
+    while (!st->w.failed && st->w.now < end && !drained(st) && sim_step()) {}
+    if (!st->w.failed && !drained(st)) sim_fail("liveness: the profile probe is not answered 60 s after it was pushed");
+    if (!st->w.failed) c11_probe_check(st->c11);
+}
+
 /* The drain after the faults stop: every instance awake, the batch resumed.
  * Contract 9.6: every request answered within answer_ms, unless
  * stats.state says why not (paused; waiting for its opening on the
@@ -1185,6 +1302,7 @@ static int drain(sim_run_state *st, int poisoned)
         sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting 60 s after "
                  "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
                  pool_pending(st));
+    if (!st->w.failed) drain_probe(st);
     return !excused;
 }
 
@@ -1210,6 +1328,13 @@ static void fill_result(const sim_run_state *st, sim_result *res, int held)
     res->held_to_answer_ms = held;
     const char *g = simr_hget(st->w.redis, st->keys.stats, "granted", NULL);
     res->granted = g ? strtoll(g, NULL, 10) : 0;
+    const c11_counts *cc = c11_counts_get(st->c11);
+    res->c11_grants = cc->grants_checked;
+    res->c11_not_eligible = cc->not_eligible;
+    res->c11_staff = cc->staff;
+    res->c11_edits = cc->edits;
+    res->c11_draws = cc->draws_checked;
+    res->c11_groups = cc->groups_checked;
 }
 
 int sim_run(const sim_opts *o, sim_result *res)

@@ -25,6 +25,10 @@ typedef struct sim_result {
     int room;                 /* the batch was a room batch (beds), else stock */
     int64_t granted;          /* stats.granted at the end */
     int held_to_answer_ms;    /* liveness checked against answer_ms (not excused: 60 s) */
+    /* contract 11 (sim_c11.h): grants checked against the profiles,
+     * not_eligible results, staff placements, profile edits, drawn results
+     * replayed, group grants checked */
+    uint64_t c11_grants, c11_not_eligible, c11_staff, c11_edits, c11_draws, c11_groups;
 } sim_result;
 
 int sim_run(const sim_opts *o, sim_result *r);
