@@ -173,11 +173,21 @@ static void on_timer_backoff(uv_timer_t *t)
  * WRONGTYPE, OOM, ...); the connection's own errors do not ("timeout",
  * "connection lost", "closed"). Only a refusal by Redis may be the
  * request's fault: a lost link says nothing about the chunk, and counting
- * it would send healthy requests to dead on a flaky network. */
+ * it would send healthy requests to dead on a flaky network. Nor does a
+ * refusal for the server's state -- out of memory (the simulator's `oom`:
+ * after a spell of -OOM a healthy request went to dead), loading, busy
+ * with a script, a replica, a cluster slot elsewhere -- whatever the
+ * transaction held, or an EXECABORT for one of those. */
 static int redis_refused(const char *why)
 {
+    static const char *const state[] = { "OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "NOREPLICAS",
+                                         "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK" };
+    static const char abort_because[] = "EXECABORT Transaction discarded because of: ";
+    if (!strncmp(why, abort_because, sizeof abort_because - 1)) why += sizeof abort_because - 1;
     size_t n = 0;
     while (why[n] >= 'A' && why[n] <= 'Z') n++;
+    for (size_t i = 0; i < sizeof state / sizeof state[0]; i++)
+        if (strlen(state[i]) == n && !strncmp(why, state[i], n)) return 0;
     return n >= 2 && (why[n] == ' ' || why[n] == '\0');
 }
 
@@ -337,6 +347,7 @@ void batch__on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
                                          "slots", "wait for replicas", "loading", "loading",
                                          "profiles" };
     const char *e = batch__reply_error(r, err);
+    if (e && kind == WOP_APPLY) batch__note_suspect(w, o->ch);
     if (e) { batch__fail(w, names[kind], e); return; }
     switch (kind) {
     case WOP_TAKE: batch__on_take(w, o->ch, r); break;
