@@ -32,7 +32,8 @@ enum {
     SF_CLOCK = 1 << 6,        /* an instance's wall clock jumps */
     SF_PAUSE = 1 << 7,        /* an instance stops (SIGSTOP, a GC pause) and wakes up */
     SF_CRASH = 1 << 8,        /* an instance is killed (kill -9) and started again */
-    SF_ALL = (1 << 9) - 1,
+    SF_OOM = 1 << 9,          /* Redis out of memory a while: -OOM refusals */
+    SF_ALL = (1 << 10) - 1,
 };
 
 typedef struct sim_inst {
@@ -61,6 +62,7 @@ typedef struct sim_world {
     uint64_t events, resets, lost_replies, delays, restarts, clock_jumps, pauses;
     uint64_t late_runs;
     uint64_t crashes;       /* commands the server ran after their client gave up */
+    uint64_t ooms;            /* spells of Redis out of memory */
     uint64_t taken_back;      /* results a restart lost that a poller could have seen */
     int verbose;
     int failed;

@@ -301,17 +301,18 @@ void c11_item_capacity(c11 *c, int i, int64_t cap) { c->cap[i] = cap; }
 
 /* ----------------------------------------------------------- the writes -- */
 
-static void hset(c11 *c, const char *key, const char *field, const char *value)
+static int hset(c11 *c, const char *key, const char *field, const char *value)
 {
     const char *argv[] = { "HSET", key, field, value };
-    c->env.cmd(c->env.ud, 4, argv);
+    return c->env.cmd(c->env.ud, 4, argv);
 }
 
-static void write_profile(c11 *c, const c11_user *u, const json_t *prof)
+static int write_profile(c11 *c, const c11_user *u, const json_t *prof)
 {
     char *s = json_dumps(prof, JSON_COMPACT);
-    hset(c, c->env.keys->profiles, u->id, s);
+    int rc = hset(c, c->env.keys->profiles, u->id, s);
     free(s);
+    return rc;
 }
 
 void c11_setup(c11 *c)
@@ -332,8 +333,8 @@ void c11_edit(c11 *c)
     c11_user *u = &c->users[c->nusers - 5 + (int)sim_below(6)];
     if (!u->mover || u->nver == 64) return;
     json_t *p = draw_profile(u->gender);
+    if (write_profile(c, u, p) < 0) { json_decref(p); return; }   /* refused: out of memory */
     u->ver[u->nver++] = p;
-    write_profile(c, u, p);
     c->counts.edits++;
 }
 

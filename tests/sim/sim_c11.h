@@ -38,8 +38,9 @@ typedef struct c11 c11;
 /* How the checks reach the rest of the run. */
 typedef struct c11_env {
     const batch_keys *keys;
-    /* runs a command as the operator (the producer's connection) */
-    void (*cmd)(void *ud, int argc, const char **argv);
+    /* runs a command as the operator (the producer's connection): 0, or
+     * -1 when Redis refused it (out of memory) */
+    int (*cmd)(void *ud, int argc, const char **argv);
     /* the raw request pushed under id, NULL when none was */
     const char *(*request)(void *ud, const char *id);
     void *ud;

@@ -56,7 +56,7 @@ static void arm_crash_line(const sim_opts *o)
 static int usage(const char *argv0)
 {
     fprintf(stderr, "usage: %s (--seed N | --seeds N [--first S] | --hours H [--first S]) [--faults=all|none|reset,lost,delay,"
-                    "restart,aof,failover,clock,pause,crash] [--instances K] [--duration-ms D] [-v]\n", argv0);
+                    "restart,aof,failover,clock,pause,crash,oom] [--instances K] [--duration-ms D] [-v]\n", argv0);
     return 2;
 }
 
@@ -86,8 +86,8 @@ static int run_one_seed(sim_opts *o)
     printf("seed %" PRIu64 ": %s: %s batch, %" PRIu64 " requests, %" PRId64 " granted, %" PRIu64 " applies, %" PRId64 " ms simulated, "
            "%" PRIu64 " events; faults: %" PRIu64 " resets, %" PRIu64 " lost replies, %" PRIu64
            " delayed, %" PRIu64 " run after their client gave up, %" PRIu64 " restarts (%" PRIu64 " results taken back), %" PRIu64 " clock jumps, %"
-           PRIu64 " pauses, %" PRIu64 " crashes\n", o->seed, rc ? "FAILED" : "ok", r.room ? "room" : "stock", r.requests, r.granted, r.applies, r.sim_ms, r.events,
-           r.resets, r.lost_replies, r.delays, r.late_runs, r.restarts, r.taken_back, r.clock_jumps, r.pauses, r.crashes);
+           PRIu64 " pauses, %" PRIu64 " crashes, %" PRIu64 " spells out of memory\n", o->seed, rc ? "FAILED" : "ok", r.room ? "room" : "stock", r.requests, r.granted, r.applies, r.sim_ms, r.events,
+           r.resets, r.lost_replies, r.delays, r.late_runs, r.restarts, r.taken_back, r.clock_jumps, r.pauses, r.crashes, r.ooms);
     printf("  contract 11: %" PRIu64 " grants checked against the profiles, %" PRIu64 " not_eligible, %" PRIu64
            " staff placements, %" PRIu64 " profile edits, %" PRIu64 " drawn results replayed, %" PRIu64 " group grants\n",
            r.c11_grants, r.c11_not_eligible, r.c11_staff, r.c11_edits, r.c11_draws, r.c11_groups);

@@ -233,6 +233,7 @@ struct simr {
     simr_observer obs;
     uint64_t commands;
     int replicas;         /* what WAIT answers */
+    int oom;              /* used_memory > maxmemory (noeviction): simr_set_oom */
 };
 
 typedef struct watched { char *k; size_t kn; uint64_t ver; int64_t exp; } watched;
@@ -257,7 +258,27 @@ typedef struct ctx {
     const size_t *lens;
     int64_t now;
     redisReply *err;    /* a script: the error that stopped it */
+    const char *src;    /* a script: its source (the OOM error names a line of it) */
+    int dirty;          /* a script: it called a write command (Redis's SCRIPT_WRITE_DIRTY) */
+    int allow_oom;      /* a script: its shebang says flags=allow-oom */
 } ctx;
+
+/* Redis 7.0's command flags the model needs: `write` (a script that
+ * called one may no longer be refused for memory: SCRIPT_WRITE_DIRTY) and
+ * `denyoom` (refused while used_memory > maxmemory). */
+enum { F_WRITE = 1, F_DENYOOM = 2, F_W = F_WRITE, F_WD = F_WRITE | F_DENYOOM };
+
+typedef struct cmd_def {
+    const char *name;
+    int arity;          /* argc, or -min */
+    redisReply *(*fn)(ctx *x);
+    int flags;
+} cmd_def;
+
+static const char OOM_ERR[] = "OOM command not allowed when used memory > 'maxmemory'.";
+
+static const cmd_def *find_cmd(const char *p, size_t n);
+static redisReply *arity_or_unknown(const cmd_def *d, int argc, const char **argv, const size_t *lens);
 
 /* ------------------------------------------------------------- replies -- */
 
@@ -986,10 +1007,31 @@ static redisReply *dispatch(ctx *x);
 /* redis.call from a script: a command on plain C strings. An error reply
  * stops the script (Redis raises it): it is kept in x->err, this call and
  * every later one answer nil and run nothing, and run_script returns it. */
+/* Redis 7.0 (scriptVerifyOOM): a script without allow-oom is refused for
+ * memory at its first denyoom call made before any write call -- after a
+ * write it cannot stop halfway -- with the line of that call. */
+static redisReply *script_oom(ctx *x, const char *name, size_t n)
+{
+    const cmd_def *d = find_cmd(name, n);
+    if (!d || !x->s->oom || x->allow_oom || x->dirty || !(d->flags & F_DENYOOM)) {
+        if (d && (d->flags & F_WRITE)) x->dirty = 1;
+        return NULL;
+    }
+    char call[64], sha[41];
+    snprintf(call, sizeof call, "redis.call('%s'", d->name);
+    for (char *c = call + 12; *c; c++) *c = (char)toupper((unsigned char)*c);
+    const char *at = x->src ? strstr(x->src, call) : NULL;
+    int line = 1;
+    for (const char *c = x->src; at && c < at; c++) line += *c == '\n';
+    sha1_hex(x->src ? x->src : "", x->src ? strlen(x->src) : 0, sha);
+    return r_err("%s script: %s, on @user_script:%d.", OOM_ERR, sha, line);
+}
+
 static redisReply *rcall_len(ctx *x, int argc, const char **argv, const size_t *lens)
 {
     if (x->err) return r_nil();
-    ctx y = { x->s, NULL, argc, argv, lens, x->now, NULL };
+    if ((x->err = script_oom(x, argv[0], lens[0]))) return r_nil();
+    ctx y = { x->s, NULL, argc, argv, lens, x->now, NULL, NULL, 0, 0 };
     redisReply *r = dispatch(&y);
     if (r->type == REDIS_REPLY_ERROR) { x->err = r; return r_nil(); }
     return r;
@@ -1227,6 +1269,9 @@ static redisReply *run_script_body(ctx *x, const char *src);
 static redisReply *run_script(ctx *x, const char *src)
 {
     x->err = NULL;
+    x->src = src;
+    x->dirty = 0;
+    x->allow_oom = !strncmp(src, "#!lua", 5) && strstr(src, "allow-oom") && strstr(src, "allow-oom") < strchr(src, '\n');
     redisReply *r = run_script_body(x, src);
     if (!x->err) return r;
     freeReplyObject(r);
@@ -1288,27 +1333,22 @@ static redisReply *c_evalsha(ctx *x)
 
 /* ------------------------------------------------------- the dispatcher -- */
 
-typedef struct cmd_def {
-    const char *name;
-    int arity;          /* argc, or -min */
-    redisReply *(*fn)(ctx *x);
-} cmd_def;
-
 static const cmd_def commands[] = {
-    { "get", 2, c_get }, { "set", -3, c_set }, { "incrby", 3, c_incrby },
-    { "del", -2, c_del }, { "exists", -2, c_exists }, { "type", 2, c_type },
-    { "pexpire", 3, c_pexpire }, { "pttl", 2, c_pttl }, { "rename", 3, c_rename },
-    { "ping", 1, c_ping }, { "time", 1, c_time },
-    { "hset", -4, c_hset }, { "hget", 3, c_hget }, { "hmget", -3, c_hmget },
-    { "hgetall", 2, c_hgetall }, { "hscan", -3, c_hscan }, { "hdel", -3, c_hdel },
-    { "hlen", 2, c_hlen }, { "hincrby", 4, c_hincrby },
-    { "sadd", -3, c_sadd }, { "srem", -3, c_srem }, { "smembers", 2, c_smembers },
-    { "rpush", -3, c_rpush }, { "lpush", -3, c_lpush }, { "llen", 2, c_llen },
-    { "lrange", 4, c_lrange }, { "ltrim", 4, c_ltrim }, { "lindex", 3, c_lindex },
-    { "blmove", 6, c_blmove },
-    { "xadd", -5, c_xadd }, { "xlen", 2, c_xlen }, { "xrange", 4, c_xrange },
-    { "eval", -3, c_eval }, { "evalsha", -3, c_evalsha }, { "wait", 3, c_wait },
+    { "get", 2, c_get, 0 }, { "set", -3, c_set, F_WD }, { "incrby", 3, c_incrby, F_WD },
+    { "del", -2, c_del, F_W }, { "exists", -2, c_exists, 0 }, { "type", 2, c_type, 0 },
+    { "pexpire", 3, c_pexpire, F_W }, { "pttl", 2, c_pttl, 0 }, { "rename", 3, c_rename, F_W },
+    { "ping", 1, c_ping, 0 }, { "time", 1, c_time, 0 },
+    { "hset", -4, c_hset, F_WD }, { "hget", 3, c_hget, 0 }, { "hmget", -3, c_hmget, 0 },
+    { "hgetall", 2, c_hgetall, 0 }, { "hscan", -3, c_hscan, 0 }, { "hdel", -3, c_hdel, F_W },
+    { "hlen", 2, c_hlen, 0 }, { "hincrby", 4, c_hincrby, F_WD },
+    { "sadd", -3, c_sadd, F_WD }, { "srem", -3, c_srem, F_W }, { "smembers", 2, c_smembers, 0 },
+    { "rpush", -3, c_rpush, F_WD }, { "lpush", -3, c_lpush, F_WD }, { "llen", 2, c_llen, 0 },
+    { "lrange", 4, c_lrange, 0 }, { "ltrim", 4, c_ltrim, F_W }, { "lindex", 3, c_lindex, 0 },
+    { "blmove", 6, c_blmove, F_WD },
+    { "xadd", -5, c_xadd, F_WD }, { "xlen", 2, c_xlen, 0 }, { "xrange", 4, c_xrange, 0 },
+    { "eval", -3, c_eval, 0 }, { "evalsha", -3, c_evalsha, 0 }, { "wait", 3, c_wait, 0 },
 };
+
 
 static const cmd_def *find_cmd(const char *p, size_t n)
 {
@@ -1405,6 +1445,15 @@ static redisReply *c_exec(ctx *x)
 {
     simr_client *c = x->c;
     if (!c->in_multi) return r_err("ERR EXEC without MULTI");
+    /* out of memory since a denyoom command was queued: refused before it
+     * runs (processCommand), whatever else is wrong with it */
+    for (size_t i = 0; x->s->oom && i < c->nq; i++) {
+        const cmd_def *d = find_cmd(c->q[i].argv[0], c->q[i].lens[0]);
+        if (d && (d->flags & F_DENYOOM)) {
+            discard(c);
+            return r_err("EXECABORT Transaction discarded because of: %s", OOM_ERR);
+        }
+    }
     if (c->multi_error) {
         discard(c);
         return r_err("EXECABORT Transaction discarded because of previous errors.");
@@ -1419,7 +1468,7 @@ static redisReply *c_exec(ctx *x)
     }
     redisReply *r = r_arr(c->nq);
     for (size_t i = 0; i < c->nq; i++) {
-        ctx y = { x->s, c, c->q[i].argc, (const char **)c->q[i].argv, c->q[i].lens, x->now, NULL };
+        ctx y = { x->s, c, c->q[i].argc, (const char **)c->q[i].argv, c->q[i].lens, x->now, NULL, NULL, 0, 0 };
         r->element[i] = dispatch(&y);
         if (!r->element[i]) r->element[i] = r_nil();   /* BLMOVE inside MULTI */
     }
@@ -1431,10 +1480,19 @@ static redisReply *c_exec(ctx *x)
 redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, const size_t *lens, int64_t now)
 {
     if (argc < 1) return r_err("ERR empty command");
-    ctx x = { s, c, argc, argv, lens, now, NULL };
+    ctx x = { s, c, argc, argv, lens, now, NULL, NULL, 0, 0 };
     const char *n = argv[0];
     size_t nl = lens[0];
 #define IS(name) (nl == sizeof name - 1 && !strncasecmp(n, name, nl))
+    /* out of memory, a transaction queues nothing (the queue itself
+     * grows): every command but EXEC and DISCARD is refused, after the
+     * checks of the command's name and arity */
+    if (s->oom && c->in_multi && !IS("EXEC") && !IS("DISCARD")) {
+        int known = IS("MULTI") || IS("WATCH") || IS("UNWATCH");
+        redisReply *e = known ? NULL : arity_or_unknown(find_cmd(n, nl), argc, argv, lens);
+        c->multi_error = 1;
+        return e ? e : r_err("%s", OOM_ERR);
+    }
     if (IS("MULTI")) {
         if (argc != 1) return r_err("ERR wrong number of arguments for 'multi' command");
         if (c->in_multi) return r_err("ERR MULTI calls can not be nested");
@@ -1466,6 +1524,8 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
         c->q[c->nq++] = queued_copy(argc, argv, lens);
         return r_status("QUEUED");
     }
+    const cmd_def *d = find_cmd(n, nl);
+    if (s->oom && d && (d->flags & F_DENYOOM) && !arity_or_unknown(d, argc, argv, lens)) return r_err("%s", OOM_ERR);
     redisReply *r = dispatch(&x);
     if (!r) {   /* blocked */
         c->blocked = queued_copy(argc, argv, lens);
@@ -1477,7 +1537,7 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
 redisReply *simr_retry_blocked(simr *s, simr_client *c, int64_t now)
 {
     if (!c->is_blocked) return NULL;
-    ctx x = { s, c, c->blocked.argc, (const char **)c->blocked.argv, c->blocked.lens, now, NULL };
+    ctx x = { s, c, c->blocked.argc, (const char **)c->blocked.argv, c->blocked.lens, now, NULL, NULL, 0, 0 };
     redisReply *r = dispatch(&x);
     if (r) { c->is_blocked = 0; queued_free(&c->blocked); }
     return r;
@@ -1539,6 +1599,7 @@ void simr_free(simr *s)
 
 void simr_set_observer(simr *s, const simr_observer *o) { s->obs = *o; }
 void simr_set_replicas(simr *s, int n) { s->replicas = n; }
+void simr_set_oom(simr *s, int oom) { s->oom = oom; }
 uint64_t simr_commands(const simr *s) { return s->commands; }
 
 simr_db *simr_snapshot(simr *s)

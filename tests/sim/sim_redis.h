@@ -37,6 +37,11 @@ typedef struct simr_observer {
 
 /* Replicas WAIT counts (0, as a lone redis-server, by default). */
 void simr_set_replicas(simr *s, int n);
+/* Out of memory (maxmemory reached, noeviction) or not: denyoom commands
+ * are refused with -OOM, a transaction queues nothing, an EXEC of denyoom
+ * commands is aborted, a script without allow-oom is refused at its first
+ * denyoom call before any write (Redis 7.0). */
+void simr_set_oom(simr *s, int oom);
 
 simr *simr_new(void);
 void simr_free(simr *s);

@@ -382,10 +382,14 @@ static redisReply *server_cmd(sim_run_state *st, int argc, const char **argv)
     return r;
 }
 
-static void server_cmd_quiet(sim_run_state *st, int argc, const char **argv)
+/* A command of the producers or the operator: 0, or -1 when Redis refused
+ * it (out of memory: the `oom` fault). */
+static int server_cmd_quiet(sim_run_state *st, int argc, const char **argv)
 {
     redisReply *r = server_cmd(st, argc, argv);
+    int rc = r && r->type == REDIS_REPLY_ERROR ? -1 : 0;
     if (r) freeReplyObject(r);
+    return rc;
 }
 
 /* Slots for n users outside the workload (x1, x2, ...), in one HSET. */
@@ -431,9 +435,9 @@ static const char *request_raw(void *ud, const char *id)
     return n < st->by_num_cap && st->by_num[n] ? st->wl.sent[st->by_num[n] - 1].raw : NULL;
 }
 
-static void c11_cmd(void *ud, int argc, const char **argv)
+static int c11_cmd(void *ud, int argc, const char **argv)
 {
-    server_cmd_quiet(ud, argc, argv);
+    return server_cmd_quiet(ud, argc, argv);
 }
 
 static void push_request(sim_run_state *st, const sim_op *op)
@@ -443,7 +447,7 @@ static void push_request(sim_run_state *st, const sim_op *op)
     int n = op->gen(&st->wl, st->w.redis, &st->keys, id, user, buf, sizeof buf);
     if (n <= 0 || (size_t)n >= sizeof buf) return;
     const char *argv[] = { "RPUSH", op->ctl ? st->keys.ctl : st->keys.queue, buf };
-    server_cmd_quiet(st, 3, argv);
+    if (server_cmd_quiet(st, 3, argv) < 0) return;   /* refused: out of memory */
     st->requests++;
     if (st->wl.nsent == st->wl.cap) {
         st->wl.cap = st->wl.cap ? st->wl.cap * 2 : 256;
@@ -848,9 +852,15 @@ static void exec_post(void *ud, simr *s, simr_client *c)
         json_t *j = json_loads(st->taken[i], 0, NULL);
         json_t *id = j && json_is_object(j) ? json_object_get(j, "id") : NULL;
         if (id && json_is_string(id)) {
-            /* a poison request goes to dead after 2 x max_attempts (PROTOCOL.md 3.1) */
-            if (!simr_hget(s, st->keys.results, json_string_value(id), NULL) && !in_dead(st, st->taken[i]) &&
-                !in_pool(st, st->taken[i]))
+            /* a poison request goes to dead after 2 x max_attempts (PROTOCOL.md 3.1);
+             * no other request with an id ever does */
+            int answered = simr_hget(s, st->keys.results, json_string_value(id), NULL) != NULL;
+            int dead = !answered && in_dead(st, st->taken[i]);
+            const char *poison = getenv("ALLOCD_FAULT_APPLY_ID");
+            if (dead && (!poison || strcmp(poison, json_string_value(id))))
+                sim_fail("request %s went to dead, but only the poison request (%s) may: %s", json_string_value(id),
+                         poison ? poison : "none this seed", st->taken[i]);
+            else if (!answered && !dead && !in_pool(st, st->taken[i]))
                 sim_fail("request %s was taken off the queue without a result: %s", json_string_value(id), st->taken[i]);
         } else if (!in_dead(st, st->taken[i])) {
             sim_fail("a request without an id was taken off the queue and is not in dead: %s", st->taken[i]);
@@ -910,6 +920,7 @@ static void ev_restart(void *a, void *b, uint64_t kind)
     if (!st->w.faults_on) return;
     st->w.restarts++;
     st->w.server_gen++;
+    simr_set_oom(st->w.redis, 0);   /* a restarted server starts with its memory free */
     sim_net_reset_all("connection lost");
     st->failover_pending = 0;
     if (kind && st->snap) {
@@ -952,6 +963,23 @@ static void crash(sim_run_state *st, int i)
     sim_at(st->w.now + (100 + sim_below(2000)) * 1000000ULL, i, ev_boot, st, NULL, (uint64_t)i);
 }
 
+/* Redis has memory again (maxmemory raised, keys freed). */
+static void ev_oom_end(void *a, void *b, uint64_t x)
+{
+    simr_set_oom(sim_w->redis, 0);
+}
+
+/* Redis reaches maxmemory (noeviction) for 0.2 - 3 s: every write that
+ * may grow it is refused with -OOM, a transaction queues nothing, a
+ * script is refused at its first such write (simr_set_oom) -- the
+ * producers' pushes too. */
+static void oom_start(sim_run_state *st)
+{
+    st->w.ooms++;
+    simr_set_oom(st->w.redis, 1);
+    sim_at(st->w.now + (200 + sim_below(2800)) * 1000000ULL, -1, ev_oom_end, st, NULL, 0);
+}
+
 static void ev_fault(void *a, void *b, uint64_t x)
 {
     sim_run_state *st = a;
@@ -971,6 +999,7 @@ static void ev_fault(void *a, void *b, uint64_t x)
         st->w.pauses++;
     }
     if ((f & SF_CRASH) && sim_chance(0.003 * st->w.intensity)) crash(st, (int)sim_below((uint64_t)st->w.ninst));
+    if ((f & SF_OOM) && sim_chance(0.002 * st->w.intensity)) oom_start(st);
     unsigned restarts = f & (SF_RESTART | SF_AOF_LOSS | SF_FAILOVER);
     if (restarts && sim_chance(0.004 * st->w.intensity)) {
         unsigned kinds[3];
@@ -1117,7 +1146,7 @@ static void teardown(sim_run_state *st)
 static const struct { const char *name; unsigned bit; } fault_names[] = {
     { "reset", SF_RESET }, { "lost", SF_LOST_REPLY }, { "delay", SF_DELAY },
     { "restart", SF_RESTART }, { "aof", SF_AOF_LOSS }, { "failover", SF_FAILOVER },
-    { "clock", SF_CLOCK }, { "pause", SF_PAUSE }, { "crash", SF_CRASH },
+    { "clock", SF_CLOCK }, { "pause", SF_PAUSE }, { "crash", SF_CRASH }, { "oom", SF_OOM },
 };
 
 int sim_faults_parse(const char *s, unsigned *out)
@@ -1282,6 +1311,7 @@ static int drain(sim_run_state *st, int poisoned)
     st->w.faults_on = 0;
     for (int i = 0; i < st->w.ninst; i++) sim_resume(i);
     st->w.redis_down = 0;
+    simr_set_oom(st->w.redis, 0);
     push_request(st, op_named("resume"));
     const char *opens = simr_hget(st->w.redis, st->keys.meta, "opens_at", NULL);
     int not_open = 0;
@@ -1323,6 +1353,7 @@ static void fill_result(const sim_run_state *st, sim_result *res, int held)
     res->taken_back = st->w.taken_back;
     res->late_runs = st->w.late_runs;
     res->crashes = st->w.crashes;
+    res->ooms = st->w.ooms;
     res->sim_ms = (int64_t)(st->w.now / 1000000);
     res->room = st->wl.room;
     res->held_to_answer_ms = held;

@@ -20,7 +20,7 @@ typedef struct sim_result {
     int failed;
     char failure[1024];
     uint64_t events, requests, applies, resets, lost_replies, delays, restarts;
-    uint64_t clock_jumps, pauses, taken_back, late_runs, crashes;
+    uint64_t clock_jumps, pauses, taken_back, late_runs, crashes, ooms;
     int64_t sim_ms;
     int room;                 /* the batch was a room batch (beds), else stock */
     int64_t granted;          /* stats.granted at the end */

@@ -168,8 +168,21 @@ static void both(int who, int argc, const char **argv)
     freeReplyObject(r);
 }
 
+/* Out of memory on both sides or not: the server through maxmemory 1
+ * (noeviction, the default: its used memory is always past one byte). */
+static void oom_both(int on)
+{
+    redisReply *r = redisCommand(rc[0], "CONFIG SET maxmemory %s", on ? "1" : "0");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    simr_set_oom(model, on);
+    note_cmd(0, 1, (const char *[]){ on ? "(out of memory)" : "(memory again)" });
+}
+
 static void reset_both(void)
 {
+    oom_both(0);
     const char *flush[] = { "FLUSHALL" }, *sflush[] = { "SCRIPT", "FLUSH" };
     for (int i = 0; i < 2; i++) {
         freeReplyObject(redisCommandArgv(rc[i], 1, (const char *[]){ "DISCARD" }, NULL));
@@ -183,6 +196,8 @@ static void reset_both(void)
     for (int i = 0; i < 2; i++) mc[i] = simr_client_new(model);
     n_history = 0;
 }
+
+static int oom_now;
 
 /* -------------------------------------------------------- the drawing -- */
 
@@ -340,11 +355,16 @@ static void test_random_sequences(void **state)
     compared = mismatches = 0;
     for (int seq = 0; seq < 400; seq++) {
         reset_both();
+        oom_now = 0;
         for (int i = 0; i < 30; i++) {
+            /* Redis out of memory now and then (the simulator's `oom`
+             * fault): in a quarter of the sequences, toggled mid-way */
+            if (seq % 4 == 3 && below(8) == 0) oom_both(oom_now = !oom_now);
             if (below(6) == 0) draw_transaction();
             else draw_command((int)below(2));
         }
     }
+    oom_both(0);
     printf("model vs redis: %ld replies compared, %ld differ\n", compared, mismatches);
     assert_int_equal(mismatches, 0);
 }
@@ -469,6 +489,7 @@ static void test_case_file(void **state)
         char *p = line;
         if (!strncmp(p, "@1 ", 3)) { who = 1; p += 3; }
         if (!strncmp(p, "sleep ", 6)) { harness_sleep_ms(atoi(p + 6)); continue; }
+        if (!strcmp(p, "oom on") || !strcmp(p, "oom off")) { oom_both(!strcmp(p, "oom on")); continue; }
         const char *argv[64];
         int argc = 0;
         for (char *save = NULL, *t = strtok_r(p, " ", &save); t && argc < 64; t = strtok_r(NULL, " ", &save))
@@ -476,6 +497,7 @@ static void test_case_file(void **state)
         if (argc) both(who, argc, argv);
     }
     fclose(f);
+    oom_both(0);
     printf("case file: %ld replies compared, %ld differ\n", compared, mismatches);
     assert_true(compared > 20);
     assert_int_equal(mismatches, 0);
