@@ -269,18 +269,21 @@ static void note_poison(batch_worker *w, const chunk *ch)
 /* A chunk was refused: its list is where the poison is, and a chunk of
  * one request refused while isolating names it -- the suspect, the one
  * dead-lettering may move (batch_take.c). */
-void batch__note_suspect(batch_worker *w, const chunk *ch)
+void batch__note_suspect(batch_worker *w, const chunk *ch, const char *why)
 {
+    if (!batch__redis_refused(why)) return;
     w->suspect_kind = ch->kind;
-    if (batch__isolating(w) && ch->n_items == 1 && ch->items[0].q.r.id)
+    if (batch__isolating(w) && ch->n_items == 1 && ch->items[0].q.r.id) {
         snprintf(w->suspect_id, sizeof w->suspect_id, "%s", ch->items[0].q.r.id);
+        log_info("batch %s: request %s was refused alone (%d in a row)", w->batch, w->suspect_id, w->apply_failures + 1);
+    }
 }
 
 void batch__on_applied(batch_worker *w, chunk *ch, redisReply *r)
 {
     const char *e = batch__exec_error(r);
     if (e) {
-        batch__note_suspect(w, ch);
+        batch__note_suspect(w, ch, e);
         batch__fail(w, "apply", e);
         return;
     }

@@ -178,7 +178,7 @@ static void on_timer_backoff(uv_timer_t *t)
  * after a spell of -OOM a healthy request went to dead), loading, busy
  * with a script, a replica, a cluster slot elsewhere -- whatever the
  * transaction held, or an EXECABORT for one of those. */
-static int redis_refused(const char *why)
+int batch__redis_refused(const char *why)
 {
     static const char *const state[] = { "OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "NOREPLICAS",
                                          "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK" };
@@ -203,7 +203,7 @@ void batch__fail(batch_worker *w, const char *what, const char *why)
         !strncmp(why, "TRYAGAIN", 8))
         redis_router_refresh(w->router); /* the backoff then follows the slot */
     if (!strncmp(why, "FENCED", 6)) batch_lease_drop(&w->lease);
-    else if (!strcmp(what, "apply") && redis_refused(why)) {
+    else if (!strcmp(what, "apply") && batch__redis_refused(why)) {
         w->apply_failures++;
         snprintf(w->apply_error, sizeof w->apply_error, "%s", why);
         /* every request in flight is decided again; one at a time once
@@ -347,7 +347,7 @@ void batch__on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
                                          "slots", "wait for replicas", "loading", "loading",
                                          "profiles" };
     const char *e = batch__reply_error(r, err);
-    if (e && kind == WOP_APPLY) batch__note_suspect(w, o->ch);
+    if (e && kind == WOP_APPLY) batch__note_suspect(w, o->ch, e);
     if (e) { batch__fail(w, names[kind], e); return; }
     switch (kind) {
     case WOP_TAKE: batch__on_take(w, o->ch, r); break;

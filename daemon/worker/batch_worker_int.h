@@ -184,7 +184,12 @@ void batch__publish_chunk(batch_worker *w);
 void batch__load_publish(batch_worker *w);
 void batch__on_load_publish(worker_op *o, redisReply *r, const char *err);
 void batch__on_applied(batch_worker *w, chunk *ch, redisReply *r);
-/* ch's apply was refused (before batch__fail): where the poison is. */
-void batch__note_suspect(batch_worker *w, const chunk *ch);
+/* ch's apply failed with why (before batch__fail): where the poison is,
+ * when it was a refusal that counts (batch__redis_refused). */
+void batch__note_suspect(batch_worker *w, const chunk *ch, const char *why);
+/* why is Redis refusing the transaction, and maybe for the request's sake
+ * (not a lost link, not the server's state): it counts towards
+ * max_attempts. */
+int batch__redis_refused(const char *why);
 
 #endif
