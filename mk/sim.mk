@@ -19,7 +19,7 @@
 SEEDS     ?= 200
 HOURS     ?= 1
 SIM_FLAGS ?=
-SIM_CORE_OBJ := $(addprefix $(BUILD)/tests/sim/,sim_loop.o sim_net.o sim_redis.o sim_run.o sim_c11.o)
+SIM_CORE_OBJ := $(addprefix $(BUILD)/tests/sim/,sim_loop.o sim_net.o sim_redis.o sim_stream.o sim_run.o sim_c11.o sim_archive.o)
 SIM_LIBS   = $(PKG_LIBS) -lm
 SIM_UV    := uv_timer_init uv_timer_start uv_timer_stop uv_close uv_hrtime
 SIM_SIMULATED_OBJ = $(filter $(BUILD)/daemon/worker/%.o $(BUILD)/daemon/service/registry.o $(BUILD)/daemon/service/giveups.o,$(EDGE_OBJ))
@@ -37,7 +37,7 @@ $(BUILD)/tests/unit/test_sim_sweep: $(BUILD)/tests/sim/test_sim_sweep.o $(SIM_CO
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(SIM_LIBS) -lcmocka -Wl,--wrap=clock_gettime -o $@
 
-$(BUILD)/tests/integration/test_sim_model: $(BUILD)/tests/sim/test_sim_model.o $(BUILD)/tests/sim/sim_redis.o \
+$(BUILD)/tests/integration/test_sim_model: $(BUILD)/tests/sim/test_sim_model.o $(BUILD)/tests/sim/sim_redis.o $(BUILD)/tests/sim/sim_stream.o \
     $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@

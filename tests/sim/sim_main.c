@@ -91,6 +91,8 @@ static int run_one_seed(sim_opts *o)
     printf("  contract 11: %" PRIu64 " grants checked against the profiles, %" PRIu64 " not_eligible, %" PRIu64
            " staff placements, %" PRIu64 " profile edits, %" PRIu64 " drawn results replayed, %" PRIu64 " group grants\n",
            r.c11_grants, r.c11_not_eligible, r.c11_staff, r.c11_edits, r.c11_draws, r.c11_groups);
+    printf("  log: %" PRIu64 " entries read by the archive, %" PRIu64 " acknowledged, %" PRIu64 " trimmed\n",
+           r.log_archived, r.log_acked, r.log_trimmed);
     if (rc) printf("  %s\n  replay: %s\n", r.failure, line);
     return rc ? 1 : 0;
 }
@@ -99,6 +101,7 @@ static int run_one_seed(sim_opts *o)
 typedef struct sweep {
     uint64_t seeds, failed, requests, applies, restarts, lost, taken_back, late, held;
     uint64_t c11_grants, c11_not_eligible, c11_staff, c11_edits, c11_draws, c11_groups;
+    uint64_t log_archived, log_trimmed;
     char **lines;             /* every failing seed's replay line, for the end */
 } sweep;
 
@@ -118,6 +121,8 @@ static void sweep_add(sweep *w, const sim_result *r)
     w->c11_edits += r->c11_edits;
     w->c11_draws += r->c11_draws;
     w->c11_groups += r->c11_groups;
+    w->log_archived += r->log_archived;
+    w->log_trimmed += r->log_trimmed;
 }
 
 static void sweep_report(sweep *w, double dt)
@@ -130,8 +135,8 @@ static void sweep_report(sweep *w, double dt)
            w->lost, w->late, w->restarts, w->taken_back, w->held);
     printf("sim: contract 11: %" PRIu64 " grants checked against the profiles, %" PRIu64 " not_eligible, %" PRIu64
            " staff placements, %" PRIu64 " profile edits, %" PRIu64 " drawn results replayed, %" PRIu64
-           " group grants checked\n", w->c11_grants, w->c11_not_eligible, w->c11_staff, w->c11_edits, w->c11_draws,
-           w->c11_groups);
+           " group grants checked; log: %" PRIu64 " entries read by the archive, %" PRIu64 " trimmed\n", w->c11_grants,
+           w->c11_not_eligible, w->c11_staff, w->c11_edits, w->c11_draws, w->c11_groups, w->log_archived, w->log_trimmed);
     if (w->failed) printf("sim: %" PRIu64 " failing seeds; replay each with:\n", w->failed);
     for (uint64_t i = 0; i < w->failed; i++) {
         printf("  %s\n", w->lines[i]);

@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "core/sha1.h"
+#include "sim/sim_stream.h"
 #include "worker/log_trim.h"
 #include "worker/scripts.h"
 
@@ -139,7 +140,6 @@ enum { T_STR = 1, T_HASH, T_LIST, T_SET, T_STREAM };
 static const char *const type_names[] = { "none", "string", "hash", "list", "set", "stream" };
 
 typedef struct sbuf { char *p; size_t n; } sbuf;
-typedef struct sentry { char id[48]; size_t nf; sbuf *f; } sentry;
 
 typedef struct sval {
     int type;
@@ -147,7 +147,7 @@ typedef struct sval {
     sbuf s;                 /* string */
     dict h;                 /* hash (values: sbuf*) or set (no values) */
     sbuf *l; size_t lhead, ln, lcap;   /* list: items [lhead, lhead+ln) */
-    sentry *x; size_t xn, xcap; uint64_t xms, xseq;   /* stream */
+    xstream *xs;            /* stream (sim_stream.h) */
     int hash_table;         /* hash: past Redis's listpack limits (hash_encoding) */
 } sval;
 
@@ -165,11 +165,7 @@ static void sval_free(void *p)
     dict_free(&v->h, sbuf_free);
     for (size_t i = 0; i < v->ln; i++) free(v->l[v->lhead + i].p);
     free(v->l);
-    for (size_t i = 0; i < v->xn; i++) {
-        for (size_t j = 0; j < v->x[i].nf; j++) free(v->x[i].f[j].p);
-        free(v->x[i].f);
-    }
-    free(v->x);
+    xs_free(v->xs);
     free(v);
 }
 
@@ -203,19 +199,7 @@ static sval *sval_copy(const sval *v)
         }
         c->ln = v->ln;
     }
-    if (v->xn) {
-        c->xcap = v->xn;
-        c->x = xmalloc(c->xcap * sizeof *c->x);
-        for (size_t i = 0; i < v->xn; i++) {
-            c->x[i] = v->x[i];
-            c->x[i].f = xmalloc(v->x[i].nf * sizeof(sbuf));
-            for (size_t j = 0; j < v->x[i].nf; j++)
-                c->x[i].f[j] = (sbuf){ xdup(v->x[i].f[j].p, v->x[i].f[j].n), v->x[i].f[j].n };
-        }
-        c->xn = v->xn;
-    }
-    c->xms = v->xms;
-    c->xseq = v->xseq;
+    if (v->xs) c->xs = xs_copy(v->xs);
     return c;
 }
 
@@ -372,6 +356,7 @@ static sval *create(simr *s, const char *k, size_t kn, int type)
     sval *v = calloc(1, sizeof *v);
     if (!v) abort();
     v->type = type;
+    if (type == T_STREAM) v->xs = xs_new();
     dict_add(&s->keys, k, kn, v, 0);
     return v;
 }
@@ -925,48 +910,37 @@ static redisReply *c_xadd(ctx *x)
             return r_err("ERR The MAXLEN argument must be >= 0.");
         i++;
     }
-    if (i >= x->argc || !(x->lens[i] == 1 && x->argv[i][0] == '*'))
-        return r_err("ERR sim: only XADD with id '*' is modelled");
+    if (i >= x->argc) return r_err("ERR wrong number of arguments for 'xadd' command");
+    int autoid = x->lens[i] == 1 && x->argv[i][0] == '*';
+    xid id = { 0, 0 };
+    if (!autoid && (!memchr(x->argv[i], '-', x->lens[i]) || xid_parse(x->argv[i], x->lens[i], 0, &id) < 0))
+        return r_err("ERR Invalid stream ID specified as stream command argument");
+    if (!autoid && !id.ms && !id.seq) return r_err("ERR The ID specified in XADD must be greater than 0-0");
     i++;
     if (x->argc - i < 2 || (x->argc - i) % 2) return r_err("ERR wrong number of arguments for 'xadd' command");
     sval *v;
     redisReply *e = get_typed(x, 1, T_STREAM, &v);
     if (e) return e;
+    if (!autoid && v && xid_cmp(id, xs_last_id(v->xs)) <= 0)
+        return r_err("ERR The ID specified in XADD is equal or smaller than the target stream top item");
     if (!v) v = create(x->s, x->argv[1], x->lens[1], T_STREAM);
-    uint64_t ms = (uint64_t)x->now > v->xms ? (uint64_t)x->now : v->xms;
-    uint64_t seq = ms == v->xms && (v->xn || v->xseq) ? v->xseq + 1 : 0;
-    v->xms = ms;
-    v->xseq = seq;
-    if (v->xn == v->xcap) {
-        v->xcap = v->xcap ? v->xcap * 2 : 16;
-        v->x = realloc(v->x, v->xcap * sizeof *v->x);
-        if (!v->x) abort();
-    }
-    sentry *en = &v->x[v->xn++];
-    snprintf(en->id, sizeof en->id, "%" PRIu64 "-%" PRIu64, ms, seq);
-    en->nf = (size_t)(x->argc - i);
-    en->f = xmalloc(en->nf * sizeof *en->f);
-    for (size_t j = 0; j < en->nf; j++) en->f[j] = (sbuf){ xdup(x->argv[i + (int)j], x->lens[i + (int)j]), x->lens[i + (int)j] };
-    /* `~` trims whole nodes of 100 entries (stream-node-max-entries) */
-    if (maxlen >= 0) {
-        size_t drop = v->xn > (size_t)maxlen ? v->xn - (size_t)maxlen : 0;
-        if (approx) drop -= drop % 100;
-        for (size_t k = 0; k < drop; k++) {
-            for (size_t j = 0; j < v->x[k].nf; j++) free(v->x[k].f[j].p);
-            free(v->x[k].f);
-        }
-        memmove(v->x, v->x + drop, (v->xn - drop) * sizeof *v->x);
-        v->xn -= drop;
-    }
+    const xentry *en = autoid ? xs_add(v->xs, (uint64_t)x->now, (size_t)(x->argc - i), x->argv + i, x->lens + i)
+                              : xs_add_id(v->xs, id, (size_t)(x->argc - i), x->argv + i, x->lens + i);
+    if (x->s->obs.stream_added)
+        x->s->obs.stream_added(x->s->obs.ud, x->argv[1], x->lens[1], en->text, en->nf, (const char *const *)en->f,
+                               en->fl);
+    redisReply *r = r_str(en->text, strlen(en->text));
+    /* with `~` only whole nodes go, at most 100 nodes' worth (the default LIMIT) */
+    if (maxlen >= 0) xs_trim(v->xs, (uint64_t)maxlen, NULL, approx, approx ? 100 * 100 : 0);
     touch(x->s, x->argv[1], x->lens[1]);
-    return r_str(en->id, strlen(en->id));
+    return r;
 }
 
 static redisReply *c_xlen(ctx *x)
 {
     sval *v;
     redisReply *e = get_typed(x, 1, T_STREAM, &v);
-    return e ? e : r_int(v ? (long long)v->xn : 0);
+    return e ? e : r_int(v ? (long long)xs_len(v->xs) : 0);
 }
 
 /* XRANGE key - +: every entry (the only form the tests use). */
@@ -983,20 +957,202 @@ static redisReply *c_wait(ctx *x)
     return r_int(x->s->replicas);
 }
 
+static redisReply *entry_reply(const xentry *en)
+{
+    redisReply *r = r_arr(2), *f = r_arr(en->nf);
+    r->element[0] = r_str(en->text, strlen(en->text));
+    for (size_t j = 0; j < en->nf; j++) f->element[j] = r_str(en->f[j], en->fl[j]);
+    r->element[1] = f;
+    return r;
+}
+
 static redisReply *c_xrange(ctx *x)
 {
     sval *v;
     redisReply *e = get_typed(x, 1, T_STREAM, &v);
     if (e) return e;
     if (!arg_eq(x, 2, "-") || !arg_eq(x, 3, "+")) return r_err("ERR sim: only XRANGE - + is modelled");
-    redisReply *r = r_arr(v ? v->xn : 0);
-    for (size_t i = 0; v && i < v->xn; i++) {
-        redisReply *en = r_arr(2), *f = r_arr(v->x[i].nf);
-        en->element[0] = r_str(v->x[i].id, strlen(v->x[i].id));
-        for (size_t j = 0; j < v->x[i].nf; j++) f->element[j] = r_str(v->x[i].f[j].p, v->x[i].f[j].n);
-        en->element[1] = f;
-        r->element[i] = en;
+    size_t n = v ? xs_len(v->xs) : 0;
+    redisReply *r = r_arr(n);
+    for (size_t i = 0; i < n; i++) r->element[i] = entry_reply(xs_at(v->xs, i));
+    return r;
+}
+
+/* XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT n]: Redis 7.0's argument
+ * checks, then the trim (sim_stream.c). */
+static redisReply *c_xtrim(ctx *x)
+{
+    int minid = arg_eq(x, 2, "MINID"), i = 3, approx = 0, limited = 0;
+    if (!minid && !arg_eq(x, 2, "MAXLEN")) return r_err("ERR syntax error");
+    if (i < x->argc && (arg_eq(x, i, "~") || arg_eq(x, i, "="))) approx = arg_eq(x, i++, "~");
+    if (i >= x->argc) return r_err("ERR syntax error");
+    long long maxlen = 0, limit = 0;
+    xid id = { 0, 0 };
+    if (minid ? xid_parse(x->argv[i], x->lens[i], 0, &id) < 0 : parse_ll(x->argv[i], x->lens[i], &maxlen) < 0)
+        return minid ? r_err("ERR Invalid stream ID specified as stream command argument") : r_notint();
+    if (maxlen < 0) return r_err("ERR The MAXLEN argument must be >= 0.");
+    for (i++; i < x->argc; i += 2) {
+        if (!arg_eq(x, i, "LIMIT") || i + 1 >= x->argc) return r_err("ERR syntax error");
+        if (parse_ll(x->argv[i + 1], x->lens[i + 1], &limit) < 0) return r_notint();
+        if (limit < 0) return r_err("ERR The LIMIT argument must be >= 0.");
+        limited = 1;
     }
+    if (limited && !approx) return r_err("ERR syntax error, LIMIT cannot be used without the special ~ option");
+    if (approx && !limited) limit = 100 * 100;
+    sval *v;
+    redisReply *e = get_typed(x, 1, T_STREAM, &v);
+    if (e || !v) return e ? e : r_int(0);
+    long long n = xs_trim(v->xs, (uint64_t)maxlen, minid ? &id : NULL, approx, limit);
+    if (n) touch(x->s, x->argv[1], x->lens[1]);
+    return r_int(n);
+}
+
+static redisReply *invalid_id(void) { return r_err("ERR Invalid stream ID specified as stream command argument"); }
+
+/* XGROUP CREATE key group id|$ [MKSTREAM] */
+static redisReply *c_xgroup(ctx *x)
+{
+    if (!arg_eq(x, 1, "CREATE")) return r_err("ERR sim: only XGROUP CREATE is modelled");
+    if (x->argc < 5 || x->argc > 6 || (x->argc == 6 && !arg_eq(x, 5, "MKSTREAM")))
+        return r_err("ERR syntax error");
+    sval *v;
+    redisReply *e = get_typed(x, 2, T_STREAM, &v);
+    if (e) return e;
+    if (!v && x->argc < 6)
+        return r_err("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use "
+                     "the MKSTREAM option to create an empty stream automatically.");
+    xid id;
+    int last = x->lens[4] == 1 && x->argv[4][0] == '$';
+    if (!last && xid_parse(x->argv[4], x->lens[4], 0, &id) < 0) return invalid_id();
+    if (!v) v = create(x->s, x->argv[2], x->lens[2], T_STREAM);
+    char name[72];
+    snprintf(name, sizeof name, "%.*s", (int)x->lens[3], x->argv[3]);
+    if (xs_group_create(v->xs, name, last ? xs_last_id(v->xs) : id) < 0)
+        return r_err("BUSYGROUP Consumer Group name already exists");
+    touch(x->s, x->argv[2], x->lens[2]);
+    return r_ok();
+}
+
+static redisReply *nogroup(ctx *x, int key, int group, const char *cmd)
+{
+    return r_err("NOGROUP No such key '%.*s' or consumer group '%.*s'%s", (int)x->lens[key], x->argv[key],
+                 (int)x->lens[group], x->argv[group], cmd);
+}
+
+/* XREADGROUP GROUP g consumer [COUNT n] STREAMS key id: one stream, `>`
+ * (new entries, nil when none) or an id (the consumer's pending entries
+ * after it; a trimmed one comes back with nil fields). */
+static redisReply *c_xreadgroup(ctx *x)
+{
+    long long count = 0;
+    int i = 4;
+    if (!arg_eq(x, 1, "GROUP")) return r_err("ERR syntax error");
+    if (i + 1 < x->argc && arg_eq(x, i, "COUNT")) {
+        if (parse_ll(x->argv[i + 1], x->lens[i + 1], &count) < 0) return r_notint();
+        if (count < 0) count = 0;
+        i += 2;
+    }
+    if (i + 3 != x->argc || !arg_eq(x, i, "STREAMS")) return r_err("ERR sim: only XREADGROUP of one stream is modelled");
+    int k = i + 1, idx = i + 2;
+    sval *v;
+    redisReply *e = get_typed(x, k, T_STREAM, &v);
+    if (e) return e;
+    char gname[72], cname[72];
+    snprintf(gname, sizeof gname, "%.*s", (int)x->lens[2], x->argv[2]);
+    snprintf(cname, sizeof cname, "%.*s", (int)x->lens[3], x->argv[3]);
+    xgroup *g = v ? xs_group(v->xs, gname) : NULL;
+    int fresh = x->lens[idx] == 1 && x->argv[idx][0] == '>';
+    xid after;
+    if (!fresh && xid_parse(x->argv[idx], x->lens[idx], 0, &after) < 0) return invalid_id();
+    if (!g) return nogroup(x, k, 2, " in XREADGROUP with GROUP option");
+    redisReply *list;
+    if (fresh) {
+        size_t *at, n = xs_read_new(v->xs, g, cname, (size_t)count, &at);
+        if (!n) { free(at); return r_nil(); }
+        list = r_arr(n);
+        for (size_t j = 0; j < n; j++) list->element[j] = entry_reply(xs_at(v->xs, at[j]));
+        free(at);
+    } else {
+        xid *ids;
+        size_t n = xs_read_pending(g, cname, after, (size_t)count, &ids);
+        list = r_arr(n);
+        for (size_t j = 0; j < n; j++) {
+            const xentry *en = xs_find(v->xs, ids[j]);
+            if (en) { list->element[j] = entry_reply(en); continue; }
+            char t[48];
+            snprintf(t, sizeof t, "%llu-%llu", (unsigned long long)ids[j].ms, (unsigned long long)ids[j].seq);
+            list->element[j] = r_arr(2);
+            list->element[j]->element[0] = r_str(t, strlen(t));
+            list->element[j]->element[1] = r_nil();
+        }
+        free(ids);
+    }
+    touch(x->s, x->argv[k], x->lens[k]);
+    redisReply *r = r_arr(1), *one = r_arr(2);
+    one->element[0] = r_str(x->argv[k], x->lens[k]);
+    one->element[1] = list;
+    r->element[0] = one;
+    return r;
+}
+
+static redisReply *c_xack(ctx *x)
+{
+    xid ids[64];
+    if (x->argc - 3 > 64) return r_err("ERR sim: XACK of at most 64 ids is modelled");
+    for (int i = 3; i < x->argc; i++)
+        if (xid_parse(x->argv[i], x->lens[i], 0, &ids[i - 3]) < 0) return invalid_id();
+    sval *v;
+    redisReply *e = get_typed(x, 1, T_STREAM, &v);
+    if (e) return e;
+    char gname[72];
+    snprintf(gname, sizeof gname, "%.*s", (int)x->lens[2], x->argv[2]);
+    xgroup *g = v ? xs_group(v->xs, gname) : NULL;
+    long long n = 0;
+    for (int i = 3; g && i < x->argc; i++) n += xs_ack(g, ids[i - 3]);
+    return r_int(n);
+}
+
+/* XPENDING key group: the summary form, [count, min, max, [[consumer,
+ * "n"], ...]] or [0, nil, nil, nil]. */
+static redisReply *c_xpending(ctx *x)
+{
+    if (x->argc != 3) return r_err("ERR sim: only XPENDING key group is modelled");
+    sval *v;
+    redisReply *e = get_typed(x, 1, T_STREAM, &v);
+    if (e) return e;
+    char gname[72];
+    snprintf(gname, sizeof gname, "%.*s", (int)x->lens[2], x->argv[2]);
+    xgroup *g = v ? xs_group(v->xs, gname) : NULL;
+    if (!g) return nogroup(x, 1, 2, "");
+    redisReply *r = r_arr(4);
+    r->element[0] = r_int((long long)g->npel);
+    if (!g->npel) {
+        for (int i = 1; i < 4; i++) r->element[i] = r_nil();
+        return r;
+    }
+    char t[48];
+    for (int i = 1; i <= 2; i++) {
+        xid id = g->pel[i == 1 ? 0 : g->npel - 1].id;
+        snprintf(t, sizeof t, "%llu-%llu", (unsigned long long)id.ms, (unsigned long long)id.seq);
+        r->element[i] = r_str(t, strlen(t));
+    }
+    size_t nc = 0;
+    for (size_t c = 0; c < g->ncons; c++)
+        for (size_t p = 0; p < g->npel; p++)
+            if (!strcmp(g->pel[p].consumer, g->consumers[c])) { nc++; break; }
+    redisReply *cs = r_arr(nc);
+    size_t at = 0;
+    for (size_t c = 0; c < g->ncons; c++) {
+        size_t cnt = 0;
+        for (size_t p = 0; p < g->npel; p++) cnt += !strcmp(g->pel[p].consumer, g->consumers[c]);
+        if (!cnt) continue;
+        snprintf(t, sizeof t, "%zu", cnt);
+        cs->element[at] = r_arr(2);
+        cs->element[at]->element[0] = r_str(g->consumers[c], strlen(g->consumers[c]));
+        cs->element[at]->element[1] = r_str(t, strlen(t));
+        at++;
+    }
+    r->element[3] = cs;
     return r;
 }
 
@@ -1249,17 +1405,26 @@ static redisReply *script_load_prepare(ctx *x, const char **K, const char **A)
     return r;
 }
 
-/* LOG_TRIM (worker/log_trim.c): trims only below the archive group's
- * position. The model has no consumer groups (XGROUP is not modelled, so
- * nothing can create one), so past XLEN's check -- which raises WRONGTYPE
- * on a key of another type -- it always finds no group and trims nothing,
- * as the script does before the archiver's first run. */
+/* LOG_TRIM (worker/log_trim.c): at most XLEN - log_maxlen entries, and
+ * only below the archive group's position -- its oldest pending entry,
+ * or with none pending its last-delivered-id -- with XTRIM MINID ~ ...
+ * LIMIT; nothing without the group. XLEN raises WRONGTYPE on a key of
+ * another type (the script's answer); the group's XINFO runs under pcall,
+ * so no failure of its own escapes. */
 static redisReply *script_log_trim(ctx *x, const char **K, const char **A)
 {
     redisReply *len = rcall(x, 2, (const char *[]){ "XLEN", K[0] });
     if (len->type != REDIS_REPLY_INTEGER) return len;   /* x->err: the script's answer */
+    long long excess = len->integer - strtoll(A[1], NULL, 10);
     freeReplyObject(len);
-    return r_int(0);
+    sval *v = excess > 0 ? lookup(x->s, K[0], strlen(K[0]), x->now) : NULL;
+    xgroup *g = v && v->type == T_STREAM ? xs_group(v->xs, A[0]) : NULL;
+    if (!g) return r_int(0);
+    xid safe = g->npel ? g->pel[0].id : g->last;
+    char id[48], lim[24];
+    snprintf(id, sizeof id, "%llu-%llu", (unsigned long long)safe.ms, (unsigned long long)safe.seq);
+    snprintf(lim, sizeof lim, "%lld", excess);
+    return rcall(x, 7, (const char *[]){ "XTRIM", K[0], "MINID", "~", id, "LIMIT", lim });
 }
 
 static redisReply *run_script_body(ctx *x, const char *src);
@@ -1346,6 +1511,8 @@ static const cmd_def commands[] = {
     { "lrange", 4, c_lrange, 0 }, { "ltrim", 4, c_ltrim, F_W }, { "lindex", 3, c_lindex, 0 },
     { "blmove", 6, c_blmove, F_WD },
     { "xadd", -5, c_xadd, F_WD }, { "xlen", 2, c_xlen, 0 }, { "xrange", 4, c_xrange, 0 },
+    { "xtrim", -4, c_xtrim, F_W }, { "xgroup", -2, c_xgroup, F_WD }, { "xreadgroup", -7, c_xreadgroup, F_W },
+    { "xack", -4, c_xack, F_W }, { "xpending", -3, c_xpending, 0 },
     { "eval", -3, c_eval, 0 }, { "evalsha", -3, c_evalsha, 0 }, { "wait", 3, c_wait, 0 },
 };
 
@@ -1692,11 +1859,23 @@ void simr_hash_each(simr *s, const char *key, simr_pair_fn fn, void *ud)
 void simr_stream_each(simr *s, const char *key, simr_entry_fn fn, void *ud)
 {
     sval *v = peek(s, key, T_STREAM);
-    for (size_t i = 0; v && i < v->xn; i++) {
-        const char *f[64];
-        size_t fl[64];
-        size_t nf = v->x[i].nf < 64 ? v->x[i].nf : 64;
-        for (size_t j = 0; j < nf; j++) { f[j] = v->x[i].f[j].p; fl[j] = v->x[i].f[j].n; }
-        fn(ud, v->x[i].id, nf, f, fl);
+    for (size_t i = 0; v && i < xs_len(v->xs); i++) {
+        const xentry *en = xs_at(v->xs, i);
+        fn(ud, en->text, en->nf, (const char *const *)en->f, en->fl);
     }
+}
+
+int simr_stream_bounds(simr *s, const char *key, uint64_t *first_ms, uint64_t *first_seq, uint64_t *last_ms,
+                       uint64_t *last_seq, size_t *len)
+{
+    sval *v = peek(s, key, T_STREAM);
+    if (!v) return -1;
+    const xentry *f = xs_at(v->xs, 0);
+    xid l = xs_last_id(v->xs);
+    if (first_ms) *first_ms = f ? f->id.ms : 0;
+    if (first_seq) *first_seq = f ? f->id.seq : 0;
+    if (last_ms) *last_ms = l.ms;
+    if (last_seq) *last_seq = l.seq;
+    if (len) *len = xs_len(v->xs);
+    return 0;
 }

@@ -33,6 +33,10 @@ typedef struct simr_observer {
     /* WAIT answered with every replica in sync: they hold all writes so
      * far (a failover now loses none of them). May be NULL. */
     void (*replicas_synced)(void *ud, simr *s);
+    /* XADD wrote entry id to stream key (its field/value strings). May
+     * be NULL. */
+    void (*stream_added)(void *ud, const char *key, size_t klen, const char *id, size_t nf,
+                         const char *const *f, const size_t *fl);
 } simr_observer;
 
 /* Replicas WAIT counts (0, as a lone redis-server, by default). */
@@ -87,5 +91,10 @@ typedef void (*simr_entry_fn)(void *ud, const char *id, size_t nf, const char *c
                               const size_t *flen);
 void simr_stream_each(simr *s, const char *key, simr_entry_fn fn, void *ud);
 uint64_t simr_commands(const simr *s);
+/* A stream's first and last ids (the last one generated: it stays when
+ * the entries are trimmed) and length; -1 when key is no stream. Any
+ * pointer may be NULL. */
+int simr_stream_bounds(simr *s, const char *key, uint64_t *first_ms, uint64_t *first_seq, uint64_t *last_ms,
+                       uint64_t *last_seq, size_t *len);
 
 #endif

@@ -35,6 +35,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "sim/sim.h"
+#include "sim/sim_archive.h"
 #include "sim/sim_c11.h"
 #include "worker/batch_keys.h"
 #include "service/registry.h"
@@ -353,7 +354,9 @@ typedef struct sim_run_state {
     int64_t per_user;
     int answer_ms;        /* every instance's config: the liveness bound */
     int wait_replicas;    /* config: WAIT before each apply (0 or 1) */
-    int64_t log_maxlen;   /* config, with archive_group "archive" when > 0 */
+    int64_t log_maxlen;   /* config: the log's trim */
+    int archive;          /* config archive_group "archive": LOG_TRIM, the archiver runs */
+    sim_archive *arch;    /* every log entry written, and the archiver (sim_archive.h) */
     int failover_pending; /* the restart scheduled is a failover (snap = the replica) */
     /* the transaction being checked (exec_pre -> exec_post) */
     char **taken;         /* raw entries LTRIMmed off queue or ctl */
@@ -667,17 +670,17 @@ static void kv_add(void *ud, const char *k, size_t kn, const char *v, size_t vn)
     a->kv[a->n++] = (ctl_kv){ k, v, vn };
 }
 
-typedef struct replay_feed { sim_run_state *st; size_t i; } replay_feed;
-
-static void replay_entry(void *ud, const char *id, size_t nf, const char *const *f, const size_t *fl)
+/* The entries written since the last check, from the simulator's copy of
+ * the log (sim_archive.h): trimming leaves the replay whole. */
+static void replay_feed(sim_run_state *st)
 {
-    replay_feed *rf = ud;
-    if (rf->i++ < rf->st->replay_fed) return;   /* fed at an earlier check */
-    ctl_kv kv[32];
-    size_t n = 0;
-    for (size_t i = 0; i + 1 < nf && n < 32; i += 2) kv[n++] = (ctl_kv){ f[i], f[i + 1], fl[i + 1] };
-    ctl_replay_entry(rf->st->replay, id, kv, n);
-    rf->st->replay_fed++;
+    for (; st->replay_fed < sima_count(st->arch); st->replay_fed++) {
+        const sima_entry *e = sima_at(st->arch, st->replay_fed);
+        ctl_kv kv[32];
+        size_t n = 0;
+        for (size_t i = 0; i + 1 < e->nf && n < 32; i += 2) kv[n++] = (ctl_kv){ e->f[i], e->f[i + 1], e->fl[i + 1] };
+        ctl_replay_entry(st->replay, e->id, kv, n);
+    }
 }
 
 /* The log replayed from the start equals holders and free. The replay is
@@ -691,8 +694,7 @@ static void check_replay(sim_run_state *st)
         if (!st->replay) abort();
         c11_attach(st->c11, st->replay);
     }
-    replay_feed rf = { st, 0 };
-    simr_stream_each(st->w.redis, st->keys.log, replay_entry, &rf);
+    replay_feed(st);
     kvs cap = { 0 }, hold = { 0 }, fr = { 0 }, wait = { 0 };
     simr_hash_each(st->w.redis, st->keys.capacity, kv_add, &cap);
     simr_hash_each(st->w.redis, st->keys.holders, kv_add, &hold);
@@ -871,6 +873,7 @@ static void exec_post(void *ud, simr *s, simr_client *c)
     st->ntaken = 0;
     if (st->pool_closing) check_pool_answered(st);
     check_replay(st);
+    sima_check(st->arch, s);
     check_stats(st);
     c11_commit(st->c11, st->holders_written);
 }
@@ -926,6 +929,7 @@ static void ev_restart(void *a, void *b, uint64_t kind)
     if (kind && st->snap) {
         simr_hash_each(st->w.redis, st->keys.results, count_taken_back, st);
         simr_restore(st->w.redis, st->snap);
+        sima_restored(st->arch, st->w.redis);
         replay_reset(st);
         c11_restored(st->c11);
         simr_hash_each(st->w.redis, st->keys.results, count_kept, st);
@@ -1101,10 +1105,8 @@ static void setup_instance(sim_run_state *st, int i)
     c->registry_interval_ms = 100 + (int)sim_below(200);
     c->answer_ms = st->answer_ms;
     c->wait_replicas = st->wait_replicas;
-    if (st->log_maxlen) {
-        c->log_maxlen = st->log_maxlen;
-        snprintf(c->archive_group, sizeof c->archive_group, "archive");
-    }
+    c->log_maxlen = st->log_maxlen;
+    if (st->archive) snprintf(c->archive_group, sizeof c->archive_group, "archive");
     st->w.cur = i;
     st->w.inst[i].id = i;
     if (registry_start(&st->reg[i], NULL, c, &st->scripts) < 0) sim_fail("sim: instance %d did not start", i);
@@ -1115,6 +1117,7 @@ static void teardown(sim_run_state *st)
 {
     st->w.faults_on = 0;
     st->tearing_down = 1;
+    if (st->arch) sima_stop(st->arch);
     for (int i = 0; i < st->w.ninst; i++) {
         sim_resume(i);
         st->w.cur = i;
@@ -1134,6 +1137,7 @@ static void teardown(sim_run_state *st)
     simr_db_free(st->snap);
     replay_reset(st);
     c11_free(st->c11);
+    sima_free(st->arch);
     free(st->by_num);
     for (size_t i = 0; i < st->wl.nsent; i++) free(st->wl.sent[i].raw);
     free(st->wl.sent);
@@ -1205,11 +1209,17 @@ static void dump_state(sim_run_state *st)
     simr_hash_each(st->w.redis, st->keys.stats, dump_kv, "stats");
     simr_hash_each(st->w.redis, st->keys.internal, dump_kv, "internal");
     simr_hash_each(st->w.redis, st->keys.groups, dump_kv, "groups");
+    simr_hash_each(st->w.redis, st->keys.results, dump_kv, "results");
     c11_dump(st->c11);
     for (size_t i = 0; i < simr_llen(st->w.redis, st->keys.early); i++) {
         size_t len;
         const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
         fprintf(stderr, "  early %zu = %.*s\n", i, (int)len, e);
+    }
+    for (size_t i = 0; i < simr_llen(st->w.redis, st->keys.dead); i++) {
+        size_t len;
+        const char *e = simr_lindex(st->w.redis, st->keys.dead, i, &len);
+        fprintf(stderr, "  dead %zu = %.*s\n", i, (int)len, e);
     }
 }
 
@@ -1217,6 +1227,13 @@ static int drained(sim_run_state *st)
 {
     return simr_llen(st->w.redis, st->keys.queue) == 0 && simr_llen(st->w.redis, st->keys.ctl) == 0 &&
            pool_pending(st) == 0;
+}
+
+static void stream_added(void *ud, const char *key, size_t klen, const char *id, size_t nf, const char *const *f,
+                         const size_t *fl)
+{
+    sim_run_state *st = ud;
+    if (st->arch) sima_added(st->arch, key, klen, id, nf, f, fl);
 }
 
 /* The world of one run: its seed, clock origin, fault intensity and
@@ -1238,7 +1255,7 @@ static void world_start(sim_run_state *st, const sim_opts *o)
     if (st->w.ninst > SIM_MAX_INST) st->w.ninst = SIM_MAX_INST;
     log_set_level(o->verbose ? ALOG_DEBUG : -1);
     st->w.redis = simr_new();
-    simr_observer obs = { exec_pre, exec_post, st, replicas_synced };
+    simr_observer obs = { exec_pre, exec_post, st, replicas_synced, stream_added };
     simr_set_observer(st->w.redis, &obs);
     simr_set_replicas(st->w.redis, 1);   /* the one a failover promotes */
     st->producer = simr_client_new(st->w.redis);
@@ -1268,10 +1285,13 @@ static int draw_options(sim_run_state *st)
      * new holder to load and serve */
     st->answer_ms = 4000 + (int)sim_below(8001);
     /* main's config options, for some seeds: WAIT before each apply, and
-     * the log trimmed by LOG_TRIM behind an archive group (none exists in
-     * the model, so it trims nothing and the replay still sees it all) */
+     * the log trimmed -- by LOG_TRIM behind the archive's group (the
+     * simulator's archiver follows the log), or without an archive by
+     * XADD MAXLEN ~ */
     st->wait_replicas = sim_chance(0.25);
-    st->log_maxlen = sim_chance(0.25) ? 20 + (int64_t)sim_below(200) : 0;
+    st->log_maxlen = sim_chance(0.35) ? 20 + (int64_t)sim_below(200) : 0;
+    st->archive = st->log_maxlen && sim_chance(0.7);
+    st->arch = sima_new(st->keys.log, "archive", st->archive);
     return poisoned;
 }
 
@@ -1366,6 +1386,10 @@ static void fill_result(const sim_run_state *st, sim_result *res, int held)
     res->c11_edits = cc->edits;
     res->c11_draws = cc->draws_checked;
     res->c11_groups = cc->groups_checked;
+    const sima_counts *ac = sima_counts_get(st->arch);
+    res->log_archived = ac->read;
+    res->log_acked = ac->acked;
+    res->log_trimmed = ac->trimmed;
 }
 
 int sim_run(const sim_opts *o, sim_result *res)
@@ -1375,6 +1399,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     world_start(st, o);
     int poisoned = draw_options(st);
     for (int i = 0; i < st->w.ninst; i++) setup_instance(st, i);
+    sima_start(st->arch, simr_client_new(st->w.redis));
     sim_at(1000000, -1, ev_produce, st, NULL, 0);
     sim_at(5000000, -1, ev_fault, st, NULL, 0);
 
@@ -1383,6 +1408,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     int held = drain(st, poisoned);
     if (st->w.verbose) dump_state(st);
     if (!st->w.failed) check_replay(st);
+    if (!st->w.failed) sima_check(st->arch, st->w.redis);
 
     fill_result(st, res, held);
     unsetenv("ALLOCD_FAULT_APPLY_ID");

@@ -29,6 +29,8 @@ typedef struct sim_result {
      * not_eligible results, staff placements, profile edits, drawn results
      * replayed, group grants checked */
     uint64_t c11_grants, c11_not_eligible, c11_staff, c11_edits, c11_draws, c11_groups;
+    /* the log: entries the archive read, acknowledged, and entries trimmed */
+    uint64_t log_archived, log_acked, log_trimmed;
 } sim_result;
 
 int sim_run(const sim_opts *o, sim_result *r);
