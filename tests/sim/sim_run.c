@@ -358,6 +358,16 @@ typedef struct sim_run_state {
     int archive;          /* config archive_group "archive": LOG_TRIM, the archiver runs */
     sim_archive *arch;    /* every log entry written, and the archiver (sim_archive.h) */
     int failover_pending; /* the restart scheduled is a failover (snap = the replica) */
+    /* Sentinel's switch-master under way (ev_switch): the master it
+     * leaves, the copy the promoted replica holds, the phase */
+    int sw_from, sw_phase;        /* SW_NONE, SW_SYNCING, SW_PARTITIONED, SW_PROMOTED */
+    simr_db *sw_snap;
+    int switches;
+    int replicas;                 /* the master's replicas (2 with the switch fault) */
+    /* results a failover WAIT should have protected took back, owed until
+     * they come back with the same bytes (check_owed) */
+    char **owed_id, **owed_v;
+    size_t nowed, capowed;
     /* the transaction being checked (exec_pre -> exec_post) */
     char **taken;         /* raw entries LTRIMmed off queue or ctl */
     size_t ntaken, taken_cap;
@@ -555,12 +565,15 @@ static void check_slot(sim_run_state *st, const char *had, size_t had_len, const
     json_decref(j);
 }
 
+static void check_owed(sim_run_state *st, const char *id, const char *v, size_t vn);
+
 static void check_result_write(sim_run_state *st, int argc, char **argv, size_t *lens)
 {
     for (int i = 2; i + 1 < argc; i += 2) {
         size_t have_len;
         const char *have = simr_hget(st->w.redis, st->keys.results, argv[i], &have_len);
         check_slot(st, have, have_len, argv[i + 1], lens[i + 1]);
+        check_owed(st, argv[i], argv[i + 1], lens[i + 1]);
         if (have && (have_len != lens[i + 1] || memcmp(have, argv[i + 1], have_len)) &&
             !(is_waiting(have, have_len) && !is_waiting(argv[i + 1], lens[i + 1])))
             sim_fail("request %s has two results: %.*s, then %s", argv[i], (int)have_len, have, argv[i + 1]);
@@ -880,13 +893,92 @@ static void exec_post(void *ud, simr *s, simr_client *c)
 
 /* -------------------------------------------------------------- faults -- */
 
+enum { SW_NONE, SW_SYNCING, SW_PARTITIONED, SW_PROMOTED };
+
 static void ev_redis_up(void *a, void *b, uint64_t x)
 {
-    sim_w->redis_down = 0;
+    sim_w->srv[x].down = 0;
 }
 
-/* Results a poller could have read that the restart takes back. */
-typedef struct lost_count { simr_db *after; sim_run_state *st; uint64_t n; } lost_count;
+/* ------------------------------------------------ results taken back -- */
+
+static size_t owed_find(sim_run_state *st, const char *id)
+{
+    for (size_t i = 0; i < st->nowed; i++)
+        if (!strcmp(st->owed_id[i], id)) return i;
+    return (size_t)-1;
+}
+
+static void owed_drop(sim_run_state *st, size_t i)
+{
+    free(st->owed_id[i]);
+    free(st->owed_v[i]);
+    st->owed_id[i] = st->owed_id[--st->nowed];
+    st->owed_v[i] = st->owed_v[st->nowed];
+}
+
+typedef struct lost_walk { sim_run_state *st; simr *after; int guarded; } lost_walk;
+
+/* One result of the copy before a restore: taken back when the copy after
+ * has it no more, or otherwise. A loss WAIT should have prevented is owed
+ * (it must come back with the same bytes); any other may be decided again
+ * (appendfsync everysec, asynchronous replication), and is owed no more. */
+static void lost_result(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    lost_walk *lw = ud;
+    sim_run_state *st = lw->st;
+    char id[128];
+    snprintf(id, sizeof id, "%.*s", (int)kn, k);
+    size_t now_len;
+    const char *now = simr_hget(lw->after, st->keys.results, id, &now_len);
+    if (now && now_len == vn && !memcmp(now, v, vn)) return;
+    st->w.taken_back++;
+    size_t i = owed_find(st, id);
+    if (!lw->guarded) { if (i != (size_t)-1) owed_drop(st, i); return; }
+    if (i != (size_t)-1) return;
+    if (st->nowed == st->capowed) {
+        st->capowed = st->capowed ? st->capowed * 2 : 64;
+        st->owed_id = realloc(st->owed_id, st->capowed * sizeof *st->owed_id);
+        st->owed_v = realloc(st->owed_v, st->capowed * sizeof *st->owed_v);
+        if (!st->owed_id || !st->owed_v) abort();
+    }
+    st->owed_id[st->nowed] = strdup(id);
+    st->owed_v[st->nowed++] = strndup(v, vn);
+}
+
+/* The results of `before` that `after` lost (counted, owed when guarded). */
+static void count_lost(sim_run_state *st, simr *before, simr *after, int guarded)
+{
+    lost_walk lw = { st, after, guarded };
+    simr_hash_each(before, st->keys.results, lost_result, &lw);
+}
+
+/* A result written while owed: the same bytes pay it (a waiting one may
+ * become final), other bytes are a result a user saw taken back. */
+static void check_owed(sim_run_state *st, const char *id, const char *v, size_t vn)
+{
+    size_t i = owed_find(st, id);
+    if (i == (size_t)-1) return;
+    if ((strlen(st->owed_v[i]) == vn && !memcmp(st->owed_v[i], v, vn)) ||
+        (is_waiting(st->owed_v[i], strlen(st->owed_v[i])) && !is_waiting(v, vn))) {
+        owed_drop(st, i);
+        return;
+    }
+    sim_fail("failover: %s's result %s was taken back although WAIT counted the replica promoted, and decided "
+             "again: %.*s", id, st->owed_v[i], (int)vn, v);
+}
+
+/* At the end: every owed result came back. */
+static void check_owed_paid(sim_run_state *st)
+{
+    for (size_t i = 0; i < st->nowed && !st->w.failed; i++) {
+        size_t len;
+        const char *v = simr_hget(st->w.redis, st->keys.results, st->owed_id[i], &len);
+        if (!v || len != strlen(st->owed_v[i]) || memcmp(v, st->owed_v[i], len))
+            sim_fail("failover: %s's result %s was taken back although WAIT counted the replica promoted, and is %s",
+                     st->owed_id[i], st->owed_v[i], v ? "another now" : "gone");
+    }
+}
 
 static void ev_snapshot(void *a, void *b, uint64_t x)
 {
@@ -895,25 +987,18 @@ static void ev_snapshot(void *a, void *b, uint64_t x)
     st->snap = simr_snapshot(st->w.redis);
 }
 
-/* WAIT counted the replica: it holds every write so far, so the failover
- * pending promotes a copy with all of them */
+/* WAIT counted the replicas: they hold every write so far, so the
+ * failover pending promotes a copy with all of them; so does a switch
+ * whose replica is not cut off yet */
 static void replicas_synced(void *ud, simr *s)
 {
     sim_run_state *st = ud;
+    if (s != st->w.redis) return;
     if (st->failover_pending) ev_snapshot(st, NULL, 0);
-}
-
-static void count_taken_back(void *ud, const char *k, size_t kn, const char *v, size_t vn)
-{
-    sim_run_state *st = ud;
-    (void)kn; (void)v; (void)vn;
-    st->w.taken_back++;   /* adjusted below by what the restored copy still has */
-}
-
-static void count_kept(void *ud, const char *k, size_t kn, const char *v, size_t vn)
-{
-    sim_run_state *st = ud;
-    st->w.taken_back--;
+    if (st->sw_phase == SW_SYNCING) {
+        simr_db_free(st->sw_snap);
+        st->sw_snap = simr_snapshot(s);
+    }
 }
 
 /* x: 0 restart keeping everything, 1 AOF everysec losing the tail, 2 failover */
@@ -922,26 +1007,153 @@ static void ev_restart(void *a, void *b, uint64_t kind)
     sim_run_state *st = a;
     if (!st->w.faults_on) return;
     st->w.restarts++;
-    st->w.server_gen++;
+    sim_server *sv = &st->w.srv[st->w.master];
+    sv->gen++;
     simr_set_oom(st->w.redis, 0);   /* a restarted server starts with its memory free */
-    sim_net_reset_all("connection lost");
+    sim_net_reset_server(st->w.master, "connection lost");
     st->failover_pending = 0;
     if (kind && st->snap) {
-        simr_hash_each(st->w.redis, st->keys.results, count_taken_back, st);
+        /* a failover's loss is one WAIT guards against; AOF's is not */
+        simr *before = simr_new();
+        simr_db *now = simr_snapshot(st->w.redis);
+        simr_restore(before, now);
+        simr_db_free(now);
         simr_restore(st->w.redis, st->snap);
+        count_lost(st, before, st->w.redis, kind == 2 && st->wait_replicas > 0);
+        simr_free(before);
         sima_restored(st->arch, st->w.redis);
         replay_reset(st);
         c11_restored(st->c11);
-        simr_hash_each(st->w.redis, st->keys.results, count_kept, st);
     } else {
         simr_flush_scripts(st->w.redis);
     }
     simr_db_free(st->snap);
     st->snap = NULL;
     /* a restart is down a while; a failover's new master is there at once */
-    st->w.redis_down = 1;
+    sv->down = 1;
     uint64_t down = kind == 2 ? 50 + sim_below(300) : 100 + sim_below(2000);
-    sim_at(st->w.now + down * 1000000ULL, -1, ev_redis_up, st, NULL, 0);
+    sim_at(st->w.now + down * 1000000ULL, -1, ev_redis_up, st, NULL, (uint64_t)st->w.master);
+}
+
+static void stream_added(void *ud, const char *key, size_t klen, const char *id, size_t nf, const char *const *f,
+                         const size_t *fl);
+
+/* ---------------------------------------------- Sentinel switch-master -- */
+
+/* The master M has two replicas, R1 and R2. A switch (ev_fault):
+ *   SW_SYNCING      R1's copy is taken (lagging up to 300 ms; a WAIT that
+ *                   counts it brings it up to date)
+ *   SW_PARTITIONED  M is cut off from Sentinel and R1, not from the
+ *                   instances that use it: it takes writes on, WAIT counts
+ *                   R2 only
+ *   SW_PROMOTED     0.3 - 1.5 s later Sentinel promotes R1 (a new server
+ *                   at a new address, with R1's copy and no replica); each
+ *                   instance's router hears of it within 2.5 s and moves;
+ *                   M, still serving the instances that have not heard,
+ *                   takes writes that are lost; R2 moves to R1 within 3 s
+ *   (healed)        M is demoted (its connections drop, it joins R1 as a
+ *                   replica): the new master has two replicas again.
+ * allocd's WAIT asks for every replica the master has had: with
+ * wait_replicas = 2, nothing it publishes is lost by a switch (owed). */
+static void old_master_commit(void *ud, simr *s, simr_client *c, int n, int *argc, char ***argv, size_t **lens)
+{
+    sim_run_state *st = ud;
+    for (int i = 0; i < n; i++) {
+        if (strcasecmp(argv[i][0], "HSET") || !is_key(argv[i][1], lens[i][1], st->keys.results)) continue;
+        st->w.taken_back += (uint64_t)(argc[i] - 2) / 2;
+        if (st->wait_replicas >= 2)
+            sim_fail("switch: results published on the partitioned old master (its one replica left acknowledged), "
+                     "lost when it is demoted: %s ...", argv[i][2]);
+    }
+}
+
+static void ev_sw_partition(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (st->sw_phase != SW_SYNCING) return;
+    st->sw_phase = SW_PARTITIONED;
+    simr_set_replicas(st->w.srv[st->sw_from].r, 1);   /* R2 only */
+}
+
+static void ev_sw_learn(void *a, void *b, uint64_t inst)
+{
+    sim_run_state *st = a;
+    if (st->w.inst_master[inst] == st->w.master) return;
+    st->w.inst_master[inst] = st->w.master;
+    sim_net_master_moved((int)inst);
+}
+
+static void ev_sw_replica_moved(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (st->sw_phase != SW_PROMOTED || (int)x != st->sw_from) return;   /* healed already: moved with it */
+    simr_set_replicas(st->w.srv[x].r, 0);
+    simr_set_replicas(st->w.redis, 1);
+}
+
+static void sw_heal(sim_run_state *st)
+{
+    if (st->sw_phase != SW_PROMOTED) return;
+    for (int i = 0; i < st->w.ninst; i++) ev_sw_learn(st, NULL, (uint64_t)i);
+    sim_server *old = &st->w.srv[st->sw_from];
+    old->gen++;
+    old->down = 1;   /* a replica now: allocd never connects there again */
+    sim_net_reset_server(st->sw_from, "connection lost");
+    simr_set_replicas(st->w.redis, 2);
+    st->sw_phase = SW_NONE;
+}
+
+static void ev_sw_heal(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if ((int)x == st->sw_from) sw_heal(st);
+}
+
+static void ev_sw_promote(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (st->sw_phase != SW_PARTITIONED) return;
+    simr *old = st->w.srv[st->sw_from].r;
+    int n = st->w.nsrv++;
+    sim_server *nv = &st->w.srv[n];
+    memset(nv, 0, sizeof *nv);
+    nv->r = simr_new();
+    simr_restore(nv->r, st->sw_snap);
+    simr_db_free(st->sw_snap);
+    st->sw_snap = NULL;
+    simr_observer obs = { exec_pre, exec_post, st, replicas_synced, stream_added },
+                  doomed = { old_master_commit, NULL, st, NULL, NULL };
+    simr_set_observer(nv->r, &obs);
+    simr_set_observer(old, &doomed);
+    st->w.master = n;
+    st->w.redis = nv->r;
+    st->w.restarts++;
+    count_lost(st, old, nv->r, st->wait_replicas >= 2);
+    sima_restored(st->arch, nv->r);
+    replay_reset(st);
+    c11_restored(st->c11);
+    st->sw_phase = SW_PROMOTED;
+    uint64_t last = 0;
+    for (int i = 0; i < st->w.ninst; i++) {
+        uint64_t t = sim_below(2500) * 1000000ULL;
+        if (t > last) last = t;
+        sim_at(st->w.now + t, -1, ev_sw_learn, st, NULL, (uint64_t)i);
+    }
+    sim_at(st->w.now + (200 + sim_below(2800)) * 1000000ULL, -1, ev_sw_replica_moved, st, NULL, (uint64_t)st->sw_from);
+    sim_at(st->w.now + last + (3000 + sim_below(1000)) * 1000000ULL, -1, ev_sw_heal, st, NULL, (uint64_t)st->sw_from);
+}
+
+static void sw_start(sim_run_state *st)
+{
+    if (st->sw_phase != SW_NONE || st->failover_pending || st->w.nsrv >= SIM_MAX_SRV || st->switches >= 2) return;
+    st->switches++;
+    st->sw_from = st->w.master;
+    st->sw_phase = SW_SYNCING;
+    simr_db_free(st->sw_snap);
+    st->sw_snap = simr_snapshot(st->w.redis);
+    uint64_t lag = sim_below(300), detect = 300 + sim_below(1200);
+    sim_at(st->w.now + lag * 1000000ULL, -1, ev_sw_partition, st, NULL, 0);
+    sim_at(st->w.now + (lag + detect) * 1000000ULL, -1, ev_sw_promote, st, NULL, 0);
 }
 
 static void ev_boot(void *a, void *b, uint64_t i)
@@ -993,6 +1205,11 @@ static void ev_fault(void *a, void *b, uint64_t x)
     if ((f & SF_CLOCK) && sim_chance(0.01 * st->w.intensity)) {
         sim_inst *in = &st->w.inst[sim_below((uint64_t)st->w.ninst)];
         in->wall_offset_ms += (int64_t)sim_below(20000) - 10000;
+        /* a random walk, kept within 30 s of the truth: a clock a minute
+         * behind keeps a batch before its opening past the drain's 60 s
+         * (seed 30590 of --first 30000 drifted to -69 s) */
+        if (in->wall_offset_ms > 30000) in->wall_offset_ms = 30000;
+        if (in->wall_offset_ms < -30000) in->wall_offset_ms = -30000;
         st->w.clock_jumps++;
     }
     if ((f & SF_PAUSE) && sim_chance(0.006 * st->w.intensity)) {
@@ -1004,8 +1221,9 @@ static void ev_fault(void *a, void *b, uint64_t x)
     }
     if ((f & SF_CRASH) && sim_chance(0.003 * st->w.intensity)) crash(st, (int)sim_below((uint64_t)st->w.ninst));
     if ((f & SF_OOM) && sim_chance(0.002 * st->w.intensity)) oom_start(st);
+    if ((f & SF_SWITCH) && sim_chance(0.002 * st->w.intensity)) sw_start(st);
     unsigned restarts = f & (SF_RESTART | SF_AOF_LOSS | SF_FAILOVER);
-    if (restarts && sim_chance(0.004 * st->w.intensity)) {
+    if (restarts && st->sw_phase == SW_NONE && sim_chance(0.004 * st->w.intensity)) {
         unsigned kinds[3];
         int nk = 0;
         if (f & SF_RESTART) kinds[nk++] = 0;
@@ -1133,8 +1351,12 @@ static void teardown(sim_run_state *st)
     sim_net_free_all();
     for (int i = 0; i < st->w.ninst; i++) config_free(&st->cfg[i]);
     simr_client_free(st->producer);
-    simr_free(st->w.redis);
+    for (int i = 0; i < st->w.nsrv; i++) simr_free(st->w.srv[i].r);
     simr_db_free(st->snap);
+    simr_db_free(st->sw_snap);
+    for (size_t i = 0; i < st->nowed; i++) { free(st->owed_id[i]); free(st->owed_v[i]); }
+    free(st->owed_id);
+    free(st->owed_v);
     replay_reset(st);
     c11_free(st->c11);
     sima_free(st->arch);
@@ -1151,6 +1373,7 @@ static const struct { const char *name; unsigned bit; } fault_names[] = {
     { "reset", SF_RESET }, { "lost", SF_LOST_REPLY }, { "delay", SF_DELAY },
     { "restart", SF_RESTART }, { "aof", SF_AOF_LOSS }, { "failover", SF_FAILOVER },
     { "clock", SF_CLOCK }, { "pause", SF_PAUSE }, { "crash", SF_CRASH }, { "oom", SF_OOM },
+    { "switch", SF_SWITCH },
 };
 
 int sim_faults_parse(const char *s, unsigned *out)
@@ -1255,9 +1478,13 @@ static void world_start(sim_run_state *st, const sim_opts *o)
     if (st->w.ninst > SIM_MAX_INST) st->w.ninst = SIM_MAX_INST;
     log_set_level(o->verbose ? ALOG_DEBUG : -1);
     st->w.redis = simr_new();
+    st->w.srv[0].r = st->w.redis;
+    st->w.nsrv = 1;
     simr_observer obs = { exec_pre, exec_post, st, replicas_synced, stream_added };
     simr_set_observer(st->w.redis, &obs);
-    simr_set_replicas(st->w.redis, 1);   /* the one a failover promotes */
+    /* the one a failover promotes; with Sentinel's switch, two */
+    st->replicas = o->faults & SF_SWITCH ? 2 : 1;
+    simr_set_replicas(st->w.redis, st->replicas);
     st->producer = simr_client_new(st->w.redis);
     batch_keys_init(&st->keys, "alloc", BATCH);
     scripts_init(&st->scripts);
@@ -1288,7 +1515,7 @@ static int draw_options(sim_run_state *st)
      * the log trimmed -- by LOG_TRIM behind the archive's group (the
      * simulator's archiver follows the log), or without an archive by
      * XADD MAXLEN ~ */
-    st->wait_replicas = sim_chance(0.25);
+    st->wait_replicas = sim_chance(0.25) ? 1 + (int)sim_below((uint64_t)st->replicas) : 0;
     st->log_maxlen = sim_chance(0.35) ? 20 + (int64_t)sim_below(200) : 0;
     st->archive = st->log_maxlen && sim_chance(0.7);
     st->arch = sima_new(st->keys.log, "archive", st->archive);
@@ -1328,9 +1555,13 @@ static void drain_probe(sim_run_state *st)
  * to answer_ms. */
 static int drain(sim_run_state *st, int poisoned)
 {
+    /* a switch under way completes: Sentinel promotes, everyone hears */
+    if (st->sw_phase == SW_SYNCING) ev_sw_partition(st, NULL, 0);
+    if (st->sw_phase == SW_PARTITIONED) ev_sw_promote(st, NULL, 0);
+    sw_heal(st);
     st->w.faults_on = 0;
     for (int i = 0; i < st->w.ninst; i++) sim_resume(i);
-    st->w.redis_down = 0;
+    st->w.srv[st->w.master].down = 0;
     simr_set_oom(st->w.redis, 0);
     push_request(st, op_named("resume"));
     const char *opens = simr_hget(st->w.redis, st->keys.meta, "opens_at", NULL);
@@ -1353,6 +1584,7 @@ static int drain(sim_run_state *st, int poisoned)
                  "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
                  pool_pending(st));
     if (!st->w.failed) drain_probe(st);
+    if (!st->w.failed) check_owed_paid(st);
     return !excused;
 }
 
