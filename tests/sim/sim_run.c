@@ -358,6 +358,7 @@ typedef struct sim_run_state {
     int archive;          /* config archive_group "archive": LOG_TRIM, the archiver runs */
     sim_archive *arch;    /* every log entry written, and the archiver (sim_archive.h) */
     int failover_pending; /* the restart scheduled is a failover (snap = the replica) */
+    int restart_pending;  /* a restart is scheduled (no switch starts meanwhile) */
     /* Sentinel's switch-master under way (ev_switch): the master it
      * leaves, the copy the promoted replica holds, the phase */
     int sw_from, sw_phase;        /* SW_NONE, SW_SYNCING, SW_PARTITIONED, SW_PROMOTED */
@@ -1005,7 +1006,10 @@ static void replicas_synced(void *ud, simr *s)
 static void ev_restart(void *a, void *b, uint64_t kind)
 {
     sim_run_state *st = a;
-    if (!st->w.faults_on) return;
+    st->restart_pending = 0;
+    if (!st->w.faults_on || st->sw_phase != SW_NONE) return;
+    if (st->w.verbose) fprintf(stderr, "sim: server %d restarts (%s)\n", st->w.master,
+                               kind == 2 ? "failover" : kind ? "losing the last writes" : "keeping every write");
     st->w.restarts++;
     sim_server *sv = &st->w.srv[st->w.master];
     sv->gen++;
@@ -1073,6 +1077,7 @@ static void ev_sw_partition(void *a, void *b, uint64_t x)
     if (st->sw_phase != SW_SYNCING) return;
     st->sw_phase = SW_PARTITIONED;
     simr_set_replicas(st->w.srv[st->sw_from].r, 1);   /* R2 only */
+    if (st->w.verbose) fprintf(stderr, "sim: switch: server %d partitioned\n", st->sw_from);
 }
 
 static void ev_sw_learn(void *a, void *b, uint64_t inst)
@@ -1101,6 +1106,7 @@ static void sw_heal(sim_run_state *st)
     sim_net_reset_server(st->sw_from, "connection lost");
     simr_set_replicas(st->w.redis, 2);
     st->sw_phase = SW_NONE;
+    if (st->w.verbose) fprintf(stderr, "sim: switch: server %d demoted\n", st->sw_from);
 }
 
 static void ev_sw_heal(void *a, void *b, uint64_t x)
@@ -1133,6 +1139,7 @@ static void ev_sw_promote(void *a, void *b, uint64_t x)
     replay_reset(st);
     c11_restored(st->c11);
     st->sw_phase = SW_PROMOTED;
+    if (st->w.verbose) fprintf(stderr, "sim: switch: server %d promoted, the master now\n", n);
     uint64_t last = 0;
     for (int i = 0; i < st->w.ninst; i++) {
         uint64_t t = sim_below(2500) * 1000000ULL;
@@ -1145,7 +1152,7 @@ static void ev_sw_promote(void *a, void *b, uint64_t x)
 
 static void sw_start(sim_run_state *st)
 {
-    if (st->sw_phase != SW_NONE || st->failover_pending || st->w.nsrv >= SIM_MAX_SRV || st->switches >= 2) return;
+    if (st->sw_phase != SW_NONE || st->restart_pending || st->w.nsrv >= SIM_MAX_SRV || st->switches >= 2) return;
     st->switches++;
     st->sw_from = st->w.master;
     st->sw_phase = SW_SYNCING;
@@ -1235,6 +1242,7 @@ static void ev_fault(void *a, void *b, uint64_t x)
          * it now and restart lag_ms later */
         if (k) ev_snapshot(st, NULL, 0);
         st->failover_pending = k == 2;
+        st->restart_pending = 1;
         sim_at(st->w.now + lag_ms * 1000000ULL, -1, ev_restart, st, NULL, k);
     }
     sim_at(st->w.now + 10000000ULL, -1, ev_fault, st, NULL, 0);
