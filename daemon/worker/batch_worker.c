@@ -174,14 +174,16 @@ static void on_timer_backoff(uv_timer_t *t)
  * "connection lost", "closed"). Only a refusal by Redis may be the
  * request's fault: a lost link says nothing about the chunk, and counting
  * it would send healthy requests to dead on a flaky network. Nor does a
- * refusal for the server's state -- out of memory (the simulator's `oom`:
- * after a spell of -OOM a healthy request went to dead), loading, busy
- * with a script, a replica, a cluster slot elsewhere -- whatever the
- * transaction held, or an EXECABORT for one of those. */
+ * refusal for the server's state -- out of memory, loading, busy with a
+ * script, a replica, a cluster slot elsewhere -- whatever the transaction
+ * held, or an EXECABORT for one of those; nor FENCE's own refusals for the
+ * lease (FENCED: another instance serves now) or for a chunk applied
+ * whose reply was lost (STALE): the simulator found an admin command
+ * dead-lettered after its apply was FENCED (seed 61658 of --first 60000). */
 int batch__redis_refused(const char *why)
 {
     static const char *const state[] = { "OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "NOREPLICAS",
-                                         "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK" };
+                                         "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", "FENCED", "STALE" };
     static const char abort_because[] = "EXECABORT Transaction discarded because of: ";
     if (!strncmp(why, abort_because, sizeof abort_because - 1)) why += sizeof abort_because - 1;
     size_t n = 0;

@@ -1033,6 +1033,18 @@ static redisReply *c_xgroup(ctx *x)
     return r_ok();
 }
 
+/* The stream argv[key] (*v NULL when absent) and its group argv[group]
+ * (NULL when either is): a WRONGTYPE reply, else NULL. */
+static redisReply *stream_group(ctx *x, int key, int group, sval **v, xgroup **g)
+{
+    redisReply *e = get_typed(x, key, T_STREAM, v);
+    if (e) return e;
+    char name[72];
+    snprintf(name, sizeof name, "%.*s", (int)x->lens[group], x->argv[group]);
+    *g = *v ? xs_group((*v)->xs, name) : NULL;
+    return NULL;
+}
+
 static redisReply *nogroup(ctx *x, int key, int group, const char *cmd)
 {
     return r_err("NOGROUP No such key '%.*s' or consumer group '%.*s'%s", (int)x->lens[key], x->argv[key],
@@ -1055,12 +1067,11 @@ static redisReply *c_xreadgroup(ctx *x)
     if (i + 3 != x->argc || !arg_eq(x, i, "STREAMS")) return r_err("ERR sim: only XREADGROUP of one stream is modelled");
     int k = i + 1, idx = i + 2;
     sval *v;
-    redisReply *e = get_typed(x, k, T_STREAM, &v);
+    xgroup *g;
+    redisReply *e = stream_group(x, k, 2, &v, &g);
     if (e) return e;
-    char gname[72], cname[72];
-    snprintf(gname, sizeof gname, "%.*s", (int)x->lens[2], x->argv[2]);
+    char cname[72];
     snprintf(cname, sizeof cname, "%.*s", (int)x->lens[3], x->argv[3]);
-    xgroup *g = v ? xs_group(v->xs, gname) : NULL;
     int fresh = x->lens[idx] == 1 && x->argv[idx][0] == '>';
     xid after;
     if (!fresh && xid_parse(x->argv[idx], x->lens[idx], 0, &after) < 0) return invalid_id();
@@ -1102,11 +1113,9 @@ static redisReply *c_xack(ctx *x)
     for (int i = 3; i < x->argc; i++)
         if (xid_parse(x->argv[i], x->lens[i], 0, &ids[i - 3]) < 0) return invalid_id();
     sval *v;
-    redisReply *e = get_typed(x, 1, T_STREAM, &v);
+    xgroup *g;
+    redisReply *e = stream_group(x, 1, 2, &v, &g);
     if (e) return e;
-    char gname[72];
-    snprintf(gname, sizeof gname, "%.*s", (int)x->lens[2], x->argv[2]);
-    xgroup *g = v ? xs_group(v->xs, gname) : NULL;
     long long n = 0;
     for (int i = 3; g && i < x->argc; i++) n += xs_ack(g, ids[i - 3]);
     return r_int(n);
@@ -1118,11 +1127,9 @@ static redisReply *c_xpending(ctx *x)
 {
     if (x->argc != 3) return r_err("ERR sim: only XPENDING key group is modelled");
     sval *v;
-    redisReply *e = get_typed(x, 1, T_STREAM, &v);
+    xgroup *g;
+    redisReply *e = stream_group(x, 1, 2, &v, &g);
     if (e) return e;
-    char gname[72];
-    snprintf(gname, sizeof gname, "%.*s", (int)x->lens[2], x->argv[2]);
-    xgroup *g = v ? xs_group(v->xs, gname) : NULL;
     if (!g) return nogroup(x, 1, 2, "");
     redisReply *r = r_arr(4);
     r->element[0] = r_int((long long)g->npel);

@@ -1230,7 +1230,9 @@ static void ev_fault(void *a, void *b, uint64_t x)
     if ((f & SF_OOM) && sim_chance(0.002 * st->w.intensity)) oom_start(st);
     if ((f & SF_SWITCH) && sim_chance(0.002 * st->w.intensity)) sw_start(st);
     unsigned restarts = f & (SF_RESTART | SF_AOF_LOSS | SF_FAILOVER);
-    if (restarts && st->sw_phase == SW_NONE && sim_chance(0.004 * st->w.intensity)) {
+    /* one restart at a time: a second one's snapshot would stand for the
+     * first's replica */
+    if (restarts && st->sw_phase == SW_NONE && !st->restart_pending && sim_chance(0.004 * st->w.intensity)) {
         unsigned kinds[3];
         int nk = 0;
         if (f & SF_RESTART) kinds[nk++] = 0;
