@@ -63,9 +63,11 @@ struct redis_conn {
     uint64_t blocked_serial;
     uint64_t blocked_for;       /* the pcmd of the blocked command */
     /* the most replicas a WAIT on each server answered this connection,
-     * and when it last answered that many (check_wait) */
+     * counted once the worker acted on the answer (it sent an apply after
+     * it), and when it last did (check_wait) */
     int wait_max[SIM_MAX_SRV];
     uint64_t wait_max_at[SIM_MAX_SRV];
+    int wait_last, wait_last_srv;   /* the last WAIT's answer, + 1 (0: none) */
 };
 
 /* A reply on its way, with the command record it answers: the client
@@ -288,9 +290,9 @@ static void on_reply(redis_conn *c, redisReply *r, uint64_t serial)
         eval_resend(c, p);
         return;
     }
-    if (p->wait_srv && r->type == REDIS_REPLY_INTEGER && r->integer >= c->wait_max[p->wait_srv - 1]) {
-        c->wait_max[p->wait_srv - 1] = (int)r->integer;
-        c->wait_max_at[p->wait_srv - 1] = sim_w->now;
+    if (p->wait_srv && r->type == REDIS_REPLY_INTEGER) {
+        c->wait_last = (int)r->integer;
+        c->wait_last_srv = p->wait_srv;
     }
     p->nreplied++;
     if (!p->err[0] && r->type == REDIS_REPLY_ERROR && p->ncmds > 1)
@@ -493,7 +495,9 @@ void redis_conn_flush(redis_conn *c) { (void)c; }
  * other acknowledges the partitioned old master's writes until it moves,
  * and drops them then. So a WAIT never asks a server for fewer replicas
  * than one answered on this connection, unless replica_forget_ms (the
- * config's 10 s) passed since it last did. */
+ * config's 10 s) passed since it last did. An answer counts once the
+ * worker acted on it -- an apply sent after it (wait_acted): a worker
+ * that reloaded meanwhile drops the reply unread, as a new one would. */
 static void check_wait(redis_conn *c, const char *n)
 {
     int want = atoi(n);
@@ -608,6 +612,17 @@ int redis_conn_eval(redis_conn *c, const redis_script *s, redis_reply_fn fn, voi
     return 0;
 }
 
+static void wait_acted(redis_conn *c)
+{
+    int s = c->wait_last_srv - 1;
+    if (s != c->srv) return;
+    if (c->wait_last >= c->wait_max[s]) {
+        c->wait_max[s] = c->wait_last;
+        c->wait_max_at[s] = sim_w->now;
+    }
+    c->wait_last_srv = 0;
+}
+
 int redis_conn_pipeline(redis_conn *c, redis_reply_fn fn, void *privdata, int timeout_ms,
                         const redis_slice *cmds, size_t ncmds)
 {
@@ -622,6 +637,8 @@ int redis_conn_pipeline(redis_conn *c, redis_reply_fn fn, void *privdata, int ti
             return -EINVAL;
         }
     }
+    /* an apply (WATCH, FENCE, MULTI ...) is sent only once WAIT answered enough */
+    if (pks[0]->argc && pks[0]->lens[0] == 5 && !strncasecmp(pks[0]->argv[0], "WATCH", 5)) wait_acted(c);
     pcmd_push(c, fn, privdata, timeout_ms, ncmds);
     for (size_t i = 0; i < ncmds; i++) send_packet(c, pks[i], c->serial);
     return 0;
