@@ -71,6 +71,7 @@ typedef struct sim_world {
     sim_server srv[SIM_MAX_SRV];
     int nsrv, master;
     int inst_master[SIM_MAX_INST];   /* the master each instance's router names (Sentinel) */
+    int replica_forget_ms;           /* the instances' config (sim_net.c's WAIT check) */
     /* counters for the report */
     uint64_t events, resets, lost_replies, delays, restarts, clock_jumps, pauses;
     uint64_t late_runs;

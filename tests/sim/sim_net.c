@@ -495,13 +495,13 @@ void redis_conn_flush(redis_conn *c) { (void)c; }
  * other acknowledges the partitioned old master's writes until it moves,
  * and drops them then. So a WAIT never asks a server for fewer replicas
  * than one answered on this connection, unless replica_forget_ms (the
- * config's 10 s) passed since it last did. An answer counts once the
+ * config's, 10 s by default) passed since it last did. An answer counts once the
  * worker acted on it -- an apply sent after it (wait_acted): a worker
  * that reloaded meanwhile drops the reply unread, as a new one would. */
 static void check_wait(redis_conn *c, const char *n)
 {
     int want = atoi(n);
-    if (want < c->wait_max[c->srv] && sim_w->now - c->wait_max_at[c->srv] < 10000000000ULL)
+    if (want < c->wait_max[c->srv] && sim_w->now - c->wait_max_at[c->srv] < (uint64_t)sim_w->replica_forget_ms * 1000000ULL)
         sim_fail("WAIT: %s asks server %d for %d replicas, %d answered on it %llu ms ago", c->name, c->srv, want,
                  c->wait_max[c->srv], (unsigned long long)((sim_w->now - c->wait_max_at[c->srv]) / 1000000));
 }

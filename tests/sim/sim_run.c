@@ -1333,6 +1333,7 @@ static void setup_instance(sim_run_state *st, int i)
     c->registry_interval_ms = 100 + (int)sim_below(200);
     c->answer_ms = st->answer_ms;
     c->wait_replicas = st->wait_replicas;
+    st->w.replica_forget_ms = c->replica_forget_ms;
     c->log_maxlen = st->log_maxlen;
     if (st->archive) snprintf(c->archive_group, sizeof c->archive_group, "archive");
     st->w.cur = i;
