@@ -10,21 +10,23 @@
 # simulator never starts; sim-uv-check fails the build when the worker or
 # the registry call a libuv function the simulator does not provide.
 # clock_gettime is wrapped (--wrap) so the log's timestamps are simulated.
-#   $(BUILD)/tests/sim/sim            the command line: `make sim SEEDS=N`
+#   $(BUILD)/tests/sim/sim            the command line: `make sim SEEDS=N`,
+#                                     `make sim-long HOURS=H`
 #   $(BUILD)/tests/unit/test_sim_sweep  a short sweep, part of `make test`
 #   $(BUILD)/tests/integration/test_sim_model  the model against a real
 #                                     redis-server, part of `make test`
 
 SEEDS     ?= 200
+HOURS     ?= 1
 SIM_FLAGS ?=
-SIM_CORE_OBJ := $(addprefix $(BUILD)/tests/sim/,sim_loop.o sim_net.o sim_redis.o sim_run.o)
+SIM_CORE_OBJ := $(addprefix $(BUILD)/tests/sim/,sim_loop.o sim_net.o sim_redis.o sim_stream.o sim_run.o sim_c11.o sim_archive.o)
 SIM_LIBS   = $(PKG_LIBS) -lm
 SIM_UV    := uv_timer_init uv_timer_start uv_timer_stop uv_close uv_hrtime
 SIM_SIMULATED_OBJ = $(filter $(BUILD)/daemon/worker/%.o $(BUILD)/daemon/service/registry.o $(BUILD)/daemon/service/giveups.o,$(EDGE_OBJ))
 SIM_BIN   := $(BUILD)/tests/sim/sim
 SIM_TESTS := $(BUILD)/tests/unit/test_sim_sweep $(BUILD)/tests/integration/test_sim_model
 
-.PHONY: sim sim-build
+.PHONY: sim sim-build sim-long
 
 $(SIM_BIN): $(BUILD)/tests/sim/sim_main.o $(SIM_CORE_OBJ) $(LIBCTL) $(LIBS_ALL)
 	@bad=$$(nm -u $(SIM_SIMULATED_OBJ) | awk '$$2 ~ /^uv_/ {print $$2}' | sort -u | grep -vxF "$$(printf '%s\n' $(SIM_UV))"); \
@@ -35,7 +37,7 @@ $(BUILD)/tests/unit/test_sim_sweep: $(BUILD)/tests/sim/test_sim_sweep.o $(SIM_CO
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(SIM_LIBS) -lcmocka -Wl,--wrap=clock_gettime -o $@
 
-$(BUILD)/tests/integration/test_sim_model: $(BUILD)/tests/sim/test_sim_model.o $(BUILD)/tests/sim/sim_redis.o \
+$(BUILD)/tests/integration/test_sim_model: $(BUILD)/tests/sim/test_sim_model.o $(BUILD)/tests/sim/sim_redis.o $(BUILD)/tests/sim/sim_stream.o \
     $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
@@ -49,3 +51,12 @@ tests-build: $(SIM_BIN) $(SIM_TESTS)
 sim: deps
 	$(MAKE) --no-print-directory $(SIM_BIN)
 	$(SIM_BIN) --seeds $(SEEDS) $(SIM_FLAGS)
+
+# `make sim-long HOURS=H [SIM_FLAGS=...]`: seeds from the clock until H
+# hours (0.01 is 36 s) have passed, then seeds per hour and the replay line
+# of every failing seed. allocd's own log (its ERROR lines) goes to
+# $(BUILD)/sim-long.log, so the report stays readable.
+sim-long: deps
+	$(MAKE) --no-print-directory $(SIM_BIN)
+	@echo "sim-long: allocd's log in $(BUILD)/sim-long.log"
+	$(SIM_BIN) --hours $(HOURS) $(SIM_FLAGS) 2>$(BUILD)/sim-long.log

@@ -398,10 +398,12 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
     if (admin) e->counters.ctl++;
     else if (!out->kept) count_decision(e, out);   /* kept: decided and counted when served */
     /* a staff placement counts in granted and rank like any grant (11.5),
-     * and so in processed, which is never below the sum of the results */
+     * and in staff_granted, not in processed: processed counts queue
+     * requests, so that dequeued = processed + dead + duplicates (+ the
+     * pool) holds, and processed + staff_granted is the statuses' sum */
     int staff_grant = admin && out->status == STATUS_GRANTED;
     e->counters.granted += staff_grant;
-    e->counters.processed += staff_grant;
+    e->counters.staff_granted += staff_grant;
     const engine_counters *c = &e->counters;
     /* swap offers this decision ended (9.3) became granted or rejected */
     int64_t ended_granted = 0;
@@ -411,7 +413,7 @@ static void decide_counted(engine *e, const engine_request *r, int64_t now,
         ended_granted += s.res.status == STATUS_GRANTED;
     }
     ALLOC_DEBUG_ASSERT(c->ctl == ctl + admin &&
-                       c->processed == processed + (!admin && !out->kept) + staff_grant);
+                       c->processed == processed + (!admin && !out->kept));
     ALLOC_DEBUG_ASSERT(c->granted == grants + (out->status == STATUS_GRANTED) + ended_granted);
     ALLOC_DEBUG_ASSERT(out->status != STATUS_GRANTED || out->rank == c->granted);
     ALLOC_DEBUG_ASSERT((out->status == STATUS_REJECTED) == (out->reason != REASON_NONE));

@@ -63,6 +63,11 @@ typedef struct engine_groups {
     size_t n_u;
     uint32_t *dirty;
     size_t n_dirty, cap_dirty;
+    /* the member lists the results of this chunk name (a copy each: the
+     * group may change later in the chunk, before they are written);
+     * freed by the drain */
+    const char ***seated;
+    size_t n_seated, cap_seated;
 } engine_groups;
 
 static const char *group_key(const void *ctx, uint32_t i)
@@ -397,6 +402,14 @@ static engine_reason decide_formed_group(engine *e, engine_groups *gs, uint32_t 
     uint32_t gi = gs->u[ui].group;
     if (gi == GROUP_NONE) return REASON_NOT_IN_GROUP;
     grp *g = &gs->g[gi];
+    /* the result's copy of the members, made before anything is seated */
+    const char **seated = malloc((g->n_members ? g->n_members : 1) * sizeof *seated);
+    if (!seated || vec_reserve((void **)&gs->seated, &gs->cap_seated, gs->n_seated + 1, sizeof *gs->seated) < 0) {
+        free(seated);
+        return oom(e);
+    }
+    memcpy(seated, g->members, g->n_members * sizeof *seated);
+    gs->seated[gs->n_seated++] = seated;
     engine_request q = *r;
     q.members = g->members;
     q.n_members = g->n_members;
@@ -409,7 +422,7 @@ static engine_reason decide_formed_group(engine *e, engine_groups *gs, uint32_t 
     }
     engine_reason why = engine__rooms_group(e, &q, now, out);
     if (out->status == STATUS_GRANTED) {
-        out->members = g->members;
+        out->members = seated;
         out->n_members = g->n_members;
     }
     out->group = g->id;
@@ -474,6 +487,8 @@ void engine__groups_drain_clear(engine *e)
     if (!gs) return;
     for (size_t i = 0; i < gs->n_dirty; i++) gs->g[gs->dirty[i]].dirty = 0;
     gs->n_dirty = 0;
+    for (size_t i = 0; i < gs->n_seated; i++) free((void *)gs->seated[i]);
+    gs->n_seated = 0;
 }
 
 void engine__groups_free(engine *e)
@@ -490,6 +505,8 @@ void engine__groups_free(engine *e)
     free(gs->g);
     free(gs->u);
     free(gs->dirty);
+    for (size_t i = 0; i < gs->n_seated; i++) free((void *)gs->seated[i]);
+    free(gs->seated);
     strmap_free(&gs->map);
     free(gs);
     e->groups = NULL;

@@ -135,6 +135,7 @@ void engine_load_counters(engine *e, const engine_counters *c)
     e->counters.dead = c->dead;
     e->counters.duplicates = c->duplicates;
     e->counters.ctl = c->ctl;
+    e->counters.staff_granted = c->staff_granted;
     /* waiting is what was loaded; tickets never go back */
     if (e->counters.wait_joined < c->wait_joined) e->counters.wait_joined = c->wait_joined;
     e->counters.wait_served = c->wait_served;

@@ -457,8 +457,8 @@ const char *engine__wait_check(const engine *e)
     if (c->waiting < 0 || e->wl_head > e->n_wl) return "waitlist: bad bounds";
     if ((int64_t)(e->n_wl - e->wl_head) != c->waiting && !e->wait_unsorted)
         return "waitlist: waiting != live entries";
-    if (c->processed < c->granted + c->done + c->rejected + c->invalid + c->waiting +
-                           (int64_t)engine_swap_open_count(e))
+    if (c->processed + c->staff_granted < c->granted + c->done + c->rejected + c->invalid + c->waiting +
+                                              (int64_t)engine_swap_open_count(e))
         return "waitlist: processed does not count the waiting and the swap offers";
     int64_t last = 0;
     for (size_t i = e->wl_head; i < e->n_wl; i++) {

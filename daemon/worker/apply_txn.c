@@ -422,6 +422,8 @@ static void add_consume_and_stats(argbuf *a, const apply_txn_ctx *c, const chunk
     cmd_open(a, "HSET", c->keys->stats);
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { argbuf_str(a, f[i].name); argbuf_int(a, f[i].v); }
     if (c->bad_profiles) { argbuf_str(a, "bad_profiles"); argbuf_int(a, *c->bad_profiles); }
+    /* 11.5: written once there is one, so batches without staff keep their bytes */
+    if (n->staff_granted) { argbuf_str(a, "staff_granted"); argbuf_int(a, n->staff_granted); }
     argbuf_str(a, "state"); argbuf_str(a, engine_phase_name(engine_phase_at(e, c->now)));
     argbuf_str(a, "owner"); argbuf_str(a, c->instance);
     argbuf_cmd_end(a);

@@ -251,22 +251,42 @@ const char *batch__exec_error(redisReply *r)
  * isolating (one at a time through what was in flight when it failed). */
 static void note_poison(batch_worker *w, const chunk *ch)
 {
-    if (ch->dead_lettering) {
-        w->apply_failures = 0;           /* the poison is gone */
-        w->isolate_left = 0;
-    } else if (batch__isolating(w)) {
+    if (w->apply_failures && ch->kind != w->suspect_kind && !ch->dead_lettering) {
+        /* admin commands served between two tries of a refused queue
+         * chunk (or the reverse) say nothing about it */
+        return;
+    }
+    if (!ch->dead_lettering && batch__isolating(w)) {
         w->isolate_left -= (long)ch->n_items;
-        if (w->isolate_left <= 0) { w->apply_failures = 0; w->isolate_left = 0; }
-    } else {
-        w->apply_failures = 0;
-        w->isolate_left = 0;
+        if (w->isolate_left > 0) return;
+    }
+    /* the poison is gone (dead-lettered), or was none */
+    w->apply_failures = 0;
+    w->isolate_left = 0;
+    w->suspect_id[0] = '\0';
+}
+
+/* A chunk was refused: its list is where the poison is, and a chunk of
+ * one request refused while isolating names it -- the suspect, the one
+ * dead-lettering may move (batch_take.c). */
+void batch__note_suspect(batch_worker *w, const chunk *ch, const char *why)
+{
+    if (!batch__redis_refused(why)) return;
+    w->suspect_kind = ch->kind;
+    if (batch__isolating(w) && ch->n_items == 1 && ch->items[0].q.r.id) {
+        snprintf(w->suspect_id, sizeof w->suspect_id, "%s", ch->items[0].q.r.id);
+        log_info("batch %s: request %s was refused alone (%d in a row)", w->batch, w->suspect_id, w->apply_failures + 1);
     }
 }
 
 void batch__on_applied(batch_worker *w, chunk *ch, redisReply *r)
 {
     const char *e = batch__exec_error(r);
-    if (e) { batch__fail(w, "apply", e); return; }
+    if (e) {
+        batch__note_suspect(w, ch, e);
+        batch__fail(w, "apply", e);
+        return;
+    }
     size_t first = 0;
     while (first < w->ring.n && chunk_ring_at(&w->ring, first)->state >= CS_STAGED) first++;
     if (first == w->ring.n || ch != chunk_ring_at(&w->ring, first)) {

@@ -285,7 +285,7 @@ static void load_stats(batch_load *l, const redisReply *r)
         { "rejected", &c.rejected }, { "invalid", &c.invalid }, { "dead", &c.dead },
         { "duplicates", &c.duplicates }, { "ctl", &c.ctl }, { "dequeued", &l->dequeued },
         { "wait_joined", &c.wait_joined }, { "wait_served", &c.wait_served },
-        { "wait_ended", &c.wait_ended },
+        { "wait_ended", &c.wait_ended }, { "staff_granted", &c.staff_granted },
     };
     l->dequeued = 0;
     /* allocd wrote these counters (HINCRBY): one that is not an integer

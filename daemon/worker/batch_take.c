@@ -70,13 +70,28 @@ static int dead_lettering(const batch_worker *w)
     return w->apply_failures >= 2 * w->cfg->max_attempts;
 }
 
+/* Whether raw (at the head of a chunk of kind `kind`) is the suspect:
+ * the request alone in the last chunk refused (batch_apply.c). */
+static int is_suspect(const batch_worker *w, chunk_kind kind, const char *raw, size_t len)
+{
+    if (!w->suspect_id[0] || kind != w->suspect_kind) return 0;
+    request q;
+    request_parse(&q, raw, len, (size_t)w->cfg->max_request_bytes, kind == CHUNK_CTL);
+    int is = q.r.id && !strcmp(q.r.id, w->suspect_id);
+    request_clear(&q);
+    return is;
+}
+
 /* The next request of ch; while dead-lettering, the chunk's first one goes
- * to dead whatever it holds. */
+ * to dead if it is the request that was refused alone: not an admin
+ * command taken before the queue's suspect (the simulator found healthy
+ * set_capacity and assign commands in dead), nor, after a takeover, the
+ * request behind a suspect another instance has sent to dead already. */
 static int add_request(batch_worker *w, chunk *ch, const char *raw, size_t len, int64_t seq)
 {
     char why[200];
     const char *dead = NULL;
-    if (ch->n_items == 0 && dead_lettering(w)) {
+    if (ch->n_items == 0 && dead_lettering(w) && is_suspect(w, ch->kind, raw, len)) {
         snprintf(why, sizeof why, "could not be applied after %d attempts: %s",
                  w->apply_failures, w->apply_error);
         log_err("batch %s: moving a request to %s: %s", w->batch, w->keys.dead, why);

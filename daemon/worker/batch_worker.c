@@ -176,11 +176,23 @@ static void on_timer_backoff(uv_timer_t *t)
  * WRONGTYPE, OOM, ...); the connection's own errors do not ("timeout",
  * "connection lost", "closed"). Only a refusal by Redis may be the
  * request's fault: a lost link says nothing about the chunk, and counting
- * it would send healthy requests to dead on a flaky network. */
-static int redis_refused(const char *why)
+ * it would send healthy requests to dead on a flaky network. Nor does a
+ * refusal for the server's state -- out of memory, loading, busy with a
+ * script, a replica, a cluster slot elsewhere -- whatever the transaction
+ * held, or an EXECABORT for one of those; nor FENCE's own refusals for the
+ * lease (FENCED: another instance serves now) or for a chunk applied
+ * whose reply was lost (STALE): the simulator found an admin command
+ * dead-lettered after its apply was FENCED (seed 61658 of --first 60000). */
+int batch__redis_refused(const char *why)
 {
+    static const char *const state[] = { "OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "NOREPLICAS",
+                                         "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", "FENCED", "STALE" };
+    static const char abort_because[] = "EXECABORT Transaction discarded because of: ";
+    if (!strncmp(why, abort_because, sizeof abort_because - 1)) why += sizeof abort_because - 1;
     size_t n = 0;
     while (why[n] >= 'A' && why[n] <= 'Z') n++;
+    for (size_t i = 0; i < sizeof state / sizeof state[0]; i++)
+        if (strlen(state[i]) == n && !strncmp(why, state[i], n)) return 0;
     return n >= 2 && (why[n] == ' ' || why[n] == '\0');
 }
 
@@ -196,7 +208,7 @@ void batch__fail(batch_worker *w, const char *what, const char *why)
         !strncmp(why, "TRYAGAIN", 8))
         redis_router_refresh(w->router); /* the backoff then follows the slot */
     if (!strncmp(why, "FENCED", 6)) batch_lease_drop(&w->lease);
-    else if (!strcmp(what, "apply") && redis_refused(why)) {
+    else if (!strcmp(what, "apply") && batch__redis_refused(why)) {
         w->apply_failures++;
         snprintf(w->apply_error, sizeof w->apply_error, "%s", why);
         /* every request in flight is decided again; one at a time once
@@ -346,6 +358,7 @@ void batch__on_op_reply(redis_conn *c, redisReply *r, const char *err, void *pri
                                          "slots", "wait for replicas", "loading", "loading",
                                          "profiles" };
     const char *e = batch__reply_error(r, err);
+    if (e && kind == WOP_APPLY) batch__note_suspect(w, o->ch, e);
     if (e) { batch__fail(w, names[kind], e); return; }
     switch (kind) {
     case WOP_TAKE: batch__on_take(w, o->ch, r); break;

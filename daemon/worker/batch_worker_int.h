@@ -114,6 +114,10 @@ struct batch_worker {
     long isolate_left;        /* requests to go one at a time before trusting chunks */
     int last_take_full;       /* the last take came back with a full chunk of queue requests */
     char apply_error[160];
+    /* the request alone in the last chunk refused while isolating: the
+     * only one dead-lettering may send to dead (its list and id) */
+    chunk_kind suspect_kind;
+    char suspect_id[ENGINE_ID_MAX + 1];
     const char *fault_apply_id; /* ALLOCD_FAULT_APPLY_ID, for tests */
 
     int wait_queue_pending, wait_ctl_pending;
@@ -180,5 +184,12 @@ void batch__publish_chunk(batch_worker *w);
 void batch__load_publish(batch_worker *w);
 void batch__on_load_publish(worker_op *o, redisReply *r, const char *err);
 void batch__on_applied(batch_worker *w, chunk *ch, redisReply *r);
+/* ch's apply failed with why (before batch__fail): where the poison is,
+ * when it was a refusal that counts (batch__redis_refused). */
+void batch__note_suspect(batch_worker *w, const chunk *ch, const char *why);
+/* why is Redis refusing the transaction, and maybe for the request's sake
+ * (not a lost link, not the server's state): it counts towards
+ * max_attempts. */
+int batch__redis_refused(const char *why);
 
 #endif

@@ -245,6 +245,9 @@ typedef struct engine_item_view {
  * replaced); admin commands are counted in `ctl` only. */
 typedef struct engine_counters {
     int64_t processed, granted, done, rejected, invalid, dead, duplicates, ctl;
+    /* staff placements (11.5): in granted and ctl, not in processed, which
+     * counts queue requests (processed + staff_granted = the statuses) */
+    int64_t staff_granted;
     /* waitlist (engine_wait.h): waiting now, the waitlist's length -- not
      * the open swap offers (read-only: derived), tickets
      * drawn so far, served from it (granted or refused at serve time),

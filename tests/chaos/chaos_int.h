@@ -263,7 +263,6 @@ typedef struct draw_tally draw_tally;
 draw_tally *chaos__draw_new(chaos_ctx *cx, int bi);
 void chaos__draw_note(draw_tally *d, const rec *rc, json_t *doc);
 void chaos__draw_check(draw_tally *d);
-long long chaos__staff_granted(chaos_ctx *cx, rconn *rc, int bi);
 void chaos__rules_tamper(chaos_ctx *cx, rconn *c, int what);
 
 #endif

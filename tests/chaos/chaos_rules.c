@@ -431,23 +431,6 @@ void chaos__draw_check(draw_tally *d)
     free(d);
 }
 
-/* Assigns granted in batch bi so far (they count in processed, not in
- * dequeued; see drained in chaos_faults.c): the admin's records' results. */
-long long chaos__staff_granted(chaos_ctx *cx, rconn *rc, int bi)
-{
-    long long n = 0;
-    const recvec *v = &cx->admin.recs;
-    for (size_t i = 0; i < v->n; i++) {
-        if (v->v[i].batch != bi || strcmp(v->v[i].op, "assign")) continue;
-        redisReply *r = chaos__rcmd(cx, rc, cx->bslot[bi], "HGET alloc:{%s}:results %s", cx->b[bi].name,
-                                    v->v[i].id);
-        if (!r) return -1;
-        n += r->type == REDIS_REPLY_STRING && strstr(r->str, "\"status\":\"granted\"") != NULL;
-        freeReplyObject(r);
-    }
-    return n;
-}
-
 /* CHAOS_TAMPER 9 and 10 (chaos_check.c): the damage only these checks see
  * as what it is. 9: a grant of H001 (women only) to a man in cr2's log;
  * 10: a drawn result of cr2 rewritten with one point more. */

@@ -207,6 +207,87 @@ static void test_poison_request_goes_to_dead(void **state)
     harness_redis_stop(&redis);
 }
 
+/* Admin commands arriving while a queue request is being isolated are
+ * served, and only the poison goes to dead: dead-lettering took the head
+ * of the next chunk whatever it held, and ctl chunks come first (the
+ * simulator found set_capacity and assign commands in dead). */
+static void test_poison_beside_admin_commands(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    setup_batch(c, "p2", 1000);
+    for (int i = 0; i < 6; i++) {
+        redisReply *r = redisCommand(c, "RPUSH alloc:{p2}:queue {\"id\":\"%s%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}",
+                                     i == 0 ? "poison" : "ok", i, i);
+        freeReplyObject(r);
+    }
+    setenv("ALLOCD_FAULT_APPLY_ID", "poison0", 1);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis, "max_attempts = 2; backoff_min_ms = 20; backoff_max_ms = 1000;"), 0);
+    unsetenv("ALLOCD_FAULT_APPLY_ID");
+    /* the poison's 3rd refusal is logged as the take of its 4th try; the
+     * 4th refusal is followed by a backoff of 320 ms, then the take that
+     * dead-letters: admin commands pushed now are in that take, first */
+    for (int w = 0; w < 1000 && !itest_count_in_log(&d, "3 applies failed in a row"); w++) harness_sleep_ms(2);
+    assert_true(itest_count_in_log(&d, "3 applies failed in a row") >= 1);
+    int ctl = 0;
+    for (; ctl < 3; ctl++) {
+        redisReply *r = redisCommand(c, "RPUSH alloc:{p2}:ctl {\"id\":\"c%d\",\"op\":\"resume\"}", ctl);
+        freeReplyObject(r);
+    }
+    long long n = harness_wait_hlen(c, "alloc:{p2}:results", 5 + ctl, 15000);
+    if (n != 5 + ctl) {
+        harness_allocd_dump_log(&d);
+        for (long long i = 0; i < proc_int(c, "LLEN alloc:{p2}:dead"); i++) {
+            char *e = harness_str(c, "LINDEX alloc:{p2}:dead %lld", i);
+            fprintf(stderr, "dead %lld: %s\n", i, e);
+            free(e);
+        }
+        char *res = harness_str(c, "HKEYS alloc:{p2}:results");
+        fprintf(stderr, "results: %s\n", res ? res : "?");
+        free(res);
+    }
+    assert_int_equal(n, 5 + ctl);
+    assert_int_equal(proc_int(c, "LLEN alloc:{p2}:dead"), 1);
+    char *dead = harness_str(c, "LINDEX alloc:{p2}:dead 0");
+    assert_non_null(strstr(dead, "poison0"));
+    free(dead);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
+/* Out of memory (maxmemory reached) is no fault of a request's: after a
+ * spell of -OOM refusals every request is answered, none goes to dead. */
+static void test_out_of_memory_spell(void **state)
+{
+    harness_redis redis;
+    assert_int_equal(harness_redis_start(&redis, NULL), 0);
+    redisContext *c = harness_redis_connect(&redis);
+    setup_batch(c, "o1", 100000);
+    harness_allocd d;
+    assert_int_equal(harness_allocd_start(&d, &redis, "max_attempts = 1; backoff_min_ms = 10; backoff_max_ms = 40;"), 0);
+    push_n(c, "o1", "a", 200);
+    assert_int_equal(harness_wait_hlen(c, "alloc:{o1}:results", 200, 10000), 200);
+    freeReplyObject(redisCommand(c, "CONFIG SET maxmemory 1"));
+    /* pushes are refused too: the queue filled before, served after */
+    redisReply *r = redisCommand(c, "RPUSH alloc:{o1}:queue x");
+    assert_int_equal(r->type, REDIS_REPLY_ERROR);
+    assert_non_null(strstr(r->str, "OOM"));
+    freeReplyObject(r);
+    harness_sleep_ms(1500);
+    freeReplyObject(redisCommand(c, "CONFIG SET maxmemory 0"));
+    push_n(c, "o1", "b", 200);
+    long long n = harness_wait_hlen(c, "alloc:{o1}:results", 400, 15000);
+    if (n != 400) harness_allocd_dump_log(&d);
+    assert_int_equal(n, 400);
+    assert_int_equal(proc_int(c, "LLEN alloc:{o1}:dead"), 0);
+    assert_int_equal(harness_allocd_stop(&d), 0);
+    redisFree(c);
+    harness_redis_stop(&redis);
+}
+
 /* A 1 MB payload goes to dead, cut to 64 KB so the entry stays far below
  * Redis's bulk limit, and the requests around it are served. */
 static void test_megabyte_payload(void **state)
@@ -262,6 +343,8 @@ int main(void)
         cmocka_unit_test(test_redis_restart_while_serving),
         cmocka_unit_test(test_slow_redis),
         cmocka_unit_test(test_poison_request_goes_to_dead),
+        cmocka_unit_test(test_poison_beside_admin_commands),
+        cmocka_unit_test(test_out_of_memory_spell),
         cmocka_unit_test(test_megabyte_payload),
         cmocka_unit_test(test_sighup_reloads),
     };

@@ -88,6 +88,12 @@ static void run_round(fixture *f, const char *conf, const char *by_text)
     assert_non_null(strstr(h, "\"req\":\"c3\""));
     free(h);
     assert_int_equal(proc_int(f->c, "HGET alloc:{d}:stats granted"), 3);
+    /* staff placements are no queue requests: in granted and staff_granted,
+     * not in processed, so dequeued = processed + dead + duplicates holds
+     * (the simulator found processed counting them) */
+    assert_int_equal(proc_int(f->c, "HGET alloc:{d}:stats staff_granted"), 3);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{d}:stats processed"), 1);
+    assert_int_equal(proc_int(f->c, "HGET alloc:{d}:stats dequeued"), 1);
     char *log = log_text(f, "d");
     assert_non_null(strstr(log, by_text));
     free(log);

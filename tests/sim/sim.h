@@ -18,6 +18,7 @@
 #include "sim/sim_redis.h"
 
 #define SIM_MAX_INST 4
+#define SIM_MAX_SRV 6   /* redis-servers: the first master, then one per switch */
 
 typedef void (*sim_fn)(void *a, void *b, uint64_t x);
 
@@ -32,7 +33,10 @@ enum {
     SF_CLOCK = 1 << 6,        /* an instance's wall clock jumps */
     SF_PAUSE = 1 << 7,        /* an instance stops (SIGSTOP, a GC pause) and wakes up */
     SF_CRASH = 1 << 8,        /* an instance is killed (kill -9) and started again */
-    SF_ALL = (1 << 9) - 1,
+    SF_OOM = 1 << 9,          /* Redis out of memory a while: -OOM refusals */
+    SF_SWITCH = 1 << 10,      /* Sentinel switch-master: a replica on another address is promoted,
+                                 the old master partitioned, still taking writes */
+    SF_ALL = (1 << 11) - 1,
 };
 
 typedef struct sim_inst {
@@ -41,6 +45,14 @@ typedef struct sim_inst {
     uint64_t paused_until;    /* ns: its events wait until then */
     int boots;                /* restarts after a crash: a new pid each */
 } sim_inst;
+
+/* One redis-server. Its connections die when gen changes (a restart, a
+ * demotion); while down, connects fail. */
+typedef struct sim_server {
+    simr *r;
+    uint64_t gen;
+    int down;
+} sim_server;
 
 typedef struct sim_world {
     uint64_t seed;
@@ -53,14 +65,18 @@ typedef struct sim_world {
     unsigned faults;
     int faults_on;            /* 0 while draining at the end */
     double intensity;         /* 0.1..3: scales every fault's rate, drawn per seed */
-    /* the server */
+    /* the servers; redis is the master (srv[master].r), where producers,
+     * the archiver and the checks look */
     simr *redis;
-    int redis_down;           /* restarting: connects fail */
-    uint64_t server_gen;      /* bumped by every restart: connections die */
+    sim_server srv[SIM_MAX_SRV];
+    int nsrv, master;
+    int inst_master[SIM_MAX_INST];   /* the master each instance's router names (Sentinel) */
+    int replica_forget_ms;           /* the instances' config (sim_net.c's WAIT check) */
     /* counters for the report */
     uint64_t events, resets, lost_replies, delays, restarts, clock_jumps, pauses;
     uint64_t late_runs;
     uint64_t crashes;       /* commands the server ran after their client gave up */
+    uint64_t ooms;            /* spells of Redis out of memory */
     uint64_t taken_back;      /* results a restart lost that a poller could have seen */
     int verbose;
     int failed;
@@ -84,7 +100,10 @@ int sim_chance(double p);
 int64_t sim_server_ms(void);
 
 /* sim_net.c: the simulated network. */
-void sim_net_reset_all(const char *why);    /* every connection drops */
+void sim_net_reset_server(int srv, const char *why);   /* every connection to srv drops */
+/* Sentinel told instance inst's router that the master is now
+ * inst_master[inst]: its connection moves, its workers hear of it. */
+void sim_net_master_moved(int inst);
 void sim_net_reset_random(void);            /* one connection drops */
 void sim_net_retry_blocked(void);           /* after any write on the server */
 int sim_net_live_conns(void);

@@ -5,6 +5,10 @@
  *   sim --seeds N [--first S] ...
  *       N runs from seed S (default: from the clock, printed), then the
  *       seeds per second and every failing seed's replay line
+ *   sim --hours H [--first S] ...
+ *       runs from seed S on until H hours (a fraction too: 0.01 is 36 s)
+ *       of the machine's time have passed (`make sim-long HOURS=H`); the
+ *       same report, with seeds per hour
  */
 #include <inttypes.h>
 #include <jansson.h>
@@ -51,8 +55,8 @@ static void arm_crash_line(const sim_opts *o)
 
 static int usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s (--seed N | --seeds N [--first S]) [--faults=all|none|reset,lost,delay,"
-                    "restart,aof,failover,clock,pause,crash] [--instances K] [--duration-ms D] [-v]\n", argv0);
+    fprintf(stderr, "usage: %s (--seed N | --seeds N [--first S] | --hours H [--first S]) [--faults=all|none|reset,lost,delay,"
+                    "restart,aof,failover,clock,pause,crash,oom] [--instances K] [--duration-ms D] [-v]\n", argv0);
     return 2;
 }
 
@@ -82,46 +86,93 @@ static int run_one_seed(sim_opts *o)
     printf("seed %" PRIu64 ": %s: %s batch, %" PRIu64 " requests, %" PRId64 " granted, %" PRIu64 " applies, %" PRId64 " ms simulated, "
            "%" PRIu64 " events; faults: %" PRIu64 " resets, %" PRIu64 " lost replies, %" PRIu64
            " delayed, %" PRIu64 " run after their client gave up, %" PRIu64 " restarts (%" PRIu64 " results taken back), %" PRIu64 " clock jumps, %"
-           PRIu64 " pauses, %" PRIu64 " crashes\n", o->seed, rc ? "FAILED" : "ok", r.room ? "room" : "stock", r.requests, r.granted, r.applies, r.sim_ms, r.events,
-           r.resets, r.lost_replies, r.delays, r.late_runs, r.restarts, r.taken_back, r.clock_jumps, r.pauses, r.crashes);
+           PRIu64 " pauses, %" PRIu64 " crashes, %" PRIu64 " spells out of memory\n", o->seed, rc ? "FAILED" : "ok", r.room ? "room" : "stock", r.requests, r.granted, r.applies, r.sim_ms, r.events,
+           r.resets, r.lost_replies, r.delays, r.late_runs, r.restarts, r.taken_back, r.clock_jumps, r.pauses, r.crashes, r.ooms);
+    printf("  contract 11: %" PRIu64 " grants checked against the profiles, %" PRIu64 " not_eligible, %" PRIu64
+           " staff placements, %" PRIu64 " profile edits, %" PRIu64 " drawn results replayed, %" PRIu64 " group grants\n",
+           r.c11_grants, r.c11_not_eligible, r.c11_staff, r.c11_edits, r.c11_draws, r.c11_groups);
+    printf("  log: %" PRIu64 " entries read by the archive, %" PRIu64 " acknowledged, %" PRIu64 " trimmed\n",
+           r.log_archived, r.log_acked, r.log_trimmed);
     if (rc) printf("  %s\n  replay: %s\n", r.failure, line);
     return rc ? 1 : 0;
 }
 
-/* --seeds N [--first S]: N seeds in a row, each failure with its replay
- * line, then the totals. */
-static int run_sweep(sim_opts *o, uint64_t seeds, uint64_t first)
+/* A sweep's totals. */
+typedef struct sweep {
+    uint64_t seeds, failed, requests, applies, restarts, lost, taken_back, late, held;
+    uint64_t c11_grants, c11_not_eligible, c11_staff, c11_edits, c11_draws, c11_groups;
+    uint64_t log_archived, log_trimmed;
+    char **lines;             /* every failing seed's replay line, for the end */
+} sweep;
+
+static void sweep_add(sweep *w, const sim_result *r)
+{
+    w->seeds++;
+    w->requests += r->requests;
+    w->applies += r->applies;
+    w->restarts += r->restarts;
+    w->lost += r->lost_replies;
+    w->taken_back += r->taken_back;
+    w->late += r->late_runs;
+    w->held += (uint64_t)r->held_to_answer_ms;
+    w->c11_grants += r->c11_grants;
+    w->c11_not_eligible += r->c11_not_eligible;
+    w->c11_staff += r->c11_staff;
+    w->c11_edits += r->c11_edits;
+    w->c11_draws += r->c11_draws;
+    w->c11_groups += r->c11_groups;
+    w->log_archived += r->log_archived;
+    w->log_trimmed += r->log_trimmed;
+}
+
+static void sweep_report(sweep *w, double dt)
+{
+    printf("sim: %" PRIu64 " seeds, %" PRIu64 " failed, %.1f s, %.2f seeds/s (%.0f seeds/hour); %" PRIu64
+           " requests, %" PRIu64 " applies, %" PRIu64 " lost replies, %" PRIu64 " commands run after their client gave "
+           "up, %" PRIu64 " restarts, %" PRIu64 " results taken back by restarts; %" PRIu64 " seeds drained within "
+           "answer_ms (the rest excused by contract 9.6 or a poison request: 60 s)\n",
+           w->seeds, w->failed, dt, (double)w->seeds / dt, (double)w->seeds * 3600.0 / dt, w->requests, w->applies,
+           w->lost, w->late, w->restarts, w->taken_back, w->held);
+    printf("sim: contract 11: %" PRIu64 " grants checked against the profiles, %" PRIu64 " not_eligible, %" PRIu64
+           " staff placements, %" PRIu64 " profile edits, %" PRIu64 " drawn results replayed, %" PRIu64
+           " group grants checked; log: %" PRIu64 " entries read by the archive, %" PRIu64 " trimmed\n", w->c11_grants,
+           w->c11_not_eligible, w->c11_staff, w->c11_edits, w->c11_draws, w->c11_groups, w->log_archived, w->log_trimmed);
+    if (w->failed) printf("sim: %" PRIu64 " failing seeds; replay each with:\n", w->failed);
+    for (uint64_t i = 0; i < w->failed; i++) {
+        printf("  %s\n", w->lines[i]);
+        free(w->lines[i]);
+    }
+    free(w->lines);
+}
+
+/* --seeds N or --hours H from seed `first`: each failure with its replay
+ * line as it happens, then the totals and the replay lines again. */
+static int run_sweep(sim_opts *o, uint64_t seeds, double hours, uint64_t first)
 {
     char line[512];
-    printf("sim: %" PRIu64 " seeds from %" PRIu64 "\n", seeds, first);
+    if (hours > 0) printf("sim: seeds from %" PRIu64 " for %g hours\n", first, hours);
+    else printf("sim: %" PRIu64 " seeds from %" PRIu64 "\n", seeds, first);
     fflush(stdout);
-    double t0 = now_s();
-    uint64_t failed = 0, requests = 0, applies = 0, restarts = 0, lost = 0, taken_back = 0, late = 0, held = 0;
-    for (uint64_t s = first; s < first + seeds; s++) {
+    double t0 = now_s(), until = t0 + hours * 3600.0;
+    sweep w = { 0 };
+    for (uint64_t s = first; hours > 0 ? now_s() < until : s < first + seeds; s++) {
         o->seed = s;
         sim_result r;
         fflush(stdout);
         arm_crash_line(o);
         if (sim_run(o, &r) < 0) {
-            failed++;
             sim_replay_line(o, line, sizeof line);
             printf("FAILED seed %" PRIu64 ": %s\n  replay: %s\n", s, r.failure, line);
             fflush(stdout);
+            char **l = realloc(w.lines, (w.failed + 1) * sizeof *l);
+            if (!l || !(l[w.failed] = strdup(line))) abort();
+            w.lines = l;
+            w.failed++;
         }
-        requests += r.requests;
-        applies += r.applies;
-        restarts += r.restarts;
-        lost += r.lost_replies;
-        taken_back += r.taken_back;
-        late += r.late_runs;
-        held += (uint64_t)r.held_to_answer_ms;
+        sweep_add(&w, &r);
     }
-    double dt = now_s() - t0;
-    printf("sim: %" PRIu64 " seeds, %" PRIu64 " failed, %.1f s, %.2f seeds/s; %" PRIu64 " requests, %" PRIu64
-           " applies, %" PRIu64 " lost replies, %" PRIu64 " commands run after their client gave up, %" PRIu64
-           " restarts, %" PRIu64 " results taken back by restarts; %" PRIu64 " seeds drained within answer_ms "
-           "(the rest excused by contract 9.6 or a poison request: 60 s)\n",
-           seeds, failed, dt, (double)seeds / dt, requests, applies, lost, late, restarts, taken_back, held);
+    uint64_t failed = w.failed;
+    sweep_report(&w, now_s() - t0);
     return failed ? 1 : 0;
 }
 
@@ -129,11 +180,17 @@ int main(int argc, char **argv)
 {
     sim_opts o = { .faults = SF_ALL, .instances = 0, .duration_ms = 10000 };
     uint64_t seeds = 0, first = 0;
+    double hours = 0;
     int have_seed = 0, have_first = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--seed") && i + 1 < argc) { o.seed = strtoull(argv[++i], NULL, 10); have_seed = 1; }
         else if (!strcmp(a, "--seeds") && i + 1 < argc) seeds = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--hours") && i + 1 < argc) {
+            char *end;
+            hours = strtod(argv[++i], &end);
+            if (*end || !(hours > 0)) return usage(argv[0]);
+        }
         else if (!strcmp(a, "--first") && i + 1 < argc) { first = strtoull(argv[++i], NULL, 10); have_first = 1; }
         else if (!strncmp(a, "--faults=", 9)) { if (sim_faults_parse(a + 9, &o.faults) < 0) return usage(argv[0]); }
         else if (!strcmp(a, "--instances") && i + 1 < argc) o.instances = atoi(argv[++i]);
@@ -141,8 +198,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "-v")) o.verbose = 1;
         else return usage(argv[0]);
     }
-    if (!have_seed && !seeds) return usage(argv[0]);
+    if (!have_seed && !seeds && !(hours > 0)) return usage(argv[0]);
     sim_process_init();
     if (have_seed) return run_one_seed(&o);
-    return run_sweep(&o, seeds, have_first ? first : (uint64_t)time(NULL) * 1000);
+    return run_sweep(&o, seeds, hours, have_first ? first : (uint64_t)time(NULL) * 1000);
 }

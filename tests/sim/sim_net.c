@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "redis/redis_conn.h"
 #include "redis/redis_router.h"
@@ -36,10 +37,13 @@ typedef struct pcmd {
     size_t *lens;
     int timeout_ms;
     int retried;
+    int wait_srv;                  /* a WAIT sent to this server + 1, else 0 */
 } pcmd;
 
 struct redis_conn {
     int inst;
+    int srv;                    /* the server it connects to (its target) */
+    int sc_srv;                 /* the server sc was made for */
     char name[128];
     redis_conn_callbacks cb;
     void *data;
@@ -58,6 +62,12 @@ struct redis_conn {
     redis_conn_stats stats;
     uint64_t blocked_serial;
     uint64_t blocked_for;       /* the pcmd of the blocked command */
+    /* the most replicas a WAIT on each server answered this connection,
+     * counted once the worker acted on the answer (it sent an apply after
+     * it), and when it last did (check_wait) */
+    int wait_max[SIM_MAX_SRV];
+    uint64_t wait_max_at[SIM_MAX_SRV];
+    int wait_last, wait_last_srv;   /* the last WAIT's answer, + 1 (0: none) */
 };
 
 /* A reply on its way, with the command record it answers: the client
@@ -69,6 +79,7 @@ typedef struct reply_ev {
 
 typedef struct packet {
     simr_client *sc;            /* the server side of the link it was sent on */
+    int srv;
     uint64_t link, server_gen;
     uint64_t serial;            /* the command record (pcmd) it belongs to */
     int argc;
@@ -78,6 +89,8 @@ typedef struct packet {
 
 static redis_conn **conns;
 static size_t nconns;
+static struct redis_router **routers;   /* every router made, closed ones too */
+static size_t nrouters;
 
 static uint64_t latency_ns(void)
 {
@@ -205,17 +218,20 @@ static void ev_connect(void *a, void *b, uint64_t link)
     redis_conn *c = a;
     if (c->closed || c->link != link || c->ready) return;
     c->connecting = 0;
-    if (sim_w->redis_down) {
+    sim_server *s = &sim_w->srv[c->srv];
+    if (s->down) {
         c->stats.failures++;
         uint64_t ms = (uint64_t)c->backoff_ms;
         c->backoff_ms = c->backoff_ms * 2 > c->backoff_max ? c->backoff_max : c->backoff_ms * 2;
         schedule_connect(c, ms * 1000000ULL);
         return;
     }
-    if (!c->sc) c->sc = simr_client_new(sim_w->redis);
+    if (c->sc && c->sc_srv != c->srv) { simr_client_free(c->sc); c->sc = NULL; }
+    if (!c->sc) c->sc = simr_client_new(s->r);
+    c->sc_srv = c->srv;
     simr_client_reset(c->sc);
     c->link++;
-    c->server_gen = sim_w->server_gen;
+    c->server_gen = s->gen;
     c->ready = 1;
     c->stats.connects++;
     c->backoff_ms = c->backoff_min;
@@ -274,6 +290,10 @@ static void on_reply(redis_conn *c, redisReply *r, uint64_t serial)
         eval_resend(c, p);
         return;
     }
+    if (p->wait_srv && r->type == REDIS_REPLY_INTEGER) {
+        c->wait_last = (int)r->integer;
+        c->wait_last_srv = p->wait_srv;
+    }
     p->nreplied++;
     if (!p->err[0] && r->type == REDIS_REPLY_ERROR && p->ncmds > 1)
         snprintf(p->err, sizeof p->err, "%s", r->str);
@@ -328,21 +348,22 @@ static void ev_deliver(void *a, void *b, uint64_t link)
 {
     redis_conn *c = a;
     packet *p = b;
-    if (sim_w->redis_down || p->server_gen != sim_w->server_gen) { packet_free(p); return; }
+    sim_server *s = &sim_w->srv[p->srv];
+    if (s->down || p->server_gen != s->gen) { packet_free(p); return; }
     if (p->link == c->late_link && p->sc != c->sc) {
         sim_w->late_runs++;
-        redisReply *r = simr_exec(sim_w->redis, p->sc, p->argc, (const char **)p->argv, p->lens, sim_server_ms());
+        redisReply *r = simr_exec(s->r, p->sc, p->argc, (const char **)p->argv, p->lens, sim_server_ms());
         if (!r) r = simr_block_timeout(p->sc);
         if (r) freeReplyObject(r);
         packet_free(p);
         sim_net_retry_blocked();
         return;
     }
-    if (c->closed || c->link != link || c->dead || c->server_gen != sim_w->server_gen) {
+    if (c->closed || c->link != link || c->dead || c->srv != p->srv || c->server_gen != s->gen) {
         packet_free(p);
         return;
     }
-    redisReply *r = simr_exec(sim_w->redis, c->sc, p->argc, (const char **)p->argv, p->lens, sim_server_ms());
+    redisReply *r = simr_exec(s->r, c->sc, p->argc, (const char **)p->argv, p->lens, sim_server_ms());
     if (r) send_reply(c, r, p->serial);
     else {
         c->blocked_for = p->serial;
@@ -360,7 +381,7 @@ void sim_net_retry_blocked(void)
     for (size_t i = 0; i < nconns; i++) {
         redis_conn *c = conns[i];
         if (c->closed || c->dead || !c->sc || !simr_client_blocked(c->sc)) continue;
-        redisReply *r = simr_retry_blocked(sim_w->redis, c->sc, sim_server_ms());
+        redisReply *r = simr_retry_blocked(sim_w->srv[c->sc_srv].r, c->sc, sim_server_ms());
         if (r) { c->blocked_serial = 0; send_reply(c, r, c->blocked_for); }
     }
 }
@@ -370,6 +391,7 @@ static void send_packet(redis_conn *c, packet *p, uint64_t serial)
     if (c->dead) { packet_free(p); return; }   /* into a dead socket */
     p->serial = serial;
     p->sc = c->sc;
+    p->srv = c->sc_srv;
     p->link = c->link;
     p->server_gen = c->server_gen;
     uint64_t t = sim_w->now + latency_ns();
@@ -420,12 +442,24 @@ static pcmd *pcmd_push(redis_conn *c, redis_reply_fn fn, void *priv, int timeout
 
 /* ------------------------------------------------------------- the API -- */
 
+/* A target of the simulated servers is "sim<N>" (redis_router_target);
+ * any other (the config's) means the master the instance knows. */
+static int target_srv(const redis_target *t, int inst)
+{
+    if (t && !strncmp(t->path, "sim", 3) && t->path[3]) {
+        int n = atoi(t->path + 3);
+        if (n >= 0 && n < sim_w->nsrv) return n;
+    }
+    return inst >= 0 ? sim_w->inst_master[inst] : sim_w->master;
+}
+
 int redis_conn_init(redis_conn **out, uv_loop_t *loop, const redis_target *t,
                     const redis_conn_options *opt, const redis_conn_callbacks *cb, void *data)
 {
     redis_conn *c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
     c->inst = sim_w->cur;
+    c->srv = target_srv(t, c->inst);
     snprintf(c->name, sizeof c->name, "%s", opt && opt->name ? opt->name : "allocd");
     if (cb) c->cb = *cb;
     c->data = data;
@@ -442,17 +476,46 @@ int redis_conn_init(redis_conn **out, uv_loop_t *loop, const redis_target *t,
 }
 
 int redis_conn_is_ready(const redis_conn *c) { return c && c->ready && !c->closed; }
-int redis_conn_retarget(redis_conn *c, const redis_target *t) { return 0; }
+/* Points c at another server: a live link drops (its pending commands
+ * get their error), the reconnect goes there -- as redis_conn.c does. */
+int redis_conn_retarget(redis_conn *c, const redis_target *t)
+{
+    int s = target_srv(t, c->inst);
+    if (!c || c->closed || s == c->srv) return 0;
+    c->srv = s;
+    drop(c, "moving to another node");
+    return 0;
+}
 const redis_conn_stats *redis_conn_get_stats(const redis_conn *c) { return &c->stats; }
 const char *redis_conn_name(const redis_conn *c) { return c->name; }
 void redis_conn_flush(redis_conn *c) { (void)c; }
+
+/* allocd's WAIT asks for every replica the master has had (at least
+ * wait_replicas; batch_replicas.c): after Sentinel promoted one of two, the
+ * other acknowledges the partitioned old master's writes until it moves,
+ * and drops them then. So a WAIT never asks a server for fewer replicas
+ * than one answered on this connection, unless replica_forget_ms (the
+ * config's, 10 s by default) passed since it last did. An answer counts once the
+ * worker acted on it -- an apply sent after it (wait_acted): a worker
+ * that reloaded meanwhile drops the reply unread, as a new one would. */
+static void check_wait(redis_conn *c, const char *n)
+{
+    int want = atoi(n);
+    if (want < c->wait_max[c->srv] && sim_w->now - c->wait_max_at[c->srv] < (uint64_t)sim_w->replica_forget_ms * 1000000ULL)
+        sim_fail("WAIT: %s asks server %d for %d replicas, %d answered on it %llu ms ago", c->name, c->srv, want,
+                 c->wait_max[c->srv], (unsigned long long)((sim_w->now - c->wait_max_at[c->srv]) / 1000000));
+}
 
 int redis_conn_commandargv(redis_conn *c, redis_reply_fn fn, void *privdata, int timeout_ms,
                            int argc, const char **argv, const size_t *argvlen)
 {
     if (!c || argc < 1) return -EINVAL;
     if (!redis_conn_is_ready(c)) return -ENOTCONN;
-    pcmd_push(c, fn, privdata, timeout_ms, 1);
+    pcmd *pc = pcmd_push(c, fn, privdata, timeout_ms, 1);
+    if (argc == 3 && !strcasecmp(argv[0], "WAIT")) {
+        check_wait(c, argv[1]);
+        pc->wait_srv = c->srv + 1;
+    }
     send_packet(c, packet_new(argc, argv, argvlen), c->serial);
     return 0;
 }
@@ -549,6 +612,17 @@ int redis_conn_eval(redis_conn *c, const redis_script *s, redis_reply_fn fn, voi
     return 0;
 }
 
+static void wait_acted(redis_conn *c)
+{
+    int s = c->wait_last_srv - 1;
+    if (s != c->srv) return;
+    if (c->wait_last >= c->wait_max[s]) {
+        c->wait_max[s] = c->wait_last;
+        c->wait_max_at[s] = sim_w->now;
+    }
+    c->wait_last_srv = 0;
+}
+
 int redis_conn_pipeline(redis_conn *c, redis_reply_fn fn, void *privdata, int timeout_ms,
                         const redis_slice *cmds, size_t ncmds)
 {
@@ -563,6 +637,8 @@ int redis_conn_pipeline(redis_conn *c, redis_reply_fn fn, void *privdata, int ti
             return -EINVAL;
         }
     }
+    /* an apply (WATCH, FENCE, MULTI ...) is sent only once WAIT answered enough */
+    if (pks[0]->argc && pks[0]->lens[0] == 5 && !strncasecmp(pks[0]->argv[0], "WATCH", 5)) wait_acted(c);
     pcmd_push(c, fn, privdata, timeout_ms, ncmds);
     for (size_t i = 0; i < ncmds; i++) send_packet(c, pks[i], c->serial);
     return 0;
@@ -599,9 +675,10 @@ int redis_conn_eval_resp(redis_conn *c, const redis_script *s, redis_reply_fn fn
 
 /* -------------------------------------------------------------- faults -- */
 
-void sim_net_reset_all(const char *why)
+void sim_net_reset_server(int srv, const char *why)
 {
-    for (size_t i = 0; i < nconns; i++) drop(conns[i], why);
+    for (size_t i = 0; i < nconns; i++)
+        if (conns[i]->sc_srv == srv || conns[i]->srv == srv) drop(conns[i], why);
 }
 
 void sim_net_reset_random(void)
@@ -620,6 +697,10 @@ int sim_net_live_conns(void)
 
 void sim_net_free_all(void)
 {
+    for (size_t i = 0; i < nrouters; i++) free(routers[i]);
+    free(routers);
+    routers = NULL;
+    nrouters = 0;
     for (size_t i = 0; i < nconns; i++) {
         redis_conn *c = conns[i];
         for (size_t j = 0; j < c->nq; j++) pcmd_free(c->q[j]);
@@ -636,12 +717,18 @@ void sim_net_free_all(void)
 
 /* ---------------------------------------------------------- the router -- */
 
-/* A single Redis: the router is one connection, like the real one's
- * non-cluster mode. */
+/* The router is one connection, like the real one's non-cluster mode, to
+ * the master its instance knows (sim_w->inst_master): Sentinel's
+ * +switch-master moves it (sim_net_master_moved), as redis_router.c's
+ * on_master does, and tells its owner. */
 struct redis_router {
     redis_conn *conn;
+    int inst;
     redis_router_ready_fn on_ready;
     void *data;
+    redis_router_moved_fn on_moved;
+    void *moved_data;
+    int closed;
 };
 
 static void router_ready(redis_conn *c, void *data)
@@ -655,8 +742,13 @@ int redis_router_init(redis_router **out, uv_loop_t *loop, const allocd_config *
 {
     redis_router *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
+    r->inst = sim_w->cur;
     r->on_ready = on_ready;
     r->data = data;
+    redis_router **n = realloc(routers, (nrouters + 1) * sizeof *routers);
+    if (!n) { free(r); return -ENOMEM; }
+    routers = n;
+    routers[nrouters++] = r;
     static const redis_conn_callbacks cb = { router_ready, NULL };
     redis_conn_options opt = { .name = name, .backoff_min_ms = 100, .backoff_max_ms = 1000 };
     if (redis_conn_init(&r->conn, loop, &cfg->redis, &opt, &cb, r) < 0) { free(r); return -ENOMEM; }
@@ -667,17 +759,42 @@ int redis_router_init(redis_router **out, uv_loop_t *loop, const allocd_config *
 int redis_router_ready(const redis_router *r) { return 1; }
 int redis_router_is_cluster(const redis_router *r) { return 0; }
 
-int redis_router_target(const redis_router *r, const char *key, redis_target *out)
+static void master_target(int inst, redis_target *out)
 {
     memset(out, 0, sizeof *out);
     out->kind = REDIS_TARGET_UNIX;
-    snprintf(out->path, sizeof out->path, "sim");
+    snprintf(out->path, sizeof out->path, "sim%d", inst >= 0 ? sim_w->inst_master[inst] : sim_w->master);
+}
+
+int redis_router_target(const redis_router *r, const char *key, redis_target *out)
+{
+    master_target(r->inst, out);
     return 0;
 }
 
 void redis_router_refresh(redis_router *r) { (void)r; }
-/* one simulated Redis, no Sentinel: the master never moves */
-void redis_router_on_moved(redis_router *r, redis_router_moved_fn fn, void *data) { (void)r; }
+
+void redis_router_on_moved(redis_router *r, redis_router_moved_fn fn, void *data)
+{
+    r->on_moved = fn;
+    r->moved_data = data;
+}
+
+static void ev_router_moved(void *a, void *b, uint64_t x)
+{
+    redis_router *r = a;
+    if (r->closed) return;
+    redis_target t;
+    master_target(r->inst, &t);
+    redis_conn_retarget(r->conn, &t);
+    if (r->on_moved) r->on_moved(r, r->moved_data);
+}
+
+void sim_net_master_moved(int inst)
+{
+    for (size_t i = 0; i < nrouters; i++)
+        if (routers[i]->inst == inst && !routers[i]->closed) sim_at(sim_w->now, inst, ev_router_moved, routers[i], NULL, 0);
+}
 
 int redis_router_command(redis_router *r, const char *key, redis_reply_fn fn, void *priv, int timeout_ms,
                          int argc, const char **argv, const size_t *argvlen)
@@ -696,13 +813,15 @@ typedef struct router_close { void (*done)(void *); void *data; redis_router *r;
 static void router_closed(redis_conn *c, void *data)
 {
     router_close *rc = data;
-    free(rc->r);
     if (rc->done) rc->done(rc->data);
     free(rc);
 }
 
+/* The router's memory stays until sim_net_free_all: a move event may
+ * still name it. */
 void redis_router_close(redis_router *r, void (*done)(void *data), void *data)
 {
+    r->closed = 1;
     router_close *rc = malloc(sizeof *rc);
     if (!rc) abort();
     *rc = (router_close){ done, data, r };

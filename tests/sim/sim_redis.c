@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "core/sha1.h"
+#include "sim/sim_stream.h"
 #include "worker/log_trim.h"
 #include "worker/scripts.h"
 
@@ -139,7 +140,6 @@ enum { T_STR = 1, T_HASH, T_LIST, T_SET, T_STREAM };
 static const char *const type_names[] = { "none", "string", "hash", "list", "set", "stream" };
 
 typedef struct sbuf { char *p; size_t n; } sbuf;
-typedef struct sentry { char id[48]; size_t nf; sbuf *f; } sentry;
 
 typedef struct sval {
     int type;
@@ -147,7 +147,7 @@ typedef struct sval {
     sbuf s;                 /* string */
     dict h;                 /* hash (values: sbuf*) or set (no values) */
     sbuf *l; size_t lhead, ln, lcap;   /* list: items [lhead, lhead+ln) */
-    sentry *x; size_t xn, xcap; uint64_t xms, xseq;   /* stream */
+    xstream *xs;            /* stream (sim_stream.h) */
     int hash_table;         /* hash: past Redis's listpack limits (hash_encoding) */
 } sval;
 
@@ -165,11 +165,7 @@ static void sval_free(void *p)
     dict_free(&v->h, sbuf_free);
     for (size_t i = 0; i < v->ln; i++) free(v->l[v->lhead + i].p);
     free(v->l);
-    for (size_t i = 0; i < v->xn; i++) {
-        for (size_t j = 0; j < v->x[i].nf; j++) free(v->x[i].f[j].p);
-        free(v->x[i].f);
-    }
-    free(v->x);
+    xs_free(v->xs);
     free(v);
 }
 
@@ -203,19 +199,7 @@ static sval *sval_copy(const sval *v)
         }
         c->ln = v->ln;
     }
-    if (v->xn) {
-        c->xcap = v->xn;
-        c->x = xmalloc(c->xcap * sizeof *c->x);
-        for (size_t i = 0; i < v->xn; i++) {
-            c->x[i] = v->x[i];
-            c->x[i].f = xmalloc(v->x[i].nf * sizeof(sbuf));
-            for (size_t j = 0; j < v->x[i].nf; j++)
-                c->x[i].f[j] = (sbuf){ xdup(v->x[i].f[j].p, v->x[i].f[j].n), v->x[i].f[j].n };
-        }
-        c->xn = v->xn;
-    }
-    c->xms = v->xms;
-    c->xseq = v->xseq;
+    if (v->xs) c->xs = xs_copy(v->xs);
     return c;
 }
 
@@ -233,6 +217,7 @@ struct simr {
     simr_observer obs;
     uint64_t commands;
     int replicas;         /* what WAIT answers */
+    int oom;              /* used_memory > maxmemory (noeviction): simr_set_oom */
 };
 
 typedef struct watched { char *k; size_t kn; uint64_t ver; int64_t exp; } watched;
@@ -257,7 +242,27 @@ typedef struct ctx {
     const size_t *lens;
     int64_t now;
     redisReply *err;    /* a script: the error that stopped it */
+    const char *src;    /* a script: its source (the OOM error names a line of it) */
+    int dirty;          /* a script: it called a write command (Redis's SCRIPT_WRITE_DIRTY) */
+    int allow_oom;      /* a script: its shebang says flags=allow-oom */
 } ctx;
+
+/* Redis 7.0's command flags the model needs: `write` (a script that
+ * called one may no longer be refused for memory: SCRIPT_WRITE_DIRTY) and
+ * `denyoom` (refused while used_memory > maxmemory). */
+enum { F_WRITE = 1, F_DENYOOM = 2, F_W = F_WRITE, F_WD = F_WRITE | F_DENYOOM };
+
+typedef struct cmd_def {
+    const char *name;
+    int arity;          /* argc, or -min */
+    redisReply *(*fn)(ctx *x);
+    int flags;
+} cmd_def;
+
+static const char OOM_ERR[] = "OOM command not allowed when used memory > 'maxmemory'.";
+
+static const cmd_def *find_cmd(const char *p, size_t n);
+static redisReply *arity_or_unknown(const cmd_def *d, int argc, const char **argv, const size_t *lens);
 
 /* ------------------------------------------------------------- replies -- */
 
@@ -351,6 +356,7 @@ static sval *create(simr *s, const char *k, size_t kn, int type)
     sval *v = calloc(1, sizeof *v);
     if (!v) abort();
     v->type = type;
+    if (type == T_STREAM) v->xs = xs_new();
     dict_add(&s->keys, k, kn, v, 0);
     return v;
 }
@@ -904,48 +910,37 @@ static redisReply *c_xadd(ctx *x)
             return r_err("ERR The MAXLEN argument must be >= 0.");
         i++;
     }
-    if (i >= x->argc || !(x->lens[i] == 1 && x->argv[i][0] == '*'))
-        return r_err("ERR sim: only XADD with id '*' is modelled");
+    if (i >= x->argc) return r_err("ERR wrong number of arguments for 'xadd' command");
+    int autoid = x->lens[i] == 1 && x->argv[i][0] == '*';
+    xid id = { 0, 0 };
+    if (!autoid && (!memchr(x->argv[i], '-', x->lens[i]) || xid_parse(x->argv[i], x->lens[i], 0, &id) < 0))
+        return r_err("ERR Invalid stream ID specified as stream command argument");
+    if (!autoid && !id.ms && !id.seq) return r_err("ERR The ID specified in XADD must be greater than 0-0");
     i++;
     if (x->argc - i < 2 || (x->argc - i) % 2) return r_err("ERR wrong number of arguments for 'xadd' command");
     sval *v;
     redisReply *e = get_typed(x, 1, T_STREAM, &v);
     if (e) return e;
+    if (!autoid && v && xid_cmp(id, xs_last_id(v->xs)) <= 0)
+        return r_err("ERR The ID specified in XADD is equal or smaller than the target stream top item");
     if (!v) v = create(x->s, x->argv[1], x->lens[1], T_STREAM);
-    uint64_t ms = (uint64_t)x->now > v->xms ? (uint64_t)x->now : v->xms;
-    uint64_t seq = ms == v->xms && (v->xn || v->xseq) ? v->xseq + 1 : 0;
-    v->xms = ms;
-    v->xseq = seq;
-    if (v->xn == v->xcap) {
-        v->xcap = v->xcap ? v->xcap * 2 : 16;
-        v->x = realloc(v->x, v->xcap * sizeof *v->x);
-        if (!v->x) abort();
-    }
-    sentry *en = &v->x[v->xn++];
-    snprintf(en->id, sizeof en->id, "%" PRIu64 "-%" PRIu64, ms, seq);
-    en->nf = (size_t)(x->argc - i);
-    en->f = xmalloc(en->nf * sizeof *en->f);
-    for (size_t j = 0; j < en->nf; j++) en->f[j] = (sbuf){ xdup(x->argv[i + (int)j], x->lens[i + (int)j]), x->lens[i + (int)j] };
-    /* `~` trims whole nodes of 100 entries (stream-node-max-entries) */
-    if (maxlen >= 0) {
-        size_t drop = v->xn > (size_t)maxlen ? v->xn - (size_t)maxlen : 0;
-        if (approx) drop -= drop % 100;
-        for (size_t k = 0; k < drop; k++) {
-            for (size_t j = 0; j < v->x[k].nf; j++) free(v->x[k].f[j].p);
-            free(v->x[k].f);
-        }
-        memmove(v->x, v->x + drop, (v->xn - drop) * sizeof *v->x);
-        v->xn -= drop;
-    }
+    const xentry *en = autoid ? xs_add(v->xs, (uint64_t)x->now, (size_t)(x->argc - i), x->argv + i, x->lens + i)
+                              : xs_add_id(v->xs, id, (size_t)(x->argc - i), x->argv + i, x->lens + i);
+    if (x->s->obs.stream_added)
+        x->s->obs.stream_added(x->s->obs.ud, x->argv[1], x->lens[1], en->text, en->nf, (const char *const *)en->f,
+                               en->fl);
+    redisReply *r = r_str(en->text, strlen(en->text));
+    /* with `~` only whole nodes go, at most 100 nodes' worth (the default LIMIT) */
+    if (maxlen >= 0) xs_trim(v->xs, (uint64_t)maxlen, NULL, approx, approx ? 100 * 100 : 0);
     touch(x->s, x->argv[1], x->lens[1]);
-    return r_str(en->id, strlen(en->id));
+    return r;
 }
 
 static redisReply *c_xlen(ctx *x)
 {
     sval *v;
     redisReply *e = get_typed(x, 1, T_STREAM, &v);
-    return e ? e : r_int(v ? (long long)v->xn : 0);
+    return e ? e : r_int(v ? (long long)xs_len(v->xs) : 0);
 }
 
 /* XRANGE key - +: every entry (the only form the tests use). */
@@ -962,20 +957,209 @@ static redisReply *c_wait(ctx *x)
     return r_int(x->s->replicas);
 }
 
+static redisReply *entry_reply(const xentry *en)
+{
+    redisReply *r = r_arr(2), *f = r_arr(en->nf);
+    r->element[0] = r_str(en->text, strlen(en->text));
+    for (size_t j = 0; j < en->nf; j++) f->element[j] = r_str(en->f[j], en->fl[j]);
+    r->element[1] = f;
+    return r;
+}
+
 static redisReply *c_xrange(ctx *x)
 {
     sval *v;
     redisReply *e = get_typed(x, 1, T_STREAM, &v);
     if (e) return e;
     if (!arg_eq(x, 2, "-") || !arg_eq(x, 3, "+")) return r_err("ERR sim: only XRANGE - + is modelled");
-    redisReply *r = r_arr(v ? v->xn : 0);
-    for (size_t i = 0; v && i < v->xn; i++) {
-        redisReply *en = r_arr(2), *f = r_arr(v->x[i].nf);
-        en->element[0] = r_str(v->x[i].id, strlen(v->x[i].id));
-        for (size_t j = 0; j < v->x[i].nf; j++) f->element[j] = r_str(v->x[i].f[j].p, v->x[i].f[j].n);
-        en->element[1] = f;
-        r->element[i] = en;
+    size_t n = v ? xs_len(v->xs) : 0;
+    redisReply *r = r_arr(n);
+    for (size_t i = 0; i < n; i++) r->element[i] = entry_reply(xs_at(v->xs, i));
+    return r;
+}
+
+/* XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT n]: Redis 7.0's argument
+ * checks, then the trim (sim_stream.c). */
+static redisReply *c_xtrim(ctx *x)
+{
+    int minid = arg_eq(x, 2, "MINID"), i = 3, approx = 0, limited = 0;
+    if (!minid && !arg_eq(x, 2, "MAXLEN")) return r_err("ERR syntax error");
+    if (i < x->argc && (arg_eq(x, i, "~") || arg_eq(x, i, "="))) approx = arg_eq(x, i++, "~");
+    if (i >= x->argc) return r_err("ERR syntax error");
+    long long maxlen = 0, limit = 0;
+    xid id = { 0, 0 };
+    if (minid ? xid_parse(x->argv[i], x->lens[i], 0, &id) < 0 : parse_ll(x->argv[i], x->lens[i], &maxlen) < 0)
+        return minid ? r_err("ERR Invalid stream ID specified as stream command argument") : r_notint();
+    if (maxlen < 0) return r_err("ERR The MAXLEN argument must be >= 0.");
+    for (i++; i < x->argc; i += 2) {
+        if (!arg_eq(x, i, "LIMIT") || i + 1 >= x->argc) return r_err("ERR syntax error");
+        if (parse_ll(x->argv[i + 1], x->lens[i + 1], &limit) < 0) return r_notint();
+        if (limit < 0) return r_err("ERR The LIMIT argument must be >= 0.");
+        limited = 1;
     }
+    if (limited && !approx) return r_err("ERR syntax error, LIMIT cannot be used without the special ~ option");
+    if (approx && !limited) limit = 100 * 100;
+    sval *v;
+    redisReply *e = get_typed(x, 1, T_STREAM, &v);
+    if (e || !v) return e ? e : r_int(0);
+    long long n = xs_trim(v->xs, (uint64_t)maxlen, minid ? &id : NULL, approx, limit);
+    if (n) touch(x->s, x->argv[1], x->lens[1]);
+    return r_int(n);
+}
+
+static redisReply *invalid_id(void) { return r_err("ERR Invalid stream ID specified as stream command argument"); }
+
+/* XGROUP CREATE key group id|$ [MKSTREAM] */
+static redisReply *c_xgroup(ctx *x)
+{
+    if (!arg_eq(x, 1, "CREATE")) return r_err("ERR sim: only XGROUP CREATE is modelled");
+    if (x->argc < 5 || x->argc > 6 || (x->argc == 6 && !arg_eq(x, 5, "MKSTREAM")))
+        return r_err("ERR syntax error");
+    sval *v;
+    redisReply *e = get_typed(x, 2, T_STREAM, &v);
+    if (e) return e;
+    if (!v && x->argc < 6)
+        return r_err("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use "
+                     "the MKSTREAM option to create an empty stream automatically.");
+    xid id;
+    int last = x->lens[4] == 1 && x->argv[4][0] == '$';
+    if (!last && xid_parse(x->argv[4], x->lens[4], 0, &id) < 0) return invalid_id();
+    if (!v) v = create(x->s, x->argv[2], x->lens[2], T_STREAM);
+    char name[72];
+    snprintf(name, sizeof name, "%.*s", (int)x->lens[3], x->argv[3]);
+    if (xs_group_create(v->xs, name, last ? xs_last_id(v->xs) : id) < 0)
+        return r_err("BUSYGROUP Consumer Group name already exists");
+    touch(x->s, x->argv[2], x->lens[2]);
+    return r_ok();
+}
+
+/* The stream argv[key] (*v NULL when absent) and its group argv[group]
+ * (NULL when either is): a WRONGTYPE reply, else NULL. */
+static redisReply *stream_group(ctx *x, int key, int group, sval **v, xgroup **g)
+{
+    redisReply *e = get_typed(x, key, T_STREAM, v);
+    if (e) return e;
+    char name[72];
+    snprintf(name, sizeof name, "%.*s", (int)x->lens[group], x->argv[group]);
+    *g = *v ? xs_group((*v)->xs, name) : NULL;
+    return NULL;
+}
+
+static redisReply *nogroup(ctx *x, int key, int group, const char *cmd)
+{
+    return r_err("NOGROUP No such key '%.*s' or consumer group '%.*s'%s", (int)x->lens[key], x->argv[key],
+                 (int)x->lens[group], x->argv[group], cmd);
+}
+
+/* XREADGROUP GROUP g consumer [COUNT n] STREAMS key id: one stream, `>`
+ * (new entries, nil when none) or an id (the consumer's pending entries
+ * after it; a trimmed one comes back with nil fields). */
+static redisReply *c_xreadgroup(ctx *x)
+{
+    long long count = 0;
+    int i = 4;
+    if (!arg_eq(x, 1, "GROUP")) return r_err("ERR syntax error");
+    if (i + 1 < x->argc && arg_eq(x, i, "COUNT")) {
+        if (parse_ll(x->argv[i + 1], x->lens[i + 1], &count) < 0) return r_notint();
+        if (count < 0) count = 0;
+        i += 2;
+    }
+    if (i + 3 != x->argc || !arg_eq(x, i, "STREAMS")) return r_err("ERR sim: only XREADGROUP of one stream is modelled");
+    int k = i + 1, idx = i + 2;
+    sval *v;
+    xgroup *g;
+    redisReply *e = stream_group(x, k, 2, &v, &g);
+    if (e) return e;
+    char cname[72];
+    snprintf(cname, sizeof cname, "%.*s", (int)x->lens[3], x->argv[3]);
+    int fresh = x->lens[idx] == 1 && x->argv[idx][0] == '>';
+    xid after;
+    if (!fresh && xid_parse(x->argv[idx], x->lens[idx], 0, &after) < 0) return invalid_id();
+    if (!g) return nogroup(x, k, 2, " in XREADGROUP with GROUP option");
+    redisReply *list;
+    if (fresh) {
+        size_t *at, n = xs_read_new(v->xs, g, cname, (size_t)count, &at);
+        if (!n) { free(at); return r_nil(); }
+        list = r_arr(n);
+        for (size_t j = 0; j < n; j++) list->element[j] = entry_reply(xs_at(v->xs, at[j]));
+        free(at);
+    } else {
+        xid *ids;
+        size_t n = xs_read_pending(g, cname, after, (size_t)count, &ids);
+        list = r_arr(n);
+        for (size_t j = 0; j < n; j++) {
+            const xentry *en = xs_find(v->xs, ids[j]);
+            if (en) { list->element[j] = entry_reply(en); continue; }
+            char t[48];
+            snprintf(t, sizeof t, "%llu-%llu", (unsigned long long)ids[j].ms, (unsigned long long)ids[j].seq);
+            list->element[j] = r_arr(2);
+            list->element[j]->element[0] = r_str(t, strlen(t));
+            list->element[j]->element[1] = r_nil();
+        }
+        free(ids);
+    }
+    touch(x->s, x->argv[k], x->lens[k]);
+    redisReply *r = r_arr(1), *one = r_arr(2);
+    one->element[0] = r_str(x->argv[k], x->lens[k]);
+    one->element[1] = list;
+    r->element[0] = one;
+    return r;
+}
+
+static redisReply *c_xack(ctx *x)
+{
+    xid ids[64];
+    if (x->argc - 3 > 64) return r_err("ERR sim: XACK of at most 64 ids is modelled");
+    for (int i = 3; i < x->argc; i++)
+        if (xid_parse(x->argv[i], x->lens[i], 0, &ids[i - 3]) < 0) return invalid_id();
+    sval *v;
+    xgroup *g;
+    redisReply *e = stream_group(x, 1, 2, &v, &g);
+    if (e) return e;
+    long long n = 0;
+    for (int i = 3; g && i < x->argc; i++) n += xs_ack(g, ids[i - 3]);
+    return r_int(n);
+}
+
+/* XPENDING key group: the summary form, [count, min, max, [[consumer,
+ * "n"], ...]] or [0, nil, nil, nil]. */
+static redisReply *c_xpending(ctx *x)
+{
+    if (x->argc != 3) return r_err("ERR sim: only XPENDING key group is modelled");
+    sval *v;
+    xgroup *g;
+    redisReply *e = stream_group(x, 1, 2, &v, &g);
+    if (e) return e;
+    if (!g) return nogroup(x, 1, 2, "");
+    redisReply *r = r_arr(4);
+    r->element[0] = r_int((long long)g->npel);
+    if (!g->npel) {
+        for (int i = 1; i < 4; i++) r->element[i] = r_nil();
+        return r;
+    }
+    char t[48];
+    for (int i = 1; i <= 2; i++) {
+        xid id = g->pel[i == 1 ? 0 : g->npel - 1].id;
+        snprintf(t, sizeof t, "%llu-%llu", (unsigned long long)id.ms, (unsigned long long)id.seq);
+        r->element[i] = r_str(t, strlen(t));
+    }
+    size_t nc = 0;
+    for (size_t c = 0; c < g->ncons; c++)
+        for (size_t p = 0; p < g->npel; p++)
+            if (!strcmp(g->pel[p].consumer, g->consumers[c])) { nc++; break; }
+    redisReply *cs = r_arr(nc);
+    size_t at = 0;
+    for (size_t c = 0; c < g->ncons; c++) {
+        size_t cnt = 0;
+        for (size_t p = 0; p < g->npel; p++) cnt += !strcmp(g->pel[p].consumer, g->consumers[c]);
+        if (!cnt) continue;
+        snprintf(t, sizeof t, "%zu", cnt);
+        cs->element[at] = r_arr(2);
+        cs->element[at]->element[0] = r_str(g->consumers[c], strlen(g->consumers[c]));
+        cs->element[at]->element[1] = r_str(t, strlen(t));
+        at++;
+    }
+    r->element[3] = cs;
     return r;
 }
 
@@ -986,10 +1170,31 @@ static redisReply *dispatch(ctx *x);
 /* redis.call from a script: a command on plain C strings. An error reply
  * stops the script (Redis raises it): it is kept in x->err, this call and
  * every later one answer nil and run nothing, and run_script returns it. */
+/* Redis 7.0 (scriptVerifyOOM): a script without allow-oom is refused for
+ * memory at its first denyoom call made before any write call -- after a
+ * write it cannot stop halfway -- with the line of that call. */
+static redisReply *script_oom(ctx *x, const char *name, size_t n)
+{
+    const cmd_def *d = find_cmd(name, n);
+    if (!d || !x->s->oom || x->allow_oom || x->dirty || !(d->flags & F_DENYOOM)) {
+        if (d && (d->flags & F_WRITE)) x->dirty = 1;
+        return NULL;
+    }
+    char call[64], sha[41];
+    snprintf(call, sizeof call, "redis.call('%s'", d->name);
+    for (char *c = call + 12; *c; c++) *c = (char)toupper((unsigned char)*c);
+    const char *at = x->src ? strstr(x->src, call) : NULL;
+    int line = 1;
+    for (const char *c = x->src; at && c < at; c++) line += *c == '\n';
+    sha1_hex(x->src ? x->src : "", x->src ? strlen(x->src) : 0, sha);
+    return r_err("%s script: %s, on @user_script:%d.", OOM_ERR, sha, line);
+}
+
 static redisReply *rcall_len(ctx *x, int argc, const char **argv, const size_t *lens)
 {
     if (x->err) return r_nil();
-    ctx y = { x->s, NULL, argc, argv, lens, x->now, NULL };
+    if ((x->err = script_oom(x, argv[0], lens[0]))) return r_nil();
+    ctx y = { x->s, NULL, argc, argv, lens, x->now, NULL, NULL, 0, 0 };
     redisReply *r = dispatch(&y);
     if (r->type == REDIS_REPLY_ERROR) { x->err = r; return r_nil(); }
     return r;
@@ -1207,17 +1412,26 @@ static redisReply *script_load_prepare(ctx *x, const char **K, const char **A)
     return r;
 }
 
-/* LOG_TRIM (worker/log_trim.c): trims only below the archive group's
- * position. The model has no consumer groups (XGROUP is not modelled, so
- * nothing can create one), so past XLEN's check -- which raises WRONGTYPE
- * on a key of another type -- it always finds no group and trims nothing,
- * as the script does before the archiver's first run. */
+/* LOG_TRIM (worker/log_trim.c): at most XLEN - log_maxlen entries, and
+ * only below the archive group's position -- its oldest pending entry,
+ * or with none pending its last-delivered-id -- with XTRIM MINID ~ ...
+ * LIMIT; nothing without the group. XLEN raises WRONGTYPE on a key of
+ * another type (the script's answer); the group's XINFO runs under pcall,
+ * so no failure of its own escapes. */
 static redisReply *script_log_trim(ctx *x, const char **K, const char **A)
 {
     redisReply *len = rcall(x, 2, (const char *[]){ "XLEN", K[0] });
     if (len->type != REDIS_REPLY_INTEGER) return len;   /* x->err: the script's answer */
+    long long excess = len->integer - strtoll(A[1], NULL, 10);
     freeReplyObject(len);
-    return r_int(0);
+    sval *v = excess > 0 ? lookup(x->s, K[0], strlen(K[0]), x->now) : NULL;
+    xgroup *g = v && v->type == T_STREAM ? xs_group(v->xs, A[0]) : NULL;
+    if (!g) return r_int(0);
+    xid safe = g->npel ? g->pel[0].id : g->last;
+    char id[48], lim[24];
+    snprintf(id, sizeof id, "%llu-%llu", (unsigned long long)safe.ms, (unsigned long long)safe.seq);
+    snprintf(lim, sizeof lim, "%lld", excess);
+    return rcall(x, 7, (const char *[]){ "XTRIM", K[0], "MINID", "~", id, "LIMIT", lim });
 }
 
 static redisReply *run_script_body(ctx *x, const char *src);
@@ -1227,6 +1441,9 @@ static redisReply *run_script_body(ctx *x, const char *src);
 static redisReply *run_script(ctx *x, const char *src)
 {
     x->err = NULL;
+    x->src = src;
+    x->dirty = 0;
+    x->allow_oom = !strncmp(src, "#!lua", 5) && strstr(src, "allow-oom") && strstr(src, "allow-oom") < strchr(src, '\n');
     redisReply *r = run_script_body(x, src);
     if (!x->err) return r;
     freeReplyObject(r);
@@ -1288,27 +1505,24 @@ static redisReply *c_evalsha(ctx *x)
 
 /* ------------------------------------------------------- the dispatcher -- */
 
-typedef struct cmd_def {
-    const char *name;
-    int arity;          /* argc, or -min */
-    redisReply *(*fn)(ctx *x);
-} cmd_def;
-
 static const cmd_def commands[] = {
-    { "get", 2, c_get }, { "set", -3, c_set }, { "incrby", 3, c_incrby },
-    { "del", -2, c_del }, { "exists", -2, c_exists }, { "type", 2, c_type },
-    { "pexpire", 3, c_pexpire }, { "pttl", 2, c_pttl }, { "rename", 3, c_rename },
-    { "ping", 1, c_ping }, { "time", 1, c_time },
-    { "hset", -4, c_hset }, { "hget", 3, c_hget }, { "hmget", -3, c_hmget },
-    { "hgetall", 2, c_hgetall }, { "hscan", -3, c_hscan }, { "hdel", -3, c_hdel },
-    { "hlen", 2, c_hlen }, { "hincrby", 4, c_hincrby },
-    { "sadd", -3, c_sadd }, { "srem", -3, c_srem }, { "smembers", 2, c_smembers },
-    { "rpush", -3, c_rpush }, { "lpush", -3, c_lpush }, { "llen", 2, c_llen },
-    { "lrange", 4, c_lrange }, { "ltrim", 4, c_ltrim }, { "lindex", 3, c_lindex },
-    { "blmove", 6, c_blmove },
-    { "xadd", -5, c_xadd }, { "xlen", 2, c_xlen }, { "xrange", 4, c_xrange },
-    { "eval", -3, c_eval }, { "evalsha", -3, c_evalsha }, { "wait", 3, c_wait },
+    { "get", 2, c_get, 0 }, { "set", -3, c_set, F_WD }, { "incrby", 3, c_incrby, F_WD },
+    { "del", -2, c_del, F_W }, { "exists", -2, c_exists, 0 }, { "type", 2, c_type, 0 },
+    { "pexpire", 3, c_pexpire, F_W }, { "pttl", 2, c_pttl, 0 }, { "rename", 3, c_rename, F_W },
+    { "ping", 1, c_ping, 0 }, { "time", 1, c_time, 0 },
+    { "hset", -4, c_hset, F_WD }, { "hget", 3, c_hget, 0 }, { "hmget", -3, c_hmget, 0 },
+    { "hgetall", 2, c_hgetall, 0 }, { "hscan", -3, c_hscan, 0 }, { "hdel", -3, c_hdel, F_W },
+    { "hlen", 2, c_hlen, 0 }, { "hincrby", 4, c_hincrby, F_WD },
+    { "sadd", -3, c_sadd, F_WD }, { "srem", -3, c_srem, F_W }, { "smembers", 2, c_smembers, 0 },
+    { "rpush", -3, c_rpush, F_WD }, { "lpush", -3, c_lpush, F_WD }, { "llen", 2, c_llen, 0 },
+    { "lrange", 4, c_lrange, 0 }, { "ltrim", 4, c_ltrim, F_W }, { "lindex", 3, c_lindex, 0 },
+    { "blmove", 6, c_blmove, F_WD },
+    { "xadd", -5, c_xadd, F_WD }, { "xlen", 2, c_xlen, 0 }, { "xrange", 4, c_xrange, 0 },
+    { "xtrim", -4, c_xtrim, F_W }, { "xgroup", -2, c_xgroup, F_WD }, { "xreadgroup", -7, c_xreadgroup, F_W },
+    { "xack", -4, c_xack, F_W }, { "xpending", -3, c_xpending, 0 },
+    { "eval", -3, c_eval, 0 }, { "evalsha", -3, c_evalsha, 0 }, { "wait", 3, c_wait, 0 },
 };
+
 
 static const cmd_def *find_cmd(const char *p, size_t n)
 {
@@ -1405,6 +1619,15 @@ static redisReply *c_exec(ctx *x)
 {
     simr_client *c = x->c;
     if (!c->in_multi) return r_err("ERR EXEC without MULTI");
+    /* out of memory since a denyoom command was queued: refused before it
+     * runs (processCommand), whatever else is wrong with it */
+    for (size_t i = 0; x->s->oom && i < c->nq; i++) {
+        const cmd_def *d = find_cmd(c->q[i].argv[0], c->q[i].lens[0]);
+        if (d && (d->flags & F_DENYOOM)) {
+            discard(c);
+            return r_err("EXECABORT Transaction discarded because of: %s", OOM_ERR);
+        }
+    }
     if (c->multi_error) {
         discard(c);
         return r_err("EXECABORT Transaction discarded because of previous errors.");
@@ -1419,7 +1642,7 @@ static redisReply *c_exec(ctx *x)
     }
     redisReply *r = r_arr(c->nq);
     for (size_t i = 0; i < c->nq; i++) {
-        ctx y = { x->s, c, c->q[i].argc, (const char **)c->q[i].argv, c->q[i].lens, x->now, NULL };
+        ctx y = { x->s, c, c->q[i].argc, (const char **)c->q[i].argv, c->q[i].lens, x->now, NULL, NULL, 0, 0 };
         r->element[i] = dispatch(&y);
         if (!r->element[i]) r->element[i] = r_nil();   /* BLMOVE inside MULTI */
     }
@@ -1431,10 +1654,19 @@ static redisReply *c_exec(ctx *x)
 redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, const size_t *lens, int64_t now)
 {
     if (argc < 1) return r_err("ERR empty command");
-    ctx x = { s, c, argc, argv, lens, now, NULL };
+    ctx x = { s, c, argc, argv, lens, now, NULL, NULL, 0, 0 };
     const char *n = argv[0];
     size_t nl = lens[0];
 #define IS(name) (nl == sizeof name - 1 && !strncasecmp(n, name, nl))
+    /* out of memory, a transaction queues nothing (the queue itself
+     * grows): every command but EXEC and DISCARD is refused, after the
+     * checks of the command's name and arity */
+    if (s->oom && c->in_multi && !IS("EXEC") && !IS("DISCARD")) {
+        int known = IS("MULTI") || IS("WATCH") || IS("UNWATCH");
+        redisReply *e = known ? NULL : arity_or_unknown(find_cmd(n, nl), argc, argv, lens);
+        c->multi_error = 1;
+        return e ? e : r_err("%s", OOM_ERR);
+    }
     if (IS("MULTI")) {
         if (argc != 1) return r_err("ERR wrong number of arguments for 'multi' command");
         if (c->in_multi) return r_err("ERR MULTI calls can not be nested");
@@ -1466,6 +1698,8 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
         c->q[c->nq++] = queued_copy(argc, argv, lens);
         return r_status("QUEUED");
     }
+    const cmd_def *d = find_cmd(n, nl);
+    if (s->oom && d && (d->flags & F_DENYOOM) && !arity_or_unknown(d, argc, argv, lens)) return r_err("%s", OOM_ERR);
     redisReply *r = dispatch(&x);
     if (!r) {   /* blocked */
         c->blocked = queued_copy(argc, argv, lens);
@@ -1477,7 +1711,7 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
 redisReply *simr_retry_blocked(simr *s, simr_client *c, int64_t now)
 {
     if (!c->is_blocked) return NULL;
-    ctx x = { s, c, c->blocked.argc, (const char **)c->blocked.argv, c->blocked.lens, now, NULL };
+    ctx x = { s, c, c->blocked.argc, (const char **)c->blocked.argv, c->blocked.lens, now, NULL, NULL, 0, 0 };
     redisReply *r = dispatch(&x);
     if (r) { c->is_blocked = 0; queued_free(&c->blocked); }
     return r;
@@ -1539,6 +1773,7 @@ void simr_free(simr *s)
 
 void simr_set_observer(simr *s, const simr_observer *o) { s->obs = *o; }
 void simr_set_replicas(simr *s, int n) { s->replicas = n; }
+void simr_set_oom(simr *s, int oom) { s->oom = oom; }
 uint64_t simr_commands(const simr *s) { return s->commands; }
 
 simr_db *simr_snapshot(simr *s)
@@ -1631,11 +1866,23 @@ void simr_hash_each(simr *s, const char *key, simr_pair_fn fn, void *ud)
 void simr_stream_each(simr *s, const char *key, simr_entry_fn fn, void *ud)
 {
     sval *v = peek(s, key, T_STREAM);
-    for (size_t i = 0; v && i < v->xn; i++) {
-        const char *f[64];
-        size_t fl[64];
-        size_t nf = v->x[i].nf < 64 ? v->x[i].nf : 64;
-        for (size_t j = 0; j < nf; j++) { f[j] = v->x[i].f[j].p; fl[j] = v->x[i].f[j].n; }
-        fn(ud, v->x[i].id, nf, f, fl);
+    for (size_t i = 0; v && i < xs_len(v->xs); i++) {
+        const xentry *en = xs_at(v->xs, i);
+        fn(ud, en->text, en->nf, (const char *const *)en->f, en->fl);
     }
+}
+
+int simr_stream_bounds(simr *s, const char *key, uint64_t *first_ms, uint64_t *first_seq, uint64_t *last_ms,
+                       uint64_t *last_seq, size_t *len)
+{
+    sval *v = peek(s, key, T_STREAM);
+    if (!v) return -1;
+    const xentry *f = xs_at(v->xs, 0);
+    xid l = xs_last_id(v->xs);
+    if (first_ms) *first_ms = f ? f->id.ms : 0;
+    if (first_seq) *first_seq = f ? f->id.seq : 0;
+    if (last_ms) *last_ms = l.ms;
+    if (last_seq) *last_seq = l.seq;
+    if (len) *len = xs_len(v->xs);
+    return 0;
 }

@@ -33,10 +33,19 @@ typedef struct simr_observer {
     /* WAIT answered with every replica in sync: they hold all writes so
      * far (a failover now loses none of them). May be NULL. */
     void (*replicas_synced)(void *ud, simr *s);
+    /* XADD wrote entry id to stream key (its field/value strings). May
+     * be NULL. */
+    void (*stream_added)(void *ud, const char *key, size_t klen, const char *id, size_t nf,
+                         const char *const *f, const size_t *fl);
 } simr_observer;
 
 /* Replicas WAIT counts (0, as a lone redis-server, by default). */
 void simr_set_replicas(simr *s, int n);
+/* Out of memory (maxmemory reached, noeviction) or not: denyoom commands
+ * are refused with -OOM, a transaction queues nothing, an EXEC of denyoom
+ * commands is aborted, a script without allow-oom is refused at its first
+ * denyoom call before any write (Redis 7.0). */
+void simr_set_oom(simr *s, int oom);
 
 simr *simr_new(void);
 void simr_free(simr *s);
@@ -82,5 +91,10 @@ typedef void (*simr_entry_fn)(void *ud, const char *id, size_t nf, const char *c
                               const size_t *flen);
 void simr_stream_each(simr *s, const char *key, simr_entry_fn fn, void *ud);
 uint64_t simr_commands(const simr *s);
+/* A stream's first and last ids (the last one generated: it stays when
+ * the entries are trimmed) and length; -1 when key is no stream. Any
+ * pointer may be NULL. */
+int simr_stream_bounds(simr *s, const char *key, uint64_t *first_ms, uint64_t *first_seq, uint64_t *last_ms,
+                       uint64_t *last_seq, size_t *len);
 
 #endif

@@ -35,6 +35,8 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "sim/sim.h"
+#include "sim/sim_archive.h"
+#include "sim/sim_c11.h"
 #include "worker/batch_keys.h"
 #include "service/registry.h"
 #include "worker/batch_worker.h"
@@ -42,7 +44,7 @@
 
 #define BATCH "b1"
 #define NUSERS 30
-#define NITEMS 4
+#define NITEMS 6
 
 /* ------------------------------------------------------------ workload -- */
 
@@ -247,16 +249,54 @@ static int gen_swap(workload *wl, simr *s, const batch_keys *k, char *id, char *
                     partner(a));
 }
 
+/* a group asks for one room, and half the time any room of a floor too
+ * (contract 11.4's exact fill and 11.2's same_X across the members find
+ * a room more often that way) */
 static int gen_group(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
 {
-    int a = (int)sim_below(NUSERS) + 1, b = (int)sim_below(NUSERS) + 1;
+    int a = (int)sim_below(NUSERS) + 1, b = (int)sim_below(NUSERS) + 1, c = (int)sim_below(NUSERS) + 1;
     if (a == b) b = b % NUSERS + 1;
+    char filter[48] = "";
+    if (sim_chance(0.5)) snprintf(filter, sizeof filter, ",\"filter\":{\"floor\":\"%d\"}", (int)sim_below(2) + 1);
     snprintf(user, 16, "u%d", a);
     if (wl->formed)
-        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"prefs\":[\"R%d\"]}", id, a,
-                        (int)sim_below(NITEMS) + 1);
-    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"members\":[\"u%d\",\"u%d\"],"
-                    "\"prefs\":[\"R%d\"]}", id, a, a, b, (int)sim_below(NITEMS) + 1);
+        return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"prefs\":[\"R%d\"]%s}", id, a,
+                        (int)sim_below(NITEMS) + 1, filter);
+    char third[16] = "";
+    if (c != a && c != b && sim_chance(0.3)) snprintf(third, sizeof third, ",\"u%d\"", c);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"user\":\"u%d\",\"op\":\"group\",\"members\":[\"u%d\",\"u%d\"%s],"
+                    "\"prefs\":[\"R%d\"]%s}", id, a, a, b, third, (int)sim_below(NITEMS) + 1, filter);
+}
+
+/* contract 11.5: staff place a user whatever the batch's state, with
+ * `check` (eligibility) half the time; rooms a bed, stock 1-2 units */
+static int gen_assign(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    pick_user(user);
+    const char *check = sim_chance(0.5) ? ",\"check\":true" : "";
+    if (wl->room)
+        return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"assign\",\"user\":\"%s\",\"item\":\"R%d\"%s}", id, user,
+                        (int)sim_below(NITEMS) + 1, check);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"assign\",\"user\":\"%s\",\"item\":\"sku%d\",\"qty\":%d%s}", id,
+                    user, (int)sim_below(NITEMS) + 1, (int)sim_below(2) + 1, check);
+}
+
+/* the bed, all the user's orders, or (stock, 40%) one order a buy or an
+ * assign was granted */
+static int gen_unassign(workload *wl, simr *s, const batch_keys *k, char *id, char *user, char *buf, size_t n)
+{
+    for (int tries = 0; !wl->room && sim_chance(0.4) && tries < 8 && wl->nsent; tries++) {
+        sent_req *r = &wl->sent[sim_below(wl->nsent)];
+        const char *res = r->is_buy ? simr_hget(s, k->results, r->id, NULL) : NULL;
+        const char *o = res ? strstr(res, "\"order\":\"") : NULL;
+        const char *e = o ? strchr(o + 9, '"') : NULL;
+        if (!e) continue;
+        snprintf(user, 16, "%s", r->user);
+        return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"unassign\",\"user\":\"%s\",\"order\":\"%.*s\"}", id, user,
+                        (int)(e - o - 9), o + 9);
+    }
+    pick_user(user);
+    return snprintf(buf, n, "{\"id\":\"%s\",\"op\":\"unassign\",\"user\":\"%s\"}", id, user);
 }
 
 /* The workload: one line per op. An op of a new protocol version is a
@@ -281,6 +321,8 @@ static const sim_op ops[] = {
     { "pause", K_ANY, 1, 1, gen_pause },
     { "resume", K_ANY, 3, 1, gen_resume },
     { "set_capacity", K_ANY, 2, 1, gen_capacity },
+    { "assign", K_ANY, 3, 1, gen_assign },
+    { "unassign", K_ANY, 2, 1, gen_unassign },
 };
 
 #define NOPS (sizeof ops / sizeof ops[0])
@@ -312,17 +354,34 @@ typedef struct sim_run_state {
     int64_t per_user;
     int answer_ms;        /* every instance's config: the liveness bound */
     int wait_replicas;    /* config: WAIT before each apply (0 or 1) */
-    int64_t log_maxlen;   /* config, with archive_group "archive" when > 0 */
+    int64_t log_maxlen;   /* config: the log's trim */
+    int archive;          /* config archive_group "archive": LOG_TRIM, the archiver runs */
+    sim_archive *arch;    /* every log entry written, and the archiver (sim_archive.h) */
     int failover_pending; /* the restart scheduled is a failover (snap = the replica) */
+    int restart_pending;  /* a restart is scheduled (no switch starts meanwhile) */
+    /* Sentinel's switch-master under way (ev_switch): the master it
+     * leaves, the copy the promoted replica holds, the phase */
+    int sw_from, sw_phase;        /* SW_NONE, SW_SYNCING, SW_PARTITIONED, SW_PROMOTED */
+    simr_db *sw_snap;
+    int switches;
+    int replicas;                 /* the master's replicas (2 with the switch fault) */
+    /* results a failover WAIT should have protected took back, owed until
+     * they come back with the same bytes (check_owed) */
+    char **owed_id, **owed_v;
+    size_t nowed, capowed;
     /* the transaction being checked (exec_pre -> exec_post) */
     char **taken;         /* raw entries LTRIMmed off queue or ctl */
     size_t ntaken, taken_cap;
     int checking;
     int pool_closing;     /* it writes lottery_done: the pool is all served */
+    int holders_written;  /* it writes P:{B}:holders */
     simr_db *snap;        /* for a restart that loses the last writes */
     int tearing_down;
     ctl_replay *replay;   /* the log replayed so far (check_replay) */
     size_t replay_fed;
+    c11 *c11;             /* contract 11: profiles, rules, draw_by, group_fill (sim_c11.h) */
+    size_t *by_num;       /* request number (r<n>, c<n>) -> its first sent entry + 1 */
+    size_t by_num_cap;
 } sim_run_state;
 
 static int64_t producer_ms(void) { return sim_server_ms(); }
@@ -337,10 +396,14 @@ static redisReply *server_cmd(sim_run_state *st, int argc, const char **argv)
     return r;
 }
 
-static void server_cmd_quiet(sim_run_state *st, int argc, const char **argv)
+/* A command of the producers or the operator: 0, or -1 when Redis refused
+ * it (out of memory: the `oom` fault). */
+static int server_cmd_quiet(sim_run_state *st, int argc, const char **argv)
 {
     redisReply *r = server_cmd(st, argc, argv);
+    int rc = r && r->type == REDIS_REPLY_ERROR ? -1 : 0;
     if (r) freeReplyObject(r);
+    return rc;
 }
 
 /* Slots for n users outside the workload (x1, x2, ...), in one HSET. */
@@ -363,6 +426,34 @@ static void pad_slots(sim_run_state *st, int n)
     free(ats);
 }
 
+/* The first request sent under an id (r<n>, c<n>: n is next_id). */
+static void index_request(sim_run_state *st, const char *id, size_t i)
+{
+    size_t n = strtoull(id + 1, NULL, 10);
+    if (n >= st->by_num_cap) {
+        size_t cap = st->by_num_cap ? st->by_num_cap : 256;
+        while (cap <= n) cap *= 2;
+        st->by_num = realloc(st->by_num, cap * sizeof *st->by_num);
+        if (!st->by_num) abort();
+        memset(st->by_num + st->by_num_cap, 0, (cap - st->by_num_cap) * sizeof *st->by_num);
+        st->by_num_cap = cap;
+    }
+    if (!st->by_num[n]) st->by_num[n] = i + 1;
+}
+
+static const char *request_raw(void *ud, const char *id)
+{
+    sim_run_state *st = ud;
+    if (id[0] != 'r' && id[0] != 'c') return NULL;
+    size_t n = strtoull(id + 1, NULL, 10);
+    return n < st->by_num_cap && st->by_num[n] ? st->wl.sent[st->by_num[n] - 1].raw : NULL;
+}
+
+static int c11_cmd(void *ud, int argc, const char **argv)
+{
+    return server_cmd_quiet(ud, argc, argv);
+}
+
 static void push_request(sim_run_state *st, const sim_op *op)
 {
     char id[32], user[16] = "", buf[512];
@@ -370,7 +461,7 @@ static void push_request(sim_run_state *st, const sim_op *op)
     int n = op->gen(&st->wl, st->w.redis, &st->keys, id, user, buf, sizeof buf);
     if (n <= 0 || (size_t)n >= sizeof buf) return;
     const char *argv[] = { "RPUSH", op->ctl ? st->keys.ctl : st->keys.queue, buf };
-    server_cmd_quiet(st, 3, argv);
+    if (server_cmd_quiet(st, 3, argv) < 0) return;   /* refused: out of memory */
     st->requests++;
     if (st->wl.nsent == st->wl.cap) {
         st->wl.cap = st->wl.cap ? st->wl.cap * 2 : 256;
@@ -381,7 +472,8 @@ static void push_request(sim_run_state *st, const sim_op *op)
     r->raw = strdup(buf);
     snprintf(r->id, sizeof r->id, "%s", id);
     snprintf(r->user, sizeof r->user, "%s", user);
-    r->is_buy = op->gen == gen_buy;
+    r->is_buy = op->gen == gen_buy || op->gen == gen_assign;
+    index_request(st, id, st->wl.nsent - 1);
     sim_net_retry_blocked();
 }
 
@@ -399,6 +491,8 @@ static void ev_produce(void *a, void *b, uint64_t x)
         pick -= ops[i].weight;
     }
     push_request(st, &ops[i]);
+    /* the operator edits a profile now and then (contract 11.2) */
+    if (sim_chance(0.02)) c11_edit(st->c11);
     /* bursts and lulls: 0.2 ms .. 40 ms apart */
     uint64_t gap = sim_chance(0.7) ? 200000 + sim_below(2000000) : sim_below(40000000);
     sim_at(st->w.now + gap, -1, ev_produce, st, NULL, 0);
@@ -472,12 +566,15 @@ static void check_slot(sim_run_state *st, const char *had, size_t had_len, const
     json_decref(j);
 }
 
+static void check_owed(sim_run_state *st, const char *id, const char *v, size_t vn);
+
 static void check_result_write(sim_run_state *st, int argc, char **argv, size_t *lens)
 {
     for (int i = 2; i + 1 < argc; i += 2) {
         size_t have_len;
         const char *have = simr_hget(st->w.redis, st->keys.results, argv[i], &have_len);
         check_slot(st, have, have_len, argv[i + 1], lens[i + 1]);
+        check_owed(st, argv[i], argv[i + 1], lens[i + 1]);
         if (have && (have_len != lens[i + 1] || memcmp(have, argv[i + 1], have_len)) &&
             !(is_waiting(have, have_len) && !is_waiting(argv[i + 1], lens[i + 1])))
             sim_fail("request %s has two results: %.*s, then %s", argv[i], (int)have_len, have, argv[i + 1]);
@@ -494,39 +591,40 @@ static void check_seq(sim_run_state *st, int n, int *argc, char ***argv, size_t 
     for (int c = 0; c < n; c++) {
         if (strcasecmp(argv[c][0], "LTRIM") || !is_key(argv[c][1], lens[c][1], st->keys.queue)) continue;
         long k = strtol(argv[c][2], NULL, 10);
-        for (long i = 0; i < k; i++) {
+        char **ids = calloc(k > 0 ? (size_t)k : 1, sizeof *ids);
+        if (!ids) abort();
+        for (long i = 0; i < k; i++) {   /* each entry's id, read once */
             size_t len;
             const char *raw = simr_lindex(st->w.redis, st->keys.queue, (size_t)i, &len);
             json_t *j = raw ? json_loadb(raw, len, 0, NULL) : NULL;
             const char *id = json_string_value(json_object_get(j, "id"));
+            ids[i] = id ? strdup(id) : NULL;
+            json_decref(j);
+        }
+        for (long i = 0; i < k; i++) {
+            const char *id = ids[i];
             /* the result this transaction writes for it, if any (not for a
              * duplicate, or the second copy of an id in one chunk; a
              * duplicate of a waiting request may meet the original's final
              * result, served from the waitlist, with the original's seq) */
             if (id && simr_hget(st->w.redis, st->keys.results, id, NULL)) id = NULL;
-            for (int h = 0; id && h < n; h++) {
+            int first = 1;
+            for (long e = 0; id && e < i && first; e++) first = !(ids[e] && !strcmp(ids[e], id));
+            for (int h = 0; id && first && h < n; h++) {
                 if (strcasecmp(argv[h][0], "HSET") || !is_key(argv[h][1], lens[h][1], st->keys.results)) continue;
                 for (int f = 2; f + 1 < argc[h]; f += 2) {
                     if (strcmp(argv[h][f], id)) continue;
                     json_t *r = json_loads(argv[h][f + 1], 0, NULL);
                     json_t *seq = json_object_get(r, "seq");
-                    int first = 1;
-                    for (long e = 0; e < i && first; e++) {
-                        size_t l2;
-                        const char *o = simr_lindex(st->w.redis, st->keys.queue, (size_t)e, &l2);
-                        json_t *oj = json_loadb(o, l2, 0, NULL);
-                        const char *oid = json_string_value(json_object_get(oj, "id"));
-                        first = !(oid && !strcmp(oid, id));
-                        json_decref(oj);
-                    }
-                    if (first && (!json_is_integer(seq) || json_integer_value(seq) != base + i + 1))
+                    if (!json_is_integer(seq) || json_integer_value(seq) != base + i + 1)
                         sim_fail("request %s: seq %" PRId64 ", but it is the %" PRId64 "th pushed", id,
                                  json_is_integer(seq) ? (int64_t)json_integer_value(seq) : -1, base + i + 1);
                     json_decref(r);
                 }
             }
-            json_decref(j);
         }
+        for (long i = 0; i < k; i++) free(ids[i]);
+        free(ids);
     }
 }
 
@@ -536,11 +634,15 @@ static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char *
     int writes = 0;
     st->ntaken = 0;
     st->pool_closing = 0;
+    st->holders_written = 0;
     for (int i = 0; i < n; i++) {
         if (argc[i] < 2) continue;
+        st->holders_written |= is_key(argv[i][1], lens[i][1], st->keys.holders);
         if (batch_write(st, argv[i][0], argv[i][1], lens[i][1])) writes++;
-        if (!strcasecmp(argv[i][0], "HSET") && is_key(argv[i][1], lens[i][1], st->keys.results))
+        if (!strcasecmp(argv[i][0], "HSET") && is_key(argv[i][1], lens[i][1], st->keys.results)) {
             check_result_write(st, argc[i], argv[i], lens[i]);
+            c11_pre(st->c11, argc[i], argv[i], lens[i]);
+        }
         if (!strcasecmp(argv[i][0], "LTRIM") && (is_key(argv[i][1], lens[i][1], st->keys.queue) ||
                                                  is_key(argv[i][1], lens[i][1], st->keys.ctl)))
             take_entries(st, argv[i][1], strtol(argv[i][2], NULL, 10));
@@ -582,17 +684,17 @@ static void kv_add(void *ud, const char *k, size_t kn, const char *v, size_t vn)
     a->kv[a->n++] = (ctl_kv){ k, v, vn };
 }
 
-typedef struct replay_feed { sim_run_state *st; size_t i; } replay_feed;
-
-static void replay_entry(void *ud, const char *id, size_t nf, const char *const *f, const size_t *fl)
+/* The entries written since the last check, from the simulator's copy of
+ * the log (sim_archive.h): trimming leaves the replay whole. */
+static void replay_feed(sim_run_state *st)
 {
-    replay_feed *rf = ud;
-    if (rf->i++ < rf->st->replay_fed) return;   /* fed at an earlier check */
-    ctl_kv kv[32];
-    size_t n = 0;
-    for (size_t i = 0; i + 1 < nf && n < 32; i += 2) kv[n++] = (ctl_kv){ f[i], f[i + 1], fl[i + 1] };
-    ctl_replay_entry(rf->st->replay, id, kv, n);
-    rf->st->replay_fed++;
+    for (; st->replay_fed < sima_count(st->arch); st->replay_fed++) {
+        const sima_entry *e = sima_at(st->arch, st->replay_fed);
+        ctl_kv kv[32];
+        size_t n = 0;
+        for (size_t i = 0; i + 1 < e->nf && n < 32; i += 2) kv[n++] = (ctl_kv){ e->f[i], e->f[i + 1], e->fl[i + 1] };
+        ctl_replay_entry(st->replay, e->id, kv, n);
+    }
 }
 
 /* The log replayed from the start equals holders and free. The replay is
@@ -604,9 +706,9 @@ static void check_replay(sim_run_state *st)
         st->replay = ctl_replay_new(st->wl.room, st->per_user, on_replay_finding, st);
         st->replay_fed = 0;
         if (!st->replay) abort();
+        c11_attach(st->c11, st->replay);
     }
-    replay_feed rf = { st, 0 };
-    simr_stream_each(st->w.redis, st->keys.log, replay_entry, &rf);
+    replay_feed(st);
     kvs cap = { 0 }, hold = { 0 }, fr = { 0 }, wait = { 0 };
     simr_hash_each(st->w.redis, st->keys.capacity, kv_add, &cap);
     simr_hash_each(st->w.redis, st->keys.holders, kv_add, &hold);
@@ -649,10 +751,11 @@ static int in_dead(sim_run_state *st, const char *raw)
 }
 
 /* P:{B}:early holds "<seq> <request bytes>" per kept request (and
- * "! <user>" per throttled user): is raw one of them? */
+ * "! <user>" per throttled user, "= <points> <user>" per ticket drawn by
+ * points): is raw one of them? */
 static const char *pool_raw(const char *e, size_t len, size_t *n)
 {
-    if (len < 2 || e[0] == '!') return NULL;
+    if (len < 2 || e[0] == '!' || e[0] == '=') return NULL;
     const char *sp = memchr(e, ' ', len);
     if (!sp) return NULL;
     *n = len - (size_t)(sp + 1 - e);
@@ -718,7 +821,8 @@ static int64_t stat_of(sim_run_state *st, const char *f)
     return v ? strtoll(v, NULL, 10) : 0;
 }
 
-/* The counters' contract (PROTOCOL.md 6): processed is the sum of the
+/* The counters' contract (PROTOCOL.md 6): processed and the staff's
+ * placements (11.5, in granted, not in processed) are the sum of the
  * statuses (`waiting` results included: stats.waiting, the waitlist, and
  * stats.swap_offers, the open swap offers), and
  * every request taken off the queue is counted once --
@@ -728,10 +832,10 @@ static void check_stats(sim_run_state *st)
     if (!simr_hget(st->w.redis, st->keys.stats, "processed", NULL)) return;
     int64_t processed = stat_of(st, "processed"), sum = stat_of(st, "granted") + stat_of(st, "done") +
                         stat_of(st, "rejected") + stat_of(st, "invalid") + stat_of(st, "waiting") +
-                        stat_of(st, "swap_offers");
-    if (processed != sum)
-        sim_fail("stats: processed %" PRId64 " but granted + done + rejected + invalid + waiting + swap_offers = %"
-                 PRId64, processed, sum);
+                        stat_of(st, "swap_offers"), staff = stat_of(st, "staff_granted");
+    if (processed + staff != sum)
+        sim_fail("stats: processed %" PRId64 " + staff_granted %" PRId64 ", but granted + done + rejected + invalid + "
+                 "waiting + swap_offers = %" PRId64, processed, staff, sum);
     const char *served = simr_hget(st->w.redis, st->keys.internal, "early_served", NULL);
     int64_t kept = stat_of(st, "early_kept") - (served ? strtoll(served, NULL, 10) : 0);
     int64_t d = stat_of(st, "dequeued"), counted = processed + stat_of(st, "dead") + stat_of(st, "duplicates");
@@ -764,9 +868,15 @@ static void exec_post(void *ud, simr *s, simr_client *c)
         json_t *j = json_loads(st->taken[i], 0, NULL);
         json_t *id = j && json_is_object(j) ? json_object_get(j, "id") : NULL;
         if (id && json_is_string(id)) {
-            /* a poison request goes to dead after 2 x max_attempts (PROTOCOL.md 3.1) */
-            if (!simr_hget(s, st->keys.results, json_string_value(id), NULL) && !in_dead(st, st->taken[i]) &&
-                !in_pool(st, st->taken[i]))
+            /* a poison request goes to dead after 2 x max_attempts (PROTOCOL.md 3.1);
+             * no other request with an id ever does */
+            int answered = simr_hget(s, st->keys.results, json_string_value(id), NULL) != NULL;
+            int dead = !answered && in_dead(st, st->taken[i]);
+            const char *poison = getenv("ALLOCD_FAULT_APPLY_ID");
+            if (dead && (!poison || strcmp(poison, json_string_value(id))))
+                sim_fail("request %s went to dead, but only the poison request (%s) may: %s", json_string_value(id),
+                         poison ? poison : "none this seed", st->taken[i]);
+            else if (!answered && !dead && !in_pool(st, st->taken[i]))
                 sim_fail("request %s was taken off the queue without a result: %s", json_string_value(id), st->taken[i]);
         } else if (!in_dead(st, st->taken[i])) {
             sim_fail("a request without an id was taken off the queue and is not in dead: %s", st->taken[i]);
@@ -777,18 +887,99 @@ static void exec_post(void *ud, simr *s, simr_client *c)
     st->ntaken = 0;
     if (st->pool_closing) check_pool_answered(st);
     check_replay(st);
+    sima_check(st->arch, s);
     check_stats(st);
+    c11_commit(st->c11, st->holders_written);
 }
 
 /* -------------------------------------------------------------- faults -- */
 
+enum { SW_NONE, SW_SYNCING, SW_PARTITIONED, SW_PROMOTED };
+
 static void ev_redis_up(void *a, void *b, uint64_t x)
 {
-    sim_w->redis_down = 0;
+    sim_w->srv[x].down = 0;
 }
 
-/* Results a poller could have read that the restart takes back. */
-typedef struct lost_count { simr_db *after; sim_run_state *st; uint64_t n; } lost_count;
+/* ------------------------------------------------ results taken back -- */
+
+static size_t owed_find(sim_run_state *st, const char *id)
+{
+    for (size_t i = 0; i < st->nowed; i++)
+        if (!strcmp(st->owed_id[i], id)) return i;
+    return (size_t)-1;
+}
+
+static void owed_drop(sim_run_state *st, size_t i)
+{
+    free(st->owed_id[i]);
+    free(st->owed_v[i]);
+    st->owed_id[i] = st->owed_id[--st->nowed];
+    st->owed_v[i] = st->owed_v[st->nowed];
+}
+
+typedef struct lost_walk { sim_run_state *st; simr *after; int guarded; } lost_walk;
+
+/* One result of the copy before a restore: taken back when the copy after
+ * has it no more, or otherwise. A loss WAIT should have prevented is owed
+ * (it must come back with the same bytes); any other may be decided again
+ * (appendfsync everysec, asynchronous replication), and is owed no more. */
+static void lost_result(void *ud, const char *k, size_t kn, const char *v, size_t vn)
+{
+    lost_walk *lw = ud;
+    sim_run_state *st = lw->st;
+    char id[128];
+    snprintf(id, sizeof id, "%.*s", (int)kn, k);
+    size_t now_len;
+    const char *now = simr_hget(lw->after, st->keys.results, id, &now_len);
+    if (now && now_len == vn && !memcmp(now, v, vn)) return;
+    st->w.taken_back++;
+    size_t i = owed_find(st, id);
+    if (!lw->guarded) { if (i != (size_t)-1) owed_drop(st, i); return; }
+    if (i != (size_t)-1) return;
+    if (st->nowed == st->capowed) {
+        st->capowed = st->capowed ? st->capowed * 2 : 64;
+        st->owed_id = realloc(st->owed_id, st->capowed * sizeof *st->owed_id);
+        st->owed_v = realloc(st->owed_v, st->capowed * sizeof *st->owed_v);
+        if (!st->owed_id || !st->owed_v) abort();
+    }
+    st->owed_id[st->nowed] = strdup(id);
+    st->owed_v[st->nowed++] = strndup(v, vn);
+}
+
+/* The results of `before` that `after` lost (counted, owed when guarded). */
+static void count_lost(sim_run_state *st, simr *before, simr *after, int guarded)
+{
+    lost_walk lw = { st, after, guarded };
+    simr_hash_each(before, st->keys.results, lost_result, &lw);
+}
+
+/* A result written while owed: the same bytes pay it (a waiting one may
+ * become final), other bytes are a result a user saw taken back. */
+static void check_owed(sim_run_state *st, const char *id, const char *v, size_t vn)
+{
+    size_t i = owed_find(st, id);
+    if (i == (size_t)-1) return;
+    if ((strlen(st->owed_v[i]) == vn && !memcmp(st->owed_v[i], v, vn)) ||
+        (is_waiting(st->owed_v[i], strlen(st->owed_v[i])) && !is_waiting(v, vn))) {
+        owed_drop(st, i);
+        return;
+    }
+    sim_fail("failover: %s's result %s was taken back although WAIT counted the replica promoted, and decided "
+             "again: %.*s", id, st->owed_v[i], (int)vn, v);
+}
+
+/* At the end: every owed result came back. */
+static void check_owed_paid(sim_run_state *st)
+{
+    for (size_t i = 0; i < st->nowed && !st->w.failed; i++) {
+        size_t len;
+        const char *v = simr_hget(st->w.redis, st->keys.results, st->owed_id[i], &len);
+        if (!v || len != strlen(st->owed_v[i]) || memcmp(v, st->owed_v[i], len))
+            sim_fail("failover: %s's result %s was taken back although WAIT counted the replica promoted, and is %s",
+                     st->owed_id[i], st->owed_v[i], v ? "another now" : "gone");
+    }
+}
 
 static void ev_snapshot(void *a, void *b, uint64_t x)
 {
@@ -797,50 +988,179 @@ static void ev_snapshot(void *a, void *b, uint64_t x)
     st->snap = simr_snapshot(st->w.redis);
 }
 
-/* WAIT counted the replica: it holds every write so far, so the failover
- * pending promotes a copy with all of them */
+/* WAIT counted the replicas: they hold every write so far, so the
+ * failover pending promotes a copy with all of them; so does a switch
+ * whose replica is not cut off yet */
 static void replicas_synced(void *ud, simr *s)
 {
     sim_run_state *st = ud;
+    if (s != st->w.redis) return;
     if (st->failover_pending) ev_snapshot(st, NULL, 0);
-}
-
-static void count_taken_back(void *ud, const char *k, size_t kn, const char *v, size_t vn)
-{
-    sim_run_state *st = ud;
-    (void)kn; (void)v; (void)vn;
-    st->w.taken_back++;   /* adjusted below by what the restored copy still has */
-}
-
-static void count_kept(void *ud, const char *k, size_t kn, const char *v, size_t vn)
-{
-    sim_run_state *st = ud;
-    st->w.taken_back--;
+    if (st->sw_phase == SW_SYNCING) {
+        simr_db_free(st->sw_snap);
+        st->sw_snap = simr_snapshot(s);
+    }
 }
 
 /* x: 0 restart keeping everything, 1 AOF everysec losing the tail, 2 failover */
 static void ev_restart(void *a, void *b, uint64_t kind)
 {
     sim_run_state *st = a;
-    if (!st->w.faults_on) return;
+    st->restart_pending = 0;
+    if (!st->w.faults_on || st->sw_phase != SW_NONE) return;
+    if (st->w.verbose) fprintf(stderr, "sim: server %d restarts (%s)\n", st->w.master,
+                               kind == 2 ? "failover" : kind ? "losing the last writes" : "keeping every write");
     st->w.restarts++;
-    st->w.server_gen++;
-    sim_net_reset_all("connection lost");
+    sim_server *sv = &st->w.srv[st->w.master];
+    sv->gen++;
+    simr_set_oom(st->w.redis, 0);   /* a restarted server starts with its memory free */
+    sim_net_reset_server(st->w.master, "connection lost");
     st->failover_pending = 0;
     if (kind && st->snap) {
-        simr_hash_each(st->w.redis, st->keys.results, count_taken_back, st);
+        /* a failover's loss is one WAIT guards against; AOF's is not */
+        simr *before = simr_new();
+        simr_db *now = simr_snapshot(st->w.redis);
+        simr_restore(before, now);
+        simr_db_free(now);
         simr_restore(st->w.redis, st->snap);
+        count_lost(st, before, st->w.redis, kind == 2 && st->wait_replicas > 0);
+        simr_free(before);
+        sima_restored(st->arch, st->w.redis);
         replay_reset(st);
-        simr_hash_each(st->w.redis, st->keys.results, count_kept, st);
+        c11_restored(st->c11);
     } else {
         simr_flush_scripts(st->w.redis);
     }
     simr_db_free(st->snap);
     st->snap = NULL;
     /* a restart is down a while; a failover's new master is there at once */
-    st->w.redis_down = 1;
+    sv->down = 1;
     uint64_t down = kind == 2 ? 50 + sim_below(300) : 100 + sim_below(2000);
-    sim_at(st->w.now + down * 1000000ULL, -1, ev_redis_up, st, NULL, 0);
+    sim_at(st->w.now + down * 1000000ULL, -1, ev_redis_up, st, NULL, (uint64_t)st->w.master);
+}
+
+static void stream_added(void *ud, const char *key, size_t klen, const char *id, size_t nf, const char *const *f,
+                         const size_t *fl);
+
+/* ---------------------------------------------- Sentinel switch-master -- */
+
+/* The master M has two replicas, R1 and R2. A switch (ev_fault):
+ *   SW_SYNCING      R1's copy is taken (lagging up to 300 ms; a WAIT that
+ *                   counts it brings it up to date)
+ *   SW_PARTITIONED  M is cut off from Sentinel and R1, not from the
+ *                   instances that use it: it takes writes on, WAIT counts
+ *                   R2 only
+ *   SW_PROMOTED     0.3 - 1.5 s later Sentinel promotes R1 (a new server
+ *                   at a new address, with R1's copy and no replica); each
+ *                   instance's router hears of it within 2.5 s and moves;
+ *                   M, still serving the instances that have not heard,
+ *                   takes writes that are lost; R2 moves to R1 within 3 s
+ *   (healed)        M is demoted (its connections drop, it joins R1 as a
+ *                   replica): the new master has two replicas again.
+ * allocd's WAIT asks for every replica the master has had: with
+ * wait_replicas = 2, nothing it publishes is lost by a switch (owed). */
+static void old_master_commit(void *ud, simr *s, simr_client *c, int n, int *argc, char ***argv, size_t **lens)
+{
+    sim_run_state *st = ud;
+    for (int i = 0; i < n; i++) {
+        if (strcasecmp(argv[i][0], "HSET") || !is_key(argv[i][1], lens[i][1], st->keys.results)) continue;
+        st->w.taken_back += (uint64_t)(argc[i] - 2) / 2;
+        if (st->wait_replicas >= 2)
+            sim_fail("switch: results published on the partitioned old master (its one replica left acknowledged), "
+                     "lost when it is demoted: %s ...", argv[i][2]);
+    }
+}
+
+static void ev_sw_partition(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (st->sw_phase != SW_SYNCING) return;
+    st->sw_phase = SW_PARTITIONED;
+    simr_set_replicas(st->w.srv[st->sw_from].r, 1);   /* R2 only */
+    if (st->w.verbose) fprintf(stderr, "sim: switch: server %d partitioned\n", st->sw_from);
+}
+
+static void ev_sw_learn(void *a, void *b, uint64_t inst)
+{
+    sim_run_state *st = a;
+    if (st->w.inst_master[inst] == st->w.master) return;
+    st->w.inst_master[inst] = st->w.master;
+    sim_net_master_moved((int)inst);
+}
+
+static void ev_sw_replica_moved(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (st->sw_phase != SW_PROMOTED || (int)x != st->sw_from) return;   /* healed already: moved with it */
+    simr_set_replicas(st->w.srv[x].r, 0);
+    simr_set_replicas(st->w.redis, 1);
+}
+
+static void sw_heal(sim_run_state *st)
+{
+    if (st->sw_phase != SW_PROMOTED) return;
+    for (int i = 0; i < st->w.ninst; i++) ev_sw_learn(st, NULL, (uint64_t)i);
+    sim_server *old = &st->w.srv[st->sw_from];
+    old->gen++;
+    old->down = 1;   /* a replica now: allocd never connects there again */
+    sim_net_reset_server(st->sw_from, "connection lost");
+    simr_set_replicas(st->w.redis, 2);
+    st->sw_phase = SW_NONE;
+    if (st->w.verbose) fprintf(stderr, "sim: switch: server %d demoted\n", st->sw_from);
+}
+
+static void ev_sw_heal(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if ((int)x == st->sw_from) sw_heal(st);
+}
+
+static void ev_sw_promote(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (st->sw_phase != SW_PARTITIONED) return;
+    simr *old = st->w.srv[st->sw_from].r;
+    int n = st->w.nsrv++;
+    sim_server *nv = &st->w.srv[n];
+    memset(nv, 0, sizeof *nv);
+    nv->r = simr_new();
+    simr_restore(nv->r, st->sw_snap);
+    simr_db_free(st->sw_snap);
+    st->sw_snap = NULL;
+    simr_observer obs = { exec_pre, exec_post, st, replicas_synced, stream_added },
+                  doomed = { old_master_commit, NULL, st, NULL, NULL };
+    simr_set_observer(nv->r, &obs);
+    simr_set_observer(old, &doomed);
+    st->w.master = n;
+    st->w.redis = nv->r;
+    st->w.restarts++;
+    count_lost(st, old, nv->r, st->wait_replicas >= 2);
+    sima_restored(st->arch, nv->r);
+    replay_reset(st);
+    c11_restored(st->c11);
+    st->sw_phase = SW_PROMOTED;
+    if (st->w.verbose) fprintf(stderr, "sim: switch: server %d promoted, the master now\n", n);
+    uint64_t last = 0;
+    for (int i = 0; i < st->w.ninst; i++) {
+        uint64_t t = sim_below(2500) * 1000000ULL;
+        if (t > last) last = t;
+        sim_at(st->w.now + t, -1, ev_sw_learn, st, NULL, (uint64_t)i);
+    }
+    sim_at(st->w.now + (200 + sim_below(2800)) * 1000000ULL, -1, ev_sw_replica_moved, st, NULL, (uint64_t)st->sw_from);
+    sim_at(st->w.now + last + (3000 + sim_below(1000)) * 1000000ULL, -1, ev_sw_heal, st, NULL, (uint64_t)st->sw_from);
+}
+
+static void sw_start(sim_run_state *st)
+{
+    if (st->sw_phase != SW_NONE || st->restart_pending || st->w.nsrv >= SIM_MAX_SRV || st->switches >= 2) return;
+    st->switches++;
+    st->sw_from = st->w.master;
+    st->sw_phase = SW_SYNCING;
+    simr_db_free(st->sw_snap);
+    st->sw_snap = simr_snapshot(st->w.redis);
+    uint64_t lag = sim_below(300), detect = 300 + sim_below(1200);
+    sim_at(st->w.now + lag * 1000000ULL, -1, ev_sw_partition, st, NULL, 0);
+    sim_at(st->w.now + (lag + detect) * 1000000ULL, -1, ev_sw_promote, st, NULL, 0);
 }
 
 static void ev_boot(void *a, void *b, uint64_t i)
@@ -866,6 +1186,23 @@ static void crash(sim_run_state *st, int i)
     sim_at(st->w.now + (100 + sim_below(2000)) * 1000000ULL, i, ev_boot, st, NULL, (uint64_t)i);
 }
 
+/* Redis has memory again (maxmemory raised, keys freed). */
+static void ev_oom_end(void *a, void *b, uint64_t x)
+{
+    simr_set_oom(sim_w->redis, 0);
+}
+
+/* Redis reaches maxmemory (noeviction) for 0.2 - 3 s: every write that
+ * may grow it is refused with -OOM, a transaction queues nothing, a
+ * script is refused at its first such write (simr_set_oom) -- the
+ * producers' pushes too. */
+static void oom_start(sim_run_state *st)
+{
+    st->w.ooms++;
+    simr_set_oom(st->w.redis, 1);
+    sim_at(st->w.now + (200 + sim_below(2800)) * 1000000ULL, -1, ev_oom_end, st, NULL, 0);
+}
+
 static void ev_fault(void *a, void *b, uint64_t x)
 {
     sim_run_state *st = a;
@@ -875,6 +1212,11 @@ static void ev_fault(void *a, void *b, uint64_t x)
     if ((f & SF_CLOCK) && sim_chance(0.01 * st->w.intensity)) {
         sim_inst *in = &st->w.inst[sim_below((uint64_t)st->w.ninst)];
         in->wall_offset_ms += (int64_t)sim_below(20000) - 10000;
+        /* a random walk, kept within 30 s of the truth: a clock a minute
+         * behind keeps a batch before its opening past the drain's 60 s
+         * (seed 30590 of --first 30000 drifted to -69 s) */
+        if (in->wall_offset_ms > 30000) in->wall_offset_ms = 30000;
+        if (in->wall_offset_ms < -30000) in->wall_offset_ms = -30000;
         st->w.clock_jumps++;
     }
     if ((f & SF_PAUSE) && sim_chance(0.006 * st->w.intensity)) {
@@ -885,8 +1227,12 @@ static void ev_fault(void *a, void *b, uint64_t x)
         st->w.pauses++;
     }
     if ((f & SF_CRASH) && sim_chance(0.003 * st->w.intensity)) crash(st, (int)sim_below((uint64_t)st->w.ninst));
+    if ((f & SF_OOM) && sim_chance(0.002 * st->w.intensity)) oom_start(st);
+    if ((f & SF_SWITCH) && sim_chance(0.002 * st->w.intensity)) sw_start(st);
     unsigned restarts = f & (SF_RESTART | SF_AOF_LOSS | SF_FAILOVER);
-    if (restarts && sim_chance(0.004 * st->w.intensity)) {
+    /* one restart at a time: a second one's snapshot would stand for the
+     * first's replica */
+    if (restarts && st->sw_phase == SW_NONE && !st->restart_pending && sim_chance(0.004 * st->w.intensity)) {
         unsigned kinds[3];
         int nk = 0;
         if (f & SF_RESTART) kinds[nk++] = 0;
@@ -898,6 +1244,7 @@ static void ev_fault(void *a, void *b, uint64_t x)
          * it now and restart lag_ms later */
         if (k) ev_snapshot(st, NULL, 0);
         st->failover_pending = k == 2;
+        st->restart_pending = 1;
         sim_at(st->w.now + lag_ms * 1000000ULL, -1, ev_restart, st, NULL, k);
     }
     sim_at(st->w.now + 10000000ULL, -1, ev_fault, st, NULL, 0);
@@ -947,16 +1294,22 @@ static void setup_batch(sim_run_state *st)
     }
     const char *list[] = { "SADD", "alloc:batches", BATCH };
     server_cmd_quiet(st, 3, list);
+    /* contract 11: profiles, the items' rules, draw_by, group_fill */
+    c11_env env = { &st->keys, c11_cmd, request_raw, st };
+    st->c11 = c11_new(&env, st->wl.room, NUSERS, NITEMS);
     for (int i = 1; i <= NITEMS; i++) {
-        char item[16], cap[16], attrs[32];
+        char item[16], cap[16], attrs[512];
         snprintf(item, sizeof item, "%s%d", st->wl.room ? "R" : "sku", i);
-        snprintf(cap, sizeof cap, "%d", st->wl.room ? 1 + (int)sim_below(3) : 1 + (int)sim_below(60));
+        int units = st->wl.room ? 1 + (int)sim_below(4) : 1 + (int)sim_below(60);
+        snprintf(cap, sizeof cap, "%d", units);
         const char *c[] = { "HSET", st->keys.capacity, item, cap };
         server_cmd_quiet(st, 4, c);
-        snprintf(attrs, sizeof attrs, "{\"floor\":\"%d\"}", 1 + i % 2);
+        c11_item_capacity(st->c11, i, units);
+        c11_item_attrs(st->c11, i, attrs, sizeof attrs);
         const char *a[] = { "HSET", st->keys.attrs, item, attrs };
-        if (st->wl.room) server_cmd_quiet(st, 4, a);
+        if (attrs[0]) server_cmd_quiet(st, 4, a);
     }
+    c11_setup(st->c11);
 }
 
 static void setup_instance(sim_run_state *st, int i)
@@ -980,10 +1333,9 @@ static void setup_instance(sim_run_state *st, int i)
     c->registry_interval_ms = 100 + (int)sim_below(200);
     c->answer_ms = st->answer_ms;
     c->wait_replicas = st->wait_replicas;
-    if (st->log_maxlen) {
-        c->log_maxlen = st->log_maxlen;
-        snprintf(c->archive_group, sizeof c->archive_group, "archive");
-    }
+    st->w.replica_forget_ms = c->replica_forget_ms;
+    c->log_maxlen = st->log_maxlen;
+    if (st->archive) snprintf(c->archive_group, sizeof c->archive_group, "archive");
     st->w.cur = i;
     st->w.inst[i].id = i;
     if (registry_start(&st->reg[i], NULL, c, &st->scripts) < 0) sim_fail("sim: instance %d did not start", i);
@@ -994,6 +1346,7 @@ static void teardown(sim_run_state *st)
 {
     st->w.faults_on = 0;
     st->tearing_down = 1;
+    if (st->arch) sima_stop(st->arch);
     for (int i = 0; i < st->w.ninst; i++) {
         sim_resume(i);
         st->w.cur = i;
@@ -1009,9 +1362,16 @@ static void teardown(sim_run_state *st)
     sim_net_free_all();
     for (int i = 0; i < st->w.ninst; i++) config_free(&st->cfg[i]);
     simr_client_free(st->producer);
-    simr_free(st->w.redis);
+    for (int i = 0; i < st->w.nsrv; i++) simr_free(st->w.srv[i].r);
     simr_db_free(st->snap);
+    simr_db_free(st->sw_snap);
+    for (size_t i = 0; i < st->nowed; i++) { free(st->owed_id[i]); free(st->owed_v[i]); }
+    free(st->owed_id);
+    free(st->owed_v);
     replay_reset(st);
+    c11_free(st->c11);
+    sima_free(st->arch);
+    free(st->by_num);
     for (size_t i = 0; i < st->wl.nsent; i++) free(st->wl.sent[i].raw);
     free(st->wl.sent);
     for (size_t i = 0; i < st->ntaken; i++) free(st->taken[i]);
@@ -1023,7 +1383,8 @@ static void teardown(sim_run_state *st)
 static const struct { const char *name; unsigned bit; } fault_names[] = {
     { "reset", SF_RESET }, { "lost", SF_LOST_REPLY }, { "delay", SF_DELAY },
     { "restart", SF_RESTART }, { "aof", SF_AOF_LOSS }, { "failover", SF_FAILOVER },
-    { "clock", SF_CLOCK }, { "pause", SF_PAUSE }, { "crash", SF_CRASH },
+    { "clock", SF_CLOCK }, { "pause", SF_PAUSE }, { "crash", SF_CRASH }, { "oom", SF_OOM },
+    { "switch", SF_SWITCH },
 };
 
 int sim_faults_parse(const char *s, unsigned *out)
@@ -1082,10 +1443,17 @@ static void dump_state(sim_run_state *st)
     simr_hash_each(st->w.redis, st->keys.stats, dump_kv, "stats");
     simr_hash_each(st->w.redis, st->keys.internal, dump_kv, "internal");
     simr_hash_each(st->w.redis, st->keys.groups, dump_kv, "groups");
+    simr_hash_each(st->w.redis, st->keys.results, dump_kv, "results");
+    c11_dump(st->c11);
     for (size_t i = 0; i < simr_llen(st->w.redis, st->keys.early); i++) {
         size_t len;
         const char *e = simr_lindex(st->w.redis, st->keys.early, i, &len);
         fprintf(stderr, "  early %zu = %.*s\n", i, (int)len, e);
+    }
+    for (size_t i = 0; i < simr_llen(st->w.redis, st->keys.dead); i++) {
+        size_t len;
+        const char *e = simr_lindex(st->w.redis, st->keys.dead, i, &len);
+        fprintf(stderr, "  dead %zu = %.*s\n", i, (int)len, e);
     }
 }
 
@@ -1093,6 +1461,13 @@ static int drained(sim_run_state *st)
 {
     return simr_llen(st->w.redis, st->keys.queue) == 0 && simr_llen(st->w.redis, st->keys.ctl) == 0 &&
            pool_pending(st) == 0;
+}
+
+static void stream_added(void *ud, const char *key, size_t klen, const char *id, size_t nf, const char *const *f,
+                         const size_t *fl)
+{
+    sim_run_state *st = ud;
+    if (st->arch) sima_added(st->arch, key, klen, id, nf, f, fl);
 }
 
 /* The world of one run: its seed, clock origin, fault intensity and
@@ -1114,9 +1489,13 @@ static void world_start(sim_run_state *st, const sim_opts *o)
     if (st->w.ninst > SIM_MAX_INST) st->w.ninst = SIM_MAX_INST;
     log_set_level(o->verbose ? ALOG_DEBUG : -1);
     st->w.redis = simr_new();
-    simr_observer obs = { exec_pre, exec_post, st, replicas_synced };
+    st->w.srv[0].r = st->w.redis;
+    st->w.nsrv = 1;
+    simr_observer obs = { exec_pre, exec_post, st, replicas_synced, stream_added };
     simr_set_observer(st->w.redis, &obs);
-    simr_set_replicas(st->w.redis, 1);   /* the one a failover promotes */
+    /* the one a failover promotes; with Sentinel's switch, two */
+    st->replicas = o->faults & SF_SWITCH ? 2 : 1;
+    simr_set_replicas(st->w.redis, st->replicas);
     st->producer = simr_client_new(st->w.redis);
     batch_keys_init(&st->keys, "alloc", BATCH);
     scripts_init(&st->scripts);
@@ -1144,11 +1523,36 @@ static int draw_options(sim_run_state *st)
      * new holder to load and serve */
     st->answer_ms = 4000 + (int)sim_below(8001);
     /* main's config options, for some seeds: WAIT before each apply, and
-     * the log trimmed by LOG_TRIM behind an archive group (none exists in
-     * the model, so it trims nothing and the replay still sees it all) */
-    st->wait_replicas = sim_chance(0.25);
-    st->log_maxlen = sim_chance(0.25) ? 20 + (int64_t)sim_below(200) : 0;
+     * the log trimmed -- by LOG_TRIM behind the archive's group (the
+     * simulator's archiver follows the log), or without an archive by
+     * XADD MAXLEN ~ */
+    st->wait_replicas = sim_chance(0.25) ? 1 + (int)sim_below((uint64_t)st->replicas) : 0;
+    st->log_maxlen = sim_chance(0.35) ? 20 + (int64_t)sim_below(200) : 0;
+    st->archive = st->log_maxlen && sim_chance(0.7);
+    st->arch = sima_new(st->keys.log, "archive", st->archive);
     return poisoned;
+}
+
+/* Contract 11.2, a profile edit is read while serving: once drained, the
+ * probe user's profile is edited so that it no longer admits the probe
+ * item, and 3.5 s later (the rescan's second, its half-second grace, a
+ * command's deadline and room to spare) a request of theirs for that
+ * item is pushed: it must be decided with the edit (c11_probe_check). */
+static void drain_probe(sim_run_state *st)
+{
+    if (!c11_probe_edit(st->c11)) return;
+    uint64_t at = st->w.now + 3500000000ULL;
+    while (!st->w.failed && sim_next_time() <= at && sim_step()) {}
+    if (st->w.now < at) st->w.now = at;
+    char buf[256];
+    c11_probe_request(st->c11, buf, sizeof buf);
+    const char *argv[] = { "RPUSH", st->keys.queue, buf };
+    server_cmd_quiet(st, 3, argv);
+    sim_net_retry_blocked();
+    uint64_t end = st->w.now + 60000000000ULL;
+    while (!st->w.failed && st->w.now < end && !drained(st) && sim_step()) {}
+    if (!st->w.failed && !drained(st)) sim_fail("liveness: the profile probe is not answered 60 s after it was pushed");
+    if (!st->w.failed) c11_probe_check(st->c11);
 }
 
 /* The drain after the faults stop: every instance awake, the batch resumed.
@@ -1162,9 +1566,14 @@ static int draw_options(sim_run_state *st)
  * to answer_ms. */
 static int drain(sim_run_state *st, int poisoned)
 {
+    /* a switch under way completes: Sentinel promotes, everyone hears */
+    if (st->sw_phase == SW_SYNCING) ev_sw_partition(st, NULL, 0);
+    if (st->sw_phase == SW_PARTITIONED) ev_sw_promote(st, NULL, 0);
+    sw_heal(st);
     st->w.faults_on = 0;
     for (int i = 0; i < st->w.ninst; i++) sim_resume(i);
-    st->w.redis_down = 0;
+    st->w.srv[st->w.master].down = 0;
+    simr_set_oom(st->w.redis, 0);
     push_request(st, op_named("resume"));
     const char *opens = simr_hget(st->w.redis, st->keys.meta, "opens_at", NULL);
     int not_open = 0;
@@ -1185,6 +1594,8 @@ static int drain(sim_run_state *st, int poisoned)
         sim_fail("liveness: %zu requests, %zu commands and %zu in the lottery pool still waiting 60 s after "
                  "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
                  pool_pending(st));
+    if (!st->w.failed) drain_probe(st);
+    if (!st->w.failed) check_owed_paid(st);
     return !excused;
 }
 
@@ -1205,11 +1616,23 @@ static void fill_result(const sim_run_state *st, sim_result *res, int held)
     res->taken_back = st->w.taken_back;
     res->late_runs = st->w.late_runs;
     res->crashes = st->w.crashes;
+    res->ooms = st->w.ooms;
     res->sim_ms = (int64_t)(st->w.now / 1000000);
     res->room = st->wl.room;
     res->held_to_answer_ms = held;
     const char *g = simr_hget(st->w.redis, st->keys.stats, "granted", NULL);
     res->granted = g ? strtoll(g, NULL, 10) : 0;
+    const c11_counts *cc = c11_counts_get(st->c11);
+    res->c11_grants = cc->grants_checked;
+    res->c11_not_eligible = cc->not_eligible;
+    res->c11_staff = cc->staff;
+    res->c11_edits = cc->edits;
+    res->c11_draws = cc->draws_checked;
+    res->c11_groups = cc->groups_checked;
+    const sima_counts *ac = sima_counts_get(st->arch);
+    res->log_archived = ac->read;
+    res->log_acked = ac->acked;
+    res->log_trimmed = ac->trimmed;
 }
 
 int sim_run(const sim_opts *o, sim_result *res)
@@ -1219,6 +1642,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     world_start(st, o);
     int poisoned = draw_options(st);
     for (int i = 0; i < st->w.ninst; i++) setup_instance(st, i);
+    sima_start(st->arch, simr_client_new(st->w.redis));
     sim_at(1000000, -1, ev_produce, st, NULL, 0);
     sim_at(5000000, -1, ev_fault, st, NULL, 0);
 
@@ -1227,6 +1651,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     int held = drain(st, poisoned);
     if (st->w.verbose) dump_state(st);
     if (!st->w.failed) check_replay(st);
+    if (!st->w.failed) sima_check(st->arch, st->w.redis);
 
     fill_result(st, res, held);
     unsetenv("ALLOCD_FAULT_APPLY_ID");

@@ -20,11 +20,17 @@ typedef struct sim_result {
     int failed;
     char failure[1024];
     uint64_t events, requests, applies, resets, lost_replies, delays, restarts;
-    uint64_t clock_jumps, pauses, taken_back, late_runs, crashes;
+    uint64_t clock_jumps, pauses, taken_back, late_runs, crashes, ooms;
     int64_t sim_ms;
     int room;                 /* the batch was a room batch (beds), else stock */
     int64_t granted;          /* stats.granted at the end */
     int held_to_answer_ms;    /* liveness checked against answer_ms (not excused: 60 s) */
+    /* contract 11 (sim_c11.h): grants checked against the profiles,
+     * not_eligible results, staff placements, profile edits, drawn results
+     * replayed, group grants checked */
+    uint64_t c11_grants, c11_not_eligible, c11_staff, c11_edits, c11_draws, c11_groups;
+    /* the log: entries the archive read, acknowledged, and entries trimmed */
+    uint64_t log_archived, log_acked, log_trimmed;
 } sim_result;
 
 int sim_run(const sim_opts *o, sim_result *r);

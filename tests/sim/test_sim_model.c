@@ -33,6 +33,7 @@
 #include "worker/scripts.h"
 
 static harness_redis srv;
+static long trims;          /* XTRIM and LOG_TRIM replies that removed entries (redis side) */
 static redisContext *rc[2];
 static simr *model;
 static simr_client *mc[2];
@@ -156,6 +157,9 @@ static void both(int who, int argc, const char **argv)
     if (!m) m = simr_block_timeout(mc[who]);   /* BLMOVE on an empty list */
     redisReply *r = redisCommandArgv(rc[who], argc, argv, lens);
     assert_non_null(r);
+    if ((!strcasecmp(argv[0], "XTRIM") || (argc > 1 && argv[1] == log_trim_src)) && r->type == REDIS_REPLY_INTEGER &&
+        r->integer > 0)
+        trims++;
     char why[600];
     compared++;
     if (same(m, r, argv[0], why, sizeof why) < 0) {
@@ -168,8 +172,21 @@ static void both(int who, int argc, const char **argv)
     freeReplyObject(r);
 }
 
+/* Out of memory on both sides or not: the server through maxmemory 1
+ * (noeviction, the default: its used memory is always past one byte). */
+static void oom_both(int on)
+{
+    redisReply *r = redisCommand(rc[0], "CONFIG SET maxmemory %s", on ? "1" : "0");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    simr_set_oom(model, on);
+    note_cmd(0, 1, (const char *[]){ on ? "(out of memory)" : "(memory again)" });
+}
+
 static void reset_both(void)
 {
+    oom_both(0);
     const char *flush[] = { "FLUSHALL" }, *sflush[] = { "SCRIPT", "FLUSH" };
     for (int i = 0; i < 2; i++) {
         freeReplyObject(redisCommandArgv(rc[i], 1, (const char *[]){ "DISCARD" }, NULL));
@@ -183,6 +200,8 @@ static void reset_both(void)
     for (int i = 0; i < 2; i++) mc[i] = simr_client_new(model);
     n_history = 0;
 }
+
+static int oom_now;
 
 /* -------------------------------------------------------- the drawing -- */
 
@@ -340,11 +359,16 @@ static void test_random_sequences(void **state)
     compared = mismatches = 0;
     for (int seq = 0; seq < 400; seq++) {
         reset_both();
+        oom_now = 0;
         for (int i = 0; i < 30; i++) {
+            /* Redis out of memory now and then (the simulator's `oom`
+             * fault): in a quarter of the sequences, toggled mid-way */
+            if (seq % 4 == 3 && below(8) == 0) oom_both(oom_now = !oom_now);
             if (below(6) == 0) draw_transaction();
             else draw_command((int)below(2));
         }
     }
+    oom_both(0);
     printf("model vs redis: %ld replies compared, %ld differ\n", compared, mismatches);
     assert_int_equal(mismatches, 0);
 }
@@ -435,6 +459,86 @@ static void test_hscan_pages(void **state)
     hscan_case("h_long", 60, 1, "5");       /* a value past hash-max-listpack-value */
 }
 
+/* ------------------------------------------------------------ streams -- */
+
+/* A value of n bytes: JSON-ish text, or digits (a listpack stores a
+ * number as an integer, in fewer bytes). */
+static const char *stream_value(char *buf, size_t n)
+{
+    if (below(4) == 0) {
+        snprintf(buf, 24, "%llu", (unsigned long long)(rnd() % (below(2) ? 100 : 100000000000ULL)));
+        return buf;
+    }
+    for (size_t i = 0; i < n; i++) buf[i] = "[\"grant\",\"u1\",\"R2\",1,\"\",\"r9\",17]"[i % 34];
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The log as allocd and the archive use it, on both sides with the same
+ * explicit ids, so that every reply compares exactly: entries of the
+ * chunk format and of the event format (another set of fields: the node's
+ * master fields then differ), values from a byte to past a node's 4096;
+ * the archive's group reading, acknowledging some of what it read and
+ * re-reading its pending entries; LOG_TRIM with the group's position; and
+ * XTRIM / XADD MAXLEN, exact and with `~`, which remove whole nodes only
+ * -- where the model's listpack sizes must put Redis's node boundaries. */
+static void test_stream_nodes_and_groups(void **state)
+{
+    compared = mismatches = trims = 0;
+    for (int round = 0; round < 6; round++) {
+        reset_both();
+        rng = 777 + (uint64_t)round;
+        const char *log = "alloc:{b1}:log";
+        if (round % 3) both(0, 6, (const char *[]){ "XGROUP", "CREATE", log, "archive", "0", "MKSTREAM" });
+        uint64_t ms = 1000;
+        char idb[48], lim[24], big[6000], idr[48];
+        for (int step = 0; step < 500; step++) {
+            ms += below(3);
+            snprintf(idb, sizeof idb, "%llu-%llu", (unsigned long long)ms, (unsigned long long)below(3) + (unsigned long long)step);
+            size_t vlen = below(10) == 0 ? 300 + below(4500) : 1 + below(200);
+            const char *v = stream_value(big, vlen);
+            if (below(5)) both(0, 9, (const char *[]){ "XADD", log, idb, "format", "chunk", "n", "3", "events", v });
+            else both(0, 9, (const char *[]){ "XADD", log, idb, "type", "grant", "user", "u1", "item", v });
+            if (below(12) == 0) {
+                snprintf(lim, sizeof lim, "%zu", 1 + below(60));
+                both(0, 9, (const char *[]){ "XREADGROUP", "GROUP", "archive", below(2) ? "a" : "b", "COUNT", lim,
+                                             "STREAMS", log, below(4) ? ">" : "0" });
+            }
+            if (below(15) == 0) {
+                /* acknowledge an id at random around what was delivered */
+                snprintf(idr, sizeof idr, "%llu-%llu", (unsigned long long)(1000 + below((size_t)(ms - 999))),
+                         (unsigned long long)below((size_t)step + 3));
+                both(0, 4, (const char *[]){ "XACK", log, "archive", idr });
+                both(0, 3, (const char *[]){ "XPENDING", log, "archive" });
+            }
+            if (below(6) == 0) {
+                snprintf(lim, sizeof lim, "%zu", below(80));
+                both(0, 6, (const char *[]){ "EVAL", log_trim_src, "1", log, "archive", lim });
+            }
+            if (below(20) == 0) {
+                snprintf(lim, sizeof lim, "%zu", 5 + below(300));
+                switch (below(4)) {
+                case 0: both(0, 5, (const char *[]){ "XTRIM", log, "MAXLEN", "~", lim }); break;
+                case 1: both(0, 5, (const char *[]){ "XTRIM", log, "MAXLEN", "=", lim }); break;
+                case 2:
+                    snprintf(idr, sizeof idr, "%llu", (unsigned long long)(1000 + below((size_t)(ms - 999))));
+                    both(0, 7, (const char *[]){ "XTRIM", log, "MINID", "~", idr, "LIMIT", lim });
+                    break;
+                default:
+                    snprintf(idb, sizeof idb, "%llu-%d", (unsigned long long)++ms, 0);
+                    both(0, 8, (const char *[]){ "XADD", log, "MAXLEN", "~", lim, idb, "type", "state" });
+                }
+            }
+            if (below(25) == 0) both(0, 2, (const char *[]){ "XLEN", log });
+        }
+        both(0, 4, (const char *[]){ "XRANGE", log, "-", "+" });
+        both(0, 3, (const char *[]){ "XPENDING", log, "archive" });
+    }
+    printf("streams: %ld replies compared, %ld differ, %ld trims removed entries\n", compared, mismatches, trims);
+    assert_int_equal(mismatches, 0);
+    assert_true(trims > 20);
+}
+
 /* ------------------------------------------------------ the case file -- */
 
 /* One command per line, words split on spaces; a blank line starts a new
@@ -469,6 +573,7 @@ static void test_case_file(void **state)
         char *p = line;
         if (!strncmp(p, "@1 ", 3)) { who = 1; p += 3; }
         if (!strncmp(p, "sleep ", 6)) { harness_sleep_ms(atoi(p + 6)); continue; }
+        if (!strcmp(p, "oom on") || !strcmp(p, "oom off")) { oom_both(!strcmp(p, "oom on")); continue; }
         const char *argv[64];
         int argc = 0;
         for (char *save = NULL, *t = strtok_r(p, " ", &save); t && argc < 64; t = strtok_r(NULL, " ", &save))
@@ -476,6 +581,7 @@ static void test_case_file(void **state)
         if (argc) both(who, argc, argv);
     }
     fclose(f);
+    oom_both(0);
     printf("case file: %ld replies compared, %ld differ\n", compared, mismatches);
     assert_true(compared > 20);
     assert_int_equal(mismatches, 0);
@@ -506,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_case_file),
         cmocka_unit_test(test_random_sequences),
         cmocka_unit_test(test_hscan_pages),
+        cmocka_unit_test(test_stream_nodes_and_groups),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

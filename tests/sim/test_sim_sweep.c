@@ -54,6 +54,11 @@ static void test_found_seeds(void **state)
     assert_int_equal(run_range(SF_ALL, 1001782, 1, 10000), 0);
     /* a holder whose clock was behind opens_at grew a pool already served from */
     assert_int_equal(run_range(SF_ALL, 3000308, 1, 10000), 0);
+    /* an admin command dead-lettered: its isolated apply was FENCED after a
+     * Sentinel switch, and a FENCED refusal named it the suspect (these two
+     * fail before 303da6d, with the generators of that commit) */
+    assert_int_equal(run_range(SF_ALL, 61124, 1, 10000), 0);
+    assert_int_equal(run_range(SF_ALL, 61658, 1, 10000), 0);
 }
 
 /* One seed is one run: the same seed twice gives the same run. */

@@ -175,6 +175,41 @@ static void test_same_of_loaded_holders(void **state)
     engine_free(e);
 }
 
+/* A staff exception (placed without check) is not what a loaded same_X
+ * room compares with: f1 holds G1 by staff, m1 by right; after a load the
+ * room is m1's gender, whatever the order the holders come back in (the
+ * simulator, seed 1212: a load took the exception's F, and an F joined
+ * an M by right). */
+static void test_same_of_loaded_holders_skips_staff(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "G1", 3, "same_gender", "true", NULL, NULL);
+    assert_int_equal(engine_load_room_holder(e, "f1", "G1", T0, "c1"), 0);
+    assert_int_equal(engine_load_staff(e, "f1", 0), 0);
+    assert_int_equal(engine_load_room_holder(e, "m1", "G1", T0, "q1"), 0);
+    prof(e, "f1", "gender", "\"F\"", NULL, NULL);
+    prof(e, "m1", "gender", "\"M\"", NULL, NULL);
+    prof(e, "f2", "gender", "\"F\"", NULL, NULL);
+    prof(e, "m2", "gender", "\"M\"", NULL, NULL);
+    assert_int_equal(req(e, OP_CHOOSE, "c2", "f2", "G1", T0).reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(req(e, OP_CHOOSE, "c3", "m2", "G1", T0).status, STATUS_GRANTED);
+    engine_free(e);
+}
+
+/* With only staff exceptions in it, a loaded room takes the first one's
+ * value, as it did when that one moved into the empty room. */
+static void test_same_of_loaded_staff_only(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "G1", 3, "same_gender", "true", NULL, NULL);
+    assert_int_equal(engine_load_room_holder(e, "m1", "G1", T0, "c1"), 0);
+    assert_int_equal(engine_load_staff(e, "m1", 0), 0);
+    prof(e, "m1", "gender", "\"M\"", NULL, NULL);
+    prof(e, "f2", "gender", "\"F\"", NULL, NULL);
+    assert_int_equal(req(e, OP_CHOOSE, "c2", "f2", "G1", T0).reason, REASON_NOT_ELIGIBLE);
+    engine_free(e);
+}
+
 static engine_result auto_req(engine *e, const char *id, const char *u, const char *const *prefs,
                               size_t n_prefs, const engine_kv *filter, size_t n_filter)
 {
@@ -415,6 +450,8 @@ int main(void)
         cmocka_unit_test(test_only_at_choose_and_buy),
         cmocka_unit_test(test_same_takes_first_holder),
         cmocka_unit_test(test_same_of_loaded_holders),
+        cmocka_unit_test(test_same_of_loaded_holders_skips_staff),
+        cmocka_unit_test(test_same_of_loaded_staff_only),
         cmocka_unit_test(test_auto_skips_ineligible),
         cmocka_unit_test(test_group_same_across_members),
         cmocka_unit_test(test_switch_and_waitlist_check),
