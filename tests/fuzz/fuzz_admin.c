@@ -330,7 +330,9 @@ static void decide(fz *f, request *q, int admin)
     CHECK((res.status == STATUS_REJECTED) == (res.reason != REASON_NONE), "status %d reason %d", res.status, res.reason);
     /* a staff grant counts in granted, so in processed too (engine.c) */
     int64_t staff_grant = admin && res.status == STATUS_GRANTED;
-    CHECK(admin ? c->ctl == b.c.ctl + 1 && c->processed == b.c.processed + staff_grant : c->ctl == b.c.ctl,
+    /* a granted assign is no queue request: in staff_granted, not processed (section 6) */
+    CHECK(admin ? c->ctl == b.c.ctl + 1 && c->processed == b.c.processed && c->staff_granted == b.c.staff_granted + staff_grant
+                : c->ctl == b.c.ctl,
           "%s counted: ctl %" PRId64 " -> %" PRId64 ", processed %" PRId64 " -> %" PRId64, r->id, b.c.ctl, c->ctl,
           b.c.processed, c->processed);
     int staff = r->op == OP_ASSIGN || r->op == OP_UNASSIGN;

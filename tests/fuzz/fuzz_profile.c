@@ -116,8 +116,36 @@ static ref_rule *rule_of(fz *f, int it, const char *key)
     return NULL;
 }
 
-/* The first rule of item it that u breaks (its attr), NULL when none. */
-static const char *ref_broken(fz *f, int u, int it, int held)
+static int holds(const fz *f, int u, int it, int *staff);
+
+/* The value same_<x> of item it holds a newcomer to, from its holders now
+ * (docs/DESIGN.md, engine_elig.c): the holders by right's, or, when only
+ * staff exceptions hold it, theirs if they agree; NULL: none. *unsure:
+ * the holders by right disagree (a profile edited since), so which one
+ * the engine takes depends on its user order. */
+static char *ref_same_want(fz *f, int it, const char *x, int *unsure)
+{
+    char *want = NULL, *staff_want = NULL;
+    int staff_disagree = 0;
+    *unsure = 0;
+    for (int w = 0; w < NU; w++) {
+        int staff;
+        if (!holds(f, w, it, &staff)) continue;
+        char *v = user_value(f, w, x);
+        if (!v) continue;
+        char **slot = staff ? &staff_want : &want;
+        if (!*slot) { *slot = v; continue; }
+        if (strcmp(*slot, v)) { if (staff) staff_disagree = 1; else *unsure = 1; }
+        free(v);
+    }
+    if (want) { free(staff_want); return want; }
+    if (staff_disagree) { free(staff_want); return NULL; }
+    return staff_want;
+}
+
+/* The first rule of item it that u breaks (its attr), NULL when none;
+ * *unsure as ref_same_want's. */
+static const char *ref_broken(fz *f, int u, int it, int *unsure)
 {
     const char *key;
     json_t *val;
@@ -127,8 +155,16 @@ static const char *ref_broken(fz *f, int u, int it, int held)
         int same = key[0] == 's';
         if (same && !json_is_true(val)) continue;
         char *v = user_value(f, u, key + 5);
-        const ref_rule *r = rule_of(f, it, key);
-        int ok = v && (same ? !held || !r || !r->same || !strcmp(r->same, v) : listed(val, v));
+        int ok = v != NULL;
+        if (ok && same) {
+            int maybe;
+            char *want = ref_same_want(f, it, key + 5, &maybe);
+            ok = !want || !strcmp(want, v);
+            *unsure |= maybe;
+            free(want);
+        } else if (ok) {
+            ok = listed(val, v);
+        }
         free(v);
         if (!ok) return key;
     }
@@ -146,8 +182,10 @@ static void check_eligible(fz *f, int u, int it)
 {
     engine_elig_why why = { 0 };
     int got = engine_eligible(f->e, users[u], items[it], &why);
-    const char *want = ref_broken(f, u, it, held_units(f, it) > 0);
+    int unsure = 0;
+    const char *want = ref_broken(f, u, it, &unsure);
     CHECK(got == 0 || got == 1, "engine_eligible %d", got);
+    if (unsure) return;   /* holders by right disagree: either answer is the engine's to give */
     if (f->attrs_failed[it]) {
         /* a load the engine refused may leave a rule partial, never open */
         CHECK(!got || !want, "%s eligible for %s against %s (after a failed attrs load)", users[u], items[it], want);
