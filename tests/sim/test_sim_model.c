@@ -469,7 +469,8 @@ static const char *stream_value(char *buf, size_t n)
         snprintf(buf, 24, "%llu", (unsigned long long)(rnd() % (below(2) ? 100 : 100000000000ULL)));
         return buf;
     }
-    for (size_t i = 0; i < n; i++) buf[i] = "[\"grant\",\"u1\",\"R2\",1,\"\",\"r9\",17]"[i % 34];
+    static const char text[] = "[\"grant\",\"u1\",\"R2\",1,\"\",\"r9\",17]";
+    for (size_t i = 0; i < n; i++) buf[i] = text[i % (sizeof text - 1)];
     buf[n] = '\0';
     return buf;
 }
