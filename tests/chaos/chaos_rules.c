@@ -412,7 +412,7 @@ void chaos__draw_check(draw_tally *d)
 {
     chaos_ctx *cx = d->cx;
     const batch_def *b = &cx->b[d->bi];
-    qsort(d->v, d->n, sizeof *d->v, by_draw);
+    if (d->n > 1) qsort(d->v, d->n, sizeof *d->v, by_draw);   /* v is NULL when nothing was drawn */
     cx->rep->drawn += (long)d->n;
     for (size_t i = 1; i < d->n; i++) {
         const drawn *x = &d->v[i - 1], *y = &d->v[i];
