@@ -58,24 +58,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define NU 4
 #define NI 2
-#define MAXR 16        /* rules an item's reference remembers */
 #define T0 1763800000000LL
 
 static const char *const users[NU] = { "u0", "u1", "u2", "u3" };
 static const char *const items[NI] = { "I0", "I1" };
-
-typedef struct ref_rule {
-    char *key;         /* the attr, "only_gender" */
-    char *same;        /* same_X: the holders' value (canonical), NULL unknown */
-} ref_rule;
 
 typedef struct fz {
     engine *e;
     int room;
     json_t *attrs[NI];        /* the item's attrs as loaded (NULL: none) */
     int attrs_failed[NI];     /* the load said no: the rules may be partial */
-    ref_rule rules[NI][MAXR];
-    int n_rules[NI];
     json_t *prof[NU];         /* the profile in force (NULL: none) */
     int granted;              /* a grant happened: attrs are fixed now */
     int n_req;
@@ -107,13 +99,6 @@ static int listed(json_t *allowed, const char *v)
         if (eq) return 1;
     }
     return 0;
-}
-
-static ref_rule *rule_of(fz *f, int it, const char *key)
-{
-    for (int i = 0; i < f->n_rules[it]; i++)
-        if (!strcmp(f->rules[it][i].key, key)) return &f->rules[it][i];
-    return NULL;
 }
 
 static int holds(const fz *f, int u, int it, int *staff);
@@ -169,13 +154,6 @@ static const char *ref_broken(fz *f, int u, int it, int *unsure)
         if (!ok) return key;
     }
     return NULL;
-}
-
-static int64_t held_units(const fz *f, int it)
-{
-    engine_item_view iv;
-    CHECK(engine_item_view_get(f->e, items[it], &iv) == 0, "item %s gone", items[it]);
-    return iv.capacity - iv.free;
 }
 
 static void check_eligible(fz *f, int u, int it)
@@ -336,27 +314,6 @@ static void on_profile(fz *f, const uint8_t *p, size_t n)
     profile_free(&pr);
 }
 
-/* The reference's same_X values as engine__elig_took sets them. */
-static void took(fz *f, int u, int it, int64_t held_before)
-{
-    const char *key;
-    json_t *val;
-    if (!f->attrs[it]) return;
-    json_object_foreach(f->attrs[it], key, val) {
-        if (key[0] != 's' || !is_rule(key) || !json_is_true(val)) continue;
-        ref_rule *r = rule_of(f, it, key);
-        if (!r) {
-            if (f->n_rules[it] == MAXR) continue;
-            r = &f->rules[it][f->n_rules[it]++];
-            *r = (ref_rule){ .key = strdup(key) };
-        }
-        if (held_before <= 0 || !r->same) {
-            free(r->same);
-            r->same = user_value(f, u, key + 5);
-        }
-    }
-}
-
 static void staff_op(fz *f, int assign, int u, int it, int check)
 {
     char id[24];
@@ -364,7 +321,6 @@ static void staff_op(fz *f, int assign, int u, int it, int check)
     engine_request r = { .op = assign ? OP_ASSIGN : OP_UNASSIGN, .id = id, .user = users[u],
                          .item = assign ? items[it] : NULL, .qty = 1, .check = check };
     int eligible = engine_eligible(f->e, users[u], items[it], NULL);
-    int64_t before = held_units(f, it);
     engine_result res;
     engine_decide(f->e, &r, T0, &res);
     CHECK(res.status != STATUS_NONE, "no decision (engine error %d)", engine_error(f->e));
@@ -373,7 +329,6 @@ static void staff_op(fz *f, int assign, int u, int it, int check)
         CHECK(!check || eligible == 1, "assign with check granted %s to %s, who is not eligible", items[it], users[u]);
         CHECK(res.by && !strcmp(res.by, "staff"), "an assign's grant without by=staff");
         f->granted = 1;
-        took(f, u, it, before);
     } else if (res.reason == REASON_NOT_ELIGIBLE) {
         CHECK(check && eligible == 0, "not_eligible for an eligible user or without check");
     }
@@ -396,10 +351,7 @@ static void on_record(fz *f, const uint8_t *p, size_t n)
 static void fz_free(fz *f)
 {
     engine_free(f->e);
-    for (int i = 0; i < NI; i++) {
-        json_decref(f->attrs[i]);
-        for (int j = 0; j < f->n_rules[i]; j++) { free(f->rules[i][j].key); free(f->rules[i][j].same); }
-    }
+    for (int i = 0; i < NI; i++) json_decref(f->attrs[i]);
     for (int u = 0; u < NU; u++) json_decref(f->prof[u]);
 }
 
