@@ -57,9 +57,13 @@ struct engine_profiles {
     size_t n_pairs, cap_pairs;
     profile *profs;
     size_t n_profs, cap_profs;
-    char **user_ids;
+    /* the users' ids end to end in one buffer (a malloc each would cost
+     * more than the id), found by offset: user_map keeps only numbers */
+    char *ids;
+    size_t ids_len, ids_cap;
+    uint32_t *user_id;     /* offset of the id in ids */
     uint32_t *user_prof;   /* profile number, STRMAP_NONE = none */
-    size_t n_users, cap_users, n_set;
+    size_t n_users, cap_users, cap_prof, n_set;
     size_t bytes;
 };
 
@@ -82,7 +86,11 @@ struct item_rules {
 static const char *key_of(const void *c, uint32_t i) { return ((const engine_profiles *)c)->keys[i]; }
 static const char *pair_of(const void *c, uint32_t i) { return ((const engine_profiles *)c)->pairs[i].text; }
 static const char *prof_of(const void *c, uint32_t i) { return ((const engine_profiles *)c)->profs[i].text; }
-static const char *uid_of(const void *c, uint32_t i) { return ((const engine_profiles *)c)->user_ids[i]; }
+static const char *uid_of(const void *c, uint32_t i)
+{
+    const engine_profiles *p = c;
+    return p->ids + p->user_id[i];
+}
 
 static engine_profiles *profiles(engine *e)
 {
@@ -258,28 +266,42 @@ static uint32_t user_slot(engine_profiles *p, const char *uid)
 {
     uint32_t u = strmap_find(&p->user_map, uid);
     if (u != STRMAP_NONE) return u;
-    if (vec_reserve((void **)&p->user_ids, &p->cap_users, p->n_users + 1, sizeof *p->user_ids) < 0)
+    size_t len = strlen(uid) + 1;
+    if (p->ids_len + len > UINT32_MAX || p->n_users + 1 >= STRMAP_NONE) return STRMAP_NONE;
+    if (vec_reserve((void **)&p->ids, &p->ids_cap, p->ids_len + len, 1) < 0 ||
+        vec_reserve((void **)&p->user_id, &p->cap_users, p->n_users + 1, sizeof *p->user_id) < 0 ||
+        vec_reserve((void **)&p->user_prof, &p->cap_prof, p->n_users + 1, sizeof *p->user_prof) < 0)
         return STRMAP_NONE;
-    size_t cap = p->cap_users;   /* user_prof follows user_ids' capacity */
-    uint32_t *np = realloc(p->user_prof, cap * sizeof *np);
-    if (!np) return STRMAP_NONE;
-    p->user_prof = np;
-    char *s = engine__intern(uid);
-    if (!s) return STRMAP_NONE;
     u = (uint32_t)p->n_users;
-    p->user_ids[u] = s;
+    memcpy(p->ids + p->ids_len, uid, len);
+    p->user_id[u] = (uint32_t)p->ids_len;
     p->user_prof[u] = STRMAP_NONE;
-    if (strmap_insert(&p->user_map, s, u) < 0) { free(s); return STRMAP_NONE; }
+    if (strmap_insert(&p->user_map, uid, u) < 0) return STRMAP_NONE;
+    p->ids_len += len;
     p->n_users++;
-    p->bytes += strlen(s) + 1;
     return u;
 }
 
-int engine_profile_set(engine *e, const char *uid, const engine_kv *attrs, size_t n)
+int engine_profile_user(engine *e, const char *uid, uint32_t *u)
 {
-    if (!e || !engine__id_ok(uid) || n > 64 || !attrs_ok(attrs, n)) return -EINVAL;
+    if (!e || !engine__id_ok(uid)) return -EINVAL;
     engine_profiles *p = profiles(e);
     if (!p) return -ENOMEM;
+    *u = user_slot(p, uid);
+    return *u == STRMAP_NONE ? -ENOMEM : 0;
+}
+
+size_t engine_profile_users(const engine *e) { return e && e->prof ? e->prof->n_users : 0; }
+
+const char *engine_profile_user_id(const engine *e, uint32_t u)
+{
+    return e && e->prof && u < e->prof->n_users ? uid_of(e->prof, u) : NULL;
+}
+
+int engine_profile_set_at(engine *e, uint32_t u, const engine_kv *attrs, size_t n)
+{
+    engine_profiles *p = e ? e->prof : NULL;
+    if (!p || u >= p->n_users || n > 64 || !attrs_ok(attrs, n)) return -EINVAL;
     uint32_t v[64];
     for (size_t i = 0; i < n; i++) {
         uint32_t k = key_intern(p, attrs[i].key);
@@ -289,11 +311,17 @@ int engine_profile_set(engine *e, const char *uid, const engine_kv *attrs, size_
     sort_pairs(p, v, n);
     uint32_t f = n ? profile_intern(p, v, n) : STRMAP_NONE;
     if (n && f == STRMAP_NONE) return -ENOMEM;
-    uint32_t u = user_slot(p, uid);
-    if (u == STRMAP_NONE) return -ENOMEM;
     p->n_set += (p->user_prof[u] == STRMAP_NONE) - (f == STRMAP_NONE);
     p->user_prof[u] = f;
     return 0;
+}
+
+int engine_profile_set(engine *e, const char *uid, const engine_kv *attrs, size_t n)
+{
+    uint32_t u;
+    if (!e || !engine__id_ok(uid) || n > 64 || !attrs_ok(attrs, n)) return -EINVAL;
+    int rc = engine_profile_user(e, uid, &u);
+    return rc < 0 ? rc : engine_profile_set_at(e, u, attrs, n);
 }
 
 const char *engine_profile_get(const engine *e, const char *uid, const char *key)
@@ -318,7 +346,7 @@ size_t engine_profile_bytes(const engine *e)
     if (!p) return 0;
     size_t maps = ((size_t)p->key_map.mask + (size_t)p->pair_map.mask + (size_t)p->prof_map.mask +
                    (size_t)p->user_map.mask + 4) * sizeof(strmap_slot);
-    return p->bytes + maps + p->cap_users * (sizeof(char *) + sizeof(uint32_t)) +
+    return p->bytes + maps + p->ids_cap + p->cap_users * sizeof *p->user_id + p->cap_prof * sizeof *p->user_prof +
            p->cap_pairs * sizeof(pair) + p->cap_profs * sizeof(profile) +
            p->cap_keys * sizeof(char *) + sizeof *p;
 }
@@ -611,11 +639,11 @@ void engine__elig_free(engine *e)
     for (size_t i = 0; i < p->n_keys; i++) free(p->keys[i]);
     for (size_t i = 0; i < p->n_pairs; i++) free(p->pairs[i].text);
     for (size_t i = 0; i < p->n_profs; i++) { free(p->profs[i].text); free(p->profs[i].pairs); }
-    for (size_t i = 0; i < p->n_users; i++) free(p->user_ids[i]);
     free(p->keys);
     free(p->pairs);
     free(p->profs);
-    free(p->user_ids);
+    free(p->ids);
+    free(p->user_id);
     free(p->user_prof);
     strmap_free(&p->key_map);
     strmap_free(&p->pair_map);

@@ -19,124 +19,95 @@ void profiles_report_init(profiles_report *r)
 
 void profiles_report_free(profiles_report *r)
 {
-    free(r->t);
-    free(r->names);
+    free(r->seen);
+    free(r->bad_ids);
     memset(r, 0, sizeof *r);
 }
 
-/* FNV-1a 64: the identity of a user, and of a value. */
-static uint64_t fnv(const char *s)
+/* FNV-1a 64: the identity of a value. */
+static uint64_t fnv(const char *s, uint64_t h)
 {
-    uint64_t h = 14695981039346656037ULL;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) h = (h ^ *p) * 1099511628211ULL;
     return h;
 }
 
-/* The slot of user_hash: its own, or the empty one where it would go. */
-static profiles_seen *slot(const profiles_report *r, uint64_t uh)
-{
-    size_t mask = r->cap - 1;
-    for (size_t i = (size_t)(uh ^ (uh >> 32)) & mask;; i = (i + 1) & mask)
-        if (!r->t[i].used || r->t[i].user_hash == uh) return &r->t[i];
-}
-
-/* A table of cap slots holding r's entries stamped `keep` (all when keep
- * is 0); 0 or -ENOMEM (r unchanged). */
-static int rebuild(profiles_report *r, size_t cap, uint16_t keep)
-{
-    profiles_seen *old = r->t;
-    size_t old_cap = r->cap;
-    profiles_seen *t = calloc(cap, sizeof *t);
-    if (!t) return -ENOMEM;
-    r->t = t;
-    r->cap = cap;
-    r->n = 0;
-    for (size_t i = 0; i < old_cap; i++) {
-        if (!old[i].used || (keep && old[i].gen != keep)) continue;
-        *slot(r, old[i].user_hash) = old[i];
-        r->n++;
-    }
-    free(old);
-    return 0;
-}
-
-/* Remembers a new user; without memory it is only not remembered, and is
- * read again whole next time. */
-static void remember(profiles_report *r, const char *user, uint64_t uh, uint64_t vh, int bad)
-{
-    if ((r->n + 1) * 20 > r->cap * 17 && rebuild(r, r->cap ? 2 * r->cap : 1024, 0) < 0) return;
-    size_t len = strlen(user) + 1;
-    void *names = r->names;
-    if (vec_reserve(&names, &r->names_cap, r->names_len + len, 1) < 0) return;
-    r->names = names;
-    memcpy(r->names + r->names_len, user, len);
-    *slot(r, uh) = (profiles_seen){ uh, vh, (uint32_t)r->names_len, r->gen, (uint8_t)bad, 1 };
-    r->names_len += len;
-    r->n++;
-}
+#define FNV_BASIS 14695981039346656037ULL
 
 void profiles_begin(profiles_report *r, int fresh)
 {
-    if (fresh) {   /* a new engine: every profile is installed again */
-        free(r->t);
-        free(r->names);
-        r->t = NULL;
-        r->names = NULL;
-        r->n = r->cap = r->names_len = r->names_cap = 0;
-    }
-    if (++r->gen == 0) r->gen = 1;   /* 0 means "all" to rebuild */
+    if (fresh) r->n = 0;   /* a new engine: its numbers start again, every profile is installed again */
+    if (++r->gen == 0) r->gen = 1;
 }
 
-/* A changed or new field: through the reader into the engine. 1 when it
- * is no profile (the user then has none). */
-static int install(profiles_report *r, engine *e, const char *batch, const char *user, const char *value,
-                   int had_profile)
+/* A changed or new value of user u: through the reader into the engine.
+ * 1 when it is no profile (the user then has none). */
+static int install(profiles_report *r, engine *e, const char *batch, const char *user, uint32_t u,
+                   const char *value, int had_profile)
 {
     profile p;
     char why[200];
     int rc = profile_parse(&p, value, strlen(value), why, sizeof why);
-    int erc = rc == 0 ? engine_profile_set(e, user, p.kv, p.n) : 0;
+    int erc = rc == 0 ? engine_profile_set_at(e, u, p.kv, p.n) : 0;
     profile_free(&p);
-    if (erc == -EINVAL) log_warn("batch %s: profiles: '%s' is not a user id or holds a bad key: ignored", batch, user);
-    if (rc == 0) return 0;
-    if (had_profile) engine_profile_set(e, user, NULL, 0);
-    if (rc == -EINVAL) {
-        log_warn("batch %s: the profile of %s is not a profile (%s): counts as none", batch, user, why);
+    if (rc == 0 && erc == 0) return 0;
+    if (had_profile) engine_profile_set_at(e, u, NULL, 0);
+    if (rc == -EINVAL || erc == -EINVAL) {
+        log_warn("batch %s: the profile of %s is not a profile (%s): counts as none", batch, user,
+                 rc == -EINVAL ? why : "an attribute the engine refuses");
         r->logged++;
     }
     return 1;
 }
 
-void profiles_pair(profiles_report *r, engine *e, const char *batch, const char *user, const char *value)
+/* A field whose name is no user id: logged the first time that name and
+ * value are seen (up to PROFILES_BAD_IDS_MAX of them), else ignored. */
+static void bad_id(profiles_report *r, const char *batch, const char *user, const char *value)
 {
-    uint64_t uh = fnv(user), vh = fnv(value);
-    profiles_seen *was = r->cap ? slot(r, uh) : NULL;
-    if (was && was->used) {
-        if (was->value_hash != vh) {   /* changed; unchanged: nothing to do, nor to report */
-            was->bad = (uint8_t)install(r, e, batch, user, value, !was->bad);
-            was->value_hash = vh;
-        }
-        was->gen = r->gen;
-        return;
-    }
-    remember(r, user, uh, vh, install(r, e, batch, user, value, 0));
+    uint64_t h = fnv(value, fnv(user, FNV_BASIS) ^ 0xff);
+    for (size_t i = 0; i < r->n_bad_ids; i++)
+        if (r->bad_ids[i] == h) return;
+    if (r->n_bad_ids < PROFILES_BAD_IDS_MAX &&
+        vec_reserve((void **)&r->bad_ids, &r->cap_bad_ids, r->n_bad_ids + 1, sizeof *r->bad_ids) == 0)
+        r->bad_ids[r->n_bad_ids++] = h;
+    log_warn("batch %s: profiles: '%.80s' is not a user id (1 to %d bytes): ignored", batch, user, ENGINE_ID_MAX);
+    r->logged++;
 }
 
-/* Users the read did not see left the hash and lose their profile; their
- * entries go (with a rebuild, which is rare: an operator's HDEL). */
+void profiles_pair(profiles_report *r, engine *e, const char *batch, const char *user, const char *value)
+{
+    uint32_t u;
+    int rc = engine_profile_user(e, user, &u);
+    if (rc == -EINVAL) { bad_id(r, batch, user, value); return; }
+    if (rc < 0) return;   /* without memory: not installed, and read again whole next time */
+    if (u >= r->n) {
+        void *seen = r->seen;
+        if (vec_reserve(&seen, &r->cap, (size_t)u + 1, sizeof *r->seen) < 0) return;
+        r->seen = seen;
+        memset(r->seen + r->n, 0, ((size_t)u + 1 - r->n) * sizeof *r->seen);
+        r->n = (size_t)u + 1;
+    }
+    profiles_seen *was = &r->seen[u];
+    uint64_t vh = fnv(value, FNV_BASIS);
+    /* unchanged: nothing to do, nor to report */
+    if (!was->used || was->value_hash != vh) {
+        was->bad = (uint8_t)install(r, e, batch, user, u, value, was->used && !was->bad);
+        was->value_hash = vh;
+        was->used = 1;
+    }
+    was->gen = r->gen;
+}
+
+/* Users the read did not see left the hash and lose their profile. */
 void profiles_end(profiles_report *r, engine *e)
 {
-    size_t gone = 0;
     r->bad = 0;
-    for (size_t i = 0; i < r->cap; i++) {
-        const profiles_seen *s = &r->t[i];
+    for (size_t u = 0; u < r->n; u++) {
+        profiles_seen *s = &r->seen[u];
         if (!s->used) continue;
         if (s->gen == r->gen) { r->bad += s->bad; continue; }
-        if (!s->bad) engine_profile_set(e, r->names + s->name, NULL, 0);
-        gone++;
+        if (!s->bad) engine_profile_set_at(e, (uint32_t)u, NULL, 0);
+        s->used = 0;
     }
-    /* without memory the gone ones stay, and are cleared again next time */
-    if (gone) (void)rebuild(r, r->cap, r->gen);
 }
 
 static void target_begin(engine *e, void *data)
@@ -157,5 +128,5 @@ static void target_end(engine *e, void *data)
 
 slots_scan_target profiles_target(profiles_report *r)
 {
-    return (slots_scan_target){ target_begin, target_pair, target_end, r };
+    return (slots_scan_target){ target_begin, target_pair, target_end, r, 1 };
 }

@@ -29,7 +29,7 @@ void slots_scan_init_target(slots_scan *s, const slots_scan_target *t)
 
 void slots_scan_init(slots_scan *s)
 {
-    const slots_scan_target slots = { slots_clear, slots_pair, NULL, NULL };
+    const slots_scan_target slots = { slots_clear, slots_pair, NULL, NULL, 0 };
     slots_scan_init_target(s, &slots);
 }
 
@@ -62,6 +62,7 @@ static void begin(slots_scan *s)
 {
     s->running = 1;
     s->page_out = 0;
+    s->cleared = 0;
     s->staged_len = 0;
     memcpy(s->cursor, "0", 2);
 }
@@ -108,6 +109,18 @@ static void install(slots_scan *s, engine *e, const char *batch)
     s->staged_len = 0;
 }
 
+/* A streamed target's page: its pairs straight in (hiredis ends every
+ * string with a NUL, so each reads up to its first, as staged ones do). */
+static void stream(slots_scan *s, const redisReply *pairs, engine *e, const char *batch)
+{
+    if (!s->cleared) {
+        s->target.clear(e, s->target.data);
+        s->cleared = 1;
+    }
+    for (size_t i = 0; i + 1 < pairs->elements; i += 2)
+        s->target.pair(e, batch, pairs->element[i]->str, pairs->element[i + 1]->str, s->target.data);
+}
+
 static int is_page(const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return 0;
@@ -127,7 +140,8 @@ int slots_scan_page(slots_scan *s, const redisReply *r, engine *e, const char *b
      * (what was staged may be half of something else) */
     if (!is_page(r)) { begin(s); return -EPROTO; }
     const redisReply *pairs = r->element[1];
-    for (size_t i = 0; i < pairs->elements; i++) {
+    if (s->target.streamed) stream(s, pairs, e, batch);
+    for (size_t i = 0; !s->target.streamed && i < pairs->elements; i++) {
         /* read up to a NUL byte, as the HGETALL at load reads them (a
          * user id or a time never holds one) */
         const redisReply *x = pairs->element[i];
@@ -138,7 +152,8 @@ int slots_scan_page(slots_scan *s, const redisReply *r, engine *e, const char *b
         memcpy(s->cursor, cur->str, cur->len + 1);
         return 0;
     }
-    install(s, e, batch);
+    if (!s->target.streamed) install(s, e, batch);
+    else if (s->target.end) s->target.end(e, s->target.data);
     s->running = 0;
     s->installed_from = s->started_at;
     return 1;

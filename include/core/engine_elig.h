@@ -28,6 +28,17 @@
  * value a canonical JSON string or integer. n == 0 clears it. 0, -EINVAL
  * (a bad id, key or value: the profile is left as it was), -ENOMEM. */
 int engine_profile_set(engine *e, const char *user, const engine_kv *attrs, size_t n);
+/* The users who have or had a profile are numbered from 0 in the order
+ * they first appear, and keep their number for the engine's life (a user
+ * whose profile goes keeps it, with none), so that the reader of
+ * P:{B}:profiles keeps what it knows of each user in arrays by that
+ * number (worker/profiles_scan.h). engine_profile_user finds or adds the
+ * user: 0, -EINVAL (not a user id), -ENOMEM. */
+int engine_profile_user(engine *e, const char *user, uint32_t *u);
+size_t engine_profile_users(const engine *e);
+const char *engine_profile_user_id(const engine *e, uint32_t u);   /* NULL: no such number */
+/* engine_profile_set for user number u (from engine_profile_user). */
+int engine_profile_set_at(engine *e, uint32_t u, const engine_kv *attrs, size_t n);
 /* The user's value of key as canonical JSON, NULL when none. */
 const char *engine_profile_get(const engine *e, const char *user, const char *key);
 /* An integer attribute (11.3's points): dflt when missing or not an integer. */

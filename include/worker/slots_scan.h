@@ -43,12 +43,21 @@
  * table, pair() sets one field. The selection slots by default
  * (slots_scan_init); the profiles of contract 11.2 are the same kind of
  * per-user hash of the operator's, read the same way
- * (worker/profiles_scan.h). */
+ * (worker/profiles_scan.h).
+ *
+ * A target whose fields stand alone (a user's profile says nothing about
+ * another's) may be `streamed`: its pairs go in page by page as they come
+ * instead of being gathered first, so a scan holds no copy of the hash
+ * (100,000 profiles are 7.6 MB of it). Such a target gets clear() at the
+ * first page of every scan, also of a scan begun again after a bad page,
+ * may see a field twice (HSCAN's rehash), and gets end() after the last
+ * page. */
 typedef struct slots_scan_target {
     void (*clear)(engine *e, void *data);
     void (*pair)(engine *e, const char *batch, const char *user, const char *value, void *data);
     void (*end)(engine *e, void *data);   /* after the last pair; NULL: none */
     void *data;
+    int streamed;
 } slots_scan_target;
 
 typedef struct slots_scan {
@@ -57,6 +66,7 @@ typedef struct slots_scan {
     int running;              /* a scan is between its first and last page */
     int page_out;             /* a page is asked and not answered */
     char cursor[SLOTS_SCAN_CURSOR_MAX]; /* the next page's cursor */
+    int cleared;              /* streamed: clear() was called for this scan */
     char *staged;             /* "user\0value\0" of the pages so far */
     size_t staged_len, staged_cap;
     slots_scan_target target;

@@ -3,7 +3,9 @@
  * the next one back, that the engine's table changes only when the cursor
  * comes back to 0 and then to exactly what the pages held, when a take may
  * be decided with the table, and that a reply that is no page is refused
- * and the scan starts over. */
+ * and the scan starts over; a streamed target (the profiles) gets its
+ * pairs page by page, clear() at the first page of every scan, also one
+ * begun again, and end() after the last. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -149,6 +151,62 @@ static void test_not_a_page_refused_and_started_over(void **state)
     engine_free(e);
 }
 
+/* A streamed target that records what it is called with. */
+typedef struct calls {
+    char log[256];
+} calls;
+
+static void rec_clear(engine *e, void *data)
+{
+    (void)e;
+    strcat(((calls *)data)->log, "C ");
+}
+
+static void rec_pair(engine *e, const char *batch, const char *user, const char *value, void *data)
+{
+    (void)e;
+    (void)batch;
+    char *log = ((calls *)data)->log;
+    strcat(log, user);
+    strcat(log, "=");
+    strcat(log, value);
+    strcat(log, " ");
+}
+
+static void rec_end(engine *e, void *data)
+{
+    (void)e;
+    strcat(((calls *)data)->log, "E ");
+}
+
+static void test_streamed_pages_go_in_as_they_come(void **state)
+{
+    (void)state;
+    engine *e = dorm();
+    calls c = { "" };
+    const slots_scan_target t = { rec_clear, rec_pair, rec_end, &c, 1 };
+    slots_scan s;
+    slots_scan_init_target(&s, &t);
+    slots_scan_loaded(&s, T0);
+    assert_non_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS));
+    slots_scan_sent(&s);
+    assert_int_equal(feed(&s, e, page("9", (const char *[]){ "a", "1", NULL })), 0);
+    assert_string_equal(c.log, "C a=1 ");                          /* in before the last page */
+    assert_non_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS));
+    slots_scan_sent(&s);
+    assert_int_equal(feed(&s, e, rtest_str("0")), -EPROTO);        /* begun again: cleared again */
+    assert_non_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS));
+    slots_scan_sent(&s);
+    assert_int_equal(feed(&s, e, page("4", (const char *[]){ "a", "2", NULL })), 0);
+    assert_non_null(slots_scan_due(&s, T0 + SLOTS_SCAN_EVERY_MS));
+    slots_scan_sent(&s);
+    assert_int_equal(feed(&s, e, page("0", (const char *[]){ "b", "3", "a", "2", NULL })), 1);
+    assert_string_equal(c.log, "C a=1 C a=2 b=3 a=2 E ");
+    assert_true(slots_scan_current(&s, T0 + SLOTS_SCAN_EVERY_MS + 1));
+    slots_scan_free(&s);
+    engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -156,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_table_replaced_when_the_cursor_returns),
         cmocka_unit_test(test_current_and_forced_scans),
         cmocka_unit_test(test_not_a_page_refused_and_started_over),
+        cmocka_unit_test(test_streamed_pages_go_in_as_they_come),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
