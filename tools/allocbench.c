@@ -250,7 +250,7 @@ static row *run_housing_row(bench *b, const char *mode, int housing, long n, int
     run_opts ro = {
         .target = &b->target, .w = &r->w, .prefix = b->opt.prefix, .batch = batch, .batches = 1,
         .timeout_s = b->opt.timeout_s, .chunk = r->chunk, .allocd_pid = daemon_pid(b),
-        .redis_pid = b->redis_pid, .settle_rss = settle_rss,
+        .redis_pid = b->redis_pid, .settle_rss = settle_rss, .preloaded = 1,
     };
     fprintf(stderr, "allocbench: housing %s (%ld requests and users)...\n", mode, n);
     r->has_a = 1;

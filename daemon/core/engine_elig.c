@@ -35,6 +35,11 @@
 
 typedef struct engine_profiles engine_profiles;
 
+typedef struct prof_user {
+    uint32_t id;           /* offset of the id in ids */
+    uint32_t prof;         /* profile number, STRMAP_NONE = none */
+} prof_user;
+
 typedef struct pair {
     char *text;        /* "<key>\x1f<value>": the map's key */
     const char *value; /* into text: canonical JSON */
@@ -61,9 +66,8 @@ struct engine_profiles {
      * more than the id), found by offset: user_map keeps only numbers */
     char *ids;
     size_t ids_len, ids_cap;
-    uint32_t *user_id;     /* offset of the id in ids */
-    uint32_t *user_prof;   /* profile number, STRMAP_NONE = none */
-    size_t n_users, cap_users, cap_prof, n_set;
+    prof_user *users;      /* by number: a decision reads one line */
+    size_t n_users, cap_users, n_set;
     size_t bytes;
 };
 
@@ -89,7 +93,7 @@ static const char *prof_of(const void *c, uint32_t i) { return ((const engine_pr
 static const char *uid_of(const void *c, uint32_t i)
 {
     const engine_profiles *p = c;
-    return p->ids + p->user_id[i];
+    return p->ids + p->users[i].id;
 }
 
 static engine_profiles *profiles(engine *e)
@@ -101,7 +105,12 @@ static engine_profiles *profiles(engine *e)
     strmap_init(&p->key_map, seed, key_of, p);
     strmap_init(&p->pair_map, seed + 1, pair_of, p);
     strmap_init(&p->prof_map, seed + 2, prof_of, p);
+    /* the users' map has the keys of the engine's own: one hash of an id
+     * finds it in both, and the decisions' prefetch warms both
+     * (engine__elig_prefetch) */
     strmap_init(&p->user_map, seed + 3, uid_of, p);
+    p->user_map.k0 = e->user_map.k0;
+    p->user_map.k1 = e->user_map.k1;
     e->prof = p;
     return p;
 }
@@ -187,8 +196,8 @@ static const profile *profile_find(const engine *e, const char *uid)
     const engine_profiles *p = e->prof;
     if (!p || !uid) return NULL;
     uint32_t u = strmap_find(&p->user_map, uid);
-    if (u == STRMAP_NONE || p->user_prof[u] == STRMAP_NONE) return NULL;
-    return &p->profs[p->user_prof[u]];
+    if (u == STRMAP_NONE || p->users[u].prof == STRMAP_NONE) return NULL;
+    return &p->profs[p->users[u].prof];
 }
 
 static int cmp_pair_key(const void *a, const void *b, void *ctx)
@@ -269,13 +278,11 @@ static uint32_t user_slot(engine_profiles *p, const char *uid)
     size_t len = strlen(uid) + 1;
     if (p->ids_len + len > UINT32_MAX || p->n_users + 1 >= STRMAP_NONE) return STRMAP_NONE;
     if (vec_reserve((void **)&p->ids, &p->ids_cap, p->ids_len + len, 1) < 0 ||
-        vec_reserve((void **)&p->user_id, &p->cap_users, p->n_users + 1, sizeof *p->user_id) < 0 ||
-        vec_reserve((void **)&p->user_prof, &p->cap_prof, p->n_users + 1, sizeof *p->user_prof) < 0)
+        vec_reserve((void **)&p->users, &p->cap_users, p->n_users + 1, sizeof *p->users) < 0)
         return STRMAP_NONE;
     u = (uint32_t)p->n_users;
     memcpy(p->ids + p->ids_len, uid, len);
-    p->user_id[u] = (uint32_t)p->ids_len;
-    p->user_prof[u] = STRMAP_NONE;
+    p->users[u] = (prof_user){ (uint32_t)p->ids_len, STRMAP_NONE };
     if (strmap_insert(&p->user_map, uid, u) < 0) return STRMAP_NONE;
     p->ids_len += len;
     p->n_users++;
@@ -311,8 +318,8 @@ int engine_profile_set_at(engine *e, uint32_t u, const engine_kv *attrs, size_t 
     sort_pairs(p, v, n);
     uint32_t f = n ? profile_intern(p, v, n) : STRMAP_NONE;
     if (n && f == STRMAP_NONE) return -ENOMEM;
-    p->n_set += (p->user_prof[u] == STRMAP_NONE) - (f == STRMAP_NONE);
-    p->user_prof[u] = f;
+    p->n_set += (p->users[u].prof == STRMAP_NONE) - (f == STRMAP_NONE);
+    p->users[u].prof = f;
     return 0;
 }
 
@@ -346,7 +353,7 @@ size_t engine_profile_bytes(const engine *e)
     if (!p) return 0;
     size_t maps = ((size_t)p->key_map.mask + (size_t)p->pair_map.mask + (size_t)p->prof_map.mask +
                    (size_t)p->user_map.mask + 4) * sizeof(strmap_slot);
-    return p->bytes + maps + p->ids_cap + p->cap_users * sizeof *p->user_id + p->cap_prof * sizeof *p->user_prof +
+    return p->bytes + maps + p->ids_cap + p->cap_users * sizeof *p->users +
            p->cap_pairs * sizeof(pair) + p->cap_profs * sizeof(profile) +
            p->cap_keys * sizeof(char *) + sizeof *p;
 }
@@ -520,6 +527,23 @@ static const elig_rule *broken(const engine *e, const profile *f, uint32_t it, u
     return NULL;
 }
 
+void engine__elig_prefetch(const engine *e, uint32_t h, int stage)
+{
+    const engine_profiles *p = e->prof;
+    if (!p || !p->user_map.slots) return;
+    const strmap *m = &p->user_map;
+    if (stage == 0) { __builtin_prefetch(&m->slots[h & m->mask]); return; }
+    const strmap_slot *s = &m->slots[h & m->mask];
+    if (!s->ref || s->hash != h || s->ref - 1 >= p->n_users) return;   /* a second probe: not worth it */
+    uint32_t u = s->ref - 1;
+    if (stage == 1) {
+        __builtin_prefetch(&p->users[u]);
+    } else {
+        __builtin_prefetch(p->ids + p->users[u].id);
+        if (p->users[u].prof != STRMAP_NONE) __builtin_prefetch(&p->profs[p->users[u].prof]);
+    }
+}
+
 const engine_who *engine__elig_who(const engine *e, const char *uid)
 {
     return profile_find(e, uid);
@@ -643,8 +667,7 @@ void engine__elig_free(engine *e)
     free(p->pairs);
     free(p->profs);
     free(p->ids);
-    free(p->user_id);
-    free(p->user_prof);
+    free(p->users);
     strmap_free(&p->key_map);
     strmap_free(&p->pair_map);
     strmap_free(&p->prof_map);

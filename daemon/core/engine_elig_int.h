@@ -28,5 +28,9 @@ void engine__elig_took(engine *e, const char *uid, uint32_t it, int64_t held_bef
 /* After loading: the same_X values of loaded holders (once). */
 void engine__elig_refresh(engine *e);
 void engine__elig_free(engine *e);
+/* The decisions' prefetch (engine_prefetch_user) of the user's profile:
+ * h is the user's hash in the engine's user map, which the profiles'
+ * map shares; the same stages. */
+void engine__elig_prefetch(const engine *e, uint32_t h, int stage);
 
 #endif

@@ -9,6 +9,7 @@
  * the string once the record is. A prefetch never changes what is decided;
  * a wrong guess (a collision, a new user) only costs the load it saved.
  */
+#include "engine_elig_int.h"
 #include "engine_state.h"
 
 uint32_t engine_user_hash(const engine *e, const char *id)
@@ -32,6 +33,7 @@ static const strmap_slot *slot_of(const strmap *m, uint32_t h)
 void engine_prefetch_user(const engine *e, uint32_t h, int stage)
 {
     const strmap *m = &e->user_map;
+    engine__elig_prefetch(e, h, stage);
     if (!m->slots) return;
     if (stage == 0) { __builtin_prefetch(&m->slots[h & m->mask]); return; }
     const strmap_slot *s = slot_of(m, h);

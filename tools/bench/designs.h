@@ -41,6 +41,8 @@ typedef struct run_opts {
     pid_t allocd_pid;         /* 0: unknown (--no-daemon) */
     pid_t redis_pid;          /* 0: unknown (--redis) */
     int settle_rss;           /* read allocd's RSS once served (rss_end_kb) */
+    int preloaded;            /* prepushed, one batch, loaded and paused first: the
+                                 window is the decisions, opened by `resume` (load_ms) */
 } run_opts;
 
 typedef struct run_result {
@@ -66,6 +68,7 @@ typedef struct run_result {
     /* e2e: the poller's work (reader.h) */
     long hmgets, fields_asked, nil_fields, dequeued_polls;
     double offered;           /* paced: the rate asked for */
+    double load_ms;           /* preloaded: from SADD to the batch loaded and paused */
 } run_result;
 
 int allocd_run(const run_opts *o, run_result *res, char *err, size_t errlen);

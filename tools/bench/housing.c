@@ -178,7 +178,7 @@ static int is_housing(const row *r, const char *mode)
 /* Pairs of rows elig-off, elig-on in the order run_housing made them. */
 static void target_eligibility(const bench *b)
 {
-    double v[MAX_ROWS], cpu[MAX_ROWS];
+    double v[MAX_ROWS], cpu[MAX_ROWS], load_on[MAX_ROWS], load_off[MAX_ROWS];
     char list[600] = "";
     int n = 0, runs = 0;
     long requests = 0;
@@ -190,6 +190,8 @@ static void target_eligibility(const bench *b)
         if (!is_housing(off, "elig-off") || !is_housing(on, "elig-on")) continue;
         v[n] = on->a.tput / off->a.tput;
         cpu[n] = off->a.cpu_allocd_us > 0 ? on->a.cpu_allocd_us / off->a.cpu_allocd_us : 0;
+        load_on[n] = on->a.load_ms;
+        load_off[n] = off->a.load_ms;
         size_t at = strlen(list);
         snprintf(list + at, sizeof list - at, "%s%.0f/%.0f=%.3f", n ? " " : "", on->a.tput, off->a.tput, v[n]);
         n++;
@@ -197,12 +199,14 @@ static void target_eligibility(const bench *b)
     if (!runs) return;
     double x = median_of(v, n), c = median_of(cpu, n), eng[MAX_HOUSING_PAIRS];
     for (int i = 0; i < b->n_housing_engine; i++) eng[i] = b->housing_engine[i][1] / b->housing_engine[i][0];
-    char what[1000];
-    snprintf(what, sizeof what, "housing, %ld requests and users, profiles and rules on 9 rooms in 10: "
+    char what[1200];
+    snprintf(what, sizeof what, "housing, %ld requests and users, profiles and rules on 9 rooms in 10, "
+             "the batch loaded and paused before the window, which resume opens: "
              "decisions/s with eligibility / without, median of %d pairs = %.3f (>= 0.90) [%s]; "
-             "allocd CPU per request on/off median %.2f; the engine alone (no Redis, profiles loaded "
+             "allocd CPU per request on/off median %.2f; the load before the window (the profiles "
+             "with the batch) median %.0f ms on, %.0f ms off; the engine alone (no Redis, profiles loaded "
              "before the clock) on/off median %.3f (%.0f / %.0f decisions/s in the first pair)",
-             requests, n, x, list, c, median_of(eng, b->n_housing_engine),
+             requests, n, x, list, c, median_of(load_on, n), median_of(load_off, n), median_of(eng, b->n_housing_engine),
              b->n_housing_engine ? b->housing_engine[0][1] : 0, b->n_housing_engine ? b->housing_engine[0][0] : 0);
     report_target(b, "eligibility_cost", n > 0 && n == runs, x >= 0.90, what);
 }

@@ -197,6 +197,7 @@ static void print_allocd_fields(const row *r, const run_result *a)
            a->cpu_redis_us, a->cpu_allocd_us, a->cpu_bench_us, a->hwm_kb, a->rss_base_kb,
            a->participants, a->bytes_per_participant, a->out.granted, a->out.rejected, a->out.other,
            a->pos_checked, a->pos_mismatch);
+    if (a->load_ms > 0) printf(" load_ms=%.0f", a->load_ms);
 }
 
 static void print_alt_fields(const char *who, const alt_result *x, const run_result *a, int has_a)
