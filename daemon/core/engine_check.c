@@ -38,9 +38,25 @@ static const char *check_shape(const engine *e)
     if (e->n_users > e->cap_users || e->n_items > e->cap_items || e->n_heap > e->cap_heap ||
         e->n_events > e->cap_events || e->n_dirty_users > e->cap_dirty_users ||
         e->n_dirty_items > e->cap_dirty_items || e->n_fresh > e->cap_fresh ||
-        e->n_ended > e->cap_ended)
+        e->n_ended > e->cap_ended || e->n_free_items > e->cap_free_items || e->cap_free_items < e->n_items)
         return "a list is longer than its array";
     return NULL;
+}
+
+/* free_items holds exactly the items with a unit free, each once, and
+ * each item knows its place there. */
+static const char *check_free_items(const engine *e)
+{
+    size_t with_free = 0;
+    for (size_t it = 0; it < e->n_items; it++) {
+        const item *p = &e->items[it];
+        with_free += p->free > 0;
+        if ((p->free > 0) != (p->free_at != 0))
+            return "free_items: an item in it without a free unit, or not in it with one";
+        if (p->free_at && (p->free_at > e->n_free_items || e->free_items[p->free_at - 1] != it))
+            return "free_items: an item's place there holds another item";
+    }
+    return with_free == e->n_free_items ? NULL : "free_items: a length other than the items with a free unit";
 }
 
 /* A bed in a room that exists, and a request id and a staff mark (11.5)
@@ -186,6 +202,7 @@ static const char *check_outputs(const engine *e, const sweep *w)
 const char *engine_check_invariants(const engine *e)
 {
     const char *why = check_shape(e);
+    if (!why) why = check_free_items(e);
     if (why) return why;
     size_t n_seen = e->n_users > e->n_items ? e->n_users : e->n_items;
     sweep w = { .held = calloc(e->n_items + 1, sizeof *w.held),

@@ -35,23 +35,17 @@ int engine_load_attr(engine *e, const char *id, const char *key,
     uint32_t i = find_item(e, id);
     if (i == STRMAP_NONE) return -ENOENT;
     item *it = &e->items[i];
-    char *k = engine__intern(key), *v = engine__intern(value);
-    attr *a = realloc(it->attrs, (it->n_attrs + 1) * sizeof *a);
-    if (!k || !v || !a) {
-        if (a) it->attrs = a;
-        free(k);
-        free(v);
-        return -ENOMEM;
-    }
-    it->attrs = a;
+    const char *k = engine__attr_intern(e, key), *v = engine__attr_intern(e, value);
+    if (!k || !v) return -ENOMEM;
     /* A key given twice keeps the last value, like a JSON object would. */
     for (uint32_t j = 0; j < it->n_attrs; j++)
-        if (strcmp(a[j].key, key) == 0) {
-            free(k);
-            free(a[j].value);
-            a[j].value = v;
+        if (it->attrs[j].key == k) {
+            it->attrs[j].value = v;
             return engine__elig_attr(e, i, key, value);
         }
+    attr *a = realloc(it->attrs, (it->n_attrs + 1) * sizeof *a);
+    if (!a) return -ENOMEM;
+    it->attrs = a;
     a[it->n_attrs++] = (attr){ k, v };
     return engine__elig_attr(e, i, key, value);   /* only_X, same_X (11.2) */
 }

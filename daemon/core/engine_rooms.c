@@ -56,10 +56,33 @@ engine_reason engine__rooms_choose(engine *e, uint32_t ui,
     return seat_one(e, ui, it, r, now, out);
 }
 
-static int attrs_match(const item *it, const engine_kv *f, size_t n)
+/* The filter's keys and values as the engine's interned texts, into out
+ * (2 per pair): 0 when no room can match it (a text no room has), 1 when
+ * resolved, -1 when it has more pairs than out holds (compared as text). */
+#define FILTER_FAST_MAX 16
+
+static int filter_resolve(const engine *e, const engine_kv *f, size_t n, const char **out)
+{
+    if (n > FILTER_FAST_MAX) return -1;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = engine__attr_find(e, f[i].key);
+        out[2 * i + 1] = engine__attr_find(e, f[i].value);
+        if (!out[2 * i] || !out[2 * i + 1]) return 0;
+    }
+    return 1;
+}
+
+/* Every pair of the filter is an attr of the room: by pointer when
+ * resolved (fast), by text otherwise. */
+static int attrs_match(const item *it, const engine_kv *f, const char *const *fast, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t j = 0;
+        if (fast) {
+            while (j < it->n_attrs && it->attrs[j].key != fast[2 * i]) j++;
+            if (j == it->n_attrs || it->attrs[j].value != fast[2 * i + 1]) return 0;
+            continue;
+        }
         while (j < it->n_attrs && strcmp(it->attrs[j].key, f[i].key) != 0) j++;
         if (j == it->n_attrs || strcmp(it->attrs[j].value, f[i].value) != 0)
             return 0;
@@ -86,9 +109,12 @@ static int room_fits(const engine *e, const engine_request *r, int64_t need, uin
 /* The room for auto and group: the first of prefs that fits, else (with a
  * filter) the matching room that fits with the fewest free beds, ties by
  * id -- filling rooms up keeps whole rooms free for groups. Rooms the user
- * (or a member) may not hold are skipped in both. A linear scan: room
- * batches have thousands of rooms, not more. *pref: the room's place in
- * prefs (1 = first), 0 when the filter found it. */
+ * (or a member) may not hold are skipped in both. The filter looks through
+ * the rooms with a bed free only (free_items, in no order: the choice
+ * does not depend on it), which late in a round are few: a waitlist pass
+ * decides every entry again whenever a bed comes back, and at 8,000 rooms
+ * a scan of all of them per entry took seconds per pass. *pref: the
+ * room's place in prefs (1 = first), 0 when the filter found it. */
 static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need, int64_t *pref)
 {
     const engine_who *who = engine__elig_who(e, r->user);   /* once, not per room */
@@ -98,10 +124,14 @@ static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need
         if (it != STRMAP_NONE && room_fits(e, r, need, it, who)) { *pref = (int64_t)i + 1; return it; }
     }
     if (!r->has_filter) return STRMAP_NONE;
+    const char *fast[2 * FILTER_FAST_MAX];
+    int resolved = filter_resolve(e, r->filter, r->n_filter, fast);
+    if (resolved == 0) return STRMAP_NONE;
     uint32_t best = STRMAP_NONE;
-    for (uint32_t it = 0; it < e->n_items; it++) {
+    for (size_t k = 0; k < e->n_free_items; k++) {
+        uint32_t it = e->free_items[k];
         const item *p = &e->items[it];
-        if (p->free < need || !attrs_match(p, r->filter, r->n_filter) || !room_fits(e, r, need, it, who))
+        if (p->free < need || !attrs_match(p, r->filter, resolved > 0 ? fast : NULL, r->n_filter) || !room_fits(e, r, need, it, who))
             continue;
         if (best == STRMAP_NONE || p->free < e->items[best].free ||
             (p->free == e->items[best].free && strcmp(p->id, e->items[best].id) < 0))

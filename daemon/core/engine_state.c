@@ -68,6 +68,35 @@ static const char *item_key(const void *ctx, uint32_t i)
     return ((const engine *)ctx)->items[i].id;
 }
 
+static const char *attr_key(const void *ctx, uint32_t i)
+{
+    return ((const engine *)ctx)->attr_strs[i];
+}
+
+const char *engine__attr_find(const engine *e, const char *s)
+{
+    uint32_t i = strmap_find(&e->attr_map, s);
+    return i == STRMAP_NONE ? NULL : e->attr_strs[i];
+}
+
+const char *engine__attr_intern(engine *e, const char *s)
+{
+    uint32_t h = strmap_hash32(&e->attr_map, s);
+    uint32_t i = strmap_find_hashed(&e->attr_map, s, h);
+    if (i != STRMAP_NONE) return e->attr_strs[i];
+    if (e->n_attr_strs >= STRMAP_NONE - 1 || ENGINE__GROW(e, attr_strs, 1) < 0) return NULL;
+    char *c = engine__intern(s);
+    if (!c) return NULL;
+    i = (uint32_t)e->n_attr_strs;
+    e->attr_strs[i] = c;
+    if (strmap_insert_hashed(&e->attr_map, c, i, h) < 0) {
+        free(c);
+        return NULL;
+    }
+    e->n_attr_strs++;
+    return c;
+}
+
 /* Records that an allocation failed: the engine is still consistent
  * (every decision allocates before it changes anything) but refuses further
  * decisions, and the shell sees -ENOMEM through engine_error(). Memory is
@@ -118,9 +147,27 @@ uint32_t engine__user_touch(engine *e, const char *id)
     return i;
 }
 
+/* Keeps item it in free_items exactly while it has a unit free. */
+static void free_list_update(engine *e, uint32_t it)
+{
+    item *p = &e->items[it];
+    if (p->free > 0 && !p->free_at) {
+        ALLOC_ASSERT(e->n_free_items < e->cap_free_items);
+        e->free_items[e->n_free_items++] = it;
+        p->free_at = (uint32_t)e->n_free_items;
+    } else if (p->free <= 0 && p->free_at) {
+        uint32_t last = e->free_items[--e->n_free_items];
+        e->free_items[p->free_at - 1] = last;
+        e->items[last].free_at = p->free_at;
+        p->free_at = 0;
+    }
+}
+
 uint32_t engine__item_add(engine *e, const char *id, int64_t capacity)
 {
-    if (e->n_items >= STRMAP_NONE - 1 || ENGINE__GROW(e, items, 1) < 0) return STRMAP_NONE;
+    if (e->n_items >= STRMAP_NONE - 1 || ENGINE__GROW(e, items, 1) < 0 ||
+        vec_reserve((void **)&e->free_items, &e->cap_free_items, e->n_items + 1, sizeof *e->free_items) < 0)
+        return STRMAP_NONE;
     char *s = engine__intern(id);
     if (!s) return STRMAP_NONE;
     uint32_t i = (uint32_t)e->n_items;
@@ -130,6 +177,7 @@ uint32_t engine__item_add(engine *e, const char *id, int64_t capacity)
         return STRMAP_NONE;
     }
     e->n_items++;
+    free_list_update(e, i);
     e->counters.free_units += capacity;
     if (capacity > 0) e->wait_kick = 1;
     return i;
@@ -143,6 +191,7 @@ void engine__free_add(engine *e, uint32_t it, int64_t delta)
     if (delta > 0) e->wait_kick = 1;   /* units came back: serve the waitlist */
     e->items[it].free += delta;
     e->counters.free_units += delta;
+    free_list_update(e, it);
 }
 
 /* A grant takes n free units (beds). Every grant checks free >= n before
@@ -306,11 +355,7 @@ static void free_user(engine *e, user *u)
 
 static void free_item(item *it)
 {
-    for (uint32_t i = 0; i < it->n_attrs; i++) {
-        free(it->attrs[i].key);
-        free(it->attrs[i].value);
-    }
-    free(it->attrs);
+    free(it->attrs);   /* their texts are the engine's (attr_strs) */
     free(it->id);
 }
 
@@ -400,6 +445,7 @@ void engine__state_init(engine *e, uint64_t hash_seed)
      * nothing about the other's. */
     strmap_init(&e->user_map, hash_seed, user_key, e);
     strmap_init(&e->item_map, hash_seed ^ 0x5bd1e9955bd1e995ULL, item_key, e);
+    strmap_init(&e->attr_map, hash_seed ^ 0xc2b2ae3d27d4eb4fULL, attr_key, e);
     e->next_order = 1;
 }
 
@@ -409,6 +455,10 @@ void engine__state_free(engine *e)
     for (size_t i = 0; i < e->n_items; i++) free_item(&e->items[i]);
     free(e->users);
     free(e->items);
+    free(e->free_items);
+    for (size_t i = 0; i < e->n_attr_strs; i++) free(e->attr_strs[i]);
+    free(e->attr_strs);
+    strmap_free(&e->attr_map);
     strmap_free(&e->user_map);
     strmap_free(&e->item_map);
     free(e->heap);

@@ -30,8 +30,8 @@ enum { USER_DIRTY = 1, USER_WINDOW = 2, USER_LOADED_OVER = 4, USER_STAFF = 8 };
 enum { ITEM_DIRTY = 1, ITEM_CAP_CHANGED = 2, ITEM_LOADED_OVER = 4 };
 
 typedef struct attr {
-    char *key;
-    char *value;   /* canonical JSON, compared with strcmp */
+    const char *key;     /* both interned (engine__attr_intern): two attrs */
+    const char *value;   /* with the same text share one pointer; canonical JSON */
 } attr;
 
 typedef struct item {
@@ -44,6 +44,7 @@ typedef struct item {
                                   same_X does not read its value from them while
                                   the item has other holders (engine_elig.c) */
     uint32_t n_attrs;
+    uint32_t free_at;          /* 1 + its place in engine.free_items; 0: free <= 0 */
     uint8_t flags;
 } item;
 
@@ -109,6 +110,16 @@ struct engine {
     item *items;
     size_t n_items, cap_items;
     strmap item_map;
+    /* the items with a unit free, in no order: what auto's filter and a
+     * waitlist pass look through late in a round, when most are full
+     * (kept by engine__free_add; as long as items, so never grown there) */
+    uint32_t *free_items;
+    size_t n_free_items, cap_free_items;
+    /* every attr key and value, each text once: items' attrs point here,
+     * so auto's filter compares pointers, not strings, with each room */
+    strmap attr_map;
+    char **attr_strs;
+    size_t n_attr_strs, cap_attr_strs;
     user *users;
     size_t n_users, cap_users;
     strmap user_map;
@@ -234,6 +245,10 @@ static inline int engine__holds_bed(const engine *e, uint32_t ui)
 int64_t engine__sat_add(int64_t a, int64_t b);   /* saturating */
 int engine__id_ok(const char *s);                 /* 1 to ENGINE_ID_MAX bytes */
 char *engine__intern(const char *s);              /* a malloc'd copy, NULL without memory */
+/* The engine's one copy of an attr text (added when new; NULL without
+ * memory), and the copy if there is one (NULL: no item has that text). */
+const char *engine__attr_intern(engine *e, const char *s);
+const char *engine__attr_find(const engine *e, const char *s);
 /* An allocation failed: the engine stays consistent (every decision
  * allocates before it changes anything) but decides nothing more. */
 void engine__out_of_memory(engine *e);
