@@ -25,6 +25,7 @@ typedef struct swap_offer {
     uint32_t from, to;
     char *req;
     int64_t seq;
+    engine_swap_drawn drawn;
 } swap_offer;
 
 typedef struct engine_swaps {
@@ -84,7 +85,7 @@ static void end_offer(engine *e, engine_swaps *s, size_t k, engine_result res)
     else c->rejected++;
     s->done_req[s->n_done] = o.req;
     s->done[s->n_done++] = (engine_swap_resolved){ .req = o.req, .user = e->users[o.from].id,
-                                                  .seq = o.seq, .res = res };
+                                                  .seq = o.seq, .res = res, .drawn = o.drawn };
     s->involved[o.from]--;
     s->involved[o.to]--;
     memmove(&s->o[k], &s->o[k + 1], (s->n - k - 1) * sizeof *s->o);
@@ -173,7 +174,8 @@ engine_reason engine__swaps_decide(engine *e, uint32_t ui, const engine_request 
         if (engine_swap_offers_of(e, r->user, NULL, 0) >= ENGINE_SWAP_OFFERS_MAX) return REASON_LIMIT;
         char *req = strdup(r->id);
         if (!req || engine__reserve_users(e, 1) < 0) { free(req); engine__out_of_memory(e); return REASON_NONE; }
-        s->o[s->n++] = (swap_offer){ .from = ui, .to = vi, .req = req, .seq = r->seq };
+        s->o[s->n++] = (swap_offer){ .from = ui, .to = vi, .req = req, .seq = r->seq,
+                                     .drawn = { r->draw, r->points, r->has_points } };
         s->involved[ui]++;
         s->involved[vi]++;
         engine__dirty_user(e, ui);
@@ -207,7 +209,7 @@ size_t engine_swap_offers_of(const engine *e, const char *uid, engine_swap_offer
     size_t n = 0;
     for (size_t k = 0; k < s->n; k++) {
         if (s->o[k].from != ui) continue;
-        if (n < max) out[n] = (engine_swap_offer){ s->o[k].req, e->users[s->o[k].to].id, s->o[k].seq };
+        if (n < max) out[n] = (engine_swap_offer){ s->o[k].req, e->users[s->o[k].to].id, s->o[k].seq, s->o[k].drawn };
         n++;
     }
     return n;
@@ -244,17 +246,18 @@ void engine__swaps_free(engine *e)
     e->swaps = NULL;
 }
 
-int engine_load_swap_offer(engine *e, const char *uid, const char *with, const char *req, int64_t seq)
+int engine_load_swap_offer(engine *e, const char *uid, const engine_swap_offer *o)
 {
-    uint32_t ui = engine__user_load(e, uid), vi = engine__user_load(e, with);
-    if (ui == STRMAP_NONE || vi == STRMAP_NONE || ui == vi || !req || !*req ||
+    if (!o || !o->with || !o->req || !*o->req) return -EINVAL;
+    uint32_t ui = engine__user_load(e, uid), vi = engine__user_load(e, o->with);
+    if (ui == STRMAP_NONE || vi == STRMAP_NONE || ui == vi ||
         engine_swap_offers_of(e, uid, NULL, 0) >= ENGINE_SWAP_OFFERS_MAX)
         return -EINVAL;
     engine_swaps *s = swaps_of(e);
     if (!s || reserve_offer(e, s, ui, vi) < 0) return -ENOMEM;
-    char *copy = strdup(req);
+    char *copy = strdup(o->req);
     if (!copy) return -ENOMEM;
-    s->o[s->n++] = (swap_offer){ .from = ui, .to = vi, .req = copy, .seq = seq };
+    s->o[s->n++] = (swap_offer){ .from = ui, .to = vi, .req = copy, .seq = o->seq, .drawn = o->drawn };
     s->involved[ui]++;
     s->involved[vi]++;
     return 0;

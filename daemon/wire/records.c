@@ -140,6 +140,8 @@ static void swap_offers(jsonw *w, const engine *e, const char *user)
         jsonw_kstr(w, "req", o[i].req);
         jsonw_kstr(w, "with", o[i].with);
         jsonw_kint(w, "seq", o[i].seq);
+        if (o[i].drawn.draw) jsonw_kint(w, "draw", o[i].drawn.draw);   /* an early swap (9.1) */
+        if (o[i].drawn.has_points) jsonw_kint(w, "points", o[i].drawn.points);
         jsonw_obj_end(w);
     }
     jsonw_arr_end(w);

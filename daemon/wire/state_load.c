@@ -81,10 +81,15 @@ static int load_swap_offers(engine *e, const char *user, json_t *offers)
     if (!json_is_array(offers)) return -EINVAL;
     for (size_t i = 0; i < json_array_size(offers); i++) {
         json_t *o = json_array_get(offers, i), *seq = json_object_get(o, "seq");
-        const char *req = json_string_value(json_object_get(o, "req"));
-        const char *with = json_string_value(json_object_get(o, "with"));
-        if (!req || !with || !json_is_integer(seq)) return -EINVAL;
-        int rc = engine_load_swap_offer(e, user, with, req, json_integer_value(seq));
+        json_t *draw = json_object_get(o, "draw"), *points = json_object_get(o, "points");
+        engine_swap_offer so = { .req = json_string_value(json_object_get(o, "req")),
+                                 .with = json_string_value(json_object_get(o, "with")) };
+        if (!so.req || !so.with || !json_is_integer(seq) || (draw && !json_is_integer(draw)) ||
+            (points && !json_is_integer(points)))
+            return -EINVAL;
+        so.seq = json_integer_value(seq);
+        so.drawn = (engine_swap_drawn){ json_integer_value(draw), json_integer_value(points), points != NULL };
+        int rc = engine_load_swap_offer(e, user, &so);
         if (rc < 0) return rc;
     }
     return 0;

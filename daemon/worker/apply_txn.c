@@ -516,7 +516,10 @@ static void add_swap_results(argbuf *a, const apply_txn_ctx *c, const chunk *ch,
         q.op_name = "swap";
         argbuf_str(a, s.req);
         size_t start = argbuf_begin(a);
-        records_result(&a->data, &q, &s.res, s.seq, c->now);
+        if (s.drawn.draw)   /* an early swap keeps its place in the draw (9.1) */
+            records_result_drawn(&a->data, &q, &s.res, s.seq, c->now, s.drawn.draw,
+                                 s.drawn.has_points ? &s.drawn.points : NULL);
+        else records_result(&a->data, &q, &s.res, s.seq, c->now);
         argbuf_end(a, start);
     }
     cmd_close(a);

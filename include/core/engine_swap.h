@@ -24,10 +24,19 @@
 #define ENGINE_SWAP_OFFERS_MAX 8
 
 /* An open offer, as the offerer's holders entry lists it. */
+/* A pool request's place in the opening draw and its points (9.1, 11.3),
+ * carried as engine_request carries them: an early swap that waits as an
+ * offer keeps them into the result that replaces its `waiting`. */
+typedef struct engine_swap_drawn {
+    int64_t draw, points;   /* draw 0: not drawn */
+    int has_points;
+} engine_swap_drawn;
+
 typedef struct engine_swap_offer {
     const char *req;        /* the swap request's id */
     const char *with;
     int64_t seq;
+    engine_swap_drawn drawn;
 } engine_swap_offer;
 
 /* A `waiting` result replaced since the last drain. */
@@ -35,6 +44,7 @@ typedef struct engine_swap_resolved {
     const char *req, *user;
     int64_t seq;
     engine_result res;
+    engine_swap_drawn drawn;
 } engine_swap_resolved;
 
 /* The open offers user made, oldest first: up to max into out; returns how
@@ -43,7 +53,8 @@ size_t engine_swap_offers_of(const engine *e, const char *user, engine_swap_offe
 size_t engine_swap_open_count(const engine *e);
 size_t engine_swap_resolved_count(const engine *e);
 void engine_swap_resolved_at(const engine *e, size_t i, engine_swap_resolved *out);
-/* Loading: an open offer of a loaded holder. 0, -EINVAL, -ENOMEM. */
-int engine_load_swap_offer(engine *e, const char *user, const char *with, const char *req, int64_t seq);
+/* Loading: an open offer of a loaded holder (o->req, with, seq and
+ * drawn). 0, -EINVAL, -ENOMEM. */
+int engine_load_swap_offer(engine *e, const char *user, const engine_swap_offer *o);
 
 #endif

@@ -5,7 +5,9 @@
  * result carries `draw` and `points`; the points are recorded in the pool
  * when the draw is made, so a profile edited afterwards changes nothing and
  * `allocctl lottery verify` replays the order from the pool, the seed and
- * the recorded points -- and finds a result whose points were changed. */
+ * the recorded points -- and finds a result whose points were changed; an
+ * early swap that waits as an offer through the opening keeps its draw
+ * into the result that ends the offer. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -88,10 +90,63 @@ static void test_bands_ordered_and_replayed(void **state)
     free(out);
 }
 
+/* s1 and s2 hold beds by staff before the opening; s1's early swap is
+ * drawn and waits as an offer; s2 answers after the opening. The result
+ * that replaces s1's `waiting` carries s1's draw and points, and the
+ * lottery replays. */
+static void test_early_swap_keeps_its_draw(void **state)
+{
+    fixture *f = *state;
+    long long opens = harness_now_ms() + 2000;
+    char meta[160];
+    snprintf(meta, sizeof meta, "kind room early shuffle draw_by points opens_at %lld", opens);
+    itest_batch(f->c, "s", meta, "R1 1 R2 1", NULL);
+    itest_cmd(f->c, "HSET alloc:{s}:profiles s1 {\"points\":10} s2 {\"points\":20}");
+    itest_start(f, NULL);
+    itest_cmd(f->c, "RPUSH alloc:{s}:ctl {\"id\":\"c1\",\"op\":\"assign\",\"user\":\"s1\",\"item\":\"R1\"} "
+              "{\"id\":\"c2\",\"op\":\"assign\",\"user\":\"s2\",\"item\":\"R2\"}");
+    json_t *c2 = itest_result(f, "s", "c2");
+    assert_string_equal(itest_jstr(c2, "status"), "granted");
+    json_decref(c2);
+    itest_push(f, "s", "{\"id\":\"w1\",\"user\":\"s1\",\"op\":\"swap\",\"with\":\"s2\"}");
+    while (harness_now_ms() < opens + 50) harness_sleep_ms(20);
+    json_t *w1 = itest_result(f, "s", "w1");
+    assert_string_equal(itest_jstr(w1, "status"), "waiting");
+    long long draw = itest_jint(w1, "draw");
+    assert_true(draw >= 1);
+    json_decref(w1);
+    char *holder = harness_str(f->c, "HGET alloc:{s}:holders s1");
+    assert_non_null(strstr(holder, "\"draw\":"));   /* the offer keeps it across a restart */
+    free(holder);
+    itest_push(f, "s", "{\"id\":\"w2\",\"user\":\"s2\",\"op\":\"swap\",\"with\":\"s1\"}");
+    json_t *w2 = itest_result(f, "s", "w2");
+    assert_string_equal(itest_jstr(w2, "status"), "granted");
+    json_decref(w2);
+    for (int tries = 0; tries < 200; tries++) {   /* w1's waiting is replaced in w2's transaction */
+        w1 = itest_result(f, "s", "w1");
+        if (strcmp(itest_jstr(w1, "status"), "waiting")) break;
+        json_decref(w1);
+        w1 = NULL;
+        harness_sleep_ms(10);
+    }
+    assert_non_null(w1);
+    assert_string_equal(itest_jstr(w1, "status"), "granted");
+    assert_int_equal(itest_jint(w1, "draw"), draw);
+    assert_int_equal(itest_jint(w1, "points"), 10);
+    json_decref(w1);
+    char *out;
+    int rc = itest_ctl(f, &out, "lottery verify s");
+    if (rc) fprintf(stderr, "%s", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "MATCH"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         ITEST_CASE(test_bands_ordered_and_replayed),
+        ITEST_CASE(test_early_swap_keeps_its_draw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
