@@ -31,13 +31,20 @@ static long long points_of(int u)
     return u <= 4 ? 30 : u <= 8 ? 20 : 0;
 }
 
+/* A room batch b drawn by points at its opening in_ms from now: when. */
+static long long banded_batch(fixture *f, const char *b, long long in_ms, const char *items)
+{
+    long long opens = harness_now_ms() + in_ms;
+    char meta[160];
+    snprintf(meta, sizeof meta, "kind room early shuffle draw_by points opens_at %lld", opens);
+    itest_batch(f->c, b, meta, items, NULL);
+    return opens;
+}
+
 static void test_bands_ordered_and_replayed(void **state)
 {
     fixture *f = *state;
-    long long opens = harness_now_ms() + 2500;
-    char meta[160];
-    snprintf(meta, sizeof meta, "kind room early shuffle draw_by points opens_at %lld", opens);
-    itest_batch(f->c, "b", meta, "R1 12", NULL);
+    long long opens = banded_batch(f, "b", 2500, "R1 12");
     for (int u = 1; u <= 9; u++)
         itest_cmd(f->c, "HSET alloc:{b}:profiles u%d {\"year\":4,\"points\":%lld}", u, points_of(u));
     itest_cmd(f->c, "HSET alloc:{b}:profiles u11 {\"points\":1.5} u12 {\"points\":\"99\"}");
@@ -97,10 +104,7 @@ static void test_bands_ordered_and_replayed(void **state)
 static void test_early_swap_keeps_its_draw(void **state)
 {
     fixture *f = *state;
-    long long opens = harness_now_ms() + 2000;
-    char meta[160];
-    snprintf(meta, sizeof meta, "kind room early shuffle draw_by points opens_at %lld", opens);
-    itest_batch(f->c, "s", meta, "R1 1 R2 1", NULL);
+    long long opens = banded_batch(f, "s", 2000, "R1 1 R2 1");
     itest_cmd(f->c, "HSET alloc:{s}:profiles s1 {\"points\":10} s2 {\"points\":20}");
     itest_start(f, NULL);
     itest_cmd(f->c, "RPUSH alloc:{s}:ctl {\"id\":\"c1\",\"op\":\"assign\",\"user\":\"s1\",\"item\":\"R1\"} "
