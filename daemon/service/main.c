@@ -335,15 +335,6 @@ int main(int argc, char **argv)
         return 0;
     }
     log_init(d.cfg.log_level, -1);
-#ifdef __GLIBC__
-    /* A batch's big arrays (its maps, its users, its profiles) grow by
-     * realloc while a load's replies come and go. Left to itself, glibc
-     * raises its mmap threshold after the first big free and then puts
-     * them on the heap among the replies, where they pin freed pages. A
-     * fixed threshold keeps each in a mapping of its own, grown by mremap
-     * and given back when freed. */
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-#endif
     int rc = run(&d);
     log_flush();
     config_free(&d.cfg);
