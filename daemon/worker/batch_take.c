@@ -289,11 +289,18 @@ static void scan_refresh(batch_worker *w, slots_scan *s, worker_op_kind kind, co
     slots_scan_sent(s);
 }
 
-/* The profiles (contract 11.2) are read again the same way. */
+/* The profiles (contract 11.2) are read again the same way, when their
+ * WATCH says they changed (profiles_watch.h), else every second. */
 static void slots_refresh(batch_worker *w, int64_t now)
 {
     scan_refresh(w, &w->slots, WOP_SLOTS, w->keys.slots, now);
+    profiles_watch_tick(&w->profiles_watch, now);
     scan_refresh(w, &w->profiles, WOP_PROFILES, w->keys.profiles, now);
+}
+
+void batch__profiles_refresh(batch_worker *w, int64_t now)
+{
+    if (w->state == W_SERVING || w->state == W_IDLE) scan_refresh(w, &w->profiles, WOP_PROFILES, w->keys.profiles, now);
 }
 
 /* A page of the slots scan. It belongs to the engine it was asked for

@@ -52,6 +52,15 @@
 
 static void acquire_start(batch_worker *w);
 static void close_all(batch_worker *w);
+/* The WATCH is armed as soon as its link is up, before the load if it
+ * can be: the load is then the read it needs (slots_scan.h). */
+static void on_watch_conn_ready(redis_conn *c, void *data)
+{
+    batch_worker *w = data;
+    (void)c;
+    if (w->state != W_CLOSING && !w->stopping) profiles_watch_tick(&w->profiles_watch, clock_mono_ms());
+}
+
 static void on_handle_closed(batch_worker *w);
 static void issue_waits(batch_worker *w);
 
@@ -159,6 +168,7 @@ static int follow_slot(batch_worker *w)
     redis_conn_retarget(w->reads, &t);
     redis_conn_retarget(w->wait_queue, &t);
     redis_conn_retarget(w->wait_ctl, &t);
+    redis_conn_retarget(w->watch_conn, &t);
     return 1;
 }
 
@@ -294,6 +304,9 @@ static void on_load_done(void *data)
              w->batch, engine_item_count(w->eng), engine_user_count(w->eng), c->processed);
     batch__set_state(w, W_SERVING);
     chunks_drop_all(w);
+    /* a WATCH armed during the load asks for one read: made now, before
+     * the first request rather than with it */
+    batch__profiles_refresh(w, clock_mono_ms());
     /* early=shuffle: the pool is read back before anything is decided */
     if (engine_get_meta(w->eng)->early == EARLY_SHUFFLE && !w->lottery_done) batch__lottery_start(w);
     else batch__take_start(w);
@@ -594,6 +607,10 @@ static void watch_check(void *data, int64_t now)
     int64_t unable = answer_watch_unable_ms(aw, now), oldest = answer_watch_oldest_ms(aw, now);
     if (unable > bound) { give_up(w, "unable to serve", unable); return; }
     if (left_old_master(w)) return;
+    /* the WATCH is kept while idle or paused too, and the read it asks
+     * for is made then: not at the next request */
+    profiles_watch_tick(&w->profiles_watch, now);
+    if (w->eng && w->profiles.watch_from) batch__profiles_refresh(w, now);
     if (oldest > bound && answer_watch_idle_ms(aw, now) > bound && w->eng &&
         batch__take_queue_now(w, clock_wall_ms()))
         give_up(w, "a request unanswered and no chunk applied", oldest);
@@ -667,13 +684,14 @@ static void close_all(batch_worker *w)
     batch__set_state(w, W_CLOSING);
     log_info("batch %s: stopped after %" PRIu64 " chunks", w->batch, w->stats.chunks);
     uv_timer_stop(&w->timer);
-    w->handles_open = 7 + w->orders.outstanding;
+    w->handles_open = 8 + w->orders.outstanding;
     batch_lease_close(&w->lease, on_lease_closed);
     batch_watch_close(&w->watch, on_watch_closed);
     redis_conn_close(w->cmd, on_conn_closed, w);
     redis_conn_close(w->reads, on_conn_closed, w);
     redis_conn_close(w->wait_queue, on_conn_closed, w);
     redis_conn_close(w->wait_ctl, on_conn_closed, w);
+    redis_conn_close(w->watch_conn, on_conn_closed, w);
     uv_close((uv_handle_t *)&w->timer, on_timer_closed);
 }
 
@@ -698,9 +716,9 @@ void batch_worker_abort(batch_worker *w)
 const char *batch_worker_batch(const batch_worker *w) { return w->batch; }
 const batch_worker_stats *batch_worker_get_stats(batch_worker *w)
 {
-    const redis_conn *conns[] = { w->cmd, w->reads, w->wait_queue, w->wait_ctl };
+    const redis_conn *conns[] = { w->cmd, w->reads, w->wait_queue, w->wait_ctl, w->watch_conn };
     w->stats.reconnects = 0;
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof conns / sizeof conns[0]; i++)
         if (conns[i]) w->stats.reconnects += redis_conn_get_stats(conns[i])->failures;
     w->stats.oldest_unanswered_seconds =
         (double)answer_watch_oldest_ms(&w->watch.aw, clock_mono_ms()) / 1000.0;
@@ -708,6 +726,16 @@ const batch_worker_stats *batch_worker_get_stats(batch_worker *w)
 }
 
 int batch_worker_gave_up(const batch_worker *w) { return w->gave_up; }
+
+/* The profiles' watch answered: the read it asks for begins, and a take
+ * held for it may go. */
+static void on_profiles_news(void *data)
+{
+    batch_worker *w = data;
+    if (w->stopping || !w->eng) return;
+    batch__profiles_refresh(w, clock_mono_ms());   /* a read it asks for, at once */
+    if (w->state == W_SERVING) batch__take_start(w);
+}
 
 static int open_conn(batch_worker *w, redis_conn **out, const char *role,
                      const redis_conn_callbacks *cb)
@@ -758,22 +786,27 @@ int batch_worker_start(batch_worker **out, uv_loop_t *loop,
     static const redis_conn_callbacks cmd_cb = { on_cmd_ready, on_cmd_down };
     static const redis_conn_callbacks wait_cb = { on_wait_ready, NULL };
     static const redis_conn_callbacks reads_cb = { NULL, NULL };
+    static const redis_conn_callbacks watch_conn_cb = { on_watch_conn_ready, NULL };
     if (open_conn(w, &w->cmd, "cmd", &cmd_cb) < 0 ||
         open_conn(w, &w->reads, "reads", &reads_cb) < 0 ||
         open_conn(w, &w->wait_queue, "wait-queue", &wait_cb) < 0 ||
-        open_conn(w, &w->wait_ctl, "wait-ctl", &wait_cb) < 0) {
+        open_conn(w, &w->wait_ctl, "wait-ctl", &wait_cb) < 0 ||
+        open_conn(w, &w->watch_conn, "profiles-watch", &watch_conn_cb) < 0) {
         /* Unwind what was opened; the caller gets an error and no callback. */
         w->on_stopped = NULL;
         w->handles_open = 1;
         if (w->cmd) { w->handles_open++; redis_conn_close(w->cmd, on_conn_closed, w); }
         if (w->reads) { w->handles_open++; redis_conn_close(w->reads, on_conn_closed, w); }
         if (w->wait_queue) { w->handles_open++; redis_conn_close(w->wait_queue, on_conn_closed, w); }
+        if (w->wait_ctl) { w->handles_open++; redis_conn_close(w->wait_ctl, on_conn_closed, w); }
         batch__set_state(w, W_CLOSING);
         uv_close((uv_handle_t *)&w->timer, on_timer_closed);
         return -ENOMEM;
     }
     batch_load_init(&w->load, w->cmd, cfg, scripts, &w->keys, w->batch, &w->dedup, &load_cb, w);
     w->load.profiles = &w->profiles_report;   /* read with the batch, then rescanned */
+    profiles_watch_init(&w->profiles_watch, w->watch_conn, &w->profiles, w->keys.profiles, w->batch,
+                        cfg->redis_timeout_ms, on_profiles_news, w);
     batch_watch_init(&w->watch, loop, &w->keys, cfg->answer_ms, cfg->redis_timeout_ms, &watch_cb, w);
     batch_lease_init(&w->lease, loop, w->cmd, scripts, &w->keys, cfg->lease_ttl_ms,
                      cfg->instance, &lease_cb, w);

@@ -34,6 +34,7 @@
 #include "worker/lottery_pool.h"
 #include "worker/order_ids.h"
 #include "worker/profiles_scan.h"
+#include "worker/profiles_watch.h"
 #include "worker/slots_scan.h"
 
 typedef enum {
@@ -73,6 +74,7 @@ struct batch_worker {
     batch_keys keys;
     char trip_key[BATCH_KEY_MAX + 160];    /* FENCE's trip key for our token (set at load) */
     redis_conn *cmd, *reads, *wait_queue, *wait_ctl;
+    redis_conn *watch_conn;   /* the WATCH on P:{B}:profiles (profiles_watch.h) */
     batch_lease lease;
     char lease_holder_seen[128]; /* logged once per holder while waiting */
     worker_state state;
@@ -103,6 +105,7 @@ struct batch_worker {
     slots_scan slots;         /* P:{B}:slots read again in pages (slots_refresh) */
     slots_scan profiles;      /* P:{B}:profiles likewise (profiles_scan.h) */
     profiles_report profiles_report;
+    profiles_watch profiles_watch;   /* when to read the profiles again */
     int64_t chunks_applied;   /* internal.chunks_applied, likewise */
     long queue_unsent, ctl_unsent; /* entries taken whose apply is not sent */
     dedup dedup;
@@ -162,6 +165,9 @@ int batch__take_queue_now(const batch_worker *w, int64_t now);
 int batch__isolating(const batch_worker *w);
 size_t batch__ids_needed(batch_worker *w, const chunk *ch);
 void batch__take_start(batch_worker *w);
+/* The profiles' read its WATCH asks for, begun while no take is (idle,
+ * paused): batch_take.c. */
+void batch__profiles_refresh(batch_worker *w, int64_t now);
 void batch__on_take(batch_worker *w, chunk *ch, redisReply *r);
 void batch__on_slots(worker_op *o, redisReply *r, const char *err);
 void batch__on_dedup(batch_worker *w, chunk *ch, redisReply *r);

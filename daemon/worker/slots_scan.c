@@ -50,11 +50,51 @@ void slots_scan_loaded(slots_scan *s, int64_t now)
 {
     slots_scan_abandon(s);
     s->started_at = s->installed_from = now;
+    s->dirty_at = 0;   /* the load reads after now: a watch armed before keeps standing */
+}
+
+void slots_scan_watch_armed(slots_scan *s, int64_t now)
+{
+    s->watch_from = now > 0 ? now : 1;
+}
+
+void slots_scan_watch_lost(slots_scan *s)
+{
+    s->watch_from = 0;
+    s->dirty_at = 0;
+    s->clean_at = 0;
+}
+
+void slots_scan_changed(slots_scan *s, int64_t now)
+{
+    if (s->watch_from && !s->dirty_at) s->dirty_at = now > 0 ? now : 1;
+}
+
+/* The table holds what a read begun after the watch stood saw. */
+static int watched(const slots_scan *s)
+{
+    return s->watch_from && s->installed_from >= s->watch_from;
+}
+
+void slots_scan_clean(slots_scan *s, int64_t asked_at)
+{
+    if (watched(s) && !s->dirty_at && asked_at > s->clean_at) s->clean_at = asked_at;
 }
 
 int slots_scan_current(const slots_scan *s, int64_t now)
 {
-    return now - s->installed_from <= SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS;
+    int64_t from = s->installed_from;
+    if (watched(s) && s->clean_at > from) from = s->clean_at;
+    return now - from <= SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS;
+}
+
+/* Whether a scan should begin now (none runs). */
+static int due_now(const slots_scan *s, int64_t now)
+{
+    if (s->watch_from)
+        return s->dirty_at || s->installed_from < s->watch_from ||
+               now - s->started_at >= SLOTS_SCAN_WATCHED_EVERY_MS;
+    return now - s->started_at >= SLOTS_SCAN_EVERY_MS || !slots_scan_current(s, now);
 }
 
 /* A scan from its first page: cursor 0, nothing staged. */
@@ -71,9 +111,10 @@ const char *slots_scan_due(slots_scan *s, int64_t now)
 {
     if (s->page_out) return NULL;
     if (!s->running) {
-        if (now - s->started_at < SLOTS_SCAN_EVERY_MS && slots_scan_current(s, now)) return NULL;
+        if (!due_now(s, now)) return NULL;
         begin(s);
         s->started_at = now;
+        s->dirty_at = 0;   /* this read sees every change reported before it */
     }
     return s->cursor;
 }

@@ -36,6 +36,7 @@
 
 #define SLOTS_SCAN_EVERY_MS 1000
 #define SLOTS_SCAN_GRACE_MS 500
+#define SLOTS_SCAN_WATCHED_EVERY_MS 30000   /* watched: read anyway, however quiet */
 #define SLOTS_SCAN_COUNT 1000
 #define SLOTS_SCAN_CURSOR_MAX 24   /* a decimal uint64 and its NUL */
 
@@ -67,6 +68,9 @@ typedef struct slots_scan {
     int page_out;             /* a page is asked and not answered */
     char cursor[SLOTS_SCAN_CURSOR_MAX]; /* the next page's cursor */
     int cleared;              /* streamed: clear() was called for this scan */
+    int64_t watch_from;       /* a watch reports every change after this (0: none) */
+    int64_t dirty_at;         /* a change reported and not read yet (0: none) */
+    int64_t clean_at;         /* the watch last found nothing written (when it asked) */
     char *staged;             /* "user\0value\0" of the pages so far */
     size_t staged_len, staged_cap;
     slots_scan_target target;
@@ -82,6 +86,22 @@ void slots_scan_loaded(slots_scan *s, int64_t now);
 /* A page will not be answered (dropped, or its connection went down): the
  * scan under way is forgotten; the next begins when due. */
 void slots_scan_abandon(slots_scan *s);
+/* A watch of the hash (worker/profiles_watch.h), when there is one: armed
+ * at `now`, it reports every change made after it (slots_scan_changed),
+ * and when it asked and found none (slots_scan_clean). While it stands, a
+ * scan is due when a change was reported, when the table comes from a
+ * read begun before the watch, and at the latest every
+ * SLOTS_SCAN_WATCHED_EVERY_MS; and the table is current for the interval
+ * and its grace from its read or the watch's last clean answer, whichever
+ * is later -- so a take held after an idle spell waits for one answer, not
+ * a whole read. Lost (or never armed), the scan reads every
+ * SLOTS_SCAN_EVERY_MS as without one. A load (slots_scan_loaded, called
+ * before its read is sent) is such a read: with a watch armed before it,
+ * no other read follows. */
+void slots_scan_watch_armed(slots_scan *s, int64_t now);
+void slots_scan_watch_lost(slots_scan *s);
+void slots_scan_changed(slots_scan *s, int64_t now);
+void slots_scan_clean(slots_scan *s, int64_t asked_at);
 /* The cursor of the page to ask for now (HSCAN key <cursor> COUNT
  * SLOTS_SCAN_COUNT), or NULL when none is due: a page is out, or no scan
  * runs, the last began less than SLOTS_SCAN_EVERY_MS ago and the table is

@@ -4,7 +4,9 @@
  * fallback), switch, swap and group; profiles read with the batch and
  * again while it is served, so an edit holds within about a second and
  * never moves a holder; a profile that is no profile counts as none,
- * logged once and counted in stats.bad_profiles; group_fill=exact. */
+ * logged once and counted in stats.bad_profiles; group_fill=exact; the
+ * profiles' WATCH (worker/profiles_watch.h): an edit read within a second
+ * through it, and again after its link is killed. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -80,6 +82,52 @@ static void test_only_and_same(void **state)
     assert_int_equal(proc_int(f->c, "HGET alloc:{d}:stats bad_profiles"), 0);
 }
 
+/* Waits up to 3 s for the n-th log line holding needle. */
+static void wait_log(fixture *f, const char *needle, int n)
+{
+    for (int i = 0; i < 300 && itest_count_in_log(&f->allocd, needle) < n; i++) harness_sleep_ms(10);
+    assert_true(itest_count_in_log(&f->allocd, needle) >= n);
+}
+
+/* The id of the client named ".../role" (CLIENT LIST), -1 if none. */
+static long long client_named(fixture *f, const char *role)
+{
+    char *list = harness_str(f->c, "CLIENT LIST");
+    long long id = -1;
+    for (char *line = strtok(list, "\n"); line && id < 0; line = strtok(NULL, "\n")) {
+        char *name = strstr(line, " name=");
+        size_t n = name ? strcspn(name + 6, " ") : 0, rl = strlen(role);
+        if (name && n >= rl && !strncmp(name + 6 + n - rl, role, rl)) id = atoll(strstr(line, "id=") + 3);
+    }
+    free(list);
+    return id;
+}
+
+static void test_watched_edits(void **state)
+{
+    fixture *f = *state;
+    itest_batch(f->c, "w", "kind room", "Y1 4", "Y1 {\"only_year\":4}");
+    itest_cmd(f->c, "HSET alloc:{w}:profiles u1 {\"year\":3} u2 {\"year\":3}");
+    itest_start(f, NULL);
+    choose(f, "w", "a1", "u1", "Y1");
+    itest_expect(f, "w", "a1", "rejected", "not_eligible");
+    wait_log(f, "WATCH alloc:{w}:profiles stands", 1);
+    itest_cmd(f->c, "HSET alloc:{w}:profiles u1 {\"year\":4}");
+    harness_sleep_ms(1000);                                /* an edit holds within a second */
+    choose(f, "w", "a2", "u1", "Y1");
+    itest_expect(f, "w", "a2", "granted", "Y1");
+    /* the watch's link killed: read every second until it stands again */
+    long long id = client_named(f, "/profiles-watch");
+    assert_true(id > 0);
+    itest_cmd(f->c, "CLIENT KILL ID %lld", id);
+    itest_cmd(f->c, "HSET alloc:{w}:profiles u2 {\"year\":4}");
+    harness_sleep_ms(1000);
+    choose(f, "w", "a3", "u2", "Y1");
+    itest_expect(f, "w", "a3", "granted", "Y1");
+    wait_log(f, "WATCH alloc:{w}:profiles stands", 2);
+    assert_true(itest_count_in_log(&f->allocd, "profiles: the WATCH is lost") >= 1);
+}
+
 static void test_group_and_swap(void **state)
 {
     fixture *f = *state;
@@ -124,6 +172,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         ITEST_CASE(test_only_and_same),
+        ITEST_CASE(test_watched_edits),
         ITEST_CASE(test_group_and_swap),
         ITEST_CASE(test_group_fill_exact),
     };

@@ -5,7 +5,11 @@
  * be decided with the table, and that a reply that is no page is refused
  * and the scan starts over; a streamed target (the profiles) gets its
  * pairs page by page, clear() at the first page of every scan, also one
- * begun again, and end() after the last. */
+ * begun again, and end() after the last; with a watch armed, a read only
+ * after the watch stands, when a change is reported, and every
+ * SLOTS_SCAN_WATCHED_EVERY_MS, the table current from its read or the
+ * watch's last clean answer, and the one-second reads again once the
+ * watch is lost; a load counts as the read when the watch stood before it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -151,6 +155,65 @@ static void test_not_a_page_refused_and_started_over(void **state)
     engine_free(e);
 }
 
+/* One whole scan of a one-page hash begun at t. */
+static void read_at(slots_scan *s, engine *e, int64_t t)
+{
+    assert_non_null(slots_scan_due(s, t));
+    slots_scan_sent(s);
+    assert_int_equal(feed(s, e, page("0", (const char *[]){ "a", "1", NULL })), 1);
+}
+
+static void test_watched_reads_when_changed(void **state)
+{
+    (void)state;
+    engine *e = dorm();
+    slots_scan s;
+    slots_scan_init(&s);
+    slots_scan_loaded(&s, T0);
+    slots_scan_watch_armed(&s, T0 + 10);            /* after the load: one read */
+    assert_non_null(slots_scan_due(&s, T0 + 20));
+    slots_scan_abandon(&s);
+    read_at(&s, e, T0 + 30);
+    /* quiet: no read for SLOTS_SCAN_WATCHED_EVERY_MS; current from the
+     * watch's last clean answer, not only from the read */
+    int64_t quiet = T0 + 30 + SLOTS_SCAN_WATCHED_EVERY_MS - 1;
+    assert_null(slots_scan_due(&s, T0 + 30 + 5 * SLOTS_SCAN_EVERY_MS));
+    assert_false(slots_scan_current(&s, T0 + 30 + SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS + 1));
+    slots_scan_clean(&s, quiet - 100);
+    assert_true(slots_scan_current(&s, quiet));
+    assert_null(slots_scan_due(&s, quiet));
+    assert_non_null(slots_scan_due(&s, quiet + 1));       /* read anyway, however quiet */
+    slots_scan_abandon(&s);
+    /* a change reported: due at once, and a clean answer does not count
+     * until it is read */
+    int64_t tc = quiet + 1000;
+    slots_scan_changed(&s, tc);
+    slots_scan_clean(&s, tc + 10);
+    int64_t last_clean = quiet - 100;
+    assert_true(slots_scan_current(&s, last_clean + SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS));
+    assert_false(slots_scan_current(&s, last_clean + SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS + 1));
+    read_at(&s, e, tc + 20);
+    assert_true(slots_scan_current(&s, tc + 20 + SLOTS_SCAN_EVERY_MS));
+    assert_null(slots_scan_due(&s, tc + 5000));
+    /* the watch lost: the one-second rule again, from that read */
+    slots_scan_watch_lost(&s);
+    assert_false(slots_scan_current(&s, tc + 20 + SLOTS_SCAN_EVERY_MS + SLOTS_SCAN_GRACE_MS + 1));
+    assert_non_null(slots_scan_due(&s, tc + 20 + SLOTS_SCAN_EVERY_MS));
+    slots_scan_abandon(&s);
+    /* armed again, then a load: it is the read after the watch, no other
+     * follows; a load begun before the watch is not */
+    slots_scan_watch_armed(&s, tc + 3000);
+    slots_scan_loaded(&s, tc + 4000);
+    assert_null(slots_scan_due(&s, tc + 4001));
+    slots_scan_clean(&s, tc + 4500);
+    assert_true(slots_scan_current(&s, tc + 4500 + SLOTS_SCAN_EVERY_MS));
+    slots_scan_loaded(&s, tc + 6000);
+    slots_scan_watch_armed(&s, tc + 6100);
+    assert_non_null(slots_scan_due(&s, tc + 6200));
+    slots_scan_free(&s);
+    engine_free(e);
+}
+
 /* A streamed target that records what it is called with. */
 typedef struct calls {
     char log[256];
@@ -215,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_current_and_forced_scans),
         cmocka_unit_test(test_not_a_page_refused_and_started_over),
         cmocka_unit_test(test_streamed_pages_go_in_as_they_come),
+        cmocka_unit_test(test_watched_reads_when_changed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

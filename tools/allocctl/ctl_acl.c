@@ -107,8 +107,11 @@ static const acl_role ROLES[] = {
     { "daemon",
       /* transactions; CLIENT SETNAME at connect; CLUSTER SLOTS (cluster =
        * auto asks it even of a plain Redis) and ASKING for migrations;
-       * SCRIPT LOAD for its scripts; WAIT for wait_replicas */
-      "+multi +exec +client|setname +cluster|slots +asking +script|load +wait", NULL, {
+       * SCRIPT LOAD for its scripts; WAIT for wait_replicas; UNWATCH,
+       * CLIENT ID and CLIENT INFO for the profiles' WATCH
+       * (worker/profiles_watch.h) */
+      "+multi +exec +unwatch +client|setname +client|id +client|info +cluster|slots +asking "
+      "+script|load +wait", NULL, {
         { "+watch +eval +evalsha "
           "+get +set +del +exists +type +pexpire +pttl +incrby "             /* lease, order ids */
           "+hget +hset +hdel +hmget +hgetall +hvals +hscan +hincrby "       /* hashes; the watcher */
