@@ -4,9 +4,10 @@
  *
  * P:{B}:profiles is a per-user hash of the operator's like P:{B}:slots, so
  * the worker reads it like it (worker/slots_scan.h): HSCAN pages of
- * SLOTS_SCAN_COUNT fields every SLOTS_SCAN_EVERY_MS, a take (and the
- * opening draw, which reads `points`) held back while the profiles come
- * from a scan begun more than the interval and its grace ago. A profile
+ * SLOTS_SCAN_COUNT fields, when a WATCH says it was written
+ * (worker/profiles_watch.h) or, without one, every SLOTS_SCAN_EVERY_MS; a
+ * take (and the opening draw, which reads `points`) held back while the
+ * profiles are older than the interval and its grace. A profile
  * stands alone, so the pages go in as they come (a streamed target): a
  * read holds no copy of the hash. This module is what a read installs.
  * Each read is compared with the one before by a hash of each value, kept

@@ -7,7 +7,8 @@
  * it WATCHes was written since: CLIENT INFO shows flag `d` then ("a
  * watched key has been modified - EXEC will fail"), without touching the
  * WATCH. So a connection of its own per batch holds `WATCH <profiles>`
- * and asks CLIENT INFO every PROFILES_WATCH_POLL_MS: a key written since
+ * and asks CLIENT INFO at most every PROFILES_WATCH_POLL_MS, with the
+ * takes and the watchdog's tick: a key written since
  * (any HSET, HDEL, DEL, expiry, FLUSHALL) re-arms the WATCH (UNWATCH,
  * WATCH) and, once Redis confirms it, tells the scan (worker/slots_scan.h)
  * that the hash changed: the read it starts then begins after the new
