@@ -71,19 +71,31 @@ struct engine_profiles {
     size_t bytes;
 };
 
+/* A decision checks the rules of every room it considers, so an item's
+ * rules are one block (item_rules and its rules together) and an only_X
+ * of one or two values keeps them inline: a rule check reads that block
+ * and nothing else (three dependent cache misses a room before). */
+#define RULE_INLINE_VALS 2
+
 typedef struct elig_rule {
     char *attr;        /* "only_gender": for the why */
     uint32_t key;
     uint8_t same;
     uint32_t same_pair;   /* same_X: the holders' pair, NO_PAIR unknown */
-    uint32_t *vals;       /* only_X: the allowed pairs */
     uint32_t n_vals;
+    uint32_t inl[RULE_INLINE_VALS];   /* only_X: the allowed pairs, up to 2 */
+    uint32_t *vals;                   /* more: all of them here */
 } elig_rule;
 
 struct item_rules {
-    elig_rule *r;
     uint32_t n;
+    elig_rule r[];
 };
+
+static const uint32_t *rule_vals(const elig_rule *r)
+{
+    return r->n_vals <= RULE_INLINE_VALS ? r->inl : r->vals;
+}
 
 /* ---------------------------------------------------------------- interning */
 
@@ -398,11 +410,18 @@ static int add_val(void *c, const char *value)
      * value_ok takes) matches nobody: it adds no pair, and must not stop
      * the rule's other values, nor the item's other rules, from loading */
     if (!value_ok(value) || strlen(x->p->keys[x->r->key]) > ENGINE_ID_MAX) return 0;
-    uint32_t q = pair_intern(x->p, x->r->key, value);
-    uint32_t *v = realloc(x->r->vals, (x->r->n_vals + 1) * sizeof *v);
-    if (q == NO_PAIR || !v) { if (v) x->r->vals = v; return -ENOMEM; }
-    x->r->vals = v;
-    v[x->r->n_vals++] = q;
+    elig_rule *r = x->r;
+    uint32_t q = pair_intern(x->p, r->key, value);
+    if (q == NO_PAIR) return -ENOMEM;
+    if (r->n_vals < RULE_INLINE_VALS) {
+        r->inl[r->n_vals++] = q;
+        return 0;
+    }
+    uint32_t *v = realloc(r->vals, (r->n_vals + 1) * sizeof *v);
+    if (!v) return -ENOMEM;
+    if (!r->vals) memcpy(v, r->inl, sizeof r->inl);   /* out of line from the third on */
+    r->vals = v;
+    v[r->n_vals++] = q;
     return 0;
 }
 
@@ -423,13 +442,14 @@ static elig_rule *rule_slot(item *it, const char *name)
             rs->r[i].n_vals = 0;
             return &rs->r[i];
         }
-    if (!rs && !(rs = it->rules = calloc(1, sizeof *rs))) return NULL;
-    elig_rule *v = realloc(rs->r, (rs->n + 1) * sizeof *v);
+    uint32_t n = rs ? rs->n : 0;
     char *a = engine__intern(name);
-    if (!v || !a) { if (v) rs->r = v; free(a); return NULL; }
-    rs->r = v;
-    v[rs->n] = (elig_rule){ .attr = a, .same_pair = NO_PAIR };
-    return &v[rs->n++];
+    struct item_rules *grown = a ? realloc(rs, sizeof *rs + (n + 1) * sizeof rs->r[0]) : NULL;
+    if (!grown) { free(a); return NULL; }
+    it->rules = rs = grown;
+    rs->n = n;
+    rs->r[n] = (elig_rule){ .attr = a, .same_pair = NO_PAIR };
+    return &rs->r[rs->n++];
 }
 
 int engine__elig_attr(engine *e, uint32_t it, const char *key, const char *value)
@@ -521,7 +541,8 @@ static const elig_rule *broken(const engine *e, const profile *f, uint32_t it, u
             continue;
         }
         uint32_t j = 0;
-        while (j < r->n_vals && r->vals[j] != x) j++;
+        const uint32_t *vals = rule_vals(r);
+        while (j < r->n_vals && vals[j] != x) j++;
         if (j == r->n_vals) return r;
     }
     return NULL;
@@ -636,7 +657,7 @@ int engine_holder_ok(const engine *e, const char *uid, const char *item_id, engi
         int ok = x != NO_PAIR;
         for (uint32_t j = 0; ok && !r->same && j < r->n_vals + 1; j++)
             if (j == r->n_vals) ok = 0;
-            else if (r->vals[j] == x) break;
+            else if (rule_vals(r)[j] == x) break;
         /* same_X: every other holder has the same value now; a staff
          * exception (placed without check) is not held against the others */
         for (size_t v = 0; ok && r->same && v < e->n_users; v++)
@@ -654,7 +675,6 @@ void engine__elig_free(engine *e)
     for (size_t it = 0; it < e->n_items; it++) {
         struct item_rules *rs = e->items[it].rules;
         for (uint32_t i = 0; rs && i < rs->n; i++) rule_free(&rs->r[i]);
-        if (rs) free(rs->r);
         free(rs);
         e->items[it].rules = NULL;
     }
