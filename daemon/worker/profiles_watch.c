@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -31,10 +32,17 @@ static void lost(profiles_watch *pw)
     slots_scan_watch_lost(pw->scan);
 }
 
-/* An error reply to a command of the watch: Redis will not do it. */
+/* An error reply to a command of the watch: 1. Redis will never do it (an
+ * ACL without it, a Redis without it): the scan polls for good. Any other
+ * error (MOVED while a slot moves, LOADING, a failover's READONLY) only
+ * loses the WATCH, which is armed again. */
 static int refused(profiles_watch *pw, const redisReply *r, const char *what)
 {
     if (!r || r->type != REDIS_REPLY_ERROR) return 0;
+    if (strncmp(r->str, "NOPERM", 6) && strncasecmp(r->str, "ERR unknown", 11)) {
+        lost(pw);
+        return 1;
+    }
     log_warn("batch %s: profiles: %s refused (%s): the profiles are read every second instead", pw->batch,
              what, r->str);
     pw->refused = 1;
@@ -60,7 +68,7 @@ static void on_armed(redis_conn *c, redisReply *r, const char *err, void *priv)
     (void)c;
     pw->out = 0;
     if (pw->refused) return;   /* the WATCH was */
-    if (err || !r) { lost(pw); return; }
+    if (err || !r || pw->arm_failed) { lost(pw); return; }
     if (refused(pw, r, "CLIENT ID")) return;
     pw->armed_id = client_id(r);
     if (!pw->armed_id) { lost(pw); return; }
@@ -78,6 +86,7 @@ static void on_step(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
     profiles_watch *pw = priv;
     (void)c;
+    if (err || !r || r->type == REDIS_REPLY_ERROR) pw->arm_failed = 1;   /* no WATCH stands */
     if (!err && r && !pw->refused) refused(pw, r, "WATCH");
 }
 
@@ -105,6 +114,7 @@ static void on_info(redis_conn *c, redisReply *r, const char *err, void *priv)
 static void arm(profiles_watch *pw)
 {
     pw->out = 1;
+    pw->arm_failed = 0;
     if (redis_conn_command(pw->conn, on_step, pw, pw->timeout_ms, "UNWATCH") < 0 ||
         redis_conn_command(pw->conn, on_step, pw, pw->timeout_ms, "WATCH %s", pw->key) < 0 ||
         redis_conn_command(pw->conn, on_armed, pw, pw->timeout_ms, "CLIENT ID") < 0)

@@ -40,6 +40,7 @@ typedef struct profiles_watch {
     int out;                  /* a command is out */
     int refused;              /* Redis refused: the scan polls, for good */
     int standing;             /* armed since it was last lost (logged when it comes) */
+    int arm_failed;           /* UNWATCH or WATCH of the arming under way failed */
     int64_t asked_at;         /* mono ms the CLIENT INFO out was sent */
     void (*news)(void *data); /* an answer came: a held take may go */
     void *data;
