@@ -223,13 +223,15 @@ static int room_ready(json_t *doc, const void *unused)
     return json_array_size(json_object_get(json_object_get(doc, "room"), "holders")) == 2;
 }
 
-/* /api/round?id=h1: groups, the revealed seed, slots, the swap offer. */
+/* /api/round?id=h1: groups, the revealed seed and the draw's replay,
+ * slots, the swap offer. */
 static int round_ready(json_t *doc, const void *unused)
 {
     json_t *g = json_object_get(doc, "groups"), *sw = json_object_get(doc, "swaps");
     json_t *l = json_object_get(doc, "lottery");
     return !json_object_get(doc, "loading") && itest_jint(g, "total") == 1 && itest_jint(g, "invited") == 1 &&
            itest_jint(sw, "total") == 1 && json_is_true(json_object_get(l, "commit_matches_seed")) &&
+           !strcmp(itest_jstr(json_object_get(l, "verify"), "state") ?: "", "match") &&
            itest_jint(json_object_get(doc, "slots"), "users") == 4;
 }
 
@@ -323,6 +325,10 @@ static void test_round_in_chromium(void **state)
     assert_non_null(strstr(dom, "A101, A102"));              /* shared prefs */
     assert_non_null(strstr(dom, "equals the commitment"));
     assert_non_null(strstr(dom, "allocctl lottery verify h1"));
+    /* the dashboard's own replay of the draw: e1 was the pool */
+    const char *verify = strstr(dom, "id=\"lottery-verify\"");
+    assert_non_null(verify);
+    assert_non_null(strstr(verify, "MATCH: the 1 served of 1 pool requests follow the replayed draw"));
     assert_non_null(strstr(dom, "users with a slot"));
     const char *next = strstr(dom, "<table id=\"next-slots\">");  /* s2, s3 in 3 min, s4 in 2 h */
     assert_non_null(next);
