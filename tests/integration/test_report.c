@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "harness.h"
@@ -187,6 +189,19 @@ static void test_report_from_archive(void **state)
     json_t *w = itest_result(t, "r1", "w1");   /* the close ends the waitlist */
     assert_string_equal(itest_jstr(w, "status"), "rejected");
     json_decref(w);
+    /* archivers killed (-9) part way, a pool entry and a result per page:
+     * the next run writes what they did not, and nothing twice */
+    unsigned seed = (unsigned)getpid();
+    for (int round = 0; round < 3; round++) {
+        char *argv[] = { (char *)harness_allocctl_bin(), "--redis", t->redis.url, "archive", "--pg", pg.conninfo,
+                         "--chunk", "1", "r1", NULL };
+        char log[600];
+        snprintf(log, sizeof log, "%s/archive-killed.log", t->redis.dir);
+        pid_t ar = proc_spawn(argv, log);
+        assert_true(ar > 0);
+        harness_sleep_ms(20 + (int)(rand_r(&seed) % 200));
+        proc_reap(ar, SIGKILL);
+    }
     assert_int_equal(itest_ctl(t, &out, "archive --pg '%s' r1", pg.conninfo), 0);
     free(out);
     /* again, a pool entry per page: what was there is not written twice */
