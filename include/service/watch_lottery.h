@@ -3,7 +3,7 @@
  * with the same check as allocctl (worker/lottery_verify.h).
  *
  * It reads the pool (P:{B}:early) and the pool requests' results in pages
- * of a few thousand, one page per reply, so that allocd's loop never
+ * of 2,000, one page per reply, so that allocd's loop never
  * parses a big pool in one go; the verdict is kept per batch and read
  * again only when the batch's processed count has changed, at most once
  * every WATCH_LOTTERY_RECHECK_MS. While the draw is still being served
