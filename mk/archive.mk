@@ -24,7 +24,8 @@ ARCHIVE_TESTS := $(BUILD)/tests/integration/test_archive $(BUILD)/tests/integrat
 ARCHIVE_LONG  := $(BUILD)/tests/archive/archive_long
 ARCHIVE_LONG_ARGS ?= --seconds 60 --results 1000000
 
-$(BUILD)/allocctl $(ARCHIVE_TESTS): LDLIBS += $(PQ_LIBS)
+# test_report reads the archive it made (the report from a purged batch)
+$(BUILD)/allocctl $(ARCHIVE_TESTS) $(BUILD)/tests/integration/test_report: LDLIBS += $(PQ_LIBS)
 
 $(ARCHIVE_LONG): $(BUILD)/tests/archive/archive_long.o $(BUILD)/tests/archive_fixture.o $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(PQ_LIBS) -lcmocka -o $@

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "core/assert.h"
 #include "redis/redis_router.h"
+#include "service/watch_lottery.h"
 #include "wire/log_entry.h"
 
 #define TICK_MS       1000
@@ -153,6 +154,7 @@ static void batch_free(watch_batch *b)
     json_decref(b->log_recent);
     json_t **round[] = { &b->capacity, &b->attrs, &b->free, &b->holders, &b->groups, &b->slots };
     for (size_t i = 0; i < sizeof round / sizeof round[0]; i++) json_decref(*round[i]);
+    watch_lottery_free(b);
     free(b);
 }
 
@@ -287,6 +289,7 @@ static void poll_round(watch *w, watch_batch *b, int64_t now)
         if (b->round_until_ms[p] < now) b->round_seen_ms[p] = 0;   /* forgotten: stale */
         any |= b->round_until_ms[p] >= now && now - b->round_seen_ms[p] >= ROUND_EVERY_MS;
     }
+    if (b->round_until_ms[WATCH_PEOPLE] >= now) watch_lottery_poll(w->conn, w->cfg, b, now);
     if (!any) return;
     for (int i = 0; i < 6; i++) want[i] = b->round_until_ms[ROUND_PART_OF[i]] >= now ? "1" : "0";
     char k[6][200];

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/sha256.h"
+#include "core/lottery.h"
+#include "service/watch_lottery.h"
 
 #define SWAPS_LISTED 200
 #define SLOT_TIMES   8
@@ -278,15 +279,22 @@ static void lottery_json(const watch_batch *b, json_t *out)
     json_object_set_new(l, "seed", *seed ? json_string(seed) : json_null());
     json_object_set_new(l, "early_kept", json_integer(field_int(b->stats, "early_kept", 0)));
     json_object_set_new(l, "tickets", json_integer(field_int(b->stats, "lottery_users", 0)));
-    /* the commitment's check (contract 9.1); the order's replay needs the
-     * pool and every result, which `allocctl lottery verify` reads */
+    /* the commitment's check (contract 9.1) */
     json_t *ok = json_null();
     if (*seed && *commit) {
-        char hex[2 * SHA256_LEN + 1];
-        sha256_hex(seed, strlen(seed), hex);
+        char hex[LOTTERY_SEED_HEX + 1];
+        lottery_commit(seed, hex);
         ok = json_boolean(!strcmp(hex, commit));
     }
     json_object_set_new(l, "commit_matches_seed", ok);
+    /* the draw's replay, `allocctl lottery verify`'s check, made by the
+     * watcher (service/watch_lottery.h) once the seed is out */
+    const json_t *v = watch_lottery_verdict(b);
+    json_t *verify;
+    if (!*seed) verify = json_pack("{s:s}", "state", "not revealed");
+    else if (v) verify = json_deep_copy(v);
+    else verify = json_pack("{s:s}", "state", "pending");
+    json_object_set_new(l, "verify", verify);
     char cmd[120];
     snprintf(cmd, sizeof cmd, "allocctl lottery verify %s", b->id);
     json_object_set_new(l, "verify_command", json_string(cmd));

@@ -60,6 +60,7 @@ typedef struct watch_batch {
      * by part (watch_part): objects of the hashes' fields as strings */
     int64_t round_until_ms[3], round_seen_ms[3];
     json_t *capacity, *attrs, *free, *holders, *groups, *slots;
+    struct watch_lottery *lottery; /* the draw's replay (service/watch_lottery.h) */
     int pending;
     struct watch *owner;
 } watch_batch;

@@ -223,14 +223,24 @@ static int room_ready(json_t *doc, const void *unused)
     return json_array_size(json_object_get(json_object_get(doc, "room"), "holders")) == 2;
 }
 
-/* /api/round?id=h1: groups, the revealed seed, slots, the swap offer. */
+/* /api/round?id=h1: groups, the revealed seed and the draw's replay,
+ * slots, the swap offer. */
 static int round_ready(json_t *doc, const void *unused)
 {
     json_t *g = json_object_get(doc, "groups"), *sw = json_object_get(doc, "swaps");
     json_t *l = json_object_get(doc, "lottery");
     return !json_object_get(doc, "loading") && itest_jint(g, "total") == 1 && itest_jint(g, "invited") == 1 &&
            itest_jint(sw, "total") == 1 && json_is_true(json_object_get(l, "commit_matches_seed")) &&
+           !strcmp(itest_jstr(json_object_get(l, "verify"), "state") ?: "", "match") &&
            itest_jint(json_object_get(doc, "slots"), "users") == 4;
+}
+
+/* /api/round?id=h2: the draw's replay found the tampered result. */
+static int mismatch_ready(json_t *doc, const void *unused)
+{
+    json_t *v = json_object_get(json_object_get(doc, "lottery"), "verify");
+    return !strcmp(itest_jstr(v, "state") ?: "", "mismatch") && itest_jint(v, "differences") == 1 &&
+           strstr(itest_jstr(v, "first") ?: "", "e2: result says draw 7, the replay 1");
 }
 
 /* /api/batch?id=h1: the 64 KB dead entry, cut. */
@@ -269,13 +279,25 @@ static void test_round_in_chromium(void **state)
     itest_cmd(c, "HSET alloc:{h1}:slots s1 %lld s2 %lld s3 %lld s4 %lld", (long long)(now - 60000),
               (long long)(now + 180000), (long long)(now + 180000), (long long)(now + 7200000));
     itest_cmd(c, "SADD alloc:batches h1");
+    /* h2: a lottery whose one drawn result is altered by hand */
+    itest_cmd(c, "HSET alloc:{h2}:meta kind room early shuffle opens_at %lld", (long long)(now + 1500));
+    itest_cmd(c, "HSET alloc:{h2}:capacity C1 1");
+    itest_cmd(c, "SADD alloc:batches h2");
     int port = itest_free_port();
     char conf[200];
     snprintf(conf, sizeof conf, "metrics_listen = \"127.0.0.1:%d\"; metrics_token = \"" TOKEN "\";", port);
     itest_start(t, conf);
     /* an early request: kept for the draw, which reveals the seed */
     itest_push(t, "h1", "{\"id\":\"e1\",\"user\":\"u9\",\"op\":\"choose\",\"room\":\"B101\"}");
+    itest_push(t, "h2", "{\"id\":\"e2\",\"user\":\"u9\",\"op\":\"choose\",\"room\":\"C1\"}");
     json_decref(itest_result(t, "h1", "e1"));
+    json_decref(itest_result(t, "h2", "e2"));
+    char *res2 = harness_str(c, "HGET alloc:{h2}:results e2");
+    char *d = res2 ? strstr(res2, "\"draw\":1") : NULL;
+    assert_non_null(d);
+    d[7] = '7';
+    itest_cmd(c, "HSET alloc:{h2}:results e2 %s", res2);
+    free(res2);
     push_wait(t, "i1", "\"user\":\"u1\",\"op\":\"invite\",\"to\":[\"u2\",\"u3\"]");
     push_wait(t, "a1", "\"user\":\"u2\",\"op\":\"accept\",\"from\":\"u1\"");
     push_wait(t, "p1", "\"user\":\"u1\",\"op\":\"prefs\",\"prefs\":[\"A101\",\"A102\"],\"version\":0");
@@ -323,11 +345,21 @@ static void test_round_in_chromium(void **state)
     assert_non_null(strstr(dom, "A101, A102"));              /* shared prefs */
     assert_non_null(strstr(dom, "equals the commitment"));
     assert_non_null(strstr(dom, "allocctl lottery verify h1"));
+    /* the dashboard's own replay of the draw: e1 was the pool */
+    const char *verify = strstr(dom, "id=\"lottery-verify\"");
+    assert_non_null(verify);
+    assert_non_null(strstr(verify, "MATCH: the 1 served of 1 pool requests follow the replayed draw"));
     assert_non_null(strstr(dom, "users with a slot"));
     const char *next = strstr(dom, "<table id=\"next-slots\">");  /* s2, s3 in 3 min, s4 in 2 h */
     assert_non_null(next);
     assert_non_null(strstr(next, "(in "));
     assert_non_null(strstr(dom, "<td class=\"mono\">u6</td>"));  /* the swap offer */
+    free(dom);
+    wait_api(port, "/api/round?id=h2", mismatch_ready, NULL);
+    dom = browse(t, port, "#/round/h2?token=" TOKEN, "dashboard-lottery-mismatch.png");
+    verify = strstr(dom, "id=\"lottery-verify\"");
+    assert_non_null(verify);
+    assert_non_null(strstr(verify, "MISMATCH: 1 difference; the first: e2: result says draw 7, the replay 1"));
     free(dom);
     wait_api(port, "/api/batch?id=h1", dead_cut_ready, NULL);
     dom = browse_sized(t, port, "#/batch/h1?token=" TOKEN, "dashboard-dead.png", 1300);

@@ -5,7 +5,7 @@
  * the HTML page is rendered by headless chromium (screenshot kept in
  * $ALLOCD_TEST_OUT, default BUILD/test-output); then the batch is archived
  * into a private PostgreSQL, purged from Redis, and reported from the
- * archive with the same fill. */
+ * archive with the same fill by building and the draw replayed. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,13 +13,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "harness.h"
 #include "itest.h"
 #include "base/textfile.h"
 #include "allocctl/report_data.h"
+#include <libpq-fe.h>
+
+/* One integer from the archive (count(*) and the like). */
+static long long pg_int(const char *conninfo, const char *sql)
+{
+    PGconn *db = PQconnectdb(conninfo);
+    assert_int_equal(PQstatus(db), CONNECTION_OK);
+    PGresult *r = PQexec(db, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) fail_msg("%s: %s", sql, PQerrorMessage(db));
+    long long v = atoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    PQfinish(db);
+    return v;
+}
+
+static void pg_exec(const char *conninfo, const char *sql)
+{
+    PGconn *db = PQconnectdb(conninfo);
+    PGresult *r = PQexec(db, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(db));
+    PQclear(r);
+    PQfinish(db);
+}
 
 static const char *out_dir(void)
 {
@@ -164,8 +189,31 @@ static void test_report_from_archive(void **state)
     json_t *w = itest_result(t, "r1", "w1");   /* the close ends the waitlist */
     assert_string_equal(itest_jstr(w, "status"), "rejected");
     json_decref(w);
+    /* archivers killed (-9) part way, a pool entry and a result per page:
+     * the next run writes what they did not, and nothing twice */
+    unsigned seed = (unsigned)getpid();
+    for (int round = 0; round < 3; round++) {
+        char *argv[] = { (char *)harness_allocctl_bin(), "--redis", t->redis.url, "archive", "--pg", pg.conninfo,
+                         "--chunk", "1", "r1", NULL };
+        char log[600];
+        snprintf(log, sizeof log, "%s/archive-killed.log", t->redis.dir);
+        pid_t ar = proc_spawn(argv, log);
+        assert_true(ar > 0);
+        harness_sleep_ms(20 + (int)(rand_r(&seed) % 200));
+        proc_reap(ar, SIGKILL);
+    }
     assert_int_equal(itest_ctl(t, &out, "archive --pg '%s' r1", pg.conninfo), 0);
     free(out);
+    /* again, a pool entry per page: what was there is not written twice */
+    assert_int_equal(itest_ctl(t, &out, "archive --pg '%s' --chunk 1 r1", pg.conninfo), 0);
+    free(out);
+    long long pool = proc_int(t->c, "LLEN alloc:{r1}:early"), items = proc_int(t->c, "HLEN alloc:{r1}:capacity");
+    assert_true(pool >= 6);
+    assert_int_equal(pg_int(pg.conninfo, "SELECT count(*) FROM alloc_lottery_pool WHERE batch = 'r1'"), pool);
+    assert_int_equal(pg_int(pg.conninfo, "SELECT count(*) FROM alloc_items WHERE batch = 'r1' "
+                                         "AND attrs->>'building' IS NOT NULL"), items);
+    assert_int_equal(pg_int(pg.conninfo, "SELECT count(*) FROM alloc_lottery WHERE batch = 'r1' AND lottery_done "
+                                         "AND early_served = 6"), 1);
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
     assert_int_equal(itest_ctl(t, NULL, "purge r1 --force"), 0);
     assert_int_equal(itest_ctl(t, &out, "report r1"), 1);   /* gone from Redis: says where to look */
@@ -175,10 +223,26 @@ static void test_report_from_archive(void **state)
     fprintf(stderr, "%s", out);
     assert_non_null(strstr(out, "from the PostgreSQL archive"));
     assert_non_null(strstr(out, "results: 10 (granted 6, done 1, rejected 3, waiting 0, invalid 0)"));
-    assert_non_null(strstr(out, "  R1                   2 / 2 (100%)"));
-    assert_non_null(strstr(out, "  R4                   2 / 2 (100%)"));
+    /* alloc_items: by building, as from Redis; alloc_lottery_pool: the replay */
+    assert_non_null(strstr(out, "fill by building (beds held now / beds):\n"));
+    assert_non_null(strstr(out, "  A                    4 / 4 (100%)"));
+    assert_non_null(strstr(out, "  B                    1 / 1 (100%)"));
+    assert_non_null(strstr(out, "  C                    2 / 2 (100%)"));
     assert_non_null(strstr(out, "lottery: SHA-256 of the seed matches the commitment"));
-    assert_non_null(strstr(out, "replay of the draw: not run (the archive does not keep the lottery pool)"));
+    assert_non_null(strstr(out, "lottery: replay of the draw: MATCH\n"));
+    free(out);
+    /* a drawn result altered in the archive: the replay names it */
+    pg_exec(pg.conninfo, "UPDATE alloc_results SET result = jsonb_set(result, '{draw}', '99') "
+                         "WHERE batch = 'r1' AND req_id = 'a3'");
+    assert_int_equal(itest_ctl(t, &out, "report r1 --pg '%s'", pg.conninfo), 0);
+    assert_non_null(strstr(out, "lottery: replay of the draw: MISMATCH (first: a3: result says draw 99, the replay "));
+    free(out);
+    /* an archive written before allocctl kept items and the pool */
+    pg_exec(pg.conninfo, "DELETE FROM alloc_items; DELETE FROM alloc_lottery; DELETE FROM alloc_lottery_pool");
+    assert_int_equal(itest_ctl(t, &out, "report r1 --pg '%s'", pg.conninfo), 0);
+    assert_non_null(strstr(out, "fill by room (beds held now / beds): attrs not in this archive"));
+    assert_non_null(strstr(out, "  R1                   2 / 2 (100%)"));
+    assert_non_null(strstr(out, "replay of the draw: not run (the lottery pool is not in this archive"));
     free(out);
     proc_pg_stop(&pg);
 }

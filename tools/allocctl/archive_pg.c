@@ -75,6 +75,31 @@ static const char SCHEMA[] =
 "  capacity      jsonb   NOT NULL,\n"
 "  stats         jsonb   NOT NULL,\n"
 "  updated_at    timestamptz NOT NULL DEFAULT now()\n"
+");\n"
+/* What `allocctl report` needs once a batch is purged (docs/ARCHIVE.md):
+ * each item's attrs (fill by building) and the opening lottery's pool and
+ * progress (the draw's replay). Rows keyed so that a pass sent again
+ * changes nothing. */
+"CREATE TABLE IF NOT EXISTS alloc_items (\n"
+"  batch         text    NOT NULL,\n"
+"  item          text    NOT NULL,\n"
+"  capacity      bigint,\n"
+"  attrs         jsonb,\n"
+"  updated_at    timestamptz NOT NULL DEFAULT now(),\n"
+"  PRIMARY KEY (batch, item)\n"
+");\n"
+"CREATE TABLE IF NOT EXISTS alloc_lottery (\n"
+"  batch         text    PRIMARY KEY,\n"
+"  early_served  bigint  NOT NULL,\n"
+"  lottery_done  boolean NOT NULL,\n"
+"  pool_entries  bigint  NOT NULL,\n"
+"  updated_at    timestamptz NOT NULL DEFAULT now()\n"
+");\n"
+"CREATE TABLE IF NOT EXISTS alloc_lottery_pool (\n"
+"  batch         text    NOT NULL,\n"
+"  pos           bigint  NOT NULL,\n"
+"  entry         text    NOT NULL,\n"
+"  PRIMARY KEY (batch, pos)\n"
 ");\n";
 
 /* A chunk of the log arrives by COPY (archive_log_entry_copy writes its
@@ -267,4 +292,44 @@ int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t 
     if (rc == 0) rc = exec(p, "COMMIT", NULL);
     if (rc < 0) rollback(p);
     return rc < 0 ? -1 : 0;
+}
+
+/* [{"k":item,"c":capacity text,"a":attrs text or null}, ...]: an attrs
+ * value that is not JSON is kept as a JSON string. */
+int archive_pg_put_items(archive_pg *p, const char *batch, const char *json_rows)
+{
+    return put(p,
+        "INSERT INTO alloc_items (batch, item, capacity, attrs)\n"
+        "SELECT $1, e->>'k', " INTOF("e->>'c'") ", e->'a' FROM jsonb_array_elements($2::jsonb) AS e\n"
+        "ON CONFLICT (batch, item) DO UPDATE SET capacity = EXCLUDED.capacity, attrs = EXCLUDED.attrs,\n"
+        "  updated_at = now()", batch, json_rows, NULL);
+}
+
+int archive_pg_put_pool(archive_pg *p, const char *batch, int64_t from, const char *json_entries)
+{
+    char at[24];
+    snprintf(at, sizeof at, "%lld", (long long)from);
+    const char *params[3] = { batch, json_entries, at };
+    PGresult *r = archive_pg_query(p,
+        "INSERT INTO alloc_lottery_pool (batch, pos, entry)\n"
+        "SELECT $1, $3::bigint + n - 1, e FROM jsonb_array_elements_text($2::jsonb) WITH ORDINALITY AS t(e, n)\n"
+        "ON CONFLICT DO NOTHING", 3, params);
+    if (!r) return -1;
+    PQclear(r);
+    return 0;
+}
+
+int archive_pg_put_lottery(archive_pg *p, const char *batch, const char *early_served, const char *done,
+                           const char *entries)
+{
+    const char *params[4] = { batch, early_served, done, entries };
+    PGresult *r = archive_pg_query(p,
+        "INSERT INTO alloc_lottery (batch, early_served, lottery_done, pool_entries)\n"
+        "VALUES ($1, " INTOF("$2::text") ", $3::text = '1', " INTOF("$4::text") ")\n"
+        "ON CONFLICT (batch) DO UPDATE SET early_served = EXCLUDED.early_served,\n"
+        "  lottery_done = EXCLUDED.lottery_done, pool_entries = EXCLUDED.pool_entries, updated_at = now()",
+        4, params);
+    if (!r) return -1;
+    PQclear(r);
+    return 0;
 }

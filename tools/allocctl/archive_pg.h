@@ -47,6 +47,16 @@ int archive_pg_put_results(archive_pg *p, const char *batch, const char *json_ro
 int archive_pg_put_batch(archive_pg *p, const char *batch, const char *meta, const char *capacity,
                          const char *stats);
 
+/* What the report needs after a purge (alloc_items, alloc_lottery,
+ * alloc_lottery_pool): items as [{"k":item,"c":capacity,"a":attrs}, ...]
+ * (upserted); pool entries as a JSON array of strings, the first at
+ * position `from` of P:{B}:early (kept: the list only grows); the pool's
+ * progress (internal.early_served, lottery_done, the list's length). */
+int archive_pg_put_items(archive_pg *p, const char *batch, const char *json_rows);
+int archive_pg_put_pool(archive_pg *p, const char *batch, int64_t from, const char *json_entries);
+int archive_pg_put_lottery(archive_pg *p, const char *batch, const char *early_served, const char *done,
+                           const char *entries);
+
 /* Runs a query with text parameters; the result (PGRES_TUPLES_OK or
  * PGRES_COMMAND_OK) or NULL with err set. */
 PGresult *archive_pg_query(archive_pg *p, const char *sql, int n, const char *const *params);

@@ -69,6 +69,7 @@ typedef struct arch_batch {
     int64_t done_chunks;       /* pass_chunks of the last completed pass */
     int64_t lag_entries, lag_ms;
     double rate;
+    int64_t pool_sent;         /* lottery pool entries archived by this run */
 } arch_batch;
 
 typedef struct archiver {
@@ -187,12 +188,13 @@ static int ensure_group(archiver *a, arch_batch *b, int *no_log)
 }
 
 /* One write to PostgreSQL, to be retried as a whole after a reconnect. */
-typedef enum { JOB_EVENTS, JOB_RESULTS, JOB_BATCH } pg_job_kind;
+typedef enum { JOB_EVENTS, JOB_RESULTS, JOB_BATCH, JOB_ITEMS, JOB_POOL, JOB_LOTTERY } pg_job_kind;
 typedef struct pg_job {
     pg_job_kind kind;
     const char *batch;
     const char *text[3];     /* rows (events, results); meta, capacity, stats (batch) */
-    size_t len;              /* of text[0], for events (COPY text) */
+    size_t len;              /* of text[0], for events (COPY text); for the pool,
+                                the position of its first entry */
     int64_t inserted;
 } pg_job;
 
@@ -201,6 +203,9 @@ static int pg_job_run(archive_pg *p, pg_job *j)
     switch (j->kind) {
     case JOB_EVENTS:  return archive_pg_copy_events(p, j->text[0], j->len, &j->inserted);
     case JOB_RESULTS: return archive_pg_put_results(p, j->batch, j->text[0], &j->inserted);
+    case JOB_ITEMS:   return archive_pg_put_items(p, j->batch, j->text[0]);
+    case JOB_POOL:    return archive_pg_put_pool(p, j->batch, (int64_t)j->len, j->text[0]);
+    case JOB_LOTTERY: return archive_pg_put_lottery(p, j->batch, j->text[0], j->text[1], j->text[2]);
     default:          return archive_pg_put_batch(p, j->batch, j->text[0], j->text[1], j->text[2]);
     }
 }
@@ -370,6 +375,8 @@ static char *hash_json(const redisReply *h)
     return text;
 }
 
+static int put_round(archiver *a, arch_batch *b);
+
 /* After each results pass: meta, capacity and stats into alloc_batches,
  * so that the database alone answers "when did each item sell out". */
 static int put_batch(archiver *a, arch_batch *b)
@@ -386,10 +393,85 @@ static int put_batch(archiver *a, arch_batch *b)
         pg_job j = { JOB_BATCH, b->id, { meta, cap, stats }, 0, 0 };
         rc = pg_retry(a, &j);
     }
+    if (rc == AR_OK) rc = put_round(a, b);
     free(meta);
     free(cap);
     free(stats);
     return rc;
+}
+
+/* capacity and attrs -> [{"k":item,"c":capacity,"a":attrs}, ...] */
+static char *items_rows(const redisReply *cap, const redisReply *attrs)
+{
+    json_t *rows = json_array(), *a = json_object();
+    for (size_t i = 0; a && i + 1 < attrs->elements; i += 2) {
+        const redisReply *v = attrs->element[i + 1];
+        json_t *doc = json_loadb(v->str, v->len, JSON_DECODE_ANY, NULL);
+        json_object_setn_new(a, attrs->element[i]->str, attrs->element[i]->len, doc ? doc : json_stringn(v->str, v->len));
+    }
+    for (size_t i = 0; rows && i + 1 < cap->elements; i += 2) {
+        const char *item = cap->element[i]->str;
+        json_t *at = json_object_get(a, item);
+        json_array_append_new(rows, json_pack("{s:s, s:s%, s:O}", "k", item, "c", cap->element[i + 1]->str,
+                                              cap->element[i + 1]->len, "a", at ? at : json_null()));
+    }
+    char *text = rows ? json_dumps(rows, JSON_COMPACT) : NULL;
+    json_decref(rows);
+    json_decref(a);
+    return text;
+}
+
+/* The lottery pool's entries not yet sent by this run, a page per job,
+ * then its progress. The list only grows, so an entry's position is its
+ * key: sent again after a restart, it changes nothing. */
+static int put_pool(archiver *a, arch_batch *b)
+{
+    redisAppendCommand(a->x->c, "HMGET %s early_served lottery_done", b->k.internal);
+    redisAppendCommand(a->x->c, "LLEN %s", b->k.early);
+    redisReply *r[2];
+    if (replies(a->x, 2, r) < 0) return AR_REDIS;
+    const redisReply *sv = r[0]->element[0], *dn = r[0]->element[1];
+    char served[24], done[4], len[24];
+    snprintf(served, sizeof served, "%s", sv->type == REDIS_REPLY_STRING ? sv->str : "0");
+    snprintf(done, sizeof done, "%s", dn->type == REDIS_REPLY_STRING ? dn->str : "0");
+    int64_t n = r[1]->integer;
+    snprintf(len, sizeof len, "%lld", (long long)n);
+    free_replies(r, 2);
+    int rc = AR_OK;
+    while (rc == AR_OK && b->pool_sent < n) {
+        redisReply *page = redisCommand(a->x->c, "LRANGE %s %lld %lld", b->k.early, (long long)b->pool_sent,
+                                        (long long)(b->pool_sent + a->chunk - 1));
+        if (!page) return AR_REDIS;
+        json_t *arr = json_array();
+        for (size_t i = 0; i < page->elements; i++)
+            json_array_append_new(arr, json_stringn(page->element[i]->str, page->element[i]->len));
+        char *text = json_dumps(arr, JSON_COMPACT);
+        pg_job j = { JOB_POOL, b->id, { text, NULL, NULL }, (size_t)b->pool_sent, 0 };
+        rc = text && page->elements ? pg_retry(a, &j) : AR_FATAL;
+        b->pool_sent += (int64_t)page->elements;
+        free(text);
+        json_decref(arr);
+        freeReplyObject(page);
+    }
+    pg_job j = { JOB_LOTTERY, b->id, { served, done, len }, 0, 0 };
+    return rc == AR_OK ? pg_retry(a, &j) : rc;
+}
+
+/* With each alloc_batches row, what the report needs after a purge:
+ * alloc_items (attrs and capacity) and, for early=shuffle, the pool. */
+static int put_round(archiver *a, arch_batch *b)
+{
+    redisAppendCommand(a->x->c, "HGETALL %s", b->k.capacity);
+    redisAppendCommand(a->x->c, "HGETALL %s", b->k.attrs);
+    redisAppendCommand(a->x->c, "HGET %s early", b->k.meta);
+    redisReply *r[3];
+    if (replies(a->x, 3, r) < 0) return AR_REDIS;
+    int shuffle = r[2]->type == REDIS_REPLY_STRING && !strcmp(r[2]->str, "shuffle");
+    pg_job j = { JOB_ITEMS, b->id, { items_rows(r[0], r[1]), NULL, NULL }, 0, 0 };
+    free_replies(r, 3);
+    int rc = j.text[0] ? pg_retry(a, &j) : AR_FATAL;
+    free((char *)j.text[0]);
+    return rc == AR_OK && shuffle ? put_pool(a, b) : rc;
 }
 
 /* Whether a new pass is due: none yet, or interval_ms has passed and the

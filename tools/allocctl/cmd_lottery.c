@@ -12,12 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <jansson.h>
 
 #include "allocctl/print.h"
 #include "core/lottery.h"
-#include "wire/request.h"
 #include "worker/lottery_pool.h"
+#include "worker/lottery_verify.h"
 
 #define MAX_SHOWN 50
 #define PAGE 1000
@@ -39,98 +38,39 @@ typedef struct verify {
     ctx *x;
     size_t diffs;
     lottery_pool pool;
-    char **ids;               /* pool request i -> its id */
 } verify;
 
-
-/* The pool's request ids, parsed as the daemon parsed them. */
-static int read_ids(verify *v)
+static void on_diff(void *ud, const char *msg)
 {
-    v->ids = calloc(v->pool.n ? v->pool.n : 1, sizeof *v->ids);
-    if (!v->ids) return -1;
-    for (size_t i = 0; i < v->pool.n; i++) {
-        request q;
-        request_parse(&q, v->pool.reqs[i].raw, v->pool.reqs[i].len, v->pool.reqs[i].len + 1, 0);
-        v->ids[i] = q.outcome == REQUEST_OK ? strdup(q.r.id) : NULL;
-        request_clear(&q);
-        if (!v->ids[i]) return -1;
-    }
-    return 0;
+    verify *v = ud;
+    print_diff(&v->diffs, MAX_SHOWN, "%s", msg);
 }
 
-/* draw_by=points (contract 11.3): the result's `points` must be the ones
- * recorded in the pool for its user's ticket, and absent without them. */
-static void check_points(verify *v, uint32_t i, const json_t *res)
-{
-    const lottery *l = &v->pool.lot;
-    const char *user = l->users[l->tickets[l->req_ticket[i]]].id;
-    int64_t want;
-    int recorded = lottery_pool_points_of(&v->pool, user, &want);
-    const json_t *got = json_object_get(res, "points");
-    if (recorded && !json_is_integer(got))
-        print_diff(&v->diffs, MAX_SHOWN, "%s: the draw recorded %" PRId64 " points for %s, the result has none",
-                   v->ids[i], want, user);
-    else if (recorded && json_integer_value(got) != want)
-        print_diff(&v->diffs, MAX_SHOWN, "%s: result says points %lld, the draw recorded %" PRId64, v->ids[i],
-                   (long long)json_integer_value(got), want);
-    else if (!recorded && got)
-        print_diff(&v->diffs, MAX_SHOWN, "%s: result has points, but the draw recorded none", v->ids[i]);
-}
-
-/* The results of the pool requests in serving order, PAGE ids per HMGET;
- * check() sees each. */
+/* The results of the pool requests in serving order, PAGE ids per HMGET,
+ * checked against the replay (worker/lottery_verify.h: the dashboard's
+ * check too). */
 static int check_results(verify *v, int64_t served)
 {
     lottery_pool *p = &v->pool;
-    int64_t last_rank = 0;
-    char *seen_first = calloc(p->n ? p->n : 1, 1);  /* serve position answered (first of its id) */
-    if (!seen_first) return -1;
+    lottery_result *res = calloc(p->n ? p->n : 1, sizeof *res);
+    if (!res) return -1;
     for (size_t from = 0; from < p->n; from += PAGE) {
         size_t to = from + PAGE < p->n ? from + PAGE : p->n;
         ctl_args a = { 0 };
         ctl_args_add(&a, "HMGET");
         ctl_args_add(&a, v->x->k.results);
-        for (size_t k = from; k < to; k++) ctl_args_add(&a, v->ids[p->serve[k]]);
+        for (size_t k = from; k < to; k++) ctl_args_add(&a, p->reqs[p->serve[k]].id);
         redisReply *r = rargv(v->x, &a);
         ctl_args_free(&a);
-        if (!r) { free(seen_first); return -1; }
+        if (!r) { free(res); return -1; }
         for (size_t k = from; k < to && k - from < r->elements; k++) {
-            uint32_t i = p->serve[k];
             const redisReply *e = r->element[k - from];
-            int has = e->type == REDIS_REPLY_STRING;
-            if ((int64_t)k >= served) {
-                if (has) print_diff(&v->diffs, MAX_SHOWN, "%s: answered, but the replay serves it after the %" PRId64 " served so far",
-                              v->ids[i], served);
-                continue;
-            }
-            if (!has) { print_diff(&v->diffs, MAX_SHOWN, "%s: served (position %zu) but has no result", v->ids[i], k + 1); continue; }
-            json_t *j = json_loadb(e->str, e->len, 0, NULL);
-            json_int_t draw = json_integer_value(json_object_get(j, "draw"));
-            json_int_t rank = json_integer_value(json_object_get(j, "rank"));
-            json_int_t seq = json_integer_value(json_object_get(j, "seq"));
-            if (seq != p->reqs[i].seq) {
-                /* the same id twice in the pool: the first one served was answered */
-                if (draw == 0) print_diff(&v->diffs, MAX_SHOWN, "%s: its result is not the pool's (seq %lld, pool seq %" PRId64 ")",
-                                    v->ids[i], (long long)seq, p->reqs[i].seq);
-            } else {
-                seen_first[k] = 1;
-                check_points(v, i, j);
-                if (draw != (json_int_t)p->draw_pos[i])
-                    print_diff(&v->diffs, MAX_SHOWN, "%s: result says draw %lld, the replay %u", v->ids[i], (long long)draw, p->draw_pos[i]);
-                /* a grant the waitlist made later (wait_no) comes after
-                 * the draw's order by design (9.5) */
-                if (rank && !json_object_get(j, "wait_no")) {
-                    if (rank <= last_rank)
-                        print_diff(&v->diffs, MAX_SHOWN, "%s: granted with rank %lld after rank %lld: not in the replayed order",
-                             v->ids[i], (long long)rank, (long long)last_rank);
-                    last_rank = rank;
-                }
-            }
-            json_decref(j);
+            if (e->type == REDIS_REPLY_STRING) lottery_result_parse(&res[k], e->str, e->len);
         }
         freeReplyObject(r);
     }
-    free(seen_first);
+    lottery_verify_results(p, res, served, on_diff, v);
+    free(res);
     return 0;
 }
 
@@ -194,7 +134,7 @@ static int verify_batch(ctx *x, const char *b, long show)
     lottery_commit(seed, want);
     if (commit && strcmp(commit, want)) print_diff(&v.diffs, MAX_SHOWN, "SHA-256 of the revealed seed is %s, not the commitment", want);
     snprintf(v.pool.seed, sizeof v.pool.seed, "%s", seed);
-    if (lottery_pool_draw(&v.pool, NULL) < 0 || read_ids(&v) < 0 || show_draw(&v, show) < 0 ||
+    if (lottery_pool_draw(&v.pool, NULL) < 0 || show_draw(&v, show) < 0 ||
         check_results(&v, served) < 0) {
         errmsg(x, "out of memory or Redis error");
         rc = EX_REDIS;
@@ -205,8 +145,6 @@ report:
     printf("%s\n", v.diffs ? "MISMATCH: what was served is not the replayed draw" : "MATCH: the replayed draw is what was served");
     rc = v.diffs ? EX_NOT : EX_OK;
 out:
-    if (v.ids) for (size_t i = 0; i < v.pool.n; i++) free(v.ids[i]);
-    free(v.ids);
     lottery_pool_free(&v.pool);
     freeReplyObject(ex);
     return rc;

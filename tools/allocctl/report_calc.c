@@ -262,12 +262,13 @@ void report_sum_free(report_sum *s)
 
 static double pct(int64_t a, int64_t b) { return b ? 100.0 * (double)a / (double)b : 0.0; }
 
-static void text_fill(FILE *f, const report_sum *s)
+static void text_fill(FILE *f, const report_in *in, const report_sum *s)
 {
     char when[40];
     size_t i;
     json_t *row;
-    if (s->room) fprintf(f, "fill by building (beds held now / beds):\n");
+    if (s->room && *in->attrs_why) fprintf(f, "fill by room (beds held now / beds): %s\n", in->attrs_why);
+    else if (s->room) fprintf(f, "fill by building (beds held now / beds):\n");
     else fprintf(f, "items (units held now / capacity, granted in all, sold out at):\n");
     json_array_foreach(s->fill, i, row) {
         if (s->room) {
@@ -291,7 +292,8 @@ static void text_lottery(FILE *f, const report_in *in, const report_sum *s)
     fprintf(f, "lottery: users drawn %s\n", s->lottery_users ? s->lottery_users : "-");
     fprintf(f, "lottery: SHA-256 of the seed %s\n", s->commit_ok == 1 ? "matches the commitment"
             : s->commit_ok == 0 ? "DOES NOT match the commitment" : "cannot be checked yet");
-    if (in->replay >= 0) fprintf(f, "lottery: replay of the draw: %s\n", in->replay ? "MATCH" : "MISMATCH");
+    if (in->replay == 0 && *in->replay_why) fprintf(f, "lottery: replay of the draw: MISMATCH (first: %s)\n", in->replay_why);
+    else if (in->replay >= 0) fprintf(f, "lottery: replay of the draw: %s\n", in->replay ? "MATCH" : "MISMATCH");
     else fprintf(f, "lottery: replay of the draw: not run (%s)\n", in->replay_why);
 }
 
@@ -331,7 +333,7 @@ void report_text(FILE *f, const char *batch, const report_in *in, const report_s
     json_array_foreach(s->reason_order, i, k)
         fprintf(f, "rejected %s: %" JSON_INTEGER_FORMAT "\n", json_string_value(k),
                 json_integer_value(json_object_get(s->reasons, json_string_value(k))));
-    text_fill(f, s);
+    text_fill(f, in, s);
     text_people(f, s);
     text_lottery(f, in, s);
 }

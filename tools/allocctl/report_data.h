@@ -27,7 +27,8 @@ typedef struct report_in {
     json_t *group_prefs;  /* group id -> first preference (string) */
     json_t *first_pref;   /* request id -> prefs[0], from --requests */
     int replay;           /* lottery replay: 1 MATCH, 0 MISMATCH, -1 not run */
-    char replay_why[160]; /* why it was not run */
+    char replay_why[600]; /* why it was not run; with MISMATCH, the first difference */
+    char attrs_why[600];  /* why fill is by room, not building ("" when not) */
 } report_in;
 
 enum { REPORT_BINS = 24, REPORT_BANDS = 6 };

@@ -226,7 +226,8 @@ static void lottery_section(FILE *f, const report_in *in, const report_sum *s)
             s->commit_ok == 1 ? "ok" : s->commit_ok == 0 ? "bad" : "",
             s->commit_ok == 1 ? "matches" : s->commit_ok == 0 ? "DOES NOT match" : "cannot be checked yet");
     fprintf(f, "<tr><th>replay of the draw</th><td class=\"%s\">", in->replay == 1 ? "ok" : in->replay == 0 ? "bad" : "");
-    if (in->replay >= 0) fprintf(f, "%s", in->replay ? "MATCH: what was served is the replayed draw" : "MISMATCH");
+    if (in->replay == 0 && *in->replay_why) { fprintf(f, "MISMATCH (first: "); esc(f, in->replay_why); fprintf(f, ")"); }
+    else if (in->replay >= 0) fprintf(f, "%s", in->replay ? "MATCH: what was served is the replayed draw" : "MISMATCH");
     else { fprintf(f, "not run ("); esc(f, in->replay_why); fprintf(f, ")"); }
     fprintf(f, "</td></tr></table>\n");
 }

@@ -3,10 +3,12 @@
  * alloc_batches, alloc_results, alloc_events) once it has been purged.
  *
  * Redis is read a page at a time (HSCAN) so a large round does not block
- * the server. What the archive does not keep is said, not guessed: room
- * attributes (so fill is by room, not building), group preferences and the
- * lottery pool (so the draw's replay cannot be run; the commitment is still
- * checked against the seed).
+ * the server. From the archive, fill is by building from alloc_items and
+ * the draw is replayed from alloc_lottery_pool with allocctl lottery
+ * verify's own check (worker/lottery_verify.h). What the archive does not
+ * keep is said, not guessed: group preferences, and, in an archive written
+ * before allocctl kept them, the attrs (fill by room) and the pool (the
+ * commitment is still checked against the seed).
  */
 #include "allocctl/report_data.h"
 
@@ -20,6 +22,8 @@
 #include "allocctl/cmd_archive.h"
 #include "allocctl/cmd_lottery.h"
 #include "allocctl/ctl_util.h"
+#include "worker/lottery_pool.h"
+#include "worker/lottery_verify.h"
 
 enum { REPORT_PAGE = 1000 };
 
@@ -233,6 +237,101 @@ static int pg_rows(ctx *x, archive_pg *pg, report_in *in)
     return EX_OK;
 }
 
+/* alloc_items: each item's attrs, so fill is by building as from Redis.
+ * An archive written before allocctl kept them has none: fill is by room,
+ * and the report says why. */
+static int pg_items(ctx *x, archive_pg *pg, report_in *in)
+{
+    const char *params[] = { x->batch };
+    PGresult *res = archive_pg_query(pg, "SELECT item, attrs FROM alloc_items WHERE batch = $1 AND attrs IS NOT NULL",
+                                     1, params);
+    if (!res) {
+        snprintf(in->attrs_why, sizeof in->attrs_why, "attrs not in this archive (%s)", pg->err);
+        return EX_OK;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        json_t *a = parse(PQgetvalue(res, i, 1), (size_t)PQgetlength(res, i, 1));
+        if (json_is_object(a)) json_object_set_new(in->attrs, PQgetvalue(res, i, 0), a);
+        else json_decref(a);
+    }
+    if (!PQntuples(res))
+        snprintf(in->attrs_why, sizeof in->attrs_why, "attrs not in this archive (no alloc_items rows: "
+                 "archived by an allocctl that did not keep them)");
+    PQclear(res);
+    return EX_OK;
+}
+
+/* The pool as alloc_lottery_pool keeps it, or a reason in replay_why. */
+static int pg_pool(archive_pg *pg, const char *batch, lottery_pool *pool, int64_t *served, report_in *in)
+{
+    const char *params[] = { batch };
+    PGresult *res = archive_pg_query(pg, "SELECT early_served, pool_entries FROM alloc_lottery WHERE batch = $1", 1, params);
+    if (!res || !PQntuples(res)) {
+        snprintf(in->replay_why, sizeof in->replay_why, "the lottery pool is not in this archive%s",
+                 res ? " (archived by an allocctl that did not keep it)" : "");
+        PQclear(res);
+        return -1;
+    }
+    *served = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    int64_t want = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+    PQclear(res);
+    res = archive_pg_query(pg, "SELECT entry FROM alloc_lottery_pool WHERE batch = $1 ORDER BY pos", 1, params);
+    if (!res) { snprintf(in->replay_why, sizeof in->replay_why, "the lottery pool is not in this archive"); return -1; }
+    int n = PQntuples(res), rc = n == want ? 0 : -1;
+    if (rc) snprintf(in->replay_why, sizeof in->replay_why, "the archive has %d of the pool's %lld entries", n, (long long)want);
+    for (int i = 0; !rc && i < n; i++)
+        if (lottery_pool_load_entry(pool, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0)) < 0) {
+            snprintf(in->replay_why, sizeof in->replay_why, "pool entry %d is not a pool entry", i);
+            rc = -1;
+        }
+    PQclear(res);
+    return rc;
+}
+
+/* `allocctl lottery verify`'s check (worker/lottery_verify.h) on the
+ * archived pool and results; the first difference goes in replay_why. */
+static void on_first_diff(void *ud, const char *msg)
+{
+    report_in *in = ud;
+    if (!*in->replay_why) snprintf(in->replay_why, sizeof in->replay_why, "%s", msg);
+}
+
+static void pg_lottery(ctx *x, archive_pg *pg, report_in *in)
+{
+    const char *seed = json_string_value(json_object_get(in->stats, "lottery_seed"));
+    if (!seed) {
+        snprintf(in->replay_why, sizeof in->replay_why, "%s",
+                 json_object_get(in->stats, "lottery_commit") ? "the seed is not revealed yet" : "no lottery");
+        return;
+    }
+    lottery_pool pool;
+    lottery_pool_init(&pool, 1);
+    int64_t served = 0;
+    json_t *by_id = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach(in->results, i, r)
+        if (json_is_string(json_object_get(r, "id"))) json_object_set(by_id, json_string_value(json_object_get(r, "id")), r);
+    lottery_result *res = NULL;
+    if (pg_pool(pg, x->batch, &pool, &served, in) == 0) {
+        snprintf(pool.seed, sizeof pool.seed, "%s", seed);
+        res = calloc(pool.n ? pool.n : 1, sizeof *res);
+        if (!res || lottery_pool_draw(&pool, NULL) < 0) {
+            snprintf(in->replay_why, sizeof in->replay_why, "the replay could not run (bad seed or out of memory)");
+        } else {
+            for (size_t k = 0; k < pool.n; k++) {
+                char *doc = json_dumps(json_object_get(by_id, pool.reqs[pool.serve[k]].id), JSON_COMPACT);
+                if (doc) lottery_result_parse(&res[k], doc, strlen(doc));
+                free(doc);
+            }
+            in->replay = lottery_verify_results(&pool, res, served, on_first_diff, in) == 0;
+        }
+    }
+    free(res);
+    json_decref(by_id);
+    lottery_pool_free(&pool);
+}
+
 int report_load_pg(ctx *x, const char *conninfo, report_in *in)
 {
     report_in_init(in);
@@ -246,9 +345,9 @@ int report_load_pg(ctx *x, const char *conninfo, report_in *in)
     }
     int rc = pg_batch(x, &pg, in);
     if (rc == EX_OK) rc = pg_rows(x, &pg, in);
+    if (rc == EX_OK) rc = pg_items(x, &pg, in);
+    if (rc == EX_OK) pg_lottery(x, &pg, in);
     archive_pg_close(&pg);
-    snprintf(in->replay_why, sizeof in->replay_why, "%s",
-             json_object_get(in->stats, "lottery_seed") ? "the archive does not keep the lottery pool" : "no lottery");
     return rc;
 }
 

@@ -346,6 +346,20 @@ function renderRoomPanel(d) {
 
 /* ---- groups, lottery, slots, swaps ---- */
 
+/* The watcher's replay of the draw (service/watch_lottery.h): the pool,
+ * the seed and every served request's result against the replayed order. */
+function verifyText(v, now) {
+  const at = v.checked_at ? `, checked ${when(v.checked_at, now)}` : '';
+  switch (v.state) {
+  case 'match': return `<span class="ok">✓ MATCH: the ${num(v.served)} served of ${num(v.pool)} pool requests follow the replayed draw</span>${at}`;
+  case 'mismatch': return `<span class="warn">✗ MISMATCH: ${num(v.differences)} difference${v.differences === 1 ? '' : 's'}; the first: ${esc(v.first || '')}</span>${at}`;
+  case 'serving': return `<span class="empty">the draw is being served (${num(v.served)} so far): checked when it is over</span>`;
+  case 'error': return `<span class="warn">could not be checked: ${esc(v.first || '')}</span>`;
+  case 'not revealed': return '<span class="empty">not revealed yet: the replay needs the seed</span>';
+  default: return '<span class="empty">being checked…</span>';
+  }
+}
+
 function renderLottery(l, now) {
   if (l.early !== 'shuffle') return `<p class="empty">No opening lottery (early = ${esc(l.early)}): requests before the opening are refused.</p>` +
     kv([['opens', l.opens_at ? when(l.opens_at, now) : 'at once']], 'lottery');
@@ -362,7 +376,7 @@ function renderLottery(l, now) {
     ['commitment', l.commit ? `<span class="mono">${esc(l.commit)}</span>` : '<span class="empty">none yet: written with the first early request</span>'],
     ['seed', l.seed ? `<span class="mono">${esc(l.seed)}</span>` : '<span class="empty">secret until the draw</span>'],
     ['seed matches commitment', check],
-    ['the whole draw', `replay it with <code>${esc(l.verify_command)}</code> (pool, seed and every result's draw)`]], 'lottery');
+    ['the whole draw (lottery verify)', `<span id="lottery-verify">${verifyText(l.verify || {}, now)}</span> · replay it yourself with <code>${esc(l.verify_command)}</code>`]], 'lottery');
 }
 
 function renderSlots(s, now) {

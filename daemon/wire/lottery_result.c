@@ -1,0 +1,22 @@
+/* lottery_result.c -- see lottery_result.h. */
+#include "wire/lottery_result.h"
+
+#include <string.h>
+#include <jansson.h>
+
+void lottery_result_parse(lottery_result *out, const char *s, size_t len)
+{
+    memset(out, 0, sizeof *out);
+    out->has = 1;
+    json_t *j = json_loadb(s, len, 0, NULL);
+    if (!json_is_object(j)) { json_decref(j); return; }
+    out->seq = json_integer_value(json_object_get(j, "seq"));
+    out->draw = json_integer_value(json_object_get(j, "draw"));
+    out->rank = json_integer_value(json_object_get(j, "rank"));
+    const json_t *pts = json_object_get(j, "points");
+    out->has_points = json_is_integer(pts);
+    out->points = json_integer_value(pts);
+    out->has_other_points = pts && !out->has_points;
+    out->wait_no = json_object_get(j, "wait_no") != NULL;
+    json_decref(j);
+}

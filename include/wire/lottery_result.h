@@ -1,0 +1,25 @@
+/* lottery_result.h -- the fields of a result that `lottery verify` checks
+ * against the replayed draw (contract 9.1, 11.3): seq, draw, rank, points
+ * and whether it came from the waitlist. One reader of them, so that
+ * allocctl and the dashboard parse a result the same way.
+ */
+#ifndef ALLOCD_LOTTERY_RESULT_H
+#define ALLOCD_LOTTERY_RESULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct lottery_result {
+    int has;                  /* a result exists for the request's id */
+    int64_t seq, draw, rank;  /* 0 when absent */
+    int has_points;           /* `points` is an integer */
+    int64_t points;
+    int has_other_points;     /* `points` present but not an integer */
+    int wait_no;              /* granted later from the waitlist (9.5) */
+} lottery_result;
+
+/* Parses a P:{B}:results value. A value that is not a JSON object is a
+ * result with every field absent (has = 1). */
+void lottery_result_parse(lottery_result *out, const char *s, size_t len);
+
+#endif
