@@ -416,6 +416,7 @@ static engine_reason decide_formed_group(engine *e, engine_groups *gs, uint32_t 
     if (!r->n_prefs && !r->has_filter) {
         q.prefs = (const char *const *)g->prefs;
         q.n_prefs = g->n_prefs;
+        q.pref_hashes = NULL;   /* the request's, not the group's prefs */
         q.filter = g->filter;
         q.n_filter = g->n_filter;
         q.has_filter = g->has_filter;

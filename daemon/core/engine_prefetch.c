@@ -42,3 +42,21 @@ void engine_prefetch_user(const engine *e, uint32_t h, int stage)
     if (stage == 1) __builtin_prefetch(u);
     else __builtin_prefetch(u->id);
 }
+
+uint32_t engine_item_hash(const engine *e, const char *id)
+{
+    return id ? strmap_hash32(&e->item_map, id) : 0;
+}
+
+void engine_prefetch_item(const engine *e, uint32_t h, int stage)
+{
+    const strmap *m = &e->item_map;
+    if (!m->slots) return;
+    if (stage == 0) { __builtin_prefetch(&m->slots[h & m->mask]); return; }
+    const strmap_slot *s = slot_of(m, h);
+    if (!s || s->ref - 1 >= e->n_items) return;
+    const item *p = &e->items[s->ref - 1];
+    if (stage == 1) { __builtin_prefetch(p); return; }
+    __builtin_prefetch(p->id);
+    if (p->rules) __builtin_prefetch(p->rules);
+}

@@ -120,7 +120,9 @@ static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need
     const engine_who *who = engine__elig_who(e, r->user);   /* once, not per room */
     *pref = 0;
     for (size_t i = 0; i < r->n_prefs; i++) {
-        uint32_t it = find_item(e, r->prefs[i]);
+        uint32_t it = r->pref_hashes && i < ENGINE_PREF_HASHES
+                      ? strmap_find_hashed(&e->item_map, r->prefs[i], r->pref_hashes[i])
+                      : find_item(e, r->prefs[i]);
         if (it != STRMAP_NONE && room_fits(e, r, need, it, who)) { *pref = (int64_t)i + 1; return it; }
     }
     if (!r->has_filter) return STRMAP_NONE;
@@ -131,7 +133,8 @@ static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need
     for (size_t k = 0; k < e->n_free_items; k++) {
         uint32_t it = e->free_items[k];
         const item *p = &e->items[it];
-        if (p->free < need || !attrs_match(p, r->filter, resolved > 0 ? fast : NULL, r->n_filter) || !room_fits(e, r, need, it, who))
+        if (p->free < need || !attrs_match(p, r->filter, resolved > 0 ? fast : NULL, r->n_filter) ||
+            !room_fits(e, r, need, it, who))
             continue;
         if (best == STRMAP_NONE || p->free < e->items[best].free ||
             (p->free == e->items[best].free && strcmp(p->id, e->items[best].id) < 0))

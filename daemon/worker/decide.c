@@ -49,22 +49,49 @@ static const char *item_user(const chunk *ch, size_t i)
  * that ahead, the id 1/3; every decision stays in queue order. */
 enum { PF_AHEAD = 12, PF_RING = 16 };
 
+/* A request's user and the rooms of its first preferences, warmed stage
+ * by stage; the preferences' hashes go to the engine with the request
+ * (engine_request.pref_hashes), so each is hashed once. */
+typedef struct pf_slot {
+    uint32_t user;
+    uint32_t prefs[ENGINE_PREF_HASHES];
+    uint8_t has_user, n_prefs;
+} pf_slot;
+
+static void warm(const engine *e, const pf_slot *p, int stage)
+{
+    if (p->has_user) engine_prefetch_user(e, p->user, stage);
+    for (int j = 0; j < p->n_prefs; j++) engine_prefetch_item(e, p->prefs[j], stage);
+}
+
+static void warm_first(chunk *ch, size_t i, const engine *e, pf_slot *p)
+{
+    const char *u = item_user(ch, i);
+    engine_request *r = &ch->items[i].q.r;
+    p->has_user = u != NULL;
+    p->n_prefs = 0;
+    if (u) p->user = engine_user_hash(e, u);
+    for (size_t j = 0; u && j < r->n_prefs && j < ENGINE_PREF_HASHES; j++)
+        p->prefs[p->n_prefs++] = engine_item_hash(e, r->prefs[j]);
+    r->pref_hashes = p->n_prefs == (r->n_prefs < ENGINE_PREF_HASHES ? r->n_prefs : ENGINE_PREF_HASHES) && p->n_prefs
+                     ? p->prefs : NULL;
+    warm(e, p, 0);
+}
+
 void decide_chunk(chunk *ch, engine *e, int64_t now, size_t from, size_t to)
 {
     if (from == 0) engine_expire(e, now);
     if (to > ch->n_items) to = ch->n_items;
-    uint32_t h[PF_RING];
-    int has[PF_RING] = { 0 };
+    pf_slot ring[PF_RING];
     for (size_t i = from; i < to + PF_AHEAD; i++) {
-        if (i < to) {
-            const char *u = item_user(ch, i);
-            has[i % PF_RING] = u != NULL;
-            if (u) { h[i % PF_RING] = engine_user_hash(e, u); engine_prefetch_user(e, h[i % PF_RING], 0); }
-        }
+        if (i < to) warm_first(ch, i, e, &ring[i % PF_RING]);
         size_t r = i - PF_AHEAD / 3, d = i - PF_AHEAD / 3 * 2, k = i - PF_AHEAD;
-        if (i >= from + PF_AHEAD / 3 && r < to && has[r % PF_RING]) engine_prefetch_user(e, h[r % PF_RING], 1);
-        if (i >= from + PF_AHEAD / 3 * 2 && d < to && has[d % PF_RING]) engine_prefetch_user(e, h[d % PF_RING], 2);
-        if (i >= from + PF_AHEAD && k < to) decide_item(ch, &ch->items[k], e, now);
+        if (i >= from + PF_AHEAD / 3 && r < to) warm(e, &ring[r % PF_RING], 1);
+        if (i >= from + PF_AHEAD / 3 * 2 && d < to) warm(e, &ring[d % PF_RING], 2);
+        if (i >= from + PF_AHEAD && k < to) {
+            decide_item(ch, &ch->items[k], e, now);
+            ch->items[k].q.r.pref_hashes = NULL;   /* the ring's, gone with this call */
+        }
     }
     /* the waitlist places and swap offers this chunk ended get their final
      * result in its transaction too (apply_txn.c): counted once, after the

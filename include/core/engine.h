@@ -104,6 +104,9 @@ typedef struct engine_request {
     uint64_t order;            /* confirm, cancel; unassign (stock): 0 = all */
     const char *const *prefs;  /* auto, group: room ids in preference order */
     size_t n_prefs;
+    /* engine_item_hash of prefs[0..ENGINE_PREF_HASHES), computed ahead by a
+     * caller that warmed them (engine_prefetch_item); NULL: hashed here */
+    const uint32_t *pref_hashes;
     const char *const *members;/* group: user ids, including `user` */
     size_t n_members;
     const engine_kv *filter;   /* auto, group: NULL when absent */
@@ -316,6 +319,12 @@ int engine_load_staff(engine *e, const char *user, uint64_t order);
  * changes a decision. */
 uint32_t engine_user_hash(const engine *e, const char *id);
 void engine_prefetch_user(const engine *e, uint32_t h, int stage);
+/* The same for the rooms of a request's preferences: the first
+ * ENGINE_PREF_HASHES, hashed once (engine_request.pref_hashes); stage 2
+ * warms the room's id and its rules. */
+#define ENGINE_PREF_HASHES 3
+uint32_t engine_item_hash(const engine *e, const char *id);
+void engine_prefetch_item(const engine *e, uint32_t h, int stage);
 void engine_decide(engine *e, const engine_request *r, int64_t now,
                    engine_result *out);
 /* Counts a result the shell decided without the engine (an `invalid` from the
