@@ -41,6 +41,17 @@ static long long banded_batch(fixture *f, const char *b, long long in_ms, const 
     return opens;
 }
 
+/* allocctl lottery verify B says MATCH and exits 0. */
+static void lottery_matches(fixture *f, const char *b)
+{
+    char *out;
+    int rc = itest_ctl(f, &out, "lottery verify %s", b);
+    if (rc) fprintf(stderr, "%s", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "MATCH"));
+    free(out);
+}
+
 static void test_bands_ordered_and_replayed(void **state)
 {
     fixture *f = *state;
@@ -78,12 +89,9 @@ static void test_bands_ordered_and_replayed(void **state)
     freeReplyObject(early);
     assert_int_equal(recorded, USERS);
     itest_cmd(f->c, "HSET alloc:{b}:profiles u10 {\"points\":100}");
+    lottery_matches(f, "b");
     char *out;
-    int rc = itest_ctl(f, &out, "lottery verify b");
-    if (rc) fprintf(stderr, "%s", out);
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(out, "MATCH"));
-    free(out);
+    int rc;
     /* a result whose points were changed afterwards is found */
     char *r1 = harness_str(f->c, "HGET alloc:{b}:results r1");
     char *p = strstr(r1, "\"points\":30");
@@ -138,12 +146,7 @@ static void test_early_swap_keeps_its_draw(void **state)
     assert_int_equal(itest_jint(w1, "draw"), draw);
     assert_int_equal(itest_jint(w1, "points"), 10);
     json_decref(w1);
-    char *out;
-    int rc = itest_ctl(f, &out, "lottery verify s");
-    if (rc) fprintf(stderr, "%s", out);
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(out, "MATCH"));
-    free(out);
+    lottery_matches(f, "s");
 }
 
 int main(void)
