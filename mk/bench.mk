@@ -12,7 +12,7 @@
 #                         a five-attribute profile (issue 35, <= 100 B/user)
 #   make bench-housing    issue 35's housing round, eligibility off and on (the
 #                         same rooms, users and requests; profiles for all and
-#                         only_X/same_X rules on 9 rooms in 10), 3 pairs, the
+#                         only_X/same_X rules on 9 rooms in 10), 5 pairs, the
 #                         order alternating: decisions/s of the batch loaded
 #                         before the window and its ratio (<= 10%); the load's
 #                         time beside it
@@ -52,7 +52,7 @@ $(BUILD)/allocbench: LDLIBS += -lpthread $(LIBS_ALL) $(PKG_LIBS)
 
 BENCH_ARGS ?= --targets
 BENCH_MEMORY_ARGS ?= --scenario stock --users 1000000 --requests 1000000 --memory --profile-memory 100000
-BENCH_HOUSING_ARGS ?= --scenario housing-elig --housing-pairs 3 --requests 200000
+BENCH_HOUSING_ARGS ?= --scenario housing-elig --housing-pairs 5 --requests 200000
 BENCH_SCALING_ARGS ?= --scenario stock --chunk-sweep 64,256,1024,4096
 BENCH_CLUSTER_ARGS ?= --cluster-sweep 1x1,3x3,3x1 --batches 6 --requests 200000 --runs 2
 
