@@ -1453,6 +1453,10 @@ static redisReply *run_script(ctx *x, const char *src)
     x->src = src;
     x->dirty = 0;
     x->allow_oom = !strncmp(src, "#!lua", 5) && strstr(src, "allow-oom") && strstr(src, "allow-oom") < strchr(src, '\n');
+    /* a script with a shebang and without no-writes is a write command
+     * (evalGetCommandFlags): a read-only replica refuses it before it runs */
+    const char *nl = strchr(src, '\n'), *nw = strstr(src, "no-writes");
+    if (x->s->readonly && !strncmp(src, "#!lua", 5) && !(nw && (!nl || nw < nl))) return r_err("%s", READONLY_ERR);
     redisReply *r = run_script_body(x, src);
     if (!x->err) return r;
     freeReplyObject(r);
@@ -1635,6 +1639,15 @@ static redisReply *c_exec(ctx *x)
         if (d && (d->flags & F_DENYOOM)) {
             discard(c);
             return r_err("EXECABORT Transaction discarded because of: %s", OOM_ERR);
+        }
+    }
+    /* a replica now, and a write was queued: EXEC is a write command
+     * (mstate.cmd_flags), refused by processCommand */
+    for (size_t i = 0; x->s->readonly && i < c->nq; i++) {
+        const cmd_def *d = find_cmd(c->q[i].argv[0], c->q[i].lens[0]);
+        if (d && (d->flags & F_WRITE)) {
+            discard(c);
+            return r_err("EXECABORT Transaction discarded because of: %s", READONLY_ERR);
         }
     }
     if (c->multi_error) {
