@@ -56,7 +56,7 @@ static void arm_crash_line(const sim_opts *o)
 static int usage(const char *argv0)
 {
     fprintf(stderr, "usage: %s (--seed N | --seeds N [--first S] | --hours H [--first S]) [--faults=all|none|reset,lost,delay,"
-                    "restart,aof,failover,clock,pause,crash,oom] [--instances K] [--duration-ms D] [-v]\n", argv0);
+                    "restart,aof,failover,clock,pause,crash,oom,switch] [--instances K] [--duration-ms D] [-v]\n", argv0);
     return 2;
 }
 

@@ -218,6 +218,7 @@ struct simr {
     uint64_t commands;
     int replicas;         /* what WAIT answers */
     int oom;              /* used_memory > maxmemory (noeviction): simr_set_oom */
+    int readonly;         /* a replica now (replica-read-only yes): simr_set_readonly */
 };
 
 typedef struct watched { char *k; size_t kn; uint64_t ver; int64_t exp; } watched;
@@ -260,6 +261,7 @@ typedef struct cmd_def {
 } cmd_def;
 
 static const char OOM_ERR[] = "OOM command not allowed when used memory > 'maxmemory'.";
+static const char READONLY_ERR[] = "READONLY You can't write against a read only replica.";
 
 static const cmd_def *find_cmd(const char *p, size_t n);
 static redisReply *arity_or_unknown(const cmd_def *d, int argc, const char **argv, const size_t *lens);
@@ -950,6 +952,10 @@ static redisReply *c_xlen(ctx *x)
 static redisReply *c_wait(ctx *x)
 {
     long long n, ms;
+    if (x->s->readonly)   /* waitCommand, Redis 7.0: server.masterhost set */
+        return r_err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a "
+                     "replica is configured to be writable (which is not the default) writes to replicas are just "
+                     "local and are not propagated.");
     if (parse_ll(x->argv[1], x->lens[1], &n) < 0) return r_notint();
     if (parse_ll(x->argv[2], x->lens[2], &ms) < 0) return r_err("ERR timeout is not an integer or out of range");
     if (ms < 0) return r_err("ERR timeout is negative");
@@ -1172,11 +1178,14 @@ static redisReply *dispatch(ctx *x);
  * every later one answer nil and run nothing, and run_script returns it. */
 /* Redis 7.0 (scriptVerifyOOM): a script without allow-oom is refused for
  * memory at its first denyoom call made before any write call -- after a
- * write it cannot stop halfway -- with the line of that call. */
+ * write it cannot stop halfway -- with the line of that call. On a read-only
+ * replica (scriptVerifyWriteCommandAllow) its first write call is refused
+ * with -READONLY, whatever ran before it. */
 static redisReply *script_oom(ctx *x, const char *name, size_t n)
 {
     const cmd_def *d = find_cmd(name, n);
-    if (!d || !x->s->oom || x->allow_oom || x->dirty || !(d->flags & F_DENYOOM)) {
+    int ro = d && (d->flags & F_WRITE) && x->s->readonly;
+    if (!ro && (!d || !x->s->oom || x->allow_oom || x->dirty || !(d->flags & F_DENYOOM))) {
         if (d && (d->flags & F_WRITE)) x->dirty = 1;
         return NULL;
     }
@@ -1187,7 +1196,7 @@ static redisReply *script_oom(ctx *x, const char *name, size_t n)
     int line = 1;
     for (const char *c = x->src; at && c < at; c++) line += *c == '\n';
     sha1_hex(x->src ? x->src : "", x->src ? strlen(x->src) : 0, sha);
-    return r_err("%s script: %s, on @user_script:%d.", OOM_ERR, sha, line);
+    return r_err("%s script: %s, on @user_script:%d.", ro ? READONLY_ERR : OOM_ERR, sha, line);
 }
 
 static redisReply *rcall_len(ctx *x, int argc, const char **argv, const size_t *lens)
@@ -1444,6 +1453,10 @@ static redisReply *run_script(ctx *x, const char *src)
     x->src = src;
     x->dirty = 0;
     x->allow_oom = !strncmp(src, "#!lua", 5) && strstr(src, "allow-oom") && strstr(src, "allow-oom") < strchr(src, '\n');
+    /* a script with a shebang and without no-writes is a write command
+     * (evalGetCommandFlags): a read-only replica refuses it before it runs */
+    const char *nl = strchr(src, '\n'), *nw = strstr(src, "no-writes");
+    if (x->s->readonly && !strncmp(src, "#!lua", 5) && !(nw && (!nl || nw < nl))) return r_err("%s", READONLY_ERR);
     redisReply *r = run_script_body(x, src);
     if (!x->err) return r;
     freeReplyObject(r);
@@ -1628,6 +1641,15 @@ static redisReply *c_exec(ctx *x)
             return r_err("EXECABORT Transaction discarded because of: %s", OOM_ERR);
         }
     }
+    /* a replica now, and a write was queued: EXEC is a write command
+     * (mstate.cmd_flags), refused by processCommand */
+    for (size_t i = 0; x->s->readonly && i < c->nq; i++) {
+        const cmd_def *d = find_cmd(c->q[i].argv[0], c->q[i].lens[0]);
+        if (d && (d->flags & F_WRITE)) {
+            discard(c);
+            return r_err("EXECABORT Transaction discarded because of: %s", READONLY_ERR);
+        }
+    }
     if (c->multi_error) {
         discard(c);
         return r_err("EXECABORT Transaction discarded because of previous errors.");
@@ -1690,6 +1712,7 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
         const cmd_def *d = find_cmd(n, nl);
         redisReply *e = arity_or_unknown(d, argc, argv, lens);
         if (e) { c->multi_error = 1; return e; }
+        if (s->readonly && (d->flags & F_WRITE)) { c->multi_error = 1; return r_err("%s", READONLY_ERR); }
         if (c->nq == c->qcap) {
             c->qcap = c->qcap ? c->qcap * 2 : 16;
             c->q = realloc(c->q, c->qcap * sizeof *c->q);
@@ -1700,6 +1723,7 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
     }
     const cmd_def *d = find_cmd(n, nl);
     if (s->oom && d && (d->flags & F_DENYOOM) && !arity_or_unknown(d, argc, argv, lens)) return r_err("%s", OOM_ERR);
+    if (s->readonly && d && (d->flags & F_WRITE) && !arity_or_unknown(d, argc, argv, lens)) return r_err("%s", READONLY_ERR);
     redisReply *r = dispatch(&x);
     if (!r) {   /* blocked */
         c->blocked = queued_copy(argc, argv, lens);
@@ -1774,6 +1798,7 @@ void simr_free(simr *s)
 void simr_set_observer(simr *s, const simr_observer *o) { s->obs = *o; }
 void simr_set_replicas(simr *s, int n) { s->replicas = n; }
 void simr_set_oom(simr *s, int oom) { s->oom = oom; }
+void simr_set_readonly(simr *s, int ro) { s->readonly = ro; }
 uint64_t simr_commands(const simr *s) { return s->commands; }
 
 simr_db *simr_snapshot(simr *s)

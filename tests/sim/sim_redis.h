@@ -46,6 +46,11 @@ void simr_set_replicas(simr *s, int n);
  * commands is aborted, a script without allow-oom is refused at its first
  * denyoom call before any write (Redis 7.0). */
 void simr_set_oom(simr *s, int oom);
+/* A master demoted to a replica (replica-read-only yes, Redis 7.0
+ * processCommand): a write command is refused with -READONLY, in a
+ * transaction too (EXEC then answers -EXECABORT), and a script's first
+ * write call is refused with it. */
+void simr_set_readonly(simr *s, int ro);
 
 simr *simr_new(void);
 void simr_free(simr *s);

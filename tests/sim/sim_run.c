@@ -1109,6 +1109,23 @@ static void sw_heal(sim_run_state *st)
     if (st->w.verbose) fprintf(stderr, "sim: switch: server %d demoted\n", st->sw_from);
 }
 
+/* In some seeds Sentinel reaches the old master before every instance has
+ * heard of the switch: it is demoted (REPLICAOF the new master, then CLIENT
+ * KILL TYPE normal, as sentinelSendSlaveOf does), not cut off. An instance
+ * that has not heard reconnects to it and its writes are refused with
+ * -READONLY (a transaction with -EXECABORT, WAIT with an error) until it
+ * moves; nothing it sent there is taken. */
+static void ev_sw_demote(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (st->sw_phase != SW_PROMOTED || (int)x != st->sw_from) return;
+    sim_server *old = &st->w.srv[x];
+    old->gen++;
+    sim_net_reset_server((int)x, "connection lost");
+    simr_set_readonly(old->r, 1);
+    if (st->w.verbose) fprintf(stderr, "sim: switch: server %d demoted early, read-only\n", (int)x);
+}
+
 static void ev_sw_heal(void *a, void *b, uint64_t x)
 {
     sim_run_state *st = a;
@@ -1147,6 +1164,8 @@ static void ev_sw_promote(void *a, void *b, uint64_t x)
         sim_at(st->w.now + t, -1, ev_sw_learn, st, NULL, (uint64_t)i);
     }
     sim_at(st->w.now + (200 + sim_below(2800)) * 1000000ULL, -1, ev_sw_replica_moved, st, NULL, (uint64_t)st->sw_from);
+    if (sim_chance(0.5))
+        sim_at(st->w.now + sim_below(2500) * 1000000ULL, -1, ev_sw_demote, st, NULL, (uint64_t)st->sw_from);
     sim_at(st->w.now + last + (3000 + sim_below(1000)) * 1000000ULL, -1, ev_sw_heal, st, NULL, (uint64_t)st->sw_from);
 }
 

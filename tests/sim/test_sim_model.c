@@ -184,9 +184,24 @@ static void oom_both(int on)
     note_cmd(0, 1, (const char *[]){ on ? "(out of memory)" : "(memory again)" });
 }
 
+/* A master demoted to a replica on both sides or not (the simulator's
+ * switch fault, demoted early): the server through REPLICAOF an address
+ * nobody listens on -- it keeps its data, serves it (replica-serve-stale-data
+ * yes) and refuses writes until REPLICAOF NO ONE. */
+static void readonly_both(int on)
+{
+    redisReply *r = on ? redisCommand(rc[0], "REPLICAOF 127.0.0.1 1") : redisCommand(rc[0], "REPLICAOF NO ONE");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    simr_set_readonly(model, on);
+    note_cmd(0, 1, (const char *[]){ on ? "(a replica now)" : "(a master again)" });
+}
+
 static void reset_both(void)
 {
     oom_both(0);
+    readonly_both(0);
     const char *flush[] = { "FLUSHALL" }, *sflush[] = { "SCRIPT", "FLUSH" };
     for (int i = 0; i < 2; i++) {
         freeReplyObject(redisCommandArgv(rc[i], 1, (const char *[]){ "DISCARD" }, NULL));
@@ -575,6 +590,7 @@ static void test_case_file(void **state)
         if (!strncmp(p, "@1 ", 3)) { who = 1; p += 3; }
         if (!strncmp(p, "sleep ", 6)) { harness_sleep_ms(atoi(p + 6)); continue; }
         if (!strcmp(p, "oom on") || !strcmp(p, "oom off")) { oom_both(!strcmp(p, "oom on")); continue; }
+        if (!strcmp(p, "readonly on") || !strcmp(p, "readonly off")) { readonly_both(!strcmp(p, "readonly on")); continue; }
         const char *argv[64];
         int argc = 0;
         for (char *save = NULL, *t = strtok_r(p, " ", &save); t && argc < 64; t = strtok_r(NULL, " ", &save))
@@ -583,6 +599,7 @@ static void test_case_file(void **state)
     }
     fclose(f);
     oom_both(0);
+    readonly_both(0);
     printf("case file: %ld replies compared, %ld differ\n", compared, mismatches);
     assert_true(compared > 20);
     assert_int_equal(mismatches, 0);
