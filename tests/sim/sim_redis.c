@@ -1722,8 +1722,12 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
         return r_status("QUEUED");
     }
     const cmd_def *d = find_cmd(n, nl);
-    if (s->oom && d && (d->flags & F_DENYOOM) && !arity_or_unknown(d, argc, argv, lens)) return r_err("%s", OOM_ERR);
-    if (s->readonly && d && (d->flags & F_WRITE) && !arity_or_unknown(d, argc, argv, lens)) return r_err("%s", READONLY_ERR);
+    /* OOM and READONLY come after the unknown-command and arity checks,
+     * whose error dispatch gives */
+    redisReply *bad = (s->oom || s->readonly) && d ? arity_or_unknown(d, argc, argv, lens) : NULL;
+    if (bad) freeReplyObject(bad);
+    else if (s->oom && d && (d->flags & F_DENYOOM)) return r_err("%s", OOM_ERR);
+    else if (s->readonly && d && (d->flags & F_WRITE)) return r_err("%s", READONLY_ERR);
     redisReply *r = dispatch(&x);
     if (!r) {   /* blocked */
         c->blocked = queued_copy(argc, argv, lens);
