@@ -310,13 +310,6 @@ int engine_profile_user(engine *e, const char *uid, uint32_t *u)
     return *u == STRMAP_NONE ? -ENOMEM : 0;
 }
 
-size_t engine_profile_users(const engine *e) { return e && e->prof ? e->prof->n_users : 0; }
-
-const char *engine_profile_user_id(const engine *e, uint32_t u)
-{
-    return e && e->prof && u < e->prof->n_users ? uid_of(e->prof, u) : NULL;
-}
-
 int engine_profile_set_at(engine *e, uint32_t u, const engine_kv *attrs, size_t n)
 {
     engine_profiles *p = e ? e->prof : NULL;
@@ -554,9 +547,8 @@ void engine__elig_prefetch(const engine *e, uint32_t h, int stage)
     if (!p || !p->user_map.slots) return;
     const strmap *m = &p->user_map;
     if (stage == 0) { __builtin_prefetch(&m->slots[h & m->mask]); return; }
-    const strmap_slot *s = &m->slots[h & m->mask];
-    if (!s->ref || s->hash != h || s->ref - 1 >= p->n_users) return;   /* a second probe: not worth it */
-    uint32_t u = s->ref - 1;
+    uint32_t u = strmap_guess(m, h);
+    if (u >= p->n_users) return;   /* STRMAP_NONE too */
     if (stage == 1) {
         __builtin_prefetch(&p->users[u]);
     } else {

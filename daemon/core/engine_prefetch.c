@@ -17,28 +17,15 @@ uint32_t engine_user_hash(const engine *e, const char *id)
     return id ? strmap_hash32(&e->user_map, id) : 0;
 }
 
-/* The first slot of the probe that carries hash h (linear probing: almost
- * always the first or the second), or NULL. */
-static const strmap_slot *slot_of(const strmap *m, uint32_t h)
-{
-    if (!m->slots) return NULL;
-    for (uint32_t k = 0, i = h & m->mask; k < 2; k++, i = (i + 1) & m->mask) {
-        const strmap_slot *s = &m->slots[i];
-        if (!s->ref) return NULL;
-        if (s->hash == h) return s;
-    }
-    return NULL;
-}
-
 void engine_prefetch_user(const engine *e, uint32_t h, int stage)
 {
     const strmap *m = &e->user_map;
     engine__elig_prefetch(e, h, stage);
     if (!m->slots) return;
     if (stage == 0) { __builtin_prefetch(&m->slots[h & m->mask]); return; }
-    const strmap_slot *s = slot_of(m, h);
-    if (!s || s->ref - 1 >= e->n_users) return;
-    const user *u = &e->users[s->ref - 1];
+    uint32_t i = strmap_guess(m, h);
+    if (i >= e->n_users) return;   /* STRMAP_NONE too */
+    const user *u = &e->users[i];
     if (stage == 1) __builtin_prefetch(u);
     else __builtin_prefetch(u->id);
 }
@@ -53,9 +40,9 @@ void engine_prefetch_item(const engine *e, uint32_t h, int stage)
     const strmap *m = &e->item_map;
     if (!m->slots) return;
     if (stage == 0) { __builtin_prefetch(&m->slots[h & m->mask]); return; }
-    const strmap_slot *s = slot_of(m, h);
-    if (!s || s->ref - 1 >= e->n_items) return;
-    const item *p = &e->items[s->ref - 1];
+    uint32_t i = strmap_guess(m, h);
+    if (i >= e->n_items) return;   /* STRMAP_NONE too */
+    const item *p = &e->items[i];
     if (stage == 1) { __builtin_prefetch(p); return; }
     __builtin_prefetch(p->id);
     if (p->rules) __builtin_prefetch(p->rules);

@@ -87,6 +87,17 @@ uint32_t strmap_find_hashed(const strmap *m, const char *key, uint32_t h)
     }
 }
 
+uint32_t strmap_guess(const strmap *m, uint32_t h)
+{
+    if (!m->slots) return STRMAP_NONE;
+    for (uint32_t k = 0, i = h & m->mask; k < 2; k++, i = (i + 1) & m->mask) {
+        const strmap_slot *s = &m->slots[i];
+        if (!s->ref) return STRMAP_NONE;
+        if (s->hash == h) return s->ref - 1;
+    }
+    return STRMAP_NONE;
+}
+
 static void place(strmap_slot *slots, uint32_t mask, strmap_slot s)
 {
     uint32_t i = s.hash & mask;

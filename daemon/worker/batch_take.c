@@ -325,8 +325,9 @@ void batch__on_slots(worker_op *o, redisReply *r, const char *err)
     if (e) { batch__fail(w, what, e); return; }
     int rc = slots_scan_page(s, r, w->eng, w->batch);
     if (rc < 0) { batch__fail(w, what, rc == -ENOMEM ? "out of memory" : "unexpected reply"); return; }
-    if (rc == 0) slots_refresh(w, clock_mono_ms());
-    else if (w->state == W_SERVING) batch__take_start(w);
+    if (rc == 0) { slots_refresh(w, clock_mono_ms()); return; }
+    log_debug("batch %s: %s read whole", w->batch, what);
+    if (w->state == W_SERVING) batch__take_start(w);
 }
 
 /* As many takes as are due: one, or several reading ahead. */

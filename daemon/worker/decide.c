@@ -73,8 +73,7 @@ static void warm_first(chunk *ch, size_t i, const engine *e, pf_slot *p)
     if (u) p->user = engine_user_hash(e, u);
     for (size_t j = 0; u && j < r->n_prefs && j < ENGINE_PREF_HASHES; j++)
         p->prefs[p->n_prefs++] = engine_item_hash(e, r->prefs[j]);
-    r->pref_hashes = p->n_prefs == (r->n_prefs < ENGINE_PREF_HASHES ? r->n_prefs : ENGINE_PREF_HASHES) && p->n_prefs
-                     ? p->prefs : NULL;
+    r->pref_hashes = p->n_prefs ? p->prefs : NULL;   /* the first min(n_prefs, 3), all of them */
     warm(e, p, 0);
 }
 

@@ -35,8 +35,6 @@ int engine_profile_set(engine *e, const char *user, const engine_kv *attrs, size
  * number (worker/profiles_scan.h). engine_profile_user finds or adds the
  * user: 0, -EINVAL (not a user id), -ENOMEM. */
 int engine_profile_user(engine *e, const char *user, uint32_t *u);
-size_t engine_profile_users(const engine *e);
-const char *engine_profile_user_id(const engine *e, uint32_t u);   /* NULL: no such number */
 /* engine_profile_set for user number u (from engine_profile_user). */
 int engine_profile_set_at(engine *e, uint32_t u, const engine_kv *attrs, size_t n);
 /* The user's value of key as canonical JSON, NULL when none. */

@@ -48,6 +48,11 @@ int strmap_insert(strmap *m, const char *key, uint32_t idx);
 uint32_t strmap_hash32(const strmap *m, const char *key);
 uint32_t strmap_find_hashed(const strmap *m, const char *key, uint32_t h);
 int strmap_insert_hashed(strmap *m, const char *key, uint32_t idx, uint32_t h);
+/* The index whose slot carries hash h among the first two of its probe
+ * (linear probing: almost always there), without comparing keys, or
+ * STRMAP_NONE: a guess for cache warming (a collision gives a wrong one),
+ * never an answer. */
+uint32_t strmap_guess(const strmap *m, uint32_t h);
 /* The keyed 64-bit hash of n bytes (exposed for tests). */
 uint64_t strmap_hash(const strmap *m, const void *data, size_t n);
 

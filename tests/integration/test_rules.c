@@ -112,6 +112,19 @@ static void test_watched_edits(void **state)
     choose(f, "w", "a1", "u1", "Y1");
     itest_expect(f, "w", "a1", "rejected", "not_eligible");
     wait_log(f, "WATCH alloc:{w}:profiles stands", 1);
+    /* watched and unwritten, the hash is not read again while requests
+     * come: at most the one read that follows the WATCH (read every
+     * second, 4 s of takes would show three or more) */
+    harness_sleep_ms(500);
+    int reads = itest_count_in_log(&f->allocd, "batch w: profiles read whole");
+    for (int i = 0; i < 20; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "q%d", i);
+        choose(f, "w", id, "nobody", "Y1");
+        itest_expect(f, "w", id, "rejected", "not_eligible");
+        harness_sleep_ms(200);
+    }
+    assert_true(itest_count_in_log(&f->allocd, "batch w: profiles read whole") <= reads + 1);
     itest_cmd(f->c, "HSET alloc:{w}:profiles u1 {\"year\":4}");
     harness_sleep_ms(1000);                                /* an edit holds within a second */
     choose(f, "w", "a2", "u1", "Y1");

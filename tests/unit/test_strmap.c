@@ -37,6 +37,17 @@ static void test_insert_find_grow(void **state)
         assert_int_equal(strmap_find_hashed(&m, keys[i], strmap_hash32(&m, keys[i])), i);
     }
     assert_int_equal(strmap_find(&m, "nobody"), STRMAP_NONE);
+    /* strmap_guess: right for almost every key (the first two probes), and
+     * never an index that is not in the map */
+    uint32_t guessed = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t g = strmap_guess(&m, strmap_hash32(&m, keys[i]));
+        assert_true(g == STRMAP_NONE || g < N);
+        guessed += g == i;
+    }
+    assert_true(guessed >= N * 9 / 10);
+    assert_int_equal(strmap_guess(&m, strmap_hash32(&m, "nobody")) == STRMAP_NONE ||
+                     strmap_guess(&m, strmap_hash32(&m, "nobody")) < N, 1);
     assert_int_equal(strmap_insert(&m, "u123", 9), -EEXIST);
     assert_int_equal(strmap_insert_hashed(&m, "u124", 9, strmap_hash32(&m, "u124")), -EEXIST);
     assert_int_equal(strmap_find(&m, "u123"), 123);
@@ -45,6 +56,7 @@ static void test_insert_find_grow(void **state)
     assert_int_equal(strmap_insert(&m, "x", STRMAP_NONE), -EINVAL);
     strmap_free(&m);
     assert_int_equal(strmap_find(&m, "u1"), STRMAP_NONE);
+    assert_int_equal(strmap_guess(&m, 1), STRMAP_NONE);
 }
 
 int main(void)
