@@ -153,10 +153,15 @@ static void ev_ack(void *x, void *y, uint64_t z)
 
 /* The ids of an XREADGROUP reply, acknowledged a little later (the copy
  * to the database), or never: a crash between the two. */
+static const redisReply *entries_of(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->elements == 2
+           ? r->element[0]->element[1] : NULL;
+}
+
 static void took(sim_archive *a, const redisReply *r)
 {
-    const redisReply *list = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-                             r->element[0]->elements == 2 ? r->element[0]->element[1] : NULL;
+    const redisReply *list = entries_of(r);
     if (!list || !list->elements) return;
     a->counts.read += list->elements;
     if (sim_w->faults_on && sim_chance(0.05)) {
@@ -187,7 +192,13 @@ static void ev_step(void *x, void *y, uint64_t z)
         redisReply *r = cmd(a, 9, (const char *[]){ "XREADGROUP", "GROUP", a->group, "sim", "COUNT", count, "STREAMS",
                                                     a->key, a->reread ? "0" : ">" });
         if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOGROUP", 7)) a->created = 0;
-        else { a->reread = 0; took(a, r); }
+        else {
+            /* its pending entries are read again until a read of them comes
+             * back empty, as allocctl archive does (cmd_archive.c) */
+            const redisReply *list = entries_of(r);
+            if (a->reread && (!list || !list->elements)) a->reread = 0;
+            took(a, r);
+        }
         if (r) freeReplyObject(r);
     }
     sim_at(sim_w->now + (50 + sim_below(450)) * 1000000ULL, -1, ev_step, a, NULL, 0);

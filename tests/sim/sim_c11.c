@@ -843,6 +843,7 @@ void c11_probe_check(c11 *c)
     int fine = 0;
     for (size_t i = 0; status && !strcmp(status, "rejected") && reason && i < sizeof ok / sizeof *ok; i++)
         fine |= !strcmp(reason, ok[i]);
+    c->counts.probes_refused += fine && !strcmp(reason, "not_eligible");
     if (!fine) {
         char *s = res ? json_dumps(res, JSON_COMPACT) : NULL;
         sim_fail("profiles: %s's profile was edited 3.5 s before %s was pushed, with no fault since, and it was "

@@ -84,6 +84,7 @@ void c11_probe_check(c11 *c);
 /* For the report. */
 typedef struct c11_counts {
     uint64_t grants_checked, not_eligible, staff, edits, draws_checked, groups_checked;
+    uint64_t probes_refused;   /* probes refused for their edited profile (not the batch's state) */
 } c11_counts;
 const c11_counts *c11_counts_get(const c11 *c);
 /* -v: the profiles and rules of the seed */

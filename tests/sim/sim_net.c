@@ -480,8 +480,9 @@ int redis_conn_is_ready(const redis_conn *c) { return c && c->ready && !c->close
  * get their error), the reconnect goes there -- as redis_conn.c does. */
 int redis_conn_retarget(redis_conn *c, const redis_target *t)
 {
+    if (!c || c->closed) return 0;
     int s = target_srv(t, c->inst);
-    if (!c || c->closed || s == c->srv) return 0;
+    if (s == c->srv) return 0;
     c->srv = s;
     drop(c, "moving to another node");
     return 0;
@@ -748,10 +749,10 @@ int redis_router_init(redis_router **out, uv_loop_t *loop, const allocd_config *
     redis_router **n = realloc(routers, (nrouters + 1) * sizeof *routers);
     if (!n) { free(r); return -ENOMEM; }
     routers = n;
-    routers[nrouters++] = r;
     static const redis_conn_callbacks cb = { router_ready, NULL };
     redis_conn_options opt = { .name = name, .backoff_min_ms = 100, .backoff_max_ms = 1000 };
     if (redis_conn_init(&r->conn, loop, &cfg->redis, &opt, &cb, r) < 0) { free(r); return -ENOMEM; }
+    routers[nrouters++] = r;   /* listed once it stands: sim_net_free_all frees what is listed */
     *out = r;
     return 0;
 }
@@ -808,7 +809,7 @@ int redis_router_eval(redis_router *r, const char *key, const redis_script *s, r
     return redis_conn_eval(r->conn, s, fn, priv, timeout_ms, nkeys, argc, argv, argvlen);
 }
 
-typedef struct router_close { void (*done)(void *); void *data; redis_router *r; } router_close;
+typedef struct router_close { void (*done)(void *); void *data; } router_close;
 
 static void router_closed(redis_conn *c, void *data)
 {
@@ -824,6 +825,6 @@ void redis_router_close(redis_router *r, void (*done)(void *data), void *data)
     r->closed = 1;
     router_close *rc = malloc(sizeof *rc);
     if (!rc) abort();
-    *rc = (router_close){ done, data, r };
+    *rc = (router_close){ done, data };
     redis_conn_close(r->conn, router_closed, rc);
 }

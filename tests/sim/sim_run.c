@@ -1018,13 +1018,11 @@ static void ev_restart(void *a, void *b, uint64_t kind)
     st->failover_pending = 0;
     if (kind && st->snap) {
         /* a failover's loss is one WAIT guards against; AOF's is not */
-        simr *before = simr_new();
-        simr_db *now = simr_snapshot(st->w.redis);
-        simr_restore(before, now);
-        simr_db_free(now);
+        simr *after = simr_new();
+        simr_restore(after, st->snap);
+        count_lost(st, st->w.redis, after, kind == 2 && st->wait_replicas > 0);
+        simr_free(after);
         simr_restore(st->w.redis, st->snap);
-        count_lost(st, before, st->w.redis, kind == 2 && st->wait_replicas > 0);
-        simr_free(before);
         sima_restored(st->arch, st->w.redis);
         replay_reset(st);
         c11_restored(st->c11);
@@ -1648,6 +1646,7 @@ static void fill_result(const sim_run_state *st, sim_result *res, int held)
     res->c11_edits = cc->edits;
     res->c11_draws = cc->draws_checked;
     res->c11_groups = cc->groups_checked;
+    res->c11_probes_refused = cc->probes_refused;
     const sima_counts *ac = sima_counts_get(st->arch);
     res->log_archived = ac->read;
     res->log_acked = ac->acked;

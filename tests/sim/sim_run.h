@@ -29,6 +29,7 @@ typedef struct sim_result {
      * not_eligible results, staff placements, profile edits, drawn results
      * replayed, group grants checked */
     uint64_t c11_grants, c11_not_eligible, c11_staff, c11_edits, c11_draws, c11_groups;
+    uint64_t c11_probes_refused;   /* edit-then-request probes refused for the edit */
     /* the log: entries the archive read, acknowledged, and entries trimmed */
     uint64_t log_archived, log_acked, log_trimmed;
 } sim_result;

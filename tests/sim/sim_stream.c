@@ -384,7 +384,6 @@ size_t xs_read_new(xstream *s, xgroup *g, const char *consumer, size_t count, si
         memset(p, 0, sizeof *p);
         p->id = s->e[i].id;
         snprintf(p->consumer, sizeof p->consumer, "%s", consumer);
-        p->deliveries = 1;
         g->last = s->e[i].id;
         (*out)[k++] = i;
     }
@@ -398,7 +397,6 @@ size_t xs_read_pending(xgroup *g, const char *consumer, xid after, size_t count,
     *out = xalloc(g->npel * sizeof **out);
     for (size_t i = 0; i < g->npel && (!count || k < count); i++) {
         if (strcmp(g->pel[i].consumer, consumer) || xid_cmp(g->pel[i].id, after) <= 0) continue;
-        g->pel[i].deliveries++;
         (*out)[k++] = g->pel[i].id;
     }
     return k;

@@ -35,7 +35,6 @@ typedef struct xentry {
 typedef struct xpending {
     xid id;
     char consumer[72];
-    uint64_t deliveries;
 } xpending;
 
 typedef struct xgroup {
