@@ -17,6 +17,7 @@ void lottery_result_parse(lottery_result *out, const char *s, size_t len)
     out->has_points = json_is_integer(pts);
     out->points = json_integer_value(pts);
     out->has_other_points = pts && !out->has_points;
-    out->wait_no = json_object_get(j, "wait_no") != NULL;
+    const char *op = json_string_value(json_object_get(j, "op"));
+    out->late = json_object_get(j, "wait_no") != NULL || (op && !strcmp(op, "swap"));
     json_decref(j);
 }

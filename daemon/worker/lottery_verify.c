@@ -66,9 +66,9 @@ size_t lottery_verify_results(const lottery_pool *p, const lottery_result *res, 
         check_points(&d, p, i, r);
         if (r->draw != (int64_t)p->draw_pos[i])
             diff(&d, "%s: result says draw %" PRId64 ", the replay %u", id, r->draw, p->draw_pos[i]);
-        /* a grant the waitlist made later (wait_no) comes after the draw's
-         * order by design (9.5) */
-        if (r->rank && !r->wait_no) {
+        /* a grant the waitlist made later, or a swap offer answered later,
+         * comes after the draw's order by design (9.5, 9.3) */
+        if (r->rank && !r->late) {
             if (r->rank <= last_rank)
                 diff(&d, "%s: granted with rank %" PRId64 " after rank %" PRId64 ": not in the replayed order", id,
                      r->rank, last_rank);

@@ -15,7 +15,10 @@ typedef struct lottery_result {
     int has_points;           /* `points` is an integer */
     int64_t points;
     int has_other_points;     /* `points` present but not an integer */
-    int wait_no;              /* granted later from the waitlist (9.5) */
+    /* may be decided after its turn in the draw, by design: from the
+     * waitlist (`wait_no`, 9.5), or a swap that waited as an offer and was
+     * answered later (9.3) */
+    int late;
 } lottery_result;
 
 /* Parses a P:{B}:results value. A value that is not a JSON object is a

@@ -108,11 +108,12 @@ static void test_bands_ordered_and_replayed(void **state)
 /* s1 and s2 hold beds by staff before the opening; s1's early swap is
  * drawn and waits as an offer; s2 answers after the opening. The result
  * that replaces s1's `waiting` carries s1's draw and points, and the
- * lottery replays. */
+ * lottery replays, though three requests drawn after s1 were granted
+ * before it. */
 static void test_early_swap_keeps_its_draw(void **state)
 {
     fixture *f = *state;
-    long long opens = banded_batch(f, "s", 2000, "R1 1 R2 1");
+    long long opens = banded_batch(f, "s", 2000, "R1 1 R2 1 R3 3");
     itest_cmd(f->c, "HSET alloc:{s}:profiles s1 {\"points\":10} s2 {\"points\":20}");
     itest_start(f, NULL);
     itest_cmd(f->c, "RPUSH alloc:{s}:ctl {\"id\":\"c1\",\"op\":\"assign\",\"user\":\"s1\",\"item\":\"R1\"} "
@@ -121,6 +122,10 @@ static void test_early_swap_keeps_its_draw(void **state)
     assert_string_equal(itest_jstr(c2, "status"), "granted");
     json_decref(c2);
     itest_push(f, "s", "{\"id\":\"w1\",\"user\":\"s1\",\"op\":\"swap\",\"with\":\"s2\"}");
+    /* drawn after s1 (no profile: 0 points) and granted at their turns,
+     * before s1's swap is: its later rank is no break of the draw's order */
+    for (int u = 1; u <= 3; u++)
+        itest_push(f, "s", "{\"id\":\"k%d\",\"user\":\"c%d\",\"op\":\"choose\",\"room\":\"R3\"}", u, u);
     while (harness_now_ms() < opens + 50) harness_sleep_ms(20);
     json_t *w1 = itest_result(f, "s", "w1");
     assert_string_equal(itest_jstr(w1, "status"), "waiting");

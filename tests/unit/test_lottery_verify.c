@@ -108,8 +108,17 @@ static void test_answered_too_early_and_out_of_order(void **state)
     memset(&s, 0, sizeof s);
     assert_int_equal(lottery_verify_results(&p, res, N, on_diff, &s), 1);
     assert_non_null(strstr(s.first, "not in the replayed order"));
-    /* a grant from the waitlist comes later by design (9.5) */
-    res[2].wait_no = 1;
+    /* a grant from the waitlist comes later by design (9.5), and so does a
+     * swap that waited as an offer until its partner answered (9.3) */
+    lottery_result w, sw, plain;
+    static const char waited[] = "{\"op\":\"auto\",\"status\":\"granted\",\"rank\":9,\"wait_no\":2}";
+    static const char swapped[] = "{\"op\":\"swap\",\"status\":\"granted\",\"rank\":9}";
+    static const char chose[] = "{\"op\":\"choose\",\"status\":\"granted\",\"rank\":9}";
+    lottery_result_parse(&w, waited, sizeof waited - 1);
+    lottery_result_parse(&sw, swapped, sizeof swapped - 1);
+    lottery_result_parse(&plain, chose, sizeof chose - 1);
+    assert_true(w.late && sw.late && !plain.late);
+    res[2].late = 1;
     assert_int_equal(lottery_verify_results(&p, res, N, NULL, NULL), 0);
     lottery_pool_free(&p);
 }
