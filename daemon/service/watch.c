@@ -372,7 +372,7 @@ static void on_list(redis_conn *c, redisReply *rep, const char *err, void *data)
     size_t o = 0;
     for (size_t i = 0; i < w->n; i++) {
         watch_batch *b = w->batches[i];
-        if (!b->listed && !b->pending) batch_free(b);
+        if (!b->listed && !b->pending && !watch_lottery_busy(b)) batch_free(b);
         else w->batches[o++] = b;
     }
     w->n = o;

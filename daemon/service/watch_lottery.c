@@ -3,7 +3,7 @@
  * then the results in HMGET pages; each reply starts the next read. A
  * page of either is about 10 ms of parsing, the longest allocd's loop
  * waits on it; the draw itself is one step (about 20 ms for 100,000
- * users). */
+ * users), made once per round: a recheck reads the results only. */
 #include "service/watch_lottery.h"
 
 #include <inttypes.h>
@@ -18,17 +18,23 @@
 #define RESULTS_PAGE 2000
 
 struct watch_lottery {
-    int busy;
+    int out;                  /* commands in flight (not in b->pending: the
+                                 batch's own polls go on meanwhile) */
+    int busy;                 /* a check under way */
     char key[LOTTERY_SEED_HEX + 32];   /* seed and processed of the verdict */
     int64_t checked_at;
     json_t *verdict;
-    /* the read under way */
     redis_router *conn;
     const allocd_config *cfg;
+    char seed[LOTTERY_SEED_HEX + 1];   /* copied once per check */
+    /* the pool, drawn: it cannot change once lottery_done is set, so a
+     * recheck reads only the results */
     lottery_pool pool;
+    int drawn;
+    int64_t served;
+    /* the check under way */
     lottery_result *res;
     size_t at;                /* next pool index / serving position to read */
-    int64_t served;
     size_t diffs;
     char first[512];
 };
@@ -40,36 +46,46 @@ static void wl__key(const watch_batch *b, char *out, size_t len)
     snprintf(out, len, "%s/%s", seed ? seed : "", processed ? processed : "0");
 }
 
-static void wl__finish(watch_batch *b, const char *state, int64_t served)
+static void wl__drop_pool(struct watch_lottery *l)
+{
+    lottery_pool_free(&l->pool);
+    memset(&l->pool, 0, sizeof l->pool);
+    l->drawn = 0;
+}
+
+static void wl__finish(watch_batch *b, const char *state)
 {
     struct watch_lottery *l = b->lottery;
     json_decref(l->verdict);
     l->verdict = json_pack("{s:s,s:I,s:I,s:I,s:I}", "state", state, "pool", (json_int_t)l->pool.n,
-                           "served", (json_int_t)served, "differences", (json_int_t)l->diffs,
+                           "served", (json_int_t)l->served, "differences", (json_int_t)l->diffs,
                            "checked_at", (json_int_t)clock_wall_ms());
     json_object_set_new(l->verdict, "first", *l->first ? json_string(l->first) : json_null());
     l->checked_at = clock_wall_ms();
-    lottery_pool_free(&l->pool);
-    memset(&l->pool, 0, sizeof l->pool);
+    if (!l->drawn) wl__drop_pool(l);
     free(l->res);
     l->res = NULL;
     l->busy = 0;
 }
 
-static void wl__error(watch_batch *b, const char *why)
+/* retry: a Redis error or no memory, worth asking again at the next poll;
+ * else (a pool entry or seed that cannot be read) not before the usual
+ * WATCH_LOTTERY_RECHECK_MS. */
+static void wl__error(watch_batch *b, const char *why, int retry)
 {
     struct watch_lottery *l = b->lottery;
-    l->key[0] = 0;   /* read again next time */
+    if (retry) l->key[0] = 0;
     l->diffs = 0;
+    wl__drop_pool(l);
     snprintf(l->first, sizeof l->first, "%s", why);
-    wl__finish(b, "error", 0);
+    wl__finish(b, "error");
 }
 
 static int wl__send(watch_batch *b, redis_reply_fn fn, int argc, const char **argv)
 {
     struct watch_lottery *l = b->lottery;
     if (redis_router_command(l->conn, argv[1], fn, b, l->cfg->redis_timeout_ms, argc, argv, NULL) < 0) return -1;
-    b->pending++;
+    l->out++;
     return 0;
 }
 
@@ -85,8 +101,11 @@ static void on_results(redis_conn *c, redisReply *rep, const char *err, void *da
 {
     watch_batch *b = data;
     struct watch_lottery *l = b->lottery;
-    b->pending--;
-    if (err || !rep || rep->type != REDIS_REPLY_ARRAY) { wl__error(b, err ? err : "unexpected reply to HMGET"); return; }
+    l->out--;
+    if (err || !rep || rep->type != REDIS_REPLY_ARRAY) {
+        wl__error(b, err ? err : "unexpected reply to HMGET", 1);
+        return;
+    }
     for (size_t k = 0; k < rep->elements && l->at + k < l->pool.n; k++) {
         const redisReply *e = rep->element[k];
         if (e->type == REDIS_REPLY_STRING) lottery_result_parse(&l->res[l->at + k], e->str, e->len);
@@ -100,19 +119,29 @@ static void wl__results_page(watch_batch *b)
     struct watch_lottery *l = b->lottery;
     if (l->at >= l->pool.n) {
         l->diffs = lottery_verify_results(&l->pool, l->res, l->served, on_diff, l);
-        wl__finish(b, l->diffs ? "mismatch" : "match", l->served);
+        wl__finish(b, l->diffs ? "mismatch" : "match");
         return;
     }
     size_t n = l->pool.n - l->at < RESULTS_PAGE ? l->pool.n - l->at : RESULTS_PAGE;
     const char **argv = malloc((n + 2) * sizeof *argv);
     char key[200];
     snprintf(key, sizeof key, "%s:{%s}:results", l->cfg->prefix, b->id);
-    if (!argv) { wl__error(b, "out of memory"); return; }
+    if (!argv) { wl__error(b, "out of memory", 1); return; }
     argv[0] = "HMGET";
     argv[1] = key;
     for (size_t k = 0; k < n; k++) argv[2 + k] = l->pool.reqs[l->pool.serve[l->at + k]].id;
-    if (wl__send(b, on_results, (int)n + 2, argv) < 0) wl__error(b, "Redis is not connected");
+    if (wl__send(b, on_results, (int)n + 2, argv) < 0) wl__error(b, "Redis is not connected", 1);
     free(argv);
+}
+
+/* The results of the drawn pool, from the first. */
+static void wl__results_start(watch_batch *b)
+{
+    struct watch_lottery *l = b->lottery;
+    l->res = calloc(l->pool.n ? l->pool.n : 1, sizeof *l->res);
+    if (!l->res) { wl__error(b, "out of memory", 1); return; }
+    l->at = 0;
+    wl__results_page(b);
 }
 
 static void wl__pool_page(watch_batch *b);
@@ -121,23 +150,24 @@ static void on_pool(redis_conn *c, redisReply *rep, const char *err, void *data)
 {
     watch_batch *b = data;
     struct watch_lottery *l = b->lottery;
-    b->pending--;
-    if (err || !rep || rep->type != REDIS_REPLY_ARRAY) { wl__error(b, err ? err : "unexpected reply to LRANGE"); return; }
+    l->out--;
+    if (err || !rep || rep->type != REDIS_REPLY_ARRAY) {
+        wl__error(b, err ? err : "unexpected reply to LRANGE", 1);
+        return;
+    }
     for (size_t i = 0; i < rep->elements; i++) {
         const redisReply *e = rep->element[i];
         if (e->type != REDIS_REPLY_STRING || lottery_pool_load_entry(&l->pool, e->str, e->len) < 0) {
-            wl__error(b, "the pool has an entry that is not a pool entry");
+            wl__error(b, "the pool has an entry that is not a pool entry", 0);
             return;
         }
     }
     l->at += rep->elements;
     if (rep->elements == POOL_PAGE) { wl__pool_page(b); return; }
-    const char *seed = json_string_value(json_object_get(b->stats, "lottery_seed"));
-    snprintf(l->pool.seed, sizeof l->pool.seed, "%s", seed ? seed : "");
-    l->res = calloc(l->pool.n ? l->pool.n : 1, sizeof *l->res);
-    if (!l->res || lottery_pool_draw(&l->pool, NULL) < 0) { wl__error(b, "the seed is not 64 hex digits, or out of memory"); return; }
-    l->at = 0;
-    wl__results_page(b);
+    snprintf(l->pool.seed, sizeof l->pool.seed, "%s", l->seed);
+    if (lottery_pool_draw(&l->pool, NULL) < 0) { wl__error(b, "the seed is not 64 hex digits, or out of memory", 0); return; }
+    l->drawn = 1;
+    wl__results_start(b);
 }
 
 static void wl__pool_page(watch_batch *b)
@@ -148,22 +178,26 @@ static void wl__pool_page(watch_batch *b)
     snprintf(from, sizeof from, "%zu", l->at);
     snprintf(to, sizeof to, "%zu", l->at + POOL_PAGE - 1);
     const char *argv[] = { "LRANGE", key, from, to };
-    if (wl__send(b, on_pool, 4, argv) < 0) wl__error(b, "Redis is not connected");
+    if (wl__send(b, on_pool, 4, argv) < 0) wl__error(b, "Redis is not connected", 1);
 }
 
 static void on_internal(redis_conn *c, redisReply *rep, const char *err, void *data)
 {
     watch_batch *b = data;
     struct watch_lottery *l = b->lottery;
-    b->pending--;
-    if (err || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) { wl__error(b, err ? err : "unexpected reply to HMGET"); return; }
+    l->out--;
+    if (err || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) {
+        wl__error(b, err ? err : "unexpected reply to HMGET", 1);
+        return;
+    }
     const redisReply *served = rep->element[0], *done = rep->element[1];
     l->served = served->type == REDIS_REPLY_STRING ? strtoll(served->str, NULL, 10) : 0;
     if (done->type != REDIS_REPLY_STRING || strcmp(done->str, "1")) {
         l->key[0] = 0;   /* asked again at the next poll */
-        wl__finish(b, "serving", l->served);
+        wl__finish(b, "serving");
         return;
     }
+    lottery_pool_init(&l->pool, 1);
     l->at = 0;
     wl__pool_page(b);
 }
@@ -185,11 +219,13 @@ void watch_lottery_poll(redis_router *conn, const allocd_config *cfg, watch_batc
     l->busy = 1;
     l->diffs = 0;
     l->first[0] = 0;
-    lottery_pool_init(&l->pool, 1);
+    if (l->drawn && !strcmp(l->seed, seed)) { wl__results_start(b); return; }   /* the pool as drawn */
+    wl__drop_pool(l);   /* none yet, or another round's */
+    snprintf(l->seed, sizeof l->seed, "%s", seed);
     char ik[200];
     snprintf(ik, sizeof ik, "%s:{%s}:internal", cfg->prefix, b->id);
     const char *argv[] = { "HMGET", ik, "early_served", "lottery_done" };
-    if (wl__send(b, on_internal, 4, argv) < 0) wl__error(b, "Redis is not connected");
+    if (wl__send(b, on_internal, 4, argv) < 0) wl__error(b, "Redis is not connected", 1);
 }
 
 const json_t *watch_lottery_verdict(const watch_batch *b)
@@ -197,11 +233,16 @@ const json_t *watch_lottery_verdict(const watch_batch *b)
     return b->lottery ? b->lottery->verdict : NULL;
 }
 
+int watch_lottery_busy(const watch_batch *b)
+{
+    return b->lottery && b->lottery->out > 0;
+}
+
 void watch_lottery_free(watch_batch *b)
 {
     if (!b->lottery) return;
     json_decref(b->lottery->verdict);
-    if (b->lottery->busy) lottery_pool_free(&b->lottery->pool);
+    lottery_pool_free(&b->lottery->pool);
     free(b->lottery->res);
     free(b->lottery);
     b->lottery = NULL;
