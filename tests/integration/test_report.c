@@ -191,7 +191,7 @@ static void test_report_from_archive(void **state)
     json_decref(w);
     /* archivers killed (-9) part way, a pool entry and a result per page:
      * the next run writes what they did not, and nothing twice */
-    unsigned seed = (unsigned)getpid();
+    static const int kill_after_ms[3] = { 30, 90, 180 };
     for (int round = 0; round < 3; round++) {
         char *argv[] = { (char *)harness_allocctl_bin(), "--redis", t->redis.url, "archive", "--pg", pg.conninfo,
                          "--chunk", "1", "r1", NULL };
@@ -199,7 +199,7 @@ static void test_report_from_archive(void **state)
         snprintf(log, sizeof log, "%s/archive-killed.log", t->redis.dir);
         pid_t ar = proc_spawn(argv, log);
         assert_true(ar > 0);
-        harness_sleep_ms(20 + (int)(rand_r(&seed) % 200));
+        harness_sleep_ms(kill_after_ms[round]);
         proc_reap(ar, SIGKILL);
     }
     assert_int_equal(itest_ctl(t, &out, "archive --pg '%s' r1", pg.conninfo), 0);

@@ -302,7 +302,20 @@ int archive_pg_put_items(archive_pg *p, const char *batch, const char *json_rows
         "INSERT INTO alloc_items (batch, item, capacity, attrs)\n"
         "SELECT $1, e->>'k', " INTOF("e->>'c'") ", e->'a' FROM jsonb_array_elements($2::jsonb) AS e\n"
         "ON CONFLICT (batch, item) DO UPDATE SET capacity = EXCLUDED.capacity, attrs = EXCLUDED.attrs,\n"
-        "  updated_at = now()", batch, json_rows, NULL);
+        "  updated_at = now()\n"
+        /* an unchanged item leaves its row as it is (no dead tuple a pass) */
+        "WHERE (alloc_items.capacity, alloc_items.attrs) IS DISTINCT FROM (EXCLUDED.capacity, EXCLUDED.attrs)",
+        batch, json_rows, NULL);
+}
+
+int archive_pg_pool_entries(archive_pg *p, const char *batch, int64_t *n)
+{
+    const char *params[1] = { batch };
+    PGresult *r = archive_pg_query(p, "SELECT pool_entries FROM alloc_lottery WHERE batch = $1", 1, params);
+    if (!r) return -1;
+    *n = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    PQclear(r);
+    return 0;
 }
 
 int archive_pg_put_pool(archive_pg *p, const char *batch, int64_t from, const char *json_entries)

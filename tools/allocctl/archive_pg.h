@@ -56,6 +56,9 @@ int archive_pg_put_items(archive_pg *p, const char *batch, const char *json_rows
 int archive_pg_put_pool(archive_pg *p, const char *batch, int64_t from, const char *json_entries);
 int archive_pg_put_lottery(archive_pg *p, const char *batch, const char *early_served, const char *done,
                            const char *entries);
+/* The pool entries an earlier run archived whole (alloc_lottery's
+ * pool_entries, written after them; 0 without a row): where a run goes on. */
+int archive_pg_pool_entries(archive_pg *p, const char *batch, int64_t *n);
 
 /* Runs a query with text parameters; the result (PGRES_TUPLES_OK or
  * PGRES_COMMAND_OK) or NULL with err set. */

@@ -69,7 +69,8 @@ typedef struct arch_batch {
     int64_t done_chunks;       /* pass_chunks of the last completed pass */
     int64_t lag_entries, lag_ms;
     double rate;
-    int64_t pool_sent;         /* lottery pool entries archived by this run */
+    int64_t pool_sent;         /* lottery pool entries archived (by an earlier run too) */
+    int pool_resumed;          /* pool_sent was read from the database */
 } arch_batch;
 
 typedef struct archiver {
@@ -188,7 +189,7 @@ static int ensure_group(archiver *a, arch_batch *b, int *no_log)
 }
 
 /* One write to PostgreSQL, to be retried as a whole after a reconnect. */
-typedef enum { JOB_EVENTS, JOB_RESULTS, JOB_BATCH, JOB_ITEMS, JOB_POOL, JOB_LOTTERY } pg_job_kind;
+typedef enum { JOB_EVENTS, JOB_RESULTS, JOB_BATCH, JOB_ITEMS, JOB_POOL, JOB_LOTTERY, JOB_POOL_FROM } pg_job_kind;
 typedef struct pg_job {
     pg_job_kind kind;
     const char *batch;
@@ -206,6 +207,7 @@ static int pg_job_run(archive_pg *p, pg_job *j)
     case JOB_ITEMS:   return archive_pg_put_items(p, j->batch, j->text[0]);
     case JOB_POOL:    return archive_pg_put_pool(p, j->batch, (int64_t)j->len, j->text[0]);
     case JOB_LOTTERY: return archive_pg_put_lottery(p, j->batch, j->text[0], j->text[1], j->text[2]);
+    case JOB_POOL_FROM: return archive_pg_pool_entries(p, j->batch, &j->inserted);
     default:          return archive_pg_put_batch(p, j->batch, j->text[0], j->text[1], j->text[2]);
     }
 }
@@ -375,25 +377,28 @@ static char *hash_json(const redisReply *h)
     return text;
 }
 
-static int put_round(archiver *a, arch_batch *b);
+static int put_round(archiver *a, arch_batch *b, const redisReply *meta, const redisReply *cap,
+                     const redisReply *attrs);
 
 /* After each results pass: meta, capacity and stats into alloc_batches,
- * so that the database alone answers "when did each item sell out". */
+ * so that the database alone answers "when did each item sell out"; then
+ * the round's items and pool (put_round), from the same reads. */
 static int put_batch(archiver *a, arch_batch *b)
 {
     redisAppendCommand(a->x->c, "HGETALL %s", b->k.meta);
     redisAppendCommand(a->x->c, "HGETALL %s", b->k.capacity);
     redisAppendCommand(a->x->c, "HGETALL %s", b->k.stats);
-    redisReply *r[3];
-    if (replies(a->x, 3, r) < 0) return AR_REDIS;
+    redisAppendCommand(a->x->c, "HGETALL %s", b->k.attrs);
+    redisReply *r[4];
+    if (replies(a->x, 4, r) < 0) return AR_REDIS;
     char *meta = hash_json(r[0]), *cap = hash_json(r[1]), *stats = hash_json(r[2]);
-    free_replies(r, 3);
     int rc = AR_FATAL;
     if (meta && cap && stats) {
         pg_job j = { JOB_BATCH, b->id, { meta, cap, stats }, 0, 0 };
         rc = pg_retry(a, &j);
     }
-    if (rc == AR_OK) rc = put_round(a, b);
+    if (rc == AR_OK) rc = put_round(a, b, r[0], r[1], r[3]);
+    free_replies(r, 4);
     free(meta);
     free(cap);
     free(stats);
@@ -421,11 +426,20 @@ static char *items_rows(const redisReply *cap, const redisReply *attrs)
     return text;
 }
 
-/* The lottery pool's entries not yet sent by this run, a page per job,
- * then its progress. The list only grows, so an entry's position is its
- * key: sent again after a restart, it changes nothing. */
+/* The lottery pool's entries not yet archived, a page per job, then its
+ * progress. The list only grows, so an entry's position is its key: a run
+ * goes on from the entries an earlier one archived whole (its progress row
+ * is written after them), and one killed between a page and the progress
+ * sends that page again, which changes nothing. */
 static int put_pool(archiver *a, arch_batch *b)
 {
+    if (!b->pool_resumed) {
+        pg_job from = { JOB_POOL_FROM, b->id, { NULL, NULL, NULL }, 0, 0 };
+        int rc = pg_retry(a, &from);
+        if (rc != AR_OK) return rc;
+        b->pool_sent = from.inserted;
+        b->pool_resumed = 1;
+    }
     redisAppendCommand(a->x->c, "HMGET %s early_served lottery_done", b->k.internal);
     redisAppendCommand(a->x->c, "LLEN %s", b->k.early);
     redisReply *r[2];
@@ -459,16 +473,13 @@ static int put_pool(archiver *a, arch_batch *b)
 
 /* With each alloc_batches row, what the report needs after a purge:
  * alloc_items (attrs and capacity) and, for early=shuffle, the pool. */
-static int put_round(archiver *a, arch_batch *b)
+static int put_round(archiver *a, arch_batch *b, const redisReply *meta, const redisReply *cap,
+                     const redisReply *attrs)
 {
-    redisAppendCommand(a->x->c, "HGETALL %s", b->k.capacity);
-    redisAppendCommand(a->x->c, "HGETALL %s", b->k.attrs);
-    redisAppendCommand(a->x->c, "HGET %s early", b->k.meta);
-    redisReply *r[3];
-    if (replies(a->x, 3, r) < 0) return AR_REDIS;
-    int shuffle = r[2]->type == REDIS_REPLY_STRING && !strcmp(r[2]->str, "shuffle");
-    pg_job j = { JOB_ITEMS, b->id, { items_rows(r[0], r[1]), NULL, NULL }, 0, 0 };
-    free_replies(r, 3);
+    int shuffle = 0;
+    for (size_t i = 0; i + 1 < meta->elements; i += 2)
+        shuffle |= !strcmp(meta->element[i]->str, "early") && !strcmp(meta->element[i + 1]->str, "shuffle");
+    pg_job j = { JOB_ITEMS, b->id, { items_rows(cap, attrs), NULL, NULL }, 0, 0 };
     int rc = j.text[0] ? pg_retry(a, &j) : AR_FATAL;
     free((char *)j.text[0]);
     return rc == AR_OK && shuffle ? put_pool(a, b) : rc;
