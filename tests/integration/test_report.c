@@ -214,6 +214,19 @@ static void test_report_from_archive(void **state)
                                          "AND attrs->>'building' IS NOT NULL"), items);
     assert_int_equal(pg_int(pg.conninfo, "SELECT count(*) FROM alloc_lottery WHERE batch = 'r1' AND lottery_done "
                                          "AND early_served = 6"), 1);
+    /* from Redis too, a drawn result altered names the first difference */
+    char *a3 = harness_str(t->c, "HGET alloc:{r1}:results a3"), *at = strstr(a3, "\"draw\":");
+    assert_non_null(at);
+    char *tampered = malloc(strlen(a3) + 8);
+    assert_non_null(tampered);
+    snprintf(tampered, strlen(a3) + 8, "%.*s\"draw\":99%s", (int)(at - a3), a3, strpbrk(at + 7, ",}"));
+    itest_cmd(t->c, "HSET alloc:{r1}:results a3 %s", tampered);
+    assert_int_equal(itest_ctl(t, &out, "report r1"), 0);
+    assert_non_null(strstr(out, "lottery: replay of the draw: MISMATCH (first: a3: result says draw 99, the replay "));
+    free(out);
+    itest_cmd(t->c, "HSET alloc:{r1}:results a3 %s", a3);
+    free(tampered);
+    free(a3);
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
     assert_int_equal(itest_ctl(t, NULL, "purge r1 --force"), 0);
     assert_int_equal(itest_ctl(t, &out, "report r1"), 1);   /* gone from Redis: says where to look */

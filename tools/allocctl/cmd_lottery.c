@@ -9,6 +9,7 @@
 #include "allocctl/cmd_lottery.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,12 +39,30 @@ typedef struct verify {
     ctx *x;
     size_t diffs;
     lottery_pool pool;
+    lottery_diff_fn quiet;    /* set: nothing printed, each difference to it */
+    void *ud;
 } verify;
 
 static void on_diff(void *ud, const char *msg)
 {
     verify *v = ud;
-    print_diff(&v->diffs, MAX_SHOWN, "%s", msg);
+    if (v->quiet) {
+        v->diffs++;
+        v->quiet(v->ud, msg);
+    } else {
+        print_diff(&v->diffs, MAX_SHOWN, "%s", msg);
+    }
+}
+
+static void vdiff(verify *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void vdiff(verify *v, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    on_diff(v, msg);
 }
 
 /* The results of the pool requests in serving order, PAGE ids per HMGET,
@@ -90,7 +109,7 @@ static int show_draw(verify *v, long show)
     return 0;
 }
 
-static int verify_batch(ctx *x, const char *b, long show)
+static int verify_batch(ctx *x, const char *b, long show, lottery_diff_fn quiet, void *ud)
 {
     int rc = ctx_batch(x, b);
     if (rc) return rc;
@@ -105,44 +124,50 @@ static int verify_batch(ctx *x, const char *b, long show)
     if (!ex) return EX_REDIS;
     const redisReply *stats = ex->element[0], *internal = ex->element[1], *early = ex->element[2],
                      *mode = ex->element[3];
-    verify v = { .x = x };
+    verify v = { .x = x, .quiet = quiet, .ud = ud };
+    int talk = !quiet;   /* the command's own output */
     lottery_pool_init(&v.pool, 1);
     rc = EX_NOT;
     if (mode->type != REDIS_REPLY_STRING || strcmp(mode->str, "shuffle")) {
-        errmsg(x, "batch %s has no lottery (meta early is not shuffle)", b);
+        if (talk) errmsg(x, "batch %s has no lottery (meta early is not shuffle)", b);
         goto out;
     }
     for (size_t i = 0; i < early->elements; i++)
         if (lottery_pool_load_entry(&v.pool, early->element[i]->str, early->element[i]->len) < 0) {
-            errmsg(x, "%s: entry %zu is not a pool entry", x->k.early, i);
+            if (talk) errmsg(x, "%s: entry %zu is not a pool entry", x->k.early, i);
             goto out;
         }
     const char *seed = hfield(stats, "lottery_seed"), *commit = hfield(stats, "lottery_commit");
     int64_t served = hfield_int(internal, "early_served", 0);
     const char *done = hfield(internal, "lottery_done");
-    printf("%-14s %zu requests of %zu users (%zu entries)\n", "pool", v.pool.n,
-           lottery_ticket_count(&v.pool.lot), early->elements);
-    printf("%-14s %s\n", "commit", commit ? commit : "-");
-    printf("%-14s %s\n", "seed", seed ? seed : "(not revealed yet)");
-    printf("%-14s %" PRId64 "%s\n", "served", served, done && !strcmp(done, "1") ? " (lottery over)" : "");
-    if (!v.pool.n) { printf("nothing to draw: no early request was kept\n"); rc = EX_OK; goto out; }
-    if (!commit) print_diff(&v.diffs, MAX_SHOWN, "stats.lottery_commit is missing: the seed was never committed");
-    if (!seed) { errmsg(x, "the seed is not revealed yet: the draw cannot be checked before the opening"); goto out; }
+    if (talk) {
+        printf("%-14s %zu requests of %zu users (%zu entries)\n", "pool", v.pool.n,
+               lottery_ticket_count(&v.pool.lot), early->elements);
+        printf("%-14s %s\n", "commit", commit ? commit : "-");
+        printf("%-14s %s\n", "seed", seed ? seed : "(not revealed yet)");
+        printf("%-14s %" PRId64 "%s\n", "served", served, done && !strcmp(done, "1") ? " (lottery over)" : "");
+    }
+    if (!v.pool.n) { if (talk) printf("nothing to draw: no early request was kept\n"); rc = EX_OK; goto out; }
+    if (!commit) vdiff(&v, "stats.lottery_commit is missing: the seed was never committed");
+    if (!seed) {
+        if (talk) errmsg(x, "the seed is not revealed yet: the draw cannot be checked before the opening");
+        goto out;
+    }
     uint8_t bytes[LOTTERY_SEED_LEN];
     char want[LOTTERY_SEED_HEX + 1];
-    if (lottery_seed_parse(seed, bytes) < 0) { print_diff(&v.diffs, MAX_SHOWN, "stats.lottery_seed is not 64 lowercase hex digits"); goto report; }
+    if (lottery_seed_parse(seed, bytes) < 0) { vdiff(&v, "stats.lottery_seed is not 64 lowercase hex digits"); goto report; }
     lottery_commit(seed, want);
-    if (commit && strcmp(commit, want)) print_diff(&v.diffs, MAX_SHOWN, "SHA-256 of the revealed seed is %s, not the commitment", want);
+    if (commit && strcmp(commit, want)) vdiff(&v, "SHA-256 of the revealed seed is %s, not the commitment", want);
     snprintf(v.pool.seed, sizeof v.pool.seed, "%s", seed);
-    if (lottery_pool_draw(&v.pool, NULL) < 0 || show_draw(&v, show) < 0 ||
+    if (lottery_pool_draw(&v.pool, NULL) < 0 || (talk && show_draw(&v, show) < 0) ||
         check_results(&v, served) < 0) {
-        errmsg(x, "out of memory or Redis error");
+        if (talk) errmsg(x, "out of memory or Redis error");
         rc = EX_REDIS;
         goto out;
     }
 report:
-    if (v.diffs > MAX_SHOWN) printf("... %zu differences in all\n", v.diffs);
-    printf("%s\n", v.diffs ? "MISMATCH: what was served is not the replayed draw" : "MATCH: the replayed draw is what was served");
+    if (talk && v.diffs > MAX_SHOWN) printf("... %zu differences in all\n", v.diffs);
+    if (talk) printf("%s\n", v.diffs ? "MISMATCH: what was served is not the replayed draw" : "MATCH: the replayed draw is what was served");
     rc = v.diffs ? EX_NOT : EX_OK;
 out:
     lottery_pool_free(&v.pool);
@@ -150,7 +175,10 @@ out:
     return rc;
 }
 
-int lottery_verify_batch(ctx *x, const char *b) { return verify_batch(x, b, 0); }
+int lottery_verify_batch(ctx *x, const char *b, lottery_diff_fn quiet, void *ud)
+{
+    return verify_batch(x, b, 0, quiet, ud);
+}
 
 int cmd_lottery(ctx *x, int argc, char **argv, int at)
 {
@@ -168,5 +196,5 @@ int cmd_lottery(ctx *x, int argc, char **argv, int at)
     rc = one_batch(x, npos - 1, pos + 1, &b);
     if (rc) return rc;
     if (!b) { errmsg(x, "which batch? (allocctl lottery verify B)"); return EX_USAGE; }
-    return verify_batch(x, b, (long)show);
+    return verify_batch(x, b, (long)show, NULL, NULL);
 }

@@ -15,8 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <fcntl.h>
 
 #include "allocctl/archive_pg.h"
 #include "allocctl/cmd_archive.h"
@@ -117,31 +115,12 @@ static void report_in_init(report_in *in)
     in->replay = -1;
 }
 
-/* `allocctl lottery verify`'s replay, its verdict only: its line-by-line
- * output would interleave with the report, so stdout and stderr go to
- * /dev/null while it runs. */
-static int replay_quietly(ctx *x, const char *batch)
+/* The check's first difference goes in replay_why (the Redis replay and
+ * the archive's alike). */
+static void on_first_diff(void *ud, const char *msg)
 {
-    fflush(stdout);
-    fflush(stderr);
-    int out = dup(1), err = dup(2), null = open("/dev/null", O_WRONLY);
-    if (out < 0 || err < 0 || null < 0) {
-        if (out >= 0) close(out);
-        if (err >= 0) close(err);
-        if (null >= 0) close(null);
-        return -1;
-    }
-    dup2(null, 1);
-    dup2(null, 2);
-    int rc = lottery_verify_batch(x, batch);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(out, 1);
-    dup2(err, 2);
-    close(out);
-    close(err);
-    close(null);
-    return rc;
+    report_in *in = ud;
+    if (!*in->replay_why) snprintf(in->replay_why, sizeof in->replay_why, "%s", msg);
 }
 
 static int load_lottery(ctx *x, report_in *in)
@@ -151,7 +130,7 @@ static int load_lottery(ctx *x, report_in *in)
                  json_object_get(in->stats, "lottery_commit") ? "the seed is not revealed yet" : "no lottery");
         return 0;
     }
-    int rc = replay_quietly(x, x->batch);
+    int rc = lottery_verify_batch(x, x->batch, on_first_diff, in);
     if (rc == EX_REDIS) return -1;
     in->replay = rc == EX_OK;
     if (rc != EX_OK && rc != EX_NOT) snprintf(in->replay_why, sizeof in->replay_why, "the replay could not run");
@@ -290,12 +269,6 @@ static int pg_pool(archive_pg *pg, const char *batch, lottery_pool *pool, int64_
 
 /* `allocctl lottery verify`'s check (worker/lottery_verify.h) on the
  * archived pool and results; the first difference goes in replay_why. */
-static void on_first_diff(void *ud, const char *msg)
-{
-    report_in *in = ud;
-    if (!*in->replay_why) snprintf(in->replay_why, sizeof in->replay_why, "%s", msg);
-}
-
 static void pg_lottery(ctx *x, archive_pg *pg, report_in *in)
 {
     const char *seed = json_string_value(json_object_get(in->stats, "lottery_seed"));
