@@ -24,5 +24,9 @@ typedef struct lottery_result {
 /* Parses a P:{B}:results value. A value that is not a JSON object is a
  * result with every field absent (has = 1). */
 void lottery_result_parse(lottery_result *out, const char *s, size_t len);
+/* The same from a parsed value (NULL: no object, has = 1 all the same);
+ * jansson's json_t, named so that the worker's headers need no jansson. */
+struct json_t;
+void lottery_result_from_json(lottery_result *out, const struct json_t *j);
 
 #endif

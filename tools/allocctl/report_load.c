@@ -293,9 +293,8 @@ static void pg_lottery(ctx *x, archive_pg *pg, report_in *in)
             snprintf(in->replay_why, sizeof in->replay_why, "the replay could not run (bad seed or out of memory)");
         } else {
             for (size_t k = 0; k < pool.n; k++) {
-                char *doc = json_dumps(json_object_get(by_id, pool.reqs[pool.serve[k]].id), JSON_COMPACT);
-                if (doc) lottery_result_parse(&res[k], doc, strlen(doc));
-                free(doc);
+                const json_t *doc = json_object_get(by_id, pool.reqs[pool.serve[k]].id);
+                if (doc) lottery_result_from_json(&res[k], doc);
             }
             in->replay = lottery_verify_results(&pool, res, served, on_first_diff, in) == 0;
         }
