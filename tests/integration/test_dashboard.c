@@ -235,12 +235,13 @@ static int round_ready(json_t *doc, const void *unused)
            itest_jint(json_object_get(doc, "slots"), "users") == 4;
 }
 
-/* /api/round?id=h2: the draw's replay found the tampered result. */
+/* /api/round?id=h2: the draw's replay, over pages of the pool and of the
+ * results, found the tampered result. */
 static int mismatch_ready(json_t *doc, const void *unused)
 {
     json_t *v = json_object_get(json_object_get(doc, "lottery"), "verify");
     return !strcmp(itest_jstr(v, "state") ?: "", "mismatch") && itest_jint(v, "differences") == 1 &&
-           strstr(itest_jstr(v, "first") ?: "", "e2: result says draw 7, the replay 1");
+           itest_jint(v, "pool") == 2101 && strstr(itest_jstr(v, "first") ?: "", "e2: result says draw 99999, the replay ");
 }
 
 /* /api/batch?id=h1: the 64 KB dead entry, cut. */
@@ -279,9 +280,19 @@ static void test_round_in_chromium(void **state)
     itest_cmd(c, "HSET alloc:{h1}:slots s1 %lld s2 %lld s3 %lld s4 %lld", (long long)(now - 60000),
               (long long)(now + 180000), (long long)(now + 180000), (long long)(now + 7200000));
     itest_cmd(c, "SADD alloc:batches h1");
-    /* h2: a lottery whose one drawn result is altered by hand */
+    /* h2: a lottery whose one drawn result is altered by hand, in a pool
+     * of more than a page (2,000) of entries and of results */
     itest_cmd(c, "HSET alloc:{h2}:meta kind room early shuffle opens_at %lld", (long long)(now + 1500));
     itest_cmd(c, "HSET alloc:{h2}:capacity C1 1");
+    enum { H2_POOL = 2100 };
+    for (int i = 0; i < H2_POOL; i++)
+        redisAppendCommand(c, "RPUSH alloc:{h2}:queue {\"id\":\"p%d\",\"user\":\"v%d\",\"op\":\"choose\",\"room\":\"C1\"}",
+                           i, i);
+    for (int i = 0; i < H2_POOL; i++) {
+        redisReply *pr = NULL;
+        assert_int_equal(redisGetReply(c, (void **)&pr), REDIS_OK);
+        freeReplyObject(pr);
+    }
     itest_cmd(c, "SADD alloc:batches h2");
     int port = itest_free_port();
     char conf[200];
@@ -293,10 +304,13 @@ static void test_round_in_chromium(void **state)
     json_decref(itest_result(t, "h1", "e1"));
     json_decref(itest_result(t, "h2", "e2"));
     char *res2 = harness_str(c, "HGET alloc:{h2}:results e2");
-    char *d = res2 ? strstr(res2, "\"draw\":1") : NULL;
+    char *d = res2 ? strstr(res2, "\"draw\":") : NULL;
     assert_non_null(d);
-    d[7] = '7';
-    itest_cmd(c, "HSET alloc:{h2}:results e2 %s", res2);
+    char *tampered = malloc(strlen(res2) + 8);
+    assert_non_null(tampered);
+    snprintf(tampered, strlen(res2) + 8, "%.*s\"draw\":99999%s", (int)(d - res2), res2, strpbrk(d + 7, ",}"));
+    itest_cmd(c, "HSET alloc:{h2}:results e2 %s", tampered);
+    free(tampered);
     free(res2);
     push_wait(t, "i1", "\"user\":\"u1\",\"op\":\"invite\",\"to\":[\"u2\",\"u3\"]");
     push_wait(t, "a1", "\"user\":\"u2\",\"op\":\"accept\",\"from\":\"u1\"");
@@ -359,7 +373,7 @@ static void test_round_in_chromium(void **state)
     dom = browse(t, port, "#/round/h2?token=" TOKEN, "dashboard-lottery-mismatch.png");
     verify = strstr(dom, "id=\"lottery-verify\"");
     assert_non_null(verify);
-    assert_non_null(strstr(verify, "MISMATCH: 1 difference; the first: e2: result says draw 7, the replay 1"));
+    assert_non_null(strstr(verify, "MISMATCH: 1 difference; the first: e2: result says draw 99999, the replay "));
     free(dom);
     wait_api(port, "/api/batch?id=h1", dead_cut_ready, NULL);
     dom = browse_sized(t, port, "#/batch/h1?token=" TOKEN, "dashboard-dead.png", 1300);
