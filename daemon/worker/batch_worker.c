@@ -98,6 +98,7 @@ void batch__set_state(batch_worker *w, worker_state to)
 {
     ALLOC_ASSERT((unsigned)to < sizeof entered_from / sizeof entered_from[0]);
     ALLOC_ASSERT(entered_from[to] & (1u << w->state));
+    if (to != W_LOADING) w->load_after_watch = 0;   /* a load that waited is not to begin */
     w->state = to;
 }
 
@@ -314,9 +315,33 @@ static void on_load_done(void *data)
 
 static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load_done };
 
+/* The load waits, at most LOAD_WATCH_WAIT_MS, for the profiles' WATCH
+ * about to stand: read after it, the load is the read the WATCH needs.
+ * Armed behind the load's HGETALL instead (Redis runs the two links'
+ * commands in turn, and the profiles' reply is the load's longest), the
+ * WATCH asked for a second whole read, which at 200,000 profiles still
+ * ran when a round opened. */
+#define LOAD_WATCH_WAIT_MS 1000
+
+static int load_waits_watch(batch_worker *w)
+{
+    int64_t now = clock_mono_ms();
+    if (!w->load_after_watch) w->load_after_watch = now;
+    if (now - w->load_after_watch < LOAD_WATCH_WAIT_MS && profiles_watch_arming(&w->profiles_watch, now))
+        return 1;
+    w->load_after_watch = 0;
+    return 0;
+}
+
+/* Called again when the WATCH's answer comes (on_profiles_news) and with
+ * the watchdog's tick, until the load begins. */
 void batch__load_start(batch_worker *w)
 {
     drop_engine(w);
+    if (load_waits_watch(w)) {
+        batch__set_state(w, W_LOADING);
+        return;
+    }
     slots_scan_loaded(&w->slots, clock_mono_ms());   /* the load reads them */
     slots_scan_loaded(&w->profiles, clock_mono_ms());
     batch__set_state(w, W_LOADING);
@@ -607,6 +632,7 @@ static void watch_check(void *data, int64_t now)
     int64_t unable = answer_watch_unable_ms(aw, now), oldest = answer_watch_oldest_ms(aw, now);
     if (unable > bound) { give_up(w, "unable to serve", unable); return; }
     if (left_old_master(w)) return;
+    if (w->load_after_watch && w->state == W_LOADING) batch__load_start(w);
     /* the WATCH is kept while idle or paused too, and the read it asks
      * for is made then: not at the next request */
     profiles_watch_tick(&w->profiles_watch, now);
@@ -732,6 +758,7 @@ int batch_worker_gave_up(const batch_worker *w) { return w->gave_up; }
 static void on_profiles_news(void *data)
 {
     batch_worker *w = data;
+    if (w->load_after_watch && w->state == W_LOADING && !w->stopping) { batch__load_start(w); return; }
     if (w->stopping || !w->eng) return;
     batch__profiles_refresh(w, clock_mono_ms());   /* a read it asks for, at once */
     if (w->state == W_SERVING) batch__take_start(w);

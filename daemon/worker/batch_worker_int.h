@@ -131,6 +131,7 @@ struct batch_worker {
     /* every request answered (batch_watch.h) */
     batch_watch watch;
     int lease_wait;           /* backing off because another instance holds the lease */
+    int64_t load_after_watch; /* mono ms the load began waiting for the profiles' WATCH; 0: not */
     int gave_up;              /* stopped because it could not serve */
     char last_failure[200];   /* the last step that failed, for the give-up's log line */
     /* wait_replicas: one apply at a time, each after a WAIT (replicas_wait);

@@ -60,13 +60,10 @@ static int64_t client_id(const redisReply *r)
     return p ? strtoll(p, NULL, 10) : 0;
 }
 
-/* The last reply of UNWATCH, WATCH, CLIENT ID: the WATCH stands, on the
+/* CLIENT ID's reply, the last of the arming: the WATCH stands, on the
  * connection with that id; the scan reads once, after now. */
-static void on_armed(redis_conn *c, redisReply *r, const char *err, void *priv)
+static void armed(profiles_watch *pw, const redisReply *r, const char *err)
 {
-    profiles_watch *pw = priv;
-    (void)c;
-    pw->out = 0;
     if (pw->refused) return;   /* the WATCH was */
     if (err || !r || pw->arm_failed) { lost(pw); return; }
     if (refused(pw, r, "CLIENT ID")) return;
@@ -79,6 +76,16 @@ static void on_armed(redis_conn *c, redisReply *r, const char *err, void *priv)
     pw->standing = 1;
     slots_scan_watch_armed(pw->scan, now);
     slots_scan_changed(pw->scan, now);
+}
+
+/* Stood or not, the owner hears of it: a load waiting for the arming
+ * (profiles_watch_arming) goes on either way. */
+static void on_armed(redis_conn *c, redisReply *r, const char *err, void *priv)
+{
+    profiles_watch *pw = priv;
+    (void)c;
+    pw->out = 0;
+    armed(pw, r, err);
     if (pw->news) pw->news(pw->data);
 }
 
@@ -134,4 +141,12 @@ void profiles_watch_tick(profiles_watch *pw, int64_t now)
     pw->out = 1;
     pw->asked_at = now;
     if (redis_conn_command(pw->conn, on_info, pw, pw->timeout_ms, "CLIENT INFO") < 0) pw->out = 0;
+}
+
+int profiles_watch_arming(profiles_watch *pw, int64_t now)
+{
+    if (pw->refused || pw->armed_id) return 0;
+    if (!redis_conn_is_ready(pw->conn)) return 1;   /* connecting: armed once up */
+    profiles_watch_tick(pw, now);
+    return pw->out && !pw->armed_id;
 }

@@ -50,5 +50,12 @@ void profiles_watch_init(profiles_watch *pw, redis_conn *conn, slots_scan *scan,
                          const char *batch, int timeout_ms, void (*news)(void *data), void *data);
 /* Called often (with every take): arms, polls or notices a lost link. */
 void profiles_watch_tick(profiles_watch *pw, int64_t now);
+/* 1 while a WATCH is about to stand: Redis has not refused it, none
+ * stands yet, and its link is coming up or the arming is out (started
+ * here if it was not). The caller bounds the wait: a link that never
+ * comes up keeps this 1. A
+ * load that waits for this to end reads the profiles after the WATCH
+ * stands, and so is the read the WATCH needs (batch__load_start). */
+int profiles_watch_arming(profiles_watch *pw, int64_t now);
 
 #endif
