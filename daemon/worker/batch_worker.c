@@ -320,21 +320,33 @@ static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load
  * Armed behind the load's HGETALL instead (Redis runs the two links'
  * commands in turn, and the profiles' reply is the load's longest), the
  * WATCH asked for a second whole read, which at 200,000 profiles still
- * ran when a round opened. */
-#define LOAD_WATCH_WAIT_MS 1000
+ * ran when a round opened. The bound is short because every takeover
+ * pays it when the watch's link is slow to come back (a batch without
+ * profiles gains nothing by waiting): arming takes one round trip. */
+#define LOAD_WATCH_WAIT_MS 250
+
+static void on_timer_load(uv_timer_t *t)
+{
+    batch_worker *w = t->data;
+    if (w->load_after_watch && w->state == W_LOADING && !w->stopping) batch__load_start(w);
+}
 
 static int load_waits_watch(batch_worker *w)
 {
     int64_t now = clock_mono_ms();
-    if (!w->load_after_watch) w->load_after_watch = now;
-    if (now - w->load_after_watch < LOAD_WATCH_WAIT_MS && profiles_watch_arming(&w->profiles_watch, now))
+    int first = !w->load_after_watch;
+    if (first) w->load_after_watch = now;
+    if (now - w->load_after_watch < LOAD_WATCH_WAIT_MS && profiles_watch_arming(&w->profiles_watch, now)) {
+        if (first) uv_timer_start(&w->timer, on_timer_load, LOAD_WATCH_WAIT_MS, 0);
         return 1;
+    }
+    if (!first) uv_timer_stop(&w->timer);
     w->load_after_watch = 0;
     return 0;
 }
 
-/* Called again when the WATCH's answer comes (on_profiles_news) and with
- * the watchdog's tick, until the load begins. */
+/* Called again when the WATCH's answer comes (on_profiles_news) or the
+ * wait's timer fires, until the load begins. */
 void batch__load_start(batch_worker *w)
 {
     drop_engine(w);
@@ -632,7 +644,6 @@ static void watch_check(void *data, int64_t now)
     int64_t unable = answer_watch_unable_ms(aw, now), oldest = answer_watch_oldest_ms(aw, now);
     if (unable > bound) { give_up(w, "unable to serve", unable); return; }
     if (left_old_master(w)) return;
-    if (w->load_after_watch && w->state == W_LOADING) batch__load_start(w);
     /* the WATCH is kept while idle or paused too, and the read it asks
      * for is made then: not at the next request */
     profiles_watch_tick(&w->profiles_watch, now);
