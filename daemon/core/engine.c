@@ -345,7 +345,8 @@ static engine_reason decide_user(engine *e, const engine_request *r,
         out->status = STATUS_INVALID;
         return REASON_NONE;
     }
-    uint32_t ui = engine__user_touch(e, r->user);
+    uint32_t ui = r->user_hash ? engine__user_touch_hashed(e, r->user, *r->user_hash)
+                               : engine__user_touch(e, r->user);
     if (ui == STRMAP_NONE) {
         engine__out_of_memory(e);
         return REASON_NONE;

@@ -562,6 +562,16 @@ const engine_who *engine__elig_who(const engine *e, const char *uid)
     return profile_find(e, uid);
 }
 
+const engine_who *engine__elig_who_hashed(const engine *e, const char *uid, uint32_t h)
+{
+    const engine_profiles *p = e->prof;
+    if (!p || !uid) return NULL;
+    ALLOC_DEBUG_ASSERT(h == strmap_hash32(&p->user_map, uid));
+    uint32_t u = strmap_find_hashed(&p->user_map, uid, h);
+    if (u == STRMAP_NONE || p->users[u].prof == STRMAP_NONE) return NULL;
+    return &p->profs[p->users[u].prof];
+}
+
 int engine__elig_ok_who(const engine *e, const engine_who *who, uint32_t it, uint32_t leaving)
 {
     if (!e->items[it].rules) return 1;

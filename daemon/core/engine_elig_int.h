@@ -19,6 +19,9 @@ int engine__elig_ok(const engine *e, const char *uid, uint32_t it, uint32_t leav
  * fallback): NULL is a user without one, a valid answer. */
 typedef struct profile engine_who;
 const engine_who *engine__elig_who(const engine *e, const char *uid);
+/* The same with uid's engine_user_hash known (h): profiles are keyed
+ * alike (engine__elig_prefetch). */
+const engine_who *engine__elig_who_hashed(const engine *e, const char *uid, uint32_t h);
 int engine__elig_ok_who(const engine *e, const engine_who *who, uint32_t it, uint32_t leaving);
 /* Every member may, and they share every same_X value of the item. */
 int engine__elig_group_ok(const engine *e, const char *const *members, size_t n, uint32_t it);

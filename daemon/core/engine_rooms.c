@@ -117,7 +117,8 @@ static int room_fits(const engine *e, const engine_request *r, int64_t need, uin
  * room's place in prefs (1 = first), 0 when the filter found it. */
 static uint32_t pick_room(const engine *e, const engine_request *r, int64_t need, int64_t *pref)
 {
-    const engine_who *who = engine__elig_who(e, r->user);   /* once, not per room */
+    const engine_who *who = r->user_hash ? engine__elig_who_hashed(e, r->user, *r->user_hash)
+                                         : engine__elig_who(e, r->user);   /* once, not per room */
     *pref = 0;
     for (size_t i = 0; i < r->n_prefs; i++) {
         uint32_t it = r->pref_hashes && i < ENGINE_PREF_HASHES

@@ -138,7 +138,12 @@ uint32_t engine__user_load(engine *e, const char *id)
 /* A user seen by a decision: new ones are listed for the writer once. */
 uint32_t engine__user_touch(engine *e, const char *id)
 {
-    uint32_t h = strmap_hash32(&e->user_map, id);
+    return engine__user_touch_hashed(e, id, strmap_hash32(&e->user_map, id));
+}
+
+uint32_t engine__user_touch_hashed(engine *e, const char *id, uint32_t h)
+{
+    ALLOC_DEBUG_ASSERT(h == strmap_hash32(&e->user_map, id));
     uint32_t i = strmap_find_hashed(&e->user_map, id, h);
     if (i != STRMAP_NONE) return i;
     if (ENGINE__GROW(e, fresh, 1) < 0) return STRMAP_NONE;

@@ -260,6 +260,8 @@ void engine__state_free(engine *e);
 uint32_t engine__user_load(engine *e, const char *id);
 /* A user seen by a decision: new ones are listed for the writer once. */
 uint32_t engine__user_touch(engine *e, const char *id);
+/* The same with the id's engine_user_hash known (h). */
+uint32_t engine__user_touch_hashed(engine *e, const char *id, uint32_t h);
 uint32_t engine__item_add(engine *e, const char *id, int64_t capacity);
 
 /* ---- units: every move of free units goes through these ---- */

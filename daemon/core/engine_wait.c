@@ -89,6 +89,7 @@ static struct wait_entry *entry_copy(const engine_request *r)
     int ok = 1;
     w->r = *r;
     w->r.pref_hashes = NULL;   /* the caller's, for this decision only */
+    w->r.user_hash = NULL;
     w->r.id = dup_str(r->id, &ok);
     w->r.user = dup_str(r->user, &ok);
     w->r.item = dup_str(r->item, &ok);

@@ -74,6 +74,7 @@ static void warm_first(chunk *ch, size_t i, const engine *e, pf_slot *p)
     for (size_t j = 0; u && j < r->n_prefs && j < ENGINE_PREF_HASHES; j++)
         p->prefs[p->n_prefs++] = engine_item_hash(e, r->prefs[j]);
     r->pref_hashes = p->n_prefs ? p->prefs : NULL;   /* the first min(n_prefs, 3), all of them */
+    r->user_hash = p->has_user ? &p->user : NULL;
     warm(e, p, 0);
 }
 
@@ -90,6 +91,7 @@ void decide_chunk(chunk *ch, engine *e, int64_t now, size_t from, size_t to)
         if (i >= from + PF_AHEAD && k < to) {
             decide_item(ch, &ch->items[k], e, now);
             ch->items[k].q.r.pref_hashes = NULL;   /* the ring's, gone with this call */
+            ch->items[k].q.r.user_hash = NULL;
         }
     }
     /* the waitlist places and swap offers this chunk ended get their final

@@ -107,6 +107,9 @@ typedef struct engine_request {
     /* engine_item_hash of prefs[0..ENGINE_PREF_HASHES), computed ahead by a
      * caller that warmed them (engine_prefetch_item); NULL: hashed here */
     const uint32_t *pref_hashes;
+    /* engine_user_hash of user, computed ahead likewise (engine_prefetch_user);
+     * NULL: hashed here */
+    const uint32_t *user_hash;
     const char *const *members;/* group: user ids, including `user` */
     size_t n_members;
     const engine_kv *filter;   /* auto, group: NULL when absent */

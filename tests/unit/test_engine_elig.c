@@ -242,6 +242,28 @@ static void test_auto_skips_ineligible(void **state)
     engine_free(e);
 }
 
+/* The hashes a worker computes ahead (decide.c: engine_user_hash,
+ * engine_item_hash) find the same user, profile and rooms as the engine's
+ * own lookups: the rules hold and a second request finds the first's bed. */
+static void test_auto_with_hashes_ahead(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    room(e, "W1", 1, "only_gender", "\"F\"", NULL, NULL);
+    room(e, "M1", 1, "only_gender", "\"M\"", NULL, NULL);
+    prof(e, "m", "gender", "\"M\"", NULL, NULL);
+    const char *prefs[] = { "W1", "M1" };
+    uint32_t uh = engine_user_hash(e, "m"), ph[] = { engine_item_hash(e, "W1"), engine_item_hash(e, "M1") };
+    engine_request q = { .op = OP_AUTO, .id = "h1", .user = "m", .seq = 1, .prefs = prefs, .n_prefs = 2,
+                         .pref_hashes = ph, .user_hash = &uh };
+    engine_result r = etest_decide(e, q, T0);
+    assert_int_equal(r.status, STATUS_GRANTED);
+    assert_string_equal(r.item, "M1");
+    q.id = "h2";
+    assert_int_equal(etest_decide(e, q, T0).reason, REASON_ALREADY_HOLDING);
+    assert_int_equal(engine_user_count(e), 1);
+    engine_free(e);
+}
+
 static engine_result group_req(engine *e, const char *id, const char *const *members, size_t n,
                                const char *const *prefs, size_t n_prefs)
 {
@@ -453,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_same_of_loaded_holders_skips_staff),
         cmocka_unit_test(test_same_of_loaded_staff_only),
         cmocka_unit_test(test_auto_skips_ineligible),
+        cmocka_unit_test(test_auto_with_hashes_ahead),
         cmocka_unit_test(test_group_same_across_members),
         cmocka_unit_test(test_switch_and_waitlist_check),
         cmocka_unit_test(test_swap_each_way),
