@@ -76,10 +76,9 @@ void jsonw_obj_end(jsonw *w) { end(w, '}'); }
 void jsonw_arr_begin(jsonw *w) { begin(w, '['); }
 void jsonw_arr_end(jsonw *w) { end(w, ']'); }
 
-void jsonw_key(jsonw *w, const char *key)
+void jsonw_keyn(jsonw *w, const char *key, size_t n)
 {
     sep(w);
-    size_t n = strlen(key);
     char *o = jsonw_room(w, n + 3);
     if (o) {
         o[0] = '"';
@@ -161,7 +160,6 @@ void jsonw_strn(jsonw *w, const char *s, size_t n)
     w->len = (size_t)(o - w->buf);
 }
 
-void jsonw_str(jsonw *w, const char *s) { jsonw_strn(w, s, strlen(s)); }
 
 void jsonw_int(jsonw *w, int64_t v)
 {
@@ -181,5 +179,3 @@ void jsonw_u64_str(jsonw *w, uint64_t v)
     jsonw_commit(w, n + 2);
 }
 
-void jsonw_kstr(jsonw *w, const char *key, const char *s) { jsonw_key(w, key); jsonw_str(w, s); }
-void jsonw_kint(jsonw *w, const char *key, int64_t v) { jsonw_key(w, key); jsonw_int(w, v); }

@@ -56,8 +56,6 @@ void argbuf_ext(argbuf *a, const char *s, size_t len)
     jsonw_commit(&a->resp, (size_t)(p - o));
 }
 
-void argbuf_str(argbuf *a, const char *s) { argbuf_ext(a, s, strlen(s)); }
-
 size_t argbuf_begin(argbuf *a)
 {
     jsonw_reset(&a->data);

@@ -37,15 +37,27 @@ void jsonw_obj_begin(jsonw *w);          /* as a value (top level or array eleme
 void jsonw_obj_end(jsonw *w);
 void jsonw_arr_begin(jsonw *w);
 void jsonw_arr_end(jsonw *w);
-void jsonw_key(jsonw *w, const char *key);  /* key must not need escaping */
-void jsonw_str(jsonw *w, const char *s);
+void jsonw_keyn(jsonw *w, const char *key, size_t n);  /* key must not need escaping */
 void jsonw_strn(jsonw *w, const char *s, size_t n);
 void jsonw_int(jsonw *w, int64_t v);
 void jsonw_u64_str(jsonw *w, uint64_t v);   /* as a JSON string of digits */
 
+/* Inline, so that a literal's length is known when compiled: every
+ * result and holder is written with eight or more literal keys. */
+static inline void jsonw_key(jsonw *w, const char *key) { jsonw_keyn(w, key, strlen(key)); }
+static inline void jsonw_str(jsonw *w, const char *s) { jsonw_strn(w, s, strlen(s)); }
+
 /* key + value shorthands */
-void jsonw_kstr(jsonw *w, const char *key, const char *s);
-void jsonw_kint(jsonw *w, const char *key, int64_t v);
+static inline void jsonw_kstr(jsonw *w, const char *key, const char *s)
+{
+    jsonw_key(w, key);
+    jsonw_str(w, s);
+}
+static inline void jsonw_kint(jsonw *w, const char *key, int64_t v)
+{
+    jsonw_key(w, key);
+    jsonw_int(w, v);
+}
 
 /* Room for n more bytes at the end: a pointer to write up to n bytes at,
  * then jsonw_commit() what was written; NULL once allocation failed. Lets a

@@ -44,7 +44,8 @@ void argbuf_init(argbuf *a);
 void argbuf_reset(argbuf *a);
 void argbuf_free(argbuf *a);
 void argbuf_ext(argbuf *a, const char *s, size_t len);
-void argbuf_str(argbuf *a, const char *s);
+/* Inline, so that a literal's length is known when compiled (jsonw.h). */
+static inline void argbuf_str(argbuf *a, const char *s) { argbuf_ext(a, s, strlen(s)); }
 /* A value written with jsonw into a->data: argbuf_begin, write, argbuf_end. */
 size_t argbuf_begin(argbuf *a);
 void argbuf_end(argbuf *a, size_t start);
