@@ -67,7 +67,11 @@ static void ev_migrate(void *a, void *b, uint64_t x)
         r->order[j] = t;
     }
     r->told = 0;
-    sim_at(sim_w->now + step_ns(), -1, ev_setslot, r, NULL, 0);
+    /* half the time a while before SETSLOT (the operator's redis-cli
+     * between two slots of a larger reshard): the keys are all on the
+     * target, clients still sent to the source are answered ASK */
+    uint64_t wait_ms = sim_chance(0.5) ? sim_below(1500) : 0;
+    sim_at(sim_w->now + step_ns() + wait_ms * 1000000ULL, -1, ev_setslot, r, NULL, 0);
 }
 
 int sim_reshard_start(sim_reshard *r, uint16_t slot, int to)

@@ -1546,7 +1546,8 @@ static void cluster_schedule(sim_run_state *st)
     if (!st->w.cluster) return;
     uint64_t dur = (uint64_t)st->o->duration_ms;
     sim_at((300 + sim_below(dur / 2)) * 1000000ULL, -1, ev_reshard, st, NULL, 0);
-    if (sim_chance(0.6)) sim_at((dur / 4 + sim_below(dur / 2)) * 1000000ULL, -1, ev_reshard, st, NULL, sim_chance(0.5));
+    sim_at((dur / 4 + sim_below(dur / 2)) * 1000000ULL, -1, ev_reshard, st, NULL, 1);
+    if (sim_chance(0.5)) sim_at((dur / 2 + sim_below(dur / 2)) * 1000000ULL, -1, ev_reshard, st, NULL, 0);
 }
 
 /* The world of one run: its seed, clock origin, fault intensity and
@@ -1675,6 +1676,10 @@ static int drain(sim_run_state *st, int poisoned)
                  "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
                  pool_pending(st));
     if (!st->w.failed) drain_probe(st);
+    /* every key of one command or transaction in one slot: the batch's
+     * keys share the hash tag {B}, a global key stands alone */
+    if (!st->w.failed && st->w.cluster && simc_counts_get(st->w.cluster)->crossslot)
+        sim_fail("cluster: allocd sent keys of different slots in one command or transaction (CROSSSLOT)");
     if (!st->w.failed) check_owed_paid(st);
     return !excused;
 }
@@ -1714,6 +1719,16 @@ static void fill_result(const sim_run_state *st, sim_result *res, int held)
     res->log_archived = ac->read;
     res->log_acked = ac->acked;
     res->log_trimmed = ac->trimmed;
+    if (st->w.cluster) {
+        const simc_counts *k = simc_counts_get(st->w.cluster);
+        res->cl_moved = k->moved;
+        res->cl_ask = k->ask;
+        res->cl_tryagain = k->tryagain;
+        res->cl_crossslot = k->crossslot;
+        res->cl_asking = k->asking_served;
+        res->cl_migrated = k->migrated;
+        res->cl_slots_moved = k->slots_moved;
+    }
 }
 
 int sim_run(const sim_opts *o, sim_result *res)

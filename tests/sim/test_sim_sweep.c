@@ -107,6 +107,42 @@ static void test_found_seeds(void **state)
      * fail before 303da6d, with the generators of that commit) */
     assert_int_equal(run_range(SF_ALL, 61124, 1, 10000), 0);
     assert_int_equal(run_range(SF_ALL, 61658, 1, 10000), 0);
+    /* a body committed while WATCH and FENCE were refused with TRYAGAIN in
+     * a slot migration (apply_txn.c's txn_close) */
+    assert_int_equal(run_range(SF_CLUSTER, 1, 1, 10000), 0);
+}
+
+/* Redis Cluster (the cluster fault) with every other fault it combines
+ * with: slots migrating mid-batch through the real redis_router.c, and
+ * each redirection seen at least once. */
+static void test_cluster(void **state)
+{
+    sim_result sum;
+    memset(&sum, 0, sizeof sum);
+    int failed = 0;
+    for (uint64_t s = 1; s <= 12; s++) {
+        sim_opts o = { .seed = s, .faults = SF_ALL | SF_CLUSTER, .instances = 0, .duration_ms = 6000 };
+        sim_result r;
+        if (sim_run(&o, &r) < 0) {
+            char line[512];
+            sim_replay_line(&o, line, sizeof line);
+            printf("seed %" PRIu64 " failed: %s\n  replay: %s\n", s, r.failure, line);
+            failed++;
+        }
+        sum.cl_slots_moved += r.cl_slots_moved;
+        sum.cl_moved += r.cl_moved;
+        sum.cl_ask += r.cl_ask;
+        sum.cl_tryagain += r.cl_tryagain;
+        sum.cl_asking += r.cl_asking;
+        sum.applies += r.applies;
+    }
+    assert_int_equal(failed, 0);
+    assert_true(sum.cl_slots_moved > 0);
+    assert_true(sum.cl_moved > 0);
+    assert_true(sum.cl_ask > 0);
+    assert_true(sum.cl_tryagain > 0);
+    assert_true(sum.cl_asking > 0);
+    assert_true(sum.applies > 0);
 }
 
 /* One seed is one run: the same seed twice gives the same run. */
@@ -134,6 +170,7 @@ int main(void)
         cmocka_unit_test(test_all_faults),
         cmocka_unit_test(test_long_run_trims),
         cmocka_unit_test(test_found_seeds),
+        cmocka_unit_test(test_cluster),
         cmocka_unit_test(test_replay_is_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
