@@ -551,8 +551,7 @@ static void add_effect(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, c
  * TRYAGAIN (several keys, one of them already moved or never created --
  * the trip key) without running them, yet queues and commits a body whose
  * own keys it still has: a write no FENCE checked (the simulator's
- * `cluster` fault, seed 1; checked against redis-server 7.0 in
- * test_sim_model). The body's last command names every FENCE key, so the
+ * `cluster` fault; test_sim_model shows it on redis-server). The body's last command names every FENCE key, so the
  * cluster refuses the transaction whenever it would have refused FENCE:
  * at queue time (TRYAGAIN or MOVED flag it, EXEC answers EXECABORT) and
  * at EXEC, which checks the queue's keys together. */
