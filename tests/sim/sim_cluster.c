@@ -4,8 +4,9 @@
  * line: the keys of a command -- or of a transaction's whole queue at EXEC
  * -- must share one slot (CROSSSLOT else); a slot nobody owns is
  * CLUSTERDOWN; a node migrating the slot serves a command only when it has
- * every key, else answers ASK (one key) or TRYAGAIN (several distinct
- * keys, even when none is left); an importing node serves after ASKING
+ * every key, else answers TRYAGAIN when it has some of them and ASK when
+ * it has none (7.0.x counts the keys it has; 7.0.0 answered TRYAGAIN for
+ * any command of several keys); an importing node serves after ASKING
  * (TRYAGAIN if several keys and one is missing), and without it answers
  * MOVED to the owner it knows; any other node answers MOVED. A command
  * without keys is served anywhere. test_sim_model checks the doubtful cases
@@ -220,7 +221,7 @@ static redisReply *cluster_cmd(simc *c, int me, int argc, const char *const *arg
 /* --------------------------------------------------------- the route -- */
 
 typedef struct query {
-    int have, slot, owner, multiple, migrating, importing, missing;
+    int have, slot, owner, multiple, migrating, importing, missing, existing;
     const char *first;
     size_t firstn;
 } query;
@@ -245,7 +246,10 @@ static redisReply *query_key(simc *c, int me, query *q, const char *k, size_t n,
         }
         q->multiple = 1;
     }
-    if ((q->migrating || q->importing) && !has_key(c, me, k, n, now)) q->missing++;
+    if (q->migrating || q->importing) {
+        if (has_key(c, me, k, n, now)) q->existing++;
+        else q->missing++;
+    }
     return NULL;
 }
 
@@ -266,7 +270,7 @@ static redisReply *route(void *ud, int me, int asking, int ncmds, const int *arg
     }
     if (!q.have) return NULL;
     if (q.migrating && q.missing) {
-        if (q.multiple) {
+        if (q.existing) {
             c->counts.tryagain++;
             return reply_str(REDIS_REPLY_ERROR, "TRYAGAIN Multiple keys request during rehashing of slot");
         }
@@ -287,7 +291,7 @@ static redisReply *route(void *ud, int me, int asking, int ncmds, const int *arg
 
 /* ------------------------------------------------------------ the API -- */
 
-simc *simc_new(simr *s, int n, const char *host, int base_port)
+simc *simc_new(simr *s, int n, const char *host, const int *ports)
 {
     simc *c = calloc(1, sizeof *c);
     if (!c) abort();
@@ -297,7 +301,7 @@ simc *simc_new(simr *s, int n, const char *host, int base_port)
     snprintf(c->host, sizeof c->host, "%s", host);
     c->mig_slot = c->mig_from = c->mig_to = -1;
     for (int i = 0; i < n; i++) {
-        c->port[i] = base_port + i;
+        c->port[i] = ports[i];
         for (int j = 0; j < 40; j++) c->id[i][j] = "0123456789abcdef"[(i * 7 + j * 13 + 5) % 16];
         c->id[i][40] = '\0';
     }
@@ -370,15 +374,30 @@ size_t simc_migrate(simc *c, size_t max, int64_t now_ms)
     return c->nsrc;
 }
 
+int simc_migrate_key(simc *c, const char *key, size_t len, int64_t now_ms)
+{
+    simc_forget_missing(c, now_ms);
+    long i = src_find(c, key, len);
+    if (i < 0) return -1;
+    simr_touch(c->s, key, len);
+    src_drop(c, (size_t)i);
+    c->counts.migrated++;
+    return 0;
+}
+
 /* CLUSTER SETSLOT slot NODE target on one node: it now sees the target as
  * the owner; the target stops importing, the source (keys all gone)
- * stops migrating. */
+ * stops migrating. The target bumps its config epoch and broadcasts it
+ * (clusterBroadcastPong): every node sees the new owner at once -- a real
+ * one within a round trip on the cluster bus, which test_sim_model finds
+ * done before its next command. */
 int simc_setslot_node(simc *c, int node)
 {
     if (c->mig_slot < 0) return 1;
     if (node == c->mig_from && c->nsrc) return -1;   /* "Can't assign hashslot ... while I still hold keys" */
     c->view[node][c->mig_slot] = (int8_t)c->mig_to;
     c->importing[node] = c->migrating[node] = 0;
+    for (int i = 0; node == c->mig_to && i < c->n; i++) c->view[i][c->mig_slot] = (int8_t)c->mig_to;
     c->told[node] = 1;
     for (int i = 0; i < c->n; i++)
         if (!c->told[i]) return 0;

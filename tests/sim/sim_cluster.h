@@ -32,9 +32,9 @@ typedef struct simc_counts {
     uint64_t slots_moved;     /* migrations finalised (SETSLOT NODE on every node) */
 } simc_counts;
 
-/* n masters at host:base_port+i, with the slots split in n ranges as
+/* n masters at host:ports[i], with the slots split in n ranges as
  * redis-cli --cluster create does; installs the route hook on s. */
-simc *simc_new(simr *s, int n, const char *host, int base_port);
+simc *simc_new(simr *s, int n, const char *host, const int *ports);
 void simc_free(simc *c);
 int simc_port(const simc *c, int node);
 /* Redis's key slot: CRC16 (XMODEM) of the key, or of the first non-empty
@@ -51,6 +51,9 @@ int simc_owner(const simc *c, int node, uint16_t slot);
  * migration over). */
 int simc_begin(simc *c, uint16_t slot, int from, int to, int64_t now_ms);
 size_t simc_migrate(simc *c, size_t max, int64_t now_ms);
+/* MIGRATE of that one key (test_sim_model): 0, or -1 if the source has
+ * no such key. */
+int simc_migrate_key(simc *c, const char *key, size_t len, int64_t now_ms);
 int simc_setslot_node(simc *c, int node);
 int simc_migrating(const simc *c);
 /* A key of the migrating slot that no longer exists on the source is

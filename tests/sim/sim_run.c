@@ -1520,7 +1520,8 @@ static void stream_added(void *ud, const char *key, size_t klen, const char *id,
 static void cluster_start(sim_run_state *st)
 {
     st->w.faults &= ~(unsigned)(SF_RESTART | SF_AOF_LOSS | SF_FAILOVER | SF_SWITCH);
-    st->w.cluster = simc_new(st->w.redis, CLUSTER_NODES, CLUSTER_HOST, CLUSTER_PORT);
+    static const int ports[CLUSTER_NODES] = { CLUSTER_PORT, CLUSTER_PORT + 1, CLUSTER_PORT + 2 };
+    st->w.cluster = simc_new(st->w.redis, CLUSTER_NODES, CLUSTER_HOST, ports);
     for (int i = 1; i < CLUSTER_NODES; i++) st->w.srv[i].r = st->w.redis;
     st->w.nsrv = CLUSTER_NODES;
     st->reshard = sim_reshard_new(st->w.cluster, CLUSTER_NODES);
