@@ -282,6 +282,11 @@ static redisReply *route(void *ud, int me, int asking, int ncmds, const int *arg
             c->counts.tryagain++;
             return reply_str(REDIS_REPLY_ERROR, "TRYAGAIN Multiple keys request during rehashing of slot");
         }
+        /* a key the source still has reads as missing on the target: one
+         * keyspace cannot show both, so the model refuses loudly (a client
+         * sends ASKING only after ASK, when the source no longer had it) */
+        if (q.missing && src_find(c, q.first, q.firstn) >= 0)
+            return reply_str(REDIS_REPLY_ERROR, "ERR sim: ASKING for a key the source still has is not modelled");
         c->counts.asking_served++;
         return NULL;
     }

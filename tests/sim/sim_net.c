@@ -309,6 +309,8 @@ static void on_reply(redis_conn *c, redisReply *r, uint64_t serial)
 /* The server answers: the reply travels back, unless a fault takes it. */
 static void send_reply(redis_conn *c, redisReply *r, uint64_t serial)
 {
+    /* the model met what it does not model: the run says so */
+    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "ERR sim: ", 9)) sim_fail("%s: %s", c->name, r->str);
     if (sim_w->faults_on && (sim_w->faults & SF_LOST_REPLY) && sim_chance(0.01 * sim_w->intensity)) {
         /* the command ran, its reply never arrives: "commit result unknown" */
         sim_w->lost_replies++;
