@@ -59,44 +59,11 @@ uint16_t simc_key_slot(const char *key, size_t len)
 
 /* ------------------------------------------------------------- replies -- */
 
-static redisReply *reply_new(int type)
-{
-    redisReply *r = calloc(1, sizeof *r);
-    if (!r) abort();
-    r->type = type;
-    return r;
-}
-
-static redisReply *reply_str(int type, const char *s)
-{
-    redisReply *r = reply_new(type);
-    r->len = strlen(s);
-    r->str = strdup(s);
-    if (!r->str) abort();
-    return r;
-}
-
-static redisReply *reply_int(long long v)
-{
-    redisReply *r = reply_new(REDIS_REPLY_INTEGER);
-    r->integer = v;
-    return r;
-}
-
-static redisReply *reply_arr(size_t n)
-{
-    redisReply *r = reply_new(REDIS_REPLY_ARRAY);
-    r->elements = n;
-    r->element = n ? calloc(n, sizeof *r->element) : NULL;
-    if (n && !r->element) abort();
-    return r;
-}
-
 static redisReply *redirect(simc *c, const char *kind, int slot, int node)
 {
     char b[200];
     snprintf(b, sizeof b, "%s %d %s:%d", kind, slot, c->host, c->port[node]);
-    return reply_str(REDIS_REPLY_ERROR, b);
+    return simr_reply_str(REDIS_REPLY_ERROR, b);
 }
 
 /* ---------------------------------------------------------------- keys -- */
@@ -179,11 +146,11 @@ static int has_key(simc *c, int me, const char *k, size_t n, int64_t now)
 
 static redisReply *node_entry(simc *c, int node)
 {
-    redisReply *e = reply_arr(4);
-    e->element[0] = reply_str(REDIS_REPLY_STRING, c->host);
-    e->element[1] = reply_int(c->port[node]);
-    e->element[2] = reply_str(REDIS_REPLY_STRING, c->id[node]);
-    e->element[3] = reply_arr(0);   /* the metadata map (hostname): empty, RESP2 */
+    redisReply *e = simr_reply_arr(4);
+    e->element[0] = simr_reply_str(REDIS_REPLY_STRING, c->host);
+    e->element[1] = simr_reply_int(c->port[node]);
+    e->element[2] = simr_reply_str(REDIS_REPLY_STRING, c->id[node]);
+    e->element[3] = simr_reply_arr(0);   /* the metadata map (hostname): empty, RESP2 */
     return e;
 }
 
@@ -194,15 +161,15 @@ static redisReply *cluster_slots(simc *c, int me)
     size_t runs = 0;
     for (int s = 0; s < SIMC_SLOTS; s++)
         if (c->view[me][s] >= 0 && (s == 0 || c->view[me][s - 1] != c->view[me][s])) runs++;
-    redisReply *r = reply_arr(runs);
+    redisReply *r = simr_reply_arr(runs);
     size_t k = 0;
     for (int s = 0; s < SIMC_SLOTS;) {
         int owner = c->view[me][s], e = s;
         while (e + 1 < SIMC_SLOTS && c->view[me][e + 1] == owner) e++;
         if (owner >= 0) {
-            redisReply *x = reply_arr(3);
-            x->element[0] = reply_int(s);
-            x->element[1] = reply_int(e);
+            redisReply *x = simr_reply_arr(3);
+            x->element[0] = simr_reply_int(s);
+            x->element[1] = simr_reply_int(e);
             x->element[2] = node_entry(c, owner);
             r->element[k++] = x;
         }
@@ -214,8 +181,8 @@ static redisReply *cluster_slots(simc *c, int me)
 static redisReply *cluster_cmd(simc *c, int me, int argc, const char *const *argv, const size_t *lens)
 {
     if (argc == 2 && is(argv[1], lens[1], "slots")) return cluster_slots(c, me);
-    if (argc == 3 && is(argv[1], lens[1], "keyslot")) return reply_int(simc_key_slot(argv[2], lens[2]));
-    return reply_str(REDIS_REPLY_ERROR, "ERR sim: this CLUSTER subcommand is not modelled");
+    if (argc == 3 && is(argv[1], lens[1], "keyslot")) return simr_reply_int(simc_key_slot(argv[2], lens[2]));
+    return simr_reply_str(REDIS_REPLY_ERROR, "ERR sim: this CLUSTER subcommand is not modelled");
 }
 
 /* --------------------------------------------------------- the route -- */
@@ -236,13 +203,13 @@ static redisReply *query_key(simc *c, int me, query *q, const char *k, size_t n,
         q->firstn = n;
         q->slot = slot;
         q->owner = c->view[me][slot];
-        if (q->owner < 0) { c->counts.down++; return reply_str(REDIS_REPLY_ERROR, "CLUSTERDOWN Hash slot not served"); }
+        if (q->owner < 0) { c->counts.down++; return simr_reply_str(REDIS_REPLY_ERROR, "CLUSTERDOWN Hash slot not served"); }
         if (q->owner == me && slot == c->mig_slot && c->migrating[me]) q->migrating = 1;
         else if (slot == c->mig_slot && c->importing[me]) q->importing = 1;
     } else if (!(n == q->firstn && !memcmp(k, q->first, n))) {
         if (slot != q->slot) {
             c->counts.crossslot++;
-            return reply_str(REDIS_REPLY_ERROR, "CROSSSLOT Keys in request don't hash to the same slot");
+            return simr_reply_str(REDIS_REPLY_ERROR, "CROSSSLOT Keys in request don't hash to the same slot");
         }
         q->multiple = 1;
     }
@@ -272,7 +239,7 @@ static redisReply *route(void *ud, int me, int asking, int ncmds, const int *arg
     if (q.migrating && q.missing) {
         if (q.existing) {
             c->counts.tryagain++;
-            return reply_str(REDIS_REPLY_ERROR, "TRYAGAIN Multiple keys request during rehashing of slot");
+            return simr_reply_str(REDIS_REPLY_ERROR, "TRYAGAIN Multiple keys request during rehashing of slot");
         }
         c->counts.ask++;
         return redirect(c, "ASK", q.slot, c->mig_to);
@@ -280,13 +247,13 @@ static redisReply *route(void *ud, int me, int asking, int ncmds, const int *arg
     if (q.importing && asking) {
         if (q.multiple && q.missing) {
             c->counts.tryagain++;
-            return reply_str(REDIS_REPLY_ERROR, "TRYAGAIN Multiple keys request during rehashing of slot");
+            return simr_reply_str(REDIS_REPLY_ERROR, "TRYAGAIN Multiple keys request during rehashing of slot");
         }
         /* a key the source still has reads as missing on the target: one
          * keyspace cannot show both, so the model refuses loudly (a client
          * sends ASKING only after ASK, when the source no longer had it) */
         if (q.missing && src_find(c, q.first, q.firstn) >= 0)
-            return reply_str(REDIS_REPLY_ERROR, "ERR sim: ASKING for a key the source still has is not modelled");
+            return simr_reply_str(REDIS_REPLY_ERROR, "ERR sim: ASKING for a key the source still has is not modelled");
         c->counts.asking_served++;
         return NULL;
     }
@@ -332,6 +299,18 @@ int simc_port(const simc *c, int node) { return c->port[node]; }
 int simc_owner(const simc *c, int node, uint16_t slot) { return c->view[node][slot]; }
 int simc_migrating(const simc *c) { return c->mig_slot >= 0; }
 const simc_counts *simc_counts_get(const simc *c) { return &c->counts; }
+
+void simc_counts_add(simc_counts *sum, const simc_counts *k)
+{
+    sum->moved += k->moved;
+    sum->ask += k->ask;
+    sum->tryagain += k->tryagain;
+    sum->crossslot += k->crossslot;
+    sum->down += k->down;
+    sum->asking_served += k->asking_served;
+    sum->migrated += k->migrated;
+    sum->slots_moved += k->slots_moved;
+}
 
 typedef struct collect { simc *c; int64_t now; } collect;
 

@@ -61,5 +61,6 @@ int simc_migrating(const simc *c);
  * before a write that bypasses the nodes (the producers'). */
 void simc_forget_missing(simc *c, int64_t now_ms);
 const simc_counts *simc_counts_get(const simc *c);
+void simc_counts_add(simc_counts *sum, const simc_counts *k);
 
 #endif

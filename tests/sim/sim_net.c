@@ -1,4 +1,4 @@
-/* sim_net.c -- redis/redis_conn.h and redis/redis_router.h, simulated:
+/* sim_net.c -- redis/redis_conn.h, simulated (the router is sim_router.c):
  * connections between the allocd instances and the Redis model, with the
  * network's latency and its faults, under the same callback rules as the
  * real module (exactly one callback per accepted command, replies in

@@ -1713,6 +1713,10 @@ static redisReply *route_queue(simr *s, simr_client *c, int64_t now)
     return s->route(s->route_ud, c->node, c->asking, (int)c->nq, argc, argv, lens, now);
 }
 
+redisReply *simr_reply_str(int type, const char *s) { return r_strn(type, s, strlen(s)); }
+redisReply *simr_reply_int(long long v) { return r_int(v); }
+redisReply *simr_reply_arr(size_t n) { return r_arr(n); }
+
 void simr_set_route(simr *s, simr_route_fn fn, void *ud)
 {
     s->route = fn;

@@ -69,6 +69,11 @@ void simr_touch(simr *s, const char *key, size_t len);
 /* Every key, in insertion order (fn must not change the keyspace). */
 void simr_keys_each(simr *s, void (*fn)(void *ud, const char *k, size_t kn), void *ud);
 
+/* Reply trees as the model builds them (for sim_cluster.c's answers). */
+redisReply *simr_reply_str(int type, const char *s);   /* STRING, STATUS or ERROR */
+redisReply *simr_reply_int(long long v);
+redisReply *simr_reply_arr(size_t n);                  /* n elements, NULL until set */
+
 simr *simr_new(void);
 void simr_free(simr *s);
 void simr_set_observer(simr *s, const simr_observer *o);

@@ -1720,16 +1720,7 @@ static void fill_result(const sim_run_state *st, sim_result *res, int held)
     res->log_archived = ac->read;
     res->log_acked = ac->acked;
     res->log_trimmed = ac->trimmed;
-    if (st->w.cluster) {
-        const simc_counts *k = simc_counts_get(st->w.cluster);
-        res->cl_moved = k->moved;
-        res->cl_ask = k->ask;
-        res->cl_tryagain = k->tryagain;
-        res->cl_crossslot = k->crossslot;
-        res->cl_asking = k->asking_served;
-        res->cl_migrated = k->migrated;
-        res->cl_slots_moved = k->slots_moved;
-    }
+    if (st->w.cluster) res->cl = *simc_counts_get(st->w.cluster);
 }
 
 int sim_run(const sim_opts *o, sim_result *res)
