@@ -19,10 +19,19 @@
 SEEDS     ?= 200
 HOURS     ?= 1
 SIM_FLAGS ?=
-SIM_CORE_OBJ := $(addprefix $(BUILD)/tests/sim/,sim_loop.o sim_net.o sim_redis.o sim_stream.o sim_run.o sim_c11.o sim_archive.o)
+SIM_CORE_OBJ := $(addprefix $(BUILD)/tests/sim/,sim_loop.o sim_net.o sim_router.o sim_cluster.o sim_redis.o \
+    sim_stream.o sim_run.o sim_reshard.o sim_c11.o sim_archive.o real_router.o)
 SIM_LIBS   = $(PKG_LIBS) -lm
-SIM_UV    := uv_timer_init uv_timer_start uv_timer_stop uv_close uv_hrtime
-SIM_SIMULATED_OBJ = $(filter $(BUILD)/daemon/worker/%.o $(BUILD)/daemon/service/registry.o $(BUILD)/daemon/service/giveups.o,$(EDGE_OBJ))
+SIM_UV    := uv_timer_init uv_timer_start uv_timer_stop uv_close uv_hrtime uv_is_active
+SIM_SIMULATED_OBJ = $(filter $(BUILD)/daemon/worker/%.o $(BUILD)/daemon/service/registry.o $(BUILD)/daemon/service/giveups.o,$(EDGE_OBJ)) \
+    $(BUILD)/tests/sim/real_router.o
+SIM_ROUTER_SYMS := init ready is_cluster target refresh on_moved command eval close
+
+# The real redis_router.c, for the cluster runs: the same object under
+# other names, since sim_router.c defines redis_router_* and calls these.
+$(BUILD)/tests/sim/real_router.o: $(BUILD)/daemon/redis/redis_router.o
+	@mkdir -p $(dir $@)
+	objcopy $(foreach s,$(SIM_ROUTER_SYMS),--redefine-sym redis_router_$(s)=sim_real_redis_router_$(s)) $< $@
 SIM_BIN   := $(BUILD)/tests/sim/sim
 SIM_TESTS := $(BUILD)/tests/unit/test_sim_sweep $(BUILD)/tests/integration/test_sim_model
 
@@ -38,6 +47,7 @@ $(BUILD)/tests/unit/test_sim_sweep: $(BUILD)/tests/sim/test_sim_sweep.o $(SIM_CO
 	$(CC) $(LDFLAGS) $^ $(SIM_LIBS) -lcmocka -Wl,--wrap=clock_gettime -o $@
 
 $(BUILD)/tests/integration/test_sim_model: $(BUILD)/tests/sim/test_sim_model.o $(BUILD)/tests/sim/sim_redis.o $(BUILD)/tests/sim/sim_stream.o \
+    $(BUILD)/tests/sim/sim_cluster.o \
     $(HARNESS_OBJ) $(ITEST_OBJ) $(LIBCTL) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@

@@ -546,11 +546,26 @@ static void add_effect(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, c
     add_consume_and_stats(out, ctx, ch, e);
 }
 
-/* FENCE's written keys from the body, then EXEC. */
-static int txn_close(argbuf *out, const char *const keys[FENCE_NKEYS], size_t first_cmd, size_t written_at)
+/* FENCE's written keys from the body, then EXEC. In Redis Cluster, while
+ * the batch's slot migrates, the source refuses WATCH and FENCE with
+ * TRYAGAIN (several keys, one of them already moved or never created --
+ * the trip key) without running them, yet queues and commits a body whose
+ * own keys it still has: a write no FENCE checked (the simulator's
+ * `cluster` fault; test_sim_model shows it on redis-server). The body's last command names every FENCE key, so the
+ * cluster refuses the transaction whenever it would have refused FENCE:
+ * at queue time (TRYAGAIN or MOVED flag it, EXEC answers EXECABORT) and
+ * at EXEC, which checks the queue's keys together. */
+static int txn_close(argbuf *out, const apply_txn_ctx *ctx, const char *const keys[FENCE_NKEYS],
+                     size_t first_cmd, size_t written_at)
 {
     if (argbuf_failed(out)) return -ENOMEM;
     fence_mark(out, keys, first_cmd, written_at);
+    if (ctx->cluster) {
+        argbuf_cmd_begin(out);
+        argbuf_str(out, "EXISTS");
+        for (int i = 0; i < FENCE_NKEYS; i++) argbuf_str(out, keys[i]);
+        argbuf_cmd_end(out);
+    }
     argbuf_cmd_begin(out);
     argbuf_str(out, "EXEC");
     argbuf_cmd_end(out);
@@ -565,7 +580,7 @@ int apply_txn_encode(argbuf *out, const apply_txn_ctx *ctx, const chunk *ch, con
     size_t written_at = add_fence(out, ctx, ch, keys);
     size_t first_cmd = out->ncmds - 1;      /* the chunks_applied HSET on */
     add_effect(out, ctx, ch, e);
-    return txn_close(out, keys, first_cmd, written_at);
+    return txn_close(out, ctx, keys, first_cmd, written_at);
 }
 
 /* The staged chunk's effect, written at last: its commands as they were
@@ -625,7 +640,7 @@ int apply_txn_encode_staged(argbuf *out, argbuf *effect, const apply_txn_ctx *ct
         argbuf_ext(out, effect->resp.buf + effect->cmd_start[i], effect->cmd_len[i]);
     }
     cmd_close(out);
-    return txn_close(out, keys, first_cmd, written_at);
+    return txn_close(out, ctx, keys, first_cmd, written_at);
 }
 
 int apply_txn_encode_publish(argbuf *out, const apply_txn_ctx *ctx, const argbuf *staged)
@@ -636,5 +651,5 @@ int apply_txn_encode_publish(argbuf *out, const apply_txn_ctx *ctx, const argbuf
     size_t written_at = add_fence(out, ctx, NULL, keys);
     size_t first_cmd = out->ncmds - 1;
     add_publish(out, ctx, staged);
-    return txn_close(out, keys, first_cmd, written_at);
+    return txn_close(out, ctx, keys, first_cmd, written_at);
 }

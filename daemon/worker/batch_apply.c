@@ -97,6 +97,7 @@ void batch__txn_ctx(batch_worker *w, apply_txn_ctx *ctx, int64_t now)
         .archive_group = w->cfg->archive_group, .instance = w->cfg->instance,
         .decision_p50_us = recent_quantile_us(w, 0.50), .decision_p99_us = recent_quantile_us(w, 0.99),
         .fault_apply_id = w->fault_apply_id, .bad_profiles = &w->profiles_report.bad,
+        .cluster = redis_router_is_cluster(w->router),
     };
 }
 

@@ -77,6 +77,8 @@ typedef struct apply_txn_ctx {
                                      staged (apply_txn_encode_free); NULL */
     const int64_t *bad_profiles;  /* stats.bad_profiles (contract 11.2: users whose
                                      profile cannot be read); NULL = not written */
+    int cluster;                  /* Redis Cluster: the body ends with EXISTS of
+                                     FENCE's keys (txn_close) */
 } apply_txn_ctx;
 
 /* Writes the chunk's whole transaction into out (reset first), as one

@@ -6,7 +6,8 @@
  * unchanged; the simulator replaces, at link time, what it would take from
  * the machine: libuv's timers (sim_loop.c), the clocks of base/clock.h and
  * base/random.h (sim_loop.c), and the Redis connections of
- * redis/redis_conn.h and redis/redis_router.h (sim_net.c). Nothing here is
+ * redis/redis_conn.h (sim_net.c) and redis/redis_router.h (sim_router.c:
+ * the real one against a cluster). Nothing here is
  * threaded and nothing reads a real clock, so one seed is one run.
  */
 #ifndef ALLOCD_SIM_H
@@ -15,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sim/sim_cluster.h"
 #include "sim/sim_redis.h"
 
 #define SIM_MAX_INST 4
@@ -37,6 +39,11 @@ enum {
     SF_SWITCH = 1 << 10,      /* Sentinel switch-master: a replica on another address is promoted,
                                  the old master partitioned, still taking writes */
     SF_ALL = (1 << 11) - 1,
+    /* Redis Cluster: three masters sharing the model's keyspace (sim_cluster.h),
+     * the real redis_router.c, and slots migrating mid-batch. Not in `all`:
+     * it replaces the one master the restart, aof, failover and switch
+     * faults act on, which it leaves out. */
+    SF_CLUSTER = 1 << 11,
 };
 
 typedef struct sim_inst {
@@ -72,6 +79,7 @@ typedef struct sim_world {
     int nsrv, master;
     int inst_master[SIM_MAX_INST];   /* the master each instance's router names (Sentinel) */
     int replica_forget_ms;           /* the instances' config (sim_net.c's WAIT check) */
+    simc *cluster;                   /* Redis Cluster: srv[i] is node i (sim_cluster.h), else NULL */
     /* counters for the report */
     uint64_t events, resets, lost_replies, delays, restarts, clock_jumps, pauses;
     uint64_t late_runs;
@@ -108,6 +116,7 @@ void sim_net_reset_random(void);            /* one connection drops */
 void sim_net_retry_blocked(void);           /* after any write on the server */
 int sim_net_live_conns(void);
 void sim_net_free_all(void);
+void sim_router_free_all(void);             /* sim_router.c, from sim_net_free_all */
 
 void sim_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

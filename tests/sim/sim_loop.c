@@ -286,6 +286,13 @@ int uv_timer_stop(uv_timer_t *h)
     return 0;
 }
 
+/* A timer is active while its token is attached (redis_router.c asks,
+ * closing, which retry timers still wait). */
+int uv_is_active(const uv_handle_t *h)
+{
+    return h->type == UV_TIMER && ((const uv_timer_t *)h)->heap_node[0] != NULL;
+}
+
 static void close_fire(void *a, void *b, uint64_t x)
 {
     uv_handle_t *h = a;

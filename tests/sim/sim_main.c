@@ -75,6 +75,13 @@ static void sim_process_init(void)
 #endif
 }
 
+static void print_cluster(const char *prefix, const simc_counts *k)
+{
+    printf("%scluster: %" PRIu64 " slot moves finished, %" PRIu64 " keys migrated; answered %" PRIu64 " MOVED, %" PRIu64
+           " ASK, %" PRIu64 " TRYAGAIN, %" PRIu64 " CROSSSLOT; %" PRIu64 " commands served after ASKING\n",
+           prefix, k->slots_moved, k->migrated, k->moved, k->ask, k->tryagain, k->crossslot, k->asking_served);
+}
+
 /* --seed N: one run, its figures, and on failure how to replay it. */
 static int run_one_seed(sim_opts *o)
 {
@@ -93,6 +100,7 @@ static int run_one_seed(sim_opts *o)
            r.c11_grants, r.c11_not_eligible, r.c11_staff, r.c11_edits, r.c11_draws, r.c11_groups);
     printf("  log: %" PRIu64 " entries read by the archive, %" PRIu64 " acknowledged, %" PRIu64 " trimmed\n",
            r.log_archived, r.log_acked, r.log_trimmed);
+    if (o->faults & SF_CLUSTER) print_cluster("  ", &r.cl);
     if (rc) printf("  %s\n  replay: %s\n", r.failure, line);
     return rc ? 1 : 0;
 }
@@ -102,6 +110,7 @@ typedef struct sweep {
     uint64_t seeds, failed, requests, applies, restarts, lost, taken_back, late, held;
     uint64_t c11_grants, c11_not_eligible, c11_staff, c11_edits, c11_draws, c11_groups;
     uint64_t log_archived, log_trimmed;
+    simc_counts cl;           /* the cluster fault's counts */
     char **lines;             /* every failing seed's replay line, for the end */
 } sweep;
 
@@ -123,6 +132,7 @@ static void sweep_add(sweep *w, const sim_result *r)
     w->c11_groups += r->c11_groups;
     w->log_archived += r->log_archived;
     w->log_trimmed += r->log_trimmed;
+    simc_counts_add(&w->cl, &r->cl);
 }
 
 static void sweep_report(sweep *w, double dt)
@@ -137,6 +147,7 @@ static void sweep_report(sweep *w, double dt)
            " staff placements, %" PRIu64 " profile edits, %" PRIu64 " drawn results replayed, %" PRIu64
            " group grants checked; log: %" PRIu64 " entries read by the archive, %" PRIu64 " trimmed\n", w->c11_grants,
            w->c11_not_eligible, w->c11_staff, w->c11_edits, w->c11_draws, w->c11_groups, w->log_archived, w->log_trimmed);
+    if (w->cl.slots_moved || w->cl.migrated) print_cluster("sim: ", &w->cl);
     if (w->failed) printf("sim: %" PRIu64 " failing seeds; replay each with:\n", w->failed);
     for (uint64_t i = 0; i < w->failed; i++) {
         printf("  %s\n", w->lines[i]);

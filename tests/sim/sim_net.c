@@ -1,4 +1,4 @@
-/* sim_net.c -- redis/redis_conn.h and redis/redis_router.h, simulated:
+/* sim_net.c -- redis/redis_conn.h, simulated (the router is sim_router.c):
  * connections between the allocd instances and the Redis model, with the
  * network's latency and its faults, under the same callback rules as the
  * real module (exactly one callback per accepted command, replies in
@@ -20,7 +20,6 @@
 #include <strings.h>
 
 #include "redis/redis_conn.h"
-#include "redis/redis_router.h"
 #include "core/sha1.h"
 #include "sim/sim.h"
 
@@ -89,8 +88,6 @@ typedef struct packet {
 
 static redis_conn **conns;
 static size_t nconns;
-static struct redis_router **routers;   /* every router made, closed ones too */
-static size_t nrouters;
 
 static uint64_t latency_ns(void)
 {
@@ -228,6 +225,7 @@ static void ev_connect(void *a, void *b, uint64_t link)
     }
     if (c->sc && c->sc_srv != c->srv) { simr_client_free(c->sc); c->sc = NULL; }
     if (!c->sc) c->sc = simr_client_new(s->r);
+    if (sim_w->cluster) simr_client_set_node(c->sc, c->srv);
     c->sc_srv = c->srv;
     simr_client_reset(c->sc);
     c->link++;
@@ -311,6 +309,8 @@ static void on_reply(redis_conn *c, redisReply *r, uint64_t serial)
 /* The server answers: the reply travels back, unless a fault takes it. */
 static void send_reply(redis_conn *c, redisReply *r, uint64_t serial)
 {
+    /* the model met what it does not model: the run says so */
+    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "ERR sim: ", 9)) sim_fail("%s: %s", c->name, r->str);
     if (sim_w->faults_on && (sim_w->faults & SF_LOST_REPLY) && sim_chance(0.01 * sim_w->intensity)) {
         /* the command ran, its reply never arrives: "commit result unknown" */
         sim_w->lost_replies++;
@@ -446,6 +446,13 @@ static pcmd *pcmd_push(redis_conn *c, redis_reply_fn fn, void *priv, int timeout
  * any other (the config's) means the master the instance knows. */
 static int target_srv(const redis_target *t, int inst)
 {
+    if (sim_w->cluster) {
+        /* node i listens on 127.0.0.1:base+i (the router's TCP targets) */
+        for (int i = 0; t && t->kind == REDIS_TARGET_TCP && i < sim_w->nsrv; i++)
+            if (t->port == simc_port(sim_w->cluster, i)) return i;
+        sim_fail("sim: a connection to %s:%d, which is no cluster node", t ? t->host : "?", t ? t->port : 0);
+        return 0;
+    }
     if (t && !strncmp(t->path, "sim", 3) && t->path[3]) {
         int n = atoi(t->path + 3);
         if (n >= 0 && n < sim_w->nsrv) return n;
@@ -698,10 +705,7 @@ int sim_net_live_conns(void)
 
 void sim_net_free_all(void)
 {
-    for (size_t i = 0; i < nrouters; i++) free(routers[i]);
-    free(routers);
-    routers = NULL;
-    nrouters = 0;
+    sim_router_free_all();
     for (size_t i = 0; i < nconns; i++) {
         redis_conn *c = conns[i];
         for (size_t j = 0; j < c->nq; j++) pcmd_free(c->q[j]);
@@ -714,117 +718,4 @@ void sim_net_free_all(void)
     free(conns);
     conns = NULL;
     nconns = 0;
-}
-
-/* ---------------------------------------------------------- the router -- */
-
-/* The router is one connection, like the real one's non-cluster mode, to
- * the master its instance knows (sim_w->inst_master): Sentinel's
- * +switch-master moves it (sim_net_master_moved), as redis_router.c's
- * on_master does, and tells its owner. */
-struct redis_router {
-    redis_conn *conn;
-    int inst;
-    redis_router_ready_fn on_ready;
-    void *data;
-    redis_router_moved_fn on_moved;
-    void *moved_data;
-    int closed;
-};
-
-static void router_ready(redis_conn *c, void *data)
-{
-    redis_router *r = data;
-    if (r->on_ready) { redis_router_ready_fn f = r->on_ready; r->on_ready = NULL; f(r, r->data); }
-}
-
-int redis_router_init(redis_router **out, uv_loop_t *loop, const allocd_config *cfg, const char *name,
-                      redis_router_ready_fn on_ready, void *data)
-{
-    redis_router *r = calloc(1, sizeof *r);
-    if (!r) return -ENOMEM;
-    r->inst = sim_w->cur;
-    r->on_ready = on_ready;
-    r->data = data;
-    redis_router **n = realloc(routers, (nrouters + 1) * sizeof *routers);
-    if (!n) { free(r); return -ENOMEM; }
-    routers = n;
-    static const redis_conn_callbacks cb = { router_ready, NULL };
-    redis_conn_options opt = { .name = name, .backoff_min_ms = 100, .backoff_max_ms = 1000 };
-    if (redis_conn_init(&r->conn, loop, &cfg->redis, &opt, &cb, r) < 0) { free(r); return -ENOMEM; }
-    routers[nrouters++] = r;   /* listed once it stands: sim_net_free_all frees what is listed */
-    *out = r;
-    return 0;
-}
-
-int redis_router_ready(const redis_router *r) { return 1; }
-int redis_router_is_cluster(const redis_router *r) { return 0; }
-
-static void master_target(int inst, redis_target *out)
-{
-    memset(out, 0, sizeof *out);
-    out->kind = REDIS_TARGET_UNIX;
-    snprintf(out->path, sizeof out->path, "sim%d", inst >= 0 ? sim_w->inst_master[inst] : sim_w->master);
-}
-
-int redis_router_target(const redis_router *r, const char *key, redis_target *out)
-{
-    master_target(r->inst, out);
-    return 0;
-}
-
-void redis_router_refresh(redis_router *r) { (void)r; }
-
-void redis_router_on_moved(redis_router *r, redis_router_moved_fn fn, void *data)
-{
-    r->on_moved = fn;
-    r->moved_data = data;
-}
-
-static void ev_router_moved(void *a, void *b, uint64_t x)
-{
-    redis_router *r = a;
-    if (r->closed) return;
-    redis_target t;
-    master_target(r->inst, &t);
-    redis_conn_retarget(r->conn, &t);
-    if (r->on_moved) r->on_moved(r, r->moved_data);
-}
-
-void sim_net_master_moved(int inst)
-{
-    for (size_t i = 0; i < nrouters; i++)
-        if (routers[i]->inst == inst && !routers[i]->closed) sim_at(sim_w->now, inst, ev_router_moved, routers[i], NULL, 0);
-}
-
-int redis_router_command(redis_router *r, const char *key, redis_reply_fn fn, void *priv, int timeout_ms,
-                         int argc, const char **argv, const size_t *argvlen)
-{
-    return redis_conn_commandargv(r->conn, fn, priv, timeout_ms, argc, argv, argvlen);
-}
-
-int redis_router_eval(redis_router *r, const char *key, const redis_script *s, redis_reply_fn fn, void *priv,
-                      int timeout_ms, int nkeys, int argc, const char **argv, const size_t *argvlen)
-{
-    return redis_conn_eval(r->conn, s, fn, priv, timeout_ms, nkeys, argc, argv, argvlen);
-}
-
-typedef struct router_close { void (*done)(void *); void *data; } router_close;
-
-static void router_closed(redis_conn *c, void *data)
-{
-    router_close *rc = data;
-    if (rc->done) rc->done(rc->data);
-    free(rc);
-}
-
-/* The router's memory stays until sim_net_free_all: a move event may
- * still name it. */
-void redis_router_close(redis_router *r, void (*done)(void *data), void *data)
-{
-    r->closed = 1;
-    router_close *rc = malloc(sizeof *rc);
-    if (!rc) abort();
-    *rc = (router_close){ done, data };
-    redis_conn_close(r->conn, router_closed, rc);
 }

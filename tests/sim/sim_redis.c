@@ -219,6 +219,8 @@ struct simr {
     int replicas;         /* what WAIT answers */
     int oom;              /* used_memory > maxmemory (noeviction): simr_set_oom */
     int readonly;         /* a replica now (replica-read-only yes): simr_set_readonly */
+    simr_route_fn route;  /* Redis Cluster's redirections (sim_cluster.c), or NULL */
+    void *route_ud;
 };
 
 typedef struct watched { char *k; size_t kn; uint64_t ver; int64_t exp; } watched;
@@ -233,6 +235,8 @@ struct simr_client {
     int fenced;
     queued blocked; int is_blocked;
     int64_t block_deadline;
+    int node;           /* the cluster node it is connected to (-1: no cluster) */
+    int asking;         /* ASKING: the next command may be served by an importing node */
 };
 
 typedef struct ctx {
@@ -1673,6 +1677,65 @@ static redisReply *c_exec(ctx *x)
     return r;
 }
 
+/* Redis Cluster (sim_cluster.c): ASKING sets the client's flag, which
+ * lasts for the next command only -- or, in a transaction, to its EXEC
+ * (resetClient); the route hook answers a command of another node's slot
+ * with its redirection, and one queued in MULTI flags the transaction as
+ * processCommand's flagTransaction does. */
+static redisReply *route(simr *s, simr_client *c, int argc, const char **argv, const size_t *lens, int64_t now)
+{
+    if (lens[0] == 6 && !strncasecmp(argv[0], "ASKING", 6)) {
+        if (argc != 1) return r_err("ERR wrong number of arguments for 'asking' command");
+        if (c->in_multi) return r_err("ERR sim: ASKING inside MULTI is not modelled");
+        c->asking = 1;
+        return r_ok();
+    }
+    int is_exec = lens[0] == 4 && !strncasecmp(argv[0], "EXEC", 4);
+    if (is_exec) return NULL;   /* simr_exec checks the queue */
+    redisReply *rr = s->route(s->route_ud, c->node, c->asking, 1, &argc, (const char *const *const *)&argv,
+                              (const size_t *const *)&lens, now);
+    if (!c->in_multi && !(lens[0] == 5 && !strncasecmp(argv[0], "MULTI", 5))) c->asking = 0;
+    if (rr && c->in_multi && rr->type == REDIS_REPLY_ERROR) c->multi_error = 1;
+    return rr;
+}
+
+static redisReply *route_queue(simr *s, simr_client *c, int64_t now)
+{
+    if (!c->nq) return NULL;
+    int argc[c->nq];
+    const char *const *argv[c->nq];
+    const size_t *lens[c->nq];
+    for (size_t i = 0; i < c->nq; i++) {
+        argc[i] = c->q[i].argc;
+        argv[i] = (const char *const *)c->q[i].argv;
+        lens[i] = c->q[i].lens;
+    }
+    return s->route(s->route_ud, c->node, c->asking, (int)c->nq, argc, argv, lens, now);
+}
+
+redisReply *simr_reply_str(int type, const char *s) { return r_strn(type, s, strlen(s)); }
+redisReply *simr_reply_int(long long v) { return r_int(v); }
+redisReply *simr_reply_arr(size_t n) { return r_arr(n); }
+
+void simr_set_route(simr *s, simr_route_fn fn, void *ud)
+{
+    s->route = fn;
+    s->route_ud = ud;
+}
+
+void simr_client_set_node(simr_client *c, int node) { c->node = node; }
+int simr_client_node(const simr_client *c) { return c->node; }
+
+int simr_exists(simr *s, const char *key, size_t len, int64_t now_ms) { return lookup(s, key, len, now_ms) != NULL; }
+
+void simr_touch(simr *s, const char *key, size_t len) { touch(s, key, len); }
+
+void simr_keys_each(simr *s, void (*fn)(void *ud, const char *k, size_t kn), void *ud)
+{
+    for (size_t i = 0; i < s->keys.n; i++)
+        if (s->keys.e[i].k) fn(ud, s->keys.e[i].k, s->keys.e[i].kn);
+}
+
 redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, const size_t *lens, int64_t now)
 {
     if (argc < 1) return r_err("ERR empty command");
@@ -1680,6 +1743,10 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
     const char *n = argv[0];
     size_t nl = lens[0];
 #define IS(name) (nl == sizeof name - 1 && !strncasecmp(n, name, nl))
+    if (s->route && c->node >= 0) {
+        redisReply *rr = route(s, c, argc, argv, lens, now);
+        if (rr) return rr;
+    }
     /* out of memory, a transaction queues nothing (the queue itself
      * grows): every command but EXEC and DISCARD is refused, after the
      * checks of the command's name and arity */
@@ -1695,7 +1762,15 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
         c->in_multi = 1;
         return r_ok();
     }
-    if (IS("EXEC")) return c_exec(&x);
+    if (IS("EXEC")) {
+        /* processCommand checks the queue's keys as one command: a
+         * redirection discards the transaction */
+        redisReply *rr = s->route && c->node >= 0 && c->in_multi ? route_queue(s, c, now) : NULL;
+        if (rr) { discard(c); c->asking = 0; return rr; }
+        rr = c_exec(&x);
+        c->asking = 0;
+        return rr;
+    }
     if (IS("DISCARD")) {
         if (!c->in_multi) return r_err("ERR DISCARD without MULTI");
         discard(c);
@@ -1739,6 +1814,20 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
 redisReply *simr_retry_blocked(simr *s, simr_client *c, int64_t now)
 {
     if (!c->is_blocked) return NULL;
+    if (s->route && c->node >= 0) {
+        /* clusterRedirectBlockedClientIfNeeded: MOVED once the slot is
+         * another node's (and not being imported here); while it migrates
+         * the client stays blocked */
+        int argc = c->blocked.argc;
+        redisReply *rr = s->route(s->route_ud, c->node, 0, 1, &argc, (const char *const *const *)&c->blocked.argv,
+                                  (const size_t *const *)&c->blocked.lens, now);
+        if (rr && rr->type == REDIS_REPLY_ERROR && !strncmp(rr->str, "MOVED ", 6)) {
+            c->is_blocked = 0;
+            queued_free(&c->blocked);
+            return rr;
+        }
+        if (rr) { freeReplyObject(rr); return NULL; }
+    }
     ctx x = { s, c, c->blocked.argc, (const char **)c->blocked.argv, c->blocked.lens, now, NULL, NULL, 0, 0 };
     redisReply *r = dispatch(&x);
     if (r) { c->is_blocked = 0; queued_free(&c->blocked); }
@@ -1762,12 +1851,14 @@ simr_client *simr_client_new(simr *s)
     simr_client *c = calloc(1, sizeof *c);
     if (!c) abort();
     c->s = s;
+    c->node = -1;
     return c;
 }
 
 void simr_client_reset(simr_client *c)
 {
     discard(c);
+    c->asking = 0;
     if (c->is_blocked) { c->is_blocked = 0; queued_free(&c->blocked); }
 }
 

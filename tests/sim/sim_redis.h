@@ -52,6 +52,28 @@ void simr_set_oom(simr *s, int oom);
  * write call is refused with it. */
 void simr_set_readonly(simr *s, int ro);
 
+/* Redis Cluster (sim_cluster.c): before a command of a client connected
+ * to cluster node `node` runs -- or a transaction's queue at EXEC (ncmds
+ * commands), or a blocked command retried -- the hook answers NULL to
+ * serve it here, else the reply (a redirection, CROSSSLOT, TRYAGAIN, or
+ * CLUSTER SLOTS's answer). asking: the client sent ASKING before it. */
+typedef redisReply *(*simr_route_fn)(void *ud, int node, int asking, int ncmds, const int *argc,
+                                     const char *const *const *argv, const size_t *const *lens, int64_t now_ms);
+void simr_set_route(simr *s, simr_route_fn fn, void *ud);
+void simr_client_set_node(simr_client *c, int node);
+int simr_client_node(const simr_client *c);
+/* The key exists (an expired one is deleted on the way, as a lookup does). */
+int simr_exists(simr *s, const char *key, size_t len, int64_t now_ms);
+/* WATCH sees the key changed (a MIGRATE moved it away). */
+void simr_touch(simr *s, const char *key, size_t len);
+/* Every key, in insertion order (fn must not change the keyspace). */
+void simr_keys_each(simr *s, void (*fn)(void *ud, const char *k, size_t kn), void *ud);
+
+/* Reply trees as the model builds them (for sim_cluster.c's answers). */
+redisReply *simr_reply_str(int type, const char *s);   /* STRING, STATUS or ERROR */
+redisReply *simr_reply_int(long long v);
+redisReply *simr_reply_arr(size_t n);                  /* n elements, NULL until set */
+
 simr *simr_new(void);
 void simr_free(simr *s);
 void simr_set_observer(simr *s, const simr_observer *o);

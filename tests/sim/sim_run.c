@@ -37,6 +37,7 @@
 #include "sim/sim.h"
 #include "sim/sim_archive.h"
 #include "sim/sim_c11.h"
+#include "sim/sim_reshard.h"
 #include "worker/batch_keys.h"
 #include "service/registry.h"
 #include "worker/batch_worker.h"
@@ -45,6 +46,9 @@
 #define BATCH "b1"
 #define NUSERS 30
 #define NITEMS 6
+#define CLUSTER_NODES 3
+#define CLUSTER_HOST "127.0.0.1"
+#define CLUSTER_PORT 30001
 
 /* ------------------------------------------------------------ workload -- */
 
@@ -382,6 +386,7 @@ typedef struct sim_run_state {
     c11 *c11;             /* contract 11: profiles, rules, draw_by, group_fill (sim_c11.h) */
     size_t *by_num;       /* request number (r<n>, c<n>) -> its first sent entry + 1 */
     size_t by_num_cap;
+    sim_reshard *reshard; /* the cluster fault: slots moving between masters */
 } sim_run_state;
 
 static int64_t producer_ms(void) { return sim_server_ms(); }
@@ -391,6 +396,9 @@ static redisReply *server_cmd(sim_run_state *st, int argc, const char **argv)
     size_t small[16], *lens = argc <= 16 ? small : calloc((size_t)argc, sizeof *lens);
     if (!lens) abort();
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    /* a producer in a cluster follows ASK: a key its slot's source no
+     * longer has is written on the target */
+    if (st->w.cluster) simc_forget_missing(st->w.cluster, producer_ms());
     redisReply *r = simr_exec(st->w.redis, st->producer, argc, argv, lens, producer_ms());
     if (lens != small) free(lens);
     return r;
@@ -656,7 +664,11 @@ static void exec_pre(void *ud, simr *s, simr_client *c, int n, int *argc, char *
     check_seq(st, n, argc, argv, lens);
     st->applies++;
     const char *tok = simr_client_fence_token(c), *ep = simr_client_fence_epoch(c);
-    if (!tok) { sim_fail("fencing: a transaction writes the batch without FENCE"); return; }
+    if (!tok) {
+        sim_fail("fencing: a transaction writes the batch without FENCE (%d commands, the first %s %s)", n,
+                 n ? argv[0][0] : "-", n && argc[0] > 1 ? argv[0][1] : "");
+        return;
+    }
     const char *lease = simr_get_str(s, st->keys.lease, NULL, sim_server_ms());
     const char *epoch = simr_hget(s, st->keys.internal, "epoch", NULL);
     if (!lease || strcmp(lease, tok))
@@ -1353,6 +1365,12 @@ static void setup_instance(sim_run_state *st, int i)
     st->w.replica_forget_ms = c->replica_forget_ms;
     c->log_maxlen = st->log_maxlen;
     if (st->archive) snprintf(c->archive_group, sizeof c->archive_group, "archive");
+    if (st->w.cluster) {
+        /* redis_url names one master, drawn: the router finds the others */
+        c->redis.kind = REDIS_TARGET_TCP;
+        snprintf(c->redis.host, sizeof c->redis.host, "%s", CLUSTER_HOST);
+        c->redis.port = simc_port(st->w.cluster, (int)sim_below((uint64_t)st->w.nsrv));
+    }
     st->w.cur = i;
     st->w.inst[i].id = i;
     if (registry_start(&st->reg[i], NULL, c, &st->scripts) < 0) sim_fail("sim: instance %d did not start", i);
@@ -1379,7 +1397,11 @@ static void teardown(sim_run_state *st)
     sim_net_free_all();
     for (int i = 0; i < st->w.ninst; i++) config_free(&st->cfg[i]);
     simr_client_free(st->producer);
-    for (int i = 0; i < st->w.nsrv; i++) simr_free(st->w.srv[i].r);
+    /* a cluster's nodes share one keyspace */
+    for (int i = 0; i < st->w.nsrv; i++)
+        if (!st->w.cluster || i == 0) simr_free(st->w.srv[i].r);
+    simc_free(st->w.cluster);
+    sim_reshard_free(st->reshard);
     simr_db_free(st->snap);
     simr_db_free(st->sw_snap);
     for (size_t i = 0; i < st->nowed; i++) { free(st->owed_id[i]); free(st->owed_v[i]); }
@@ -1401,7 +1423,7 @@ static const struct { const char *name; unsigned bit; } fault_names[] = {
     { "reset", SF_RESET }, { "lost", SF_LOST_REPLY }, { "delay", SF_DELAY },
     { "restart", SF_RESTART }, { "aof", SF_AOF_LOSS }, { "failover", SF_FAILOVER },
     { "clock", SF_CLOCK }, { "pause", SF_PAUSE }, { "crash", SF_CRASH }, { "oom", SF_OOM },
-    { "switch", SF_SWITCH },
+    { "switch", SF_SWITCH }, { "cluster", SF_CLUSTER },
 };
 
 int sim_faults_parse(const char *s, unsigned *out)
@@ -1413,6 +1435,7 @@ int sim_faults_parse(const char *s, unsigned *out)
     snprintf(buf, sizeof buf, "%s", s);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         size_t i;
+        if (!strcmp(t, "all")) { f |= SF_ALL; continue; }
         for (i = 0; i < sizeof fault_names / sizeof fault_names[0]; i++)
             if (!strcmp(t, fault_names[i].name)) { f |= fault_names[i].bit; break; }
         if (i == sizeof fault_names / sizeof fault_names[0]) return -1;
@@ -1426,8 +1449,10 @@ void sim_faults_format(unsigned f, char *buf, size_t n)
     if (f == SF_ALL) { snprintf(buf, n, "all"); return; }
     if (!f) { snprintf(buf, n, "none"); return; }
     buf[0] = '\0';
+    unsigned all = (f & SF_ALL) == SF_ALL ? SF_ALL : 0;
+    if (all) snprintf(buf, n, "all");
     for (size_t i = 0; i < sizeof fault_names / sizeof fault_names[0]; i++)
-        if (f & fault_names[i].bit) {
+        if ((f & ~all) & fault_names[i].bit) {
             size_t l = strlen(buf);
             snprintf(buf + l, n - l, "%s%s", l ? "," : "", fault_names[i].name);
         }
@@ -1487,6 +1512,45 @@ static void stream_added(void *ud, const char *key, size_t klen, const char *id,
     if (st->arch) sima_added(st->arch, key, klen, id, nf, f, fl);
 }
 
+/* ------------------------------------------------------------ cluster -- */
+
+/* The `cluster` fault: three masters at CLUSTER_HOST:CLUSTER_PORT+i over
+ * the one keyspace, the real router (sim_router.c), and the faults that
+ * act on the single master -- restart, aof, failover, switch -- left out. */
+static void cluster_start(sim_run_state *st)
+{
+    st->w.faults &= ~(unsigned)(SF_RESTART | SF_AOF_LOSS | SF_FAILOVER | SF_SWITCH);
+    static const int ports[CLUSTER_NODES] = { CLUSTER_PORT, CLUSTER_PORT + 1, CLUSTER_PORT + 2 };
+    st->w.cluster = simc_new(st->w.redis, CLUSTER_NODES, CLUSTER_HOST, ports);
+    for (int i = 1; i < CLUSTER_NODES; i++) st->w.srv[i].r = st->w.redis;
+    st->w.nsrv = CLUSTER_NODES;
+    st->reshard = sim_reshard_new(st->w.cluster, CLUSTER_NODES);
+}
+
+/* The operator moves a slot to another master, in the middle of the
+ * batch: the batch's own slot (x 0), or the slot of a global key the
+ * registry and the order ids use through the router (x 1). */
+static void ev_reshard(void *a, void *b, uint64_t x)
+{
+    sim_run_state *st = a;
+    if (st->tearing_down) return;
+    const char *key = x == 0 ? st->keys.meta : sim_chance(0.5) ? "alloc:{allocd:orders}:counter" : "alloc:batches";
+    uint16_t slot = simc_key_slot(key, strlen(key));
+    int owner = simc_owner(st->w.cluster, 0, slot);
+    int to = (owner + 1 + (int)sim_below(CLUSTER_NODES - 1)) % CLUSTER_NODES;
+    if (sim_reshard_start(st->reshard, slot, to) < 0)
+        sim_at(st->w.now + 200000000ULL, -1, ev_reshard, st, NULL, x);
+}
+
+static void cluster_schedule(sim_run_state *st)
+{
+    if (!st->w.cluster) return;
+    uint64_t dur = (uint64_t)st->o->duration_ms;
+    sim_at((300 + sim_below(dur / 2)) * 1000000ULL, -1, ev_reshard, st, NULL, 0);
+    sim_at((dur / 4 + sim_below(dur / 2)) * 1000000ULL, -1, ev_reshard, st, NULL, 1);
+    if (sim_chance(0.5)) sim_at((dur / 2 + sim_below(dur / 2)) * 1000000ULL, -1, ev_reshard, st, NULL, 0);
+}
+
 /* The world of one run: its seed, clock origin, fault intensity and
  * instances, the modelled Redis with its replica, and the batch. */
 static void world_start(sim_run_state *st, const sim_opts *o)
@@ -1508,10 +1572,11 @@ static void world_start(sim_run_state *st, const sim_opts *o)
     st->w.redis = simr_new();
     st->w.srv[0].r = st->w.redis;
     st->w.nsrv = 1;
+    if (o->faults & SF_CLUSTER) cluster_start(st);
     simr_observer obs = { exec_pre, exec_post, st, replicas_synced, stream_added };
     simr_set_observer(st->w.redis, &obs);
     /* the one a failover promotes; with Sentinel's switch, two */
-    st->replicas = o->faults & SF_SWITCH ? 2 : 1;
+    st->replicas = st->w.faults & SF_SWITCH ? 2 : 1;
     simr_set_replicas(st->w.redis, st->replicas);
     st->producer = simr_client_new(st->w.redis);
     batch_keys_init(&st->keys, "alloc", BATCH);
@@ -1612,6 +1677,10 @@ static int drain(sim_run_state *st, int poisoned)
                  "the faults stopped", simr_llen(st->w.redis, st->keys.queue), simr_llen(st->w.redis, st->keys.ctl),
                  pool_pending(st));
     if (!st->w.failed) drain_probe(st);
+    /* every key of one command or transaction in one slot: the batch's
+     * keys share the hash tag {B}, a global key stands alone */
+    if (!st->w.failed && st->w.cluster && simc_counts_get(st->w.cluster)->crossslot)
+        sim_fail("cluster: allocd sent keys of different slots in one command or transaction (CROSSSLOT)");
     if (!st->w.failed) check_owed_paid(st);
     return !excused;
 }
@@ -1651,6 +1720,7 @@ static void fill_result(const sim_run_state *st, sim_result *res, int held)
     res->log_archived = ac->read;
     res->log_acked = ac->acked;
     res->log_trimmed = ac->trimmed;
+    if (st->w.cluster) res->cl = *simc_counts_get(st->w.cluster);
 }
 
 int sim_run(const sim_opts *o, sim_result *res)
@@ -1663,6 +1733,7 @@ int sim_run(const sim_opts *o, sim_result *res)
     sima_start(st->arch, simr_client_new(st->w.redis));
     sim_at(1000000, -1, ev_produce, st, NULL, 0);
     sim_at(5000000, -1, ev_fault, st, NULL, 0);
+    cluster_schedule(st);
 
     uint64_t end = (uint64_t)o->duration_ms * 1000000ULL;
     while (!st->w.failed && st->w.now < end && sim_step()) {}

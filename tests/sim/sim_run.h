@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim/sim_cluster.h"
+
 typedef struct sim_opts {
     uint64_t seed;
     unsigned faults;          /* SF_* (sim.h) */
@@ -32,6 +34,7 @@ typedef struct sim_result {
     uint64_t c11_probes_refused;   /* edit-then-request probes refused for the edit */
     /* the log: entries the archive read, acknowledged, and entries trimmed */
     uint64_t log_archived, log_acked, log_trimmed;
+    simc_counts cl;           /* the cluster fault: redirections, migrations (sim_cluster.h) */
 } sim_result;
 
 int sim_run(const sim_opts *o, sim_result *r);

@@ -151,6 +151,7 @@ static void ctx_line(txn_case *c, char *rest)
         if (!strcmp(kv, "new_seed") && is_int) { c->pool.seed_unsaved = (int)v; known = 1; }
         if (!strcmp(kv, "log_chunk") && is_int) { c->ctx.log_chunk = (int)v; known = 1; }
         if (!strcmp(kv, "staged") && is_int) { c->staged = (int)v; known = 1; }
+        if (!strcmp(kv, "cluster") && is_int) { c->ctx.cluster = (int)v; known = 1; }
         if (!strcmp(kv, "archive_group")) {
             snprintf(c->archive_group, sizeof c->archive_group, "%s", eq);
             c->ctx.archive_group = c->archive_group;
