@@ -1449,6 +1449,15 @@ static redisReply *script_log_trim(ctx *x, const char **K, const char **A)
 
 static redisReply *run_script_body(ctx *x, const char *src);
 
+/* A script with a shebang and without no-writes is a write command
+ * (evalGetCommandFlags): a read-only replica refuses it before it runs,
+ * in a MULTI at queue time too. */
+static int script_writes(const char *src)
+{
+    const char *nl = strchr(src, '\n'), *nw = strstr(src, "no-writes");
+    return !strncmp(src, "#!lua", 5) && !(nw && (!nl || nw < nl));
+}
+
 /* EVAL/EVALSHA: the script's effect, by which source it is; an error a
  * command raised inside it is the script's answer (what ran before stays). */
 static redisReply *run_script(ctx *x, const char *src)
@@ -1457,10 +1466,7 @@ static redisReply *run_script(ctx *x, const char *src)
     x->src = src;
     x->dirty = 0;
     x->allow_oom = !strncmp(src, "#!lua", 5) && strstr(src, "allow-oom") && strstr(src, "allow-oom") < strchr(src, '\n');
-    /* a script with a shebang and without no-writes is a write command
-     * (evalGetCommandFlags): a read-only replica refuses it before it runs */
-    const char *nl = strchr(src, '\n'), *nw = strstr(src, "no-writes");
-    if (x->s->readonly && !strncmp(src, "#!lua", 5) && !(nw && (!nl || nw < nl))) return r_err("%s", READONLY_ERR);
+    if (x->s->readonly && script_writes(src)) return r_err("%s", READONLY_ERR);
     redisReply *r = run_script_body(x, src);
     if (!x->err) return r;
     freeReplyObject(r);
@@ -1518,6 +1524,20 @@ static redisReply *c_evalsha(ctx *x)
     long i = x->lens[1] == 40 ? dict_find(&x->s->scripts, x->argv[1], 40) : -1;
     if (i < 0) return r_err("NOSCRIPT No matching script. Please use EVAL.");
     return run_script(x, x->s->scripts.e[i].v);
+}
+
+/* Whether EVAL or EVALSHA of argv names a script that writes
+ * (script_writes): an unknown one does not, until it runs. */
+static int eval_writes(const simr *s, int argc, const char **argv, const size_t *lens)
+{
+    if (argc < 2) return 0;
+    if (lens[0] == 4 && !strncasecmp(argv[0], "eval", 4)) {
+        const char *src = script_by_source(argv[1], lens[1]);
+        return src && script_writes(src);
+    }
+    if (lens[0] != 7 || strncasecmp(argv[0], "evalsha", 7) || lens[1] != 40) return 0;
+    long i = dict_find(&s->scripts, argv[1], 40);
+    return i >= 0 && script_writes(s->scripts.e[i].v);
 }
 
 /* ------------------------------------------------------- the dispatcher -- */
@@ -1787,7 +1807,10 @@ redisReply *simr_exec(simr *s, simr_client *c, int argc, const char **argv, cons
         const cmd_def *d = find_cmd(n, nl);
         redisReply *e = arity_or_unknown(d, argc, argv, lens);
         if (e) { c->multi_error = 1; return e; }
-        if (s->readonly && (d->flags & F_WRITE)) { c->multi_error = 1; return r_err("%s", READONLY_ERR); }
+        if (s->readonly && ((d->flags & F_WRITE) || eval_writes(s, argc, argv, lens))) {
+            c->multi_error = 1;
+            return r_err("%s", READONLY_ERR);
+        }
         if (c->nq == c->qcap) {
             c->qcap = c->qcap ? c->qcap * 2 : 16;
             c->q = realloc(c->q, c->qcap * sizeof *c->q);
