@@ -248,7 +248,8 @@ void batch__fail(batch_worker *w, const char *what, const char *why)
  * an order-id block (on the router), then the answered ids, then serving. */
 static int load_active(void *data)
 {
-    return ((batch_worker *)data)->state == W_LOADING;
+    const batch_worker *w = data;
+    return w->state == W_LOADING && !w->load_after_watch;   /* not while the load waits to begin */
 }
 
 static void on_load_read(void *data)
@@ -325,28 +326,37 @@ static const batch_load_callbacks load_cb = { load_active, on_load_read, on_load
  * profiles gains nothing by waiting): arming takes one round trip. */
 #define LOAD_WATCH_WAIT_MS 250
 
+static void load_now(batch_worker *w);
+
+/* The wait is over, stood or not: the timer alone ends it when the WATCH
+ * does not stand in time (a link reconnecting, an arming that failed). */
 static void on_timer_load(uv_timer_t *t)
 {
     batch_worker *w = t->data;
-    if (w->load_after_watch && w->state == W_LOADING && !w->stopping) batch__load_start(w);
+    if (!w->load_after_watch || w->state != W_LOADING || w->stopping) return;
+    w->load_after_watch = 0;
+    load_now(w);
 }
 
+/* 1: the load waits (started now, or still arming). */
 static int load_waits_watch(batch_worker *w)
 {
     int64_t now = clock_mono_ms();
-    int first = !w->load_after_watch;
-    if (first) w->load_after_watch = now;
-    if (now - w->load_after_watch < LOAD_WATCH_WAIT_MS && profiles_watch_arming(&w->profiles_watch, now)) {
-        if (first) uv_timer_start(&w->timer, on_timer_load, LOAD_WATCH_WAIT_MS, 0);
+    int arming = profiles_watch_arming(&w->profiles_watch, now);
+    if (!w->load_after_watch) {
+        if (!arming) return 0;
+        w->load_after_watch = now;
+        uv_timer_start(&w->timer, on_timer_load, LOAD_WATCH_WAIT_MS, 0);
         return 1;
     }
-    if (!first) uv_timer_stop(&w->timer);
+    if (arming) return 1;
+    uv_timer_stop(&w->timer);
     w->load_after_watch = 0;
     return 0;
 }
 
-/* Called again when the WATCH's answer comes (on_profiles_news) or the
- * wait's timer fires, until the load begins. */
+/* Called again when the WATCH stands (on_profiles_news) until the load
+ * begins; the wait's timer ends it otherwise. */
 void batch__load_start(batch_worker *w)
 {
     drop_engine(w);
@@ -354,6 +364,11 @@ void batch__load_start(batch_worker *w)
         batch__set_state(w, W_LOADING);
         return;
     }
+    load_now(w);
+}
+
+static void load_now(batch_worker *w)
+{
     slots_scan_loaded(&w->slots, clock_mono_ms());   /* the load reads them */
     slots_scan_loaded(&w->profiles, clock_mono_ms());
     batch__set_state(w, W_LOADING);

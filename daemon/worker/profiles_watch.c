@@ -78,15 +78,16 @@ static void armed(profiles_watch *pw, const redisReply *r, const char *err)
     slots_scan_changed(pw->scan, now);
 }
 
-/* Stood or not, the owner hears of it: a load waiting for the arming
- * (profiles_watch_arming) goes on either way. */
+/* The owner hears when it stood (a load waiting for it goes on); a
+ * failure is armed again at the next tick, and a waiting load goes on at
+ * its own bound (batch_worker.c), not in a loop of re-armings. */
 static void on_armed(redis_conn *c, redisReply *r, const char *err, void *priv)
 {
     profiles_watch *pw = priv;
     (void)c;
     pw->out = 0;
     armed(pw, r, err);
-    if (pw->news) pw->news(pw->data);
+    if (pw->armed_id && pw->news) pw->news(pw->data);
 }
 
 static void on_step(redis_conn *c, redisReply *r, const char *err, void *priv)

@@ -144,7 +144,9 @@ static void test_redis_restart_while_serving(void **state)
 }
 
 /* A Redis that blocks for longer than the command deadline: allocd gives
- * up on that connection, reconnects, and applies nothing twice. */
+ * up on that connection, reconnects, and applies nothing twice. The idle
+ * wait is short, so that even an idle worker's BLMOVE (idle_wait_ms +
+ * redis_timeout_ms) is past its deadline within the sleep. */
 static void test_slow_redis(void **state)
 {
     harness_redis redis;
@@ -153,7 +155,7 @@ static void test_slow_redis(void **state)
     setup_batch(c, "s1", 100000);
     harness_allocd d;
     assert_int_equal(harness_allocd_start(&d, &redis,
-                     "redis_timeout_ms = 300; backoff_max_ms = 200; chunk = 32;"), 0);
+                     "redis_timeout_ms = 300; backoff_max_ms = 200; chunk = 32; idle_wait_ms = 100;"), 0);
     push_n(c, "s1", "a", 2000);
     harness_sleep_ms(30);
     redisReply *r = redisCommand(c, "DEBUG SLEEP 1");
