@@ -2,9 +2,11 @@
  * one libpq connection that survives a server restart, the schema, and the
  * two idempotent inserts (a chunk of log entries, a page of results).
  *
- * A chunk of the log travels by COPY into a temporary staging table and
- * moves with one INSERT ... SELECT, in one transaction: PostgreSQL's
- * fastest way in, and no value is ever spliced into SQL text. Results (and
+ * A chunk of the log travels by one COPY straight into alloc_events (a
+ * statement that commits by itself), and only when a row of it is there
+ * already through a temporary staging table and one INSERT ... SELECT, in
+ * one transaction: PostgreSQL's fastest way in, and no value is ever
+ * spliced into SQL text. Results (and
  * reconcile's reads) travel as ONE jsonb parameter per page (a JSON array)
  * that the server splits (jsonb_array_elements). Every insert is ON CONFLICT DO NOTHING on the
  * primary key, (batch, stream id, index in entry) for events and (batch,

@@ -23,9 +23,12 @@
  * event; a pass under way while a chunk was archived may have gone past the
  * field of its result (new, or still waiting) before the daemon wrote it.
  *
- * One thread, blocking hiredis and libpq, batches served round-robin.
- * SIGINT/SIGTERM are blocked and polled, so a stop always falls between
- * chunks. Progress goes to stdout and to the hash P:{B}:archive, which
+ * One thread, batches served round-robin. Blocking hiredis; libpq blocking
+ * but for the chunk in flight: its COPY runs in PostgreSQL while the next
+ * chunk is read from Redis and encoded (its text handed over between
+ * entries), and its entries are XACKed once its commit came back and the
+ * next chunk's COPY has started. SIGINT/SIGTERM are blocked and polled, so
+ * a stop always falls between chunks. Progress goes to stdout and to the hash P:{B}:archive, which
  * `allocctl top` shows.
  */
 #include "allocctl/cmd_archive.h"
