@@ -1,13 +1,17 @@
 /* archive_log.c -- see archive_log.h. */
 #include "allocctl/archive_log.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "wire/log_entry.h"
+
+/* room for batch, stream id and its two numbers as COPY text (a batch id
+ * is at most 64 bytes, BATCH_ID_MAX; escaped, twice that) */
+#define BATCH_HEAD_MAX 512
 
 const char *archive_log_entry_id(const redisReply *e)
 {
@@ -93,12 +97,37 @@ static void buf_grow(archive_buf *b, size_t more)
     b->cap = cap;
 }
 
-static void buf_put(archive_buf *b, const char *s, size_t n)
+static inline void buf_put(archive_buf *b, const char *s, size_t n)
 {
-    buf_grow(b, n);
-    if (b->failed) return;
+    if (b->len + n > b->cap) {
+        buf_grow(b, n);
+        if (b->failed) return;
+    }
     memcpy(b->p + b->len, s, n);
     b->len += n;
+}
+
+/* What a byte asks of the encoders: COPY text escapes a backslash, tab,
+ * newline or carriage return; a JSON string escapes '"', '\\' and control
+ * bytes; NUL and bytes >= 0x80 need the UTF-8 check. A value none of
+ * whose bytes asks anything (almost every value) is copied as it is. */
+enum { K_COPY = 1, K_JSON = 2, K_UTF = 4 };
+
+static unsigned kind_of(unsigned char c)
+{
+    if (c == 0 || c >= 0x80) return K_UTF;
+    unsigned k = c < 0x20 || c == '"' || c == '\\' ? K_JSON : 0;
+    return k | (c == '\\' || c == '\t' || c == '\n' || c == '\r' ? K_COPY : 0);
+}
+
+static unsigned kinds(const char *s, size_t n)
+{
+    unsigned k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') k |= kind_of(c);
+    }
+    return k;
 }
 
 /* COPY's text format: a backslash, tab, newline or carriage return in a
@@ -161,21 +190,14 @@ static int is_text(const char *s, size_t n)
     return 1;
 }
 
-/* The value of field key, or NULL. */
-static const log_field *field(const log_field *f, size_t n, const char *key)
-{
-    const log_field *found = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(f[i].key, key)) found = &f[i];     /* the last one, as in the JSON */
-    return found;
-}
-
 /* A text column: \N when absent (or empty and empty_null). */
 static void col_text(archive_buf *b, const log_field *v, int empty_null)
 {
     buf_put(b, "\t", 1);
+    unsigned k = v ? kinds(v->val, v->vlen) : 0;
     if (!v || (empty_null && !v->vlen)) buf_put(b, "\\N", 2);
-    else if (!is_text(v->val, v->vlen)) buf_put(b, "(not utf-8)", 11);
+    else if (!k) buf_put(b, v->val, v->vlen);
+    else if ((k & K_UTF) && !is_text(v->val, v->vlen)) buf_put(b, "(not utf-8)", 11);
     else buf_copy_text(b, v->val, v->vlen);
 }
 
@@ -199,69 +221,125 @@ static void col_int(archive_buf *b, const log_field *v)
     else buf_put(b, "\\N", 2);
 }
 
+/* n as decimal digits, zero-padded to width. */
+static char *put_digits(char *o, long long n, int width)
+{
+    char tmp[24];
+    int k = 0;
+    if (n < 0) {
+        *o++ = '-';
+        n = n == LLONG_MIN ? LLONG_MAX : -n;   /* an id part strtoll clamped */
+    }
+    do { tmp[k++] = (char)('0' + n % 10); n /= 10; } while (n);
+    while (k < width) tmp[k++] = '0';
+    while (k) *o++ = tmp[--k];
+    return o;
+}
+
 /* A timestamptz column: the milliseconds since the epoch of v as UTC, or
- * \N when v is not an integer or falls outside the years 1 - 9999. */
+ * \N when v is not an integer or falls outside the years 1 - 9999. The
+ * civil date from the day number is Howard Hinnant's days-to-civil (the
+ * proleptic Gregorian calendar, as PostgreSQL's), without gmtime and
+ * snprintf: this runs once per archived event. */
 static void col_time(archive_buf *b, const log_field *v)
 {
     long long ms;
-    struct tm tm;
-    char out[48];
     buf_put(b, "\t", 1);
     if (!int_of(v, &ms) || ms < -62135596800000LL || ms > 253402300799999LL) {
         buf_put(b, "\\N", 2);
         return;
     }
     long long sec = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000);
-    time_t t = (time_t)sec;
-    if (!gmtime_r(&t, &tm)) { buf_put(b, "\\N", 2); return; }
-    int n = snprintf(out, sizeof out, "%04d-%02d-%02d %02d:%02d:%02d.%03lld+00", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms - sec * 1000);
-    buf_put(b, out, (size_t)n);
+    long long days = sec >= 0 ? sec / 86400 : -((-sec + 86399) / 86400), sod = sec - days * 86400;
+    long long z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
+    long long doe = z - era * 146097, yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+    long long d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+    long long y = yoe + era * 400 + (m <= 2);
+    char out[48], *o = out;
+    o = put_digits(o, y, 4);
+    *o++ = '-';
+    o = put_digits(o, m, 2);
+    *o++ = '-';
+    o = put_digits(o, d, 2);
+    *o++ = ' ';
+    o = put_digits(o, sod / 3600, 2);
+    *o++ = ':';
+    o = put_digits(o, sod / 60 % 60, 2);
+    *o++ = ':';
+    o = put_digits(o, sod % 60, 2);
+    *o++ = '.';
+    o = put_digits(o, ms - sec * 1000, 3);
+    memcpy(o, "+00", 3);
+    buf_put(b, out, (size_t)(o + 3 - out));
 }
 
 typedef struct copy_ctx {
     archive_buf *out;
-    const char *batch, *id;
-    size_t idlen;
+    char head[BATCH_HEAD_MAX];   /* batch, stream_id, id_ms, id_seq, as COPY text with tabs */
+    size_t headlen;
     int i;
 } copy_ctx;
+
+/* The columns of the alloc_events row taken from known fields. */
+enum { F_TYPE, F_USER, F_ITEM, F_QTY, F_ORDER, F_REQ, F_AT, F_EXPIRES, F_STATE, F_KNOWN };
+static const char *const known_keys[F_KNOWN] = {
+    "type", "user", "item", "qty", "order", "req", "at", "expires_at", "state"
+};
+
+/* A key or value as a JSON string in the fields column. */
+static void col_json_string(archive_buf *b, const char *s, size_t n)
+{
+    unsigned k = kinds(s, n);
+    if (!k) {
+        buf_grow(b, n + 2);
+        if (b->failed) return;
+        b->p[b->len] = '"';
+        memcpy(b->p + b->len + 1, s, n);
+        b->p[b->len + 1 + n] = '"';
+        b->len += n + 2;
+    } else if ((k & K_UTF) && !is_text(s, n)) buf_put(b, "\"(not utf-8)\"", 13);
+    else buf_json_string(b, s, n);
+}
 
 /* One event -> one line of the staging table (archive_pg.c's STAGE). */
 static int copy_row(void *ud, const log_field *f, size_t n)
 {
     copy_ctx *c = ud;
     archive_buf *b = c->out;
-    char head[64];
-    const char *dash = memchr(c->id, '-', c->idlen);
-    buf_copy_text(b, c->batch, strlen(c->batch));
-    buf_put(b, "\t", 1);
-    buf_put(b, c->id, c->idlen);
-    int hl = snprintf(head, sizeof head, "\t%lld\t%lld\t%d", strtoll(c->id, NULL, 10),
-                      dash ? strtoll(dash + 1, NULL, 10) : 0LL, c->i++);
-    buf_put(b, head, (size_t)hl);
-    const log_field *type = field(f, n, "type");
-    if (type) col_text(b, type, 0);
+    const log_field *known[F_KNOWN] = { NULL };
+    for (size_t j = 0; j < n; j++)
+        for (int k = 0; k < F_KNOWN; k++)
+            if (f[j].key[0] == known_keys[k][0] && !strcmp(f[j].key, known_keys[k])) {
+                known[k] = &f[j];     /* the last one, as in the JSON */
+                break;
+            }
+    char idx[16], *o = idx;
+    *o++ = '\t';
+    o = put_digits(o, c->i++, 1);
+    buf_put(b, c->head, c->headlen);
+    buf_put(b, idx, (size_t)(o - idx));
+    if (known[F_TYPE]) col_text(b, known[F_TYPE], 0);
     else buf_put(b, "\t", 1);                            /* type is NOT NULL: "" */
-    col_text(b, field(f, n, "user"), 1);
-    col_text(b, field(f, n, "item"), 1);
-    col_int(b, field(f, n, "qty"));
-    col_text(b, field(f, n, "order"), 1);
-    col_text(b, field(f, n, "req"), 1);
-    col_int(b, field(f, n, "at"));
-    col_time(b, field(f, n, "at"));
-    col_int(b, field(f, n, "expires_at"));
-    col_text(b, field(f, n, "state"), 1);
+    col_text(b, known[F_USER], 1);
+    col_text(b, known[F_ITEM], 1);
+    col_int(b, known[F_QTY]);
+    col_text(b, known[F_ORDER], 1);
+    col_text(b, known[F_REQ], 1);
+    col_int(b, known[F_AT]);
+    col_time(b, known[F_AT]);
+    col_int(b, known[F_EXPIRES]);
+    col_text(b, known[F_STATE], 1);
     buf_put(b, "\t{", 2);
     for (size_t j = 0, first = 1; j < n; j++) {
-        if (field(f, n, f[j].key) != &f[j]) continue;    /* a repeated key: the last one */
+        size_t later = j + 1;                            /* a repeated key: the last one */
+        while (later < n && (f[later].key[0] != f[j].key[0] || strcmp(f[later].key, f[j].key))) later++;
+        if (later < n) continue;
         if (!first) buf_put(b, ",", 1);
         first = 0;
-        size_t klen = strlen(f[j].key);
-        if (is_text(f[j].key, klen)) buf_json_string(b, f[j].key, klen);
-        else buf_put(b, "\"(not utf-8)\"", 13);
+        col_json_string(b, f[j].key, strlen(f[j].key));
         buf_put(b, ":", 1);
-        if (is_text(f[j].val, f[j].vlen)) buf_json_string(b, f[j].val, f[j].vlen);
-        else buf_put(b, "\"(not utf-8)\"", 13);
+        col_json_string(b, f[j].val, f[j].vlen);
     }
     buf_put(b, "}\n", 2);
     return b->failed ? -2 : 0;
@@ -270,8 +348,29 @@ static int copy_row(void *ud, const log_field *f, size_t n)
 int archive_log_entry_copy(const redisReply *e, const char *batch, archive_buf *out)
 {
     const char *id = archive_log_entry_id(e);
-    if (!id || strspn(id, "0123456789-") != strlen(id)) return -1;
-    copy_ctx c = { out, batch, id, strlen(id), 0 };
+    size_t idlen = id ? strlen(id) : 0, blen = strlen(batch);
+    if (!id || strspn(id, "0123456789-") != idlen || 2 * blen + idlen + 48 > BATCH_HEAD_MAX) return -1;
+    copy_ctx c = { out, "", 0, 0 };
+    /* the columns every event of the entry shares, once per entry (the
+     * bound above leaves room for every byte of batch escaped) */
+    char *o = c.head;
+    for (size_t i = 0; i < blen; i++) {
+        char ch = batch[i];
+        if (ch == '\\' || ch == '\t' || ch == '\n' || ch == '\r') {
+            *o++ = '\\';
+            ch = ch == '\t' ? 't' : ch == '\n' ? 'n' : ch == '\r' ? 'r' : '\\';
+        }
+        *o++ = ch;
+    }
+    *o++ = '\t';
+    memcpy(o, id, idlen);
+    o += idlen;
+    const char *dash = memchr(id, '-', idlen);
+    *o++ = '\t';
+    o = put_digits(o, strtoll(id, NULL, 10), 1);
+    *o++ = '\t';
+    o = put_digits(o, dash ? strtoll(dash + 1, NULL, 10) : 0, 1);
+    c.headlen = (size_t)(o - c.head);
     return entry_events(e, copy_row, &c);
 }
 

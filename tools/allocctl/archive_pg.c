@@ -2,6 +2,9 @@
  * docs/ARCHIVE.md; keep the two in step. */
 #include "allocctl/archive_pg.h"
 
+#include <assert.h>
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,23 +278,126 @@ static void rollback(archive_pg *p)
     memcpy(p->err, err, sizeof err);
 }
 
-int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t *inserted)
+/* A chunk of which a row is there already: through the staging table, in
+ * one transaction. 0 or -1. */
+static int copy_staged(archive_pg *p, const char *copy, size_t len, int64_t *inserted)
 {
-    if (!p->conn) { snprintf(p->err, sizeof p->err, "not connected"); return -1; }
     int rc = exec(p, "BEGIN", NULL);
-    if (rc == 0) rc = copy_in(p, COPY_EVENTS, copy, len, inserted);
-    if (rc == 0) rc = exec(p, "COMMIT", NULL);
-    if (rc != -2) {
-        if (rc < 0) rollback(p);
-        return rc;
-    }
-    rollback(p);
-    rc = exec(p, "BEGIN", NULL);
     if (rc == 0) rc = copy_in(p, COPY_STAGE, copy, len, NULL);
     if (rc == 0) rc = exec(p, STAGE_TO_EVENTS, inserted);
     if (rc == 0) rc = exec(p, "COMMIT", NULL);
     if (rc < 0) rollback(p);
     return rc < 0 ? -1 : 0;
+}
+
+/* The COPY alone is one statement of a simple query, so it commits by
+ * itself, and the server reports the commit before the COPY's result: no
+ * BEGIN and COMMIT round trips. */
+int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t *inserted)
+{
+    if (!p->conn) { snprintf(p->err, sizeof p->err, "not connected"); return -1; }
+    int rc = copy_in(p, COPY_EVENTS, copy, len, inserted);
+    return rc == -2 ? copy_staged(p, copy, len, inserted) : rc;
+}
+
+/* ------------------------------------------------ the chunk in flight -- */
+
+enum { FL_NONE, FL_COPY, FL_FAILED };
+#define FL_PIECE ((size_t)1 << 16)
+
+static int fl_fail(archive_pg *p, const char *what)
+{
+    if (p->fl_state != FL_FAILED) set_err(p, what);
+    p->fl_state = FL_FAILED;
+    return -1;
+}
+
+int archive_pg_copy_start(archive_pg *p, const char *copy, size_t len)
+{
+    assert(p->fl_state == FL_NONE);
+    p->fl_copy = copy;
+    p->fl_len = len;
+    p->fl_sent = 0;
+    p->fl_state = FL_FAILED;
+    if (!p->conn) { snprintf(p->err, sizeof p->err, "not connected"); return -1; }
+    if (PQsendQuery(p->conn, COPY_EVENTS) != 1) return fl_fail(p, "postgresql copy");
+    PGresult *r = PQgetResult(p->conn);
+    int in = r && PQresultStatus(r) == PGRES_COPY_IN;
+    PQclear(r);
+    if (!in) {
+        set_err(p, "postgresql copy");
+        while ((r = PQgetResult(p->conn)) != NULL) PQclear(r);
+        return -1;
+    }
+    p->fl_state = FL_COPY;
+    /* libpq queues what the socket does not take and never blocks */
+    if (PQsetnonblocking(p->conn, 1) != 0) return fl_fail(p, "postgresql copy");
+    return archive_pg_copy_pump(p);
+}
+
+int archive_pg_copy_pump(archive_pg *p)
+{
+    if (p->fl_state != FL_COPY) return p->fl_state == FL_FAILED ? -1 : 0;
+    for (;;) {
+        int f = PQflush(p->conn);
+        if (f < 0) return fl_fail(p, "postgresql copy");
+        if (f > 0 || p->fl_sent == p->fl_len) return 0;   /* the socket is full, or all sent */
+        size_t n = p->fl_len - p->fl_sent < FL_PIECE ? p->fl_len - p->fl_sent : FL_PIECE;
+        if (PQputCopyData(p->conn, p->fl_copy + p->fl_sent, (int)n) != 1)
+            return fl_fail(p, "postgresql copy");
+        p->fl_sent += n;
+    }
+}
+
+/* Waits until the server can take more, reading what it sent meanwhile. */
+static int fl_wait(archive_pg *p)
+{
+    struct pollfd pf = { PQsocket(p->conn), POLLOUT | POLLIN, 0 };
+    if (poll(&pf, 1, -1) < 0 && errno != EINTR) return fl_fail(p, "postgresql copy: poll");
+    if ((pf.revents & POLLIN) && PQconsumeInput(p->conn) != 1) return fl_fail(p, "postgresql copy");
+    return 0;
+}
+
+int archive_pg_copy_finish(archive_pg *p, int64_t *inserted)
+{
+    assert(p->fl_state != FL_NONE);
+    while (p->fl_state == FL_COPY && (p->fl_sent < p->fl_len || PQflush(p->conn) > 0))
+        if (archive_pg_copy_pump(p) == 0 && fl_wait(p) < 0) break;
+    int ok = p->fl_state == FL_COPY, dup = 0;
+    if (p->conn && PQstatus(p->conn) == CONNECTION_OK && PQisnonblocking(p->conn)) {
+        if (PQputCopyEnd(p->conn, ok ? NULL : "archive: sending failed") != 1) ok = 0;
+        /* the COPY's own result (after its commit), then the NULL that ends
+         * it; PQgetResult sends what is still queued first */
+        PGresult *r;
+        while ((r = PQgetResult(p->conn)) != NULL) {
+            ExecStatusType st = PQresultStatus(r);
+            if (st == PGRES_COMMAND_OK) {
+                if (inserted) *inserted = strtoll(PQcmdTuples(r), NULL, 10);
+            } else {
+                const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+                dup = ok && state && !strcmp(state, "23505");
+                if (ok) set_err(p, "postgresql copy");
+                ok = 0;
+            }
+            PQclear(r);
+            if (st == PGRES_COPY_IN) break;   /* the end could not be sent: a lost connection */
+        }
+        if (PQsetnonblocking(p->conn, 0) != 0 && ok) { set_err(p, "postgresql copy"); ok = 0; }
+    } else if (ok) {
+        set_err(p, "postgresql copy");
+        ok = 0;
+    }
+    if (!ok && !dup && p->conn && PQstatus(p->conn) == CONNECTION_OK && PQtransactionStatus(p->conn) != PQTRANS_IDLE) {
+        /* a connection in an unknown state: drop it, the caller retries */
+        PQfinish(p->conn);
+        p->conn = NULL;
+    }
+    const char *copy = p->fl_copy;
+    size_t len = p->fl_len;
+    p->fl_state = FL_NONE;
+    p->fl_copy = NULL;
+    if (dup) return copy_staged(p, copy, len, inserted);
+    return ok ? 0 : -1;
 }
 
 /* [{"k":item,"c":capacity text,"a":attrs text or null}, ...]: an attrs

@@ -2,9 +2,11 @@
  * one libpq connection that survives a server restart, the schema, and the
  * two idempotent inserts (a chunk of log entries, a page of results).
  *
- * A chunk of the log travels by COPY into a temporary staging table and
- * moves with one INSERT ... SELECT, in one transaction: PostgreSQL's
- * fastest way in, and no value is ever spliced into SQL text. Results (and
+ * A chunk of the log travels by one COPY straight into alloc_events (a
+ * statement that commits by itself), and only when a row of it is there
+ * already through a temporary staging table and one INSERT ... SELECT, in
+ * one transaction: PostgreSQL's fastest way in, and no value is ever
+ * spliced into SQL text. Results (and
  * reconcile's reads) travel as ONE jsonb parameter per page (a JSON array)
  * that the server splits (jsonb_array_elements). Every insert is ON CONFLICT DO NOTHING on the
  * primary key, (batch, stream id, index in entry) for events and (batch,
@@ -22,6 +24,11 @@ typedef struct archive_pg {
     PGconn *conn;
     const char *conninfo;
     char err[512];        /* the last error, one line */
+    /* the chunk in flight (archive_pg_copy_start): its COPY text, how much
+     * of it libpq has taken, and where it stands (archive_pg.c) */
+    const char *fl_copy;
+    size_t fl_len, fl_sent;
+    int fl_state;
 } archive_pg;
 
 /* Connects (once; again after archive_pg_lost) and creates the schema if it
@@ -37,6 +44,20 @@ int archive_pg_lost(const archive_pg *p);
  * INSERT ... ON CONFLICT DO NOTHING, in one transaction; *inserted gets the
  * rows that were new. Returns 0 or -1. */
 int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t *inserted);
+
+/* The same insert in three steps, so that the caller reads and encodes the
+ * next chunk from Redis while PostgreSQL copies this one (cmd_archive.c).
+ * _start sends the COPY (one statement: it commits by itself) and returns
+ * once the server takes data; copy must stay unchanged until _finish.
+ * _pump hands libpq more of it without blocking (call it while working on
+ * something else). _finish sends the rest, waits for the COMMIT and, when a
+ * row was there already, takes the staging table's way (as
+ * archive_pg_copy_events); *inserted as there. Each returns 0 or -1 (err
+ * set; archive_pg_lost tells whether a retry may help); after a -1 from
+ * _start or _pump, call _finish anyway: it ends the COPY and returns -1. */
+int archive_pg_copy_start(archive_pg *p, const char *copy, size_t len);
+int archive_pg_copy_pump(archive_pg *p);
+int archive_pg_copy_finish(archive_pg *p, int64_t *inserted);
 /* Inserts final results: json_rows = [{"k":request id,"r":result}, ...];
  * a `waiting` result is skipped (it will be replaced). Returns 0 or -1. */
 int archive_pg_put_results(archive_pg *p, const char *batch, const char *json_rows,

@@ -23,9 +23,12 @@
  * event; a pass under way while a chunk was archived may have gone past the
  * field of its result (new, or still waiting) before the daemon wrote it.
  *
- * One thread, blocking hiredis and libpq, batches served round-robin.
- * SIGINT/SIGTERM are blocked and polled, so a stop always falls between
- * chunks. Progress goes to stdout and to the hash P:{B}:archive, which
+ * One thread, batches served round-robin. Blocking hiredis; libpq blocking
+ * but for the chunk in flight: its COPY runs in PostgreSQL while the next
+ * chunk is read from Redis and encoded (its text handed over between
+ * entries), and its entries are XACKed once its commit came back and the
+ * next chunk's COPY has started. SIGINT/SIGTERM are blocked and polled, so
+ * a stop always falls between chunks. Progress goes to stdout and to the hash P:{B}:archive, which
  * `allocctl top` shows.
  */
 #include "allocctl/cmd_archive.h"
@@ -73,9 +76,21 @@ typedef struct arch_batch {
     int pool_resumed;          /* pool_sent was read from the database */
 } arch_batch;
 
+/* The chunk whose COPY runs in PostgreSQL while the next one is read from
+ * Redis and encoded: its reply, kept for the XACK after its commit. */
+typedef struct arch_flight {
+    int active;
+    char batch[BATCH_ID_MAX + 1];
+    redisReply *reply;
+    const redisReply *entries;
+} arch_flight;
+
 typedef struct archiver {
     ctx *x;
     archive_pg pg;
+    arch_flight fl;
+    archive_buf buf[2];        /* COPY text: the flight's (buf[fl_buf]) and the next chunk's */
+    int fl_buf;
     const char *conninfo, *group, *consumer;
     int64_t chunk, interval_ms, claim_idle_ms;
     int follow, quiet;
@@ -287,11 +302,72 @@ static int64_t next_count(const archiver *a, size_t entries, int rows)
     return n < 1 ? 1 : n > a->chunk ? a->chunk : n;
 }
 
-/* One chunk of the log: read, insert in one transaction, then XACK.
- * Returns 1 when it moved something, 0 when there was nothing, or AR_*. */
+/* Lands the chunk in flight: waits for its commit (through pg_retry when
+ * the connection was lost), then, when next_b is given, starts the COPY of
+ * the chunk encoded in the other buffer, so that PostgreSQL works on it
+ * during the XACK of the first. */
+static int flight_land_then(archiver *a, arch_batch *next_b, redisReply *next_r, const redisReply *next_e)
+{
+    arch_flight done = a->fl;
+    int rc = AR_OK;
+    int64_t inserted = 0;
+    a->fl.active = 0;
+    if (done.active && archive_pg_copy_finish(&a->pg, &inserted) < 0) {
+        if (!archive_pg_lost(&a->pg)) { errmsg(a->x, "%s", a->pg.err); rc = AR_PG; }
+        archive_buf *t = &a->buf[a->fl_buf];
+        pg_job j = { JOB_EVENTS, done.batch, { t->p, NULL, NULL }, t->len, 0 };
+        if (rc == AR_OK) rc = pg_retry(a, &j);
+        inserted = j.inserted;
+    }
+    if (rc == AR_OK && next_b) {
+        a->fl_buf = !a->fl_buf;
+        a->fl = (arch_flight){ 1, "", next_r, next_e };
+        snprintf(a->fl.batch, sizeof a->fl.batch, "%s", next_b->id);
+        /* a failure shows in archive_pg_copy_finish */
+        (void)archive_pg_copy_start(&a->pg, a->buf[a->fl_buf].p, a->buf[a->fl_buf].len);
+    } else if (next_r) freeReplyObject(next_r);
+    arch_batch *b = done.active ? find_batch(a, done.batch) : NULL;
+    if (rc == AR_OK && b) rc = ack(a, b, done.entries, inserted);
+    if (rc == AR_OK && b) b->events += inserted;
+    if (done.active) freeReplyObject(done.reply);
+    return rc;
+}
+
+static int flight_land(archiver *a)
+{
+    return flight_land_then(a, NULL, NULL, NULL);
+}
+
+/* The COPY text of a chunk into the buffer the flight does not use,
+ * handing libpq more of the flight's text as it goes. Rows, or AR_FATAL. */
+static int encode_chunk(archiver *a, arch_batch *b, const redisReply *entries)
+{
+    archive_buf *rows = &a->buf[!a->fl_buf];
+    rows->len = 0;
+    size_t pumped = 0;
+    int nrows = 0;
+    for (size_t i = 0; i < entries->elements; i++) {
+        int n = archive_log_entry_copy(entries->element[i], b->id, rows);
+        if (n < 0 || rows->failed) return AR_FATAL;
+        nrows += n;
+        if (a->fl.active && rows->len - pumped >= 65536) {
+            (void)archive_pg_copy_pump(&a->pg);     /* a failure shows in _finish */
+            pumped = rows->len;
+        }
+    }
+    return nrows;
+}
+
+/* One chunk of the log: read it, encode it, land the chunk in flight and
+ * send this one (flight_land_then). Its entries are XACKed in a later
+ * step, after its commit. Returns 1 when it moved something, 0 when there
+ * was nothing (and nothing is in flight), or AR_*. */
 static int log_step(archiver *a, arch_batch *b)
 {
     if (!b->read_count) b->read_count = a->chunk;
+    /* our pending entries from the start include the flight's: land it first */
+    int rc = b->read_pending ? flight_land(a) : AR_OK;
+    if (rc != AR_OK) return rc;
     redisReply *r = redisCommand(a->x->c, "XREADGROUP GROUP %s %s COUNT %lld STREAMS %s %s",
                                  a->group, a->consumer, (long long)b->read_count, b->k.log,
                                  b->read_pending ? "0" : ">");
@@ -304,13 +380,14 @@ static int log_step(archiver *a, arch_batch *b)
         if (!nogroup) return AR_REDIS;
         b->read_pending = 1;     /* ensure_group runs again in the next round */
         b->log_idle = 0;         /* ... and then reads the new log, or finds none */
-        return 0;
+        return flight_land(a);
     }
     const redisReply *entries = NULL;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->elements == 2)
         entries = r->element[0]->element[1];
     if (!entries || entries->elements == 0) {
         freeReplyObject(r);
+        if ((rc = flight_land(a)) != AR_OK) return rc;   /* idle once all read is in */
         if (b->read_pending) {
             int claimed = claim_orphans(a, b);
             if (claimed < 0) return claimed;
@@ -323,25 +400,20 @@ static int log_step(archiver *a, arch_batch *b)
     }
     b->log_idle = 0;
     b->log_chunks++;
-    archive_buf rows = { 0 };
-    int rc = AR_OK, nrows = 0;
-    for (size_t i = 0; rc == AR_OK && i < entries->elements; i++) {
-        int n = archive_log_entry_copy(entries->element[i], b->id, &rows);
-        if (n < 0 || rows.failed) rc = AR_FATAL;
-        else nrows += n;
+    int nrows = encode_chunk(a, b, entries);
+    if (nrows < 0) {
+        errmsg(a->x, "%s: could not archive a chunk of the log", b->id);
+        freeReplyObject(r);
+        return AR_FATAL;
     }
-    int64_t inserted = 0;
-    if (rc == AR_OK && nrows > 0) {
-        pg_job j = { JOB_EVENTS, b->id, { rows.p, NULL, NULL }, rows.len, 0 };
-        rc = pg_retry(a, &j);
-        inserted = j.inserted;
-    }
-    if (rc == AR_OK) rc = ack(a, b, entries, inserted);
-    if (rc == AR_OK) b->events += inserted;
-    if (rc == AR_FATAL) errmsg(a->x, "%s: could not archive a chunk of the log", b->id);
     b->read_count = next_count(a, entries->elements, nrows);
-    archive_buf_free(&rows);
-    freeReplyObject(r);
+    if (nrows > 0) rc = flight_land_then(a, b, r, entries);
+    else {
+        /* entries whose fields are gone: nothing to insert */
+        rc = flight_land(a);
+        if (rc == AR_OK) rc = ack(a, b, entries, 0);
+        freeReplyObject(r);
+    }
     return rc == AR_OK ? 1 : rc;
 }
 
@@ -673,7 +745,7 @@ static int round_robin(archiver *a, int *all_done)
         int no_log = 0;
         if (b->read_pending && (rc = ensure_group(a, b, &no_log)) != AR_OK) break;
         if (no_log) b->log_idle = 1;
-        rc = no_log ? 0 : log_step(a, b);
+        rc = no_log ? flight_land(a) : log_step(a, b);
         if (rc == 0) rc = results_step(a, b);
         if (rc > 0) moved++;
         if (!caught_up(b)) *all_done = 0;
@@ -686,7 +758,7 @@ static int archive_loop(archiver *a)
 {
     int64_t wait = 100;
     for (;;) {
-        if (stop_requested(a)) return EX_OK;
+        if (stop_requested(a)) return flight_land(a) == AR_PG ? EX_DB : EX_OK;
         int done = 0, rc = a->x->c ? round_robin(a, &done) : AR_REDIS;
         if (rc == AR_FATAL) return EX_INPUT;
         if (rc == AR_PG) return stop_requested(a) ? EX_OK : EX_DB;
@@ -792,6 +864,9 @@ int cmd_archive(ctx *x, int argc, char **argv, int at)
         rc = EX_DB;
     }
     if (rc == EX_OK) rc = archive_loop(&a);
+    if (a.fl.active) freeReplyObject(a.fl.reply);    /* left pending: the next run reads it */
+    archive_buf_free(&a.buf[0]);
+    archive_buf_free(&a.buf[1]);
     archive_pg_close(&a.pg);
     free(a.b);
     free(a.named);
