@@ -144,9 +144,10 @@ static void test_redis_restart_while_serving(void **state)
 }
 
 /* A Redis that blocks for longer than the command deadline: allocd gives
- * up on that connection, reconnects, and applies nothing twice. The idle
- * wait is short, so that even an idle worker's BLMOVE (idle_wait_ms +
- * redis_timeout_ms) is past its deadline within the sleep. */
+ * up on that connection, reconnects, and applies nothing twice. The sleep
+ * begins once the batch is served, and the idle wait is short, so that
+ * even an idle worker's BLMOVE (idle_wait_ms + redis_timeout_ms) is past
+ * its deadline within the sleep. */
 static void test_slow_redis(void **state)
 {
     harness_redis redis;
@@ -157,7 +158,10 @@ static void test_slow_redis(void **state)
     assert_int_equal(harness_allocd_start(&d, &redis,
                      "redis_timeout_ms = 300; backoff_max_ms = 200; chunk = 32; idle_wait_ms = 100;"), 0);
     push_n(c, "s1", "a", 2000);
-    harness_sleep_ms(30);
+    /* serving before the sleep: a worker still connecting or waiting to
+     * load (its profiles' WATCH) has only commands under the connect
+     * deadline out */
+    assert_true(harness_wait_hlen(c, "alloc:{s1}:results", 1, 30000) >= 1);
     redisReply *r = redisCommand(c, "DEBUG SLEEP 1");
     freeReplyObject(r);
     push_n(c, "s1", "b", 2000);
