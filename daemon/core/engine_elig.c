@@ -203,13 +203,21 @@ static uint32_t profile_pair(const engine_profiles *p, const profile *f, uint32_
     return NO_PAIR;
 }
 
+/* h: uid's hash in the profiles' map (keyed as the engine's user map). */
+static const profile *profile_find_hashed(const engine *e, const char *uid, uint32_t h)
+{
+    const engine_profiles *p = e->prof;
+    ALLOC_DEBUG_ASSERT(h == strmap_hash32(&p->user_map, uid));
+    uint32_t u = strmap_find_hashed(&p->user_map, uid, h);
+    if (u == STRMAP_NONE || p->users[u].prof == STRMAP_NONE) return NULL;
+    return &p->profs[p->users[u].prof];
+}
+
 static const profile *profile_find(const engine *e, const char *uid)
 {
     const engine_profiles *p = e->prof;
     if (!p || !uid) return NULL;
-    uint32_t u = strmap_find(&p->user_map, uid);
-    if (u == STRMAP_NONE || p->users[u].prof == STRMAP_NONE) return NULL;
-    return &p->profs[p->users[u].prof];
+    return profile_find_hashed(e, uid, strmap_hash32(&p->user_map, uid));
 }
 
 static int cmp_pair_key(const void *a, const void *b, void *ctx)
@@ -564,12 +572,7 @@ const engine_who *engine__elig_who(const engine *e, const char *uid)
 
 const engine_who *engine__elig_who_hashed(const engine *e, const char *uid, uint32_t h)
 {
-    const engine_profiles *p = e->prof;
-    if (!p || !uid) return NULL;
-    ALLOC_DEBUG_ASSERT(h == strmap_hash32(&p->user_map, uid));
-    uint32_t u = strmap_find_hashed(&p->user_map, uid, h);
-    if (u == STRMAP_NONE || p->users[u].prof == STRMAP_NONE) return NULL;
-    return &p->profs[p->users[u].prof];
+    return e->prof && uid ? profile_find_hashed(e, uid, h) : NULL;
 }
 
 int engine__elig_ok_who(const engine *e, const engine_who *who, uint32_t it, uint32_t leaving)

@@ -107,47 +107,25 @@ static int run_one_seed(sim_opts *o)
 
 /* A sweep's totals. */
 typedef struct sweep {
-    uint64_t seeds, failed, requests, applies, restarts, lost, taken_back, late, held;
-    uint64_t c11_grants, c11_not_eligible, c11_staff, c11_edits, c11_draws, c11_groups;
-    uint64_t log_archived, log_trimmed;
-    simc_counts cl;           /* the cluster fault's counts */
+    uint64_t seeds, failed;
+    sim_result sum;           /* the runs' counts added up (sim_result_add) */
     char **lines;             /* every failing seed's replay line, for the end */
 } sweep;
 
-static void sweep_add(sweep *w, const sim_result *r)
-{
-    w->seeds++;
-    w->requests += r->requests;
-    w->applies += r->applies;
-    w->restarts += r->restarts;
-    w->lost += r->lost_replies;
-    w->taken_back += r->taken_back;
-    w->late += r->late_runs;
-    w->held += (uint64_t)r->held_to_answer_ms;
-    w->c11_grants += r->c11_grants;
-    w->c11_not_eligible += r->c11_not_eligible;
-    w->c11_staff += r->c11_staff;
-    w->c11_edits += r->c11_edits;
-    w->c11_draws += r->c11_draws;
-    w->c11_groups += r->c11_groups;
-    w->log_archived += r->log_archived;
-    w->log_trimmed += r->log_trimmed;
-    simc_counts_add(&w->cl, &r->cl);
-}
-
 static void sweep_report(sweep *w, double dt)
 {
+    const sim_result *t = &w->sum;
     printf("sim: %" PRIu64 " seeds, %" PRIu64 " failed, %.1f s, %.2f seeds/s (%.0f seeds/hour); %" PRIu64
            " requests, %" PRIu64 " applies, %" PRIu64 " lost replies, %" PRIu64 " commands run after their client gave "
            "up, %" PRIu64 " restarts, %" PRIu64 " results taken back by restarts; %" PRIu64 " seeds drained within "
            "answer_ms (the rest excused by contract 9.6 or a poison request: 60 s)\n",
-           w->seeds, w->failed, dt, (double)w->seeds / dt, (double)w->seeds * 3600.0 / dt, w->requests, w->applies,
-           w->lost, w->late, w->restarts, w->taken_back, w->held);
+           w->seeds, w->failed, dt, (double)w->seeds / dt, (double)w->seeds * 3600.0 / dt, t->requests, t->applies,
+           t->lost_replies, t->late_runs, t->restarts, t->taken_back, (uint64_t)t->held_to_answer_ms);
     printf("sim: contract 11: %" PRIu64 " grants checked against the profiles, %" PRIu64 " not_eligible, %" PRIu64
            " staff placements, %" PRIu64 " profile edits, %" PRIu64 " drawn results replayed, %" PRIu64
-           " group grants checked; log: %" PRIu64 " entries read by the archive, %" PRIu64 " trimmed\n", w->c11_grants,
-           w->c11_not_eligible, w->c11_staff, w->c11_edits, w->c11_draws, w->c11_groups, w->log_archived, w->log_trimmed);
-    if (w->cl.slots_moved || w->cl.migrated) print_cluster("sim: ", &w->cl);
+           " group grants checked; log: %" PRIu64 " entries read by the archive, %" PRIu64 " trimmed\n", t->c11_grants,
+           t->c11_not_eligible, t->c11_staff, t->c11_edits, t->c11_draws, t->c11_groups, t->log_archived, t->log_trimmed);
+    if (t->cl.slots_moved || t->cl.migrated) print_cluster("sim: ", &t->cl);
     if (w->failed) printf("sim: %" PRIu64 " failing seeds; replay each with:\n", w->failed);
     for (uint64_t i = 0; i < w->failed; i++) {
         printf("  %s\n", w->lines[i]);
@@ -180,7 +158,8 @@ static int run_sweep(sim_opts *o, uint64_t seeds, double hours, uint64_t first)
             w.lines = l;
             w.failed++;
         }
-        sweep_add(&w, &r);
+        w.seeds++;
+        sim_result_add(&w.sum, &r);
     }
     uint64_t failed = w.failed;
     sweep_report(&w, now_s() - t0);

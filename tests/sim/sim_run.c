@@ -1749,3 +1749,32 @@ int sim_run(const sim_opts *o, sim_result *res)
     free(st);
     return res->failed ? -1 : 0;
 }
+
+void sim_result_add(sim_result *sum, const sim_result *r)
+{
+    sum->events += r->events;
+    sum->requests += r->requests;
+    sum->applies += r->applies;
+    sum->resets += r->resets;
+    sum->lost_replies += r->lost_replies;
+    sum->delays += r->delays;
+    sum->restarts += r->restarts;
+    sum->clock_jumps += r->clock_jumps;
+    sum->pauses += r->pauses;
+    sum->taken_back += r->taken_back;
+    sum->late_runs += r->late_runs;
+    sum->crashes += r->crashes;
+    sum->ooms += r->ooms;
+    sum->held_to_answer_ms += r->held_to_answer_ms;
+    sum->c11_grants += r->c11_grants;
+    sum->c11_not_eligible += r->c11_not_eligible;
+    sum->c11_staff += r->c11_staff;
+    sum->c11_edits += r->c11_edits;
+    sum->c11_draws += r->c11_draws;
+    sum->c11_groups += r->c11_groups;
+    sum->c11_probes_refused += r->c11_probes_refused;
+    sum->log_archived += r->log_archived;
+    sum->log_acked += r->log_acked;
+    sum->log_trimmed += r->log_trimmed;
+    simc_counts_add(&sum->cl, &r->cl);
+}

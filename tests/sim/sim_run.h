@@ -38,6 +38,9 @@ typedef struct sim_result {
 } sim_result;
 
 int sim_run(const sim_opts *o, sim_result *r);
+/* Adds r's counts into sum (a sweep's totals; held_to_answer_ms counts
+ * the runs held to answer_ms). */
+void sim_result_add(sim_result *sum, const sim_result *r);
 /* "--faults=reset,lost,..." names <-> bits; -1 on an unknown name. */
 int sim_faults_parse(const char *s, unsigned *out);
 void sim_faults_format(unsigned f, char *buf, size_t n);

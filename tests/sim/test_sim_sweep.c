@@ -24,22 +24,7 @@ static int run_range_sum(unsigned faults, uint64_t first, uint64_t n, int durati
         sim_opts o = { .seed = s, .faults = faults, .instances = 0, .duration_ms = duration_ms };
         sim_result r;
         int rc = sim_run(&o, &r);
-        if (sum) {
-            sum->c11_grants += r.c11_grants;
-            sum->c11_not_eligible += r.c11_not_eligible;
-            sum->c11_staff += r.c11_staff;
-            sum->c11_edits += r.c11_edits;
-            sum->c11_draws += r.c11_draws;
-            sum->c11_groups += r.c11_groups;
-            sum->c11_probes_refused += r.c11_probes_refused;
-            sum->log_archived += r.log_archived;
-            sum->log_acked += r.log_acked;
-            sum->log_trimmed += r.log_trimmed;
-            sum->ooms += r.ooms;
-            sum->taken_back += r.taken_back;
-            sum->applies += r.applies;
-            simc_counts_add(&sum->cl, &r.cl);
-        }
+        if (sum) sim_result_add(sum, &r);
         if (rc < 0) {
             char line[512];
             sim_replay_line(&o, line, sizeof line);
