@@ -27,6 +27,13 @@ void itest_start(itest *t, const char *extra_conf);
 int itest_start_metrics(itest *t, const char *b);
 /* A test in main()'s table, run on a fixture of its own (itest_setup,
  * itest_teardown). */
+/* How long an edit of P:{B}:slots or P:{B}:profiles may take to hold:
+ * a request dequeued 1.5 s after it is decided with it (docs/PROTOCOL.md,
+ * "Edits while serving"), and 100 ms for the clocks' ticks. A test waits
+ * this long after an edit, so it tests that bound and not how busy the
+ * machine is. */
+#define ITEST_EDIT_HOLDS_MS 1600
+
 #define ITEST_CASE(test) cmocka_unit_test_setup_teardown(test, itest_setup, itest_teardown)
 
 /* Runs a command; fails the test on an error reply. */

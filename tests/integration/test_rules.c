@@ -129,7 +129,7 @@ static void test_watched_edits(void **state)
     }
     assert_int_equal(itest_count_in_log(&f->allocd, "batch w: profiles read whole"), reads);
     itest_cmd(f->c, "HSET alloc:{w}:profiles u1 {\"year\":4}");
-    harness_sleep_ms(1000);                                /* an edit holds within a second */
+    harness_sleep_ms(ITEST_EDIT_HOLDS_MS);                 /* the edit holds */
     choose(f, "w", "a2", "u1", "Y1");
     itest_expect(f, "w", "a2", "granted", "Y1");
     /* the watch's link killed: read every second until it stands again */
@@ -137,7 +137,7 @@ static void test_watched_edits(void **state)
     assert_true(id > 0);
     itest_cmd(f->c, "CLIENT KILL ID %lld", id);
     itest_cmd(f->c, "HSET alloc:{w}:profiles u2 {\"year\":4}");
-    harness_sleep_ms(1000);
+    harness_sleep_ms(ITEST_EDIT_HOLDS_MS);
     choose(f, "w", "a3", "u2", "Y1");
     itest_expect(f, "w", "a3", "granted", "Y1");
     wait_log(f, "WATCH alloc:{w}:profiles stands", 2);
