@@ -125,6 +125,13 @@ static uint32_t add_user_hashed(engine *e, const char *id, uint32_t h)
     return i;
 }
 
+int engine__users_expect(engine *e, size_t n)
+{
+    if (n <= e->cap_users || n >= STRMAP_NONE - 1) return 0;
+    if (ENGINE__GROW(e, users, n - e->n_users) < 0) return -ENOMEM;
+    return strmap_reserve(&e->user_map, (uint32_t)e->cap_users);
+}
+
 /* Every user record is a participant: users enter the engine only by being
  * seen (a request, an invalid, a group grant) or by being loaded. The key
  * is hashed once for the find and the insert. */

@@ -105,10 +105,9 @@ static void place(strmap_slot *slots, uint32_t mask, strmap_slot s)
     slots[i] = s;
 }
 
-static int grow(strmap *m)
+/* Rehashes into n slots (a power of two, more than count). */
+static int resize(strmap *m, uint32_t n)
 {
-    uint32_t n = m->slots ? (m->mask + 1) * 2 : 16;
-    if (n == 0 || n > (UINT32_MAX / 2)) return -ENOMEM;
     strmap_slot *slots = calloc(n, sizeof *slots);
     if (!slots) return -ENOMEM;
     if (m->slots)
@@ -118,6 +117,23 @@ static int grow(strmap *m)
     m->slots = slots;
     m->mask = n - 1;
     return 0;
+}
+
+static int grow(strmap *m)
+{
+    uint32_t n = m->slots ? (m->mask + 1) * 2 : 16;
+    if (n == 0 || n > (UINT32_MAX / 2)) return -ENOMEM;
+    return resize(m, n);
+}
+
+int strmap_reserve(strmap *m, uint32_t n)
+{
+    uint32_t slots = m->slots ? m->mask + 1 : 16;
+    while ((uint64_t)n * 4 > (uint64_t)slots * 3) {
+        if (slots > UINT32_MAX / 4) return -ENOMEM;
+        slots *= 2;
+    }
+    return m->slots && slots == m->mask + 1 ? 0 : resize(m, slots);
 }
 
 int strmap_insert(strmap *m, const char *key, uint32_t idx)

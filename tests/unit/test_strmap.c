@@ -1,6 +1,7 @@
 /* test_strmap.c -- the string -> index map: finds what was inserted, refuses
  * a second insert of a key, keeps working across growth, and the hashed
- * variants agree with the plain ones. */
+ * variants agree with the plain ones; a reserve makes room once, keeping
+ * what is in. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -59,10 +60,37 @@ static void test_insert_find_grow(void **state)
     assert_int_equal(strmap_guess(&m, 1), STRMAP_NONE);
 }
 
+/* Room reserved for n keys: the n inserts never rehash (the slots stay
+ * where they are), and a reserve over a full map keeps every key. */
+static void test_reserve(void **state)
+{
+    (void)state;
+    strmap m;
+    strmap_init(&m, 9, key_of, NULL);
+    assert_int_equal(strmap_reserve(&m, 1000), 0);
+    strmap_slot *slots = m.slots;
+    uint32_t mask = m.mask;
+    assert_true((uint64_t)1000 * 4 <= (uint64_t)(mask + 1) * 3);
+    for (uint32_t i = 0; i < 1000; i++) {
+        snprintf(keys[i], sizeof keys[i], "r%u", i);
+        assert_int_equal(strmap_insert(&m, keys[i], i), 0);
+    }
+    assert_ptr_equal(m.slots, slots);
+    assert_int_equal(m.mask, mask);
+    assert_int_equal(strmap_reserve(&m, 10), 0);        /* less than there is room for: nothing */
+    assert_ptr_equal(m.slots, slots);
+    assert_int_equal(strmap_reserve(&m, 20000), 0);
+    assert_true(m.mask > mask);
+    for (uint32_t i = 0; i < 1000; i++) assert_int_equal(strmap_find(&m, keys[i]), i);
+    assert_int_equal(m.count, 1000);
+    strmap_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_insert_find_grow),
+        cmocka_unit_test(test_reserve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
