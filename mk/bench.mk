@@ -15,7 +15,7 @@
 #                         only_X/same_X rules on 9 rooms in 10), 5 pairs, the
 #                         order alternating: decisions/s of the batch loaded
 #                         before the window and its ratio (<= 10%); the load's
-#                         time beside it
+#                         time beside it; then the engine alone, off and on
 #   make bench-scaling    stock at chunk 64/256/1024/4096
 #   make bench-groups     issue 13's housing round: 20,000 students in groups of
 #                         1-4 formed by invitation (groups-formed) for 5,000
