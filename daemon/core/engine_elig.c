@@ -315,11 +315,12 @@ int engine_profile_user(engine *e, const char *uid, uint32_t *u)
     engine_profiles *p = profiles(e);
     if (!p) return -ENOMEM;
     *u = user_slot(p, uid);
-    if (*u == STRMAP_NONE) return -ENOMEM;
-    /* a user with a profile is expected to take part: the records grow
-     * for them now, while the profiles load, not in the round's chunks */
-    if (p->n_users > e->cap_users) engine__users_expect(e, p->n_users);
-    return 0;
+    return *u == STRMAP_NONE ? -ENOMEM : 0;
+}
+
+int engine_profiles_expect_users(engine *e)
+{
+    return e && e->prof ? engine__users_expect(e, e->prof->n_users) : 0;
 }
 
 int engine_profile_set_at(engine *e, uint32_t u, const engine_kv *attrs, size_t n)

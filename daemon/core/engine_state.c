@@ -129,7 +129,8 @@ int engine__users_expect(engine *e, size_t n)
 {
     if (n <= e->cap_users || n >= STRMAP_NONE - 1) return 0;
     if (ENGINE__GROW(e, users, n - e->n_users) < 0) return -ENOMEM;
-    return strmap_reserve(&e->user_map, (uint32_t)e->cap_users);
+    vec_prefault(e->users + e->n_users, (n - e->n_users) * sizeof *e->users);   /* n, not the spare */
+    return strmap_reserve(&e->user_map, (uint32_t)n);
 }
 
 /* Every user record is a participant: users enter the engine only by being

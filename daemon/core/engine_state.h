@@ -262,11 +262,12 @@ uint32_t engine__user_load(engine *e, const char *id);
 uint32_t engine__user_touch(engine *e, const char *id);
 /* The same with the id's engine_user_hash known (h). */
 uint32_t engine__user_touch_hashed(engine *e, const char *id, uint32_t h);
-/* Room for n users in the records and their map, made ahead of them (a
- * user with a profile is expected to take part: engine_elig.c). Growing
- * while requests are decided copies the records and rehashes the map in
- * the middle of a chunk; done while the profiles load, it costs nothing
- * there. A hint: 0, or -ENOMEM with nothing lost. */
+/* Room for n users in the records and their map, made ahead of them and
+ * mapped (vec_prefault): a user with a profile is expected to take part
+ * (engine_profiles_expect_users). Growing while requests are decided copies the records
+ * and rehashes the map in the middle of a chunk, and first touches of
+ * fresh pages fault one by one; done while the profiles load, none of it
+ * falls on a decision. A hint: 0, or -ENOMEM with nothing lost. */
 int engine__users_expect(engine *e, size_t n);
 uint32_t engine__item_add(engine *e, const char *id, int64_t capacity);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/splitmix64.h"
+#include "core/vec.h"
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
@@ -133,7 +134,10 @@ int strmap_reserve(strmap *m, uint32_t n)
         if (slots > UINT32_MAX / 4) return -ENOMEM;
         slots *= 2;
     }
-    return m->slots && slots == m->mask + 1 ? 0 : resize(m, slots);
+    if (m->slots && slots == m->mask + 1) return 0;
+    int rc = resize(m, slots);
+    if (rc == 0) vec_prefault(m->slots, (size_t)slots * sizeof *m->slots);
+    return rc;
 }
 
 int strmap_insert(strmap *m, const char *key, uint32_t idx)

@@ -20,3 +20,10 @@ int vec_reserve(void **p, size_t *cap, size_t need, size_t elem)
     *cap = n;
     return 0;
 }
+
+void vec_prefault(void *p, size_t n)
+{
+    volatile unsigned char *b = p;
+    for (size_t i = 0; i < n; i += 4096) b[i] = b[i];
+    if (n) b[n - 1] = b[n - 1];
+}

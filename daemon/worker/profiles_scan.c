@@ -108,6 +108,7 @@ void profiles_end(profiles_report *r, engine *e)
         if (!s->bad) engine_profile_set_at(e, (uint32_t)u, NULL, 0);
         s->used = 0;
     }
+    engine_profiles_expect_users(e);   /* no memory: the records grow with the requests instead */
 }
 
 static void target_begin(engine *e, void *data)

@@ -35,6 +35,11 @@ int engine_profile_set(engine *e, const char *user, const engine_kv *attrs, size
  * number (worker/profiles_scan.h). engine_profile_user finds or adds the
  * user: 0, -EINVAL (not a user id), -ENOMEM. */
 int engine_profile_user(engine *e, const char *user, uint32_t *u);
+/* After a read of the profiles: room in the engine's user records for
+ * every user who has had a profile, made now (a profiled user is expected
+ * to take part), so that their first requests do not grow the records in
+ * the middle of a chunk. A hint: 0, or -ENOMEM with nothing lost. */
+int engine_profiles_expect_users(engine *e);
 /* engine_profile_set for user number u (from engine_profile_user). */
 int engine_profile_set_at(engine *e, uint32_t u, const engine_kv *attrs, size_t n);
 /* The user's value of key as canonical JSON, NULL when none. */

@@ -48,8 +48,8 @@ int strmap_insert(strmap *m, const char *key, uint32_t idx);
 uint32_t strmap_hash32(const strmap *m, const char *key);
 uint32_t strmap_find_hashed(const strmap *m, const char *key, uint32_t h);
 int strmap_insert_hashed(strmap *m, const char *key, uint32_t idx, uint32_t h);
-/* Room for n keys without a rehash (done once, ahead of a known number
- * of inserts). 0 or -ENOMEM. */
+/* Room for n keys without a rehash, its slots mapped now (done once,
+ * ahead of a known number of inserts: vec_prefault). 0 or -ENOMEM. */
 int strmap_reserve(strmap *m, uint32_t n);
 /* The index whose slot carries hash h among the first two of its probe
  * (linear probing: almost always there), without comparing keys, or

@@ -15,4 +15,10 @@
  * or -ENOMEM (on overflow too) with *p and *cap unchanged. */
 int vec_reserve(void **p, size_t *cap, size_t need, size_t elem);
 
+/* Writes to every page of the n bytes at p (their contents unchanged), so
+ * that the kernel maps them now: room reserved ahead of use (the users of
+ * a loading batch) is then not paid for in page faults, a fault per page,
+ * by the first decisions that touch it. */
+void vec_prefault(void *p, size_t n);
+
 #endif

@@ -242,6 +242,36 @@ static void test_auto_skips_ineligible(void **state)
     engine_free(e);
 }
 
+/* Room made ahead for 2,000 profiled users (as the worker asks after a
+ * read, engine_profiles_expect_users): the same decisions as without it,
+ * the invariants hold after each, and users with no profile come after. */
+static void test_expect_users_ahead(void **state)
+{
+    engine *e = dorm(GROUP_FILL_ANY);
+    assert_int_equal(engine_profiles_expect_users(e), 0);   /* no profiles: nothing to do */
+    room(e, "F1", 1000, "only_gender", "\"F\"", NULL, NULL);
+    room(e, "M1", 1000, "only_gender", "\"M\"", NULL, NULL);
+    char id[16];
+    for (int i = 0; i < 2000; i++) {
+        snprintf(id, sizeof id, "s%d", i);
+        prof(e, id, "gender", i % 2 ? "\"M\"" : "\"F\"", NULL, NULL);
+    }
+    assert_int_equal(engine_profiles_expect_users(e), 0);
+    assert_int_equal(engine_profiles_expect_users(e), 0);   /* again: already made */
+    assert_int_equal(engine_get_counters(e)->participants, 0);   /* room is not a participant */
+    for (int i = 0; i < 2000; i++) {
+        snprintf(id, sizeof id, "s%d", i);
+        engine_result r = req(e, OP_CHOOSE, id, id, i % 2 ? "F1" : "M1", T0);
+        assert_int_equal(r.status, STATUS_REJECTED);
+        assert_int_equal(r.reason, REASON_NOT_ELIGIBLE);
+        r = req(e, OP_CHOOSE, id, id, i % 2 ? "M1" : "F1", T0);
+        assert_int_equal(r.status, STATUS_GRANTED);
+    }
+    assert_int_equal(req(e, OP_CHOOSE, "x", "noprofile", "F1", T0).reason, REASON_NOT_ELIGIBLE);
+    assert_int_equal(engine_get_counters(e)->participants, 2001);
+    engine_free(e);
+}
+
 /* The hashes a worker computes ahead (decide.c: engine_user_hash,
  * engine_item_hash) find the same user, profile and rooms as the engine's
  * own lookups: the rules hold and a second request finds the first's bed. */
@@ -476,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_same_of_loaded_staff_only),
         cmocka_unit_test(test_auto_skips_ineligible),
         cmocka_unit_test(test_auto_with_hashes_ahead),
+        cmocka_unit_test(test_expect_users_ahead),
         cmocka_unit_test(test_group_same_across_members),
         cmocka_unit_test(test_switch_and_waitlist_check),
         cmocka_unit_test(test_swap_each_way),

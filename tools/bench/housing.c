@@ -125,6 +125,7 @@ static engine *housing_engine(const workload *w, int elig)
         snprintf(name, sizeof name, "u%ld", u);
         ok = engine_profile_set(e, name, kv, PROFILE_ATTRS) == 0;
     }
+    if (ok && elig) engine_profiles_expect_users(e);   /* as the worker does after a read */
     if (!ok) engine_free(e);
     return ok ? e : NULL;
 }
