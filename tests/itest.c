@@ -189,6 +189,16 @@ int itest_count_in_log(const harness_allocd *d, const char *needle)
     return n;
 }
 
+int itest_wait_log(const harness_allocd *d, const char *needle, int n, int timeout_ms)
+{
+    int have = itest_count_in_log(d, needle);
+    for (int waited = 0; have < n && waited < timeout_ms; waited += 10) {
+        harness_sleep_ms(10);
+        have = itest_count_in_log(d, needle);
+    }
+    return have;
+}
+
 int itest_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -65,6 +65,8 @@ long long itest_log_len(redisContext *c, const char *b);
 int itest_log_count(redisContext *c, const char *b, const char *type);
 /* Lines of the daemon's log containing needle. */
 int itest_count_in_log(const harness_allocd *d, const char *needle);
+/* Waits up to timeout_ms for n such lines; returns how many there are. */
+int itest_wait_log(const harness_allocd *d, const char *needle, int n, int timeout_ms);
 /* A loopback TCP port free right now (for metrics_listen). */
 int itest_free_port(void);
 /* GET path on 127.0.0.1:port; the malloc'd response (headers and body),

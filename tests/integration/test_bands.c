@@ -55,7 +55,7 @@ static void lottery_matches(fixture *f, const char *b)
 static void test_bands_ordered_and_replayed(void **state)
 {
     fixture *f = *state;
-    long long opens = banded_batch(f, "b", 2500, "R1 12");
+    long long opens = banded_batch(f, "b", 5000, "R1 12");
     for (int u = 1; u <= 9; u++)
         itest_cmd(f->c, "HSET alloc:{b}:profiles u%d {\"year\":4,\"points\":%lld}", u, points_of(u));
     itest_cmd(f->c, "HSET alloc:{b}:profiles u11 {\"points\":1.5} u12 {\"points\":\"99\"}");
@@ -113,7 +113,7 @@ static void test_bands_ordered_and_replayed(void **state)
 static void test_early_swap_keeps_its_draw(void **state)
 {
     fixture *f = *state;
-    long long opens = banded_batch(f, "s", 2000, "R1 1 R2 1 R3 3");
+    long long opens = banded_batch(f, "s", 5000, "R1 1 R2 1 R3 3");
     itest_cmd(f->c, "HSET alloc:{s}:profiles s1 {\"points\":10} s2 {\"points\":20}");
     itest_start(f, NULL);
     itest_cmd(f->c, "RPUSH alloc:{s}:ctl {\"id\":\"c1\",\"op\":\"assign\",\"user\":\"s1\",\"item\":\"R1\"} "

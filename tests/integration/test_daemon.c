@@ -124,7 +124,10 @@ static void test_redis_restart_while_serving(void **state)
     harness_allocd d;
     assert_int_equal(harness_allocd_start(&d, &redis, "backoff_max_ms = 300; chunk = 64;"), 0);
     push_n(c, "r1", "a", 3000);
-    harness_sleep_ms(50);
+    /* serving: a link is up, so the restart is a connection lost (not
+     * one never made, as it was when allocd under ASan took longer than
+     * a fixed 50 ms to connect) */
+    assert_true(harness_wait_hlen(c, "alloc:{r1}:results", 1, 30000) >= 1);
     redisFree(c);
     assert_int_equal(harness_redis_restart(&redis), 0);
     c = harness_redis_connect(&redis);
@@ -332,9 +335,12 @@ static void test_sighup_reloads(void **state)
     assert_int_equal(harness_redis_start(&redis, NULL), 0);
     harness_allocd d;
     assert_int_equal(harness_allocd_start(&d, &redis, NULL), 0);
-    harness_sleep_ms(300);
+    /* "started" is logged after the handler is installed: a SIGHUP
+     * before it would take the default action and end allocd */
+    assert_int_equal(itest_wait_log(&d, "started:", 1, 10000), 1);
     kill(d.pid, SIGHUP);
-    harness_sleep_ms(300);
+    assert_int_equal(itest_wait_log(&d, "configuration reloaded", 1, 10000), 1);
+    harness_sleep_ms(100);
     assert_true(harness_allocd_alive(&d));
     assert_int_equal(itest_count_in_log(&d, "configuration reloaded"), 1);
     assert_int_equal(harness_allocd_stop(&d), 0);

@@ -322,7 +322,7 @@ static void test_kill9_while_collecting_and_serving(void **state)
 static void test_pool_request_served_from_waitlist(void **state)
 {
     fixture *f = *state;
-    long long opens = harness_now_ms() + 1500;
+    long long opens = harness_now_ms() + 5000;   /* the start and two pushes fit under ASan */
     itest_cmd(f->c, "HSET alloc:{wl}:meta kind room opens_at %lld early shuffle", opens);
     itest_cmd(f->c, "HSET alloc:{wl}:capacity R1 1");
     itest_cmd(f->c, "SADD alloc:batches wl");
@@ -359,7 +359,7 @@ static void test_pool_request_served_from_waitlist(void **state)
 static void test_duplicate_id_before_opening(void **state)
 {
     fixture *f = *state;
-    long long opens = harness_now_ms() + 4000;
+    long long opens = harness_now_ms() + 6000;   /* two starts and a kill -9 fit under ASan */
     itest_cmd(f->c, "HSET alloc:{dd}:meta kind room opens_at %lld early shuffle", opens);
     itest_cmd(f->c, "HSET alloc:{dd}:capacity R1 2");
     itest_cmd(f->c, "SADD alloc:batches dd");

@@ -162,13 +162,14 @@ static pid_t start_escaped_instance(itest *t, int port)
 static void pause_and_queue(redisContext *c)
 {
     itest_cmd(c, "RPUSH alloc:{q1}:ctl {\"id\":\"p1\",\"op\":\"pause\"}");
-    for (int i = 0; i < 20; i++) {
+    int paused = 0;
+    for (int i = 0; i < 100 && !paused; i++) {
         char *st = harness_str(c, "HGET alloc:{q1}:stats state");
-        int paused = st && !strcmp(st, "paused");
+        paused = st && !strcmp(st, "paused");
         free(st);
-        if (paused) break;
-        harness_sleep_ms(100);
+        if (!paused) harness_sleep_ms(100);
     }
+    assert_true(paused);   /* else the queued requests below would be served */
     for (int i = 0; i < 3; i++)
         itest_cmd(c, "RPUSH alloc:{q1}:queue {\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"a\"}", i, i);
 }
