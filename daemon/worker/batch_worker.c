@@ -373,7 +373,7 @@ static void load_now(batch_worker *w)
     slots_scan_loaded(&w->profiles, clock_mono_ms());
     batch__set_state(w, W_LOADING);
     log_debug("batch %s: the load begins, the profiles' WATCH %s", w->batch,
-              w->profiles_watch.standing ? "standing" : "not standing (a read follows when it stands)");
+              profiles_watch_stands(&w->profiles_watch) ? "standing" : "not standing (a read follows when it stands)");
     snprintf(w->trip_key, sizeof w->trip_key, "%s:{%s}:trip:%s", w->cfg->prefix, w->batch, w->lease.token);
     /* -ENOTCONN: the connection is down; the commands already sent get
      * their error callbacks, and on_ready starts a new load. Any other

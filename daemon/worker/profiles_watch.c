@@ -129,6 +129,11 @@ static void arm(profiles_watch *pw)
         pw->out = 0;   /* not connected after all: the replies sent get their error */
 }
 
+int profiles_watch_stands(const profiles_watch *pw)
+{
+    return pw->armed_id != 0;
+}
+
 void profiles_watch_tick(profiles_watch *pw, int64_t now)
 {
     if (pw->refused || pw->out) return;

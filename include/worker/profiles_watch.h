@@ -57,5 +57,8 @@ void profiles_watch_tick(profiles_watch *pw, int64_t now);
  * load that waits for this to end reads the profiles after the WATCH
  * stands, and so is the read the WATCH needs (batch__load_start). */
 int profiles_watch_arming(profiles_watch *pw, int64_t now);
+/* 1 while a WATCH stands, unwritten since its CLIENT INFO said so: a read
+ * begun now is the one it needs, and none follows until it is written. */
+int profiles_watch_stands(const profiles_watch *pw);
 
 #endif

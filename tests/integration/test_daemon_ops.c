@@ -36,8 +36,7 @@ static int hold_port(int port)
 
 static void wait_for_log(const harness_allocd *d, const char *needle, int ms)
 {
-    for (int i = 0; i < ms / 50 && itest_count_in_log(d, needle) == 0; i++) harness_sleep_ms(50);
-    if (itest_count_in_log(d, needle) == 0) {
+    if (itest_wait_log(d, needle, 1, ms) == 0) {
         harness_allocd_dump_log(d);
         fail_msg("allocd never logged '%s'", needle);
     }

@@ -144,14 +144,7 @@ static void test_shuffle_lottery(void **state)
     for (int i = 0; i < EARLY; i++)
         itest_push(f, "lot", "{\"id\":\"e%d\",\"user\":\"s%d\",\"op\":\"choose\",\"room\":\"HALL\"}", i, i);
     /* the first apply writes the state: polled, not a fixed wait */
-    char *st = NULL;
-    while (harness_now_ms() < opens - 200) {
-        st = harness_str(f->c, "HGET alloc:{lot}:stats state");
-        if (st && !strcmp(st, "waiting")) break;
-        free(st);
-        st = NULL;
-        harness_sleep_ms(20);
-    }
+    char *st = harness_wait_hget(f->c, "alloc:{lot}:stats", "state", (int)(opens - 200 - harness_now_ms()));
     assert_non_null(st);
     assert_string_equal(st, "waiting");
     free(st);

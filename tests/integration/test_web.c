@@ -348,12 +348,7 @@ static void test_meta_edit_warned(void **state)
     itest_batch(t->c, "m1", "kind stock per_user 1", "a 3", NULL);
     itest_start_metrics(t, "m1");                 /* the watcher has seen it */
     itest_cmd(t->c, "HSET alloc:{m1}:meta per_user 3");
-    int found = 0;
-    for (int i = 0; i < 60 && !found; i++) {
-        found = itest_count_in_log(&t->allocd, "batch m1: meta changed while it is live (per_user)") > 0;
-        if (!found) harness_sleep_ms(100);
-    }
-    assert_true(found);
+    assert_true(itest_wait_log(&t->allocd, "batch m1: meta changed while it is live (per_user)", 1, 6000) > 0);
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
 }
 
