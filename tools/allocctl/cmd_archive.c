@@ -49,6 +49,7 @@
 #define REPORT_MS 1000
 #define BATCH_LIST_MS 1000
 #define ROWS_PER_TXN 20000        /* events in one transaction, about (next_count) */
+#define FIRST_READ 16             /* entries of a batch's first read (next_count) */
 
 typedef struct arch_batch {
     char id[BATCH_ID_MAX + 1];
@@ -59,7 +60,7 @@ typedef struct arch_batch {
     int listed;                /* in P:batches at the last look */
     int64_t events, results;   /* rows inserted by this run */
     int64_t log_chunks;        /* chunks of the log read and archived by this run */
-    int64_t read_count;        /* entries to read next (next_count); 0: --chunk */
+    int64_t read_count;        /* entries to read next (next_count); 0: FIRST_READ */
     int64_t reported_events;
     /* results pass */
     int scanning;
@@ -293,7 +294,11 @@ static int claim_orphans(archiver *a, arch_batch *b)
 }
 
 /* Entries to read next: --chunk, fewer when entries hold many events (the
- * chunk format), so one transaction holds about ROWS_PER_TXN rows. */
+ * chunk format), so one transaction holds about ROWS_PER_TXN rows. A
+ * batch's first read takes FIRST_READ entries, whose size is not known
+ * yet: --chunk entries of 512 events each would be the whole of a sale's
+ * log in one transaction, encoded while PostgreSQL waits and then copied
+ * while allocctl waits, with nothing overlapped. */
 static int64_t next_count(const archiver *a, size_t entries, int rows)
 {
     if (!entries || rows <= 0) return a->chunk;
@@ -364,7 +369,7 @@ static int encode_chunk(archiver *a, arch_batch *b, const redisReply *entries)
  * was nothing (and nothing is in flight), or AR_*. */
 static int log_step(archiver *a, arch_batch *b)
 {
-    if (!b->read_count) b->read_count = a->chunk;
+    if (!b->read_count) b->read_count = FIRST_READ < a->chunk ? FIRST_READ : a->chunk;
     /* our pending entries from the start include the flight's: land it first */
     int rc = b->read_pending ? flight_land(a) : AR_OK;
     if (rc != AR_OK) return rc;

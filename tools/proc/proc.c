@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <ftw.h>
 #include <grp.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -123,6 +124,12 @@ void proc_keep_dirs_env(const char *name)
 static pid_t spawn_as(char *const argv[], const char *log_path, uid_t uid, gid_t gid)
 {
     pid_t parent = getpid();
+    /* A heap full of freed small chunks (a bench's replies) is consolidated
+     * by a later malloc; after fork every page that walk writes faults
+     * (copy on write), which kept archive_long busy on a whole core for
+     * seconds while it measured the archiver it had spawned. Consolidate
+     * before the fork instead. */
+    malloc_trim(0);
     pid_t pid = fork();
     if (pid > 0) { track_pid(pid); return pid; }
     if (pid < 0) return -1;
