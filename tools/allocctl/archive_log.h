@@ -29,18 +29,21 @@ typedef struct archive_buf {
     int failed;
 } archive_buf;
 
-/* Appends the events of one entry to out as lines of COPY's text format,
- * the columns of the archive's staging table (archive_pg.h): batch,
+/* Appends the events of one entry to out as rows of COPY's binary format,
+ * the columns of alloc_events but archived_at (archive_pg.h): batch,
  * stream_id, id_ms, id_seq, ev_idx, type, user_id, item, qty, order_id,
- * req, at_ms, at, expires_at_ms, state, fields (alloc_events' columns but
- * archived_at). The typed columns take what the JSON rows above would give
- * (an empty user, item, order, req or state is NULL; a number that is not
- * an integer of at most 18 digits is NULL; at is at_ms as a UTC time, NULL
- * outside the years 1 - 9999);
- * fields is the JSON object of every field, and a value that is not UTF-8
- * text (or holds a NUL) is "(not utf-8)". Returns the number of rows, 0
- * for an entry whose fields are gone, or -1 as archive_log_entry_decode. */
+ * req, at_ms, at, expires_at_ms, state, fields. The typed columns take what
+ * the JSON rows above would give (an empty user, item, order, req or state
+ * is NULL; a number that is not an integer of at most 18 digits is NULL; at
+ * is at_ms as a time, NULL outside the years 1 - 9999); fields is the JSON
+ * object of every field, and a value that is not UTF-8 text (or holds a
+ * NUL) is "(not utf-8)". Returns the number of rows, 0 for an entry whose
+ * fields are gone, or -1 as archive_log_entry_decode. The rows of one COPY
+ * go between archive_log_copy_begin (which empties out and writes the
+ * format's header) and archive_log_copy_end (its trailer). */
+void archive_log_copy_begin(archive_buf *out);
 int archive_log_entry_copy(const redisReply *entry, const char *batch, archive_buf *out);
+void archive_log_copy_end(archive_buf *out);
 void archive_buf_free(archive_buf *b);
 
 /* P:{B}:archive, the archiver's progress hash (docs/ARCHIVE.md); here,

@@ -106,7 +106,7 @@ static const char SCHEMA[] =
 ");\n";
 
 /* A chunk of the log arrives by COPY (archive_log_entry_copy writes its
- * lines): straight into alloc_events, PostgreSQL's fastest way in, when
+ * rows): straight into alloc_events, PostgreSQL's fastest way in, when
  * none of its rows is there yet -- the common case. A chunk sent again
  * (after a crash between the commit and the XACK) fails that COPY on the
  * primary key; it is then copied into this table of the session and moved
@@ -240,10 +240,10 @@ static int exec(archive_pg *p, const char *sql, int64_t *tuples)
 
 /* The two COPY statements, written out whole: a table name spliced in
  * would read as a Redis command to tests/data/acl/sent-commands.sh. */
-static const char COPY_EVENTS[] = "COPY alloc_events (" EVENT_COLUMNS ") FROM STDIN";
-static const char COPY_STAGE[] = "COPY alloc_events_stage (" EVENT_COLUMNS ") FROM STDIN";
+static const char COPY_EVENTS[] = "COPY alloc_events (" EVENT_COLUMNS ") FROM STDIN (FORMAT binary)";
+static const char COPY_STAGE[] = "COPY alloc_events_stage (" EVENT_COLUMNS ") FROM STDIN (FORMAT binary)";
 
-/* Runs sql, a COPY ... FROM STDIN, with the lines of copy; 0, -1 with err
+/* Runs sql, a COPY ... FROM STDIN, with the rows of copy; 0, -1 with err
  * set, or -2 when a row is there already (unique_violation). */
 static int copy_in(archive_pg *p, const char *sql, const char *copy, size_t len, int64_t *rows)
 {

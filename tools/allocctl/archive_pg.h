@@ -24,7 +24,7 @@ typedef struct archive_pg {
     PGconn *conn;
     const char *conninfo;
     char err[512];        /* the last error, one line */
-    /* the chunk in flight (archive_pg_copy_start): its COPY text, how much
+    /* the chunk in flight (archive_pg_copy_start): its COPY rows, how much
      * of it libpq has taken, and where it stands (archive_pg.c) */
     const char *fl_copy;
     size_t fl_len, fl_sent;
@@ -39,7 +39,7 @@ void archive_pg_close(archive_pg *p);
  * 0 when the server refused the statement (retrying will not help). */
 int archive_pg_lost(const archive_pg *p);
 
-/* Inserts the events of a chunk of the log, given as COPY text
+/* Inserts the events of a chunk of the log, given as COPY rows
  * (archive_log_entry_copy): COPY into the session's staging table, then one
  * INSERT ... ON CONFLICT DO NOTHING, in one transaction; *inserted gets the
  * rows that were new. Returns 0 or -1. */

@@ -90,7 +90,7 @@ typedef struct archiver {
     ctx *x;
     archive_pg pg;
     arch_flight fl;
-    archive_buf buf[2];        /* COPY text: the flight's (buf[fl_buf]) and the next chunk's */
+    archive_buf buf[2];        /* COPY rows (binary): the flight's (buf[fl_buf]) and the next chunk's */
     int fl_buf;
     const char *conninfo, *group, *consumer;
     int64_t chunk, interval_ms, claim_idle_ms;
@@ -210,7 +210,7 @@ typedef struct pg_job {
     pg_job_kind kind;
     const char *batch;
     const char *text[3];     /* rows (events, results); meta, capacity, stats (batch) */
-    size_t len;              /* of text[0], for events (COPY text); for the pool,
+    size_t len;              /* of text[0], for events (COPY binary); for the pool,
                                 the position of its first entry */
     int64_t inserted;
 } pg_job;
@@ -343,12 +343,12 @@ static int flight_land(archiver *a)
     return flight_land_then(a, NULL, NULL, NULL);
 }
 
-/* The COPY text of a chunk into the buffer the flight does not use,
+/* The COPY rows of a chunk into the buffer the flight does not use,
  * handing libpq more of the flight's text as it goes. Rows, or AR_FATAL. */
 static int encode_chunk(archiver *a, arch_batch *b, const redisReply *entries)
 {
     archive_buf *rows = &a->buf[!a->fl_buf];
-    rows->len = 0;
+    archive_log_copy_begin(rows);
     size_t pumped = 0;
     int nrows = 0;
     for (size_t i = 0; i < entries->elements; i++) {
@@ -360,7 +360,8 @@ static int encode_chunk(archiver *a, arch_batch *b, const redisReply *entries)
             pumped = rows->len;
         }
     }
-    return nrows;
+    archive_log_copy_end(rows);
+    return rows->failed ? AR_FATAL : nrows;
 }
 
 /* One chunk of the log: read it, encode it, land the chunk in flight and
