@@ -349,6 +349,13 @@ int archive_pg_copy_pump(archive_pg *p)
     }
 }
 
+int archive_pg_copy_fd(archive_pg *p)
+{
+    if (p->fl_state != FL_COPY || !p->conn) return -1;
+    if (p->fl_sent < p->fl_len || PQflush(p->conn) > 0) return PQsocket(p->conn);
+    return -1;
+}
+
 /* Waits until the server can take more, reading what it sent meanwhile. */
 static int fl_wait(archive_pg *p)
 {

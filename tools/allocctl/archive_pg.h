@@ -57,6 +57,9 @@ int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t 
  * _start or _pump, call _finish anyway: it ends the COPY and returns -1. */
 int archive_pg_copy_start(archive_pg *p, const char *copy, size_t len);
 int archive_pg_copy_pump(archive_pg *p);
+/* The socket to wait on (POLLOUT) while the chunk in flight still has rows
+ * libpq has not sent, else -1. */
+int archive_pg_copy_fd(archive_pg *p);
 int archive_pg_copy_finish(archive_pg *p, int64_t *inserted);
 /* Inserts final results: json_rows = [{"k":request id,"r":result}, ...];
  * a `waiting` result is skipped (it will be replaced). Returns 0 or -1. */

@@ -33,7 +33,10 @@
  */
 #include "allocctl/cmd_archive.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +252,46 @@ static int pg_retry(archiver *a, pg_job *j)
     }
 }
 
+/* The next reply on the synchronous Redis context, awaited while a chunk
+ * is in flight with poll on Redis's socket and PostgreSQL's, handing
+ * libpq more of the flight's rows whenever PostgreSQL can take them. The
+ * socket holds a fraction of a chunk, and without this PostgreSQL ran dry
+ * while Redis answered an XREADGROUP or an XACK. With nothing left to
+ * send, or no progress on either socket for a second, it waits for Redis
+ * as redisGetReply does (the context's timeout applies). REDIS_OK or
+ * REDIS_ERR, as redisGetReply. */
+static int reply_pumping(archiver *a, void **reply)
+{
+    redisContext *c = a->x->c;
+    int done = 0, pg_fd;
+    *reply = NULL;
+    do {
+        if (redisBufferWrite(c, &done) == REDIS_ERR) return REDIS_ERR;
+    } while (!done);
+    while ((pg_fd = a->fl.active ? archive_pg_copy_fd(&a->pg) : -1) >= 0) {
+        if (redisGetReplyFromReader(c, reply) == REDIS_ERR) return REDIS_ERR;
+        if (*reply) return REDIS_OK;
+        struct pollfd pf[2] = { { c->fd, POLLIN, 0 }, { pg_fd, POLLOUT, 0 } };
+        int n = poll(pf, 2, 1000);
+        if (n == 0 || (n < 0 && errno != EINTR)) break;
+        if (n > 0 && pf[1].revents) (void)archive_pg_copy_pump(&a->pg);   /* a failure shows in _finish */
+        if (n > 0 && pf[0].revents && redisBufferRead(c) == REDIS_ERR) return REDIS_ERR;
+    }
+    return redisGetReply(c, reply);
+}
+
+/* redisCommand, through reply_pumping. */
+static redisReply *command_pumping(archiver *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = redisvAppendCommand(a->x->c, fmt, ap);
+    va_end(ap);
+    void *reply = NULL;
+    if (rc != REDIS_OK || reply_pumping(a, &reply) != REDIS_OK) return NULL;
+    return reply;
+}
+
 /* XACK of every entry of the reply, and the progress counters. */
 static int ack(archiver *a, arch_batch *b, const redisReply *entries, int64_t inserted)
 {
@@ -267,7 +310,7 @@ static int ack(archiver *a, arch_batch *b, const redisReply *entries, int64_t in
                            a->group);
         for (int i = 0; i < 3; i++) {
             redisReply *r = NULL;
-            if (redisGetReply(a->x->c, (void **)&r) != REDIS_OK || !r || r->type == REDIS_REPLY_ERROR)
+            if (reply_pumping(a, (void **)&r) != REDIS_OK || !r || r->type == REDIS_REPLY_ERROR)
                 rc = AR_REDIS;
             if (r) freeReplyObject(r);
             if (rc == AR_REDIS && !r) break;
@@ -374,7 +417,7 @@ static int log_step(archiver *a, arch_batch *b)
     /* our pending entries from the start include the flight's: land it first */
     int rc = b->read_pending ? flight_land(a) : AR_OK;
     if (rc != AR_OK) return rc;
-    redisReply *r = redisCommand(a->x->c, "XREADGROUP GROUP %s %s COUNT %lld STREAMS %s %s",
+    redisReply *r = command_pumping(a, "XREADGROUP GROUP %s %s COUNT %lld STREAMS %s %s",
                                  a->group, a->consumer, (long long)b->read_count, b->k.log,
                                  b->read_pending ? "0" : ">");
     if (!r) return AR_REDIS;
