@@ -3,7 +3,8 @@
 # send (run from the repository root; DIR is daemon or tools/allocctl):
 # argv literals (argbuf_str, cmd_open, ctl_args_add), the first string of an
 # argv initializer, "CMD %s" formats and the format strings of rcmd,
-# redisCommand and redisAppendCommand, EVAL/EVALSHA, and the redis.call()s
+# redisCommand, redisAppendCommand and command_pumping (cmd_archive.c),
+# EVAL/EVALSHA, and the redis.call()s
 # of Lua scripts (scripts run with the caller's ACL). Prints one lowercase
 # word per line, sorted; a two-word literal like "CLUSTER SLOTS" gives
 # "cluster|slots". Words that are not commands (RIGHT, PX, MOVED, ...) are
@@ -19,7 +20,7 @@ g() { grep -rhoE --include='*.c' --exclude=cmd_acl.c "$@" "$dir" || true; }
     g '\{ "[A-Z]+"( \}|,)' | sed -E 's/\{ "([A-Z]+)".*/\1/'
     g '"[A-Z]+( [A-Z]+)?( %s|")' | grep -E ' %s|^"[A-Z]+ [A-Z]+"$' |
         sed -E 's/"([A-Z]+)( ([A-Z]+))?.*/\1|\3/; s/\|$//'
-    g '(rcmd|redisCommand|redisAppendCommand)\([a-z>-]+, "[A-Z]+' | sed -E 's/.*"([A-Z]+)/\1/'
+    g '(rcmd|redisCommand|redisAppendCommand|command_pumping)\([a-z>-]+, "[A-Z]+' | sed -E 's/.*"([A-Z]+)/\1/'
     g 'av\[0\] = "[A-Z]+"' | sed -E 's/.*"([A-Z]+)"/\1/'
     g "redis\.call\('[A-Z]+'" | sed -E "s/.*'([A-Z]+)'/\1/"
 } | tr 'A-Z' 'a-z' | sort -u
