@@ -2,7 +2,6 @@
 #include "allocctl/archive_log.h"
 
 #include <assert.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,9 +224,7 @@ static int int_of(const log_field *v, long long *out)
     size_t i = v && v->vlen && v->val[0] == '-' ? 1 : 0, digits = 0;
     while (v && i < v->vlen && v->val[i] >= '0' && v->val[i] <= '9') { i++; digits++; }
     if (!v || i != v->vlen || digits < 1 || digits > 18) return 0;
-    long long x = 0;
-    for (size_t j = v->val[0] == '-' ? 1 : 0; j < v->vlen; j++) x = x * 10 + (v->val[j] - '0');
-    *out = v->val[0] == '-' ? -x : x;
+    *out = strtoll(v->val, NULL, 10);
     return 1;
 }
 

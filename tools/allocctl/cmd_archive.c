@@ -268,7 +268,7 @@ static int reply_pumping(archiver *a, void **reply)
     do {
         if (redisBufferWrite(c, &done) == REDIS_ERR) return REDIS_ERR;
     } while (!done);
-    while ((pg_fd = a->fl.active ? archive_pg_copy_fd(&a->pg) : -1) >= 0) {
+    while ((pg_fd = archive_pg_copy_fd(&a->pg)) >= 0) {   /* -1 when no COPY is in flight */
         if (redisGetReplyFromReader(c, reply) == REDIS_ERR) return REDIS_ERR;
         if (*reply) return REDIS_OK;
         struct pollfd pf[2] = { { c->fd, POLLIN, 0 }, { pg_fd, POLLOUT, 0 } };
