@@ -23,7 +23,8 @@
  *            >= grants/s.
  *
  * Usage: archive_long [--seconds N] [--results N] [--events N]
- *                     [--only kills|export|rate|sale] [--chunk N]   (the archiver's)
+ *                     [--only kills|export|rate|sale] [--chunk N]   (the archiver's;
+ *                     without it, its default)
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -41,7 +42,9 @@
 #include "archive_fixture.h"
 
 static int g_seconds = 60, g_results = 1000000, g_events = 200000;
-static const char *g_only, *g_chunk = "1000";
+/* g_chunk: the archiver's --chunk, or NULL for its default (the argument
+ * lists below end early at a NULL) */
+static const char *g_only, *g_chunk;
 
 static int wanted(const char *name)
 {
@@ -192,7 +195,7 @@ static int64_t run_archive(afix *f, const char *b, double *cpu)
     pid_t pid = fork();
     if (pid == 0) {
         execl(bin, bin, "-c", f->conf, "archive", "--pg", f->pg.conninfo, b, "--quiet",
-              "--chunk", g_chunk, (char *)NULL);
+              g_chunk ? "--chunk" : (char *)NULL, g_chunk, (char *)NULL);
         _exit(127);
     }
     int st;
@@ -215,7 +218,7 @@ static void rate_of(afix *f, const char *b, int per_entry, const char *format)
     assert_int_equal(afix_pg_int(f, q), g_events);
     print_message("rate: %d events (%s format) archived in %.2f s: %.0f events/s into PostgreSQL "
                   "(chunk %s); allocctl CPU %.2f s (%.1f us/event), the rest is PostgreSQL and Redis\n",
-                  g_events, format, (double)ms / 1000.0, (double)g_events * 1000.0 / (double)ms, g_chunk,
+                  g_events, format, (double)ms / 1000.0, (double)g_events * 1000.0 / (double)ms, g_chunk ? g_chunk : "default",
                   cpu, cpu * 1e6 / g_events);
 }
 
@@ -283,7 +286,7 @@ static void test_sale(void **state)
     /* the heap's walk (75 - 300 ms after the results were read) before the
      * clock starts, not in spawn_as's fork (tools/proc/proc.c) */
     malloc_trim(0);
-    pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, b, "--quiet", "--chunk", g_chunk, NULL);
+    pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, b, "--quiet", g_chunk ? "--chunk" : NULL, g_chunk, NULL);
     int64_t t0 = harness_now_ms(), t_events = 0;
     int st = 0, exited = 0;
     while (!(exited = proc_exited(ar, &st))) {

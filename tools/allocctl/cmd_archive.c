@@ -52,6 +52,7 @@
 #define REPORT_MS 1000
 #define BATCH_LIST_MS 1000
 #define ROWS_PER_TXN 20000        /* events in one transaction, about (next_count) */
+#define CHUNK_DEFAULT 5000        /* --chunk: entries in one transaction, at most */
 #define FIRST_READ 16             /* entries of a batch's first read (next_count) */
 
 typedef struct arch_batch {
@@ -837,7 +838,7 @@ static const char HELP_ARCHIVE[] =
 "P:batches (re-read every second with --follow).\n"
 "\n"
 "The log is read through the Redis consumer group G (config archive_group, else\n"
-"\"archive\") as consumer C (\"archiver\"); each chunk of at most N entries (1000)\n"
+"\"archive\") as consumer C (\"archiver\"); each chunk of at most N entries (5000)\n"
 "and about 20,000 events is one PostgreSQL transaction (a COPY), and its entries\n"
 "are XACKed only after it committed, so a\n"
 "crash or a rerun never loses or duplicates a row. Results are copied by HSCAN\n"
@@ -865,7 +866,7 @@ static int archive_opts(ctx *x, archiver *a, int argc, char **argv, int at)
         { "quiet", 'q', NULL, &a->quiet } };
     int rc = parse_opts(x, argc, argv, at, spec, sizeof spec / sizeof *spec, pos, &npos);
     if (rc) return rc < 0 ? -1 : rc;
-    a->chunk = 1000;
+    a->chunk = CHUNK_DEFAULT;
     a->interval_ms = 5000;
     a->claim_idle_ms = 60000;
     a->heartbeat_ms = 10000;
