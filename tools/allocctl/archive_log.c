@@ -90,9 +90,8 @@ void archive_progress_key(char *out, size_t len, const char *prefix, const char 
 
 /* COPY's binary format rather than its text: PostgreSQL then parses no
  * integers and no times, only the JSON of `fields`, and a value is sent as
- * it is, without escapes. A 200,000-row copy went from 174,000 to 192,000
- * - 214,000 rows/s into the same table; the copy is what limits the
- * archive (docs/ARCHIVE.md, Throughput). */
+ * it is, without escapes. The copy is what limits the archive
+ * (docs/ARCHIVE.md, Throughput; the figures in docs/PERFORMANCE.md). */
 
 static void buf_grow(archive_buf *b, size_t more)
 {
@@ -296,8 +295,8 @@ static int last_of_key(const log_field *f, size_t n, size_t j)
 /* The fields column: jsonb's binary form is a version byte (1) and the
  * JSON text; its length word is written once the object is. The keys go
  * in the order jsonb keeps them, so that the server's sort of each object
- * finds it sorted (2 - 4% of the copy's time, unsorted); an entry of more
- * than ORDER_MAX fields goes as it comes and the server sorts it. */
+ * finds it sorted; an entry of more than ORDER_MAX fields goes as it comes
+ * and the server sorts it. */
 enum { ORDER_MAX = 64 };
 
 static void put_pair(archive_buf *b, const log_field *v, int *first)

@@ -388,7 +388,7 @@ static int flight_land(archiver *a)
 }
 
 /* The COPY rows of a chunk into the buffer the flight does not use,
- * handing libpq more of the flight's text as it goes. Rows, or AR_FATAL. */
+ * handing libpq more of the flight's rows as it goes. Rows, or AR_FATAL. */
 static int encode_chunk(archiver *a, arch_batch *b, const redisReply *entries)
 {
     archive_buf *rows = &a->buf[!a->fl_buf];
