@@ -704,6 +704,7 @@ int main(int argc, char **argv)
     if (!b.rows || start_redis(&b) < 0) { free(b.rows); stop_all(&b); return 1; }
     report_redis_version(&b, b.redis_ver, sizeof b.redis_ver);
     b.load_start = bench_loadavg();
+    b.fault_us = bench_fault_cost_us();
     read_durability(&b);
     if (b.opt.e2e_pairs) run_e2e_pairs(&b);
     if (b.opt.open_loop) run_open_loop(&b);

@@ -91,6 +91,7 @@ typedef struct bench {
     char redis_ver[64];
     char durability[64];
     double load_start;
+    double fault_us;                     /* one page fault here (bench_fault_cost_us) */
     e2e_pair pairs[MAX_E2E];
     int n_pairs;
     ol_row ol[MAX_OL];

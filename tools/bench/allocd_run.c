@@ -285,6 +285,7 @@ static void *prod_main(void *arg)
 typedef struct window {
     cmdstats before, after, own;
     int64_t cpu_redis, cpu_allocd, cpu_bench;
+    int64_t faults_redis, faults_allocd;
     int64_t t0, t_first, t_end;   /* wall us */
 } window;
 
@@ -297,6 +298,8 @@ static void window_open(redisContext *c, const run_opts *o, window *win)
     win->cpu_redis = o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1;
     win->cpu_allocd = o->allocd_pid ? bench_proc_cpu_us(o->allocd_pid) : -1;
     win->cpu_bench = self_cpu_us();
+    win->faults_redis = o->redis_pid ? bench_proc_faults(o->redis_pid) : -1;
+    win->faults_allocd = o->allocd_pid ? bench_proc_faults(o->allocd_pid) : -1;
     win->t0 = proc_wall_us();
 }
 
@@ -311,6 +314,8 @@ static void window_close(redisContext *c, const run_opts *o, window *win, run_re
     res->cpu_redis_us = per_req(win->cpu_redis, o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1, n);
     res->cpu_allocd_us = per_req(win->cpu_allocd, o->allocd_pid ? bench_proc_cpu_us(o->allocd_pid) : -1, n);
     res->cpu_bench_us = per_req(win->cpu_bench, self_cpu_us(), n);
+    res->faults_redis = per_req(win->faults_redis, o->redis_pid ? bench_proc_faults(o->redis_pid) : -1, n);
+    res->faults_allocd = per_req(win->faults_allocd, o->allocd_pid ? bench_proc_faults(o->allocd_pid) : -1, n);
     cmdstats_read(c, &win->after);
     cmdstats_delta(&win->after, &win->before, &win->own, &res->cmds);
 }

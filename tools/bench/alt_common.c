@@ -27,6 +27,7 @@ void alt_window_open(alt_window *win, redisContext *c, const alt_opts *o)
     cmdstats_read(c, &win->before);
     win->cpu_redis = o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1;
     win->cpu_bench = bench_proc_cpu_us(getpid());
+    win->faults_redis = o->redis_pid ? bench_proc_faults(o->redis_pid) : -1;
     win->t0 = proc_mono_us();
 }
 
@@ -44,6 +45,7 @@ void alt_window_close(alt_window *win, redisContext *c, const alt_opts *o, alt_r
     res->tput = res->secs > 0 ? (double)n / res->secs : 0;
     res->cpu_redis_us = per_req(win->cpu_redis, o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1, n);
     res->cpu_bench_us = per_req(win->cpu_bench, bench_proc_cpu_us(getpid()), n);
+    res->faults_redis = per_req(win->faults_redis, o->redis_pid ? bench_proc_faults(o->redis_pid) : -1, n);
     cmdstats after;
     cmdstats_read(c, &after);
     cmdstats_delta(&after, &win->before, NULL, &res->cmds);

@@ -7,6 +7,7 @@
 typedef struct alt_window {
     cmdstats before;
     int64_t cpu_redis, cpu_bench, t0;
+    int64_t faults_redis;
 } alt_window;
 
 void alt_window_open(alt_window *win, redisContext *c, const alt_opts *o);

@@ -65,6 +65,7 @@ typedef struct run_result {
     long rss_end_kb;          /* settle_rss: VmRSS once served, -1 otherwise */
     double bytes_per_participant;
     double cpu_redis_us, cpu_allocd_us, cpu_bench_us; /* per request, -1 unknown */
+    double faults_redis, faults_allocd; /* page faults per request, -1 unknown */
     /* e2e: the poller's work (reader.h) */
     long hmgets, fields_asked, nil_fields, dequeued_polls;
     double offered;           /* paced: the rate asked for */
@@ -107,6 +108,7 @@ typedef struct alt_result {
     double secs, tput;
     cmdstats cmds;
     double cmds_per_req, rt_per_req, redis_usec_per_req, cpu_redis_us, cpu_bench_us;
+    double faults_redis;      /* Redis's page faults per request, -1 unknown */
     double p50, p99, p999, pmax; /* lua: call -> reply, ms */
 } alt_result;
 

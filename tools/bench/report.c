@@ -108,11 +108,12 @@ static void print_machine(const bench *b)
 {
     char cpu[128];
     report_cpu_model(cpu, sizeof cpu);
-    printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it)\n"
+    printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it); "
+           "a page fault %.2f us\n"
            "redis: durability %s; extra arguments: %s%s%s\n"
            "setup: redis %s (%s); allocd %s, chunk %d, log_format %s; producers / Lua connections %d x depth %d; "
            "lock threads %d, retry sleep %d-%d us\n",
-           sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->durability,
+           sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->fault_us, b->durability,
            b->opt.redis_args ? b->opt.redis_args : "none",
            b->opt.pin ? "; pinned (--pin): redis-server on CPU 0, allocd and the bench on the others" : "",
            b->opt.rt ? "; real-time (--rt): redis-server SCHED_FIFO 20, allocd SCHED_FIFO 10, both reset on fork, "
@@ -403,11 +404,19 @@ static void print_targets(const bench *b)
     target_rt(b);
 }
 
-static void print_e2e_row(const char *what, const run_result *a, int ok)
+/* Page faults per request as microseconds: times what one costs here. */
+static double fault_us(const bench *b, double faults)
 {
-    printf("  %-14s %9.0f %7.2f %7.2f %7.2f %8.2f %8.2f %8.2f %8.2f %7.3f %6.1f%%%s\n", what, a->tput, a->p50,
-           a->p99, a->pmax, a->cpu_redis_us, a->redis_usec_per_req, a->cpu_allocd_us, a->cpu_bench_us, a->n ? (double)a->fields_asked / (double)a->n : 0,
-           a->fields_asked ? 100.0 * (double)a->nil_fields / (double)a->fields_asked : 0, ok ? "" : "  FAILED");
+    return faults < 0 || b->fault_us < 0 ? -1 : faults * b->fault_us;
+}
+
+static void print_e2e_row(const bench *b, const char *what, const run_result *a, int ok)
+{
+    printf("  %-14s %9.0f %7.2f %7.2f %7.2f %8.2f %8.2f %8.2f %8.2f %7.3f %6.1f%% %7.2f %7.2f%s\n", what, a->tput,
+           a->p50, a->p99, a->pmax, a->cpu_redis_us, a->redis_usec_per_req, a->cpu_allocd_us, a->cpu_bench_us,
+           a->n ? (double)a->fields_asked / (double)a->n : 0,
+           a->fields_asked ? 100.0 * (double)a->nil_fields / (double)a->fields_asked : 0,
+           fault_us(b, a->faults_redis), fault_us(b, a->faults_allocd), ok ? "" : "  FAILED");
 }
 
 /* The headline: every round, then the medians. */
@@ -439,24 +448,26 @@ static void print_e2e(const bench *b)
            "  INFO commandstats usec per request (EXEC and EVALSHA include the commands inside them, which\n"
            "  are also counted on their own lines: the sum counts them twice); cpuA_us: allocd CPU per request;\n"
            "  cpuB_us: the bench's own CPU per request (producers, poller; it shares the 2 cores);\n"
-           "  asked/r: result fields the poller asked for per result, nil%%: of those, not yet answered\n");
-    printf("  %-14s %9s %7s %7s %7s %8s %8s %8s %8s %7s %7s\n", "design", "req/s", "p50ms", "p99ms", "p100ms",
-           "cpuR_us", "redisus", "cpuA_us", "cpuB_us", "asked/r", "nil%");
+           "  asked/r: result fields the poller asked for per result, nil%%: of those, not yet answered;\n"
+           "  pfR_us, pfA_us: Redis's and allocd's page faults per request times what one costs here\n"
+           "  (the machine line): the part of cpuR_us and cpuA_us spent mapping memory touched first\n");
+    printf("  %-14s %9s %7s %7s %7s %8s %8s %8s %8s %7s %7s %7s %7s\n", "design", "req/s", "p50ms", "p99ms",
+           "p100ms", "cpuR_us", "redisus", "cpuA_us", "cpuB_us", "asked/r", "nil%", "pfR_us", "pfA_us");
     for (int i = 0; i < b->n_pairs; i++) {
         const e2e_pair *p = &b->pairs[i];
         printf(" round %d (load %.2f): plain/Lua %.2fx, txn/Lua %.2fx\n", i + 1, p->load,
                ratio(p->plain.tput, p->lua.tput), ratio(p->txn.tput, p->lua.tput));
-        print_e2e_row("allocd rpush", &p->plain, p->ok_plain);
-        print_e2e_row("allocd txn", &p->txn, p->ok_txn);
+        print_e2e_row(b, "allocd rpush", &p->plain, p->ok_plain);
+        print_e2e_row(b, "allocd txn", &p->txn, p->ok_txn);
         if (p->has_peek) {
-            print_e2e_row("allocd peek", &p->peek, p->ok_peek);
+            print_e2e_row(b, "allocd peek", &p->peek, p->ok_peek);
             printf("  %-14s peek/Lua %.2fx; %ld of %ld positions a range (the two reads differed), "
                    "%ld exact ones checked, %ld wrong\n", "", ratio(p->peek.tput, p->lua.tput),
                    p->peek.pos_inexact, p->peek.n, p->peek.pos_checked, p->peek.pos_mismatch);
         }
-        printf("  %-14s %9.0f %7.2f %7.2f %7.2f %8.2f %8.2f %8s %8.2f%s\n", "lua", p->lua.tput, p->lua.p50,
-               p->lua.p99, p->lua.pmax, p->lua.cpu_redis_us, p->lua.redis_usec_per_req, "-", p->lua.cpu_bench_us,
-               p->ok_lua ? "" : "  FAILED");
+        printf("  %-14s %9.0f %7.2f %7.2f %7.2f %8.2f %8.2f %8s %8.2f %7s %7s %7.2f %7s%s\n", "lua", p->lua.tput,
+               p->lua.p50, p->lua.p99, p->lua.pmax, p->lua.cpu_redis_us, p->lua.redis_usec_per_req, "-",
+               p->lua.cpu_bench_us, "-", "-", fault_us(b, p->lua.faults_redis), "-", p->ok_lua ? "" : "  FAILED");
     }
     printf(" median of rounds: plain/Lua %.2fx, txn/Lua %.2fx\n", report_e2e_median(b, 0), report_e2e_median(b, 1));
     const e2e_pair *p = &b->pairs[0];
@@ -517,12 +528,14 @@ static void print_e2e_results(const bench *b)
                    "p50_ms=%.3f p99_ms=%.3f p100_ms=%.3f redis_usec_per_req=%.2f cpu_redis_us_per_req=%.2f "
                    "cpu_allocd_us_per_req=%.2f hmgets=%ld fields_asked=%ld nil_fields=%ld dequeued_polls=%ld "
                    "pos_checked=%ld pos_mismatch=%ld pos_inexact=%ld lua_ok=%d lua_throughput=%.0f lua_redis_usec_per_req=%.2f "
-                   "lua_cpu_redis_us_per_req=%.2f ratio_lua=%.3f\n",
+                   "lua_cpu_redis_us_per_req=%.2f ratio_lua=%.3f redis_faults_per_req=%.3f allocd_faults_per_req=%.3f "
+                   "lua_redis_faults_per_req=%.3f fault_us=%.2f\n",
                    i + 1, push[t], b->durability, report_sched_name(b), ok[t], p->load, a[t]->tput,
                    a[t]->p50, a[t]->p99, a[t]->pmax, a[t]->redis_usec_per_req, a[t]->cpu_redis_us,
                    a[t]->cpu_allocd_us, a[t]->hmgets, a[t]->fields_asked, a[t]->nil_fields, a[t]->dequeued_polls,
                    a[t]->pos_checked, a[t]->pos_mismatch, a[t]->pos_inexact, p->ok_lua, p->lua.tput, p->lua.redis_usec_per_req,
-                   p->lua.cpu_redis_us, ratio(a[t]->tput, p->lua.tput));
+                   p->lua.cpu_redis_us, ratio(a[t]->tput, p->lua.tput), a[t]->faults_redis, a[t]->faults_allocd,
+                   p->lua.faults_redis, b->fault_us);
     }
 }
 
