@@ -39,6 +39,19 @@ static int make_realtime(pid_t pid, int prio, const char *who)
     return rc;
 }
 
+/* The private redis-server just (re)started: pinned and real-time as
+ * asked, its pid where the runs read its CPU and faults. */
+static int redis_started(bench *b)
+{
+    if (b->opt.pin && bench_pin(b->redis.pid, 0, 0) < 0) {
+        fprintf(stderr, "allocbench: --pin: cannot pin redis-server to CPU 0\n");
+        return -1;
+    }
+    if (b->opt.rt && make_realtime(b->redis.pid, RT_PRIO_REDIS, "redis-server") < 0) return -1;
+    b->redis_pid = b->redis.pid;
+    return 0;
+}
+
 static int start_redis(bench *b)
 {
     if (b->opt.redis_url) {
@@ -54,13 +67,8 @@ static int start_redis(bench *b)
              b->opt.redis_args ? b->opt.redis_args : "");
     if (proc_redis_start(&b->redis, "allocbench", args) < 0) return -1;
     b->own_redis = 1;
-    if (b->opt.pin && bench_pin(b->redis.pid, 0, 0) < 0) {
-        fprintf(stderr, "allocbench: --pin: cannot pin redis-server to CPU 0\n");
-        return -1;
-    }
-    if (b->opt.rt && make_realtime(b->redis.pid, RT_PRIO_REDIS, "redis-server") < 0) return -1;
+    if (redis_started(b) < 0) return -1;
     if (bench_target_parse(&b->target, b->redis.url) < 0) return -1;
-    b->redis_pid = b->redis.pid;
     snprintf(b->dir, sizeof b->dir, "%s", b->redis.dir);
     return 0;
 }
@@ -72,13 +80,21 @@ static void stop_all(bench *b)
     else proc_remove_dir(b->dir);
 }
 
-/* A fresh allocd (clean memory peak) on an empty Redis for every run. */
+/* A fresh allocd (clean memory peak) on an empty Redis for every run.
+ * The private Redis is started again, not emptied: after FLUSHALL its
+ * allocator keeps pages that the next run reuses, so a run after one of
+ * allocd's mapped a sixth of the memory that a run after Lua's or on a new
+ * Redis did, and on a machine where a page fault is costly the order of
+ * the designs decided a round (docs/PERFORMANCE.md, "Page faults"). */
 static int fresh_daemon(bench *b, int chunk)
 {
+    if (!b->opt.no_daemon && b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
+    if (b->own_redis && (proc_redis_restart_empty(&b->redis) < 0 || redis_started(b) < 0)) {
+        fprintf(stderr, "allocbench: cannot start redis-server again (see %s/redis.log)\n", b->redis.dir);
+        return -1;
+    }
     redisContext *c = bench_connect(&b->target);
     if (!c) { fprintf(stderr, "allocbench: cannot connect to %s\n", b->target.url); return -1; }
-    if (!b->opt.no_daemon && b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
-    if (b->own_redis) bench_ok(c, "FLUSHALL");
     redisFree(c);
     if (b->opt.no_daemon) return 0;
     bench_daemon_opts d = {

@@ -339,6 +339,18 @@ int proc_redis_restart(proc_redis *r)
     return redis_spawn(r);
 }
 
+int proc_redis_restart_empty(proc_redis *r)
+{
+    char path[300];
+    proc_reap(r->pid, SIGTERM);
+    r->pid = 0;
+    snprintf(path, sizeof path, "%s/appendonlydir", r->dir);
+    remove_tree(path);
+    snprintf(path, sizeof path, "%s/dump.rdb", r->dir);
+    unlink(path);
+    return redis_spawn(r);
+}
+
 void proc_redis_kill(proc_redis *r)
 {
     proc_reap(r->pid, SIGKILL);

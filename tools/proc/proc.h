@@ -101,6 +101,9 @@ int proc_redis_start(proc_redis *r, const char *prefix, const char *extra);
 /* SIGTERM and a new one on the same dir, socket and arguments (the data is
  * kept when persistence is on). */
 int proc_redis_restart(proc_redis *r);
+/* The same, with what it persisted removed first: a new, empty Redis (its
+ * log and the other files of the dir stay). */
+int proc_redis_restart_empty(proc_redis *r);
 void proc_redis_kill(proc_redis *r);            /* SIGKILL, keeps the dir */
 void proc_redis_stop(proc_redis *r);            /* SIGTERM, removes the dir */
 redisContext *proc_redis_connect(const proc_redis *r);   /* blocking, or NULL */
