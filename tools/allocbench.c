@@ -83,9 +83,10 @@ static void stop_all(bench *b)
 /* A fresh allocd (clean memory peak) on an empty Redis for every run.
  * The private Redis is started again, not emptied: after FLUSHALL its
  * allocator keeps pages that the next run reuses, so a run after one of
- * allocd's mapped a sixth of the memory that a run after Lua's or on a new
- * Redis did, and on a machine where a page fault is costly the order of
- * the designs decided a round (docs/PERFORMANCE.md, "Page faults"). */
+ * allocd's mapped a third or less of the memory that a run after Lua's or
+ * on a new Redis did, and on a machine where a page fault is costly the
+ * order of the designs decided a round (docs/PERFORMANCE.md, "Page
+ * faults"). */
 static int fresh_daemon(bench *b, int chunk)
 {
     if (!b->opt.no_daemon && b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
