@@ -90,13 +90,17 @@ static void stop_all(bench *b)
 static int fresh_daemon(bench *b, int chunk)
 {
     if (!b->opt.no_daemon && b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
-    if (b->own_redis && (proc_redis_restart_empty(&b->redis) < 0 || redis_started(b) < 0)) {
-        fprintf(stderr, "allocbench: cannot start redis-server again (see %s/redis.log)\n", b->redis.dir);
-        return -1;
+    if (b->own_redis) {
+        /* answers PING once started (proc_redis_restart_empty) */
+        if (proc_redis_restart_empty(&b->redis) < 0 || redis_started(b) < 0) {
+            fprintf(stderr, "allocbench: cannot start redis-server again (see %s/redis.log)\n", b->redis.dir);
+            return -1;
+        }
+    } else {
+        redisContext *c = bench_connect(&b->target);
+        if (!c) { fprintf(stderr, "allocbench: cannot connect to %s\n", b->target.url); return -1; }
+        redisFree(c);
     }
-    redisContext *c = bench_connect(&b->target);
-    if (!c) { fprintf(stderr, "allocbench: cannot connect to %s\n", b->target.url); return -1; }
-    redisFree(c);
     if (b->opt.no_daemon) return 0;
     bench_daemon_opts d = {
         .bin = b->opt.allocd_bin, .dir = b->dir, .redis_url = b->target.url,

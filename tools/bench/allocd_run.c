@@ -284,8 +284,8 @@ static void *prod_main(void *arg)
 
 typedef struct window {
     cmdstats before, after, own;
-    int64_t cpu_redis, cpu_allocd, cpu_bench;
-    int64_t faults_redis, faults_allocd;
+    bench_usage redis, allocd;
+    int64_t cpu_bench;
     int64_t t0, t_first, t_end;   /* wall us */
 } window;
 
@@ -295,11 +295,9 @@ static void window_open(redisContext *c, const run_opts *o, window *win)
 {
     memset(win, 0, sizeof *win);
     cmdstats_read(c, &win->before);
-    win->cpu_redis = o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1;
-    win->cpu_allocd = o->allocd_pid ? bench_proc_cpu_us(o->allocd_pid) : -1;
+    win->redis = bench_proc_usage(o->redis_pid);
+    win->allocd = bench_proc_usage(o->allocd_pid);
     win->cpu_bench = self_cpu_us();
-    win->faults_redis = o->redis_pid ? bench_proc_faults(o->redis_pid) : -1;
-    win->faults_allocd = o->allocd_pid ? bench_proc_faults(o->allocd_pid) : -1;
     win->t0 = proc_wall_us();
 }
 
@@ -311,11 +309,12 @@ static double per_req(int64_t a, int64_t b, long n)
 static void window_close(redisContext *c, const run_opts *o, window *win, run_result *res)
 {
     long n = o->w->n;
-    res->cpu_redis_us = per_req(win->cpu_redis, o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1, n);
-    res->cpu_allocd_us = per_req(win->cpu_allocd, o->allocd_pid ? bench_proc_cpu_us(o->allocd_pid) : -1, n);
+    bench_usage redis = bench_proc_usage(o->redis_pid), allocd = bench_proc_usage(o->allocd_pid);
+    res->cpu_redis_us = per_req(win->redis.cpu_us, redis.cpu_us, n);
+    res->cpu_allocd_us = per_req(win->allocd.cpu_us, allocd.cpu_us, n);
     res->cpu_bench_us = per_req(win->cpu_bench, self_cpu_us(), n);
-    res->faults_redis = per_req(win->faults_redis, o->redis_pid ? bench_proc_faults(o->redis_pid) : -1, n);
-    res->faults_allocd = per_req(win->faults_allocd, o->allocd_pid ? bench_proc_faults(o->allocd_pid) : -1, n);
+    res->faults_redis = per_req(win->redis.faults, redis.faults, n);
+    res->faults_allocd = per_req(win->allocd.faults, allocd.faults, n);
     cmdstats_read(c, &win->after);
     cmdstats_delta(&win->after, &win->before, &win->own, &res->cmds);
 }

@@ -25,9 +25,8 @@ void alt_window_open(alt_window *win, redisContext *c, const alt_opts *o)
 {
     memset(win, 0, sizeof *win);
     cmdstats_read(c, &win->before);
-    win->cpu_redis = o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1;
+    win->redis = bench_proc_usage(o->redis_pid);
     win->cpu_bench = bench_proc_cpu_us(getpid());
-    win->faults_redis = o->redis_pid ? bench_proc_faults(o->redis_pid) : -1;
     win->t0 = proc_mono_us();
 }
 
@@ -43,9 +42,10 @@ void alt_window_close(alt_window *win, redisContext *c, const alt_opts *o, alt_r
     res->n = o->w->n;
     res->secs = (double)(t1 - win->t0) / 1e6;
     res->tput = res->secs > 0 ? (double)n / res->secs : 0;
-    res->cpu_redis_us = per_req(win->cpu_redis, o->redis_pid ? bench_proc_cpu_us(o->redis_pid) : -1, n);
+    bench_usage redis = bench_proc_usage(o->redis_pid);
+    res->cpu_redis_us = per_req(win->redis.cpu_us, redis.cpu_us, n);
     res->cpu_bench_us = per_req(win->cpu_bench, bench_proc_cpu_us(getpid()), n);
-    res->faults_redis = per_req(win->faults_redis, o->redis_pid ? bench_proc_faults(o->redis_pid) : -1, n);
+    res->faults_redis = per_req(win->redis.faults, redis.faults, n);
     cmdstats after;
     cmdstats_read(c, &after);
     cmdstats_delta(&after, &win->before, NULL, &res->cmds);

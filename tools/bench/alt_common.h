@@ -6,8 +6,8 @@
 
 typedef struct alt_window {
     cmdstats before;
-    int64_t cpu_redis, cpu_bench, t0;
-    int64_t faults_redis;
+    bench_usage redis;
+    int64_t cpu_bench, t0;
 } alt_window;
 
 void alt_window_open(alt_window *win, redisContext *c, const alt_opts *o);

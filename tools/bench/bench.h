@@ -95,8 +95,12 @@ int bench_daemon_alive(bench_daemon *d);
 long bench_proc_kb(pid_t pid, const char *field);
 /* utime + stime of PID in microseconds, or -1. */
 int64_t bench_proc_cpu_us(pid_t pid);
-/* Page faults (minor + major) of a process so far; -1 if it is gone. */
-int64_t bench_proc_faults(pid_t pid);
+/* What a process has used so far: CPU (utime + stime) and page faults
+ * (minor + major); each -1 when pid is 0 or the process is gone. */
+typedef struct bench_usage {
+    int64_t cpu_us, faults;
+} bench_usage;
+bench_usage bench_proc_usage(pid_t pid);
 /* Microseconds one page fault costs on this machine (proc.c); -1 unknown. */
 double bench_fault_cost_us(void);
 /* /proc/<pid>/schedstat of the process's main thread: ns it ran and (unless

@@ -97,18 +97,18 @@ static int proc_stat_read(pid_t pid, unsigned long long *faults, unsigned long l
     return 0;
 }
 
-int64_t bench_proc_cpu_us(pid_t pid)
+bench_usage bench_proc_usage(pid_t pid)
 {
     unsigned long long faults, ticks;
-    if (proc_stat_read(pid, &faults, &ticks) < 0) return -1;
+    if (pid <= 0 || proc_stat_read(pid, &faults, &ticks) < 0) return (bench_usage){ -1, -1 };
     long hz = sysconf(_SC_CLK_TCK);
-    return (int64_t)(ticks * 1000000ULL / (unsigned long long)(hz > 0 ? hz : 100));
+    return (bench_usage){ (int64_t)(ticks * 1000000ULL / (unsigned long long)(hz > 0 ? hz : 100)),
+                          (int64_t)faults };
 }
 
-int64_t bench_proc_faults(pid_t pid)
+int64_t bench_proc_cpu_us(pid_t pid)
 {
-    unsigned long long faults, ticks;
-    return proc_stat_read(pid, &faults, &ticks) < 0 ? -1 : (int64_t)faults;
+    return bench_proc_usage(pid).cpu_us;
 }
 
 /* What one page fault costs here: the first touch of each page of a fresh
