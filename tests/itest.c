@@ -210,6 +210,24 @@ int itest_free_port(void)
     return ntohs(a.sin_port);
 }
 
+int itest_port_hold(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    /* Without SO_REUSEADDR first: that also keeps out a server binding
+     * with it. With it when the dead server's connections, in TIME_WAIT,
+     * hold the port too: a bind(0) without it still conflicts. */
+    for (int reuse = 0; reuse <= 1; reuse++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) return -1;
+        if ((!reuse || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse) == 0) &&
+            bind(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            return fd;
+        close(fd);
+    }
+    return -1;
+}
+
 /* GET path; returns malloc'd response (headers and body) or NULL. */
 char *itest_http_get(int port, const char *path)
 {

@@ -69,6 +69,12 @@ int itest_count_in_log(const harness_allocd *d, const char *needle);
 int itest_wait_log(const harness_allocd *d, const char *needle, int n, int timeout_ms);
 /* A loopback TCP port free right now (for metrics_listen). */
 int itest_free_port(void);
+/* Keeps `port` on loopback from being handed out while the server that had
+ * it is down (killed, to be restarted there): a socket bound to it, not
+ * listening, so a connection is refused as by a dead server but no other
+ * process's bind(0) gets the port. Returns the socket, or -1; close it
+ * just before the restart. */
+int itest_port_hold(int port);
 /* GET path on 127.0.0.1:port; the malloc'd response (headers and body),
  * or NULL when nothing answers. */
 char *itest_http_get(int port, const char *path);
