@@ -278,7 +278,8 @@ static int wait_switch(cluster *cl, int old)
         if (said[0] > 0 && said[0] != old && said[0] == said[1] && said[1] == said[2]) return said[0];
         if (waited < 20000) harness_sleep_ms(100);
     }
-    print_message("  the sentinels did not agree within 20 s: they name %d, %d and %d\n", said[0], said[1], said[2]);
+    print_message("  no new master named by all three sentinels within 20 s: they name %d, %d and %d (old %d)\n",
+                  said[0], said[1], said[2], old);
     for (int i = 0; i < 3; i++)
         if (said[i] > 0 && said[i] != old && (said[i] == said[(i + 1) % 3] || said[i] == said[(i + 2) % 3]))
             return said[i];
