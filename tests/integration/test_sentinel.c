@@ -203,10 +203,9 @@ static void cluster_stop(cluster *cl)
     for (int i = 0; i < 3; i++) harness_redis_stop(&cl->node[i]);
 }
 
-/* kill -9 node i, its port kept from other processes until it restarts:
- * a Redis another test started there (bind(0) hands out a port just
- * freed) was taken for the old master by the sentinels and by allocd,
- * which loaded its empty batch list, with three runs side by side. */
+/* kill -9 node i, its port kept from other processes until node_restart:
+ * a server another test started there (bind(0) may hand out a port just
+ * freed) would be taken for the old master by the sentinels and allocd. */
 static void node_kill(cluster *cl, int i)
 {
     harness_redis_kill(&cl->node[i]);
@@ -263,13 +262,16 @@ static const char *jstatus(json_t *o) { return json_string_value(json_object_get
 
 /* Waits until all three sentinels name the same master, not `old`, and
  * returns its port; after 20 s, the one two of them name, or -1. Not the
- * first to answer: a killed master restarted empty (no persistence here)
- * while a sentinel still named it was served as the master -- allocd
- * loaded an empty batch list there -- and a later switch went back to it,
- * wiping results allocd had published after WAIT (both seen under ASan
- * with three runs side by side). Redis's replication docs warn against
- * restarting a master without persistence under Sentinel; the test
- * restarts a killed master only once every sentinel has moved on. */
+ * first to answer: the leader names the promoted replica while its
+ * failover is still in progress (get-master-addr-by-name does), before
+ * +switch-master and before the others know. A killed master restarted
+ * empty (no persistence here) that early was served as the master by
+ * whoever still asked for the old address -- allocd loaded an empty batch
+ * list there -- and a later switch went back to it, wiping results allocd
+ * had published after WAIT (both seen under ASan with three runs side by
+ * side). Redis's replication docs warn against restarting a master
+ * without persistence under Sentinel; the test restarts a killed master
+ * only once every sentinel has moved on. */
 static int wait_switch(cluster *cl, int old)
 {
     int said[3];
@@ -438,7 +440,7 @@ static void sentinel_logs_tail(const cluster *cl, int lines)
         while (f && fgets(line, sizeof line, f)) { free(ring[n % keep]); ring[n % keep] = strdup(line); n++; }
         if (f) fclose(f);
         fprintf(stderr, "---- sentinel on port %d, its last %d lines\n", cl->sport[i], n < keep ? n : keep);
-        for (int k = n < keep ? 0 : n - keep; k < n; k++) fputs(ring[k % keep], stderr);
+        for (int k = n < keep ? 0 : n - keep; k < n; k++) if (ring[k % keep]) fputs(ring[k % keep], stderr);
         for (int k = 0; k < keep; k++) free(ring[k]);
     }
 }
