@@ -235,12 +235,23 @@ static redisContext *master_conn(cluster *cl, redisContext **cache, int *cache_p
     return *cache;
 }
 
-static int push(redisContext *c, int n)
+/* A buy of sku, id `id` by `user`, pushed to batch s<b>: 1 when Redis took it. */
+static int push_buy(redisContext *c, int b, const char *id, const char *user)
 {
-    redisReply *r = redisCommand(c, "RPUSH alloc:{s1}:queue {\"id\":\"r%d\",\"user\":\"u%d\",\"op\":\"buy\",\"item\":\"sku\"}", n, n);
+    redisReply *r = redisCommand(c, "RPUSH alloc:{s%d}:queue {\"id\":\"%s\",\"user\":\"%s\",\"op\":\"buy\","
+                                    "\"item\":\"sku\"}", b, id, user);
     int ok = r && r->type == REDIS_REPLY_INTEGER;
     if (r) freeReplyObject(r);
     return ok;
+}
+
+/* Request n of the load: id rn by user un, to s1. */
+static int push(redisContext *c, int n)
+{
+    char id[16], user[16];
+    snprintf(id, sizeof id, "r%d", n);
+    snprintf(user, sizeof user, "u%d", n);
+    return push_buy(c, 1, id, user);
 }
 
 /* One poll of every result: the first sight of each is kept. */
@@ -463,39 +474,27 @@ static void takeover_explain(run_state *s)
     if (m) fprintf(stderr, "---- alloc:{s2}:queue holds %lld\n", proc_int(m, "LLEN alloc:{s2}:queue"));
 }
 
-/* The probe `id` pushed to batch s2 on the master the sentinels name now:
- * that master's port, or -1. */
-static int probe_push(run_state *s, const char *id, int fault)
-{
-    redisContext *m = rs_master(s);
-    redisReply *r = m ? redisCommand(m, "RPUSH alloc:{s2}:queue {\"id\":\"%s\",\"user\":\"p%d\","
-                                        "\"op\":\"buy\",\"item\":\"sku\"}", id, fault) : NULL;
-    int ok = r && r->type == REDIS_REPLY_INTEGER;
-    if (r) freeReplyObject(r);
-    if (!ok) { rs_forget_master(s); return -1; }
-    return s->mport;
-}
-
-/* From the sentinels naming the new master to a request of the idle batch
- * s2 answered there, with the load going on meanwhile. The probe is pushed
- * again, with the same id, whenever the sentinels name another master
- * than the one it went to: one they demote (a second failover right after
- * the first, seen under load) drops what it had not replicated, and
- * resubmitting the same id is safe (docs/PROTOCOL.md, "Requests"). */
+/* From all three sentinels naming the new master (wait_switch) to a
+ * request of the idle batch s2 answered there, with the load going on
+ * meanwhile. The probe is pushed again, with the same id, whenever the
+ * sentinels name another master than the one it went to: one they demote
+ * (a second failover right after the first, seen under load) drops what
+ * it had not replicated, and resubmitting the same id is safe
+ * (docs/PROTOCOL.md, "Requests"). */
 static void takeover(run_state *s, int fault)
 {
     int64_t t0 = harness_now_ms();
-    char id[32];
+    char id[32], user[16];
     snprintf(id, sizeof id, "probe%d", fault);
+    snprintf(user, sizeof user, "p%d", fault);
     int pushed_to = -1, pushes = 0;
     char *v = NULL;
     while (!v && harness_now_ms() - t0 < 30000) {
         push_and_poll(s);
         redisContext *m = rs_master(s);
         if (m && s->mport != pushed_to) {
-            pushed_to = probe_push(s, id, fault);
-            pushes += pushed_to > 0;
-            m = rs_master(s);
+            if (push_buy(m, 2, id, user)) { pushed_to = s->mport; pushes++; }
+            else { rs_forget_master(s); m = NULL; }
         }
         v = m ? harness_str(m, "HGET alloc:{s2}:results %s", id) : NULL;
         if (!v && m && m->err) rs_forget_master(s);
