@@ -87,7 +87,7 @@ static void stop_all(bench *b)
  * on a new Redis did, and on a machine where a page fault is costly the
  * order of the designs decided a round (docs/PERFORMANCE.md, "Page
  * faults"). */
-static int fresh_daemon(bench *b, int chunk)
+static int fresh_redis(bench *b)
 {
     if (!b->opt.no_daemon && b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
     if (b->own_redis) {
@@ -96,11 +96,17 @@ static int fresh_daemon(bench *b, int chunk)
             fprintf(stderr, "allocbench: cannot start redis-server again (see %s/redis.log)\n", b->redis.dir);
             return -1;
         }
-    } else {
-        redisContext *c = bench_connect(&b->target);
-        if (!c) { fprintf(stderr, "allocbench: cannot connect to %s\n", b->target.url); return -1; }
-        redisFree(c);
+        return 0;
     }
+    redisContext *c = bench_connect(&b->target);
+    if (!c) { fprintf(stderr, "allocbench: cannot connect to %s\n", b->target.url); return -1; }
+    redisFree(c);
+    return 0;
+}
+
+static int fresh_daemon(bench *b, int chunk)
+{
+    if (fresh_redis(b) < 0) return -1;
     if (b->opt.no_daemon) return 0;
     bench_daemon_opts d = {
         .bin = b->opt.allocd_bin, .dir = b->dir, .redis_url = b->target.url,
@@ -551,6 +557,28 @@ static void run_floor(bench *b)
     fprintf(stderr, "allocbench: the floor: redis-benchmark RPUSH and HGET...\n");
     b->floor_ok = floor_measure(&b->target, 1000000, 64, &b->floor, b->floor_err, sizeof b->floor_err) == 0;
     if (!b->floor_ok) fprintf(stderr, "allocbench: the floor: %s\n", b->floor_err);
+    fprintf(stderr, "allocbench: the contract's floor: its writes on a new Redis, no allocd...\n");
+    workload w = e2e_workload(b);
+    b->floor_contract_ok = fresh_redis(b) == 0 &&
+        floor_contract_measure(&b->target, b->redis_pid, &w, b->opt.chunk, 0, &b->floor_contract, b->floor_err,
+                               sizeof b->floor_err) == 0;
+    if (!b->floor_contract_ok) fprintf(stderr, "allocbench: the contract's floor: %s\n", b->floor_err);
+}
+
+/* Beside the drain pairs: the contract's writes alone for a queue pushed
+ * before the clock (floor_contract.h), on a new Redis. */
+static void run_floor_drain(bench *b)
+{
+    int pairs = 0;
+    for (int i = 0; i < b->n_rows; i++)
+        pairs += b->rows[i].sc == SC_STOCK && b->rows[i].has_lua && !strcmp(b->rows[i].mode, "prepushed");
+    if (!pairs) return;
+    fprintf(stderr, "allocbench: the contract's floor for the drain: its writes on a new Redis, no allocd...\n");
+    workload w = e2e_workload(b);
+    b->floor_drain_ok = fresh_redis(b) == 0 &&
+        floor_contract_measure(&b->target, b->redis_pid, &w, b->opt.chunk, 1, &b->floor_drain, b->floor_drain_err,
+                               sizeof b->floor_drain_err) == 0;
+    if (!b->floor_drain_ok) fprintf(stderr, "allocbench: the contract's floor: %s\n", b->floor_drain_err);
 }
 
 /* What a row's Redis keeps across a crash. */
@@ -733,6 +761,7 @@ int main(int argc, char **argv)
     if (b.n_pairs) run_floor(&b);
     if (b.opt.scenarios_given || b.opt.targets || !(b.opt.e2e_pairs || b.opt.open_loop)) run_scenarios(&b);
     if (b.opt.lua_pairs > 1) run_lua_pairs(&b);
+    run_floor_drain(&b);
     if (b.opt.rate_test) run_rate_test(&b);
     if (b.opt.probe > 0) run_probe(&b);
     if (b.opt.n_sweep) run_sweep(&b);

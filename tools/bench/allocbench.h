@@ -11,6 +11,7 @@
 #include "bench/e2e.h"
 #include "bench/median_ci.h"
 #include "bench/floor.h"
+#include "bench/floor_contract.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -104,6 +105,11 @@ typedef struct bench {
     int n_housing_engine;
     floor_result floor;                  /* with --e2e-pairs (floor.h) */
     int floor_ok;
+    floor_contract_result floor_contract; /* with --e2e-pairs (floor_contract.h) */
+    int floor_contract_ok;
+    floor_contract_result floor_drain;   /* beside the drain pairs (floor_contract.h) */
+    int floor_drain_ok;
+    char floor_drain_err[160];
     char floor_err[160];
 } bench;
 

@@ -420,6 +420,33 @@ static void print_e2e_row(const bench *b, const char *what, const run_result *a,
 }
 
 /* The headline: every round, then the medians. */
+/* The contract's floor (floor_contract.h): its rate, Redis's CPU per
+ * request, and the ratio to Lua's median that it leaves room for, first as
+ * measured (Redis alone, pipelined from one connection) and then as Redis's
+ * core allows (1 / its CPU per request), the bound that counts when every
+ * process shares the cores. */
+static void print_floor_contract(const bench *b, double plain, double lua)
+{
+    const floor_contract_result *fc = &b->floor_contract;
+    const fc_pass *f = &fc->pass;
+    if (!b->floor_contract_ok) {
+        printf("  the contract's floor: not measured (%s)\n", b->floor_err);
+        return;
+    }
+    double core = f->cpu_us > 0 ? 1e6 / f->cpu_us : -1;
+    printf("  the contract's floor: its writes alone on a new Redis (RPUSH, the take, the result HSET of every\n"
+           "  request, the holder HSET of every user granted, free, stats, the chunk log, the poller's HMGET; no\n"
+           "  allocd; chunk %d, %ld of %ld granted): %.0f req/s, Redis CPU %.2f us a request (%.3f faults, %.2f us\n"
+           "  of them), so one Redis core allows %.0f req/s. Lua's median e2e %.0f req/s: room for %.2fx measured,\n"
+           "  %.2fx by Redis's CPU; allocd plain (median) %.0f = %.0f%% of the core's bound\n",
+           fc->chunk, fc->granted, fc->n, f->rate, f->cpu_us, f->faults, fault_us(b, f->faults), core, lua,
+           ratio(f->rate, lua), ratio(core, lua), plain, 100.0 * ratio(plain, core));
+    print_mix("floor", &f->cmds, fc->n);
+    printf("RESULT floor_contract rate=%.0f cpu_redis_us_per_req=%.2f redis_faults_per_req=%.3f core_rate=%.0f "
+           "lua=%.0f ceiling_measured=%.3f ceiling_core=%.3f allocd_plain=%.0f allocd_fraction=%.3f\n", f->rate,
+           f->cpu_us, f->faults, core, lua, ratio(f->rate, lua), ratio(core, lua), plain, ratio(plain, core));
+}
+
 /* The floor (floor.h) and each design's median e2e rate as a share of it. */
 static void print_floor(const bench *b)
 {
@@ -436,6 +463,7 @@ static void print_floor(const bench *b)
     printf("RESULT floor rpush=%.0f hget=%.0f per_request=%.0f allocd_plain=%.0f allocd_fraction=%.3f lua=%.0f "
            "lua_fraction=%.3f\n", f->rpush, f->hget, f->per_request, plain, ratio(plain, f->per_request), lua,
            ratio(lua, f->per_request));
+    print_floor_contract(b, plain, lua);
 }
 
 static void print_e2e(const bench *b)
@@ -539,6 +567,42 @@ static void print_e2e_results(const bench *b)
     }
 }
 
+/* The contract's floor for the drain (floor_contract.h) beside the drain
+ * pairs' medians: the ratio Redis's core leaves room for, and how much of
+ * Redis's CPU per request allocd adds to the contract's writes. */
+static void print_floor_drain(const bench *b)
+{
+    if (!b->floor_drain_ok) {
+        if (b->floor_drain_err[0]) printf("\n  the contract's floor for the drain: not measured (%s)\n", b->floor_drain_err);
+        return;
+    }
+    double drain[MAX_ROWS], cpu[MAX_ROWS], lua[MAX_ROWS], pf[MAX_ROWS];
+    int n = 0;
+    for (int i = 0; i < b->n_rows; i++) {
+        const row *r = &b->rows[i];
+        if (r->sc != SC_STOCK || r->sweep || strcmp(r->mode, "prepushed") || !r->has_lua) continue;
+        if (!r->a_ok || !r->lua_ok || r->a.missing) continue;
+        drain[n] = r->a.tput_drain;
+        cpu[n] = r->a.cpu_redis_us;
+        pf[n] = r->a.faults_redis;
+        lua[n++] = r->lua.tput;
+    }
+    const fc_pass *f = &b->floor_drain.pass;
+    double core = f->cpu_us > 0 ? 1e6 / f->cpu_us : -1, l = median_of(lua, n), c = median_of(cpu, n);
+    printf("\n  the contract's floor for the drain: the queue pushed first, then per chunk of %d the take, the\n"
+           "  result HSET of every request, the holder HSET of every user granted, free, stats and the chunk log,\n"
+           "  on a new Redis, no allocd: %.0f req/s, Redis CPU %.2f us a request (%.3f faults, %.2f us of them);\n"
+           "  one Redis core allows %.0f req/s. Lua (median of %d) %.0f req/s: room for %.2fx measured, %.2fx by\n"
+           "  Redis's CPU. allocd's drain (median) %.0f req/s with Redis at %.2f us a request (%.3f faults): %.2f us\n"
+           "  a request more than the contract's writes (the fence, MULTI/EXEC, the internal keys, LRANGE+LTRIM)\n",
+           b->floor_drain.chunk, f->rate, f->cpu_us, f->faults, fault_us(b, f->faults), core, n, l, ratio(f->rate, l),
+           ratio(core, l), median_of(drain, n), c, median_of(pf, n), c - f->cpu_us);
+    print_mix("floor", &f->cmds, b->floor_drain.n);
+    printf("RESULT floor_drain rate=%.0f cpu_redis_us_per_req=%.2f redis_faults_per_req=%.3f core_rate=%.0f lua=%.0f "
+           "ceiling_measured=%.3f ceiling_core=%.3f allocd_drain=%.0f allocd_cpu_redis_us_per_req=%.2f\n", f->rate,
+           f->cpu_us, f->faults, core, l, ratio(f->rate, l), ratio(core, l), median_of(drain, n), c);
+}
+
 void report_print(const bench *b)
 {
     print_machine(b);
@@ -549,6 +613,7 @@ void report_print(const bench *b)
     print_compare_table(b);
     printf("\n");
     for (int i = 0; i < b->n_rows; i++) print_cmd_mix(&b->rows[i]);
+    print_floor_drain(b);
     printf("\n");
     for (int i = 0; i < b->n_rows; i++) print_result_line(b, &b->rows[i]);
     if (b->probe_ok)

@@ -1,0 +1,317 @@
+/* floor_contract.c -- see floor_contract.h. The values written have the
+ * fields, in the order, that allocd writes for the stock mix
+ * (daemon/wire/records.c: results and holders; contract 11.1: the chunk
+ * log), so Redis stores and parses values of the same sizes. One unit of
+ * the pipeline is one chunk: its RPUSHes, then the take and the writes a
+ * chunk's decisions need, then the poller's read of its results. */
+#include "bench/floor_contract.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { FC_RES = 256, FC_HOLD = 320, FC_NAME = 32, FC_EVENT = 128 };
+/* after a chunk's RPUSHes: LPOP, HSET results, HSET holders, HSET free,
+ * XADD, HSET stats, HMGET */
+enum { FC_AFTER = 7 };
+/* a unit: a chunk's pushes alone (the drain's queue, before its clock),
+ * pushes + take + writes + read (e2e), or take + writes (the drain) */
+enum { FC_PUSH_ONLY, FC_E2E, FC_DRAIN };
+enum { FC_QUEUE, FC_RESULTS, FC_HOLDERS, FC_FREE, FC_LOG, FC_STATS, FC_KEYS };
+
+#define FC_ORDER_BASE 250000000000000000ULL
+#define FC_AT0 1763800000000LL
+
+typedef struct fc_user {
+    uint32_t mark, slot;      /* chunk + 1 whose holder list has it, and where */
+    uint8_t units, n, seen;
+    uint32_t item[2];
+    uint64_t order[2];
+} fc_user;
+
+typedef struct fc_item {
+    long left;
+    uint32_t mark;
+} fc_item;
+
+typedef struct fc_state {
+    const workload *w;
+    int chunk;
+    char keys[FC_KEYS][64];
+    fc_user *users;
+    fc_item *items;
+    long granted, rejected, participants, free_units;
+    /* one chunk's writes */
+    char (*id)[FC_NAME], (*res)[FC_RES], (*holder_user)[FC_NAME], (*holder)[FC_RES + FC_HOLD];
+    char (*free_item)[FC_NAME], (*free_val)[FC_NAME];
+    uint32_t *holder_of, *free_of;
+    int n_holder, n_free, n_events;
+    char *events;
+    size_t events_len, events_cap;
+    const char **argv;
+    size_t *lens;
+    int phase;                /* FC_PUSH_ONLY, FC_E2E or FC_DRAIN: what a unit holds */
+    int error;
+} fc_state;
+
+static void fc_free(fc_state *s)
+{
+    free(s->users); free(s->items); free(s->id); free(s->res); free(s->holder_user); free(s->holder);
+    free(s->free_item); free(s->free_val); free(s->holder_of); free(s->free_of); free(s->events);
+    free(s->argv); free(s->lens);
+}
+
+static int fc_init(fc_state *s, const workload *w, int chunk)
+{
+    memset(s, 0, sizeof *s);
+    s->w = w;
+    s->chunk = chunk;
+    static const char *const names[FC_KEYS] = { "queue", "results", "holders", "free", "log", "stats" };
+    for (int k = 0; k < FC_KEYS; k++) snprintf(s->keys[k], sizeof s->keys[k], "allocbench:{floor}:%s", names[k]);
+    size_t m = (size_t)chunk;
+    s->users = calloc((size_t)w->users, sizeof *s->users);
+    s->items = calloc((size_t)w->items, sizeof *s->items);
+    s->id = calloc(m, sizeof *s->id);
+    s->res = calloc(m, sizeof *s->res);
+    s->holder_user = calloc(m, sizeof *s->holder_user);
+    s->holder = calloc(m, sizeof *s->holder);
+    s->free_item = calloc(m, sizeof *s->free_item);
+    s->free_val = calloc(m, sizeof *s->free_val);
+    s->holder_of = calloc(m, sizeof *s->holder_of);
+    s->free_of = calloc(m, sizeof *s->free_of);
+    s->events_cap = m * FC_EVENT + 16;
+    s->events = malloc(s->events_cap);
+    s->argv = calloc(2 * m + 16, sizeof *s->argv);
+    s->lens = calloc(2 * m + 16, sizeof *s->lens);
+    if (!s->users || !s->items || !s->id || !s->res || !s->holder_user || !s->holder || !s->free_item ||
+        !s->free_val || !s->holder_of || !s->free_of || !s->events || !s->argv || !s->lens) {
+        fc_free(s);
+        return -1;
+    }
+    for (long i = 0; i < w->items; i++) s->items[i].left = w->units;
+    s->free_units = w->items * w->units;
+    return 0;
+}
+
+/* The holder of user u as allocd writes it for stock: units and the live
+ * orders, each confirmed (a buy without a hold). */
+static void fc_holder(const fc_state *s, const fc_user *u, char *out, size_t len)
+{
+    size_t at = (size_t)snprintf(out, len, "{\"units\":%u,\"orders\":[", u->units);
+    for (int k = 0; k < u->n && at < len; k++) {
+        char item[FC_NAME];
+        wl_item_name(s->w, u->item[k], item, sizeof item);
+        at += (size_t)snprintf(out + at, len - at, "%s{\"order\":\"%llu\",\"item\":\"%s\",\"qty\":1,"
+                               "\"state\":\"confirmed\"}", k ? "," : "", (unsigned long long)u->order[k], item);
+    }
+    if (at < len) snprintf(out + at, len - at, "]}");
+}
+
+/* A grant's holder, `free` and log entry, each written once per chunk. */
+static void fc_grant_writes(fc_state *s, long k, long i, const wl_req *r, const char *user, const char *item)
+{
+    fc_user *u = &s->users[r->user];
+    fc_item *it = &s->items[r->item];
+    if (u->mark != (uint32_t)k + 1) {
+        u->mark = (uint32_t)k + 1;
+        u->slot = (uint32_t)s->n_holder++;
+        snprintf(s->holder_user[u->slot], FC_NAME, "%s", user);
+    }
+    s->holder_of[u->slot] = (uint32_t)r->user;
+    if (it->mark != (uint32_t)k + 1) {
+        it->mark = (uint32_t)k + 1;
+        s->free_of[s->n_free] = (uint32_t)r->item;
+        snprintf(s->free_item[s->n_free++], FC_NAME, "%s", item);
+    }
+    int n = snprintf(s->events + s->events_len, s->events_cap - s->events_len,
+                     "%s[\"grant\",\"%s\",\"%s\",1,\"%llu\",\"%ld\",%lld]", s->events_len > 1 ? "," : "", user,
+                     item, (unsigned long long)u->order[u->n - 1], i, FC_AT0 + i / 100);
+    if (n > 0 && (size_t)n < s->events_cap - s->events_len) s->events_len += (size_t)n;
+    s->n_events++;
+}
+
+/* Decides request i of chunk k as allocd's stock engine would (units per
+ * item, per_user) and writes its result into slot j. */
+static void fc_decide(fc_state *s, long k, long i, int j)
+{
+    wl_req r;
+    char user[FC_NAME], item[FC_NAME];
+    workload_request(s->w, i, &r);
+    wl_user_name(i, &r, 0, user, sizeof user);
+    wl_item_name(s->w, r.item, item, sizeof item);
+    snprintf(s->id[j], FC_NAME, "%ld", i);
+    fc_user *u = &s->users[r.user];
+    fc_item *it = &s->items[r.item];
+    if (!u->seen) { u->seen = 1; s->participants++; }
+    long long at = FC_AT0 + i / 100;
+    const char *reason = it->left <= 0 ? "sold_out" : u->units >= s->w->per_user ? "limit" : NULL;
+    if (reason) {
+        s->rejected++;
+        snprintf(s->res[j], FC_RES, "{\"id\":\"%ld\",\"user\":\"%s\",\"op\":\"buy\",\"status\":\"rejected\","
+                 "\"reason\":\"%s\",\"item\":\"%s\",\"seq\":%ld,\"at\":%lld}", i, user, reason, item, i + 1, at);
+        return;
+    }
+    it->left--;
+    s->free_units--;
+    uint64_t order = FC_ORDER_BASE + (uint64_t)++s->granted * 7919;
+    u->units++;
+    u->item[u->n] = (uint32_t)r.item;
+    u->order[u->n++] = order;
+    snprintf(s->res[j], FC_RES, "{\"id\":\"%ld\",\"user\":\"%s\",\"op\":\"buy\",\"status\":\"granted\","
+             "\"item\":\"%s\",\"qty\":1,\"order\":\"%llu\",\"rank\":%ld,\"seq\":%ld,\"at\":%lld}", i, user, item,
+             (unsigned long long)order, s->granted, i + 1, at);
+    fc_grant_writes(s, k, i, &r, user, item);
+}
+
+static void fc_argv_key(fc_state *s, const char *cmd, int key, int *argc)
+{
+    s->argv[0] = cmd;
+    s->argv[1] = s->keys[key];
+    *argc = 2;
+}
+
+static void fc_argv_add(fc_state *s, int *argc, const char *v)
+{
+    s->argv[*argc] = v;
+    s->lens[*argc] = strlen(v);
+    (*argc)++;
+}
+
+/* HSET key f1 v1 ... of one chunk, or a PING when it has nothing to write
+ * (every unit has the same number of replies). */
+static void fc_hset(fc_state *s, redisContext *c, int key, int n, char (*f)[FC_NAME], const char *v, size_t vsize)
+{
+    if (!n) { redisAppendCommand(c, "PING"); return; }
+    int argc;
+    fc_argv_key(s, "HSET", key, &argc);
+    for (int j = 0; j < n; j++) {
+        fc_argv_add(s, &argc, f[j]);
+        fc_argv_add(s, &argc, v + (size_t)j * vsize);
+    }
+    s->lens[0] = 4;
+    s->lens[1] = strlen(s->keys[key]);
+    redisAppendCommandArgv(c, argc, s->argv, s->lens);
+}
+
+static void fc_append_writes(fc_state *s, redisContext *c, long k, long m)
+{
+    for (int j = 0; j < s->n_holder; j++)
+        fc_holder(s, &s->users[s->holder_of[j]], s->holder[j], sizeof s->holder[j]);
+    for (int j = 0; j < s->n_free; j++) snprintf(s->free_val[j], FC_NAME, "%ld", s->items[s->free_of[j]].left);
+    fc_hset(s, c, FC_RESULTS, (int)m, s->id, &s->res[0][0], FC_RES);
+    fc_hset(s, c, FC_HOLDERS, s->n_holder, s->holder_user, &s->holder[0][0], sizeof s->holder[0]);
+    fc_hset(s, c, FC_FREE, s->n_free, s->free_item, &s->free_val[0][0], FC_NAME);
+    if (s->n_events) {
+        s->events[s->events_len++] = ']';
+        redisAppendCommand(c, "XADD %s * format chunk n %d events %b", s->keys[FC_LOG], s->n_events, s->events,
+                           s->events_len);
+    } else {
+        redisAppendCommand(c, "PING");
+    }
+    long done = k * s->chunk + m;
+    redisAppendCommand(c, "HSET %s dequeued %ld processed %ld granted %ld rejected %ld participants %ld "
+                       "free_units %ld state open updated_at %lld", s->keys[FC_STATS], done, done, s->granted,
+                       s->rejected, s->participants, s->free_units, FC_AT0 + done / 100);
+}
+
+/* Unit k: the chunk's pushes, its take, its writes, the poller's read;
+ * or only some of them (fc_state.phase). */
+static void fc_append(void *ctx, redisContext *c, long k)
+{
+    fc_state *s = ctx;
+    long first = k * s->chunk, m = s->w->n - first < s->chunk ? s->w->n - first : s->chunk;
+    char req[512];
+    for (long i = first; s->phase != FC_DRAIN && i < first + s->chunk; i++) {
+        int len = i < first + m ? workload_json(s->w, i, req, sizeof req) : -1;
+        if (len > 0) redisAppendCommand(c, "RPUSH %s %b", s->keys[FC_QUEUE], req, (size_t)len);
+        else redisAppendCommand(c, "PING");
+    }
+    if (s->phase == FC_PUSH_ONLY) return;
+    redisAppendCommand(c, "LPOP %s %ld", s->keys[FC_QUEUE], m);
+    s->n_holder = s->n_free = s->n_events = 0;
+    s->events[0] = '[';
+    s->events_len = 1;
+    for (long i = first; i < first + m; i++) fc_decide(s, k, i, (int)(i - first));
+    fc_append_writes(s, c, k, m);
+    if (s->phase == FC_DRAIN) return;
+    int argc;
+    fc_argv_key(s, "HMGET", FC_RESULTS, &argc);
+    for (long j = 0; j < m; j++) fc_argv_add(s, &argc, s->id[j]);
+    s->lens[0] = 5;
+    s->lens[1] = strlen(s->keys[FC_RESULTS]);
+    redisAppendCommandArgv(c, argc, s->argv, s->lens);
+}
+
+static void fc_done(void *ctx, long k, redisReply *last, int error)
+{
+    (void)k;
+    (void)last;
+    if (error) ((fc_state *)ctx)->error = 1;
+}
+
+static void fc_del(const bench_target *t, const fc_state *s)
+{
+    redisContext *c = bench_connect(t);
+    if (!c) return;
+    bench_ok(c, "DEL %s %s %s %s %s %s", s->keys[0], s->keys[1], s->keys[2], s->keys[3], s->keys[4], s->keys[5]);
+    redisFree(c);
+}
+
+/* One timed pass of units of the given phase; 0 or -1 (err set). */
+static int fc_run(const bench_target *t, pid_t redis_pid, fc_state *s, int phase, fc_pass *out, char *err,
+                  size_t errlen)
+{
+    int per_unit[] = { [FC_PUSH_ONLY] = s->chunk, [FC_E2E] = s->chunk + FC_AFTER, [FC_DRAIN] = FC_AFTER - 1 };
+    s->phase = phase;
+    pipe_job j = { .target = t, .n = (s->w->n + s->chunk - 1) / s->chunk, .depth = 4, .replies = per_unit[phase],
+                   .ctx = s, .append = fc_append, .done = fc_done };
+    cmdstats c0, c1;
+    redisContext *c = bench_connect(t);
+    if (!c || cmdstats_read(c, &c0) < 0) {
+        snprintf(err, errlen, "the contract's floor: cannot read INFO commandstats");
+        if (c) redisFree(c);
+        return -1;
+    }
+    bench_usage u0 = bench_proc_usage(redis_pid);
+    int64_t t0 = proc_mono_us();
+    long units = pipe_run(&j, err, errlen);
+    int64_t t1 = proc_mono_us();
+    bench_usage u1 = bench_proc_usage(redis_pid);
+    int read = cmdstats_read(c, &c1);
+    redisFree(c);
+    if (units != j.n || s->error || read < 0) {
+        if (units >= 0) snprintf(err, errlen, "the contract's floor: %s", s->error ? "Redis answered an error" : "stopped early");
+        return -1;
+    }
+    double n = (double)s->w->n;
+    *out = (fc_pass){
+        .rate = n * 1e6 / (double)(t1 - t0 > 0 ? t1 - t0 : 1),
+        .cpu_us = u0.cpu_us < 0 || u1.cpu_us < 0 ? -1 : (double)(u1.cpu_us - u0.cpu_us) / n,
+        .faults = u0.faults < 0 || u1.faults < 0 ? -1 : (double)(u1.faults - u0.faults) / n,
+    };
+    cmdstats_delta(&c1, &c0, NULL, &out->cmds);
+    return 0;
+}
+
+int floor_contract_measure(const bench_target *t, pid_t redis_pid, const workload *w, int chunk, int drain,
+                           floor_contract_result *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    fc_state s;
+    if (chunk < 1 || w->n < 1 || fc_init(&s, w, chunk) < 0) {
+        snprintf(err, errlen, "the contract's floor: no memory (or no requests)");
+        return -1;
+    }
+    fc_del(t, &s);
+    fc_pass push;
+    int rc = drain ? fc_run(t, redis_pid, &s, FC_PUSH_ONLY, &push, err, errlen) : 0;
+    if (rc == 0) rc = fc_run(t, redis_pid, &s, drain ? FC_DRAIN : FC_E2E, &out->pass, err, errlen);
+    out->n = w->n;
+    out->granted = s.granted;
+    out->chunk = chunk;
+    out->drain = drain;
+    fc_del(t, &s);
+    fc_free(&s);
+    return rc;
+}
