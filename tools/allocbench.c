@@ -551,18 +551,31 @@ static void run_same_rate(bench *b)
     }
 }
 
+/* The contract's floor (floor_contract.h) FLOOR_CONTRACT_RUNS times, each
+ * on a new Redis. */
+static void floor_contract_repeat(bench *b, int drain, floor_contract_runs *out)
+{
+    fprintf(stderr, "allocbench: the contract's floor%s: its writes on a new Redis, no allocd, %d runs...\n",
+            drain ? " for the drain" : "", FLOOR_CONTRACT_RUNS);
+    workload w = e2e_workload(b);
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < FLOOR_CONTRACT_RUNS; i++) {
+        if (fresh_redis(b) < 0) { snprintf(out->err, sizeof out->err, "cannot start redis-server again"); break; }
+        if (floor_contract_measure(&b->target, b->redis_pid, &w, b->opt.chunk, drain, &out->run[out->n], out->err,
+                                   sizeof out->err) == 0)
+            out->n++;
+        else
+            fprintf(stderr, "allocbench: the contract's floor: %s\n", out->err);
+    }
+}
+
 /* The floor beside the e2e rounds: Redis alone, RPUSH + HGET (floor.h). */
 static void run_floor(bench *b)
 {
     fprintf(stderr, "allocbench: the floor: redis-benchmark RPUSH and HGET...\n");
     b->floor_ok = floor_measure(&b->target, 1000000, 64, &b->floor, b->floor_err, sizeof b->floor_err) == 0;
     if (!b->floor_ok) fprintf(stderr, "allocbench: the floor: %s\n", b->floor_err);
-    fprintf(stderr, "allocbench: the contract's floor: its writes on a new Redis, no allocd...\n");
-    workload w = e2e_workload(b);
-    b->floor_contract_ok = fresh_redis(b) == 0 &&
-        floor_contract_measure(&b->target, b->redis_pid, &w, b->opt.chunk, 0, &b->floor_contract, b->floor_err,
-                               sizeof b->floor_err) == 0;
-    if (!b->floor_contract_ok) fprintf(stderr, "allocbench: the contract's floor: %s\n", b->floor_err);
+    floor_contract_repeat(b, 0, &b->floor_contract);
 }
 
 /* Beside the drain pairs: the contract's writes alone for a queue pushed
@@ -573,12 +586,7 @@ static void run_floor_drain(bench *b)
     for (int i = 0; i < b->n_rows; i++)
         pairs += b->rows[i].sc == SC_STOCK && b->rows[i].has_lua && !strcmp(b->rows[i].mode, "prepushed");
     if (!pairs) return;
-    fprintf(stderr, "allocbench: the contract's floor for the drain: its writes on a new Redis, no allocd...\n");
-    workload w = e2e_workload(b);
-    b->floor_drain_ok = fresh_redis(b) == 0 &&
-        floor_contract_measure(&b->target, b->redis_pid, &w, b->opt.chunk, 1, &b->floor_drain, b->floor_drain_err,
-                               sizeof b->floor_drain_err) == 0;
-    if (!b->floor_drain_ok) fprintf(stderr, "allocbench: the contract's floor: %s\n", b->floor_drain_err);
+    floor_contract_repeat(b, 1, &b->floor_drain);
 }
 
 /* What a row's Redis keeps across a crash. */

@@ -105,11 +105,8 @@ typedef struct bench {
     int n_housing_engine;
     floor_result floor;                  /* with --e2e-pairs (floor.h) */
     int floor_ok;
-    floor_contract_result floor_contract; /* with --e2e-pairs (floor_contract.h) */
-    int floor_contract_ok;
-    floor_contract_result floor_drain;   /* beside the drain pairs (floor_contract.h) */
-    int floor_drain_ok;
-    char floor_drain_err[160];
+    floor_contract_runs floor_contract;  /* with --e2e-pairs (floor_contract.h) */
+    floor_contract_runs floor_drain;     /* beside the drain pairs */
     char floor_err[160];
 } bench;
 

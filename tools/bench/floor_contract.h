@@ -42,4 +42,19 @@ typedef struct floor_contract_result {
 int floor_contract_measure(const bench_target *t, pid_t redis_pid, const workload *w, int chunk, int drain,
                            floor_contract_result *out, char *err, size_t errlen);
 
+/* One floor measured several times, each on a new Redis (allocbench):
+ * Redis's CPU per request for the same writes moves by a quarter from one
+ * run to the next on a shared machine, so the run reported is the median
+ * by it, with the range. */
+#define FLOOR_CONTRACT_RUNS 3
+typedef struct floor_contract_runs {
+    floor_contract_result run[FLOOR_CONTRACT_RUNS];
+    int n;                    /* runs that succeeded */
+    char err[160];            /* why the last one failed */
+} floor_contract_runs;
+
+/* The median run by cpu_us (NULL when none succeeded); *lo and *hi get the
+ * least and most cpu_us. */
+const floor_contract_result *floor_contract_median(const floor_contract_runs *r, double *lo, double *hi);
+
 #endif

@@ -420,31 +420,34 @@ static void print_e2e_row(const bench *b, const char *what, const run_result *a,
 }
 
 /* The headline: every round, then the medians. */
-/* The contract's floor (floor_contract.h): its rate, Redis's CPU per
- * request, and the ratio to Lua's median that it leaves room for, first as
- * measured (Redis alone, pipelined from one connection) and then as Redis's
- * core allows (1 / its CPU per request), the bound that counts when every
- * process shares the cores. */
+/* The contract's floor (floor_contract.h), the median of its runs: its
+ * rate, Redis's CPU per request, and the ratio to Lua's median that it
+ * leaves room for, first as measured (Redis alone, pipelined from one
+ * connection) and then as Redis's core allows (1 / its CPU per request),
+ * the bound that counts when every process shares the cores. */
 static void print_floor_contract(const bench *b, double plain, double lua)
 {
-    const floor_contract_result *fc = &b->floor_contract;
-    const fc_pass *f = &fc->pass;
-    if (!b->floor_contract_ok) {
-        printf("  the contract's floor: not measured (%s)\n", b->floor_err);
+    double lo, hi;
+    const floor_contract_result *fc = floor_contract_median(&b->floor_contract, &lo, &hi);
+    if (!fc) {
+        printf("  the contract's floor: not measured (%s)\n", b->floor_contract.err);
         return;
     }
+    const fc_pass *f = &fc->pass;
     double core = f->cpu_us > 0 ? 1e6 / f->cpu_us : -1;
     printf("  the contract's floor: its writes alone on a new Redis (RPUSH, the take, the result HSET of every\n"
            "  request, the holder HSET of every user granted, free, stats, the chunk log, the poller's HMGET; no\n"
-           "  allocd; chunk %d, %ld of %ld granted): %.0f req/s, Redis CPU %.2f us a request (%.3f faults, %.2f us\n"
-           "  of them), so one Redis core allows %.0f req/s. Lua's median e2e %.0f req/s: room for %.2fx measured,\n"
-           "  %.2fx by Redis's CPU; allocd plain (median) %.0f = %.0f%% of the core's bound\n",
-           fc->chunk, fc->granted, fc->n, f->rate, f->cpu_us, f->faults, fault_us(b, f->faults), core, lua,
-           ratio(f->rate, lua), ratio(core, lua), plain, 100.0 * ratio(plain, core));
+           "  allocd; chunk %d, %ld of %ld granted), the median of %d runs: %.0f req/s, Redis CPU %.2f us a\n"
+           "  request (runs %.2f - %.2f; %.3f faults, %.2f us of them), so one Redis core allows %.0f req/s.\n"
+           "  Lua's median e2e %.0f req/s: room for %.2fx measured, %.2fx by Redis's CPU; allocd plain (median)\n"
+           "  %.0f = %.0f%% of the core's bound\n",
+           fc->chunk, fc->granted, fc->n, b->floor_contract.n, f->rate, f->cpu_us, lo, hi, f->faults,
+           fault_us(b, f->faults), core, lua, ratio(f->rate, lua), ratio(core, lua), plain, 100.0 * ratio(plain, core));
     print_mix("floor", &f->cmds, fc->n);
-    printf("RESULT floor_contract rate=%.0f cpu_redis_us_per_req=%.2f redis_faults_per_req=%.3f core_rate=%.0f "
-           "lua=%.0f ceiling_measured=%.3f ceiling_core=%.3f allocd_plain=%.0f allocd_fraction=%.3f\n", f->rate,
-           f->cpu_us, f->faults, core, lua, ratio(f->rate, lua), ratio(core, lua), plain, ratio(plain, core));
+    printf("RESULT floor_contract rate=%.0f cpu_redis_us_per_req=%.2f cpu_lo=%.2f cpu_hi=%.2f runs=%d "
+           "redis_faults_per_req=%.3f core_rate=%.0f lua=%.0f ceiling_measured=%.3f ceiling_core=%.3f "
+           "allocd_plain=%.0f allocd_fraction=%.3f\n", f->rate, f->cpu_us, lo, hi, b->floor_contract.n, f->faults,
+           core, lua, ratio(f->rate, lua), ratio(core, lua), plain, ratio(plain, core));
 }
 
 /* The floor (floor.h) and each design's median e2e rate as a share of it. */
@@ -572,8 +575,10 @@ static void print_e2e_results(const bench *b)
  * Redis's CPU per request allocd adds to the contract's writes. */
 static void print_floor_drain(const bench *b)
 {
-    if (!b->floor_drain_ok) {
-        if (b->floor_drain_err[0]) printf("\n  the contract's floor for the drain: not measured (%s)\n", b->floor_drain_err);
+    double lo, hi;
+    const floor_contract_result *fd = floor_contract_median(&b->floor_drain, &lo, &hi);
+    if (!fd) {
+        if (b->floor_drain.err[0]) printf("\n  the contract's floor for the drain: not measured (%s)\n", b->floor_drain.err);
         return;
     }
     double drain[MAX_ROWS], cpu[MAX_ROWS], lua[MAX_ROWS], pf[MAX_ROWS];
@@ -587,20 +592,22 @@ static void print_floor_drain(const bench *b)
         pf[n] = r->a.faults_redis;
         lua[n++] = r->lua.tput;
     }
-    const fc_pass *f = &b->floor_drain.pass;
+    const fc_pass *f = &fd->pass;
     double core = f->cpu_us > 0 ? 1e6 / f->cpu_us : -1, l = median_of(lua, n), c = median_of(cpu, n);
     printf("\n  the contract's floor for the drain: the queue pushed first, then per chunk of %d the take, the\n"
            "  result HSET of every request, the holder HSET of every user granted, free, stats and the chunk log,\n"
-           "  on a new Redis, no allocd: %.0f req/s, Redis CPU %.2f us a request (%.3f faults, %.2f us of them);\n"
-           "  one Redis core allows %.0f req/s. Lua (median of %d) %.0f req/s: room for %.2fx measured, %.2fx by\n"
-           "  Redis's CPU. allocd's drain (median) %.0f req/s with Redis at %.2f us a request (%.3f faults): %.2f us\n"
-           "  a request more than the contract's writes (the fence, MULTI/EXEC, the internal keys, LRANGE+LTRIM)\n",
-           b->floor_drain.chunk, f->rate, f->cpu_us, f->faults, fault_us(b, f->faults), core, n, l, ratio(f->rate, l),
-           ratio(core, l), median_of(drain, n), c, median_of(pf, n), c - f->cpu_us);
-    print_mix("floor", &f->cmds, b->floor_drain.n);
-    printf("RESULT floor_drain rate=%.0f cpu_redis_us_per_req=%.2f redis_faults_per_req=%.3f core_rate=%.0f lua=%.0f "
-           "ceiling_measured=%.3f ceiling_core=%.3f allocd_drain=%.0f allocd_cpu_redis_us_per_req=%.2f\n", f->rate,
-           f->cpu_us, f->faults, core, l, ratio(f->rate, l), ratio(core, l), median_of(drain, n), c);
+           "  on a new Redis, no allocd, the median of %d runs: %.0f req/s, Redis CPU %.2f us a request (runs\n"
+           "  %.2f - %.2f; %.3f faults, %.2f us of them); one Redis core allows %.0f req/s. Lua (median of %d)\n"
+           "  %.0f req/s: room for %.2fx measured, %.2fx by Redis's CPU. allocd's drain (median) %.0f req/s with\n"
+           "  Redis at %.2f us a request (%.3f faults): %.2f us a request more than the contract's writes (the\n"
+           "  fence, the take's and the apply's transactions, the internal keys, LRANGE + LTRIM)\n",
+           fd->chunk, b->floor_drain.n, f->rate, f->cpu_us, lo, hi, f->faults, fault_us(b, f->faults), core, n, l,
+           ratio(f->rate, l), ratio(core, l), median_of(drain, n), c, median_of(pf, n), c - f->cpu_us);
+    print_mix("floor", &f->cmds, fd->n);
+    printf("RESULT floor_drain rate=%.0f cpu_redis_us_per_req=%.2f cpu_lo=%.2f cpu_hi=%.2f runs=%d "
+           "redis_faults_per_req=%.3f core_rate=%.0f lua=%.0f ceiling_measured=%.3f ceiling_core=%.3f "
+           "allocd_drain=%.0f allocd_cpu_redis_us_per_req=%.2f\n", f->rate, f->cpu_us, lo, hi, b->floor_drain.n,
+           f->faults, core, l, ratio(f->rate, l), ratio(core, l), median_of(drain, n), c);
 }
 
 void report_print(const bench *b)
