@@ -553,15 +553,16 @@ static void run_same_rate(bench *b)
 
 /* The contract's floor (floor_contract.h) FLOOR_CONTRACT_RUNS times, each
  * on a new Redis. */
-static void floor_contract_repeat(bench *b, int drain, floor_contract_runs *out)
+static void floor_contract_repeat(bench *b, floor_kind kind, floor_contract_runs *out)
 {
-    fprintf(stderr, "allocbench: the contract's floor%s: its writes on a new Redis, no allocd, %d runs...\n",
-            drain ? " for the drain" : "", FLOOR_CONTRACT_RUNS);
+    static const char *const what[FLOOR_KINDS] = { "e2e, plain RPUSH", "e2e, position transaction", "the drain" };
+    fprintf(stderr, "allocbench: the contract's floor (%s): its writes on a new Redis, no allocd, %d runs...\n",
+            what[kind], FLOOR_CONTRACT_RUNS);
     workload w = e2e_workload(b);
     memset(out, 0, sizeof *out);
     for (int i = 0; i < FLOOR_CONTRACT_RUNS; i++) {
         if (fresh_redis(b) < 0) { snprintf(out->err, sizeof out->err, "cannot start redis-server again"); break; }
-        if (floor_contract_measure(&b->target, b->redis_pid, &w, b->opt.chunk, drain, &out->run[out->n], out->err,
+        if (floor_contract_measure(&b->target, b->redis_pid, &w, b->opt.chunk, kind, &out->run[out->n], out->err,
                                    sizeof out->err) == 0)
             out->n++;
         else
@@ -575,7 +576,8 @@ static void run_floor(bench *b)
     fprintf(stderr, "allocbench: the floor: redis-benchmark RPUSH and HGET...\n");
     b->floor_ok = floor_measure(&b->target, 1000000, 64, &b->floor, b->floor_err, sizeof b->floor_err) == 0;
     if (!b->floor_ok) fprintf(stderr, "allocbench: the floor: %s\n", b->floor_err);
-    floor_contract_repeat(b, 0, &b->floor_contract);
+    floor_contract_repeat(b, FLOOR_E2E, &b->floor_e2e);
+    floor_contract_repeat(b, FLOOR_E2E_TXN, &b->floor_txn);
 }
 
 /* Beside the drain pairs: the contract's writes alone for a queue pushed
@@ -586,7 +588,7 @@ static void run_floor_drain(bench *b)
     for (int i = 0; i < b->n_rows; i++)
         pairs += b->rows[i].sc == SC_STOCK && b->rows[i].has_lua && !strcmp(b->rows[i].mode, "prepushed");
     if (!pairs) return;
-    floor_contract_repeat(b, 1, &b->floor_drain);
+    floor_contract_repeat(b, FLOOR_DRAIN, &b->floor_drain);
 }
 
 /* What a row's Redis keeps across a crash. */

@@ -105,7 +105,7 @@ typedef struct bench {
     int n_housing_engine;
     floor_result floor;                  /* with --e2e-pairs (floor.h) */
     int floor_ok;
-    floor_contract_runs floor_contract;  /* with --e2e-pairs (floor_contract.h) */
+    floor_contract_runs floor_e2e, floor_txn; /* with --e2e-pairs (floor_contract.h) */
     floor_contract_runs floor_drain;     /* beside the drain pairs */
     char floor_err[160];
 } bench;

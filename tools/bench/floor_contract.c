@@ -15,9 +15,9 @@ enum { FC_RES = 256, FC_HOLD = 320, FC_NAME = 32, FC_EVENT = 128 };
 /* after a chunk's RPUSHes: LPOP, HSET results, HSET holders, HSET free,
  * XADD, HSET stats, HMGET */
 enum { FC_AFTER = 7 };
-/* a unit: a chunk's pushes alone (the drain's queue, before its clock),
- * pushes + take + writes + read (e2e), or take + writes (the drain) */
-enum { FC_PUSH_ONLY, FC_E2E, FC_DRAIN };
+/* What a unit holds: a floor_kind's, or (the drain's queue, pushed
+ * before its clock) a chunk's pushes alone. */
+enum { FC_PUSH_ONLY = FLOOR_KINDS };
 enum { FC_QUEUE, FC_RESULTS, FC_HOLDERS, FC_FREE, FC_LOG, FC_STATS, FC_KEYS };
 
 #define FC_ORDER_BASE 250000000000000000ULL
@@ -51,7 +51,7 @@ typedef struct fc_state {
     size_t events_len, events_cap;
     const char **argv;
     size_t *lens;
-    int phase;                /* FC_PUSH_ONLY, FC_E2E or FC_DRAIN: what a unit holds */
+    int phase;                /* a floor_kind or FC_PUSH_ONLY: what a unit holds */
     int error;
 } fc_state;
 
@@ -222,10 +222,19 @@ static void fc_append(void *ctx, redisContext *c, long k)
     fc_state *s = ctx;
     long first = k * s->chunk, m = s->w->n - first < s->chunk ? s->w->n - first : s->chunk;
     char req[512];
-    for (long i = first; s->phase != FC_DRAIN && i < first + s->chunk; i++) {
+    int txn = s->phase == FLOOR_E2E_TXN;
+    for (long i = first; s->phase != FLOOR_DRAIN && i < first + s->chunk; i++) {
         int len = i < first + m ? workload_json(s->w, i, req, sizeof req) : -1;
-        if (len > 0) redisAppendCommand(c, "RPUSH %s %b", s->keys[FC_QUEUE], req, (size_t)len);
-        else redisAppendCommand(c, "PING");
+        if (len <= 0) {
+            for (int p = 0; p < (txn ? 4 : 1); p++) redisAppendCommand(c, "PING");
+            continue;
+        }
+        if (txn) redisAppendCommand(c, "MULTI");
+        redisAppendCommand(c, "RPUSH %s %b", s->keys[FC_QUEUE], req, (size_t)len);
+        if (txn) {
+            redisAppendCommand(c, "HGET %s dequeued", s->keys[FC_STATS]);
+            redisAppendCommand(c, "EXEC");
+        }
     }
     if (s->phase == FC_PUSH_ONLY) return;
     redisAppendCommand(c, "LPOP %s %ld", s->keys[FC_QUEUE], m);
@@ -234,7 +243,7 @@ static void fc_append(void *ctx, redisContext *c, long k)
     s->events_len = 1;
     for (long i = first; i < first + m; i++) fc_decide(s, k, i, (int)(i - first));
     fc_append_writes(s, c, k, m);
-    if (s->phase == FC_DRAIN) return;
+    if (s->phase == FLOOR_DRAIN) return;
     int argc;
     fc_argv_key(s, "HMGET", FC_RESULTS, &argc);
     for (long j = 0; j < m; j++) fc_argv_add(s, &argc, s->id[j]);
@@ -262,7 +271,8 @@ static void fc_del(const bench_target *t, const fc_state *s)
 static int fc_run(const bench_target *t, pid_t redis_pid, fc_state *s, int phase, fc_pass *out, char *err,
                   size_t errlen)
 {
-    int per_unit[] = { [FC_PUSH_ONLY] = s->chunk, [FC_E2E] = s->chunk + FC_AFTER, [FC_DRAIN] = FC_AFTER - 1 };
+    int per_unit[] = { [FC_PUSH_ONLY] = s->chunk, [FLOOR_E2E] = s->chunk + FC_AFTER,
+                       [FLOOR_E2E_TXN] = 4 * s->chunk + FC_AFTER, [FLOOR_DRAIN] = FC_AFTER - 1 };
     s->phase = phase;
     pipe_job j = { .target = t, .n = (s->w->n + s->chunk - 1) / s->chunk, .depth = 4, .replies = per_unit[phase],
                    .ctx = s, .append = fc_append, .done = fc_done };
@@ -294,7 +304,7 @@ static int fc_run(const bench_target *t, pid_t redis_pid, fc_state *s, int phase
     return 0;
 }
 
-int floor_contract_measure(const bench_target *t, pid_t redis_pid, const workload *w, int chunk, int drain,
+int floor_contract_measure(const bench_target *t, pid_t redis_pid, const workload *w, int chunk, floor_kind kind,
                            floor_contract_result *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -305,12 +315,12 @@ int floor_contract_measure(const bench_target *t, pid_t redis_pid, const workloa
     }
     fc_del(t, &s);
     fc_pass push;
-    int rc = drain ? fc_run(t, redis_pid, &s, FC_PUSH_ONLY, &push, err, errlen) : 0;
-    if (rc == 0) rc = fc_run(t, redis_pid, &s, drain ? FC_DRAIN : FC_E2E, &out->pass, err, errlen);
+    int rc = kind == FLOOR_DRAIN ? fc_run(t, redis_pid, &s, FC_PUSH_ONLY, &push, err, errlen) : 0;
+    if (rc == 0) rc = fc_run(t, redis_pid, &s, (int)kind, &out->pass, err, errlen);
     out->n = w->n;
     out->granted = s.granted;
     out->chunk = chunk;
-    out->drain = drain;
+    out->kind = kind;
     fc_del(t, &s);
     fc_free(&s);
     return rc;

@@ -27,19 +27,26 @@ typedef struct fc_pass {
     cmdstats cmds;      /* INFO commandstats over the pass */
 } fc_pass;
 
+/* What a floor's clock covers. E2E: every chunk's pushes (one RPUSH a
+ * request), its take, its writes and the poller's read of its results,
+ * as in allocbench's e2e rounds; E2E_TXN: the same with the contract's
+ * position transaction for every push (MULTI, RPUSH, HGET stats dequeued,
+ * EXEC); DRAIN: every request pushed first, outside the clock, then each
+ * chunk's take and writes (the drain pairs: the queue full before the
+ * clock, no reads). */
+typedef enum { FLOOR_E2E, FLOOR_E2E_TXN, FLOOR_DRAIN, FLOOR_KINDS } floor_kind;
+
 typedef struct floor_contract_result {
     long n, granted;
-    int chunk, drain;
+    int chunk;
+    floor_kind kind;
     fc_pass pass;
 } floor_contract_result;
 
-/* Runs w (a stock mix) through Redis at t in chunks of `chunk`; redis_pid
- * (0: not known) is where its CPU and faults are read. With drain, every
- * request is pushed first, outside the measure, and a chunk is the take
- * and the writes (allocbench's drain: the queue full before the clock);
- * else the pushes and the poller's reads are in it (the e2e rounds). The
- * keys are deleted after. Returns 0, or -1 with err set. */
-int floor_contract_measure(const bench_target *t, pid_t redis_pid, const workload *w, int chunk, int drain,
+/* Runs w (a stock mix) through Redis at t in chunks of `chunk`, timing
+ * what `kind` says; redis_pid (0: not known) is where its CPU and faults
+ * are read. The keys are deleted after. Returns 0, or -1 with err set. */
+int floor_contract_measure(const bench_target *t, pid_t redis_pid, const workload *w, int chunk, floor_kind kind,
                            floor_contract_result *out, char *err, size_t errlen);
 
 /* One floor measured several times, each on a new Redis (allocbench):

@@ -13,18 +13,19 @@
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
-/* which: 0 plain/Lua, 1 txn/Lua, 2 allocd plain req/s, 3 Lua req/s; the
- * rounds' values into v (MAX_E2E), their count returned */
+/* which: 0 plain/Lua, 1 txn/Lua, 2 allocd plain req/s, 3 Lua req/s, 4
+ * allocd txn req/s; the rounds' values into v (MAX_E2E), their count
+ * returned */
 static int e2e_values(const bench *b, int which, double *v)
 {
     int n = 0;
     for (int i = 0; i < b->n_pairs; i++) {
         const e2e_pair *p = &b->pairs[i];
         int ok = which == 1 ? p->ok_txn && p->ok_lua : which == 3 ? p->ok_lua
-               : which == 2 ? p->ok_plain : p->ok_plain && p->ok_lua;
+               : which == 2 ? p->ok_plain : which == 4 ? p->ok_txn : p->ok_plain && p->ok_lua;
         if (!ok) continue;
         v[n++] = which == 0 ? ratio(p->plain.tput, p->lua.tput) : which == 1 ? ratio(p->txn.tput, p->lua.tput)
-               : which == 2 ? p->plain.tput : p->lua.tput;
+               : which == 2 ? p->plain.tput : which == 4 ? p->txn.tput : p->lua.tput;
     }
     return n;
 }
@@ -420,34 +421,46 @@ static void print_e2e_row(const bench *b, const char *what, const run_result *a,
 }
 
 /* The headline: every round, then the medians. */
-/* The contract's floor (floor_contract.h), the median of its runs: its
- * rate, Redis's CPU per request, and the ratio to Lua's median that it
- * leaves room for, first as measured (Redis alone, pipelined from one
- * connection) and then as Redis's core allows (1 / its CPU per request),
- * the bound that counts when every process shares the cores. */
-static void print_floor_contract(const bench *b, double plain, double lua)
+/* One of the contract's floors (floor_contract.h), the median of its
+ * runs, beside the e2e medians: Redis's CPU per request, the rate one
+ * Redis core allows at that cost (1 / it), and that rate as a multiple of
+ * Lua's median: the most any design of the contract reaches here with
+ * Redis on a core of its own and nothing else to pay for. The floor's own
+ * rate is its one client's, which can be the limit (the transactions),
+ * so it is printed but bounds nothing. */
+static void print_floor_contract(const bench *b, const floor_contract_runs *runs, const char *push,
+                                 double allocd, double lua)
 {
     double lo, hi;
-    const floor_contract_result *fc = floor_contract_median(&b->floor_contract, &lo, &hi);
+    const floor_contract_result *fc = floor_contract_median(runs, &lo, &hi);
     if (!fc) {
-        printf("  the contract's floor: not measured (%s)\n", b->floor_contract.err);
+        printf("  the contract's floor, %s: not measured (%s)\n", push, runs->err);
         return;
     }
     const fc_pass *f = &fc->pass;
     double core = f->cpu_us > 0 ? 1e6 / f->cpu_us : -1;
-    printf("  the contract's floor: its writes alone on a new Redis (RPUSH, the take, the result HSET of every\n"
-           "  request, the holder HSET of every user granted, free, stats, the chunk log, the poller's HMGET; no\n"
-           "  allocd; chunk %d, %ld of %ld granted), the median of %d runs: %.0f req/s, Redis CPU %.2f us a\n"
-           "  request (runs %.2f - %.2f; %.3f faults, %.2f us of them), so one Redis core allows %.0f req/s.\n"
-           "  Lua's median e2e %.0f req/s: room for %.2fx measured, %.2fx by Redis's CPU; allocd plain (median)\n"
-           "  %.0f = %.0f%% of the core's bound\n",
-           fc->chunk, fc->granted, fc->n, b->floor_contract.n, f->rate, f->cpu_us, lo, hi, f->faults,
-           fault_us(b, f->faults), core, lua, ratio(f->rate, lua), ratio(core, lua), plain, 100.0 * ratio(plain, core));
+    printf("  the contract's floor, %s, median of %d runs: Redis CPU %.2f us a request (runs %.2f - %.2f; %.3f\n"
+           "  faults, %.2f us of them; its one client reached %.0f req/s): one Redis core allows %.0f req/s, %.2fx\n"
+           "  Lua's median e2e (%.0f req/s); allocd %s (median) %.0f req/s = %.0f%% of that bound\n",
+           push, runs->n, f->cpu_us, lo, hi, f->faults, fault_us(b, f->faults), f->rate, core, ratio(core, lua), lua,
+           push, allocd, 100.0 * ratio(allocd, core));
     print_mix("floor", &f->cmds, fc->n);
-    printf("RESULT floor_contract rate=%.0f cpu_redis_us_per_req=%.2f cpu_lo=%.2f cpu_hi=%.2f runs=%d "
-           "redis_faults_per_req=%.3f core_rate=%.0f lua=%.0f ceiling_measured=%.3f ceiling_core=%.3f "
-           "allocd_plain=%.0f allocd_fraction=%.3f\n", f->rate, f->cpu_us, lo, hi, b->floor_contract.n, f->faults,
-           core, lua, ratio(f->rate, lua), ratio(core, lua), plain, ratio(plain, core));
+    printf("RESULT floor_contract push=%s rate=%.0f cpu_redis_us_per_req=%.2f cpu_lo=%.2f cpu_hi=%.2f runs=%d "
+           "redis_faults_per_req=%.3f core_rate=%.0f lua=%.0f ceiling=%.3f allocd=%.0f allocd_fraction=%.3f\n", push,
+           f->rate, f->cpu_us, lo, hi, runs->n, f->faults, core, lua, ratio(core, lua), allocd, ratio(allocd, core));
+}
+
+static void print_floors_contract(const bench *b)
+{
+    const floor_contract_result *any = b->floor_e2e.n ? &b->floor_e2e.run[0] : b->floor_txn.n ? &b->floor_txn.run[0] : NULL;
+    printf("  the contract's floor: its writes alone on a new Redis, no allocd, pipelined from one connection:\n"
+           "  the producers' pushes (plain RPUSH, or the position transaction), the take of each chunk of %d, the\n"
+           "  result HSET of every request, the holder HSET of every user granted (%ld of %ld), free, stats, the\n"
+           "  chunk log and the poller's HMGET of every result\n", b->opt.chunk, any ? any->granted : 0,
+           any ? any->n : 0);
+    double lua = report_e2e_median(b, 3);
+    print_floor_contract(b, &b->floor_e2e, "rpush", report_e2e_median(b, 2), lua);
+    print_floor_contract(b, &b->floor_txn, "txn", report_e2e_median(b, 4), lua);
 }
 
 /* The floor (floor.h) and each design's median e2e rate as a share of it. */
@@ -466,7 +479,7 @@ static void print_floor(const bench *b)
     printf("RESULT floor rpush=%.0f hget=%.0f per_request=%.0f allocd_plain=%.0f allocd_fraction=%.3f lua=%.0f "
            "lua_fraction=%.3f\n", f->rpush, f->hget, f->per_request, plain, ratio(plain, f->per_request), lua,
            ratio(lua, f->per_request));
-    print_floor_contract(b, plain, lua);
+    print_floors_contract(b);
 }
 
 static void print_e2e(const bench *b)
@@ -596,18 +609,18 @@ static void print_floor_drain(const bench *b)
     double core = f->cpu_us > 0 ? 1e6 / f->cpu_us : -1, l = median_of(lua, n), c = median_of(cpu, n);
     printf("\n  the contract's floor for the drain: the queue pushed first, then per chunk of %d the take, the\n"
            "  result HSET of every request, the holder HSET of every user granted, free, stats and the chunk log,\n"
-           "  on a new Redis, no allocd, the median of %d runs: %.0f req/s, Redis CPU %.2f us a request (runs\n"
-           "  %.2f - %.2f; %.3f faults, %.2f us of them); one Redis core allows %.0f req/s. Lua (median of %d)\n"
-           "  %.0f req/s: room for %.2fx measured, %.2fx by Redis's CPU. allocd's drain (median) %.0f req/s with\n"
-           "  Redis at %.2f us a request (%.3f faults): %.2f us a request more than the contract's writes (the\n"
-           "  fence, the take's and the apply's transactions, the internal keys, LRANGE + LTRIM)\n",
-           fd->chunk, b->floor_drain.n, f->rate, f->cpu_us, lo, hi, f->faults, fault_us(b, f->faults), core, n, l,
-           ratio(f->rate, l), ratio(core, l), median_of(drain, n), c, median_of(pf, n), c - f->cpu_us);
+           "  on a new Redis, no allocd, median of %d runs: Redis CPU %.2f us a request (runs %.2f - %.2f; %.3f\n"
+           "  faults, %.2f us of them; its one client reached %.0f req/s): one Redis core allows %.0f req/s, %.2fx\n"
+           "  Lua's median (%d pairs, %.0f req/s). allocd's drain (median) %.0f req/s with Redis at %.2f us a\n"
+           "  request (%.3f faults): %.2f us a request more than the contract's writes (the fence, the take's and\n"
+           "  the apply's transactions, the internal keys, LRANGE + LTRIM)\n",
+           fd->chunk, b->floor_drain.n, f->cpu_us, lo, hi, f->faults, fault_us(b, f->faults), f->rate, core,
+           ratio(core, l), n, l, median_of(drain, n), c, median_of(pf, n), c - f->cpu_us);
     print_mix("floor", &f->cmds, fd->n);
     printf("RESULT floor_drain rate=%.0f cpu_redis_us_per_req=%.2f cpu_lo=%.2f cpu_hi=%.2f runs=%d "
-           "redis_faults_per_req=%.3f core_rate=%.0f lua=%.0f ceiling_measured=%.3f ceiling_core=%.3f "
-           "allocd_drain=%.0f allocd_cpu_redis_us_per_req=%.2f\n", f->rate, f->cpu_us, lo, hi, b->floor_drain.n,
-           f->faults, core, l, ratio(f->rate, l), ratio(core, l), median_of(drain, n), c);
+           "redis_faults_per_req=%.3f core_rate=%.0f lua=%.0f ceiling=%.3f allocd_drain=%.0f "
+           "allocd_cpu_redis_us_per_req=%.2f\n", f->rate, f->cpu_us, lo, hi, b->floor_drain.n, f->faults, core, l,
+           ratio(core, l), median_of(drain, n), c);
 }
 
 void report_print(const bench *b)
