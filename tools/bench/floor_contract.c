@@ -49,6 +49,8 @@ typedef struct fc_state {
     int n_holder, n_free, n_events;
     char *events;
     size_t events_len, events_cap;
+    char *pushbuf;            /* one chunk's pushes in RESP */
+    size_t pushbuf_cap;
     const char **argv;
     size_t *lens;
     int phase;                /* a floor_kind or FC_PUSH_ONLY: what a unit holds */
@@ -59,7 +61,7 @@ static void fc_free(fc_state *s)
 {
     free(s->users); free(s->items); free(s->id); free(s->res); free(s->holder_user); free(s->holder);
     free(s->free_item); free(s->free_val); free(s->holder_of); free(s->free_of); free(s->events);
-    free(s->argv); free(s->lens);
+    free(s->argv); free(s->lens); free(s->pushbuf);
 }
 
 static int fc_init(fc_state *s, const workload *w, int chunk)
@@ -82,10 +84,12 @@ static int fc_init(fc_state *s, const workload *w, int chunk)
     s->free_of = calloc(m, sizeof *s->free_of);
     s->events_cap = m * FC_EVENT + 16;
     s->events = malloc(s->events_cap);
+    s->pushbuf_cap = m * (512 + 200);
+    s->pushbuf = malloc(s->pushbuf_cap);
     s->argv = calloc(2 * m + 16, sizeof *s->argv);
     s->lens = calloc(2 * m + 16, sizeof *s->lens);
     if (!s->users || !s->items || !s->id || !s->res || !s->holder_user || !s->holder || !s->free_item ||
-        !s->free_val || !s->holder_of || !s->free_of || !s->events || !s->argv || !s->lens) {
+        !s->free_val || !s->holder_of || !s->free_of || !s->events || !s->argv || !s->lens || !s->pushbuf) {
         fc_free(s);
         return -1;
     }
@@ -215,27 +219,47 @@ static void fc_append_writes(fc_state *s, redisContext *c, long k, long m)
                        s->rejected, s->participants, s->free_units, FC_AT0 + done / 100);
 }
 
+/* The chunk's pushes, one RPUSH or one position transaction a request,
+ * formatted here in one buffer: hiredis's formatting would make this one
+ * client the limit (bench.h, resp_append). The last chunk is filled up
+ * with PINGs: every unit has the same number of replies. */
+static void fc_resp(fc_state *s, size_t *at, int argc, const char **argv, const size_t *lens)
+{
+    size_t next = resp_append(s->pushbuf, *at, s->pushbuf_cap, argc, argv, lens);
+    if (!next) s->error = 1;
+    else *at = next;
+}
+
+static void fc_append_pushes(fc_state *s, redisContext *c, long first, long m)
+{
+    int txn = s->phase == FLOOR_E2E_TXN;
+    char req[512];
+    size_t at = 0;
+    for (long i = first; i < first + s->chunk && !s->error; i++) {
+        int len = i < first + m ? workload_json(s->w, i, req, sizeof req) : -1;
+        const char *push[] = { "RPUSH", s->keys[FC_QUEUE], req }, *multi[] = { "MULTI" }, *exec[] = { "EXEC" };
+        const char *hget[] = { "HGET", s->keys[FC_STATS], "dequeued" }, *ping[] = { "PING" };
+        size_t lens[] = { 5, strlen(s->keys[FC_QUEUE]), len > 0 ? (size_t)len : 0 };
+        if (len <= 0) {
+            for (int p = 0; p < (txn ? 4 : 1); p++) fc_resp(s, &at, 1, ping, NULL);
+            continue;
+        }
+        if (txn) fc_resp(s, &at, 1, multi, NULL);
+        fc_resp(s, &at, 3, push, lens);
+        if (txn) fc_resp(s, &at, 3, hget, NULL);
+        if (txn) fc_resp(s, &at, 1, exec, NULL);
+    }
+    if (s->error) return;   /* cannot happen: sized for the longest request */
+    redisAppendFormattedCommand(c, s->pushbuf, at);
+}
+
 /* Unit k: the chunk's pushes, its take, its writes, the poller's read;
  * or only some of them (fc_state.phase). */
 static void fc_append(void *ctx, redisContext *c, long k)
 {
     fc_state *s = ctx;
     long first = k * s->chunk, m = s->w->n - first < s->chunk ? s->w->n - first : s->chunk;
-    char req[512];
-    int txn = s->phase == FLOOR_E2E_TXN;
-    for (long i = first; s->phase != FLOOR_DRAIN && i < first + s->chunk; i++) {
-        int len = i < first + m ? workload_json(s->w, i, req, sizeof req) : -1;
-        if (len <= 0) {
-            for (int p = 0; p < (txn ? 4 : 1); p++) redisAppendCommand(c, "PING");
-            continue;
-        }
-        if (txn) redisAppendCommand(c, "MULTI");
-        redisAppendCommand(c, "RPUSH %s %b", s->keys[FC_QUEUE], req, (size_t)len);
-        if (txn) {
-            redisAppendCommand(c, "HGET %s dequeued", s->keys[FC_STATS]);
-            redisAppendCommand(c, "EXEC");
-        }
-    }
+    if (s->phase != FLOOR_DRAIN) fc_append_pushes(s, c, first, m);
     if (s->phase == FC_PUSH_ONLY) return;
     redisAppendCommand(c, "LPOP %s %ld", s->keys[FC_QUEUE], m);
     s->n_holder = s->n_free = s->n_events = 0;
