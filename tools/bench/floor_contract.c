@@ -2,8 +2,9 @@
  * fields, in the order, that allocd writes for the stock mix
  * (daemon/wire/records.c: results and holders; contract 11.1: the chunk
  * log), so Redis stores and parses values of the same sizes. One unit of
- * the pipeline is one chunk: its RPUSHes, then the take and the writes a
- * chunk's decisions need, then the poller's read of its results. */
+ * the pipeline is one chunk: its pushes, then the take and the writes a
+ * chunk's decisions need, then the poller's read of its results (or the
+ * part of that which the floor's kind times). */
 #include "bench/floor_contract.h"
 
 #include <stdint.h>
@@ -20,14 +21,16 @@ enum { FC_AFTER = 7 };
 enum { FC_PUSH_ONLY = FLOOR_KINDS };
 enum { FC_QUEUE, FC_RESULTS, FC_HOLDERS, FC_FREE, FC_LOG, FC_STATS, FC_KEYS };
 
+/* a user's live orders: the stock mix's per_user (2) at most */
+#define FC_ORDERS 2
 #define FC_ORDER_BASE 250000000000000000ULL
 #define FC_AT0 1763800000000LL
 
 typedef struct fc_user {
     uint32_t mark, slot;      /* chunk + 1 whose holder list has it, and where */
     uint8_t units, n, seen;
-    uint32_t item[2];
-    uint64_t order[2];
+    uint32_t item[FC_ORDERS];
+    uint64_t order[FC_ORDERS];
 } fc_user;
 
 typedef struct fc_item {
@@ -149,7 +152,8 @@ static void fc_decide(fc_state *s, long k, long i, int j)
     fc_item *it = &s->items[r.item];
     if (!u->seen) { u->seen = 1; s->participants++; }
     long long at = FC_AT0 + i / 100;
-    const char *reason = it->left <= 0 ? "sold_out" : u->units >= s->w->per_user ? "limit" : NULL;
+    const char *reason = it->left <= 0 ? "sold_out"
+                       : u->units >= s->w->per_user || u->n >= FC_ORDERS ? "limit" : NULL;
     if (reason) {
         s->rejected++;
         snprintf(s->res[j], FC_RES, "{\"id\":\"%ld\",\"user\":\"%s\",\"op\":\"buy\",\"status\":\"rejected\","
@@ -172,6 +176,8 @@ static void fc_argv_key(fc_state *s, const char *cmd, int key, int *argc)
 {
     s->argv[0] = cmd;
     s->argv[1] = s->keys[key];
+    s->lens[0] = strlen(cmd);
+    s->lens[1] = strlen(s->keys[key]);
     *argc = 2;
 }
 
@@ -193,8 +199,6 @@ static void fc_hset(fc_state *s, redisContext *c, int key, int n, char (*f)[FC_N
         fc_argv_add(s, &argc, f[j]);
         fc_argv_add(s, &argc, v + (size_t)j * vsize);
     }
-    s->lens[0] = 4;
-    s->lens[1] = strlen(s->keys[key]);
     redisAppendCommandArgv(c, argc, s->argv, s->lens);
 }
 
@@ -271,8 +275,6 @@ static void fc_append(void *ctx, redisContext *c, long k)
     int argc;
     fc_argv_key(s, "HMGET", FC_RESULTS, &argc);
     for (long j = 0; j < m; j++) fc_argv_add(s, &argc, s->id[j]);
-    s->lens[0] = 5;
-    s->lens[1] = strlen(s->keys[FC_RESULTS]);
     redisAppendCommandArgv(c, argc, s->argv, s->lens);
 }
 
