@@ -438,7 +438,12 @@ static void print_floor_contract(const bench *b, const floor_contract_runs *runs
         return;
     }
     const fc_pass *f = &fc->pass;
-    double core = f->cpu_us > 0 ? 1e6 / f->cpu_us : -1;
+    if (f->cpu_us <= 0) {
+        printf("  the contract's floor, %s: its client reached %.0f req/s; Redis's CPU unknown (not the bench's\n"
+               "  own redis-server), so no bound\n", push, f->rate);
+        return;
+    }
+    double core = 1e6 / f->cpu_us;
     printf("  the contract's floor, %s, median of %d runs: Redis CPU %.2f us a request (runs %.2f - %.2f; %.3f\n"
            "  faults, %.2f us of them; its one client reached %.0f req/s): one Redis core allows %.0f req/s, %.2fx\n"
            "  Lua's median e2e (%.0f req/s); allocd %s (median) %.0f req/s = %.0f%% of that bound\n",
@@ -453,7 +458,8 @@ static void print_floor_contract(const bench *b, const floor_contract_runs *runs
 static void print_floors_contract(const bench *b)
 {
     const floor_contract_result *any = b->floor_e2e.n ? &b->floor_e2e.run[0] : b->floor_txn.n ? &b->floor_txn.run[0] : NULL;
-    printf("  the contract's floor: its writes alone on a new Redis, no allocd, pipelined from one connection:\n"
+    printf("  the contract's floor: its writes alone, no allocd, pipelined from one connection, on a new Redis\n"
+           "  each run (the bench's own):\n"
            "  the producers' pushes (plain RPUSH, or the position transaction), the take of each chunk of %d, the\n"
            "  result HSET of every request, the holder HSET of every user granted (%ld of %ld), free, stats, the\n"
            "  chunk log and the poller's HMGET of every result\n", b->opt.chunk, any ? any->granted : 0,
@@ -606,10 +612,15 @@ static void print_floor_drain(const bench *b)
         lua[n++] = r->lua.tput;
     }
     const fc_pass *f = &fd->pass;
-    double core = f->cpu_us > 0 ? 1e6 / f->cpu_us : -1, l = median_of(lua, n), c = median_of(cpu, n);
+    if (f->cpu_us <= 0) {
+        printf("\n  the contract's floor for the drain: its client reached %.0f req/s; Redis's CPU unknown (not the\n"
+               "  bench's own redis-server), so no bound\n", f->rate);
+        return;
+    }
+    double core = 1e6 / f->cpu_us, l = median_of(lua, n), c = median_of(cpu, n);
     printf("\n  the contract's floor for the drain: the queue pushed first, then per chunk of %d the take, the\n"
            "  result HSET of every request, the holder HSET of every user granted, free, stats and the chunk log,\n"
-           "  on a new Redis, no allocd, median of %d runs: Redis CPU %.2f us a request (runs %.2f - %.2f; %.3f\n"
+           "  on a new Redis each run, no allocd, median of %d runs: Redis CPU %.2f us a request (runs %.2f - %.2f; %.3f\n"
            "  faults, %.2f us of them; its one client reached %.0f req/s): one Redis core allows %.0f req/s, %.2fx\n"
            "  Lua's median (%d pairs, %.0f req/s). allocd's drain (median) %.0f req/s with Redis at %.2f us a\n"
            "  request (%.3f faults): %.2f us a request more than the contract's writes (the fence, the take's and\n"
