@@ -80,13 +80,13 @@ static void stop_all(bench *b)
     else proc_remove_dir(b->dir);
 }
 
-/* A fresh allocd (clean memory peak) on an empty Redis for every run.
- * The private Redis is started again, not emptied: after FLUSHALL its
- * allocator keeps pages that the next run reuses, so a run after one of
- * allocd's mapped a third or less of the memory that a run after Lua's or
- * on a new Redis did, and on a machine where a page fault is costly the
- * order of the designs decided a round (docs/PERFORMANCE.md, "Page
- * faults"). */
+/* An empty Redis for a run, and no allocd beside it. The private Redis
+ * is started again, not emptied: after FLUSHALL its allocator keeps pages
+ * that the next run reuses, so a run after one of allocd's mapped a third
+ * or less of the memory that a run after Lua's or on a new Redis did, and
+ * on a machine where a page fault is costly the order of the designs
+ * decided a round (docs/PERFORMANCE.md, "Page faults"). An external Redis
+ * (--redis) is only checked to answer. */
 static int fresh_redis(bench *b)
 {
     if (!b->opt.no_daemon && b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
@@ -104,6 +104,7 @@ static int fresh_redis(bench *b)
     return 0;
 }
 
+/* A fresh allocd (clean memory peak) on an empty Redis for every run. */
 static int fresh_daemon(bench *b, int chunk)
 {
     if (fresh_redis(b) < 0) return -1;

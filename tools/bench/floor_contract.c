@@ -13,9 +13,14 @@
 #include <string.h>
 
 enum { FC_RES = 256, FC_HOLD = 320, FC_NAME = 32, FC_EVENT = 128 };
-/* after a chunk's RPUSHes: LPOP, HSET results, HSET holders, HSET free,
- * XADD, HSET stats, HMGET */
-enum { FC_AFTER = 7 };
+/* A chunk's one atomic step after its pushes: MULTI, LPOP, HSET results,
+ * HSET holders, HSET free, XADD, HSET stats, EXEC. The contract makes the
+ * take and `dequeued` one step (section 6) and the log one step with the
+ * change it records (7), so every design needs a transaction or a script
+ * here. The e2e floors then read the results (HMGET). */
+enum { FC_STEP = 8 };
+/* the longest a floor may take before it is called stuck */
+#define FC_DEADLINE_US (300LL * 1000000)
 /* What a unit holds: a floor_kind's, or (the drain's queue, pushed
  * before its clock) a chunk's pushes alone. */
 enum { FC_PUSH_ONLY = FLOOR_KINDS };
@@ -46,7 +51,7 @@ typedef struct fc_state {
     fc_item *items;
     long granted, rejected, participants, free_units;
     /* one chunk's writes */
-    char (*id)[FC_NAME], (*res)[FC_RES], (*holder_user)[FC_NAME], (*holder)[FC_RES + FC_HOLD];
+    char (*id)[FC_NAME], (*res)[FC_RES], (*holder_user)[FC_NAME], (*holder)[FC_HOLD];
     char (*free_item)[FC_NAME], (*free_val)[FC_NAME];
     uint32_t *holder_of, *free_of;
     int n_holder, n_free, n_events;
@@ -57,7 +62,9 @@ typedef struct fc_state {
     const char **argv;
     size_t *lens;
     int phase;                /* a floor_kind or FC_PUSH_ONLY: what a unit holds */
-    int error;
+    int reply_error;          /* Redis answered an error (fc_each, fc_done) */
+    int overflow;             /* a value did not fit its buffer */
+    volatile int stop;        /* either: pipe_run stops at once */
 } fc_state;
 
 static void fc_free(fc_state *s)
@@ -105,7 +112,7 @@ static int fc_init(fc_state *s, const workload *w, int chunk)
  * orders, each confirmed (a buy without a hold). */
 static void fc_holder(const fc_state *s, const fc_user *u, char *out, size_t len)
 {
-    size_t at = (size_t)snprintf(out, len, "{\"units\":%u,\"orders\":[", u->units);
+    size_t at = (size_t)snprintf(out, len, "{\"units\":%u,\"orders\":[", (unsigned)u->units);
     for (int k = 0; k < u->n && at < len; k++) {
         char item[FC_NAME];
         wl_item_name(s->w, u->item[k], item, sizeof item);
@@ -135,6 +142,7 @@ static void fc_grant_writes(fc_state *s, long k, long i, const wl_req *r, const 
                      "%s[\"grant\",\"%s\",\"%s\",1,\"%llu\",\"%ld\",%lld]", s->events_len > 1 ? "," : "", user,
                      item, (unsigned long long)u->order[u->n - 1], i, FC_AT0 + i / 100);
     if (n > 0 && (size_t)n < s->events_cap - s->events_len) s->events_len += (size_t)n;
+    else s->overflow = s->stop = 1;
     s->n_events++;
 }
 
@@ -156,8 +164,9 @@ static void fc_decide(fc_state *s, long k, long i, int j)
                        : u->units >= s->w->per_user || u->n >= FC_ORDERS ? "limit" : NULL;
     if (reason) {
         s->rejected++;
+        /* allocd names no item in a refusal (engine.c, reject) */
         snprintf(s->res[j], FC_RES, "{\"id\":\"%ld\",\"user\":\"%s\",\"op\":\"buy\",\"status\":\"rejected\","
-                 "\"reason\":\"%s\",\"item\":\"%s\",\"seq\":%ld,\"at\":%lld}", i, user, reason, item, i + 1, at);
+                 "\"reason\":\"%s\",\"seq\":%ld,\"at\":%lld}", i, user, reason, i + 1, at);
         return;
     }
     it->left--;
@@ -218,9 +227,10 @@ static void fc_append_writes(fc_state *s, redisContext *c, long k, long m)
         redisAppendCommand(c, "PING");
     }
     long done = k * s->chunk + m;
-    redisAppendCommand(c, "HSET %s dequeued %ld processed %ld granted %ld rejected %ld participants %ld "
-                       "free_units %ld state open updated_at %lld", s->keys[FC_STATS], done, done, s->granted,
-                       s->rejected, s->participants, s->free_units, FC_AT0 + done / 100);
+    redisAppendCommand(c, "HSET %s dequeued %ld processed %ld granted %ld rejected %ld invalid 0 dead 0 "
+                       "participants %ld free_units %ld state open updated_at %lld owner allocbench-floor",
+                       s->keys[FC_STATS], done, done, s->granted, s->rejected, s->participants, s->free_units,
+                       FC_AT0 + done / 100);
 }
 
 /* The chunk's pushes, one RPUSH or one position transaction a request,
@@ -230,7 +240,7 @@ static void fc_append_writes(fc_state *s, redisContext *c, long k, long m)
 static void fc_resp(fc_state *s, size_t *at, int argc, const char **argv, const size_t *lens)
 {
     size_t next = resp_append(s->pushbuf, *at, s->pushbuf_cap, argc, argv, lens);
-    if (!next) s->error = 1;
+    if (!next) s->overflow = s->stop = 1;
     else *at = next;
 }
 
@@ -239,8 +249,9 @@ static void fc_append_pushes(fc_state *s, redisContext *c, long first, long m)
     int txn = s->phase == FLOOR_E2E_TXN;
     char req[512];
     size_t at = 0;
-    for (long i = first; i < first + s->chunk && !s->error; i++) {
-        int len = i < first + m ? workload_json(s->w, i, req, sizeof req) : -1;
+    for (long i = first; i < first + s->chunk && !s->overflow; i++) {
+        int len = i < first + m ? workload_json(s->w, i, req, sizeof req) : 0;
+        if (len < 0) { s->overflow = s->stop = 1; break; }
         const char *push[] = { "RPUSH", s->keys[FC_QUEUE], req }, *multi[] = { "MULTI" }, *exec[] = { "EXEC" };
         const char *hget[] = { "HGET", s->keys[FC_STATS], "dequeued" }, *ping[] = { "PING" };
         size_t lens[] = { 5, strlen(s->keys[FC_QUEUE]), len > 0 ? (size_t)len : 0 };
@@ -253,7 +264,7 @@ static void fc_append_pushes(fc_state *s, redisContext *c, long first, long m)
         if (txn) fc_resp(s, &at, 3, hget, NULL);
         if (txn) fc_resp(s, &at, 1, exec, NULL);
     }
-    if (s->error) return;   /* cannot happen: sized for the longest request */
+    if (s->overflow) return;   /* the run stops (fc_state.stop) */
     redisAppendFormattedCommand(c, s->pushbuf, at);
 }
 
@@ -265,12 +276,14 @@ static void fc_append(void *ctx, redisContext *c, long k)
     long first = k * s->chunk, m = s->w->n - first < s->chunk ? s->w->n - first : s->chunk;
     if (s->phase != FLOOR_DRAIN) fc_append_pushes(s, c, first, m);
     if (s->phase == FC_PUSH_ONLY) return;
+    redisAppendCommand(c, "MULTI");
     redisAppendCommand(c, "LPOP %s %ld", s->keys[FC_QUEUE], m);
     s->n_holder = s->n_free = s->n_events = 0;
     s->events[0] = '[';
     s->events_len = 1;
     for (long i = first; i < first + m; i++) fc_decide(s, k, i, (int)(i - first));
     fc_append_writes(s, c, k, m);
+    redisAppendCommand(c, "EXEC");
     if (s->phase == FLOOR_DRAIN) return;
     int argc;
     fc_argv_key(s, "HMGET", FC_RESULTS, &argc);
@@ -278,11 +291,23 @@ static void fc_append(void *ctx, redisContext *c, long k)
     redisAppendCommandArgv(c, argc, s->argv, s->lens);
 }
 
+/* EXEC answers an array whose elements may be errors (a command that
+ * failed inside the step); pipe_run sees only top-level ones. */
+static void fc_each(void *ctx, long k, int i, redisReply *r)
+{
+    (void)k;
+    (void)i;
+    fc_state *s = ctx;
+    for (size_t e = 0; r->type == REDIS_REPLY_ARRAY && e < r->elements; e++)
+        if (r->element[e]->type == REDIS_REPLY_ERROR) s->reply_error = s->stop = 1;
+}
+
 static void fc_done(void *ctx, long k, redisReply *last, int error)
 {
     (void)k;
     (void)last;
-    if (error) ((fc_state *)ctx)->error = 1;
+    fc_state *s = ctx;
+    if (error) s->reply_error = s->stop = 1;
 }
 
 static void fc_del(const bench_target *t, const fc_state *s)
@@ -293,15 +318,32 @@ static void fc_del(const bench_target *t, const fc_state *s)
     redisFree(c);
 }
 
+/* Redis's CPU so far, microseconds: its main thread's run time where
+ * schedstat is there (what one core carries; with --aof the background
+ * threads' fsyncs are not the core's), else the whole process's. */
+static int64_t fc_redis_cpu_us(pid_t pid)
+{
+    int64_t run_ns;
+    if (pid > 0 && bench_proc_sched_ns(pid, &run_ns, NULL) == 0) return run_ns / 1000;
+    return bench_proc_usage(pid).cpu_us;
+}
+
+static const char *fc_why(const fc_state *s, int read)
+{
+    return s->reply_error ? "Redis answered an error" : s->overflow ? "a value did not fit its buffer"
+         : read < 0 ? "cannot read INFO commandstats" : "stopped early (no answer within 300 s)";
+}
+
 /* One timed pass of units of the given phase; 0 or -1 (err set). */
 static int fc_run(const bench_target *t, pid_t redis_pid, fc_state *s, int phase, fc_pass *out, char *err,
                   size_t errlen)
 {
-    int per_unit[] = { [FC_PUSH_ONLY] = s->chunk, [FLOOR_E2E] = s->chunk + FC_AFTER,
-                       [FLOOR_E2E_TXN] = 4 * s->chunk + FC_AFTER, [FLOOR_DRAIN] = FC_AFTER - 1 };
+    int per_unit[] = { [FC_PUSH_ONLY] = s->chunk, [FLOOR_E2E] = s->chunk + FC_STEP + 1,
+                       [FLOOR_E2E_TXN] = 4 * s->chunk + FC_STEP + 1, [FLOOR_DRAIN] = FC_STEP };
     s->phase = phase;
     pipe_job j = { .target = t, .n = (s->w->n + s->chunk - 1) / s->chunk, .depth = 4, .replies = per_unit[phase],
-                   .ctx = s, .append = fc_append, .done = fc_done };
+                   .ctx = s, .append = fc_append, .each = fc_each, .done = fc_done, .stop = &s->stop,
+                   .deadline_us = proc_mono_us() + FC_DEADLINE_US };
     cmdstats c0, c1;
     redisContext *c = bench_connect(t);
     if (!c || cmdstats_read(c, &c0) < 0) {
@@ -310,20 +352,20 @@ static int fc_run(const bench_target *t, pid_t redis_pid, fc_state *s, int phase
         return -1;
     }
     bench_usage u0 = bench_proc_usage(redis_pid);
-    int64_t t0 = proc_mono_us();
+    int64_t cpu0 = fc_redis_cpu_us(redis_pid), t0 = proc_mono_us();
     long units = pipe_run(&j, err, errlen);
-    int64_t t1 = proc_mono_us();
+    int64_t t1 = proc_mono_us(), cpu1 = fc_redis_cpu_us(redis_pid);
     bench_usage u1 = bench_proc_usage(redis_pid);
     int read = cmdstats_read(c, &c1);
     redisFree(c);
-    if (units != j.n || s->error || read < 0) {
-        if (units >= 0) snprintf(err, errlen, "the contract's floor: %s", s->error ? "Redis answered an error" : "stopped early");
+    if (units != j.n || s->reply_error || s->overflow || read < 0) {
+        if (units >= 0) snprintf(err, errlen, "the contract's floor: %s", fc_why(s, read));
         return -1;
     }
     double n = (double)s->w->n;
     *out = (fc_pass){
         .rate = n * 1e6 / (double)(t1 - t0 > 0 ? t1 - t0 : 1),
-        .cpu_us = u0.cpu_us < 0 || u1.cpu_us < 0 ? -1 : (double)(u1.cpu_us - u0.cpu_us) / n,
+        .cpu_us = cpu0 < 0 || cpu1 < 0 ? -1 : (double)(cpu1 - cpu0) / n,
         .faults = u0.faults < 0 || u1.faults < 0 ? -1 : (double)(u1.faults - u0.faults) / n,
     };
     cmdstats_delta(&c1, &c0, NULL, &out->cmds);

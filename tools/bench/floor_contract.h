@@ -1,7 +1,8 @@
 /* floor_contract.h -- what Redis itself does for the contract's own work,
  * with no allocd: the producers' RPUSH of every request, a take of each
  * chunk off the queue, the result HSET of every request, the holder HSET
- * of every user granted, `free`, `stats`, one chunk-format log entry, and
+ * of every user granted, `free`, `stats`, one chunk-format log entry (the
+ * take and the writes in one MULTI/EXEC, as sections 6 and 7 ask), and
  * the poller's HMGET of every result (contract sections 3, 4, 6, 7, 11.1),
  * on a new Redis, pipelined from one connection. The decisions are the
  * stock mix's (units per item, per_user), made in the bench.
@@ -20,8 +21,9 @@
 
 #include "bench/bench.h"
 
-/* One timed pass: requests/s, Redis doing nothing else; Redis's CPU
- * (utime + stime) and page faults per request, -1 unknown; its commands. */
+/* One timed pass: requests/s, Redis doing nothing else; Redis's CPU per
+ * request (its main thread's run time, else the process's utime +
+ * stime) and page faults per request, -1 unknown; its commands. */
 typedef struct fc_pass {
     double rate, cpu_us, faults;
     cmdstats cmds;      /* INFO commandstats over the pass */

@@ -420,7 +420,6 @@ static void print_e2e_row(const bench *b, const char *what, const run_result *a,
            fault_us(b, a->faults_redis), fault_us(b, a->faults_allocd), ok ? "" : "  FAILED");
 }
 
-/* The headline: every round, then the medians. */
 /* One of the contract's floors (floor_contract.h), the median of its
  * runs, beside the e2e medians: Redis's CPU per request, the rate one
  * Redis core allows at that cost (1 / it), and that rate as a multiple of
@@ -474,6 +473,7 @@ static void print_floor(const bench *b)
 {
     if (!b->floor_ok) {
         printf("\n  floor: not measured (%s)\n", b->floor_err[0] ? b->floor_err : "no e2e rounds");
+        print_floors_contract(b);   /* measured on their own */
         return;
     }
     const floor_result *f = &b->floor;
@@ -488,6 +488,7 @@ static void print_floor(const bench *b)
     print_floors_contract(b);
 }
 
+/* The headline: every round, then the medians. */
 static void print_e2e(const bench *b)
 {
     if (!b->n_pairs) return;
@@ -606,6 +607,7 @@ static void print_floor_drain(const bench *b)
         const row *r = &b->rows[i];
         if (r->sc != SC_STOCK || r->sweep || strcmp(r->mode, "prepushed") || !r->has_lua) continue;
         if (!r->a_ok || !r->lua_ok || r->a.missing) continue;
+        if (r->a.cpu_redis_us < 0) continue;   /* not the bench's own Redis */
         drain[n] = r->a.tput_drain;
         cpu[n] = r->a.cpu_redis_us;
         pf[n] = r->a.faults_redis;
@@ -618,13 +620,18 @@ static void print_floor_drain(const bench *b)
         return;
     }
     double core = 1e6 / f->cpu_us, l = median_of(lua, n), c = median_of(cpu, n);
+    if (!n) {
+        printf("\n  the contract's floor for the drain: Redis CPU %.2f us a request (runs %.2f - %.2f): one Redis core\n"
+               "  allows %.0f req/s; no drain pair to set it beside\n", f->cpu_us, lo, hi, core);
+        return;
+    }
     printf("\n  the contract's floor for the drain: the queue pushed first, then per chunk of %d the take, the\n"
            "  result HSET of every request, the holder HSET of every user granted, free, stats and the chunk log,\n"
            "  on a new Redis each run, no allocd, median of %d runs: Redis CPU %.2f us a request (runs %.2f - %.2f; %.3f\n"
            "  faults, %.2f us of them; its one client reached %.0f req/s): one Redis core allows %.0f req/s, %.2fx\n"
            "  Lua's median (%d pairs, %.0f req/s). allocd's drain (median) %.0f req/s with Redis at %.2f us a\n"
-           "  request (%.3f faults): %.2f us a request more than the contract's writes (the fence, the take's and\n"
-           "  the apply's transactions, the internal keys, LRANGE + LTRIM)\n",
+           "  request (%.3f faults): %.2f us a request more than the contract's writes (allocd's own commands:\n"
+           "  the take's transaction, the fence, the internal keys, LRANGE + LTRIM; and the bench's polls)\n",
            fd->chunk, b->floor_drain.n, f->cpu_us, lo, hi, f->faults, fault_us(b, f->faults), f->rate, core,
            ratio(core, l), n, l, median_of(drain, n), c, median_of(pf, n), c - f->cpu_us);
     print_mix("floor", &f->cmds, fd->n);
