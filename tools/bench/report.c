@@ -420,7 +420,7 @@ static void print_e2e_row(const bench *b, const char *what, const run_result *a,
            fault_us(b, a->faults_redis), fault_us(b, a->faults_allocd), ok ? "" : "  FAILED");
 }
 
-/* One of the contract's floors (floor_contract.h), the median of its
+/* One of the contract's floors (floor_contract.h), the least of its
  * runs, beside the e2e medians: Redis's CPU per request, the rate one
  * Redis core allows at that cost (1 / it), and that rate as a multiple of
  * Lua's median: the most any design of the contract reaches here with
@@ -431,7 +431,7 @@ static void print_floor_contract(const bench *b, const floor_contract_runs *runs
                                  double allocd, double lua)
 {
     double lo, hi;
-    const floor_contract_result *fc = floor_contract_median(runs, &lo, &hi);
+    const floor_contract_result *fc = floor_contract_best(runs, &lo, &hi);
     if (!fc) {
         printf("  the contract's floor, %s: not measured (%s)\n", push, runs->err);
         return;
@@ -443,10 +443,10 @@ static void print_floor_contract(const bench *b, const floor_contract_runs *runs
         return;
     }
     double core = 1e6 / f->cpu_us;
-    printf("  the contract's floor, %s, median of %d runs: Redis CPU %.2f us a request (runs %.2f - %.2f; %.3f\n"
+    printf("  the contract's floor, %s, the least of %d runs: Redis CPU %.2f us a request (up to %.2f; %.3f\n"
            "  faults, %.2f us of them; its one client reached %.0f req/s): one Redis core allows %.0f req/s, %.2fx\n"
            "  Lua's median e2e (%.0f req/s); allocd %s (median) %.0f req/s = %.0f%% of that bound\n",
-           push, runs->n, f->cpu_us, lo, hi, f->faults, fault_us(b, f->faults), f->rate, core, ratio(core, lua), lua,
+           push, runs->n, f->cpu_us, hi, f->faults, fault_us(b, f->faults), f->rate, core, ratio(core, lua), lua,
            push, allocd, 100.0 * ratio(allocd, core));
     print_mix("floor", &f->cmds, fc->n);
     printf("RESULT floor_contract push=%s rate=%.0f cpu_redis_us_per_req=%.2f cpu_lo=%.2f cpu_hi=%.2f runs=%d "
@@ -596,7 +596,7 @@ static void print_e2e_results(const bench *b)
 static void print_floor_drain(const bench *b)
 {
     double lo, hi;
-    const floor_contract_result *fd = floor_contract_median(&b->floor_drain, &lo, &hi);
+    const floor_contract_result *fd = floor_contract_best(&b->floor_drain, &lo, &hi);
     if (!fd) {
         if (b->floor_drain.err[0]) printf("\n  the contract's floor for the drain: not measured (%s)\n", b->floor_drain.err);
         return;
@@ -621,18 +621,18 @@ static void print_floor_drain(const bench *b)
     }
     double core = 1e6 / f->cpu_us, l = median_of(lua, n), c = median_of(cpu, n);
     if (!n) {
-        printf("\n  the contract's floor for the drain: Redis CPU %.2f us a request (runs %.2f - %.2f): one Redis core\n"
-               "  allows %.0f req/s; no drain pair to set it beside\n", f->cpu_us, lo, hi, core);
+        printf("\n  the contract's floor for the drain: Redis CPU %.2f us a request (up to %.2f): one Redis core\n"
+               "  allows %.0f req/s; no drain pair to set it beside\n", f->cpu_us, hi, core);
         return;
     }
     printf("\n  the contract's floor for the drain: the queue pushed first, then per chunk of %d the take, the\n"
            "  result HSET of every request, the holder HSET of every user granted, free, stats and the chunk log,\n"
-           "  on a new Redis each run, no allocd, median of %d runs: Redis CPU %.2f us a request (runs %.2f - %.2f; %.3f\n"
+           "  on a new Redis each run, no allocd, the least of %d runs: Redis CPU %.2f us a request (up to %.2f; %.3f\n"
            "  faults, %.2f us of them; its one client reached %.0f req/s): one Redis core allows %.0f req/s, %.2fx\n"
            "  Lua's median (%d pairs, %.0f req/s). allocd's drain (median) %.0f req/s with Redis at %.2f us a\n"
            "  request (%.3f faults): %.2f us a request more than the contract's writes (allocd's own commands:\n"
            "  the take's transaction, the fence, the internal keys, LRANGE + LTRIM; and the bench's polls)\n",
-           fd->chunk, b->floor_drain.n, f->cpu_us, lo, hi, f->faults, fault_us(b, f->faults), f->rate, core,
+           fd->chunk, b->floor_drain.n, f->cpu_us, hi, f->faults, fault_us(b, f->faults), f->rate, core,
            ratio(core, l), n, l, median_of(drain, n), c, median_of(pf, n), c - f->cpu_us);
     print_mix("floor", &f->cmds, fd->n);
     printf("RESULT floor_drain rate=%.0f cpu_redis_us_per_req=%.2f cpu_lo=%.2f cpu_hi=%.2f runs=%d "
