@@ -586,8 +586,7 @@ static void run_floor(bench *b)
 static void run_floor_drain(bench *b)
 {
     int pairs = 0;
-    for (int i = 0; i < b->n_rows; i++)
-        pairs += b->rows[i].sc == SC_STOCK && b->rows[i].has_lua && !strcmp(b->rows[i].mode, "prepushed");
+    for (int i = 0; i < b->n_rows; i++) pairs += report_drain_pair(&b->rows[i]);
     if (!pairs) return;
     floor_contract_repeat(b, FLOOR_DRAIN, &b->floor_drain);
 }

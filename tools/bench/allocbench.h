@@ -114,8 +114,11 @@ typedef struct bench {
 int args_parse(options *o, int argc, char **argv);
 
 /* The median over the e2e rounds of which: 0 plain/Lua, 1 txn/Lua, 2
- * allocd plain req/s, 3 Lua req/s. */
+ * allocd plain req/s, 3 Lua req/s, 4 allocd txn req/s. */
 double report_e2e_median(const bench *b, int which);
+/* A row of the drain comparison: stock prepushed, allocd beside Lua,
+ * not a chunk sweep (the drain target's pairs and its floor). */
+int report_drain_pair(const row *r);
 void report_cpu_model(char *buf, size_t len);
 void report_redis_version(const bench *b, char *buf, size_t len);
 const char *report_sched_name(const bench *b);

@@ -233,10 +233,8 @@ static void fc_append_writes(fc_state *s, redisContext *c, long k, long m)
                        FC_AT0 + done / 100);
 }
 
-/* The chunk's pushes, one RPUSH or one position transaction a request,
- * formatted here in one buffer: hiredis's formatting would make this one
- * client the limit (bench.h, resp_append). The last chunk is filled up
- * with PINGs: every unit has the same number of replies. */
+/* One command into the chunk's push buffer; a value too long for it
+ * stops the run. */
 static void fc_resp(fc_state *s, size_t *at, int argc, const char **argv, const size_t *lens)
 {
     size_t next = resp_append(s->pushbuf, *at, s->pushbuf_cap, argc, argv, lens);
@@ -244,6 +242,10 @@ static void fc_resp(fc_state *s, size_t *at, int argc, const char **argv, const 
     else *at = next;
 }
 
+/* The chunk's pushes, one RPUSH or one position transaction a request,
+ * formatted here in one buffer: hiredis's formatting would make this one
+ * client the limit (bench.h, resp_append). The last chunk is filled up
+ * with PINGs: every unit has the same number of replies. */
 static void fc_append_pushes(fc_state *s, redisContext *c, long first, long m)
 {
     int txn = s->phase == FLOOR_E2E_TXN;

@@ -225,6 +225,17 @@ static void print_result_line(const bench *b, const row *r)
 
 /* ---------------------------------------------------------- targets --- */
 
+int report_drain_pair(const row *r)
+{
+    return r->sc == SC_STOCK && !r->sweep && !strcmp(r->mode, "prepushed") && r->has_lua;
+}
+
+/* A drain pair both of whose runs succeeded with nothing missing. */
+static int drain_pair_ok(const row *r)
+{
+    return report_drain_pair(r) && r->a_ok && r->lua_ok && !r->a.missing;
+}
+
 static const row *find_row(const bench *b, scenario_id sc, const char *mode, int need_alt)
 {
     for (int i = 0; i < b->n_rows; i++) {
@@ -267,8 +278,7 @@ static void target_lua(const bench *b)
     int n = 0;
     for (int i = 0; i < b->n_rows; i++) {
         const row *r = &b->rows[i];
-        if (r->sc != SC_STOCK || r->sweep || strcmp(r->mode, "prepushed") || !r->has_lua) continue;
-        if (!r->a_ok || !r->lua_ok || r->a.missing) continue;
+        if (!drain_pair_ok(r)) continue;
         drain[n] = ratio(r->a.tput_drain, r->lua.tput);
         sadd[n] = ratio(r->a.tput, r->lua.tput);
         size_t len = strlen(list);
@@ -605,9 +615,7 @@ static void print_floor_drain(const bench *b)
     int n = 0;
     for (int i = 0; i < b->n_rows; i++) {
         const row *r = &b->rows[i];
-        if (r->sc != SC_STOCK || r->sweep || strcmp(r->mode, "prepushed") || !r->has_lua) continue;
-        if (!r->a_ok || !r->lua_ok || r->a.missing) continue;
-        if (r->a.cpu_redis_us < 0) continue;   /* not the bench's own Redis */
+        if (!drain_pair_ok(r) || r->a.cpu_redis_us < 0) continue;   /* < 0: not the bench's own Redis */
         drain[n] = r->a.tput_drain;
         cpu[n] = r->a.cpu_redis_us;
         pf[n] = r->a.faults_redis;
