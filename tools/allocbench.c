@@ -686,7 +686,8 @@ static int run_tickets(bench *b)
     if (start_redis(b) < 0 || fresh_daemon(b, o->chunk) < 0) { stop_all(b); return 1; }
     tickets_opts t = {
         .target = &b->target, .prefix = o->prefix, .buyers = o->users ? o->users : 100000,
-        .hold_ms = o->hold_ms ? o->hold_ms : 2000, .seconds = 12, .retry_ms = 200, .seed = o->seed | 1,
+        .hold_ms = o->hold_ms ? o->hold_ms : 2000,
+        .seconds = o->tickets_seconds ? o->tickets_seconds : 12, .retry_ms = 200, .seed = o->seed | 1,
     };
     t.tickets = t.buyers / 10;
     tickets_result a, l;

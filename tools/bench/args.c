@@ -93,6 +93,7 @@ static void usage_runs(FILE *f)
           "                        then the contract's floor for the drain, 3 runs\n"
           "  --tickets             the tickets scenario: --users buyers (100000) for a tenth as many\n"
           "                        tickets, --hold-ms (2000), allocd wait:true vs Lua with polling losers\n"
+          "  --tickets-seconds S   tickets: how long each design runs after its first wave (12)\n"
           "  --targets             the standard comparison: all scenarios, --compare, --rate-test,\n"
           "                        --probe 300, --chunk-sweep 256,1024, and every TARGET line\n"
           "  --chunk N             allocd chunk (512)\n"
@@ -227,7 +228,8 @@ enum {
     O_RATE_TEST, O_SWEEP, O_MEMORY, O_TICKETS, O_TARGETS, O_CHUNK, O_REGISTRY, O_REDIS, O_ALLOCD,
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
     O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_OL_RUNS, O_SAME_PAIRS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK, O_PIN, O_RT,
-    O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS, O_HOUSING_PAIRS, O_PROFILE_MEMORY
+    O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS, O_HOUSING_PAIRS, O_PROFILE_MEMORY,
+    O_TICKETS_S
 };
 
 static const struct option long_opts[] = {
@@ -238,7 +240,7 @@ static const struct option long_opts[] = {
     { "lock-threads", 1, 0, O_LOCK_T }, { "lock-sleep-us", 1, 0, O_LOCK_SLEEP },
     { "lock-seconds", 1, 0, O_LOCK_S }, { "lock-precheck", 0, 0, O_LOCK_PRE },
     { "probe", 1, 0, O_PROBE }, { "rate-test", 0, 0, O_RATE_TEST }, { "chunk-sweep", 1, 0, O_SWEEP },
-    { "tickets", 0, 0, O_TICKETS }, { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "lua-pairs", 1, 0, O_LUA_PAIRS }, { "chunk", 1, 0, O_CHUNK },
+    { "tickets", 0, 0, O_TICKETS }, { "tickets-seconds", 1, 0, O_TICKETS_S }, { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "lua-pairs", 1, 0, O_LUA_PAIRS }, { "chunk", 1, 0, O_CHUNK },
     { "registry-ms", 1, 0, O_REGISTRY }, { "redis", 1, 0, O_REDIS }, { "allocd", 1, 0, O_ALLOCD },
     { "no-daemon", 0, 0, O_NO_DAEMON }, { "pid", 1, 0, O_PID }, { "prefix", 1, 0, O_PREFIX },
     { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
@@ -303,6 +305,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_CL_SWEEP: return parse_cluster_sweep(o, v);
     case O_MEMORY: o->memory = 1; return 0;
     case O_TICKETS: o->tickets = 1; return 0;
+    case O_TICKETS_S: o->tickets_seconds = atoi(v); return o->tickets_seconds >= 1 && o->tickets_seconds <= 3600 ? 0 : -1;
     case O_TARGETS: *targets = 1; return 0;
     case O_E2E_PAIRS: o->e2e_pairs = atoi(v); return o->e2e_pairs >= 1 && o->e2e_pairs <= MAX_E2E ? 0 : -1;
     case O_OPEN_LOOP: o->open_loop = 1; return 0;

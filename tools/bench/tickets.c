@@ -26,6 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "wire/log_entry.h"
+
 #define PIPE 2000
 
 static int pays(long i) { return (bench_mix((uint64_t)i * 7919u) & 1) == 0; }
@@ -63,43 +65,86 @@ static void wait_served(wait_track *w, long no, tickets_result *r)
     while (w->next <= w->n && w->served[w->next]) w->next++;
 }
 
-static const char *field(redisReply *kv, const char *name)
+/* What follow_log gathers from one read of the log. */
+typedef struct log_reader {
+    redisContext *c;
+    const char *queue;
+    wait_track *w;
+    tickets_result *r;
+    long sent;             /* confirms pushed by this read */
+    long grants;           /* every grant seen, first wave and waitlist */
+} log_reader;
+
+static const char *field(const log_field *f, size_t n, const char *name)
 {
-    for (size_t j = 0; j + 1 < kv->elements; j += 2)
-        if (!strcmp(kv->element[j]->str, name)) return kv->element[j + 1]->str;
+    for (size_t j = 0; j < n; j++)
+        if (!strcmp(f[j].key, name)) return f[j].val;
     return "";
 }
 
-/* Reads the log from `from` on: confirms for paying buyers' grants,
- * counts expiries and paid tickets, tracks the waitlist's order. */
-static int follow_log(redisContext *c, const char *log, const char *queue, char *from, size_t fromlen,
-                      wait_track *w, tickets_result *r, long *pushed)
+/* One event, in either log format (wire/log_entry.h decodes both): a
+ * paying buyer's grant is confirmed at once. */
+static int on_event(void *ud, const log_field *f, size_t n)
 {
-    redisReply *x = redisCommand(c, "XRANGE %s %s + COUNT 5000", log, from);
-    if (!x || x->type != REDIS_REPLY_ARRAY) { if (x) freeReplyObject(x); return -1; }
-    long sent = 0;
-    for (size_t i = 0; i < x->elements; i++) {
-        redisReply *kv = x->element[i]->element[1];
-        const char *type = field(kv, "type");
-        if (!strcmp(type, "grant")) {
-            long buyer = strtol(field(kv, "user") + 1, NULL, 10);
-            if (pays(buyer)) {
-                redisAppendCommand(c, "RPUSH %s {\"id\":\"c%ld\",\"user\":\"u%ld\",\"op\":\"confirm\",\"order\":\"%s\"}",
-                                   queue, buyer, buyer, field(kv, "order"));
-                sent++;
-            }
-        } else if (!strcmp(type, "confirm")) {
-            r->paid++;
-        } else if (!strcmp(type, "expire")) {
-            r->returned++;
-        } else if (!strcmp(type, "wait_served") && !strcmp(field(kv, "status"), "granted")) {
-            wait_served(w, strtol(field(kv, "wait_no"), NULL, 10), r);
+    log_reader *lr = ud;
+    const char *type = field(f, n, "type");
+    if (!strcmp(type, "grant")) {
+        long buyer = strtol(field(f, n, "user") + 1, NULL, 10);
+        lr->grants++;
+        if (pays(buyer)) {
+            redisAppendCommand(lr->c, "RPUSH %s {\"id\":\"c%ld\",\"user\":\"u%ld\",\"op\":\"confirm\",\"order\":\"%s\"}",
+                               lr->queue, buyer, buyer, field(f, n, "order"));
+            lr->sent++;
         }
+    } else if (!strcmp(type, "confirm")) {
+        lr->r->paid++;
+    } else if (!strcmp(type, "expire")) {
+        lr->r->returned++;
+    } else if (!strcmp(type, "wait_served") && !strcmp(field(f, n, "status"), "granted")) {
+        wait_served(lr->w, strtol(field(f, n, "wait_no"), NULL, 10), lr->r);
     }
+    return 0;
+}
+
+/* One stream entry ({id, [field, value, ...]}) through the decoder. */
+static int read_entry(log_reader *lr, const redisReply *e, char *err, size_t errlen)
+{
+    enum { MAX_FIELDS = 32 };
+    const redisReply *kv = e->type == REDIS_REPLY_ARRAY && e->elements == 2 ? e->element[1] : NULL;
+    if (!kv || kv->type != REDIS_REPLY_ARRAY || kv->elements / 2 > MAX_FIELDS) {
+        snprintf(err, errlen, "a log entry that is not {id, fields}");
+        return -1;
+    }
+    log_field f[MAX_FIELDS];
+    size_t n = kv->elements / 2;
+    for (size_t j = 0; j < n; j++)
+        f[j] = (log_field){ kv->element[2 * j]->str, kv->element[2 * j + 1]->str, kv->element[2 * j + 1]->len };
+    char why[160];
+    if (log_entry_decode(f, n, on_event, lr, why, sizeof why) < 0) {
+        snprintf(err, errlen, "log entry %s: %s", e->element[0]->str, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the log from `from` on: confirms for paying buyers' grants,
+ * counts grants, expiries and paid tickets, tracks the waitlist's order. */
+static int follow_log(log_reader *lr, const char *log, char *from, size_t fromlen, long *pushed,
+                      char *err, size_t errlen)
+{
+    redisReply *x = redisCommand(lr->c, "XRANGE %s %s + COUNT 5000", log, from);
+    if (!x || x->type != REDIS_REPLY_ARRAY) {
+        if (x) freeReplyObject(x);
+        snprintf(err, errlen, "XRANGE of the log failed");
+        return -1;
+    }
+    lr->sent = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < x->elements; i++) rc = read_entry(lr, x->element[i], err, errlen);
     if (x->elements) snprintf(from, fromlen, "(%s", x->element[x->elements - 1]->element[0]->str);
     freeReplyObject(x);
-    *pushed += sent;
-    return drain_replies(c, sent, NULL, NULL, 0);
+    *pushed += lr->sent;
+    return drain_replies(lr->c, lr->sent, NULL, NULL, 0) < 0 ? -1 : rc;
 }
 
 int tickets_allocd(const tickets_opts *o, tickets_result *r, char *err, size_t errlen)
@@ -123,6 +168,7 @@ int tickets_allocd(const tickets_opts *o, tickets_result *r, char *err, size_t e
         if (drain_replies(c, n, NULL, NULL, 0) < 0) { snprintf(err, errlen, "push failed"); redisFree(c); return -1; }
     }
     wait_track w = { calloc((size_t)o->buyers + 2, 1), 1, o->buyers };
+    log_reader lr = { .c = c, .queue = queue, .w = &w, .r = r };
     char from[64] = "-";
     long pushed = o->buyers;
     double t0 = now_s();
@@ -130,18 +176,28 @@ int tickets_allocd(const tickets_opts *o, tickets_result *r, char *err, size_t e
     int rc = 0;
     while (rc == 0 && proc_int(c, "HGET %s processed", stats) < o->buyers) {
         if (now_s() - t0 > 120) { snprintf(err, errlen, "the first wave took over 120 s"); rc = -1; }
-        rc |= follow_log(c, log, queue, from, sizeof from, &w, r, &pushed);
+        rc |= follow_log(&lr, log, from, sizeof from, &pushed, err, errlen);
         proc_sleep_ms(5);
     }
     r->first_wave_s = now_s() - t0;
     r->first_wave_rps = (double)o->buyers / r->first_wave_s;
     double end = t0 + r->first_wave_s + o->seconds;
     while (rc == 0 && now_s() < end) {
-        rc |= follow_log(c, log, queue, from, sizeof from, &w, r, &pushed);
+        rc |= follow_log(&lr, log, from, sizeof from, &pushed, err, errlen);
         proc_sleep_ms(20);
     }
     r->calls = pushed;
     r->calls_per_s = (double)pushed / (now_s() - t0);
+    /* A run that read no sale measured nothing: every ticket is granted in
+     * the first wave, and with half the buyers never paying and the
+     * holds shorter than the run, tickets are paid, come back and are
+     * granted again. */
+    int turns = o->hold_ms < o->seconds * 1000;
+    if (rc == 0 && (lr.grants < o->tickets || !r->paid || (turns && (!r->returned || !r->regranted)))) {
+        snprintf(err, errlen, "the log told no sale: %ld grants for %ld tickets, %ld paid, %ld returned, "
+                 "%ld granted again", lr.grants, o->tickets, r->paid, r->returned, r->regranted);
+        rc = -1;
+    }
     r->ok = rc == 0 && proc_int(c, "HGET %s waiting", stats) >= 0;
     bench_ok(c, "SREM %s:batches %s", o->prefix, b);
     free(w.served);
