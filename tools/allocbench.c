@@ -85,8 +85,8 @@ static void stop_all(bench *b)
  * that the next run reuses, so a run after one of allocd's mapped a third
  * or less of the memory that a run after Lua's or on a new Redis did, and
  * on a machine where a page fault is costly the order of the designs
- * decided a round (docs/PERFORMANCE.md, "Page faults"). An external Redis
- * (--redis) is only checked to answer. */
+ * decided a round (docs/PERFORMANCE.md, "Where a request's time goes").
+ * An external Redis (--redis) is only checked to answer. */
 static int fresh_redis(bench *b)
 {
     if (!b->opt.no_daemon && b->daemon.pid > 0) bench_daemon_stop(&b->daemon);
@@ -730,6 +730,15 @@ static int run_tickets(bench *b)
 
 /* ------------------------------------------------------------- main --- */
 
+/* --dry-run: the options were checked as a run would check them; the
+ * commands that docs/PERFORMANCE.md gives are tested this way
+ * (tests/integration/test_bench.c), as a run takes minutes. */
+static int dry_run_done(void)
+{
+    printf("allocbench: the options are valid (--dry-run: nothing run)\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bench b;
@@ -740,7 +749,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "allocbench: %s is not executable (build it, or --allocd PATH)\n", b.opt.allocd_bin);
             return 2;
         }
-        return run_cluster(&b.opt);
+        return b.opt.dry_run ? dry_run_done() : run_cluster(&b.opt);
     }
     if (b.opt.no_daemon && !b.opt.redis_url) {
         fprintf(stderr, "allocbench: --no-daemon needs --redis (the daemon's Redis)\n");
@@ -759,6 +768,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (b.opt.dry_run) return dry_run_done();
     if (b.opt.tickets) return run_tickets(&b);
     b.rows = calloc(MAX_ROWS, sizeof *b.rows);
     if (!b.rows || start_redis(&b) < 0) { free(b.rows); stop_all(&b); return 1; }

@@ -1,4 +1,4 @@
-/* test_bench.c -- allocbench against the real allocd.
+/* test_bench.c -- allocbench as docs/PERFORMANCE.md runs it.
  *
  * The bench reads allocd's log to drive its tickets scenario (confirms for
  * paying buyers, returned tickets, the waitlist's order). When the chunk
@@ -6,6 +6,10 @@
  * it saw no grant, confirmed nothing, counted nothing, and said ok. So the
  * scenario runs here, small, against the real allocd on a private Redis,
  * in both log formats, and its figures must tell the sale's story.
+ *
+ * Every command docs/PERFORMANCE.md gives is checked as written: a run of
+ * `make bench` takes minutes, so a `make` target must exist (make -n) and
+ * an allocbench command must pass allocbench's own checks (--dry-run).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,11 +84,79 @@ static void test_tickets_event_log(void **state)
     tickets_in("event");
 }
 
+/* One command of the doc, its code span's text with whitespace runs
+ * (a span wrapped over lines) made single spaces. */
+static void check_command(const char *doc, int line, const char *span)
+{
+    char cmd[1200];
+    int rc;
+    if (!strncmp(span, "make ", 5)) {
+        snprintf(cmd, sizeof cmd, "make -n %s BUILD=%s", span + 5, harness_build_dir());
+    } else {
+        /* build/ in the doc is the tree under test (build/asan under make asan) */
+        char args[800] = "";
+        const char *p = span + strlen("build/allocbench");
+        while (*p) {
+            if (!strncmp(p, " build/", 7)) {
+                strncat(args, " ", sizeof args - strlen(args) - 1);
+                strncat(args, harness_build_dir(), sizeof args - strlen(args) - 1);
+                strncat(args, "/", sizeof args - strlen(args) - 1);
+                p += 7;
+            } else {
+                strncat(args, (char[]){ *p, 0 }, sizeof args - strlen(args) - 1);
+                p++;
+            }
+        }
+        snprintf(cmd, sizeof cmd, "%s/allocbench%s --dry-run", harness_build_dir(), args);
+    }
+    char *out = run_capture(cmd, &rc);
+    if (rc != 0) fail_msg("%s:%d: `%s` does not run as written (`%s` exited %d):\n%s", doc, line, span, cmd, rc, out);
+    free(out);
+}
+
+static void test_performance_doc_commands(void **state)
+{
+    (void)state;
+    const char *doc = "docs/PERFORMANCE.md";
+    char *text = textfile_read(doc, NULL);
+    assert_non_null(text);
+    int line = 1, checked = 0, allocbench = 0, make = 0;
+    for (char *p = text; *p; p++) {
+        if (*p == '\n') line++;
+        if (*p != '`' || p[1] == '`') continue;
+        char *end = strchr(p + 1, '`');
+        if (!end) break;
+        char span[800];
+        size_t n = 0;
+        int start = line;
+        for (char *q = p + 1; q < end && n + 1 < sizeof span; q++) {
+            if (*q == '\n') line++;
+            char c = *q == '\n' ? ' ' : *q;
+            if (c == ' ' && n && span[n - 1] == ' ') continue;
+            span[n++] = c;
+        }
+        span[n] = '\0';
+        p = end;
+        int is_make = !strncmp(span, "make ", 5), is_bench = !strncmp(span, "build/allocbench ", 17);
+        if (!is_make && !is_bench) continue;
+        check_command(doc, start, span);
+        checked++;
+        make += is_make;
+        allocbench += is_bench;
+    }
+    free(text);
+    /* the page reproduces each figure with one command: some of each kind */
+    if (make < 5 || allocbench < 1)
+        fail_msg("%s: %d make targets and %d allocbench commands found; the page gives more", doc, make, allocbench);
+    assert_true(checked > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tickets_chunk_log),
         cmocka_unit_test(test_tickets_event_log),
+        cmocka_unit_test(test_performance_doc_commands),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,7 @@ typedef struct options {
     int lua_pairs;                /* --lua-pairs: stock allocd+Lua pairs for the target */
     int tickets;                  /* --tickets: the waitlist scenario (bench/tickets.h) */
     int tickets_seconds;          /* --tickets-seconds: each design's run after its first wave (12) */
+    int dry_run;                  /* --dry-run: check the options, run nothing */
     int scenarios_given;          /* --scenario or --mode given */
     int e2e_pairs;                /* --e2e-pairs: live end-to-end rounds (e2e.c) */
     int open_loop;                /* --open-loop: offered vs accepted at 25..90% */

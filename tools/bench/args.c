@@ -79,7 +79,7 @@ static void usage_runs(FILE *f)
           "  --log-format F        allocd's log_format: chunk (allocd's default) or event\n"
           "  --redis-args \"ARGS\"   more arguments for the private redis-server (measuring a setting)\n"
           "  --peek                e2e rounds also run producers learning their position with\n"
-          "                        HGET dequeued; RPUSH; HGET dequeued (no MULTI; docs/PERFORMANCE.md)\n"
+          "                        HGET dequeued; RPUSH; HGET dequeued (no MULTI)\n"
           "  --targets-e2e         print the TARGET lines of the e2e rounds and the open loop\n"
           "  --aof                 the private Redis with appendonly yes, appendfsync everysec\n"
           "  --pin                 Redis on a core of its own: the private redis-server on CPU 0;\n"
@@ -104,7 +104,8 @@ static void usage_runs(FILE *f)
           "  --pid PID             its pid, for memory and CPU figures\n"
           "  --prefix P            key prefix (allocbench; alloc with --no-daemon)\n"
           "  --timeout S           longest wait for one run's results (300)\n"
-          "  --seed N              request mix seed (1)\n", f);
+          "  --seed N              request mix seed (1)\n"
+          "  --dry-run             check the options and the allocd binary, run nothing\n", f);
 }
 
 static void usage(FILE *f)
@@ -229,7 +230,7 @@ enum {
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
     O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_OL_RUNS, O_SAME_PAIRS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK, O_PIN, O_RT,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS, O_HOUSING_PAIRS, O_PROFILE_MEMORY,
-    O_TICKETS_S
+    O_TICKETS_S, O_DRY_RUN
 };
 
 static const struct option long_opts[] = {
@@ -240,7 +241,7 @@ static const struct option long_opts[] = {
     { "lock-threads", 1, 0, O_LOCK_T }, { "lock-sleep-us", 1, 0, O_LOCK_SLEEP },
     { "lock-seconds", 1, 0, O_LOCK_S }, { "lock-precheck", 0, 0, O_LOCK_PRE },
     { "probe", 1, 0, O_PROBE }, { "rate-test", 0, 0, O_RATE_TEST }, { "chunk-sweep", 1, 0, O_SWEEP },
-    { "tickets", 0, 0, O_TICKETS }, { "tickets-seconds", 1, 0, O_TICKETS_S }, { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "lua-pairs", 1, 0, O_LUA_PAIRS }, { "chunk", 1, 0, O_CHUNK },
+    { "tickets", 0, 0, O_TICKETS }, { "tickets-seconds", 1, 0, O_TICKETS_S }, { "dry-run", 0, 0, O_DRY_RUN }, { "memory", 0, 0, O_MEMORY }, { "targets", 0, 0, O_TARGETS }, { "lua-pairs", 1, 0, O_LUA_PAIRS }, { "chunk", 1, 0, O_CHUNK },
     { "registry-ms", 1, 0, O_REGISTRY }, { "redis", 1, 0, O_REDIS }, { "allocd", 1, 0, O_ALLOCD },
     { "no-daemon", 0, 0, O_NO_DAEMON }, { "pid", 1, 0, O_PID }, { "prefix", 1, 0, O_PREFIX },
     { "timeout", 1, 0, O_TIMEOUT }, { "seed", 1, 0, O_SEED }, { "help", 0, 0, O_HELP },
@@ -306,6 +307,7 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_MEMORY: o->memory = 1; return 0;
     case O_TICKETS: o->tickets = 1; return 0;
     case O_TICKETS_S: o->tickets_seconds = atoi(v); return o->tickets_seconds >= 1 && o->tickets_seconds <= 3600 ? 0 : -1;
+    case O_DRY_RUN: o->dry_run = 1; return 0;
     case O_TARGETS: *targets = 1; return 0;
     case O_E2E_PAIRS: o->e2e_pairs = atoi(v); return o->e2e_pairs >= 1 && o->e2e_pairs <= MAX_E2E ? 0 : -1;
     case O_OPEN_LOOP: o->open_loop = 1; return 0;
