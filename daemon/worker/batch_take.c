@@ -220,7 +220,7 @@ static int send_take(batch_worker *w, chunk *ch, long from)
  * TAKE_SHORT_QUEUE: a chunk's requests wait for the whole chunk to be
  * decided and applied, and its EXEC holds Redis for every other client
  * meanwhile, so a moderate load is served in small chunks, several in
- * flight (docs/PERFORMANCE.md, "adaptive chunk"). */
+ * flight (git show f74d6ce:docs/PERFORMANCE.md, "adaptive chunk"). */
 #define TAKE_SHORT_QUEUE 128
 
 static int take_size(const batch_worker *w)

@@ -23,7 +23,7 @@
  *             status, reason of the waitlist's wait and wait_served).
  * One XADD per chunk instead of one per grant: Redis's work for the log
  * drops from about 0.45 us to a few hundredths of a us per request
- * (docs/PERFORMANCE.md). The entry is written in the same transaction as
+ * (commit 5f644f7). The entry is written in the same transaction as
  * the changes, so the log still replays to holders and free exactly.
  *
  * Readers never look at the setting: an entry with `format` = "chunk" is

@@ -3,7 +3,7 @@
  *
  * Reading a housing round's whole profiles hash every second to find the
  * few an operator edited cost a 200,000-user round a third of its
- * decision rate (docs/PERFORMANCE.md). Redis tells a client whether a key
+ * decision rate (commit 3230fc5). Redis tells a client whether a key
  * it WATCHes was written since: CLIENT INFO shows flag `d` then ("a
  * watched key has been modified - EXEC will fail"), without touching the
  * WATCH. So a connection of its own per batch holds `WATCH <profiles>`

@@ -29,7 +29,7 @@ typedef struct run_opts {
     int plain;                /* live: plain RPUSH, not the position transaction */
     int peek;                 /* live: HGET dequeued; RPUSH; HGET dequeued, pipelined
                                * without MULTI: the ordinal is exact when the two
-                               * reads agree (docs/PERFORMANCE.md) */
+                               * reads agree (git show f74d6ce:docs/PERFORMANCE.md) */
     int e2e;                  /* live: a poller reads every result once (reader.h);
                                * the clock stops at the last result read */
     int open_loop;            /* live, paced: no cap on pushes in flight, and
