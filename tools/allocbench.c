@@ -165,7 +165,7 @@ static void run_allocd(bench *b, row *r, const char *batch, int live, double rat
         .target = &b->target, .w = &r->w, .prefix = b->opt.prefix, .batch = batch,
         .batches = b->opt.batches, .live = live, .tick_us = b->opt.tick_us,
         .producers = b->opt.producers, .depth = b->opt.depth, .rate = rate, .timeout_s = b->opt.timeout_s, .chunk = r->chunk, .allocd_pid = daemon_pid(b),
-        .redis_pid = b->redis_pid,
+        .redis_pid = b->redis_pid, .timeline = b->opt.timeline && !live,
     };
     fprintf(stderr, "allocbench: %s %s (chunk %d, %ld requests): allocd...\n",
             scenario_name(r->sc), r->mode, r->chunk, r->w.n);

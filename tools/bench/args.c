@@ -74,8 +74,10 @@ static void usage_runs(FILE *f)
           "                        generator's own lag (sentms), how many requests wait in the\n"
           "                        queue and at the poller, and the share of the window Redis ran,\n"
           "                        Redis waited for a CPU and allocd ran; then the latency counted\n"
-          "                        from the send (timeline.h; without --e2e-pairs it implies\n"
-          "                        --open-loop)\n"
+          "                        from the send (timeline.h; without --e2e-pairs or --scenario\n"
+          "                        it implies --open-loop); with --scenario, each prepushed row's\n"
+          "                        drain per 100 ms: requests decided, the share Redis ran, Redis\n"
+          "                        waited for a CPU and allocd ran\n"
           "  --log-format F        allocd's log_format: chunk (allocd's default) or event\n"
           "  --redis-args \"ARGS\"   more arguments for the private redis-server (measuring a setting)\n"
           "  --peek                e2e rounds also run producers learning their position with\n"
@@ -350,7 +352,7 @@ int args_parse(options *o, int argc, char **argv)
     if (targets) { o->targets = 1; apply_targets(o); }
     for (int i = 0; i < SC_COUNT; i++) any |= o->scenarios[i];
     if (!any && !o->housing_pairs && !o->profile_memory) o->scenarios[SC_STOCK] = 1;
-    if (o->timeline && !o->e2e_pairs) o->open_loop = 1;
+    if (o->timeline && !o->e2e_pairs && !o->scenarios_given) o->open_loop = 1;
     if (!o->designs) o->designs = o->e2e_pairs || o->open_loop ? D_ALLOCD | D_LUA : D_ALLOCD;
     if (!o->prefix) o->prefix = o->no_daemon ? "alloc" : "allocbench";
     if (o->n_cluster == 1 && !o->cl_instances[0]) o->cl_instances[0] = 1;

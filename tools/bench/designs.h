@@ -35,7 +35,8 @@ typedef struct run_opts {
     int open_loop;            /* live, paced: no cap on pushes in flight, and
                                * latency from when each push was due */
     int timeline;             /* e2e, paced: print where the latency built up
-                               * (timeline.h) */
+                               * (timeline.h); prepushed: the drain per 100 ms
+                               * (allocd_run.c, drain_trace) */
     int timeout_s;
     int chunk;                /* the daemon's chunk, for round trips per chunk */
     pid_t allocd_pid;         /* 0: unknown (--no-daemon) */
