@@ -38,16 +38,14 @@ static long result_field(const char *out, const char *design, const char *key)
     return strtol(p + strlen(k), NULL, 10);
 }
 
+/* cmd's stdout and stderr (malloc'd); *rc its exit status. */
 static char *run_capture(const char *cmd, int *rc)
 {
-    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    char out[600];
-    snprintf(out, sizeof out, "%s/bench-out", tmp);
-    *rc = itest_sh("%s > '%s' 2>&1", cmd, out);
-    char *text = textfile_read(out, NULL);
-    assert_non_null(text);
-    remove(out);
-    return text;
+    char *const argv[] = { "/bin/sh", "-c", (char *)cmd, NULL };
+    char *out;
+    *rc = proc_run_capture(argv, &out);
+    if (*rc < 0) fail_msg("could not run `%s`", cmd);
+    return out;
 }
 
 static void tickets_in(const char *format)
@@ -95,20 +93,16 @@ static void check_command(const char *doc, int line, const char *span)
         snprintf(cmd, sizeof cmd, "make -n %s BUILD=%s", span + 5, harness_build_dir());
     } else {
         /* build/ in the doc is the tree under test (build/asan under make asan) */
-        char args[800] = "";
-        const char *p = span + strlen("build/allocbench");
-        while (*p) {
-            if (!strncmp(p, " build/", 7)) {
-                strncat(args, " ", sizeof args - strlen(args) - 1);
-                strncat(args, harness_build_dir(), sizeof args - strlen(args) - 1);
-                strncat(args, "/", sizeof args - strlen(args) - 1);
-                p += 7;
+        size_t n = 0;
+        for (const char *p = span; *p && n + 300 < sizeof cmd; p++) {
+            if (!strncmp(p, "build/", 6) && (p == span || p[-1] == ' ')) {
+                n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s/", harness_build_dir());
+                p += 5;
             } else {
-                strncat(args, (char[]){ *p, 0 }, sizeof args - strlen(args) - 1);
-                p++;
+                cmd[n++] = *p;
             }
         }
-        snprintf(cmd, sizeof cmd, "%s/allocbench%s --dry-run", harness_build_dir(), args);
+        snprintf(cmd + n, sizeof cmd - n, " --dry-run");
     }
     char *out = run_capture(cmd, &rc);
     if (rc != 0) fail_msg("%s:%d: `%s` does not run as written (`%s` exited %d):\n%s", doc, line, span, cmd, rc, out);
@@ -121,7 +115,7 @@ static void test_performance_doc_commands(void **state)
     const char *doc = "docs/PERFORMANCE.md";
     char *text = textfile_read(doc, NULL);
     assert_non_null(text);
-    int line = 1, checked = 0, allocbench = 0, make = 0;
+    int line = 1, allocbench = 0, make = 0;
     for (char *p = text; *p; p++) {
         if (*p == '\n') line++;
         if (*p != '`' || p[1] == '`') continue;
@@ -141,7 +135,6 @@ static void test_performance_doc_commands(void **state)
         int is_make = !strncmp(span, "make ", 5), is_bench = !strncmp(span, "build/allocbench ", 17);
         if (!is_make && !is_bench) continue;
         check_command(doc, start, span);
-        checked++;
         make += is_make;
         allocbench += is_bench;
     }
@@ -149,7 +142,6 @@ static void test_performance_doc_commands(void **state)
     /* the page reproduces each figure with one command: some of each kind */
     if (make < 5 || allocbench < 1)
         fail_msg("%s: %d make targets and %d allocbench commands found; the page gives more", doc, make, allocbench);
-    assert_true(checked > 0);
 }
 
 int main(void)

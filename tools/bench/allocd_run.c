@@ -341,51 +341,21 @@ static int poll_once(redisContext *c, const bset *bs, long *have, long *deq, win
     return 0;
 }
 
-/* --timeline on a prepushed row: the drain every 100 ms, to tell whether
- * Redis waits for allocd's next chunk, for a CPU, or neither. */
-enum { DRAIN_TRACE_MAX = 3000, DRAIN_TRACE_US = 100000 };
-
-typedef struct drain_point {
-    int64_t t_us;
-    long decided;
-    int64_t redis_run_ns, redis_wait_ns, allocd_run_ns;   /* -1: unknown */
-} drain_point;
-
+/* --timeline on a prepushed row: the drain every 100 ms (timeline.h),
+ * results so far as `read`, with Redis's and allocd's schedstat, to tell
+ * whether Redis waits for allocd's next chunk, for a CPU, or neither. */
 typedef struct drain_trace {
+    timeline tl;
     pid_t redis_pid, allocd_pid;
-    drain_point p[DRAIN_TRACE_MAX];
-    size_t n;
 } drain_trace;
 
 static void drain_note(drain_trace *tr, int64_t now, long decided)
 {
-    if (!tr || tr->n == DRAIN_TRACE_MAX || (tr->n && now - tr->p[tr->n - 1].t_us < DRAIN_TRACE_US)) return;
-    drain_point *d = &tr->p[tr->n++];
-    d->t_us = now;
-    d->decided = decided;
-    d->redis_run_ns = d->redis_wait_ns = d->allocd_run_ns = -1;
-    if (tr->redis_pid) bench_proc_sched_ns(tr->redis_pid, &d->redis_run_ns, &d->redis_wait_ns);
-    if (tr->allocd_pid) bench_proc_sched_ns(tr->allocd_pid, &d->allocd_run_ns, NULL);
-}
-
-static double window_share(int64_t a, int64_t b, int64_t dt_us)
-{
-    return a < 0 || b < 0 || dt_us <= 0 ? -1 : (double)(b - a) / ((double)dt_us * 1000.0);
-}
-
-static void drain_print(const drain_trace *tr, const char *batch)
-{
-    printf("timeline: allocd drain of %s, per 100 ms from the SADD: requests decided, and the share of\n"
-           "the window Redis ran, Redis waited for a CPU and allocd ran (-1: not known)\n"
-           "%8s %9s %9s %10s %10s\n", batch, "t_ms", "decided", "redis_run", "redis_wait", "allocd_run");
-    for (size_t i = 1; i < tr->n; i++) {
-        const drain_point *a = &tr->p[i - 1], *b = &tr->p[i];
-        int64_t dt = b->t_us - a->t_us;
-        printf("%8.0f %9ld %9.2f %10.2f %10.2f\n", (double)(b->t_us - tr->p[0].t_us) / 1000.0, b->decided - a->decided,
-               window_share(a->redis_run_ns, b->redis_run_ns, dt), window_share(a->redis_wait_ns, b->redis_wait_ns, dt),
-               window_share(a->allocd_run_ns, b->allocd_run_ns, dt));
-    }
-    printf("\n");
+    size_t kept = tr->tl.n;
+    if (timeline_note(&tr->tl, now, -1, decided) < 0 || tr->tl.n == kept) return;
+    timeline_sample *t = &tr->tl.s[tr->tl.n - 1];
+    if (tr->redis_pid) bench_proc_sched_ns(tr->redis_pid, &t->redis_run_ns, &t->redis_wait_ns);
+    if (tr->allocd_pid) bench_proc_sched_ns(tr->allocd_pid, &t->allocd_run_ns, NULL);
 }
 
 /* Polls every millisecond until n results (and notes the drain in tr,
@@ -398,7 +368,7 @@ static int poll_until(redisContext *c, const bset *bs, long n, int timeout_s, wi
         long deq;
         if (poll_once(c, bs, have, &deq, win) < 0) return -1;
         int64_t now = proc_wall_us();
-        drain_note(tr, now, *have);
+        if (tr) drain_note(tr, now, *have);
         if (deq > 0 && !win->t_first) win->t_first = now;
         if (*have >= n) { win->t_end = now; return 0; }
         if (proc_mono_us() > deadline) { win->t_end = now; return -1; }
@@ -668,12 +638,15 @@ static int prepushed_window(redisContext *c, const run_opts *o, const bset *bs, 
     window_open(c, o, win);
     if (bset_members(c, bs, "SADD") < 0) return -1;
     cmdstats_add(&win->own, "sadd", 1);
-    drain_trace *tr = o->timeline ? calloc(1, sizeof *tr) : NULL;
-    if (tr) { tr->redis_pid = o->redis_pid; tr->allocd_pid = o->allocd_pid; }
-    int rc = poll_until(c, bs, o->w->n, o->timeout_s, win, &have, tr);
+    drain_trace tr = { .redis_pid = o->redis_pid, .allocd_pid = o->allocd_pid };
+    timeline_init(&tr.tl, 100000);
+    int rc = poll_until(c, bs, o->w->n, o->timeout_s, win, &have, o->timeline ? &tr : NULL);
     if (rc < 0) snprintf(err, errlen, "%ld of %ld results after %d s", have, o->w->n, o->timeout_s);
-    if (tr && rc == 0) drain_print(tr, o->batch);
-    free(tr);
+    if (o->timeline && rc == 0) {
+        printf("timeline: allocd drain of %s, from the SADD\n", o->batch);
+        timeline_print_drain(stdout, &tr.tl);
+    }
+    timeline_free(&tr.tl);
     return rc;
 }
 

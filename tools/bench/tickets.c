@@ -192,8 +192,8 @@ int tickets_allocd(const tickets_opts *o, tickets_result *r, char *err, size_t e
      * the first wave, and with half the buyers never paying and the
      * holds shorter than the run, tickets are paid, come back and are
      * granted again. */
-    int turns = o->hold_ms < o->seconds * 1000;
-    if (rc == 0 && (lr.grants < o->tickets || !r->paid || (turns && (!r->returned || !r->regranted)))) {
+    int holds_expire = o->hold_ms < o->seconds * 1000;
+    if (rc == 0 && (lr.grants < o->tickets || !r->paid || (holds_expire && (!r->returned || !r->regranted)))) {
         snprintf(err, errlen, "the log told no sale: %ld grants for %ld tickets, %ld paid, %ld returned, "
                  "%ld granted again", lr.grants, o->tickets, r->paid, r->returned, r->regranted);
         rc = -1;

@@ -124,3 +124,16 @@ void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
     free(due);
     free(lat);
 }
+
+void timeline_print_drain(FILE *out, const timeline *t)
+{
+    fprintf(out, "  %7s %9s %7s %7s %7s\n", "t_ms", "decided", "redis%", "rwait%", "allocd%");
+    for (size_t i = 1; i < t->n; i++) {
+        const timeline_sample *a = &t->s[i - 1], *b = &t->s[i];
+        int64_t dt = b->t_us - a->t_us;
+        fprintf(out, "  %7.0f %9ld %7.0f %7.0f %7.0f\n", (double)(b->t_us - t->s[0].t_us) / 1000.0, b->read - a->read,
+                share(a->redis_run_ns, b->redis_run_ns, dt), share(a->redis_wait_ns, b->redis_wait_ns, dt),
+                share(a->allocd_run_ns, b->allocd_run_ns, dt));
+    }
+    fputc('\n', out);
+}

@@ -8,8 +8,9 @@
  * poller reads `dequeued` every round anyway; this module keeps those
  * readings, and with each request's due and read times prints, per window
  * of due time, the latency of the requests due in it and how far behind
- * each of the two stood at the window's end. Pure computation: the reader
- * collects, this prints.
+ * each of the two stood at the window's end. A prepushed run's drain is
+ * printed from the same samples (timeline_print_drain). Pure computation:
+ * the reader collects, this prints.
  */
 #ifndef ALLOCBENCH_TIMELINE_H
 #define ALLOCBENCH_TIMELINE_H
@@ -51,5 +52,11 @@ int timeline_note(timeline *t, int64_t t_us, int64_t dequeued, long read);
  * run (due = pushed) pushes everything early and drains long after. */
 void timeline_print(FILE *out, const timeline *t, long n, const int64_t *due_us,
                     const int64_t *sent_us, const int64_t *read_us, int window_ms);
+
+/* A prepushed run's drain: one line per sample after the first, the
+ * results decided since the one before (the samples' `read`) and the
+ * shares of the interval Redis ran, Redis waited for a CPU and allocd
+ * ran. */
+void timeline_print_drain(FILE *out, const timeline *t);
 
 #endif
