@@ -66,7 +66,8 @@ static void usage_runs(FILE *f)
           "  --saturation R        open loop: 100% = R req/s for both designs (no rounds to measure it)\n"
           "  --open-loop-pcts LIST open loop: shares of saturation (25,50,75,90)\n"
           "  --same-rate-pairs N   open loop: N pairs of runs of allocd and Lua both offered Lua's\n"
-          "                        50%-of-saturation rate, for the p99 target (--open-loop-runs)\n"
+          "                        50%-of-saturation rate, for the p99 target (--open-loop-runs;\n"
+          "                        with --targets: 9)\n"
           "  --open-loop-runs N    open loop: runs per row, the designs alternating; the row shows the\n"
           "                        medians and every run's p99 (3); saturation without --e2e-pairs or\n"
           "                        --saturation: the median of 3 e2e rounds\n"
@@ -223,6 +224,7 @@ static void apply_targets(options *o)
      * leaves out the extremes (x(2)..x(8), report.c) */
     if (!o->lua_pairs) o->lua_pairs = 9;
     if (!o->e2e_pairs) o->e2e_pairs = 9;
+    if (!o->same_pairs) o->same_pairs = 9;
     o->open_loop = 1;
     if (!o->probe) o->probe = 300;
     if (!o->n_sweep) parse_sweep(o, "256,1024");
