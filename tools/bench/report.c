@@ -274,16 +274,19 @@ static void target(const bench *b, const char *name, int measured, int met, cons
 static void target_lua(const bench *b)
 {
     double drain[MAX_ROWS], sadd[MAX_ROWS];
-    char list[400] = "";
+    char list[1000] = "";
     int n = 0;
     for (int i = 0; i < b->n_rows; i++) {
         const row *r = &b->rows[i];
         if (!drain_pair_ok(r)) continue;
         drain[n] = ratio(r->a.tput_drain, r->lua.tput);
         sadd[n] = ratio(r->a.tput, r->lua.tput);
+        /* with each pair, Redis's CPU a request for allocd and for Lua: the
+         * machine runs at two speeds (PERFORMANCE.md, "The machine"), and
+         * a pair whose runs fell at different ones shows it here */
         size_t len = strlen(list);
-        snprintf(list + len, sizeof list - len, "%s%.0f/%.0f=%.2f", n ? " " : "",
-                 r->a.tput_drain, r->lua.tput, drain[n]);
+        snprintf(list + len, sizeof list - len, "%s%.0f/%.0f=%.2f (Redis %.2f/%.2f us)", n ? " " : "",
+                 r->a.tput_drain, r->lua.tput, drain[n], r->a.cpu_redis_us, r->lua.cpu_redis_us);
         n++;
     }
     char ci[160];
