@@ -94,7 +94,8 @@ static void check_command(const char *doc, int line, const char *span)
     } else {
         /* build/ in the doc is the tree under test (build/asan under make asan) */
         size_t n = 0;
-        for (const char *p = span; *p && n + 300 < sizeof cmd; p++) {
+        for (const char *p = span; *p; p++) {
+            if (n + 300 >= sizeof cmd) fail_msg("%s:%d: `%s` is longer than this test reads", doc, line, span);
             if (!strncmp(p, "build/", 6) && (p == span || p[-1] == ' ')) {
                 n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s/", harness_build_dir());
                 p += 5;

@@ -341,34 +341,20 @@ static int poll_once(redisContext *c, const bset *bs, long *have, long *deq, win
     return 0;
 }
 
-/* --timeline on a prepushed row: the drain every 100 ms (timeline.h),
- * results so far as `read`, with Redis's and allocd's schedstat, to tell
- * whether Redis waits for allocd's next chunk, for a CPU, or neither. */
-typedef struct drain_trace {
-    timeline tl;
-    pid_t redis_pid, allocd_pid;
-} drain_trace;
-
-static void drain_note(drain_trace *tr, int64_t now, long decided)
+/* Polls every millisecond until n results. With tl (--timeline on a
+ * prepushed row), notes the drain every 100 ms: results so far as `read`,
+ * with Redis's and allocd's schedstat, to tell whether Redis waits for
+ * allocd's next chunk, for a CPU, or neither (out of memory: no more
+ * samples, the run goes on). */
+static int poll_until(redisContext *c, const run_opts *o, const bset *bs, long n, window *win, long *have,
+                      timeline *tl)
 {
-    size_t kept = tr->tl.n;
-    if (timeline_note(&tr->tl, now, -1, decided) < 0 || tr->tl.n == kept) return;
-    timeline_sample *t = &tr->tl.s[tr->tl.n - 1];
-    if (tr->redis_pid) bench_proc_sched_ns(tr->redis_pid, &t->redis_run_ns, &t->redis_wait_ns);
-    if (tr->allocd_pid) bench_proc_sched_ns(tr->allocd_pid, &t->allocd_run_ns, NULL);
-}
-
-/* Polls every millisecond until n results (and notes the drain in tr,
- * when given). */
-static int poll_until(redisContext *c, const bset *bs, long n, int timeout_s, window *win, long *have,
-                      drain_trace *tr)
-{
-    int64_t deadline = proc_mono_us() + (int64_t)timeout_s * 1000000;
+    int64_t deadline = proc_mono_us() + (int64_t)o->timeout_s * 1000000;
     for (;;) {
         long deq;
         if (poll_once(c, bs, have, &deq, win) < 0) return -1;
         int64_t now = proc_wall_us();
-        if (tr) drain_note(tr, now, *have);
+        if (tl && reader_note_timeline(tl, now, -1, *have, o->redis_pid, o->allocd_pid) < 0) tl = NULL;
         if (deq > 0 && !win->t_first) win->t_first = now;
         if (*have >= n) { win->t_end = now; return 0; }
         if (proc_mono_us() > deadline) { win->t_end = now; return -1; }
@@ -614,7 +600,7 @@ static int live_window(redisContext *c, const run_opts *o, const bset *bs, windo
     window_open(c, o, win);
     int rc = run_producers(o, bs, pr, push_us, sent_us, ordinal, acked);
     if (rc == 0 && o->e2e) rc = read_all(o, bs, win, push_us, sent_us, ordinal, acked, res, lat, err, errlen);
-    else if (rc == 0) rc = poll_until(c, bs, o->w->n, o->timeout_s, win, &have, NULL);
+    else if (rc == 0) rc = poll_until(c, o, bs, o->w->n, win, &have, NULL);
     for (int p = 0; p < o->producers; p++) {
         if (pr[p].th) pthread_join(pr[p].th, NULL);
         if (pr[p].err[0] && !err[0]) snprintf(err, errlen, "producer %d: %s", p, pr[p].err);
@@ -638,15 +624,15 @@ static int prepushed_window(redisContext *c, const run_opts *o, const bset *bs, 
     window_open(c, o, win);
     if (bset_members(c, bs, "SADD") < 0) return -1;
     cmdstats_add(&win->own, "sadd", 1);
-    drain_trace tr = { .redis_pid = o->redis_pid, .allocd_pid = o->allocd_pid };
-    timeline_init(&tr.tl, 100000);
-    int rc = poll_until(c, bs, o->w->n, o->timeout_s, win, &have, o->timeline ? &tr : NULL);
+    timeline tl;
+    timeline_init(&tl, 100000);
+    int rc = poll_until(c, o, bs, o->w->n, win, &have, o->timeline ? &tl : NULL);
     if (rc < 0) snprintf(err, errlen, "%ld of %ld results after %d s", have, o->w->n, o->timeout_s);
     if (o->timeline && rc == 0) {
         printf("timeline: allocd drain of %s, from the SADD\n", o->batch);
-        timeline_print_drain(stdout, &tr.tl);
+        timeline_print_drain(stdout, &tl);
     }
-    timeline_free(&tr.tl);
+    timeline_free(&tl);
     return rc;
 }
 
@@ -693,7 +679,7 @@ static int preloaded_window(redisContext *c, const run_opts *o, const bset *bs, 
     window_open(c, o, win);
     if (ctl_push(c, o, k, "resume") < 0) { snprintf(err, errlen, "cannot resume %s", o->batch); return -1; }
     cmdstats_add(&win->own, "rpush", 1);
-    int rc = poll_until(c, bs, o->w->n + 2, o->timeout_s, win, &have, NULL);
+    int rc = poll_until(c, o, bs, o->w->n + 2, win, &have, NULL);
     if (rc < 0) snprintf(err, errlen, "%ld of %ld results after %d s", have, o->w->n + 2, o->timeout_s);
     return rc;
 }

@@ -36,7 +36,7 @@ typedef struct run_opts {
                                * latency from when each push was due */
     int timeline;             /* e2e, paced: print where the latency built up
                                * (timeline.h); prepushed: the drain per 100 ms
-                               * (allocd_run.c, drain_trace) */
+                               * (allocd_run.c, poll_until) */
     int timeout_s;
     int chunk;                /* the daemon's chunk, for round trips per chunk */
     pid_t allocd_pid;         /* 0: unknown (--no-daemon) */

@@ -98,16 +98,16 @@ static long take_part(rstate *s, int p, const redisReply *r, size_t first, int c
     return got;
 }
 
-/* A timeline reading (out of memory: the run goes on without it); when
- * one is kept, the schedstat of Redis and allocd with it. */
-static void note_sample(reader_job *j, int64_t dequeued)
+int reader_note_timeline(timeline *tl, int64_t t_us, int64_t dequeued, long read, pid_t redis_pid,
+                         pid_t allocd_pid)
 {
-    size_t kept = j->tl->n;
-    if (timeline_note(j->tl, proc_wall_us(), dequeued, j->read) < 0) { j->tl = NULL; return; }
-    if (j->tl->n == kept) return;
-    timeline_sample *t = &j->tl->s[j->tl->n - 1];
-    if (j->redis_pid) bench_proc_sched_ns(j->redis_pid, &t->redis_run_ns, &t->redis_wait_ns);
-    if (j->allocd_pid) bench_proc_sched_ns(j->allocd_pid, &t->allocd_run_ns, NULL);
+    size_t kept = tl->n;
+    if (timeline_note(tl, t_us, dequeued, read) < 0) return -1;
+    if (tl->n == kept) return 0;
+    timeline_sample *s = &tl->s[tl->n - 1];
+    if (redis_pid) bench_proc_sched_ns(redis_pid, &s->redis_run_ns, &s->redis_wait_ns);
+    if (allocd_pid) bench_proc_sched_ns(allocd_pid, &s->allocd_run_ns, NULL);
+    return 0;
 }
 
 /* Every producer's askable ids in one HMGET (one command per round, not
@@ -152,7 +152,8 @@ static long round_trip(rstate *s)
     freeReplyObject(r);
     /* dequeued as of now (out of memory for the timeline: the run goes on
      * without it) */
-    if (j->tl) note_sample(j, s->dequeued);
+    if (j->tl && reader_note_timeline(j->tl, proc_wall_us(), s->dequeued, j->read, j->redis_pid, j->allocd_pid) < 0)
+        j->tl = NULL;
     if (got) j->t_last = now;
     return got;
 }

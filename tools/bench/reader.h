@@ -61,4 +61,11 @@ typedef struct reader_job {
 /* Reads until all n results are read (0) or the deadline (-1, err set). */
 int reader_run(reader_job *j);
 
+/* A timeline reading (timeline_note) and, when it is kept, the schedstat
+ * of Redis and allocd with it (a pid of 0 is not read): the e2e reader
+ * takes one each round, a prepushed drain's poll every 100 ms (--timeline).
+ * 0, or -1 out of memory (the timeline stays as it was). */
+int reader_note_timeline(timeline *tl, int64_t t_us, int64_t dequeued, long read, pid_t redis_pid,
+                         pid_t allocd_pid);
+
 #endif

@@ -10,7 +10,7 @@
  * of due time, the latency of the requests due in it and how far behind
  * each of the two stood at the window's end. A prepushed run's drain is
  * printed from the same samples (timeline_print_drain). Pure computation:
- * the reader collects, this prints.
+ * the reader collects (reader_note_timeline), this prints.
  */
 #ifndef ALLOCBENCH_TIMELINE_H
 #define ALLOCBENCH_TIMELINE_H
