@@ -98,6 +98,12 @@ int harness_allocd_start(harness_allocd *d, const harness_redis *r,
         snprintf(d->instance, sizeof d->instance, "test-%d", counter);
         fprintf(f, "instance = \"%s\";\n", d->instance);
     }
+    /* a daemon of the tests serves a few requests and is started hundreds
+     * of times: touching the default 64 MB each time would cost the suite
+     * about a quarter of a second a start on a slow VM. The reserve has its
+     * own test (test_daemon_ops) and runs under allocbench (test_bench). */
+    if (!extra_conf || !strstr(extra_conf, "heap_reserve_mb"))
+        fprintf(f, "heap_reserve_mb = 0;\n");
     fprintf(f, "prefix = \"alloc\";\nlog_level = \"debug\";\n%s\n",
             extra_conf ? extra_conf : "");
     fclose(f);

@@ -305,6 +305,7 @@ static const setting_spec SPECS[] = {
     STR("instance", set_instance),
     INT("chunk", chunk, 1, 4096),
     INT("max_request_bytes", max_request_bytes, 64, 1048576),
+    INT("heap_reserve_mb", heap_reserve_mb, 0, 65536),
     STR("log_level", set_log_level),
     INT64("log_maxlen", log_maxlen, 0, INT64_MAX),
     STR("log_format", set_log_format),
@@ -372,6 +373,7 @@ void config_defaults(allocd_config *c)
     c->instance = default_instance();
     c->chunk = 512;
     c->max_request_bytes = 4096;
+    c->heap_reserve_mb = 64;
     c->log_level = ALOG_INFO;
     c->log_maxlen = 0;
     c->log_chunk = 1;

@@ -6,6 +6,7 @@
  * the head of the queue for the next start), SIGHUP reloads the settings
  * that can change while running.
  */
+#include <inttypes.h>
 #include <signal.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -14,7 +15,9 @@
 #include <sys/resource.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "base/config.h"
+#include "base/heap_reserve.h"
 #include "base/log.h"
 #include "service/metrics.h"
 #include "service/notifier.h"
@@ -139,8 +142,8 @@ static void reload(allocd *d)
     }
     allocd_config *c = &d->cfg;
     if (strcmp(fresh.redis_url, c->redis_url) || strcmp(fresh.prefix, c->prefix) ||
-        strcmp(fresh.instance, c->instance))
-        log_warn("SIGHUP: redis, prefix and instance take effect at the next restart");
+        strcmp(fresh.instance, c->instance) || fresh.heap_reserve_mb != c->heap_reserve_mb)
+        log_warn("SIGHUP: redis, prefix, instance and heap_reserve_mb take effect at the next restart");
     c->chunk = fresh.chunk;
     c->max_request_bytes = fresh.max_request_bytes;
     c->log_level = fresh.log_level;
@@ -269,12 +272,28 @@ static void raise_fd_limit(void)
                  "(LimitNOFILE= in the unit, ulimit -n in a shell)", (unsigned long long)rl.rlim_cur);
 }
 
+/* Before the loop runs, so that no batch is served while it is made. */
+static void reserve_heap(const allocd_config *c)
+{
+    int64_t t0 = clock_mono_us();
+    int rc = heap_reserve_start((size_t)c->heap_reserve_mb << 20);
+    if (rc == 0)
+        log_info("heap: %d MB reserved and touched in %" PRId64 " ms", c->heap_reserve_mb,
+                 (clock_mono_us() - t0) / 1000);
+    else if (rc == HEAP_RESERVE_UNSUPPORTED)
+        log_info("heap: heap_reserve_mb is not used under AddressSanitizer or without glibc");
+    else if (rc < 0)
+        log_warn("heap: the %d MB of heap_reserve_mb could not be allocated; running without "
+                 "(lower heap_reserve_mb)", c->heap_reserve_mb);
+}
+
 static int run(allocd *d)
 {
     d->loop = uv_default_loop();
     uv_loop_configure(d->loop, UV_METRICS_IDLE_TIME);
     d->started_ns = uv_hrtime();
     raise_fd_limit();
+    reserve_heap(&d->cfg);
     scripts_init(&d->scripts);
     signal(SIGPIPE, SIG_IGN);
     uv_signal_init(d->loop, &d->sig_term);

@@ -37,14 +37,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/heap_reserve.h"
 #include "base/log.h"
 #include "base/random.h"
 #include "core/assert.h"
@@ -295,12 +293,11 @@ static void on_load_done(void *data)
         return;
     }
     w->stats.loaded = 1;
-#ifdef __GLIBC__
     /* A load parses every profile and page of the batch's hashes and frees
      * them again; glibc keeps the freed heap, which at 100,000 profiles
-     * was more than the engine's profiles themselves. Given back once. */
-    malloc_trim(0);
-#endif
+     * was more than the engine's profiles themselves. Given back once,
+     * all but the reserve the sale grows into. */
+    heap_reserve_trim((size_t)w->cfg->heap_reserve_mb << 20);
     const engine_counters *c = engine_get_counters(w->eng);
     log_info("batch %s: loaded %zu items, %zu users, %" PRId64 " processed so far",
              w->batch, engine_item_count(w->eng), engine_user_count(w->eng), c->processed);

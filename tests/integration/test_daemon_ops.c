@@ -3,8 +3,10 @@
  * start (it used to log an ERROR and run on without metrics), SIGHUP
  * applies a changed metrics_listen (it used to say "reloaded" and keep the
  * old port), and a Redis socket that is not there is named again every
- * 10 s until it appears (it used to be logged once). Real allocd, real
- * redis-server, loopback sockets only. */
+ * 10 s until it appears (it used to be logged once). And the heap reserve
+ * (base/heap_reserve.h): touched at start, kept through a batch's load,
+ * changed only by a restart. Real allocd, real redis-server, loopback
+ * sockets only. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -56,24 +58,46 @@ static void test_metrics_port_taken_refuses_start(void **state)
     close(fd);
 }
 
-/* Rewrites d's config with metrics_listen on port (libconfig refuses a
- * setting given twice, so the line is replaced, not added). */
-static void set_metrics_port(const harness_allocd *d, int port)
+/* Rewrites d's config with `name = value;` (libconfig refuses a setting
+ * given twice, so the line is replaced, not added). */
+static void set_setting(const harness_allocd *d, const char *name, const char *value)
 {
     char text[4096], line[512];
-    size_t n = 0;
+    size_t n = 0, len = strlen(name);
     FILE *f = fopen(d->conf, "r");
     assert_non_null(f);
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "metrics_listen", 14))
+        if (strncmp(line, name, len) || line[len] != ' ')
             n += (size_t)snprintf(text + n, sizeof text - n, "%s", line);
     fclose(f);
     assert_true(n < sizeof text - 100);
-    snprintf(text + n, sizeof text - n, "metrics_listen = \"127.0.0.1:%d\";\n", port);
+    snprintf(text + n, sizeof text - n, "%s = %s;\n", name, value);
     f = fopen(d->conf, "w");
     assert_non_null(f);
     fputs(text, f);
     fclose(f);
+}
+
+static void set_metrics_port(const harness_allocd *d, int port)
+{
+    char value[64];
+    snprintf(value, sizeof value, "\"127.0.0.1:%d\"", port);
+    set_setting(d, "metrics_listen", value);
+}
+
+/* A line of /proc/PID/status in kB ("VmRSS"), -1 if not there. */
+static long status_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long kb = -1;
+    size_t n = strlen(field);
+    while (kb < 0 && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') kb = strtol(line + n + 1, NULL, 10);
+    fclose(f);
+    return kb;
 }
 
 static void test_sighup_moves_metrics(void **state)
@@ -115,12 +139,56 @@ static void test_missing_redis_socket_reminded(void **state)
     assert_int_equal(harness_allocd_stop(&t->allocd), 0);
 }
 
+/* The reserve is resident once allocd says so, is still there after a
+ * batch's load gave back what it parsed, and a new size waits for a
+ * restart (SIGHUP says so instead of half-applying it). */
+static void test_heap_reserve_touched_and_kept(void **state)
+{
+    itest *t = *state;
+    itest_batch(t->c, "h1", "kind stock per_user 1", "sku1 5", NULL);
+    itest_start(t, "heap_reserve_mb = 32;");
+    wait_for_log(&t->allocd, "heap: ", 5000);
+    if (itest_count_in_log(&t->allocd, "heap: heap_reserve_mb is not used under AddressSanitizer") == 1) {
+        printf("allocd is an ASan build: no reserve (its allocator)\n");
+    } else {
+        assert_int_equal(itest_count_in_log(&t->allocd, "heap: 32 MB reserved and touched in "), 1);
+        assert_true(status_kb(t->allocd.pid, "VmRSS") >= 32 * 1024);
+        itest_push(t, "h1", "{\"id\":\"r1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku1\"}");
+        itest_expect(t, "h1", "r1", "granted", "sku1");
+        wait_for_log(&t->allocd, "batch h1: loaded", 5000);
+        long kb = status_kb(t->allocd.pid, "VmRSS");
+        printf("VmRSS after the load: %ld kB\n", kb);
+        assert_true(kb >= 32 * 1024);
+    }
+    set_setting(&t->allocd, "heap_reserve_mb", "48");
+    kill(t->allocd.pid, SIGHUP);
+    wait_for_log(&t->allocd, "heap_reserve_mb take effect at the next restart", 5000);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
+/* heap_reserve_mb = 0: nothing touched, nothing said. */
+static void test_heap_reserve_off(void **state)
+{
+    itest *t = *state;
+    itest_batch(t->c, "h0", "kind stock per_user 1", "sku1 5", NULL);
+    itest_start(t, "heap_reserve_mb = 0;");
+    itest_push(t, "h0", "{\"id\":\"r1\",\"user\":\"u1\",\"op\":\"buy\",\"item\":\"sku1\"}");
+    itest_expect(t, "h0", "r1", "granted", "sku1");
+    assert_int_equal(itest_count_in_log(&t->allocd, "heap: "), 0);
+    long kb = status_kb(t->allocd.pid, "VmRSS");
+    printf("VmRSS without a reserve: %ld kB\n", kb);
+    assert_true(kb > 0 && kb < 32 * 1024);
+    assert_int_equal(harness_allocd_stop(&t->allocd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         ITEST_CASE(test_metrics_port_taken_refuses_start),
         ITEST_CASE(test_sighup_moves_metrics),
         ITEST_CASE(test_missing_redis_socket_reminded),
+        ITEST_CASE(test_heap_reserve_touched_and_kept),
+        ITEST_CASE(test_heap_reserve_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,6 +36,7 @@ static void assert_same_values(const allocd_config *a, const allocd_config *b)
     assert_string_equal(a->instance, b->instance);
     assert_int_equal(a->chunk, b->chunk);
     assert_int_equal(a->max_request_bytes, b->max_request_bytes);
+    assert_int_equal(a->heap_reserve_mb, b->heap_reserve_mb);
     assert_int_equal(a->log_level, b->log_level);
     assert_true(a->log_maxlen == b->log_maxlen);
     assert_int_equal(a->log_chunk, b->log_chunk);
@@ -83,6 +84,7 @@ static void test_defaults(void **state)
     assert_true(strlen(c.instance) >= 1 && strlen(c.instance) <= 64);
     assert_int_equal(c.chunk, 512);
     assert_int_equal(c.max_request_bytes, 4096);
+    assert_int_equal(c.heap_reserve_mb, 64);
     assert_int_equal(c.log_level, ALOG_INFO);
     assert_true(c.log_maxlen == 0);
     assert_int_equal(c.log_chunk, 1);
@@ -252,6 +254,7 @@ static void test_good_all_values(void **state)
     assert_string_equal(c.instance, "web-01.example");
     assert_int_equal(c.chunk, 4096);
     assert_int_equal(c.max_request_bytes, 65536);      /* given as 65536L */
+    assert_int_equal(c.heap_reserve_mb, 0);
     assert_int_equal(c.log_level, ALOG_DEBUG);
     assert_true(c.log_maxlen == 10000000000LL);
     assert_int_equal(c.log_chunk, 0);

@@ -486,7 +486,7 @@ static void memory_after(redisContext *c, const run_opts *o, const bset *bs, run
         res->rss_end_kb = (long)median_of(kb, 5);
     }
     res->bytes_per_participant = -1;
-    if (res->hwm_kb > 0 && res->rss_base_kb > 0 && res->participants > 0)
+    if (!o->heap_reserved && res->hwm_kb > 0 && res->rss_base_kb > 0 && res->participants > 0)
         res->bytes_per_participant = (double)(res->hwm_kb - res->rss_base_kb) * 1024.0 / (double)res->participants;
 }
 

@@ -80,6 +80,8 @@ static void usage_runs(FILE *f)
           "                        drain per 100 ms: requests decided, the share Redis ran, Redis\n"
           "                        waited for a CPU and allocd ran\n"
           "  --log-format F        allocd's log_format: chunk (allocd's default) or event\n"
+          "  --heap-reserve-mb MB  allocd's heap_reserve_mb (its default 64; 0 under --memory\n"
+          "                        and --profile-memory, which read memory from RSS)\n"
           "  --redis-args \"ARGS\"   more arguments for the private redis-server (measuring a setting)\n"
           "  --peek                e2e rounds also run producers learning their position with\n"
           "                        HGET dequeued; RPUSH; HGET dequeued (no MULTI)\n"
@@ -237,7 +239,7 @@ enum {
     O_NO_DAEMON, O_PID, O_PREFIX, O_TIMEOUT, O_SEED, O_DESIGNS, O_BATCHES, O_TICK, O_HELP,
     O_LUA_PAIRS, O_E2E_PAIRS, O_OPEN_LOOP, O_TIMELINE, O_AOF, O_LOG_FORMAT, O_SATURATION, O_OL_PCTS, O_OL_RUNS, O_SAME_PAIRS, O_REDIS_ARGS, O_TARGETS_E2E, O_PEEK, O_PIN, O_RT,
     O_CL_MASTERS, O_CL_INSTANCES, O_CL_SWEEP, O_RUNS, O_HOUSING_PAIRS, O_PROFILE_MEMORY,
-    O_TICKETS_S, O_DRY_RUN
+    O_TICKETS_S, O_DRY_RUN, O_HEAP_RESERVE
 };
 
 static const struct option long_opts[] = {
@@ -255,7 +257,7 @@ static const struct option long_opts[] = {
     { "designs", 1, 0, O_DESIGNS }, { "batches", 1, 0, O_BATCHES },
     { "tick-us", 1, 0, O_TICK },
     { "e2e-pairs", 1, 0, O_E2E_PAIRS }, { "open-loop", 0, 0, O_OPEN_LOOP }, { "timeline", 0, 0, O_TIMELINE }, { "aof", 0, 0, O_AOF }, { "pin", 0, 0, O_PIN }, { "rt", 0, 0, O_RT },
-    { "log-format", 1, 0, O_LOG_FORMAT }, { "saturation", 1, 0, O_SATURATION },
+    { "log-format", 1, 0, O_LOG_FORMAT }, { "heap-reserve-mb", 1, 0, O_HEAP_RESERVE }, { "saturation", 1, 0, O_SATURATION },
     { "open-loop-pcts", 1, 0, O_OL_PCTS }, { "open-loop-runs", 1, 0, O_OL_RUNS }, { "same-rate-pairs", 1, 0, O_SAME_PAIRS }, { "redis-args", 1, 0, O_REDIS_ARGS },
     { "targets-e2e", 0, 0, O_TARGETS_E2E }, { "peek", 0, 0, O_PEEK },
     { "cluster-masters", 1, 0, O_CL_MASTERS }, { "instances", 1, 0, O_CL_INSTANCES },
@@ -332,6 +334,9 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     case O_LOG_FORMAT:
         o->log_format = v;
         return !strcmp(v, "event") || !strcmp(v, "chunk") ? 0 : -1;
+    case O_HEAP_RESERVE:
+        o->heap_reserve_mb = v;
+        return *v && strspn(v, "0123456789") == strlen(v) && strlen(v) <= 5 ? 0 : -1;
     case O_LUA_PAIRS: o->lua_pairs = atoi(v); return o->lua_pairs >= 1 && o->lua_pairs <= 20 ? 0 : -1;
     case O_REDIS: o->redis_url = v; return 0;
     case O_ALLOCD: o->allocd_bin = v; return 0;
@@ -357,6 +362,9 @@ int args_parse(options *o, int argc, char **argv)
     if (targets) { o->targets = 1; apply_targets(o); }
     for (int i = 0; i < SC_COUNT; i++) any |= o->scenarios[i];
     if (!any && !o->housing_pairs && !o->profile_memory) o->scenarios[SC_STOCK] = 1;
+    /* the reserve is resident from the start: memory per participant or
+     * per profile, read from RSS, would not see what fits in it */
+    if ((o->memory || o->profile_memory) && !o->heap_reserve_mb) o->heap_reserve_mb = "0";
     if (o->timeline && !o->e2e_pairs && !o->scenarios_given) o->open_loop = 1;
     if (!o->designs) o->designs = o->e2e_pairs || o->open_loop ? D_ALLOCD | D_LUA : D_ALLOCD;
     if (!o->prefix) o->prefix = o->no_daemon ? "alloc" : "allocbench";

@@ -78,6 +78,7 @@ typedef struct bench_daemon_opts {
     const char *instance;     /* NULL: "allocbench" */
     const char *cluster;      /* NULL: allocd's default (auto); "yes" / "no" */
     const char *log_format;   /* NULL: allocd's default (chunk); "event" */
+    const char *heap_reserve_mb; /* NULL: allocd's default (64); else written as given */
 } bench_daemon_opts;
 
 typedef struct bench_daemon {

@@ -42,6 +42,9 @@ typedef struct run_opts {
     pid_t allocd_pid;         /* 0: unknown (--no-daemon) */
     pid_t redis_pid;          /* 0: unknown (--redis) */
     int settle_rss;           /* read allocd's RSS once served (rss_end_kb) */
+    int heap_reserved;        /* allocd touched a heap reserve at start: its RSS
+                                 does not grow with what it holds until the reserve
+                                 is used up, so no bytes per participant */
     int preloaded;            /* prepushed, one batch, loaded and paused first: the
                                  window is the decisions, opened by `resume` (load_ms) */
 } run_opts;

@@ -35,6 +35,7 @@ static int write_conf(const bench_daemon *d, const bench_daemon_opts *o)
             o->redis_url, o->prefix, o->instance ? o->instance : "allocbench", o->chunk);
     if (o->cluster) fprintf(f, "cluster = \"%s\";\n", o->cluster);
     if (o->log_format) fprintf(f, "log_format = \"%s\";\n", o->log_format);
+    if (o->heap_reserve_mb) fprintf(f, "heap_reserve_mb = %s;\n", o->heap_reserve_mb);
     if (o->registry_ms > 0) fprintf(f, "registry_interval_ms = %d;\n", o->registry_ms);
     return fclose(f);
 }
