@@ -48,7 +48,7 @@ int afix_teardown(void **state)
 
 void afix_start_allocd(afix *f, const char *extra_conf)
 {
-    char conf[512];
+    char conf[600];
     snprintf(conf, sizeof conf, "registry_interval_ms = 100;\n%s", extra_conf ? extra_conf : "");
     assert_int_equal(harness_allocd_start(&f->allocd, &f->redis, conf), 0);
 }

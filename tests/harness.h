@@ -41,7 +41,10 @@ typedef struct harness_allocd {
  * set redis or instance themselves) and starts allocd with it; stderr goes
  * to a log file in that dir. The binary is $ALLOCD_BIN or $BUILD/allocd.
  * A test that restarts "the same daemon" passes instance = "..." so the
- * restarted process takes over its own leases at once. */
+ * restarted process takes over its own leases at once. The config sets
+ * heap_reserve_mb = 0 unless the extra lines name heap_reserve_mb: a
+ * benchmark that measures allocd's default passes HARNESS_HEAP_DEFAULT. */
+#define HARNESS_HEAP_DEFAULT "# heap_reserve_mb: allocd's default\n"
 int harness_allocd_start(harness_allocd *d, const harness_redis *r,
                          const char *extra_conf);
 /* The build tree the tests run from: $BUILD, or "build" when it is unset or

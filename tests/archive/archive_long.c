@@ -266,7 +266,7 @@ static double sale_grants_per_s(afix *f, const char *b)
             freeReplyObject(r);
         }
     }
-    afix_start_allocd(f, NULL);                 /* the default configuration: the chunk log */
+    afix_start_allocd(f, HARNESS_HEAP_DEFAULT); /* the default configuration: the chunk log, the reserve */
     afix_wait_processed(f, b, g_events);
     assert_int_equal(proc_int(f->c, "HGET alloc:{%s}:stats granted", b), g_events);
     long long first, last;
