@@ -104,13 +104,6 @@ static int fresh_redis(bench *b)
     return 0;
 }
 
-/* Whether the daemon keeps a heap reserve (heap_reserve_mb, its default
- * unless --heap-reserve-mb 0): then its RSS says nothing of what it holds. */
-static int heap_reserved(const bench *b)
-{
-    return !b->opt.no_daemon && !(b->opt.heap_reserve_mb && atoi(b->opt.heap_reserve_mb) == 0);
-}
-
 /* A fresh allocd (clean memory peak) on an empty Redis for every run. */
 static int fresh_daemon(bench *b, int chunk)
 {
@@ -173,7 +166,7 @@ static void run_allocd(bench *b, row *r, const char *batch, int live, double rat
         .batches = b->opt.batches, .live = live, .tick_us = b->opt.tick_us,
         .producers = b->opt.producers, .depth = b->opt.depth, .rate = rate, .timeout_s = b->opt.timeout_s, .chunk = r->chunk, .allocd_pid = daemon_pid(b),
         .redis_pid = b->redis_pid, .timeline = b->opt.timeline && !live,
-        .heap_reserved = heap_reserved(b),
+        .heap_reserved = args_heap_reserved(&b->opt),
     };
     fprintf(stderr, "allocbench: %s %s (chunk %d, %ld requests): allocd...\n",
             scenario_name(r->sc), r->mode, r->chunk, r->w.n);
@@ -289,7 +282,7 @@ static row *run_housing_row(bench *b, const char *mode, int housing, long n, int
         .target = &b->target, .w = &r->w, .prefix = b->opt.prefix, .batch = batch, .batches = 1,
         .timeout_s = b->opt.timeout_s, .chunk = r->chunk, .allocd_pid = daemon_pid(b),
         .redis_pid = b->redis_pid, .settle_rss = settle_rss, .preloaded = 1,
-        .heap_reserved = heap_reserved(b),
+        .heap_reserved = args_heap_reserved(&b->opt),
     };
     fprintf(stderr, "allocbench: housing %s (%ld requests and users)...\n", mode, n);
     r->has_a = 1;

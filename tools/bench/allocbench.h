@@ -116,6 +116,9 @@ typedef struct bench {
 
 /* Parses argv into o (defaults first); -1 after printing why. */
 int args_parse(options *o, int argc, char **argv);
+/* Whether the daemon keeps a heap reserve (heap_reserve_mb, its default
+ * unless --heap-reserve-mb 0): then its RSS says nothing of what it holds. */
+int args_heap_reserved(const options *o);
 
 /* The median over the e2e rounds of which: 0 plain/Lua, 1 txn/Lua, 2
  * allocd plain req/s, 3 Lua req/s, 4 allocd txn req/s. */

@@ -347,6 +347,11 @@ static int parse_one(options *o, int c, const char *v, int *targets)
     return -1;
 }
 
+int args_heap_reserved(const options *o)
+{
+    return !o->no_daemon && !(o->heap_reserve_mb && atoi(o->heap_reserve_mb) == 0);
+}
+
 int args_parse(options *o, int argc, char **argv)
 {
     int c, targets = 0, any = 0;

@@ -331,7 +331,13 @@ static void target_memory(const bench *b)
         if (r->a.bytes_per_participant > 0 && (!best || r->a.participants > best->a.participants)) best = r;
     }
     int at_scale = best && best->a.participants >= 1000000;
-    if (!best) { target(b, "memory_per_participant", 0, 0, "no allocd memory figure (--no-daemon without --pid?)"); return; }
+    if (!best) {
+        target(b, "memory_per_participant", 0, 0, "%s", args_heap_reserved(&b->opt)
+               ? "allocd keeps its heap reserve (heap_reserve_mb), so its RSS does not show what it holds; "
+                 "run make bench-memory (it sets --heap-reserve-mb 0)"
+               : "no allocd memory figure (--no-daemon without --pid?)");
+        return;
+    }
     target(b, "memory_per_participant", at_scale, best->a.bytes_per_participant <= 256,
            "%s: %.0f bytes/participant at %ld participants (peak RSS %.1f MB, base %.1f MB) "
            "(<= 256 at 1,000,000%s)", scenario_name(best->sc), best->a.bytes_per_participant,
