@@ -305,7 +305,7 @@ static const setting_spec SPECS[] = {
     STR("instance", set_instance),
     INT("chunk", chunk, 1, 4096),
     INT("max_request_bytes", max_request_bytes, 64, 1048576),
-    INT("heap_reserve_mb", heap_reserve_mb, 0, 65536),
+    INT("heap_reserve_mb", heap_reserve_mb, 0, 2047),
     STR("log_level", set_log_level),
     INT64("log_maxlen", log_maxlen, 0, INT64_MAX),
     STR("log_format", set_log_format),

@@ -45,6 +45,7 @@ static void touch(volatile char *p, size_t len, size_t page)
 int heap_reserve_start(size_t bytes)
 {
     if (bytes == 0) return 1;
+    /* glibc's settings are ints: heap_reserve_mb stops at 2047 for that */
     int pad = bytes > (size_t)INT32_MAX ? INT32_MAX : (int)bytes;
     mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX);
     mallopt(M_TOP_PAD, pad);

@@ -28,7 +28,7 @@ typedef struct allocd_config {
     char *instance;           /* "instance"; default: host name */
     int chunk;                /* "chunk"; requests per atomic step; 512 (1..4096) */
     int max_request_bytes;    /* "max_request_bytes"; 4096 (64..1048576) */
-    int heap_reserve_mb;      /* "heap_reserve_mb"; heap touched at start, 64 (0..65536),
+    int heap_reserve_mb;      /* "heap_reserve_mb"; heap touched at start, 64 (0..2047),
                                  base/heap_reserve.h; read at start only */
     int log_level;            /* "log_level": error|warning|notice|info|debug */
     int64_t log_maxlen;       /* "log_maxlen"; 0 = never trim the event log */
