@@ -112,7 +112,8 @@ static void print_machine(const bench *b)
     printf("machine: %ld cores, %s; load average %.2f at the start, %.2f at the end (others share it); "
            "a page fault %.2f us\n"
            "redis: durability %s; extra arguments: %s%s%s\n"
-           "setup: redis %s (%s); allocd %s, chunk %d, log_format %s; producers / Lua connections %d x depth %d; "
+           "setup: redis %s (%s); allocd %s, chunk %d, log_format %s, heap_reserve_mb %s; "
+           "producers / Lua connections %d x depth %d; "
            "lock threads %d, retry sleep %d-%d us\n",
            sysconf(_SC_NPROCESSORS_ONLN), cpu, b->load_start, bench_loadavg(), b->fault_us, b->durability,
            b->opt.redis_args ? b->opt.redis_args : "none",
@@ -122,7 +123,9 @@ static void print_machine(const bench *b)
            b->redis_ver,
            b->own_redis ? "private, unix socket" : b->target.url,
            b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk,
-           b->opt.log_format ? b->opt.log_format : "chunk", b->opt.producers,
+           b->opt.log_format ? b->opt.log_format : "chunk",
+           b->opt.no_daemon ? "its own" : b->opt.heap_reserve_mb ? b->opt.heap_reserve_mb : "64 (allocd's default)",
+           b->opt.producers,
            b->opt.depth, b->opt.lock_threads, b->opt.lock_sleep_us, 2 * b->opt.lock_sleep_us);
 }
 
