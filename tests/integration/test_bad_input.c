@@ -138,33 +138,6 @@ static int teardown(void **state)
     return 0;
 }
 
-/* ASan keeps freed memory in quarantine, so RSS says nothing about leaks in
- * an ASan build of allocd; there LeakSanitizer checks at exit instead. */
-static int is_asan_build(pid_t pid)
-{
-    char path[64], line[512];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-    FILE *fp = fopen(path, "r");
-    if (!fp) return 0;
-    int found = 0;
-    while (!found && fgets(line, sizeof line, fp)) found = strstr(line, "libasan") != NULL;
-    fclose(fp);
-    return found;
-}
-
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *fp = fopen(path, "r");
-    if (!fp) return -1;
-    long kb = -1;
-    while (fgets(line, sizeof line, fp))
-        if (!strncmp(line, "VmRSS:", 6)) kb = strtol(line + 6, NULL, 10);
-    fclose(fp);
-    return kb;
-}
-
 /* allocd_heap_inuse_bytes from the daemon's metrics, in kB (-1 if none). */
 static long heap_kb(const fixture *f)
 {
@@ -354,19 +327,19 @@ static void test_corpus_rounds_and_memory(void **state)
     for (size_t i = 0; i < f->n; i++) n_dead += f->cases[i].dead;
     printf("corpus: %zu cases (%zu dead, %zu invalid), %d rounds\n", f->n, n_dead, f->n - n_dead, ROUNDS);
     for (int r = 0; r < WARMUP_ROUNDS; r++) one_round(f, r);  /* choose and release both seen */
-    long least[3] = { -1, -1, -1 }, rss_before = rss_kb(f->allocd.pid);
+    long least[3] = { -1, -1, -1 }, rss_before = proc_status_kb(f->allocd.pid, "VmRSS");
     for (int r = WARMUP_ROUNDS; r < ROUNDS; r++) {
         one_round(f, r);
         long kb = heap_kb(f), *w = &least[(r - WARMUP_ROUNDS) / WINDOW];
         if (*w < 0 || kb < *w) *w = kb;
     }
-    long rss_after = rss_kb(f->allocd.pid);
+    long rss_after = proc_status_kb(f->allocd.pid, "VmRSS");
     long g1 = least[1] - least[0], g2 = least[2] - least[1];
     long growth = g1 < g2 ? g1 : g2;
     printf("allocd heap in use, least of each %d rounds: %ld, %ld, %ld kB (leak growth %ld kB, limit %d kB); "
            "VmRSS %ld -> %ld kB\n", WINDOW, least[0], least[1], least[2], growth, HEAP_LIMIT_KB,
            rss_before, rss_after);
-    if (is_asan_build(f->allocd.pid))
+    if (proc_is_asan(f->allocd.pid))
         printf("allocd is an ASan build: heap growth not checked (its allocator); LeakSanitizer checks at exit\n");
     else {
         assert_true(least[0] > 0 && least[1] > 0 && least[2] > 0);

@@ -54,8 +54,8 @@ typedef struct options {
     int targets_e2e;              /* --targets-e2e: the TARGET lines of e2e and open loop */
     int peek;                     /* --peek: e2e rounds also run the HGET/RPUSH/HGET producers */
     const char *log_format;       /* --log-format: allocd's log_format (its default: chunk) */
-    const char *heap_reserve_mb;  /* --heap-reserve-mb: allocd's heap_reserve_mb (its default:
-                                     64; "0" under --memory and --profile-memory) */
+    const char *heap_reserve_mb;  /* --heap-reserve-mb: allocd's heap_reserve_mb (NULL: allocd's
+                                     default; "0" under --memory and --profile-memory) */
     double saturation;            /* --saturation: open loop's 100% for both designs */
     int ol_pcts[8], n_ol_pcts;    /* --open-loop-pcts (25,50,75,90) */
     int ol_runs;                  /* --open-loop-runs: runs per open-loop row (3) */

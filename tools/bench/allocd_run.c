@@ -472,7 +472,7 @@ static void memory_after(redisContext *c, const run_opts *o, const bset *bs, run
     res->participants = 0;
     for (int b = 0; b < bs->n; b++)
         res->participants += (long)proc_int(c, "HGET %s participants", bs->k[b].stats);
-    res->hwm_kb = o->allocd_pid ? bench_proc_kb(o->allocd_pid, "VmHWM") : -1;
+    res->hwm_kb = o->allocd_pid ? proc_status_kb(o->allocd_pid, "VmHWM") : -1;
     res->rss_end_kb = -1;
     if (o->settle_rss && o->allocd_pid) {
         /* the batch stays loaded: its resident memory once served, the
@@ -481,7 +481,7 @@ static void memory_after(redisContext *c, const run_opts *o, const bset *bs, run
         double kb[5];
         for (int i = 0; i < 5; i++) {
             proc_sleep_us(300000);
-            kb[i] = (double)bench_proc_kb(o->allocd_pid, "VmRSS");
+            kb[i] = (double)proc_status_kb(o->allocd_pid, "VmRSS");
         }
         res->rss_end_kb = (long)median_of(kb, 5);
     }
@@ -715,7 +715,7 @@ int allocd_run(const run_opts *o, run_result *res, char *err, size_t errlen)
     int rc = -1;
     if (o->live && (!push_us || !ordinal)) { snprintf(err, errlen, "out of memory"); goto out; }
     if (setup_all(c, o->w, &bs) < 0) { snprintf(err, errlen, "cannot write the batch"); goto out; }
-    res->rss_base_kb = o->allocd_pid ? bench_proc_kb(o->allocd_pid, "VmRSS") : -1;
+    res->rss_base_kb = o->allocd_pid ? proc_status_kb(o->allocd_pid, "VmRSS") : -1;
     rc = run_window(c, o, &bs, &win, push_us, ordinal, res, &lat, err, errlen);
     window_close(c, o, &win, res);
     /* e2e: the latencies are the reader's; verify still checks every id

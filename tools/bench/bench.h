@@ -78,7 +78,7 @@ typedef struct bench_daemon_opts {
     const char *instance;     /* NULL: "allocbench" */
     const char *cluster;      /* NULL: allocd's default (auto); "yes" / "no" */
     const char *log_format;   /* NULL: allocd's default (chunk); "event" */
-    const char *heap_reserve_mb; /* NULL: allocd's default (64); else written as given */
+    const char *heap_reserve_mb; /* NULL: allocd's default; else written as given */
 } bench_daemon_opts;
 
 typedef struct bench_daemon {
@@ -92,8 +92,6 @@ int bench_daemon_start(bench_daemon *d, const bench_daemon_opts *o);
 int bench_daemon_stop(bench_daemon *d);
 int bench_daemon_alive(bench_daemon *d);
 
-/* A "Vm..." field of /proc/PID/status in kB, or -1. */
-long bench_proc_kb(pid_t pid, const char *field);
 /* utime + stime of PID in microseconds, or -1. */
 int64_t bench_proc_cpu_us(pid_t pid);
 /* What a process has used so far: CPU (utime + stime) and page faults

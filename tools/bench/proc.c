@@ -62,46 +62,10 @@ int bench_daemon_start(bench_daemon *d, const bench_daemon_opts *o)
 int bench_daemon_alive(bench_daemon *d) { return proc_alive(&d->pid); }
 int bench_daemon_stop(bench_daemon *d) { return proc_stop(&d->pid, 20000); }
 
-long bench_proc_kb(pid_t pid, const char *field)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t fl = strlen(field);
-    long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, field, fl) && line[fl] == ':') { kb = strtol(line + fl + 1, NULL, 10); break; }
-    fclose(f);
-    return kb;
-}
-
-/* /proc/PID/stat's fault counts (minflt + majflt) and CPU ticks (utime +
- * stime); 0, or -1 when the process is gone. */
-static int proc_stat_read(pid_t pid, unsigned long long *faults, unsigned long long *ticks)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may contain spaces */
-    if (!p) return -1;
-    unsigned long long minflt, majflt, ut, st;
-    /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu %*u %llu %llu", &minflt, &majflt, &ut, &st) != 4)
-        return -1;
-    *faults = minflt + majflt;
-    *ticks = ut + st;
-    return 0;
-}
-
 bench_usage bench_proc_usage(pid_t pid)
 {
     unsigned long long faults, ticks;
-    if (pid <= 0 || proc_stat_read(pid, &faults, &ticks) < 0) return (bench_usage){ -1, -1 };
+    if (pid <= 0 || proc_stat_usage(pid, &faults, &ticks) < 0) return (bench_usage){ -1, -1 };
     long hz = sysconf(_SC_CLK_TCK);
     return (bench_usage){ (int64_t)(ticks * 1000000ULL / (unsigned long long)(hz > 0 ? hz : 100)),
                           (int64_t)faults };

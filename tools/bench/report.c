@@ -124,7 +124,7 @@ static void print_machine(const bench *b)
            b->own_redis ? "private, unix socket" : b->target.url,
            b->opt.no_daemon ? "already running" : b->opt.allocd_bin, b->opt.chunk,
            b->opt.log_format ? b->opt.log_format : "chunk",
-           b->opt.no_daemon ? "its own" : b->opt.heap_reserve_mb ? b->opt.heap_reserve_mb : "64 (allocd's default)",
+           b->opt.no_daemon ? "its own" : b->opt.heap_reserve_mb ? b->opt.heap_reserve_mb : "allocd's default",
            b->opt.producers,
            b->opt.depth, b->opt.lock_threads, b->opt.lock_sleep_us, 2 * b->opt.lock_sleep_us);
 }

@@ -249,6 +249,54 @@ int proc_stop_signal(pid_t *pid, int sig, int timeout_ms)
     return -1;
 }
 
+/* ----------------------------------------------------- /proc/PID -- */
+
+long proc_status_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t fl = strlen(field);
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, fl) && line[fl] == ':') { kb = strtol(line + fl + 1, NULL, 10); break; }
+    fclose(f);
+    return kb;
+}
+
+int proc_stat_usage(pid_t pid, unsigned long long *faults, unsigned long long *ticks)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may contain spaces */
+    if (!p) return -1;
+    unsigned long long minflt, majflt, ut, st;
+    /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu %*u %llu %llu", &minflt, &majflt, &ut, &st) != 4)
+        return -1;
+    *faults = minflt + majflt;
+    *ticks = ut + st;
+    return 0;
+}
+
+int proc_is_asan(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, fp)) found = strstr(line, "libasan") != NULL;
+    fclose(fp);
+    return found;
+}
+
 /* --------------------------------------------------------- temp dirs -- */
 
 int proc_temp_dir(char *dir, size_t len, const char *prefix)

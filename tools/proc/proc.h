@@ -66,6 +66,18 @@ int proc_stop(pid_t *pid, int timeout_ms);
  * another signal (PostgreSQL's fast shutdown is SIGINT). */
 int proc_stop_signal(pid_t *pid, int sig, int timeout_ms);
 
+/* ----------------------------------------------------- /proc/PID -- */
+
+/* A kB line of /proc/PID/status ("VmRSS", "VmHWM"), -1 if not there. */
+long proc_status_kb(pid_t pid, const char *field);
+/* /proc/PID/stat's page faults (minflt + majflt) and CPU ticks (utime +
+ * stime); 0, or -1 when the process is gone. */
+int proc_stat_usage(pid_t pid, unsigned long long *faults, unsigned long long *ticks);
+/* Whether pid runs an AddressSanitizer build (libasan is mapped): its
+ * allocator keeps freed memory in quarantine, so its RSS and faults say
+ * nothing of the heap's. */
+int proc_is_asan(pid_t pid);
+
 /* --------------------------------------------------------- temp dirs -- */
 
 /* Makes $TMPDIR/PREFIX-XXXXXX (/tmp without TMPDIR) into dir and remembers
