@@ -146,10 +146,16 @@ $(LAYERS_OK): $(wildcard daemon/*/*.c daemon/*/*.h include/*/*.h) tools/check-la
 
 tests-build: $(LAYERS_OK) all $(UNIT_BIN) $(ITEST_BIN)
 
+# The sub-makes below build on every core unless the command line chose
+# (make -jN): a fresh `make test` spends a minute and a half compiling on
+# one core of two, and the suite has ten minutes (`make JOBS=1` for one).
+JOBS     ?= $(shell nproc 2>/dev/null || echo 1)
+SUB_JOBS  = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS))
+
 # `make test` is what CI runs: it installs missing packages first, then builds
 # in a sub-make so pkg-config sees the freshly installed libraries.
 test: deps
-	$(MAKE) --no-print-directory tests-build
+	$(MAKE) --no-print-directory $(SUB_JOBS) tests-build
 	BUILD=$(BUILD) sh tests/run.sh
 
 # `make test-repeat N=10`: the whole suite N times on a fresh build (in
@@ -168,7 +174,7 @@ integration: tests-build
 asan: deps
 	@mkdir -p build/asan
 	@printf 'SAN := %s\nOPT := -O1\n' '$(ASAN_FLAGS)' > build/asan/build.mk
-	$(MAKE) --no-print-directory BUILD=build/asan tests-build
+	$(MAKE) --no-print-directory $(SUB_JOBS) BUILD=build/asan tests-build
 	BUILD=build/asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
 
@@ -179,7 +185,7 @@ deps:
 # shown whole only when the build fails; the demo's own lines come first.
 run: deps
 	@mkdir -p $(BUILD); \
-	if $(MAKE) --no-print-directory all > $(BUILD)/run-build.log 2>&1; then \
+	if $(MAKE) --no-print-directory $(SUB_JOBS) all > $(BUILD)/run-build.log 2>&1; then \
 	  n=$$(grep -c -- ' -c .* -o ' $(BUILD)/run-build.log); \
 	  if [ "$$n" -eq 0 ]; then echo "make run: build up to date ($(BUILD)/)"; \
 	  else echo "make run: built $$n files into $(BUILD)/ (compiler output: $(BUILD)/run-build.log)"; fi; \
