@@ -101,8 +101,21 @@ account() {
 # RUN_BESIDE="" runs everything one at a time.
 RUN_BESIDE=${RUN_BESIDE-"test_sentinel test_outage test_examples test_lottery test_web test_rules test_multi
                          test_daemon_ops test_slots test_bands"}
+# Binaries that rebuild the tree under test (test_install relinks every
+# binary for another PREFIX, then back) run first, before the lane starts:
+# beside them a test would exec an allocd being written (ETXTBSY, an exit
+# 127 with an empty log) or one built for the other PREFIX.
+RUN_ALONE=${RUN_ALONE-"test_install"}
 
 for kind in $kinds; do
+    alone=""
+    for name in $RUN_ALONE; do
+        [ -x "$BUILD/tests/$kind/$name" ] && has_source "$name" || continue
+        alone="$alone $name"
+        echo "=== $kind/$name (alone, before the lane)"
+        run_one "$BUILD/tests/$kind/$name" "$kind" "$name"
+        account "$name" "$kind"
+    done
     lane=""
     for name in $RUN_BESIDE; do
         [ -x "$BUILD/tests/$kind/$name" ] && has_source "$name" && lane="$lane $name"
@@ -120,7 +133,7 @@ for kind in $kinds; do
             echo "=== $kind/$name: skipped, its source is gone (a stale binary in $BUILD)"
             continue
         fi
-        case " $lane " in *" $name "*) continue;; esac
+        case " $lane $alone " in *" $name "*) continue;; esac
         echo "=== $kind/$name"
         run_one "$t" "$kind" "$name"
         account "$name" "$kind"
