@@ -103,8 +103,9 @@ RUN_BESIDE=${RUN_BESIDE-"test_sentinel test_outage test_examples test_lottery te
                          test_daemon_ops test_slots test_bands"}
 # Binaries that rebuild the tree under test (test_install relinks every
 # binary for another PREFIX, then back) run first, before the lane starts:
-# beside them a test would exec an allocd being written (ETXTBSY, an exit
-# 127 with an empty log) or one built for the other PREFIX.
+# beside them a test would exec an allocd the linker is writing (refused:
+# the harness's child exits 127, the test sees an empty log) or one built
+# for the other PREFIX.
 RUN_ALONE=${RUN_ALONE-"test_install"}
 
 for kind in $kinds; do
