@@ -2,9 +2,10 @@
  * archive_log.c), the one reader of log entries for the archive, reconcile
  * and export: every field kept as written, known or not; an entry whose
  * fields are gone (trimmed while pending) adds no row; a reply that is not
- * an entry is refused; and archive_log_entry_copy's rows of COPY's binary
- * format, read back field by field. Replies are built by hand, as hiredis
- * would. */
+ * an entry is refused; archive_log_entry_copy's rows of COPY's binary
+ * format, read back field by field; and archive_results_copy's rows of a
+ * page of results (archive_results.c), the same way. Replies are built by
+ * hand, as hiredis would. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "allocctl/archive_log.h"
+#include "allocctl/archive_results.h"
 #include "rtest.h"
 
 static void test_fields_kept_as_written(void **state)
@@ -74,9 +76,15 @@ static void test_progress_key(void **state)
  * jsonb's version byte. Checks the header, the field counts and the
  * trailer. The caller frees. */
 enum { T_TEXT, T_INT8, T_INT4, T_TIME, T_JSONB };
-static const int column_types[16] = {
+static const int event_types[16] = {
     T_TEXT, T_TEXT, T_INT8, T_INT8, T_INT4, T_TEXT, T_TEXT, T_TEXT,
     T_INT8, T_TEXT, T_TEXT, T_INT8, T_TIME, T_INT8, T_TEXT, T_JSONB,
+};
+/* alloc_results': batch, req_id, user_id, op, status, reason, item,
+ * order_id, qty, seq, rank, at_ms, at, result */
+static const int result_types[14] = {
+    T_TEXT, T_TEXT, T_TEXT, T_TEXT, T_TEXT, T_TEXT, T_TEXT,
+    T_TEXT, T_INT8, T_INT8, T_INT8, T_INT8, T_TIME, T_JSONB,
 };
 
 static long long be(const unsigned char *p, int n)
@@ -86,7 +94,7 @@ static long long be(const unsigned char *p, int n)
     return n == 8 ? (long long)v : n == 4 ? (long long)(int32_t)v : (long long)(int16_t)v;
 }
 
-static char *copy_as_text(const archive_buf *b)
+static char *rows_as_text(const archive_buf *b, const int *column_types, int columns)
 {
     const unsigned char *p = (const unsigned char *)b->p, *end = p + b->len;
     assert_true(b->len >= 21);
@@ -100,8 +108,8 @@ static char *copy_as_text(const archive_buf *b)
         long long nf = be(p, 2);
         p += 2;
         if (nf == -1) break;
-        assert_int_equal(nf, 16);
-        for (int c = 0; c < 16; c++) {
+        assert_int_equal(nf, columns);
+        for (int c = 0; c < columns; c++) {
             assert_true(p + 4 <= end);
             long long fl = be(p, 4);
             p += 4;
@@ -125,6 +133,11 @@ static char *copy_as_text(const archive_buf *b)
     return out;
 }
 
+static char *copy_as_text(const archive_buf *b)
+{
+    return rows_as_text(b, event_types, 16);
+}
+
 /* The row of an entry: values as they are (a COPY in the binary format
  * escapes nothing), JSON's escapes in fields, an empty user NULL, a number
  * that is not one NULL, at as a time, a value that is not UTF-8 marked, a
@@ -138,9 +151,9 @@ static void test_copy_row(void **state)
                             rtest_str("at"), rtest_str("1763800000123"), rtest_str("note"), rtest_str("\xff"),
                             rtest_str("qty"), rtest_str("-2")));
     archive_buf b = { 0 };
-    archive_log_copy_begin(&b);
+    archive_copy_begin(&b);
     assert_int_equal(archive_log_entry_copy(e, "flash-1", &b), 1);
-    archive_log_copy_end(&b);
+    archive_copy_end(&b);
     assert_false(b.failed);
     char *got = copy_as_text(&b);
     /* 2025-11-22 08:26:40.123 UTC is 817,115,200.123 s after 2000-01-01 */
@@ -165,10 +178,10 @@ static void test_copy_chunk_entry(void **state)
                                                            "[\"grant\",\"u2\",\"s\",1,\"8\",\"r2\",999999999999999999]]")));
     redisReply *gone = rtest_arr(2, rtest_str("8-1"), rtest_nil());
     archive_buf b = { 0 };
-    archive_log_copy_begin(&b);
+    archive_copy_begin(&b);
     assert_int_equal(archive_log_entry_copy(e, "b", &b), 2);
     assert_int_equal(archive_log_entry_copy(gone, "b", &b), 0);
-    archive_log_copy_end(&b);
+    archive_copy_end(&b);
     char *got = copy_as_text(&b);
     char *second = strchr(got, '\n');
     assert_non_null(second);
@@ -201,9 +214,9 @@ static void test_copy_many_fields(void **state)
     fv->element[2 * N + 1] = rtest_str("last");
     redisReply *e = rtest_arr(2, rtest_str("9-0"), fv);
     archive_buf b = { 0 };
-    archive_log_copy_begin(&b);
+    archive_copy_begin(&b);
     assert_int_equal(archive_log_entry_copy(e, "b", &b), 1);
-    archive_log_copy_end(&b);
+    archive_copy_end(&b);
     char *got = copy_as_text(&b);
     json_t *fields = json_loads(strrchr(got, '\t') + 1, 0, NULL);
     assert_non_null(fields);
@@ -213,6 +226,65 @@ static void test_copy_many_fields(void **state)
     free(got);
     archive_buf_free(&b);
     freeReplyObject(e);
+}
+
+/* A page of results: each field a row, the typed columns as `->>` gives
+ * them (a string's value, an integer's digits, another type's JSON, NULL
+ * for null or missing, status "" then), an integer text taken, a number
+ * that is not an integer NULL, a time out of range NULL, the result's JSON
+ * as written; a `waiting` result skipped; a value that is not JSON kept
+ * as a JSON string, marked when it is not UTF-8 either. */
+static void test_results_page(void **state)
+{
+    (void)state;
+    redisReply *page = rtest_arr(12,
+        rtest_str("r-1"), rtest_str("{\"id\":\"r-1\",\"user\":\"u1\",\"op\":\"buy\",\"status\":\"granted\","
+                                     "\"item\":\"sku-1\",\"qty\":1,\"order\":\"2567\",\"seq\":5,\"rank\":3,"
+                                     "\"at\":1763800000123}"),
+        rtest_str("r-2"), rtest_str("{\"id\":\"r-2\",\"status\":\"waiting\"}"),
+        rtest_str("r-3"), rtest_str("not \"json\""),
+        rtest_str("r-4"), rtest_str("{\"user\":42,\"status\":null,\"item\":{\"a\":1},\"qty\":\"2\",\"seq\":1.5,"
+                                     "\"at\":999999999999999999,\"reason\":true}"),
+        rtest_str("r-5"), rtest_str("123"),
+        rtest_str("r-6"), rtest_str("\xff"));
+    archive_buf b = { 0 };
+    archive_copy_begin(&b);
+    assert_int_equal(archive_results_copy(page, "flash-1", &b), 5);
+    archive_copy_end(&b);
+    assert_false(b.failed);
+    char *got = rows_as_text(&b, result_types, 14);
+    const char *want =
+        "flash-1\tr-1\tu1\tbuy\tgranted\t\\N\tsku-1\t2567\t1\t5\t3\t1763800000123\t817115200123000\t"
+        "{\"id\":\"r-1\",\"user\":\"u1\",\"op\":\"buy\",\"status\":\"granted\",\"item\":\"sku-1\",\"qty\":1,"
+        "\"order\":\"2567\",\"seq\":5,\"rank\":3,\"at\":1763800000123}\n"
+        "flash-1\tr-3\t\\N\t\\N\t\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\"not \\\"json\\\"\"\n"
+        "flash-1\tr-4\t42\t\\N\t\ttrue\t{\"a\":1}\t\\N\t2\t\\N\t\\N\t999999999999999999\t\\N\t"
+        "{\"user\":42,\"status\":null,\"item\":{\"a\":1},\"qty\":\"2\",\"seq\":1.5,"
+        "\"at\":999999999999999999,\"reason\":true}\n"
+        "flash-1\tr-5\t\\N\t\\N\t\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t123\n"
+        "flash-1\tr-6\t\\N\t\\N\t\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\"(not utf-8)\"\n";
+    if (strcmp(got, want)) fail_msg("got:\n%s\nwant:\n%s", got, want);
+    free(got);
+    archive_buf_free(&b);
+    freeReplyObject(page);
+}
+
+/* A request id that is not UTF-8 text (no daemon answers one) refuses the
+ * page rather than archiving it under another key; so does a reply that
+ * is not a page. */
+static void test_results_page_refused(void **state)
+{
+    (void)state;
+    redisReply *page = rtest_arr(2, rtest_str("r-\xc3"), rtest_str("{\"status\":\"granted\"}"));
+    redisReply *odd = rtest_arr(1, rtest_str("r-1"));
+    archive_buf b = { 0 };
+    archive_copy_begin(&b);
+    assert_int_equal(archive_results_copy(page, "b", &b), -1);
+    assert_int_equal(archive_results_copy(odd, "b", &b), -1);
+    assert_int_equal(archive_results_copy(NULL, "b", &b), -1);
+    archive_buf_free(&b);
+    freeReplyObject(odd);
+    freeReplyObject(page);
 }
 
 int main(void)
@@ -225,6 +297,8 @@ int main(void)
         cmocka_unit_test(test_copy_row),
         cmocka_unit_test(test_copy_chunk_entry),
         cmocka_unit_test(test_copy_many_fields),
+        cmocka_unit_test(test_results_page),
+        cmocka_unit_test(test_results_page_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

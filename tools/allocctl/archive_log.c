@@ -88,163 +88,20 @@ void archive_progress_key(char *out, size_t len, const char *prefix, const char 
 
 /* ---------------------------------------------------- COPY binary rows -- */
 
-/* COPY's binary format rather than its text: PostgreSQL then parses no
- * integers and no times, only the JSON of `fields`, and a value is sent as
- * it is, without escapes. The copy is what limits the archive
- * (docs/ARCHIVE.md, Throughput; the figures in docs/PERFORMANCE.md). */
-
-static void buf_grow(archive_buf *b, size_t more)
-{
-    if (b->failed || b->len + more <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 65536;
-    while (cap < b->len + more) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) { b->failed = 1; return; }
-    b->p = p;
-    b->cap = cap;
-}
-
-static inline void buf_put(archive_buf *b, const void *s, size_t n)
-{
-    if (b->len + n > b->cap) {
-        buf_grow(b, n);
-        if (b->failed) return;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-}
-
-/* Network byte order, as every integer of the format. */
-static void buf_be(archive_buf *b, uint64_t v, int bytes)
-{
-    unsigned char o[8];
-    for (int i = 0; i < bytes; i++) o[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
-    buf_put(b, o, (size_t)bytes);
-}
-
-/* A field's length word; -1 is NULL. */
-static void field_len(archive_buf *b, int32_t n) { buf_be(b, (uint32_t)n, 4); }
-static void field_null(archive_buf *b) { field_len(b, -1); }
-
-static void field_int8(archive_buf *b, long long v)
-{
-    field_len(b, 8);
-    buf_be(b, (uint64_t)v, 8);
-}
-
-/* The stream's header: signature, flags (no OIDs), no extension. */
-static const char COPY_HEADER[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
-
-void archive_log_copy_begin(archive_buf *out)
-{
-    out->len = 0;
-    buf_put(out, COPY_HEADER, sizeof COPY_HEADER);
-}
-
-void archive_log_copy_end(archive_buf *out)
-{
-    buf_be(out, 0xffff, 2);   /* the trailer: a field count of -1 */
-}
-
-/* A JSON string escapes '"', '\\' and control bytes; NUL and bytes >= 0x80
- * need the UTF-8 check. A value none of whose bytes asks anything (almost
- * every value) is copied as it is. */
-enum { K_JSON = 1, K_UTF = 2 };
-
-static unsigned kinds(const char *s, size_t n)
-{
-    unsigned k = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == 0 || c >= 0x80) k |= K_UTF;
-        else if (c < 0x20 || c == '"' || c == '\\') k |= K_JSON;
-    }
-    return k;
-}
-
-/* A JSON string of s, with its quotes and escapes. */
-static void buf_json_string(archive_buf *b, const char *s, size_t n)
-{
-    char tmp[8];
-    buf_put(b, "\"", 1);
-    size_t from = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        buf_put(b, s + from, i - from);
-        if (c == '"') buf_put(b, "\\\"", 2);
-        else if (c == '\\') buf_put(b, "\\\\", 2);
-        else {
-            snprintf(tmp, sizeof tmp, "\\u%04x", c);
-            buf_put(b, tmp, 6);
-        }
-        from = i + 1;
-    }
-    buf_put(b, s + from, n - from);
-    buf_put(b, "\"", 1);
-}
-
-/* Well-formed UTF-8 without NUL (what PostgreSQL's text and jsonb take). */
-static int is_text(const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = u[i];
-        size_t k = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 9;
-        if (!c || k == 9 || (k && i + k >= n)) return 0;
-        if (k == 1 && c < 0xc2) return 0;
-        for (size_t j = 1; j <= k; j++)
-            if ((u[i + j] & 0xc0) != 0x80) return 0;
-        uint32_t cp = k == 0 ? c : k == 1 ? c & 0x1f : k == 2 ? c & 0x0f : c & 0x07;
-        for (size_t j = 1; j <= k; j++) cp = cp << 6 | (u[i + j] & 0x3f);
-        if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-            return 0;
-        i += k + 1;
-    }
-    return 1;
-}
-
-/* A text column: NULL when absent (or empty and empty_null). */
+/* A text column from a field: NULL when absent (or empty and empty_null). */
 static void col_text(archive_buf *b, const log_field *v, int empty_null)
 {
-    if (!v || (empty_null && !v->vlen)) { field_null(b); return; }
-    if ((kinds(v->val, v->vlen) & K_UTF) && !is_text(v->val, v->vlen)) {
-        field_len(b, 11);
-        buf_put(b, "(not utf-8)", 11);
-        return;
-    }
-    field_len(b, (int32_t)v->vlen);
-    buf_put(b, v->val, v->vlen);
+    archive_copy_text(b, v ? v->val : NULL, v ? v->vlen : 0, empty_null);
 }
 
-/* The integer value of v when col_int takes it; 0 when it does not. */
-static int int_of(const log_field *v, long long *out)
-{
-    size_t i = v && v->vlen && v->val[0] == '-' ? 1 : 0, digits = 0;
-    while (v && i < v->vlen && v->val[i] >= '0' && v->val[i] <= '9') { i++; digits++; }
-    if (!v || i != v->vlen || digits < 1 || digits > 18) return 0;
-    *out = strtoll(v->val, NULL, 10);
-    return 1;
-}
-
-/* An integer column: the value when it is an integer of at most 18 digits
- * (a hand-written or future entry must not make the chunk fail), else NULL. */
 static void col_int(archive_buf *b, const log_field *v)
 {
-    long long x;
-    if (int_of(v, &x)) field_int8(b, x);
-    else field_null(b);
+    archive_copy_int_text(b, v ? v->val : NULL, v ? v->vlen : 0);
 }
 
-/* A timestamptz column: the milliseconds since the epoch of v, or NULL when
- * v is not an integer or falls outside the years 1 - 9999. The format's
- * timestamptz is microseconds since 2000-01-01 00:00 UTC. */
-#define PG_EPOCH_MS 946684800000LL
 static void col_time(archive_buf *b, const log_field *v)
 {
-    long long ms;
-    if (!int_of(v, &ms) || ms < -62135596800000LL || ms > 253402300799999LL) field_null(b);
-    else field_int8(b, (ms - PG_EPOCH_MS) * 1000);
+    archive_copy_time_text(b, v ? v->val : NULL, v ? v->vlen : 0);
 }
 
 typedef struct copy_ctx {
@@ -259,21 +116,6 @@ enum { F_TYPE, F_USER, F_ITEM, F_QTY, F_ORDER, F_REQ, F_AT, F_EXPIRES, F_STATE, 
 static const char *const known_keys[F_KNOWN] = {
     "type", "user", "item", "qty", "order", "req", "at", "expires_at", "state"
 };
-
-/* A key or value as a JSON string in the fields column. */
-static void col_json_string(archive_buf *b, const char *s, size_t n)
-{
-    unsigned k = kinds(s, n);
-    if (!k) {
-        buf_grow(b, n + 2);
-        if (b->failed) return;
-        b->p[b->len] = '"';
-        memcpy(b->p + b->len + 1, s, n);
-        b->p[b->len + 1 + n] = '"';
-        b->len += n + 2;
-    } else if ((k & K_UTF) && !is_text(s, n)) buf_put(b, "\"(not utf-8)\"", 13);
-    else buf_json_string(b, s, n);
-}
 
 /* Whether key a goes before key b in a jsonb object: shorter first, then
  * by bytes (PostgreSQL's lengthCompareJsonbPair). */
@@ -301,18 +143,18 @@ enum { ORDER_MAX = 64 };
 
 static void put_pair(archive_buf *b, const log_field *v, int *first)
 {
-    if (!*first) buf_put(b, ",", 1);
+    if (!*first) archive_buf_put(b, ",", 1);
     *first = 0;
-    col_json_string(b, v->key, strlen(v->key));
-    buf_put(b, ":", 1);
-    col_json_string(b, v->val, v->vlen);
+    archive_copy_json_string(b, v->key, strlen(v->key));
+    archive_buf_put(b, ":", 1);
+    archive_copy_json_string(b, v->val, v->vlen);
 }
 
 static void col_fields(archive_buf *b, const log_field *f, size_t n)
 {
-    size_t start = b->len;
+    size_t start = archive_copy_jsonb_begin(b);
     int first = 1;
-    buf_put(b, "\0\0\0\0\1{", 6);
+    archive_buf_put(b, "{", 1);
     if (n > ORDER_MAX) {
         for (size_t j = 0; j < n; j++)
             if (last_of_key(f, n, j)) put_pair(b, &f[j], &first);
@@ -330,10 +172,8 @@ static void col_fields(archive_buf *b, const log_field *f, size_t n)
         }
         for (size_t i = 0; i < m; i++) put_pair(b, &f[order[i]], &first);
     }
-    buf_put(b, "}", 1);
-    if (b->failed) return;
-    uint32_t len = (uint32_t)(b->len - start - 4);
-    for (int i = 0; i < 4; i++) b->p[start + (size_t)i] = (char)(len >> (8 * (3 - i)));
+    archive_buf_put(b, "}", 1);
+    archive_copy_jsonb_end(b, start);
 }
 
 /* One event -> one row of alloc_events (or of the staging table). */
@@ -348,9 +188,8 @@ static int copy_row(void *ud, const log_field *f, size_t n)
                 known[k] = &f[j];     /* the last one, as in the JSON */
                 break;
             }
-    buf_put(b, c->head, c->headlen);
-    field_len(b, 4);
-    buf_be(b, (uint32_t)c->i++, 4);
+    archive_buf_put(b, c->head, c->headlen);
+    archive_copy_int4(b, c->i++);
     static const log_field no_type = { "type", "", 0 };  /* type is NOT NULL: "" */
     col_text(b, known[F_TYPE] ? known[F_TYPE] : &no_type, 0);
     col_text(b, known[F_USER], 1);
@@ -375,20 +214,12 @@ int archive_log_entry_copy(const redisReply *e, const char *batch, archive_buf *
     /* the columns every event of the entry shares, once per entry */
     archive_buf h = { c.head, 0, sizeof c.head, 0 };
     const char *dash = memchr(id, '-', idlen);
-    buf_be(&h, EVENT_COLUMNS_N, 2);
-    field_len(&h, (int32_t)blen);
-    buf_put(&h, batch, blen);
-    field_len(&h, (int32_t)idlen);
-    buf_put(&h, id, idlen);
-    field_int8(&h, strtoll(id, NULL, 10));
-    field_int8(&h, dash ? strtoll(dash + 1, NULL, 10) : 0);
+    archive_copy_row(&h, EVENT_COLUMNS_N);
+    archive_copy_text(&h, batch, blen, 0);
+    archive_copy_text(&h, id, idlen, 0);
+    archive_copy_int8(&h, strtoll(id, NULL, 10));
+    archive_copy_int8(&h, dash ? strtoll(dash + 1, NULL, 10) : 0);
     assert(!h.failed && h.p == c.head);
     c.headlen = h.len;
     return entry_events(e, copy_row, &c);
-}
-
-void archive_buf_free(archive_buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
 }

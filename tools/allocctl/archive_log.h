@@ -15,19 +15,14 @@
 #include <hiredis/hiredis.h>
 #include <jansson.h>
 
+#include "allocctl/archive_copy.h"
+
 /* Appends the rows of one XRANGE/XREADGROUP entry ([id, [f, v, ...]]) to
  * rows, each {"id":"<stream id>","i":<index in the entry>,"f":{field:value}}.
  * An entry whose fields are gone (nil: trimmed while pending) adds nothing.
  * Returns the number of rows added, or -1 for a reply that is not an entry,
  * a malformed chunk entry, or without memory. */
 int archive_log_entry_decode(const redisReply *entry, json_t *rows);
-
-/* A growing byte buffer; failed is set, and stays, when memory ran out. */
-typedef struct archive_buf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} archive_buf;
 
 /* Appends the events of one entry to out as rows of COPY's binary format,
  * the columns of alloc_events but archived_at (archive_pg.h): batch,
@@ -37,14 +32,10 @@ typedef struct archive_buf {
  * is NULL; a number that is not an integer of at most 18 digits is NULL; at
  * is at_ms as a time, NULL outside the years 1 - 9999); fields is the JSON
  * object of every field, and a value that is not UTF-8 text (or holds a
- * NUL) is "(not utf-8)". Returns the number of rows, 0 for an entry whose
- * fields are gone, or -1 as archive_log_entry_decode. The rows of one COPY
- * go between archive_log_copy_begin (which empties out and writes the
- * format's header) and archive_log_copy_end (its trailer). */
-void archive_log_copy_begin(archive_buf *out);
+ * NUL) is "(not utf-8)" (archive_copy.h). Returns the number of rows, 0
+ * for an entry whose fields are gone, or -1 as archive_log_entry_decode.
+ * The rows of one COPY go between archive_copy_begin and archive_copy_end. */
 int archive_log_entry_copy(const redisReply *entry, const char *batch, archive_buf *out);
-void archive_log_copy_end(archive_buf *out);
-void archive_buf_free(archive_buf *b);
 
 /* P:{B}:archive, the archiver's progress hash (docs/ARCHIVE.md); here,
  * away from libpq, because `top` reads it too. */

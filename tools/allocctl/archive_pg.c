@@ -2,6 +2,8 @@
  * docs/ARCHIVE.md; keep the two in step. */
 #include "allocctl/archive_pg.h"
 
+#include "allocctl/archive_results.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <poll.h>
@@ -13,7 +15,6 @@
  * are strings and a hand-written or future entry must not make the whole
  * chunk fail a cast. */
 #define INTOF(x) "(CASE WHEN (" x ") ~ '^-?[0-9]{1,18}$' THEN (" x ")::bigint END)"
-#define TSOF(x)  "to_timestamp(" INTOF(x) " / 1000.0)"
 
 /* Created once, under an advisory lock so two archivers starting together
  * do not race on the catalog. alloc_events has few indexes on purpose:
@@ -126,16 +127,22 @@ static const char STAGE_TO_EVENTS[] =
 "  at_ms, at, expires_at_ms, state, fields FROM alloc_events_stage\n"
 "ON CONFLICT DO NOTHING";
 
-/* r->>'x' is NULL when a result is not an object (kept as it was read). */
-static const char PUT_RESULTS[] =
+/* A page of results arrives by COPY (archive_results_copy writes its rows)
+ * into this table of the session, and one INSERT ... ON CONFLICT DO NOTHING
+ * moves the rows that are new, in one transaction: every results pass
+ * after the first finds most of its rows there already, and a COPY
+ * straight into alloc_results would fail on the first of them. */
+static const char STAGE_RESULTS[] =
+"CREATE TEMP TABLE IF NOT EXISTS alloc_results_stage (\n"
+"  batch text, req_id text, user_id text, op text, status text, reason text, item text,\n"
+"  order_id text, qty bigint, seq bigint, rank bigint, at_ms bigint, at timestamptz, result jsonb\n"
+") ON COMMIT DELETE ROWS";
+
+static const char STAGE_TO_RESULTS[] =
 "INSERT INTO alloc_results (batch, req_id, user_id, op, status, reason, item, order_id, qty,\n"
 "  seq, rank, at_ms, at, result)\n"
-"SELECT $1, e->>'k', e->'r'->>'user', e->'r'->>'op', coalesce(e->'r'->>'status', ''),\n"
-"  e->'r'->>'reason', e->'r'->>'item', e->'r'->>'order', " INTOF("e->'r'->>'qty'") ",\n"
-"  " INTOF("e->'r'->>'seq'") ", " INTOF("e->'r'->>'rank'") ", " INTOF("e->'r'->>'at'") ",\n"
-"  " TSOF("e->'r'->>'at'") ", e->'r'\n"
-"FROM jsonb_array_elements($2::jsonb) AS e\n"
-"WHERE (e->'r'->>'status') IS DISTINCT FROM 'waiting'\n"
+"SELECT batch, req_id, user_id, op, status, reason, item, order_id, qty, seq, rank, at_ms, at,\n"
+"  result FROM alloc_results_stage\n"
 "ON CONFLICT DO NOTHING";
 
 static void set_err(archive_pg *p, const char *what)
@@ -187,6 +194,8 @@ int archive_pg_open(archive_pg *p, const char *conninfo)
     }
     r = archive_pg_query(p, STAGE, 0, NULL);
     PQclear(r);
+    if (r) r = archive_pg_query(p, STAGE_RESULTS, 0, NULL);
+    PQclear(r);
     return r ? 0 : -1;
 }
 
@@ -204,11 +213,6 @@ static int put(archive_pg *p, const char *sql, const char *batch, const char *ro
     if (inserted) *inserted = strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);
     return 0;
-}
-
-int archive_pg_put_results(archive_pg *p, const char *batch, const char *json_rows, int64_t *inserted)
-{
-    return put(p, PUT_RESULTS, batch, json_rows, inserted);
 }
 
 int archive_pg_put_batch(archive_pg *p, const char *batch, const char *meta, const char *capacity,
@@ -242,6 +246,8 @@ static int exec(archive_pg *p, const char *sql, int64_t *tuples)
  * would read as a Redis command to tests/data/acl/sent-commands.sh. */
 static const char COPY_EVENTS[] = "COPY alloc_events (" EVENT_COLUMNS ") FROM STDIN (FORMAT binary)";
 static const char COPY_STAGE[] = "COPY alloc_events_stage (" EVENT_COLUMNS ") FROM STDIN (FORMAT binary)";
+static const char COPY_RESULTS_STAGE[] =
+    "COPY alloc_results_stage (" ARCHIVE_RESULT_COLUMNS ") FROM STDIN (FORMAT binary)";
 
 /* Runs sql, a COPY ... FROM STDIN, with the rows of copy; 0, -1 with err
  * set, or -2 when a row is there already (unique_violation). */
@@ -278,13 +284,14 @@ static void rollback(archive_pg *p)
     memcpy(p->err, err, sizeof err);
 }
 
-/* A chunk of which a row is there already: through the staging table, in
- * one transaction. 0 or -1. */
-static int copy_staged(archive_pg *p, const char *copy, size_t len, int64_t *inserted)
+/* Rows through a staging table (copy_sql fills it, move_sql moves the new
+ * rows on), in one transaction. 0 or -1. */
+static int copy_staged(archive_pg *p, const char *copy_sql, const char *move_sql, const char *copy,
+                       size_t len, int64_t *inserted)
 {
     int rc = exec(p, "BEGIN", NULL);
-    if (rc == 0) rc = copy_in(p, COPY_STAGE, copy, len, NULL);
-    if (rc == 0) rc = exec(p, STAGE_TO_EVENTS, inserted);
+    if (rc == 0) rc = copy_in(p, copy_sql, copy, len, NULL);
+    if (rc == 0) rc = exec(p, move_sql, inserted);
     if (rc == 0) rc = exec(p, "COMMIT", NULL);
     if (rc < 0) rollback(p);
     return rc < 0 ? -1 : 0;
@@ -297,7 +304,14 @@ int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t 
 {
     if (!p->conn) { snprintf(p->err, sizeof p->err, "not connected"); return -1; }
     int rc = copy_in(p, COPY_EVENTS, copy, len, inserted);
-    return rc == -2 ? copy_staged(p, copy, len, inserted) : rc;
+    /* a chunk of which a row is there already */
+    return rc == -2 ? copy_staged(p, COPY_STAGE, STAGE_TO_EVENTS, copy, len, inserted) : rc;
+}
+
+int archive_pg_copy_results(archive_pg *p, const char *copy, size_t len, int64_t *inserted)
+{
+    if (!p->conn) { snprintf(p->err, sizeof p->err, "not connected"); return -1; }
+    return copy_staged(p, COPY_RESULTS_STAGE, STAGE_TO_RESULTS, copy, len, inserted);
 }
 
 /* ------------------------------------------------ the chunk in flight -- */
@@ -403,7 +417,7 @@ int archive_pg_copy_finish(archive_pg *p, int64_t *inserted)
     size_t len = p->fl_len;
     p->fl_state = FL_NONE;
     p->fl_copy = NULL;
-    if (dup) return copy_staged(p, copy, len, inserted);
+    if (dup) return copy_staged(p, COPY_STAGE, STAGE_TO_EVENTS, copy, len, inserted);
     return ok ? 0 : -1;
 }
 

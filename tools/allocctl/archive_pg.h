@@ -6,9 +6,11 @@
  * statement that commits by itself), and only when a row of it is there
  * already through a temporary staging table and one INSERT ... SELECT, in
  * one transaction: PostgreSQL's fastest way in, and no value is ever
- * spliced into SQL text. Results (and
- * reconcile's reads) travel as ONE jsonb parameter per page (a JSON array)
- * that the server splits (jsonb_array_elements). Every insert is ON CONFLICT DO NOTHING on the
+ * spliced into SQL text. A page of results always goes through its own
+ * staging table: most rows of a pass after the first are there already.
+ * The smaller inserts (items, the pool) and reconcile's reads travel as
+ * ONE jsonb parameter (a JSON array) that the server splits
+ * (jsonb_array_elements). Every insert is ON CONFLICT DO NOTHING on the
  * primary key, (batch, stream id, index in entry) for events and (batch,
  * request id) for results, so re-sending a chunk after a crash between the
  * commit and the XACK changes nothing.
@@ -61,11 +63,11 @@ int archive_pg_copy_pump(archive_pg *p);
  * libpq has not sent, else -1. */
 int archive_pg_copy_fd(archive_pg *p);
 int archive_pg_copy_finish(archive_pg *p, int64_t *inserted);
-/* Inserts final results: json_rows = [{"k":request id,"r":result}, ...];
- * a `waiting` result is skipped (it will be replaced). Returns 0 or -1. */
-int archive_pg_put_results(archive_pg *p, const char *batch, const char *json_rows,
-                           int64_t *inserted);
-
+/* Inserts a page of final results, given as COPY rows
+ * (archive_results_copy): COPY into the session's staging table, then one
+ * INSERT ... ON CONFLICT DO NOTHING, in one transaction; *inserted gets the
+ * rows that were new. Returns 0 or -1. */
+int archive_pg_copy_results(archive_pg *p, const char *copy, size_t len, int64_t *inserted);
 /* Upserts the batch's definition and latest stats (alloc_batches): meta,
  * capacity and stats as JSON objects of their hash fields. */
 int archive_pg_put_batch(archive_pg *p, const char *batch, const char *meta, const char *capacity,

@@ -33,6 +33,7 @@
  */
 #include "allocctl/cmd_archive.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -46,6 +47,7 @@
 #include "base/clock.h"
 #include "allocctl/archive_log.h"
 #include "allocctl/archive_pg.h"
+#include "allocctl/archive_results.h"
 #include "allocctl/ctl_sync.h"
 
 #define RETRY_NOFOLLOW_MS 60000   /* without --follow, give up on an outage after this */
@@ -214,8 +216,8 @@ typedef struct pg_job {
     pg_job_kind kind;
     const char *batch;
     const char *text[3];     /* rows (events, results); meta, capacity, stats (batch) */
-    size_t len;              /* of text[0], for events (COPY binary); for the pool,
-                                the position of its first entry */
+    size_t len;              /* of text[0], for events and results (COPY binary); for
+                                the pool, the position of its first entry */
     int64_t inserted;
 } pg_job;
 
@@ -223,7 +225,7 @@ static int pg_job_run(archive_pg *p, pg_job *j)
 {
     switch (j->kind) {
     case JOB_EVENTS:  return archive_pg_copy_events(p, j->text[0], j->len, &j->inserted);
-    case JOB_RESULTS: return archive_pg_put_results(p, j->batch, j->text[0], &j->inserted);
+    case JOB_RESULTS: return archive_pg_copy_results(p, j->text[0], j->len, &j->inserted);
     case JOB_ITEMS:   return archive_pg_put_items(p, j->batch, j->text[0]);
     case JOB_POOL:    return archive_pg_put_pool(p, j->batch, (int64_t)j->len, j->text[0]);
     case JOB_LOTTERY: return archive_pg_put_lottery(p, j->batch, j->text[0], j->text[1], j->text[2]);
@@ -392,7 +394,7 @@ static int flight_land(archiver *a)
 static int encode_chunk(archiver *a, arch_batch *b, const redisReply *entries)
 {
     archive_buf *rows = &a->buf[!a->fl_buf];
-    archive_log_copy_begin(rows);
+    archive_copy_begin(rows);
     size_t pumped = 0;
     int nrows = 0;
     for (size_t i = 0; i < entries->elements; i++) {
@@ -404,7 +406,7 @@ static int encode_chunk(archiver *a, arch_batch *b, const redisReply *entries)
             pumped = rows->len;
         }
     }
-    archive_log_copy_end(rows);
+    archive_copy_end(rows);
     return rows->failed ? AR_FATAL : nrows;
 }
 
@@ -468,23 +470,6 @@ static int log_step(archiver *a, arch_batch *b)
 }
 
 /* ----------------------------------------------------------- results -- */
-
-/* HSCAN page -> [{"k":id,"r":result}, ...]; a value that is not JSON is
- * kept as a JSON string. */
-static char *results_rows(const redisReply *kv)
-{
-    json_t *rows = json_array();
-    for (size_t i = 0; rows && i + 1 < kv->elements; i += 2) {
-        const redisReply *k = kv->element[i], *v = kv->element[i + 1];
-        json_t *res = json_loadb(v->str, v->len, JSON_DECODE_ANY, NULL);
-        if (!res) res = json_stringn(v->str, v->len);
-        json_t *row = res ? json_pack("{s:s%, s:o}", "k", k->str, k->len, "r", res) : NULL;
-        if (!row || json_array_append_new(rows, row) < 0) { json_decref(rows); return NULL; }
-    }
-    char *text = rows ? json_dumps(rows, JSON_COMPACT) : NULL;
-    json_decref(rows);
-    return text;
-}
 
 /* An HGETALL reply as a JSON object text (values as strings). */
 static char *hash_json(const redisReply *h)
@@ -642,11 +627,19 @@ static int results_step(archiver *a, arch_batch *b)
     }
     int rc = AR_OK;
     int64_t inserted = 0;
-    if (r->element[1]->elements) {
-        pg_job j = { JOB_RESULTS, b->id, { results_rows(r->element[1]), NULL, NULL }, 0, 0 };
-        rc = j.text[0] ? pg_retry(a, &j) : AR_FATAL;
+    /* the log's flight has landed (log_step found nothing): both buffers are free */
+    assert(!a->fl.active);
+    archive_buf *rows = &a->buf[!a->fl_buf];
+    archive_copy_begin(rows);
+    int nrows = archive_results_copy(r->element[1], b->id, rows);
+    archive_copy_end(rows);
+    if (nrows < 0 || rows->failed) {
+        errmsg(a->x, "%s: could not archive a page of results (a field that is not UTF-8 text?)", b->id);
+        rc = AR_FATAL;
+    } else if (nrows > 0) {
+        pg_job j = { JOB_RESULTS, b->id, { rows->p, NULL, NULL }, rows->len, 0 };
+        rc = pg_retry(a, &j);
         inserted = j.inserted;
-        free((char *)j.text[0]);
     }
     if (rc == AR_OK) {
         snprintf(b->cursor, sizeof b->cursor, "%s", r->element[0]->str);
