@@ -607,6 +607,67 @@ static void test_last_pass_after_last_drain(void **state)
     afix_assert_results_archived(f, b);
 }
 
+/* Waits until sql reads want (10 s at most); what it read last. */
+static long long pg_wait_int(afix *f, const char *sql, long long want)
+{
+    long long got = -1;
+    for (int i = 0; i < 1000 && (got = afix_pg_int(f, sql)) != want; i++) harness_sleep_ms(10);
+    return got;
+}
+
+/* Waits until the archiver has completed more than `after` results passes
+ * of b (10 s at most); how many it has. */
+static long long passes_after(afix *f, const char *b, long long after)
+{
+    long long n = -1;
+    for (int i = 0; i < 1000 && (n = proc_int(f->c, "HGET alloc:{%s}:archive results_passes", b)) <= after; i++)
+        harness_sleep_ms(10);
+    return n;
+}
+
+/* A following archiver passes over the results again whenever the batch
+ * changes, and offers PostgreSQL only those it has not committed: a
+ * trigger counts every row proposed to alloc_results (a BEFORE ROW trigger
+ * fires for rows ON CONFLICT then skips too). */
+static void test_later_passes_offer_only_new_results(void **state)
+{
+    afix *f = *state;
+    const char *b = "n1";
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, b));     /* the schema */
+    afix_pg_exec(f, "CREATE TABLE offered (n bigint NOT NULL); INSERT INTO offered VALUES (0)");
+    afix_pg_exec(f, "CREATE FUNCTION count_offered() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$BEGIN UPDATE offered SET n = n + 1; RETURN NEW; END$$");
+    afix_pg_exec(f, "CREATE TRIGGER offered BEFORE INSERT ON alloc_results "
+                    "FOR EACH ROW EXECUTE FUNCTION count_offered()");
+    itest_cmd(f->c, "HSET alloc:{%s}:meta kind stock per_user 1", b);
+    for (int i = 0; i < 300; i++)
+        itest_cmd(f->c, "HSET alloc:{%s}:results r-%d {\"id\":\"r-%d\",\"status\":\"rejected\","
+                        "\"reason\":\"sold_out\",\"at\":1}", b, i, i);
+    itest_cmd(f->c, "HSET alloc:{%s}:stats updated_at 1", b);
+    pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, b, "--follow", "--chunk", "100",
+                              "--results-interval-ms", "0", "--quiet", NULL);
+    assert_int_equal(pg_wait_int(f, "SELECT count(*) FROM alloc_results WHERE batch = 'n1'", 300), 300);
+    long long passes = passes_after(f, b, 0);
+    assert_true(passes >= 1);
+    /* the batch changes twice: two more passes, nothing new to offer */
+    itest_cmd(f->c, "HSET alloc:{%s}:stats updated_at 2", b);
+    passes = passes_after(f, b, passes);
+    itest_cmd(f->c, "HSET alloc:{%s}:stats updated_at 3", b);
+    assert_true(passes_after(f, b, passes) > passes);
+    assert_int_equal(afix_pg_int(f, "SELECT n FROM offered"), 300);
+    /* a new result: offered once */
+    itest_cmd(f->c, "HSET alloc:{%s}:results late {\"id\":\"late\",\"status\":\"rejected\",\"at\":2}", b);
+    itest_cmd(f->c, "HSET alloc:{%s}:stats updated_at 4", b);
+    assert_int_equal(pg_wait_int(f, "SELECT count(*) FROM alloc_results WHERE batch = 'n1'", 301), 301);
+    assert_int_equal(afix_pg_int(f, "SELECT n FROM offered"), 301);
+    proc_reap(ar, SIGTERM);
+    afix_assert_results_archived(f, b);
+    /* a new run offers everything once; the primary key keeps it at 301 */
+    free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, b));
+    assert_int_equal(afix_pg_int(f, "SELECT n FROM offered"), 602);
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_results WHERE batch = 'n1'"), 301);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -618,6 +679,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_purge_needs_closed_and_archived, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_chunk_log_with_waits, afix_setup, afix_teardown),
         cmocka_unit_test_setup_teardown(test_last_pass_after_last_drain, afix_setup, afix_teardown),
+        cmocka_unit_test_setup_teardown(test_later_passes_offer_only_new_results, afix_setup, afix_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -249,7 +249,7 @@ static void test_results_page(void **state)
         rtest_str("r-6"), rtest_str("\xff"));
     archive_buf b = { 0 };
     archive_copy_begin(&b);
-    assert_int_equal(archive_results_copy(page, "flash-1", &b), 5);
+    assert_int_equal(archive_results_copy(page, "flash-1", NULL, NULL, &b), 5);
     archive_copy_end(&b);
     assert_false(b.failed);
     char *got = rows_as_text(&b, result_types, 14);
@@ -279,9 +279,9 @@ static void test_results_page_refused(void **state)
     redisReply *odd = rtest_arr(1, rtest_str("r-1"));
     archive_buf b = { 0 };
     archive_copy_begin(&b);
-    assert_int_equal(archive_results_copy(page, "b", &b), -1);
-    assert_int_equal(archive_results_copy(odd, "b", &b), -1);
-    assert_int_equal(archive_results_copy(NULL, "b", &b), -1);
+    assert_int_equal(archive_results_copy(page, "b", NULL, NULL, &b), -1);
+    assert_int_equal(archive_results_copy(odd, "b", NULL, NULL, &b), -1);
+    assert_int_equal(archive_results_copy(NULL, "b", NULL, NULL, &b), -1);
     archive_buf_free(&b);
     freeReplyObject(odd);
     freeReplyObject(page);

@@ -70,19 +70,24 @@ static void result_row(archive_buf *b, const char *batch, const redisReply *k, c
     archive_copy_jsonb_end(b, start);
 }
 
-int archive_results_copy(const redisReply *page, const char *batch, archive_buf *out)
+int archive_results_copy(const redisReply *page, const char *batch, const archive_seen *seen,
+                         unsigned char *sent, archive_buf *out)
 {
     if (!page || page->type != REDIS_REPLY_ARRAY || page->elements % 2) return -1;
     int rows = 0;
     for (size_t i = 0; i + 1 < page->elements; i += 2) {
         const redisReply *k = page->element[i], *v = page->element[i + 1];
+        if (sent) sent[i / 2] = 0;
         if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return -1;
+        /* an id with a NUL is never in the set, and refused below */
+        if (strlen(k->str) == k->len && archive_seen_has(seen, k->str)) continue;
         if (!archive_copy_is_text(k->str, k->len)) return -1;
         json_t *r = json_loadb(v->str, v->len, JSON_DECODE_ANY, NULL);
         const char *status = status_of(json_is_object(r) ? r : NULL);
         if (!status || strcmp(status, "waiting")) {
             result_row(out, batch, k, v, r);
             rows++;
+            if (sent) sent[i / 2] = 1;
         }
         json_decref(r);
         if (out->failed) return -1;

@@ -17,17 +17,21 @@
 #include <hiredis/hiredis.h>
 
 #include "allocctl/archive_copy.h"
+#include "allocctl/archive_seen.h"
 
 /* alloc_results' columns but archived_at, in the order of the rows below */
 #define ARCHIVE_RESULT_COLUMNS "batch, req_id, user_id, op, status, reason, item, order_id, qty, " \
     "seq, rank, at_ms, at, result"
 
 /* Appends a row to out for every field of the page ([field, value, ...],
- * an HSCAN reply's second element) but `waiting` results: they are the
- * only ones ever replaced, and a later pass takes the final one. Returns
- * the number of rows added, or -1 for a field that is not UTF-8 text (no
- * request id the daemon answers is), a page that is not one, or without
- * memory. The rows go between archive_copy_begin and archive_copy_end. */
-int archive_results_copy(const redisReply *page, const char *batch, archive_buf *out);
+ * an HSCAN reply's second element) but those in seen (may be NULL:
+ * archived by this run already) and `waiting` results: they are the only
+ * ones ever replaced, and a later pass takes the final one. sent (may be
+ * NULL) gets a flag per field, 1 where a row was added. Returns the number
+ * of rows added, or -1 for a field that is not UTF-8 text (no request id
+ * the daemon answers is), a page that is not one, or without memory. The
+ * rows go between archive_copy_begin and archive_copy_end. */
+int archive_results_copy(const redisReply *page, const char *batch, const archive_seen *seen,
+                         unsigned char *sent, archive_buf *out);
 
 #endif

@@ -11,7 +11,8 @@
  * rerun never loses or duplicates a row.
  *
  * Results are not in the log (a rejection changes no state), so they are
- * copied by full HSCAN passes of P:{B}:results, each page one insert. A
+ * copied by full HSCAN passes of P:{B}:results, each page one insert of
+ * the results this run has not committed yet (archive_seen.h). A
  * pass records the stats.updated_at it saw before it began: every result
  * written by then was in the hash for the whole pass, and HSCAN returns
  * every such field at least once; `purge` compares that mark with the
@@ -77,6 +78,7 @@ typedef struct arch_batch {
     char done_upto[32];        /* pass_upto of the last completed pass */
     int64_t pass_chunks;       /* log_chunks when the running pass began */
     int64_t done_chunks;       /* pass_chunks of the last completed pass */
+    archive_seen *seen;        /* results this run committed: later passes skip them */
     int64_t lag_entries, lag_ms;
     double rate;
     int64_t pool_sent;         /* lottery pool entries archived (by an earlier run too) */
@@ -186,9 +188,10 @@ static int list_batches(archiver *a)
      * caught up, then dropped: its keys may be about to go */
     for (size_t i = 0; i < a->nb;) {
         arch_batch *b = &a->b[i];
-        if (!b->listed && !b->read_pending && caught_up(b))
+        if (!b->listed && !b->read_pending && caught_up(b)) {
+            archive_seen_free(b->seen);
             a->b[i] = a->b[--a->nb];
-        else i++;
+        } else i++;
     }
     return rc;
 }
@@ -630,8 +633,10 @@ static int results_step(archiver *a, arch_batch *b)
     /* the log's flight has landed (log_step found nothing): both buffers are free */
     assert(!a->fl.active);
     archive_buf *rows = &a->buf[!a->fl_buf];
+    const redisReply *page = r->element[1];
+    unsigned char *sent = malloc(page->elements / 2 + 1);
     archive_copy_begin(rows);
-    int nrows = archive_results_copy(r->element[1], b->id, rows);
+    int nrows = sent ? archive_results_copy(page, b->id, b->seen, sent, rows) : -1;
     archive_copy_end(rows);
     if (nrows < 0 || rows->failed) {
         errmsg(a->x, "%s: could not archive a page of results (a field that is not UTF-8 text?)", b->id);
@@ -640,7 +645,13 @@ static int results_step(archiver *a, arch_batch *b)
         pg_job j = { JOB_RESULTS, b->id, { rows->p, NULL, NULL }, rows->len, 0 };
         rc = pg_retry(a, &j);
         inserted = j.inserted;
+        /* committed: later passes of this run skip them (one the set has
+         * no memory for is offered again, which the primary key skips) */
+        if (rc == AR_OK && !b->seen) b->seen = archive_seen_new();
+        for (size_t i = 0; rc == AR_OK && b->seen && i + 1 < page->elements; i += 2)
+            if (sent[i / 2]) (void)archive_seen_add(b->seen, page->element[i]->str);
     }
+    free(sent);
     if (rc == AR_OK) {
         snprintf(b->cursor, sizeof b->cursor, "%s", r->element[0]->str);
         b->results += inserted;
@@ -911,6 +922,7 @@ int cmd_archive(ctx *x, int argc, char **argv, int at)
     archive_buf_free(&a.buf[0]);
     archive_buf_free(&a.buf[1]);
     archive_pg_close(&a.pg);
+    for (size_t i = 0; i < a.nb; i++) archive_seen_free(a.b[i].seen);
     free(a.b);
     free(a.named);
     return rc;
