@@ -20,7 +20,10 @@
  *            (from the results' first to last `at`) beside the archive's
  *            events/s (from its start until every event is in; the results
  *            pass after that is timed apart); the target is archive events/s
- *            >= grants/s.
+ *            >= grants/s. Then an archiver with --follow: its first pass
+ *            over the results (every row in the database already) and, the
+ *            batch having changed, its second (every row committed by this
+ *            run: skipped).
  *
  * Usage: archive_long [--seconds N] [--results N] [--events N]
  *                     [--only kills|export|rate|sale] [--chunk N]   (the archiver's;
@@ -275,6 +278,34 @@ static double sale_grants_per_s(afix *f, const char *b)
     return (double)g_events * 1000.0 / (double)(last > first ? last - first : 1);
 }
 
+/* Waits until P:{B}:archive's results_passes exceeds after (60 s at most);
+ * the time it took, in ms. */
+static int64_t pass_ms(afix *f, const char *b, long long after)
+{
+    int64_t t0 = harness_now_ms();
+    for (int i = 0; i < 12000 && proc_int(f->c, "HGET alloc:{%s}:archive results_passes", b) <= after; i++)
+        harness_sleep_ms(5);
+    assert_true(proc_int(f->c, "HGET alloc:{%s}:archive results_passes", b) > after);
+    return harness_now_ms() - t0;
+}
+
+/* A following archiver over the sale's results, all archived already: its
+ * first pass (offered again, the primary key skips them), then the next
+ * after the batch changed (skipped before PostgreSQL). */
+static void sale_passes(afix *f, const char *b)
+{
+    itest_cmd(f->c, "DEL alloc:{%s}:archive", b);
+    pid_t ar = afix_ctl_spawn(f, "archive", "--pg", f->pg.conninfo, b, "--follow", "--quiet",
+                              "--results-interval-ms", "0", NULL);
+    int64_t first = pass_ms(f, b, 0);
+    itest_cmd(f->c, "HINCRBY alloc:{%s}:stats updated_at 1", b);
+    int64_t second = pass_ms(f, b, 1);
+    proc_reap(ar, SIGTERM);
+    print_message("sale: a following archiver's passes over the %d results: the first %.2f s "
+                  "(all in the database), the next %.2f s (all committed by it)\n", g_events,
+                  (double)first / 1000.0, (double)second / 1000.0);
+}
+
 static void test_sale(void **state)
 {
     afix *f = *state;
@@ -304,6 +335,7 @@ static void test_sale(void **state)
                   "(target >= 1): %s\n", events, grants, events, archived, (double)(t_events - t0) / 1000.0,
                   g_events, (double)(t_end - t_events) / 1000.0, archived / grants,
                   archived >= grants ? "MET" : "NOT MET");
+    sale_passes(f, b);
 }
 
 /* The fixture only for the parts asked for (--only): a skipped part

@@ -3,6 +3,7 @@
 #include "allocctl/archive_pg.h"
 
 #include "allocctl/archive_results.h"
+#include "allocctl/archive_seen.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -433,6 +434,32 @@ int archive_pg_put_items(archive_pg *p, const char *batch, const char *json_rows
         /* an unchanged item leaves its row as it is (no dead tuple a pass) */
         "WHERE (alloc_items.capacity, alloc_items.attrs) IS DISTINCT FROM (EXCLUDED.capacity, EXCLUDED.attrs)",
         batch, json_rows, NULL);
+}
+
+/* One scan, its rows streamed (libpq's single-row mode): a million ids
+ * never sit in one result, and no page asks the server to sort or to find
+ * its place again. A set out of memory stops adding: those ids are offered
+ * again. */
+int archive_pg_results_ids(archive_pg *p, const char *batch, archive_seen *into)
+{
+    if (!p->conn) { snprintf(p->err, sizeof p->err, "not connected"); return -1; }
+    const char *params[1] = { batch };
+    if (PQsendQueryParams(p->conn, "SELECT req_id FROM alloc_results WHERE batch = $1", 1, NULL, params,
+                          NULL, NULL, 0) != 1 || PQsetSingleRowMode(p->conn) != 1) {
+        set_err(p, "postgresql");
+        PGresult *r;
+        while ((r = PQgetResult(p->conn)) != NULL) PQclear(r);
+        return -1;
+    }
+    int ok = 1, full = 0;
+    PGresult *r;
+    while ((r = PQgetResult(p->conn)) != NULL) {
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_SINGLE_TUPLE && !full) full = archive_seen_add(into, PQgetvalue(r, 0, 0)) < 0;
+        else if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK && ok) { set_err(p, "postgresql"); ok = 0; }
+        PQclear(r);
+    }
+    return ok ? 0 : -1;
 }
 
 int archive_pg_pool_entries(archive_pg *p, const char *batch, int64_t *n)

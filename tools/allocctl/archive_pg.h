@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <libpq-fe.h>
 
+#include "allocctl/archive_seen.h"
+
 typedef struct archive_pg {
     PGconn *conn;
     const char *conninfo;
@@ -68,6 +70,10 @@ int archive_pg_copy_finish(archive_pg *p, int64_t *inserted);
  * INSERT ... ON CONFLICT DO NOTHING, in one transaction; *inserted gets the
  * rows that were new. Returns 0 or -1. */
 int archive_pg_copy_results(archive_pg *p, const char *copy, size_t len, int64_t *inserted);
+/* Adds to into the request id of every alloc_results row of batch: what a
+ * new run need not offer again (archive_seen.h). Returns 0 (also when the
+ * set ran out of memory: those ids are offered again), or -1. */
+int archive_pg_results_ids(archive_pg *p, const char *batch, archive_seen *into);
 /* Upserts the batch's definition and latest stats (alloc_batches): meta,
  * capacity and stats as JSON objects of their hash fields. */
 int archive_pg_put_batch(archive_pg *p, const char *batch, const char *meta, const char *capacity,

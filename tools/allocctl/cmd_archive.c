@@ -12,7 +12,7 @@
  *
  * Results are not in the log (a rejection changes no state), so they are
  * copied by full HSCAN passes of P:{B}:results, each page one insert of
- * the results this run has not committed yet (archive_seen.h). A
+ * the results neither this run nor the database has (archive_seen.h). A
  * pass records the stats.updated_at it saw before it began: every result
  * written by then was in the hash for the whole pass, and HSCAN returns
  * every such field at least once; `purge` compares that mark with the
@@ -214,7 +214,8 @@ static int ensure_group(archiver *a, arch_batch *b, int *no_log)
 }
 
 /* One write to PostgreSQL, to be retried as a whole after a reconnect. */
-typedef enum { JOB_EVENTS, JOB_RESULTS, JOB_BATCH, JOB_ITEMS, JOB_POOL, JOB_LOTTERY, JOB_POOL_FROM } pg_job_kind;
+typedef enum { JOB_EVENTS, JOB_RESULTS, JOB_BATCH, JOB_ITEMS, JOB_POOL, JOB_LOTTERY, JOB_POOL_FROM,
+               JOB_SEEN } pg_job_kind;
 typedef struct pg_job {
     pg_job_kind kind;
     const char *batch;
@@ -222,6 +223,7 @@ typedef struct pg_job {
     size_t len;              /* of text[0], for events and results (COPY binary); for
                                 the pool, the position of its first entry */
     int64_t inserted;
+    archive_seen *seen;      /* filled by JOB_SEEN */
 } pg_job;
 
 static int pg_job_run(archive_pg *p, pg_job *j)
@@ -233,6 +235,7 @@ static int pg_job_run(archive_pg *p, pg_job *j)
     case JOB_POOL:    return archive_pg_put_pool(p, j->batch, (int64_t)j->len, j->text[0]);
     case JOB_LOTTERY: return archive_pg_put_lottery(p, j->batch, j->text[0], j->text[1], j->text[2]);
     case JOB_POOL_FROM: return archive_pg_pool_entries(p, j->batch, &j->inserted);
+    case JOB_SEEN:    return archive_pg_results_ids(p, j->batch, j->seen);
     default:          return archive_pg_put_batch(p, j->batch, j->text[0], j->text[1], j->text[2]);
     }
 }
@@ -369,7 +372,7 @@ static int flight_land_then(archiver *a, arch_batch *next_b, redisReply *next_r,
     if (done.active && archive_pg_copy_finish(&a->pg, &inserted) < 0) {
         if (!archive_pg_lost(&a->pg)) { errmsg(a->x, "%s", a->pg.err); rc = AR_PG; }
         archive_buf *t = &a->buf[a->fl_buf];
-        pg_job j = { JOB_EVENTS, done.batch, { t->p, NULL, NULL }, t->len, 0 };
+        pg_job j = { JOB_EVENTS, done.batch, { t->p, NULL, NULL }, t->len, 0, NULL };
         if (rc == AR_OK) rc = pg_retry(a, &j);
         inserted = j.inserted;
     }
@@ -504,7 +507,7 @@ static int put_batch(archiver *a, arch_batch *b)
     char *meta = hash_json(r[0]), *cap = hash_json(r[1]), *stats = hash_json(r[2]);
     int rc = AR_FATAL;
     if (meta && cap && stats) {
-        pg_job j = { JOB_BATCH, b->id, { meta, cap, stats }, 0, 0 };
+        pg_job j = { JOB_BATCH, b->id, { meta, cap, stats }, 0, 0, NULL };
         rc = pg_retry(a, &j);
     }
     if (rc == AR_OK) rc = put_round(a, b, r[0], r[1], r[3]);
@@ -544,7 +547,7 @@ static char *items_rows(const redisReply *cap, const redisReply *attrs)
 static int put_pool(archiver *a, arch_batch *b)
 {
     if (!b->pool_resumed) {
-        pg_job from = { JOB_POOL_FROM, b->id, { NULL, NULL, NULL }, 0, 0 };
+        pg_job from = { JOB_POOL_FROM, b->id, { NULL, NULL, NULL }, 0, 0, NULL };
         int rc = pg_retry(a, &from);
         if (rc != AR_OK) return rc;
         b->pool_sent = from.inserted;
@@ -570,14 +573,14 @@ static int put_pool(archiver *a, arch_batch *b)
         for (size_t i = 0; i < page->elements; i++)
             json_array_append_new(arr, json_stringn(page->element[i]->str, page->element[i]->len));
         char *text = json_dumps(arr, JSON_COMPACT);
-        pg_job j = { JOB_POOL, b->id, { text, NULL, NULL }, (size_t)b->pool_sent, 0 };
+        pg_job j = { JOB_POOL, b->id, { text, NULL, NULL }, (size_t)b->pool_sent, 0, NULL };
         rc = text && page->elements ? pg_retry(a, &j) : AR_FATAL;
         b->pool_sent += (int64_t)page->elements;
         free(text);
         json_decref(arr);
         freeReplyObject(page);
     }
-    pg_job j = { JOB_LOTTERY, b->id, { served, done, len }, 0, 0 };
+    pg_job j = { JOB_LOTTERY, b->id, { served, done, len }, 0, 0, NULL };
     return rc == AR_OK ? pg_retry(a, &j) : rc;
 }
 
@@ -589,7 +592,7 @@ static int put_round(archiver *a, arch_batch *b, const redisReply *meta, const r
     int shuffle = 0;
     for (size_t i = 0; i + 1 < meta->elements; i += 2)
         shuffle |= !strcmp(meta->element[i]->str, "early") && !strcmp(meta->element[i + 1]->str, "shuffle");
-    pg_job j = { JOB_ITEMS, b->id, { items_rows(cap, attrs), NULL, NULL }, 0, 0 };
+    pg_job j = { JOB_ITEMS, b->id, { items_rows(cap, attrs), NULL, NULL }, 0, 0, NULL };
     int rc = j.text[0] ? pg_retry(a, &j) : AR_FATAL;
     free((char *)j.text[0]);
     return rc == AR_OK && shuffle ? put_pool(a, b) : rc;
@@ -610,12 +613,23 @@ static int pass_due(archiver *a, arch_batch *b, int *due)
     return AR_OK;
 }
 
+/* Before this run's first pass over b: the results the database has, so
+ * that a restarted archiver does not offer them all again. Without memory
+ * for the set, every result is offered (the primary key skips them). */
+static int load_seen(archiver *a, arch_batch *b)
+{
+    if (b->seen || !(b->seen = archive_seen_new())) return AR_OK;
+    pg_job j = { JOB_SEEN, b->id, { NULL, NULL, NULL }, 0, 0, b->seen };
+    return pg_retry(a, &j);
+}
+
 /* One HSCAN page of a results pass. Returns 1 (moved), 0 (nothing to do) or AR_*. */
 static int results_step(archiver *a, arch_batch *b)
 {
     if (!b->scanning) {
         int due, rc = pass_due(a, b, &due);
         if (rc != AR_OK || !due) return rc;
+        if ((rc = load_seen(a, b)) != AR_OK) return rc;
         b->scanning = 1;
         b->pass_chunks = b->log_chunks;
         snprintf(b->cursor, sizeof b->cursor, "0");
@@ -642,12 +656,11 @@ static int results_step(archiver *a, arch_batch *b)
         errmsg(a->x, "%s: could not archive a page of results (a field that is not UTF-8 text?)", b->id);
         rc = AR_FATAL;
     } else if (nrows > 0) {
-        pg_job j = { JOB_RESULTS, b->id, { rows->p, NULL, NULL }, rows->len, 0 };
+        pg_job j = { JOB_RESULTS, b->id, { rows->p, NULL, NULL }, rows->len, 0, NULL };
         rc = pg_retry(a, &j);
         inserted = j.inserted;
         /* committed: later passes of this run skip them (one the set has
          * no memory for is offered again, which the primary key skips) */
-        if (rc == AR_OK && !b->seen) b->seen = archive_seen_new();
         for (size_t i = 0; rc == AR_OK && b->seen && i + 1 < page->elements; i += 2)
             if (sent[i / 2]) (void)archive_seen_add(b->seen, page->element[i]->str);
     }
