@@ -78,7 +78,7 @@ typedef struct arch_batch {
     char done_upto[32];        /* pass_upto of the last completed pass */
     int64_t pass_chunks;       /* log_chunks when the running pass began */
     int64_t done_chunks;       /* pass_chunks of the last completed pass */
-    archive_seen *seen;        /* results this run committed: later passes skip them */
+    archive_seen *seen;        /* results the database has (load_seen): passes skip them */
     int64_t lag_entries, lag_ms;
     double rate;
     int64_t pool_sent;         /* lottery pool entries archived (by an earlier run too) */
