@@ -661,14 +661,25 @@ static void test_later_passes_offer_only_new_results(void **state)
     itest_cmd(f->c, "HSET alloc:{%s}:stats updated_at 4", b);
     assert_int_equal(pg_wait_int(f, "SELECT count(*) FROM alloc_results WHERE batch = 'n1'", N + 1), N + 1);
     assert_int_equal(afix_pg_int(f, "SELECT n FROM offered"), N + 1);
+    /* a result whose row another writer put in the database meanwhile:
+     * the page's COPY fails on it, and the staging table's way skips it
+     * (the failed COPY's proposal rolled back with it) */
+    afix_pg_exec(f, "INSERT INTO alloc_results (batch, req_id, status, result) "
+                    "VALUES ('n1', 'other', 'rejected', '{\"id\":\"other\",\"status\":\"rejected\"}')");
+    itest_cmd(f->c, "HSET alloc:{%s}:results other {\"id\":\"other\",\"status\":\"rejected\"}", b);
+    passes = proc_int(f->c, "HGET alloc:{%s}:archive results_passes", b);
+    itest_cmd(f->c, "HSET alloc:{%s}:stats updated_at 5", b);
+    assert_true(passes_after(f, b, passes) > passes);
+    assert_int_equal(afix_pg_int(f, "SELECT n FROM offered"), N + 3);
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_results WHERE batch = 'n1'"), N + 2);
     proc_reap(ar, SIGTERM);
     afix_assert_results_archived(f, b);
     /* a new run reads what the database has first: it offers only a row
      * that went missing there */
     afix_pg_exec(f, "DELETE FROM alloc_results WHERE batch = 'n1' AND req_id = 'r-7'");
     free(AFIX_CTL(f, 0, "archive", "--pg", f->pg.conninfo, b));
-    assert_int_equal(afix_pg_int(f, "SELECT n FROM offered"), N + 2);
-    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_results WHERE batch = 'n1'"), N + 1);
+    assert_int_equal(afix_pg_int(f, "SELECT n FROM offered"), N + 4);
+    assert_int_equal(afix_pg_int(f, "SELECT count(*) FROM alloc_results WHERE batch = 'n1'"), N + 2);
     afix_assert_results_archived(f, b);
 }
 

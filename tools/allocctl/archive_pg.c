@@ -129,10 +129,11 @@ static const char STAGE_TO_EVENTS[] =
 "ON CONFLICT DO NOTHING";
 
 /* A page of results arrives by COPY (archive_results_copy writes its rows)
- * into this table of the session, and one INSERT ... ON CONFLICT DO NOTHING
- * moves the rows that are new, in one transaction: every results pass
- * after the first finds most of its rows there already, and a COPY
- * straight into alloc_results would fail on the first of them. */
+ * straight into alloc_results: it holds only the results the database does
+ * not have as far as the run knows (archive_seen.h). When a row is there
+ * all the same (another archiver on the batch), the page goes into this
+ * table of the session, and one INSERT ... ON CONFLICT DO NOTHING moves
+ * the rows that are new, in one transaction, as a chunk of the log does. */
 static const char STAGE_RESULTS[] =
 "CREATE TEMP TABLE IF NOT EXISTS alloc_results_stage (\n"
 "  batch text, req_id text, user_id text, op text, status text, reason text, item text,\n"
@@ -247,6 +248,7 @@ static int exec(archive_pg *p, const char *sql, int64_t *tuples)
  * would read as a Redis command to tests/data/acl/sent-commands.sh. */
 static const char COPY_EVENTS[] = "COPY alloc_events (" EVENT_COLUMNS ") FROM STDIN (FORMAT binary)";
 static const char COPY_STAGE[] = "COPY alloc_events_stage (" EVENT_COLUMNS ") FROM STDIN (FORMAT binary)";
+static const char COPY_RESULTS[] = "COPY alloc_results (" ARCHIVE_RESULT_COLUMNS ") FROM STDIN (FORMAT binary)";
 static const char COPY_RESULTS_STAGE[] =
     "COPY alloc_results_stage (" ARCHIVE_RESULT_COLUMNS ") FROM STDIN (FORMAT binary)";
 
@@ -312,7 +314,8 @@ int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t 
 int archive_pg_copy_results(archive_pg *p, const char *copy, size_t len, int64_t *inserted)
 {
     if (!p->conn) { snprintf(p->err, sizeof p->err, "not connected"); return -1; }
-    return copy_staged(p, COPY_RESULTS_STAGE, STAGE_TO_RESULTS, copy, len, inserted);
+    int rc = copy_in(p, COPY_RESULTS, copy, len, inserted);
+    return rc == -2 ? copy_staged(p, COPY_RESULTS_STAGE, STAGE_TO_RESULTS, copy, len, inserted) : rc;
 }
 
 /* ------------------------------------------------ the chunk in flight -- */

@@ -6,9 +6,8 @@
  * statement that commits by itself), and only when a row of it is there
  * already through a temporary staging table and one INSERT ... SELECT, in
  * one transaction: PostgreSQL's fastest way in, and no value is ever
- * spliced into SQL text. A page of results always goes through its own
- * staging table: most rows of a pass after the first are there already.
- * The smaller inserts (items, the pool) and reconcile's reads travel as
+ * spliced into SQL text. A page of results travels the same way. The
+ * smaller inserts (items, the pool) and reconcile's reads travel as
  * ONE jsonb parameter (a JSON array) that the server splits
  * (jsonb_array_elements). Every insert is ON CONFLICT DO NOTHING on the
  * primary key, (batch, stream id, index in entry) for events and (batch,
@@ -66,9 +65,9 @@ int archive_pg_copy_pump(archive_pg *p);
 int archive_pg_copy_fd(archive_pg *p);
 int archive_pg_copy_finish(archive_pg *p, int64_t *inserted);
 /* Inserts a page of final results, given as COPY rows
- * (archive_results_copy): COPY into the session's staging table, then one
- * INSERT ... ON CONFLICT DO NOTHING, in one transaction; *inserted gets the
- * rows that were new. Returns 0 or -1. */
+ * (archive_results_copy), as archive_pg_copy_events inserts a chunk: one
+ * COPY, through the staging table only when a row is there already;
+ * *inserted gets the rows that were new. Returns 0 or -1. */
 int archive_pg_copy_results(archive_pg *p, const char *copy, size_t len, int64_t *inserted);
 /* Adds to into the request id of every alloc_results row of batch: what a
  * new run need not offer again (archive_seen.h). Returns 0 (also when the
