@@ -21,9 +21,9 @@
  *            events/s (from its start until every event is in; the results
  *            pass after that is timed apart); the target is archive events/s
  *            >= grants/s. Then an archiver with --follow: its first pass
- *            over the results (every row in the database already) and, the
- *            batch having changed, its second (every row committed by this
- *            run: skipped).
+ *            over the results (every row in the database already: their
+ *            ids read first, then skipped) and, the batch having changed,
+ *            its second (skipped too).
  *
  * Usage: archive_long [--seconds N] [--results N] [--events N]
  *                     [--only kills|export|rate|sale] [--chunk N]   (the archiver's;
@@ -290,8 +290,8 @@ static int64_t pass_ms(afix *f, const char *b, long long after)
 }
 
 /* A following archiver over the sale's results, all archived already: its
- * first pass (offered again, the primary key skips them), then the next
- * after the batch changed (skipped before PostgreSQL). */
+ * first pass (the database's ids read, then every field skipped), then the
+ * next after the batch changed (skipped again). */
 static void sale_passes(afix *f, const char *b)
 {
     itest_cmd(f->c, "DEL alloc:{%s}:archive", b);
@@ -302,7 +302,7 @@ static void sale_passes(afix *f, const char *b)
     int64_t second = pass_ms(f, b, 1);
     proc_reap(ar, SIGTERM);
     print_message("sale: a following archiver's passes over the %d results: the first %.2f s "
-                  "(all in the database), the next %.2f s (all committed by it)\n", g_events,
+                  "(all in the database), the next %.2f s (the batch changed)\n", g_events,
                   (double)first / 1000.0, (double)second / 1000.0);
 }
 

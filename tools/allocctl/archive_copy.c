@@ -134,7 +134,8 @@ void archive_copy_text(archive_buf *b, const char *s, size_t n, int empty_null)
     archive_buf_put(b, s, n);
 }
 
-int archive_copy_int_of(const char *s, size_t n, long long *out)
+/* Whether s is an integer of at most 18 digits, and its value. */
+static int int_of(const char *s, size_t n, long long *out)
 {
     size_t i = s && n && s[0] == '-' ? 1 : 0, digits = 0;
     while (s && i < n && s[i] >= '0' && s[i] <= '9') { i++; digits++; }
@@ -146,7 +147,7 @@ int archive_copy_int_of(const char *s, size_t n, long long *out)
 void archive_copy_int_text(archive_buf *b, const char *s, size_t n)
 {
     long long x;
-    if (archive_copy_int_of(s, n, &x)) archive_copy_int8(b, x);
+    if (int_of(s, n, &x)) archive_copy_int8(b, x);
     else archive_copy_null(b);
 }
 
@@ -156,7 +157,7 @@ void archive_copy_int_text(archive_buf *b, const char *s, size_t n)
 void archive_copy_time_text(archive_buf *b, const char *s, size_t n)
 {
     long long ms;
-    if (!archive_copy_int_of(s, n, &ms) || ms < -62135596800000LL || ms > 253402300799999LL)
+    if (!int_of(s, n, &ms) || ms < -62135596800000LL || ms > 253402300799999LL)
         archive_copy_null(b);
     else
         archive_copy_int8(b, (ms - PG_EPOCH_MS) * 1000);

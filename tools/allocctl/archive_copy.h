@@ -62,8 +62,6 @@ void archive_copy_int_text(archive_buf *out, const char *s, size_t n);
 void archive_copy_time_text(archive_buf *out, const char *s, size_t n);
 /* Whether s is well-formed UTF-8 without NUL (what text and jsonb take). */
 int archive_copy_is_text(const char *s, size_t n);
-/* Whether s is an integer of at most 18 digits (what _int_text takes). */
-int archive_copy_int_of(const char *s, size_t n, long long *out);
 
 /* A jsonb column: _jsonb_begin writes the length word (filled in by
  * _jsonb_end) and jsonb's version byte; the JSON text goes in between,

@@ -43,7 +43,8 @@ void archive_pg_close(archive_pg *p);
 int archive_pg_lost(const archive_pg *p);
 
 /* Inserts the events of a chunk of the log, given as COPY rows
- * (archive_log_entry_copy): COPY into the session's staging table, then one
+ * (archive_log_entry_copy): one COPY into alloc_events, and only when a row
+ * of it is there already a COPY into the session's staging table and one
  * INSERT ... ON CONFLICT DO NOTHING, in one transaction; *inserted gets the
  * rows that were new. Returns 0 or -1. */
 int archive_pg_copy_events(archive_pg *p, const char *copy, size_t len, int64_t *inserted);

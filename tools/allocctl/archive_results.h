@@ -1,9 +1,8 @@
 /* archive_results.h -- turning a page of P:{B}:results into archive rows.
  *
  * The results pass of `allocctl archive` (cmd_archive.c) reads the hash by
- * HSCAN pages and sends each page by COPY into the session's staging table
- * (archive_pg.h), from which one INSERT ... ON CONFLICT DO NOTHING moves
- * the rows that are new into alloc_results. The typed columns are what
+ * HSCAN pages and sends each page by one COPY into alloc_results
+ * (archive_pg_copy_results). The typed columns are what
  * PostgreSQL's `result->>'x'` gives for the result's member x: a string's
  * value, an integer's digits, NULL for null or a missing member (status:
  * ""); a member of another type is its compact JSON. qty, seq, rank and
@@ -24,8 +23,8 @@
     "seq, rank, at_ms, at, result"
 
 /* Appends a row to out for every field of the page ([field, value, ...],
- * an HSCAN reply's second element) but those in seen (may be NULL:
- * archived by this run already) and `waiting` results: they are the only
+ * an HSCAN reply's second element) but those in seen (may be NULL: in
+ * the database already, archive_seen.h) and `waiting` results: they are the only
  * ones ever replaced, and a later pass takes the final one. sent (may be
  * NULL) gets a flag per field, 1 where a row was added. Returns the number
  * of rows added, or -1 for a field that is not UTF-8 text (no request id

@@ -7,6 +7,7 @@
 
 #include "base/random.h"
 #include "core/strmap.h"
+#include "core/vec.h"
 
 struct archive_seen {
     strmap map;             /* id -> its index in off */
@@ -48,25 +49,15 @@ size_t archive_seen_count(const archive_seen *s)
     return s ? s->n : 0;
 }
 
-/* Room for one more id of len bytes (and its NUL). */
+/* Room for one more id of len bytes (and its NUL): core/vec's growth. */
 static int reserve(archive_seen *s, size_t len)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 1024;
-        size_t *off = realloc(s->off, cap * sizeof *off);
-        if (!off) return -1;
-        s->off = off;
-        s->cap = cap;
-    }
-    if (s->alen + len + 1 > s->acap) {
-        size_t cap = s->acap ? s->acap : 65536;
-        while (cap < s->alen + len + 1) cap *= 2;
-        char *a = realloc(s->arena, cap);
-        if (!a) return -1;
-        s->arena = a;
-        s->acap = cap;
-    }
-    return 0;
+    void *off = s->off, *arena = s->arena;
+    int rc = vec_reserve(&off, &s->cap, s->n + 1, sizeof *s->off);
+    s->off = off;
+    if (rc == 0) rc = vec_reserve(&arena, &s->acap, s->alen + len + 1, 1);
+    s->arena = arena;
+    return rc < 0 ? -1 : 0;
 }
 
 int archive_seen_add(archive_seen *s, const char *id)
