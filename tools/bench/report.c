@@ -309,13 +309,18 @@ static void target_lock(const bench *b)
            m ? r->a.tput : 0, m ? r->lock.tput : 0, x);
 }
 
-static void target_p99(const bench *b)
+/* The old latency target, p99 < 5 ms at half of allocd's own saturation:
+ * issue 37 replaced it by open_loop_p99_same_rate (two cores shared by
+ * Redis, allocd and the generator cannot hold it), so it is printed as a
+ * figure, not as a TARGET line. */
+static void info_p99_at_half(const bench *b)
 {
     const row *r = find_row(b, SC_STOCK, "live@half", 0);
-    int m = r && r->a_ok && !r->a.missing && r->a.p99 >= 0;
-    target(b, "p99_at_half_max", m, m && r->a.p99 < 5.0,
-           "stock live paced at %.0f req/s (half of the unpaced %.0f/s): p50 %.2f p99 %.2f p999 %.2f ms (p99 < 5 ms)",
-           m ? r->a.rate : 0, b->max_live, m ? r->a.p50 : 0, m ? r->a.p99 : 0, m ? r->a.p999 : 0);
+    if (!r || !r->a_ok || r->a.missing || r->a.p99 < 0) return;
+    printf("FIGURE p99_at_half_max            stock live paced at %.0f req/s (half of the unpaced %.0f/s): "
+           "p50 %.2f p99 %.2f p999 %.2f ms (no longer a target: open_loop_p99_same_rate replaced it)%s\n",
+           r->a.rate, b->max_live, r->a.p50, r->a.p99, r->a.p999,
+           b->opt.rt ? " (--rt: Redis and allocd SCHED_FIFO)" : "");
 }
 
 static void target_probe(const bench *b)
@@ -421,7 +426,7 @@ static void print_targets(const bench *b)
     if (b->n_same) target_open_loop(b);
     target_lua(b);
     target_lock(b);
-    target_p99(b);
+    info_p99_at_half(b);
     target_probe(b);
     target_memory(b);
     target_rt(b);
