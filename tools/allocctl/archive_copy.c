@@ -1,18 +1,24 @@
 /* archive_copy.c -- see archive_copy.h. */
 #include "allocctl/archive_copy.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "core/vec.h"
+
+/* core/vec's growth, from 64 kB (a chunk of the log is some 2 MB, a page
+ * of results some 20 kB): its overflow checks included. */
+#define BUF_FIRST 65536
 
 void archive_buf_grow(archive_buf *b, size_t more)
 {
     if (b->failed || b->len + more <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 65536;
-    while (cap < b->len + more) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) { b->failed = 1; return; }
+    if (more > SIZE_MAX - b->len) { b->failed = 1; return; }
+    size_t need = b->len + more;
+    void *p = b->p;
+    if (vec_reserve(&p, &b->cap, need < BUF_FIRST ? BUF_FIRST : need, 1) < 0) { b->failed = 1; return; }
     b->p = p;
-    b->cap = cap;
 }
 
 void archive_buf_free(archive_buf *b)

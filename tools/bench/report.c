@@ -251,12 +251,18 @@ static const row *find_row(const bench *b, scenario_id sc, const char *mode, int
 static void target(const bench *b, const char *name, int measured, int met, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* One TARGET line; under --rt every one says so, so that no figure of a
- * real-time run passes for the default setup. */
+/* Under --rt every TARGET and FIGURE line says so, so that no figure of
+ * a real-time run passes for the default setup. */
+static const char *rt_note(const bench *b)
+{
+    return b->opt.rt ? " (--rt: Redis and allocd SCHED_FIFO)" : "";
+}
+
+/* One TARGET line. */
 void report_target(const bench *b, const char *name, int measured, int met, const char *what)
 {
     printf("TARGET %-24s %-14s %s%s\n", name, !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET", what,
-           b->opt.rt ? " (--rt: Redis and allocd SCHED_FIFO)" : "");
+           rt_note(b));
 }
 
 static void target(const bench *b, const char *name, int measured, int met, const char *fmt, ...)
@@ -319,8 +325,7 @@ static void info_p99_at_half(const bench *b)
     if (!r || !r->a_ok || r->a.missing || r->a.p99 < 0) return;
     printf("FIGURE p99_at_half_max            stock live paced at %.0f req/s (half of the unpaced %.0f/s): "
            "p50 %.2f p99 %.2f p999 %.2f ms (no longer a target: open_loop_p99_same_rate replaced it)%s\n",
-           r->a.rate, b->max_live, r->a.p50, r->a.p99, r->a.p999,
-           b->opt.rt ? " (--rt: Redis and allocd SCHED_FIFO)" : "");
+           r->a.rate, b->max_live, r->a.p50, r->a.p99, r->a.p999, rt_note(b));
 }
 
 static void target_probe(const bench *b)
