@@ -319,7 +319,7 @@ static void target_lock(const bench *b)
  * issue 37 replaced it by open_loop_p99_same_rate (two cores shared by
  * Redis, allocd and the generator cannot hold it), so it is printed as a
  * figure, not as a TARGET line. */
-static void info_p99_at_half(const bench *b)
+static void figure_p99_at_half(const bench *b)
 {
     const row *r = find_row(b, SC_STOCK, "live@half", 0);
     if (!r || !r->a_ok || r->a.missing || r->a.p99 < 0) return;
@@ -431,7 +431,7 @@ static void print_targets(const bench *b)
     if (b->n_same) target_open_loop(b);
     target_lua(b);
     target_lock(b);
-    info_p99_at_half(b);
+    figure_p99_at_half(b);
     target_probe(b);
     target_memory(b);
     target_rt(b);
